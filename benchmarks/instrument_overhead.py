@@ -1,0 +1,141 @@
+"""Tracing overhead: added cost per recorded MPI call, slowdown of a compute-heavy run, bytes/event.
+
+    python benchmarks/instrument_overhead.py            # launches itself with mpiexec -n 2
+
+Both variants run in one MPI job, interleaved block by block (untraced, traced, untraced, ...),
+so machine noise hits them alike; the figures are medians over blocks.
+
+1. 1 KiB ping-pong: each round trip is 2 MPI calls per rank. Added cost per call =
+   (traced block time - untraced block time) / calls in the block.
+2. A compute-heavy loop (sort 50,000 doubles, then Sendrecv 4 KiB around the ring and an
+   Allreduce): slowdown % of traced vs untraced.
+3. On-disk size: bytes per event of the written Parquet files, per workload.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _launch() -> None:
+    sys.path.insert(0, str(ROOT))
+    from hindsight.collect import find_mpiexec, launch_env
+
+    env = launch_env(2)
+    env["HINDSIGHT_BENCH_CHILD"] = "1"
+    sys.exit(subprocess.call([find_mpiexec(), "-n", "2", sys.executable, __file__], env=env))
+
+
+def main() -> None:
+    import numpy as np
+    from mpi4py import MPI
+
+    import instrument
+    from instrument import session
+
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-"))
+    trace_dir = world.bcast(str(tmp) if rank == 0 else None, root=0)
+    traced = instrument.start(trace_dir, app="instrument_overhead")
+    tracer = session.tracer()
+    plain = world
+    peer = 1 - rank
+
+    # 1. ping-pong ------------------------------------------------------------------------------
+    msg = np.zeros(1024, np.uint8)
+    trips, blocks = 2000, 25
+
+    def pingpong(comm, n):
+        comm.Barrier() if comm is plain else MPI.Intracomm.Barrier(comm)
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            if rank == 0:
+                comm.Send(msg, peer, 1)
+                comm.Recv(msg, peer, 1)
+            else:
+                comm.Recv(msg, peer, 1)
+                comm.Send(msg, peer, 1)
+        return time.perf_counter_ns() - t0
+
+    pingpong(plain, 500)
+    pingpong(traced, 500)             # warm-up, also the first flush path
+    events_before = tracer.events + len(tracer.rows)
+    added = []
+    one_way = []
+    for _ in range(blocks):
+        u = pingpong(plain, trips)
+        t = pingpong(traced, trips)
+        added.append((t - u) / (2 * trips))
+        one_way.append(u / (2 * trips))
+    pp_events = tracer.events + len(tracer.rows) - events_before
+
+    # 2. compute-heavy loop ---------------------------------------------------------------------
+    rng = np.random.default_rng(rank)
+    data = rng.random(50_000)
+    token = np.zeros(4096, np.uint8)
+    incoming = np.empty_like(token)
+    out = np.zeros(1)
+
+    def app(comm, rounds):
+        comm.Barrier() if comm is plain else MPI.Intracomm.Barrier(comm)
+        t0 = time.perf_counter_ns()
+        for i in range(rounds):
+            with instrument.region("task", size=data.size) if comm is traced else _nothing():
+                np.sort(data)
+            comm.Sendrecv(token, dest=peer, sendtag=i, recvbuf=incoming, source=peer, recvtag=i)
+            comm.Allreduce(np.array([float(i)]), out)
+        return time.perf_counter_ns() - t0
+
+    app(plain, 20)
+    app(traced, 20)
+    slow = []
+    for _ in range(15):
+        u = app(plain, 100)
+        t = app(traced, 100)
+        slow.append(100.0 * (t - u) / u)
+
+    instrument.finish()
+    if rank == 0:
+        files = sorted(Path(trace_dir).glob("rank-*.parquet"))
+        size = sum(f.stat().st_size for f in files)
+        events = sum(session.tf.file_metadata(f)["events"] for f in files)
+        print(f"machine: {os.cpu_count()} cores; MPI: {MPI.Get_library_version().splitlines()[0]}")
+        print(f"1 KiB ping-pong, {blocks} blocks x {trips} round trips, 2 ranks:")
+        print(f"  untraced one-way time (median)        {statistics.median(one_way) / 1e3:8.3f} us")
+        print(f"  added cost per recorded call (median) {statistics.median(added) / 1e3:8.3f} us")
+        print(f"  added cost per recorded call (mean)   {statistics.mean(added) / 1e3:8.3f} us"
+              "  (includes flushes)")
+        print(f"  recorded ping-pong events (rank 0)    {pp_events}")
+        print("compute-heavy loop (sort 50k doubles + 4 KiB Sendrecv + Allreduce), 15 blocks:")
+        print(f"  slowdown traced vs untraced (median)  {statistics.median(slow):8.2f} %")
+        print(f"  slowdown spread (min..max)            {min(slow):.2f} .. {max(slow):.2f} %")
+        print(f"on disk: {size} bytes for {events} events = {size / events:.2f} bytes/event")
+    import shutil
+
+    world.Barrier()
+    if rank == 0:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+if __name__ == "__main__":
+    if os.environ.get("HINDSIGHT_BENCH_CHILD"):
+        main()
+    else:
+        _launch()

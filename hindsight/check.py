@@ -1,0 +1,164 @@
+"""`hindsight trace check`: the invariants of docs/trace-format.md, one readable line per problem."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from hindsight import traceformat as tf
+
+MAX_LINES_PER_KIND = 10
+
+
+def check_trace(trace_dir: Path | str) -> list[str]:
+    """Every problem found, as lines; an empty list means complete and consistent."""
+    trace_dir = Path(trace_dir)
+    try:
+        trace = tf.read_trace(trace_dir)
+    except tf.TraceError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    for src in trace.sources:
+        problems.extend(src.problems)
+        if not src.complete:
+            where = trace_dir / tf.rank_file_name(src.rank)
+            if where in src.files:
+                held = f"the file holds its {src.metadata.get('events', '?')} events up to then"
+            elif src.files:
+                held = f"{len(src.files)} readable part(s) in {tf.STAGING_DIR}/, not sealed"
+            else:
+                held = "no data was saved"
+            problems.append(f"{where}: rank {src.rank} did not finish (status {src.status}); "
+                            f"{held}")
+    if not trace.manifest.get("complete") and all(s.complete for s in trace.sources):
+        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: manifest says the run is incomplete")
+    status = trace.manifest.get("rank_status") or []
+    for src in trace.sources:
+        if src.complete and src.rank < len(status) and status[src.rank] != "complete":
+            problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {src.rank} is "
+                            f"'{status[src.rank]}' in the manifest but its file is complete")
+    if trace.manifest.get("result_verified") is False:
+        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: the application's result was wrong "
+                        "(result_verified false)")
+
+    table = trace.table
+    cols = {c: table.column(c).to_numpy() for c in tf.INT_COLUMNS}
+    ops = _decode(table.column("op"))
+    files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}
+    problems += _capped(_check_order(cols, ops, files))
+    problems += _capped(_check_requests(cols, ops, files, {s.rank for s in trace.sources
+                                                           if s.complete}))
+    problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
+    problems += _capped(_check_matching(table))
+    return problems
+
+
+def _decode(column: pa.ChunkedArray) -> np.ndarray:
+    """Op names as a NumPy array of str (object dtype), decoded once."""
+    arr = column.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return np.asarray(arr.to_pylist(), dtype=object)
+
+
+def _capped(lines: list[str]) -> list[str]:
+    if len(lines) <= MAX_LINES_PER_KIND:
+        return lines
+    return lines[:MAX_LINES_PER_KIND] + [f"... and {len(lines) - MAX_LINES_PER_KIND} more like "
+                                         "the above"]
+
+
+def _check_order(cols, ops, files) -> list[str]:
+    out = []
+    rank, seq, t0, t1 = cols["rank"], cols["seq"], cols["t_start"], cols["t_end"]
+    bad = np.flatnonzero(t1 < t0)
+    for i in bad[:MAX_LINES_PER_KIND + 1]:
+        out.append(f"{files[rank[i]]}: seq {seq[i]}: t_end {t1[i]} is before t_start {t0[i]}")
+    neg = np.flatnonzero(t0 < 0)
+    for i in neg[:MAX_LINES_PER_KIND + 1]:
+        out.append(f"{files[rank[i]]}: seq {seq[i]}: negative timestamp {t0[i]}")
+    is_mpi = ops != "region"
+    for r in np.unique(rank):
+        sel = np.flatnonzero(rank == r)
+        expected = np.arange(len(sel))
+        if not np.array_equal(seq[sel], expected):
+            first = int(np.flatnonzero(seq[sel] != expected)[0])
+            out.append(f"{files[r]}: seq is not 0..n-1 in file order (row {first} has seq "
+                       f"{seq[sel][first]})")
+            continue
+        m = sel[is_mpi[sel]]
+        if len(m) < 2:
+            continue
+        same_call = (t0[m][1:] == t0[m][:-1]) & (t1[m][1:] == t1[m][:-1])
+        overlap = (t0[m][1:] < t1[m][:-1]) & ~same_call
+        for k in np.flatnonzero(overlap)[:MAX_LINES_PER_KIND + 1]:
+            out.append(f"{files[r]}: seq {seq[m][k + 1]} ({ops[m][k + 1]}) starts before seq "
+                       f"{seq[m][k]} ({ops[m][k]}) ended: MPI calls of one rank overlap")
+    return out
+
+
+def _check_requests(cols, ops, files, complete_ranks: set[int]) -> list[str]:
+    out = []
+    req = cols["request"]
+    sel = np.flatnonzero(req >= 0)
+    posts: dict[tuple[int, int], int] = {}
+    done: dict[tuple[int, int], int] = defaultdict(int)
+    rank, seq = cols["rank"], cols["seq"]
+    for i in sel:
+        key = (int(rank[i]), int(req[i]))
+        if ops[i] in tf.COMPLETION_OPS:
+            done[key] += 1
+            if key not in posts:
+                out.append(f"{files[key[0]]}: seq {seq[i]}: {ops[i]} completes request {key[1]} "
+                           "that was never posted")
+        else:
+            if key in posts:
+                out.append(f"{files[key[0]]}: seq {seq[i]}: request id {key[1]} posted twice")
+            posts[key] = int(seq[i])
+    for key, n in done.items():
+        if n > 1:
+            out.append(f"{files[key[0]]}: request {key[1]} completed {n} times")
+    for key, s in posts.items():
+        if key not in done and key[0] in complete_ranks:
+            out.append(f"{files[key[0]]}: seq {s}: request {key[1]} is never completed")
+    return out
+
+
+def _check_collectives(cols, ops, manifest, files) -> list[str]:
+    out = []
+    is_coll = np.isin(ops, list(tf.COLLECTIVE_OPS) + list(tf.COMM_OPS))
+    sel = np.flatnonzero(is_coll)
+    seqs: dict[int, dict[int, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+    for i in sel:
+        seqs[int(cols["comm"][i])][int(cols["rank"][i])].append((ops[i], int(cols["root"][i])))
+    comms = manifest.get("communicators") or {}
+    for cid, by_rank in seqs.items():
+        members = comms.get(str(cid))
+        if members is None and cid == tf.COMM_SELF_ID:
+            continue
+        if members is None:
+            out.append(f"{tf.MANIFEST_NAME}: communicator {cid} used for collectives but its "
+                       "members are not recorded")
+            continue
+        ref_rank = members[0]
+        ref = by_rank.get(ref_rank, [])
+        for r in members[1:]:
+            mine = by_rank.get(r, [])
+            if mine != ref:
+                k = next((j for j, (a, b) in enumerate(zip(ref, mine)) if a != b),
+                         min(len(ref), len(mine)))
+                a = ref[k] if k < len(ref) else ("nothing", -1)
+                b = mine[k] if k < len(mine) else ("nothing", -1)
+                out.append(f"{files[r]}: collective #{k} on communicator {cid} is {b[0]} "
+                           f"(root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
+    return out
+
+
+def _check_matching(table: pa.Table) -> list[str]:
+    from replay.matching import match_messages
+
+    _, problems = match_messages(table)
+    return list(problems)

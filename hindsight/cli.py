@@ -1,0 +1,152 @@
+"""The `hindsight` command line (click). Each command is a thin layer over a library function;
+user errors become one readable line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from hindsight import traceformat as tf
+
+
+def _user_errors(fn):
+    """Turn the library's user-facing exceptions into click errors (one line, exit 1)."""
+    import functools
+
+    from hindsight.collect import CollectError
+
+    @functools.wraps(fn)
+    def inner(*a, **kw):
+        try:
+            return fn(*a, **kw)
+        except (tf.TraceError, CollectError) as exc:
+            raise click.ClickException(str(exc)) from None
+    return inner
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hindsight")
+def main() -> None:
+    """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
+
+
+# ---------------------------------------------------------------------------------------------
+# collect
+
+
+@main.command()
+@click.option("-n", "nprocs", type=click.IntRange(min=1), required=True, help="number of ranks P")
+@click.option("--paradigm", default=None,
+              help="execution paradigm: pipeline, master-worker, tree, hypercube")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="trace directory [traces/<app>-<paradigm>-n<P>]")
+@click.option("--program", type=click.Path(dir_okay=False), default=None,
+              help="trace this unmodified mpi4py program instead of an application")
+@click.option("--transport", type=click.Choice(["shm", "tcp"]), default="shm", show_default=True,
+              help="MPICH network: shared memory, or TCP over loopback")
+@click.option("--cpu-sampling", type=click.Choice(["regions", "all"]), default="regions",
+              show_default=True, help="read the CPU clock on region rows only, or on MPI rows too")
+@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+              help="stop the run after this many seconds")
+@click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
+@_user_errors
+def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, words):
+    """Run APP (or --program prog.py) under mpiexec with tracing on.
+
+    Arguments after `--` go to the application or program, for example
+    `hindsight collect sorting -n 4 --paradigm pipeline -- --size 100000`.
+    """
+    from hindsight.collect import collect as run_collect
+
+    app, app_args = (None, words) if program else (words[0] if words else None, words[1:])
+
+    if out is None:
+        name = app or Path(program or "program").stem
+        out = Path("traces") / f"{name}{'-' + paradigm if paradigm else ''}-n{nprocs}"
+    rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
+                               args=list(app_args), transport=transport,
+                               cpu_sampling=cpu_sampling, timeout=timeout)
+    events = sum(e for e in (manifest.get("events") or []) if e)
+    state = "complete" if manifest.get("complete") else "INCOMPLETE"
+    click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
+               + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
+                  if manifest.get("makespan_ns") else ""))
+    if rc != 0 or not manifest.get("complete"):
+        bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status", []))
+               if s != "complete"]
+        raise click.ClickException(f"run failed (mpiexec exit code {rc}); ranks not complete: "
+                                   f"{' '.join(bad) or 'none'}")
+
+
+# ---------------------------------------------------------------------------------------------
+# trace info / check
+
+
+@main.group()
+def trace() -> None:
+    """Inspect and check trace directories."""
+
+
+@trace.command()
+@click.argument("trace_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@_user_errors
+def info(trace_dir, as_json):
+    """Ranks, events per op, bytes, makespan, completeness and run metadata."""
+    from hindsight.info import format_info, trace_info
+
+    data = trace_info(trace_dir)
+    click.echo(json.dumps(data, indent=2, default=str) if as_json else format_info(data))
+
+
+@trace.command()
+@click.argument("trace_dir", type=click.Path(path_type=Path))
+@_user_errors
+def check(trace_dir):
+    """Verify schema, ordering and message matching; exit 0 only if complete and consistent."""
+    from hindsight.check import check_trace
+
+    problems = check_trace(trace_dir)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        sys.exit(1)
+    click.echo(f"{trace_dir}: ok")
+
+
+# ---------------------------------------------------------------------------------------------
+# demo
+
+
+@main.command()
+@click.option("-n", "nprocs", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("traces/demo"), show_default=True)
+@_user_errors
+def demo(nprocs, out):
+    """The main job on built-in inputs: collect a trace, describe it and check it."""
+    from hindsight.check import check_trace
+    from hindsight.collect import collect as run_collect
+    from hindsight.info import format_info, trace_info
+
+    program = Path(__file__).parent / "examples" / "ring.py"
+    click.echo(f"== collect: {nprocs} ranks of the built-in ring program -> {out}")
+    rc, manifest = run_collect(nprocs, out, program=str(program), args=["--rounds", "50"])
+    if rc != 0 or not manifest.get("complete"):
+        raise click.ClickException(f"demo run failed (exit code {rc})")
+    click.echo("\n== hindsight trace info " + str(out))
+    click.echo(format_info(trace_info(out)))
+    click.echo("\n== hindsight trace check " + str(out))
+    problems = check_trace(out)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        raise click.ClickException("demo trace failed its check")
+    click.echo(f"{out}: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""`hindsight collect`: launch a traced MPI run with the MPI that ships in this environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from hindsight import traceformat as tf
+
+#: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
+TRANSPORTS: dict[str, dict[str, str]] = {
+    "shm": {},
+    "tcp": {"MPIR_CVAR_NOLOCAL": "1", "FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_NETMOD": "ofi"},
+}
+
+
+class CollectError(Exception):
+    """A problem the user can fix (bad flag, missing program, no MPI)."""
+
+
+def find_mpiexec() -> str:
+    """The mpiexec next to this Python (the `mpich` wheel's), else the one on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.exists():
+        return str(here)
+    found = shutil.which("mpiexec")
+    if not found:
+        raise CollectError("no mpiexec found: install the project (make test) or put an MPI "
+                           "launcher on PATH")
+    return found
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions") -> dict:
+    env = dict(os.environ)
+    if transport not in TRANSPORTS:
+        raise CollectError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    env.update(TRANSPORTS[transport])
+    env["HINDSIGHT_CPU_SAMPLING"] = cpu_sampling
+    env["HINDSIGHT_LAUNCHER"] = "hindsight collect"
+    env["HINDSIGHT_TRANSPORT"] = transport
+    rev = _git_revision()
+    if rev:
+        env["HINDSIGHT_GIT_REVISION"] = rev
+    if nprocs > usable_cores():
+        # Oversubscribed: waiting ranks would spin on the cores the working ranks need. MPICH's
+        # ch4 throttle makes an idle progress loop sleep (usleep(1) after every empty poll): measured
+        # here, a rank waiting 2 s in MPI_Recv burnt 1.99 s of CPU by default and 1.01 s with it.
+        env.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1")
+        env.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "1")
+    # The project's packages must be importable by the ranks wherever the user stands.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _git_revision() -> str | None:
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
+                  program: str | None, args: list[str]) -> list[str]:
+    if nprocs < 1:
+        raise CollectError(f"-n must be at least 1, not {nprocs}")
+    launcher = [find_mpiexec(), "-n", str(nprocs)]
+    py = sys.executable
+    if program is not None:
+        if not Path(program).is_file():
+            raise CollectError(f"--program: no such file: {program}")
+        return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + \
+            (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
+    if app is None:
+        raise CollectError("name an application (feature_extraction, sorting, components) "
+                           "or give --program prog.py")
+    _check_app(app, paradigm)
+    cmd = launcher + [py, "-m", f"apps.{app}", "--trace", str(out)]
+    if paradigm:
+        cmd += ["--paradigm", paradigm]
+    return cmd + list(args)
+
+
+def _check_app(app: str, paradigm: str | None) -> None:
+    import importlib.util
+
+    try:
+        from apps import APPS  # the registry of applications and their paradigms
+    except ImportError:
+        APPS = None
+    if APPS is not None:
+        if app not in APPS:
+            raise CollectError(f"unknown application {app!r}; choose from {', '.join(sorted(APPS))}")
+        if paradigm and paradigm not in APPS[app]:
+            raise CollectError(f"application {app!r} does not run on paradigm {paradigm!r}; "
+                               f"choose from {', '.join(APPS[app])}")
+    elif importlib.util.find_spec(f"apps.{app}") is None:
+        raise CollectError(f"unknown application {app!r}")
+
+
+def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None = None,
+            program: str | None = None, args: list[str] = (), transport: str = "shm",
+            cpu_sampling: str = "regions", timeout: float | None = None,
+            quiet: bool = False) -> tuple[int, dict]:
+    """Run the job under mpiexec and return (exit code, final manifest)."""
+    from instrument.session import finalize_manifest
+
+    if cpu_sampling not in ("regions", "all"):
+        raise CollectError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
+    out = Path(out)
+    cmd = build_command(nprocs, out, app, paradigm, program, list(args))
+    env = launch_env(nprocs, transport, cpu_sampling)
+    stdout = subprocess.DEVNULL if quiet else None
+    # A session of its own, so a timeout can stop mpiexec and every rank together.
+    proc = subprocess.Popen(cmd, env=env, stdout=stdout, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        rc = 124
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait()
+        rc = 130
+    if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
+        raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
+    manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}
+    if rc != 0 or not manifest.get("complete"):
+        manifest = finalize_manifest(out, launcher_exit=rc)
+    return rc, manifest

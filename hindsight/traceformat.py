@@ -1,0 +1,360 @@
+"""The hindsight trace format: one module, the contract that docs/trace-format.md describes.
+
+A trace is a directory::
+
+    DIR/manifest.json          run metadata (JSON, see MANIFEST_KEYS in docs)
+    DIR/rank-00000.parquet     one Parquet file per rank, one row per event
+    DIR/rank-00001.parquet
+    ...
+
+While a run is in progress each rank writes its flushed row groups as self-contained Parquet parts
+under ``DIR/.staging/rank-NNNNN/``; a rank that exits cleanly merges them into its
+``rank-NNNNN.parquet`` (write to a temporary name, then rename). A rank that dies leaves its parts:
+they stay readable, and the reader reports that rank as incomplete. Nothing incomplete is ever
+presented as complete.
+
+Every column, unit and invariant is documented in docs/trace-format.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FORMAT_VERSION = "1.0"
+MANIFEST_NAME = "manifest.json"
+STAGING_DIR = ".staging"
+RANK_FILE_RE = re.compile(r"^rank-(\d{5})\.parquet$")
+METADATA_KEY = b"hindsight"
+
+# Sentinels for integer columns that do not apply to an event.
+NONE = -1
+#: `peer` of an Irecv post or Probe that named MPI_ANY_SOURCE (the completion row has the real one).
+ANY_SOURCE = -2
+#: `tag` of an Irecv post that named MPI_ANY_TAG.
+ANY_TAG = -2
+
+#: Communicator ids that are fixed; derived communicators get ids from `derived_comm_id`.
+COMM_WORLD_ID = 0
+COMM_SELF_ID = 1
+
+# Op names. The order defines the dictionary codes written to Parquet, so only append.
+OPS: tuple[str, ...] = (
+    "region",
+    # point-to-point
+    "Send", "Ssend", "Bsend", "Rsend", "Recv",
+    "Isend", "Issend", "Ibsend", "Irsend", "Irecv",
+    "Sendrecv_send", "Sendrecv_recv",
+    "Probe", "Iprobe",
+    # completion of non-blocking requests: one row per completed request
+    "Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome",
+    # collectives
+    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
+    "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Scan", "Exscan",
+    "Reduce_scatter", "Reduce_scatter_block",
+    # communicator creation
+    "Comm_split", "Comm_dup", "Comm_create",
+)
+OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
+
+SEND_OPS = frozenset({"Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend",
+                      "Sendrecv_send"})
+BLOCKING_RECV_OPS = frozenset({"Recv", "Sendrecv_recv"})
+NONBLOCKING_SEND_OPS = frozenset({"Isend", "Issend", "Ibsend", "Irsend"})
+COMPLETION_OPS = frozenset({"Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
+                            "Testany", "Testsome"})
+COLLECTIVE_OPS = frozenset({"Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
+                            "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
+                            "Alltoallv", "Scan", "Exscan", "Reduce_scatter",
+                            "Reduce_scatter_block"})
+ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv"})
+COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
+
+# The columns in file order. `op` and `region` are dictionary-encoded strings.
+SCHEMA = pa.schema([
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("seq", pa.int64(), nullable=False),
+    pa.field("op", pa.dictionary(pa.int8(), pa.string()), nullable=False),
+    pa.field("region", pa.dictionary(pa.int16(), pa.string()), nullable=True),
+    pa.field("t_start", pa.int64(), nullable=False),
+    pa.field("t_end", pa.int64(), nullable=False),
+    pa.field("cpu_ns", pa.int64(), nullable=False),
+    pa.field("peer", pa.int32(), nullable=False),
+    pa.field("tag", pa.int32(), nullable=False),
+    pa.field("comm", pa.int32(), nullable=False),
+    pa.field("nbytes", pa.int64(), nullable=False),
+    pa.field("request", pa.int64(), nullable=False),
+    pa.field("root", pa.int32(), nullable=False),
+])
+COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+_NUMPY_TYPES = {f.name: np.dtype(str(f.type)) for f in SCHEMA if pa.types.is_integer(f.type)}
+INT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("op", "region"))
+
+# Monotone or slowly varying integer columns compress best with delta encoding; the rest with
+# dictionaries. Measured: about 10 bytes per event for a ping-pong trace (benchmarks/).
+_DELTA_COLUMNS = ("seq", "t_start", "t_end")
+WRITE_OPTIONS: dict[str, Any] = dict(
+    compression="zstd",
+    compression_level=3,
+    use_dictionary=[c for c in COLUMNS if c not in _DELTA_COLUMNS],
+    column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
+    write_statistics=True,
+)
+
+
+class TraceError(Exception):
+    """A trace that cannot be read or is inconsistent. The message names the file and the problem."""
+
+
+def rank_file_name(rank: int) -> str:
+    return f"rank-{rank:05d}.parquet"
+
+
+def staging_dir(trace_dir: Path, rank: int) -> Path:
+    return Path(trace_dir) / STAGING_DIR / f"rank-{rank:05d}"
+
+
+def derived_comm_id(parent: int, creation_index: int, lowest_world_rank: int) -> int:
+    """A communicator id that every member computes alike without communicating.
+
+    Members of a new communicator agree on the parent, on how many communicators were created
+    from that parent before (creation is collective, so the count is the same everywhere), and on
+    the lowest world rank among them, which tells apart the communicators one Split creates.
+    """
+    import zlib
+
+    key = f"{parent}/{creation_index}/{lowest_world_rank}".encode()
+    return 2 + zlib.crc32(key) % (2**31 - 3)
+
+
+def rows_to_table(rank: int, seq0: int, cols: dict[str, np.ndarray], op_codes: np.ndarray,
+                  region_codes: np.ndarray, regions: list[str]) -> pa.Table:
+    """Build one row group from flat columns prepared by the instrumentation buffer.
+
+    `op_codes` index OPS; `region_codes` index `regions` (-1 means no region).
+    """
+    n = len(op_codes)
+    op = pa.DictionaryArray.from_arrays(pa.array(op_codes, pa.int8()), pa.array(OPS, pa.string()))
+    reg_idx = pa.array(region_codes.astype(np.int16), pa.int16(), mask=region_codes < 0)
+    region = pa.DictionaryArray.from_arrays(reg_idx, pa.array(regions or [""], pa.string()))
+    arrays = [
+        pa.array(np.full(n, rank, np.int32)),
+        pa.array(np.arange(seq0, seq0 + n, dtype=np.int64)),
+        op,
+        region,
+    ] + [pa.array(cols[c].astype(_NUMPY_TYPES[c], copy=False)) for c in COLUMNS[4:]]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+# ----------------------------------------------------------------------------------------------
+# Manifest
+
+
+def read_manifest(trace_dir: Path) -> dict[str, Any]:
+    path = Path(trace_dir) / MANIFEST_NAME
+    if not Path(trace_dir).is_dir():
+        raise TraceError(f"{trace_dir}: no such trace directory")
+    if not path.is_file():
+        raise TraceError(f"{path}: missing manifest (not a hindsight trace directory?)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceError(f"{path}: unreadable manifest: {exc}") from None
+    if not isinstance(manifest, dict) or "format_version" not in manifest:
+        raise TraceError(f"{path}: not a hindsight manifest (no format_version)")
+    major = str(manifest["format_version"]).split(".")[0]
+    if major != FORMAT_VERSION.split(".")[0]:
+        raise TraceError(f"{path}: format version {manifest['format_version']} is not supported "
+                         f"(this hindsight reads {FORMAT_VERSION})")
+    for key in ("ranks", "run_id"):
+        if key not in manifest:
+            raise TraceError(f"{path}: manifest lacks '{key}'")
+    return manifest
+
+
+def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write atomically, so a reader never sees half a manifest."""
+    path = Path(trace_dir) / MANIFEST_NAME
+    tmp = path.with_name(f".{MANIFEST_NAME}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass
+class RankSource:
+    """Where one rank's events come from and what its file says about itself."""
+
+    rank: int
+    files: list[Path]
+    complete: bool
+    status: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def file_metadata(path: Path) -> dict[str, Any]:
+    """The hindsight key-value metadata of one Parquet file (footer only, no rows read)."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
+    kv = meta.metadata or {}
+    if METADATA_KEY not in kv:
+        raise TraceError(f"{path}: Parquet file without hindsight metadata")
+    try:
+        return json.loads(kv[METADATA_KEY])
+    except json.JSONDecodeError:
+        raise TraceError(f"{path}: corrupt hindsight metadata") from None
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+
+
+def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
+    """Locate every rank's data: its merged file, or the staged parts a dead rank left behind."""
+    trace_dir = Path(trace_dir)
+    nranks = int(manifest["ranks"])
+    sources = []
+    extra = sorted(p.name for p in trace_dir.glob("rank-*.parquet")
+                   if (m := RANK_FILE_RE.match(p.name)) and int(m.group(1)) >= nranks)
+    if extra:
+        raise TraceError(f"{trace_dir / extra[0]}: rank file beyond the manifest's {nranks} ranks "
+                         "(a file from another run?)")
+    for rank in range(nranks):
+        path = trace_dir / rank_file_name(rank)
+        if path.is_file():
+            meta = file_metadata(path)
+            src = RankSource(rank, [path], meta.get("status") == "complete",
+                             str(meta.get("status", "unknown")), meta)
+            if meta.get("run_id") != manifest["run_id"]:
+                raise TraceError(f"{path}: belongs to run {meta.get('run_id')}, the manifest to "
+                                 f"run {manifest['run_id']} (mixed runs in one directory)")
+            if meta.get("rank") != rank:
+                raise TraceError(f"{path}: file says it is rank {meta.get('rank')}")
+        else:
+            parts = sorted(staging_dir(trace_dir, rank).glob("part-*.parquet"))
+            readable = []
+            problems = []
+            for part in parts:
+                try:
+                    pq.read_metadata(part)
+                    readable.append(part)
+                except (OSError, pa.ArrowException):
+                    problems.append(f"{part}: unreadable staged part ignored")
+                    break
+            recorded = (manifest.get("rank_status") or [None] * nranks)[rank]
+            status = recorded if recorded not in (None, "complete", "running") else \
+                ("incomplete" if parts else "missing")
+            src = RankSource(rank, readable, False, status, {}, problems)
+        sources.append(src)
+    return sources
+
+
+@dataclass
+class Trace:
+    """A loaded trace: one Arrow table for all ranks (sorted by rank, seq) plus its manifest."""
+
+    path: Path
+    manifest: dict[str, Any]
+    table: pa.Table
+    sources: list[RankSource]
+
+    @property
+    def complete(self) -> bool:
+        return all(s.complete for s in self.sources) and bool(self.manifest.get("complete"))
+
+    @property
+    def nranks(self) -> int:
+        return int(self.manifest["ranks"])
+
+    def to_pandas(self):
+        return self.table.to_pandas()
+
+    @property
+    def incomplete_ranks(self) -> list[int]:
+        return [s.rank for s in self.sources if not s.complete]
+
+
+def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
+               allow_partial: bool = True) -> Trace:
+    """Read a trace directory into one table.
+
+    With ``allow_partial=False`` an incomplete trace is refused with a TraceError naming the ranks.
+    """
+    trace_dir = Path(trace_dir)
+    manifest = read_manifest(trace_dir)
+    sources = rank_sources(trace_dir, manifest)
+    incomplete = [s.rank for s in sources if not s.complete]
+    if incomplete and not allow_partial:
+        raise TraceError(f"{trace_dir}: incomplete trace (ranks {_ranges(incomplete)} did not "
+                         "finish cleanly)")
+    tables = []
+    for src in sources:
+        for path in src.files:
+            try:
+                t = pq.read_table(path, columns=columns, schema=None)
+            except (OSError, pa.ArrowException) as exc:
+                raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
+                    from None
+            _check_schema(path, t.schema, columns)
+            tables.append(t)
+    schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
+    table = pa.concat_tables([t.cast(schema) for t in tables]) if tables \
+        else schema.empty_table()
+    return Trace(trace_dir, manifest, table, sources)
+
+
+def _check_schema(path: Path, schema: pa.Schema, columns: list[str] | None) -> None:
+    for name in columns or COLUMNS:
+        if name not in schema.names:
+            raise TraceError(f"{path}: column '{name}' is missing")
+        want = SCHEMA.field(name).type
+        got = schema.field(name).type
+        if pa.types.is_dictionary(want):
+            ok = pa.types.is_dictionary(got) and pa.types.is_string(got.value_type) \
+                or pa.types.is_string(got)
+        else:
+            ok = got == want
+        if not ok:
+            raise TraceError(f"{path}: column '{name}' has type {got}, expected {want}")
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, start, prev = [], None, None
+    for r in ranks:
+        if start is None:
+            start = prev = r
+        elif r == prev + 1:
+            prev = r
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(out)
+
+
+def dataset(trace_dir: Path | str):
+    """The rank files of a trace as one pyarrow dataset (lazy: for filters and projections)."""
+    import pyarrow.dataset as ds
+
+    files = sorted(str(p) for p in Path(trace_dir).glob("rank-*.parquet")
+                   if RANK_FILE_RE.match(p.name))
+    return ds.dataset(files, format="parquet")
+
+
+def is_trace_dir(path: Path | str) -> bool:
+    return (Path(path) / MANIFEST_NAME).is_file()

@@ -1,0 +1,612 @@
+"""A traced stand-in for mpi4py's communicator and request classes.
+
+`TracedComm` subclasses `MPI.Intracomm`, so `isinstance` checks and every untraced method keep
+working; the methods below call the real one and append one row to the rank's buffer. Peers and
+roots are recorded as world ranks, so replay never needs to translate communicator-local ranks.
+
+Not traced (they pass through unchanged): persistent requests (`*_init`), matched probes
+(`Mprobe`/`Improbe`), non-blocking collectives, one-sided communication and intercommunicators.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns as _now, thread_time_ns as _cpu
+from typing import Any, Sequence
+
+from mpi4py import MPI
+
+from hindsight import traceformat as tf
+
+_C = MPI.Intracomm
+_R = MPI.Request
+_dumps = MPI.pickle.dumps
+_BYTE = MPI.BYTE
+_ANY_SOURCE = MPI.ANY_SOURCE
+_ANY_TAG = MPI.ANY_TAG
+_IN_PLACE = MPI.IN_PLACE
+
+OP = tf.OP_CODE
+(_SEND, _SSEND, _BSEND, _RSEND, _RECV, _ISEND, _ISSEND, _IRECV, _SR_SEND, _SR_RECV, _PROBE,
+ _IPROBE, _WAIT, _WAITALL, _WAITANY, _WAITSOME, _TEST, _TESTALL, _TESTANY, _TESTSOME) = (
+    OP[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Irecv",
+                    "Sendrecv_send", "Sendrecv_recv", "Probe", "Iprobe", "Wait", "Waitall",
+                    "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome"))
+
+# The tracer of this process; set by instrument.session.start(). Module global: the cheapest
+# lookup from a wrapper.
+_T = None
+
+
+def set_tracer(tracer) -> None:
+    global _T
+    _T = tracer
+
+
+def _nbytes(buf: Any) -> int:
+    """Bytes described by an mpi4py buffer specification, or -1 if it cannot be told."""
+    if buf is None or buf is _IN_PLACE:
+        return -1
+    n = getattr(buf, "nbytes", None)
+    if n is not None:
+        return n
+    if isinstance(buf, (bytes, bytearray)):
+        return len(buf)
+    if isinstance(buf, (list, tuple)) and buf:
+        dtype = buf[-1] if isinstance(buf[-1], MPI.Datatype) else None
+        if dtype is not None and len(buf) >= 3:
+            count = buf[1]
+            if isinstance(count, int):
+                return count * dtype.size
+            if isinstance(count, (list, tuple)) and count:
+                if len(buf) == 3 and len(count) == 2 and isinstance(count[0], int):
+                    return count[0] * dtype.size          # [data, (count, displ), type]
+                return sum(count) * dtype.size            # [data, counts, displs, type]
+        return _nbytes(buf[0])
+    try:
+        return memoryview(buf).nbytes
+    except TypeError:
+        return -1
+
+
+def _status_nbytes(st: MPI.Status) -> int:
+    return st.Get_count(_BYTE)
+
+
+class TracedComm(_C):
+    """An MPI intracommunicator whose calls are recorded. Use it exactly like mpi4py's."""
+
+    # _st: a scratch Status for calls whose caller passed none (MPI use is single-threaded here).
+    __slots__ = ("_id", "_w", "_ncreated", "_st")
+
+    def __new__(cls, comm: MPI.Intracomm, comm_id: int = tf.COMM_WORLD_ID,
+                world_ranks: Sequence[int] | None = None):
+        self = super().__new__(cls, comm)
+        self._id = comm_id
+        self._w = None if world_ranks is None else tuple(world_ranks)   # None: world numbering
+        self._ncreated = 0
+        self._st = MPI.Status()
+        return self
+
+    # -- recording helper --------------------------------------------------------------------------
+
+    def _rec(self, op, t0, t1, c, peer=-1, tag=-1, nbytes=-1, request=-1, root=-1):
+        T = _T
+        w = self._w
+        if w is not None:
+            if peer >= 0:
+                peer = w[peer]
+            if root >= 0:
+                root = w[root]
+        T.rows.extend((op, T.region, t0, t1, c, peer, tag, self._id, nbytes, request, root))
+        if len(T.rows) >= T.limit:
+            T.flush()
+
+    def _world(self, r: int) -> int:
+        return r if self._w is None or r < 0 else self._w[r]
+
+    # -- blocking point-to-point -------------------------------------------------------------------
+
+    def _traced_send(self, op, fn, buf, dest, tag):
+        # The hot path: one Python call level below the public method, no helper calls.
+        T = _T
+        cpu = T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        fn(self, buf, dest, tag)
+        t1 = _now()
+        n = getattr(buf, "nbytes", None)
+        w = self._w
+        T.rows.extend((op, T.region, t0, t1, _cpu() - c0 if cpu else -1,
+                       dest if w is None or dest < 0 else w[dest], tag, self._id,
+                       _nbytes(buf) if n is None else n, -1, -1))
+        if len(T.rows) >= T.limit:
+            T.flush()
+
+    def Send(self, buf, dest: int, tag: int = 0) -> None:
+        self._traced_send(_SEND, _C.Send, buf, dest, tag)
+
+    def Ssend(self, buf, dest: int, tag: int = 0) -> None:
+        self._traced_send(_SSEND, _C.Ssend, buf, dest, tag)
+
+    def Bsend(self, buf, dest: int, tag: int = 0) -> None:
+        self._traced_send(_BSEND, _C.Bsend, buf, dest, tag)
+
+    def Rsend(self, buf, dest: int, tag: int = 0) -> None:
+        self._traced_send(_RSEND, _C.Rsend, buf, dest, tag)
+
+    def Recv(self, buf, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+             status: MPI.Status | None = None) -> None:
+        T = _T
+        st = status if status is not None else self._st
+        cpu = T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        _C.Recv(self, buf, source, tag, st)
+        t1 = _now()
+        src = st.source
+        w = self._w
+        T.rows.extend((_RECV, T.region, t0, t1, _cpu() - c0 if cpu else -1,
+                       src if w is None or src < 0 else w[src], st.tag, self._id,
+                       st.Get_count(_BYTE), -1, -1))
+        if len(T.rows) >= T.limit:
+            T.flush()
+
+    # Pickle API: pickle once here so the wire size is known, then send the bytes exactly as
+    # mpi4py's own send does (one message of MPI.BYTE), so receivers of either kind interoperate.
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        self._traced_send(_SEND, _C.Send, [_dumps(obj), _BYTE], dest, tag)
+
+    def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        self._traced_send(_SSEND, _C.Ssend, [_dumps(obj), _BYTE], dest, tag)
+
+    def recv(self, buf=None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+             status: MPI.Status | None = None) -> Any:
+        st = status if status is not None else MPI.Status()
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        obj = _C.recv(self, buf, source, tag, st)
+        t1 = _now()
+        self._rec(_RECV, t0, t1, _cpu() - c0 if cpu else -1, st.source, st.tag,
+                  st.Get_count(_BYTE))
+        return obj
+
+    def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
+                 source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
+                 status: MPI.Status | None = None) -> None:
+        st = status if status is not None else MPI.Status()
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        _C.Sendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, st)
+        t1 = _now()
+        self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, _nbytes(sendbuf))
+        self._rec(_SR_RECV, t0, t1, -1, st.source, st.tag, st.Get_count(_BYTE))
+
+    def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf=None,
+                 source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
+                 status: MPI.Status | None = None) -> Any:
+        st = status if status is not None else MPI.Status()
+        data = _dumps(sendobj)
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        # A send posted before the receive, as MPI_Sendrecv does, so two partners cannot deadlock.
+        req = _C.Isend(self, [data, _BYTE], dest, sendtag)
+        obj = _C.recv(self, recvbuf, source, recvtag, st)
+        req.Wait()
+        t1 = _now()
+        self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, len(data))
+        self._rec(_SR_RECV, t0, t1, -1, st.source, st.tag, st.Get_count(_BYTE))
+        return obj
+
+    def _traced_probe(self, fn, op, source, tag, status):
+        st = status if status is not None else MPI.Status()
+        t0 = _now()
+        found = fn(self, source, tag, st)
+        t1 = _now()
+        if found:
+            self._rec(op, t0, t1, -1, st.source, st.tag, st.Get_count(_BYTE))
+        return found
+
+    def Probe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+              status: MPI.Status | None = None):
+        return self._traced_probe(_C.Probe, _PROBE, source, tag, status)
+
+    def Iprobe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+               status: MPI.Status | None = None) -> bool:
+        return self._traced_probe(_C.Iprobe, _IPROBE, source, tag, status)
+
+    probe = Probe
+    iprobe = Iprobe
+
+    # -- non-blocking point-to-point ----------------------------------------------------------------
+
+    def _post(self, op, fn, buf, peer, tag, nbytes, is_recv) -> "TracedRequest":
+        T = _T
+        t0 = _now()
+        req = fn(self, buf, peer, tag)
+        t1 = _now()
+        rid = T.next_request
+        T.next_request = rid + 1
+        if is_recv:
+            peer = tf.ANY_SOURCE if peer == _ANY_SOURCE else peer
+            tag = tf.ANY_TAG if tag == _ANY_TAG else tag
+        self._rec(op, t0, t1, -1, peer, tag, nbytes, rid)
+        r = TracedRequest(req)
+        r._hid = rid
+        r._comm = self if is_recv else None
+        r._cid = self._id
+        return r
+
+    def Isend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
+        return self._post(_ISEND, _C.Isend, buf, dest, tag, _nbytes(buf), False)
+
+    def Issend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
+        return self._post(_ISSEND, _C.Issend, buf, dest, tag, _nbytes(buf), False)
+
+    def Irecv(self, buf, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> "TracedRequest":
+        return self._post(_IRECV, _C.Irecv, buf, source, tag, _nbytes(buf), True)
+
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> "TracedRequest":
+        data = [_dumps(obj), _BYTE]
+        return self._post(_ISEND, _C.Isend, data, dest, tag, len(data[0]), False)
+
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> "TracedRequest":
+        data = [_dumps(obj), _BYTE]
+        return self._post(_ISSEND, _C.Issend, data, dest, tag, len(data[0]), False)
+
+    def irecv(self, buf=None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> "TracedRequest":
+        return self._post(_IRECV, _C.irecv, buf, source, tag, _nbytes(buf), True)
+
+    # -- collectives ---------------------------------------------------------------------------------
+
+    def _coll(self, op_name: str, fn, args: tuple, nbytes: int, root: int = -1,
+              size_of_result: bool = False):
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        out = fn(self, *args)
+        t1 = _now()
+        if size_of_result:
+            nbytes = len(_dumps(out))
+        self._rec(OP[op_name], t0, t1, _cpu() - c0 if cpu else -1, -1, -1, nbytes, -1, root)
+        return out
+
+    def _share(self, buf) -> int:
+        n = _nbytes(buf)
+        return n // self.Get_size() if n > 0 else n
+
+    def Barrier(self) -> None:
+        self._coll("Barrier", _C.Barrier, (), 0)
+
+    def barrier(self) -> None:
+        self._coll("Barrier", _C.barrier, (), 0)
+
+    def Bcast(self, buf, root: int = 0) -> None:
+        self._coll("Bcast", _C.Bcast, (buf, root), _nbytes(buf), root)
+
+    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root: int = 0) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else _nbytes(recvbuf)
+        self._coll("Reduce", _C.Reduce, (sendbuf, recvbuf, op, root), n, root)
+
+    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else _nbytes(recvbuf)
+        self._coll("Allreduce", _C.Allreduce, (sendbuf, recvbuf, op), n)
+
+    def Scan(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else _nbytes(recvbuf)
+        self._coll("Scan", _C.Scan, (sendbuf, recvbuf, op), n)
+
+    def Exscan(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else _nbytes(recvbuf)
+        self._coll("Exscan", _C.Exscan, (sendbuf, recvbuf, op), n)
+
+    def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else self._share(recvbuf)
+        self._coll("Gather", _C.Gather, (sendbuf, recvbuf, root), n, root)
+
+    def Gatherv(self, sendbuf, recvbuf, root: int = 0) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else -1
+        self._coll("Gatherv", _C.Gatherv, (sendbuf, recvbuf, root), n, root)
+
+    def Scatter(self, sendbuf, recvbuf, root: int = 0) -> None:
+        n = _nbytes(recvbuf) if recvbuf is not _IN_PLACE else self._share(sendbuf)
+        self._coll("Scatter", _C.Scatter, (sendbuf, recvbuf, root), n, root)
+
+    def Scatterv(self, sendbuf, recvbuf, root: int = 0) -> None:
+        mine = self.Get_rank() == root
+        n = _nbytes(sendbuf) if mine and sendbuf is not None else _nbytes(recvbuf)
+        self._coll("Scatterv", _C.Scatterv, (sendbuf, recvbuf, root), n, root)
+
+    def Allgather(self, sendbuf, recvbuf) -> None:
+        n = _nbytes(sendbuf) if sendbuf is not _IN_PLACE else self._share(recvbuf)
+        self._coll("Allgather", _C.Allgather, (sendbuf, recvbuf), n)
+
+    def Allgatherv(self, sendbuf, recvbuf) -> None:
+        self._coll("Allgatherv", _C.Allgatherv, (sendbuf, recvbuf), _nbytes(sendbuf))
+
+    def Alltoall(self, sendbuf, recvbuf) -> None:
+        n = self._share(sendbuf if sendbuf is not _IN_PLACE else recvbuf)
+        self._coll("Alltoall", _C.Alltoall, (sendbuf, recvbuf), n)
+
+    def Alltoallv(self, sendbuf, recvbuf) -> None:
+        n = _nbytes(sendbuf if sendbuf is not _IN_PLACE else recvbuf)
+        self._coll("Alltoallv", _C.Alltoallv, (sendbuf, recvbuf), n)
+
+    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM) -> None:
+        n = _nbytes(sendbuf if sendbuf is not _IN_PLACE else recvbuf)
+        self._coll("Reduce_scatter", _C.Reduce_scatter, (sendbuf, recvbuf, recvcounts, op), n)
+
+    def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
+        self._coll("Reduce_scatter_block", _C.Reduce_scatter_block, (sendbuf, recvbuf, op),
+                   _nbytes(recvbuf))
+
+    # Pickle-API collectives: mpi4py's own implementation runs; the recorded size is the pickled
+    # size of this rank's object, which costs one extra pickling (prefer the buffer API for bulk).
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        return self._coll("Bcast", _C.bcast, (obj, root), -1, root, size_of_result=True)
+
+    def reduce(self, sendobj: Any, op=MPI.SUM, root: int = 0) -> Any:
+        return self._coll("Reduce", _C.reduce, (sendobj, op, root), len(_dumps(sendobj)), root)
+
+    def allreduce(self, sendobj: Any, op=MPI.SUM) -> Any:
+        return self._coll("Allreduce", _C.allreduce, (sendobj, op), len(_dumps(sendobj)))
+
+    def scan(self, sendobj: Any, op=MPI.SUM) -> Any:
+        return self._coll("Scan", _C.scan, (sendobj, op), len(_dumps(sendobj)))
+
+    def exscan(self, sendobj: Any, op=MPI.SUM) -> Any:
+        return self._coll("Exscan", _C.exscan, (sendobj, op), len(_dumps(sendobj)))
+
+    def gather(self, sendobj: Any, root: int = 0) -> Any:
+        return self._coll("Gather", _C.gather, (sendobj, root), len(_dumps(sendobj)), root)
+
+    def allgather(self, sendobj: Any) -> Any:
+        return self._coll("Allgather", _C.allgather, (sendobj,), len(_dumps(sendobj)))
+
+    def scatter(self, sendobj: Any, root: int = 0) -> Any:
+        return self._coll("Scatter", _C.scatter, (sendobj, root), -1, root, size_of_result=True)
+
+    def alltoall(self, sendobj: Any) -> Any:
+        n = sum(len(_dumps(o)) for o in sendobj) // max(1, len(sendobj))
+        return self._coll("Alltoall", _C.alltoall, (sendobj,), n)
+
+    # -- communicator creation ------------------------------------------------------------------------
+
+    def _derive(self, op_name: str, fn, args: tuple):
+        t0 = _now()
+        new = fn(self, *args)
+        t1 = _now()
+        index = self._ncreated
+        self._ncreated += 1
+        if new == MPI.COMM_NULL:
+            self._rec(OP[op_name], t0, t1, -1)
+            return new
+        members = MPI.Group.Translate_ranks(new.Get_group(), list(range(new.Get_size())),
+                                            MPI.COMM_WORLD.Get_group())
+        members = [int(m) for m in members]
+        cid = tf.derived_comm_id(self._id, index, min(members))
+        _T.communicators[cid] = members
+        # `peer` of a comm-creation row holds the child's id (see docs/trace-format.md), so it
+        # bypasses _rec's rank translation.
+        _T.rows.extend((OP[op_name], _T.region, t0, t1, -1, cid, -1, self._id, -1, -1, -1))
+        _T.maybe_flush()
+        return TracedComm(new, cid, members)
+
+    def Split(self, color: int = 0, key: int = 0):
+        return self._derive("Comm_split", _C.Split, (color, key))
+
+    def Split_type(self, split_type: int, key: int = 0, info=MPI.INFO_NULL):
+        return self._derive("Comm_split", _C.Split_type, (split_type, key, info))
+
+    def Dup(self, info=None):
+        return self._derive("Comm_dup", _C.Dup, (info,))
+
+    def Clone(self):
+        return self._derive("Comm_dup", _C.Clone, ())
+
+    def Create(self, group):
+        return self._derive("Comm_create", _C.Create, (group,))
+
+    def Create_group(self, group, tag: int = 0):
+        return self._derive("Comm_create", _C.Create_group, (group, tag))
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def _complete_rows(op: int, t0: int, t1: int, c0: int, done: list,
+                   statuses: list | None) -> None:
+    """Append one completion row per traced request that just completed."""
+    T = _T
+    cpu = _cpu() - c0 if T.cpu_all else -1
+    for i, r in done:
+        hid = getattr(r, "_hid", -1)
+        if hid < 0:
+            continue
+        comm = r._comm
+        if comm is not None and statuses is not None:
+            st = statuses[i]
+            peer, tag, nbytes, cid = comm._world(st.source), st.tag, st.Get_count(_BYTE), comm._id
+        else:
+            peer, tag, nbytes, cid = -1, -1, -1, r._cid
+        if comm is not None:
+            cid = comm._id
+        T.rows.extend((op, T.region, t0, t1, cpu, peer, tag, cid, nbytes, hid, -1))
+        cpu = -1    # the call's CPU time goes on its first row only
+        r._hid = -1
+    if len(T.rows) >= T.limit:
+        T.flush()
+
+
+def _statuses(requests) -> list:
+    return [MPI.Status() for _ in requests]
+
+
+class TracedRequest(_R):
+    """A request whose completion is recorded (one row per request, see docs/trace-format.md)."""
+
+    __slots__ = ("_hid", "_comm", "_cid")
+
+    def __new__(cls, request=None):
+        self = super().__new__(cls, request)
+        self._hid = -1
+        self._comm = None
+        self._cid = -1
+        return self
+
+    def Wait(self, status: MPI.Status | None = None):
+        if self._hid < 0:
+            return _R.Wait(self, status)
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        out = _R.Wait(self, st)
+        t1 = _now()
+        _complete_rows(_WAIT, t0, t1, c0, [(0, self)], [st])
+        return out
+
+    def wait(self, status: MPI.Status | None = None) -> Any:
+        if self._hid < 0:
+            return _R.wait(self, status)
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        out = _R.wait(self, st)
+        t1 = _now()
+        _complete_rows(_WAIT, t0, t1, c0, [(0, self)], [st])
+        return out
+
+    def Test(self, status: MPI.Status | None = None) -> bool:
+        if self._hid < 0:
+            return _R.Test(self, status)
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        flag = _R.Test(self, st)
+        t1 = _now()
+        if flag:
+            _complete_rows(_TEST, t0, t1, c0, [(0, self)], [st])
+        return flag
+
+    def test(self, status: MPI.Status | None = None):
+        if self._hid < 0:
+            return _R.test(self, status)
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        flag, obj = _R.test(self, st)
+        t1 = _now()
+        if flag:
+            _complete_rows(_TEST, t0, t1, c0, [(0, self)], [st])
+        return flag, obj
+
+    @classmethod
+    def Waitall(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        out = _R.Waitall(requests, sts)
+        t1 = _now()
+        _complete_rows(_WAITALL, t0, t1, c0, list(enumerate(requests)), sts)
+        return out
+
+    @classmethod
+    def waitall(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        out = _R.waitall(requests, sts)
+        t1 = _now()
+        _complete_rows(_WAITALL, t0, t1, c0, list(enumerate(requests)), sts)
+        return out
+
+    @classmethod
+    def Testall(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        flag = _R.Testall(requests, sts)
+        t1 = _now()
+        if flag:
+            _complete_rows(_TESTALL, t0, t1, c0, list(enumerate(requests)), sts)
+        return flag
+
+    @classmethod
+    def testall(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        flag, objs = _R.testall(requests, sts)
+        t1 = _now()
+        if flag:
+            _complete_rows(_TESTALL, t0, t1, c0, list(enumerate(requests)), sts)
+        return flag, objs
+
+    @classmethod
+    def Waitany(cls, requests, status=None):
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        i = _R.Waitany(requests, st)
+        t1 = _now()
+        if i != MPI.UNDEFINED:
+            _complete_rows(_WAITANY, t0, t1, c0, [(0, requests[i])], [st])
+        return i
+
+    @classmethod
+    def waitany(cls, requests, status=None):
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        i, obj = _R.waitany(requests, st)
+        t1 = _now()
+        if i != MPI.UNDEFINED:
+            _complete_rows(_WAITANY, t0, t1, c0, [(0, requests[i])], [st])
+        return i, obj
+
+    @classmethod
+    def Testany(cls, requests, status=None):
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        i, flag = _R.Testany(requests, st)
+        t1 = _now()
+        if flag and i != MPI.UNDEFINED:
+            _complete_rows(_TESTANY, t0, t1, c0, [(0, requests[i])], [st])
+        return i, flag
+
+    @classmethod
+    def testany(cls, requests, status=None):
+        st = status if status is not None else MPI.Status()
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        i, flag, obj = _R.testany(requests, st)
+        t1 = _now()
+        if flag and i != MPI.UNDEFINED:
+            _complete_rows(_TESTANY, t0, t1, c0, [(0, requests[i])], [st])
+        return i, flag, obj
+
+    @classmethod
+    def Waitsome(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        idx = _R.Waitsome(requests, sts)
+        t1 = _now()
+        if idx:
+            _complete_rows(_WAITSOME, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
+        return idx
+
+    @classmethod
+    def Testsome(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        c0 = _cpu() if _T.cpu_all else 0
+        t0 = _now()
+        idx = _R.Testsome(requests, sts)
+        t1 = _now()
+        if idx:
+            _complete_rows(_TESTSOME, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
+        return idx

@@ -1,0 +1,482 @@
+"""Start and finish tracing in one MPI process: clocks, manifest, regions, exit and signal paths.
+
+    comm = instrument.start("traces/run1", app="sorting", paradigm="pipeline", args={...})
+    with instrument.region("task", size=n):
+        ...
+    instrument.finish(result_verified=True)
+
+`start` is collective over COMM_WORLD (a barrier, a broadcast of the epoch and of the run id, an
+allgather of host names); `finish` is collective too (a gather of per-rank summaries). Exits that
+skip `finish` (an exception, a signal) still write the rank's own file with an honest status but
+do no collective work, since the other ranks may be gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import json
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any, Callable, Iterator
+
+from mpi4py import MPI
+
+from hindsight import traceformat as tf
+from instrument import comm as tcomm
+from instrument.tracer import DEFAULT_CAPACITY, Tracer
+
+#: Environment variables that change how MPI moves data; recorded in the manifest.
+TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
+
+_tracer: Tracer | None = None
+_world: tcomm.TracedComm | None = None
+_status = "running"
+_lock = threading.Lock()
+_region_op = tf.OP_CODE["region"]
+#: How long a signalled rank waits after saving its data before it exits (see _flush_on_signal).
+SIGNAL_GRACE_S = 1.0
+
+
+def active() -> bool:
+    return _tracer is not None and not _tracer.closed
+
+
+def tracer() -> Tracer | None:
+    return _tracer
+
+
+def start(trace_dir: str | os.PathLike | None, app: str | None = None,
+          paradigm: str | None = None, args: dict[str, Any] | None = None,
+          program: str | None = None, capacity: int | None = None,
+          cpu_sampling: str | None = None) -> MPI.Intracomm:
+    """Begin tracing this process; returns the traced COMM_WORLD (plain COMM_WORLD if off).
+
+    Every rank must call it. With `trace_dir` None tracing is off and `region`/`finish` are no-ops.
+    """
+    global _tracer, _world
+    world = MPI.COMM_WORLD
+    if trace_dir is None:
+        return world
+    if _tracer is not None:
+        raise RuntimeError("instrument.start() called twice in one process")
+    cpu_sampling = cpu_sampling or os.environ.get("HINDSIGHT_CPU_SAMPLING", "regions")
+    if cpu_sampling not in ("regions", "all"):
+        raise ValueError(f"cpu sampling must be 'regions' or 'all', not {cpu_sampling!r}")
+    capacity = capacity or int(os.environ.get("HINDSIGHT_BUFFER_EVENTS", DEFAULT_CAPACITY))
+    rank, size = world.Get_rank(), world.Get_size()
+    trace_dir = Path(trace_dir)
+    host = socket.gethostname()
+
+    # Rank 0 prepares the directory; the others wait so that no one writes into a stale trace.
+    error = None
+    if rank == 0:
+        error = _prepare_dir(trace_dir)
+    error = world.bcast(error, root=0)
+    if error:
+        if rank == 0:
+            sys.stderr.write(f"hindsight: {error}\n")
+        world.Barrier()
+        raise SystemExit(2)
+
+    # pyarrow imports pandas on its first array conversion (about a second): pay it here, before
+    # the epoch, rather than at the first flush in the middle of the application.
+    _warm_up()
+    hosts = world.allgather(host)
+    run_id = world.bcast(secrets.token_hex(8) if rank == 0 else None, root=0)
+    world.Barrier()
+    epoch0 = world.bcast(perf_counter_ns() if rank == 0 else None, root=0)
+    offsets = _clock_offsets(world, hosts)
+    epoch = epoch0 - offsets[rank]
+
+    t = Tracer(trace_dir, rank, run_id, epoch, capacity, cpu_sampling == "all")
+    t.host = host
+    t.clock_offset_ns = offsets[rank]
+    _tracer = t
+    tcomm.set_tracer(t)
+    _world = tcomm.TracedComm(world)
+    if rank == 0:
+        manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
+                                  cpu_sampling, offsets)
+        tf.write_manifest(trace_dir, manifest)
+        (trace_dir / tf.STAGING_DIR / "start.json").write_text(json.dumps(manifest))
+    world.Barrier()
+    _install_exit_paths()
+    return _world
+
+
+def _warm_up() -> None:
+    import numpy as np
+
+    zeros = {c: np.zeros(1, np.int64) for c in tf.INT_COLUMNS}
+    tf.rows_to_table(0, 0, zeros, np.zeros(1, np.int64), np.zeros(1, np.int64), ["warm-up"])
+
+
+def _prepare_dir(trace_dir: Path) -> str | None:
+    try:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create trace directory {trace_dir}: {exc.strerror}"
+    if not os.access(trace_dir, os.W_OK):
+        return f"trace directory {trace_dir} is not writable"
+    # A new run replaces an old trace in the same folder; anything else there is left alone.
+    for old in list(trace_dir.glob("rank-*.parquet")) + [trace_dir / tf.MANIFEST_NAME]:
+        if old.exists():
+            old.unlink()
+    stage = trace_dir / tf.STAGING_DIR
+    if stage.exists():
+        import shutil
+        shutil.rmtree(stage)
+    stage.mkdir()
+    return None
+
+
+def _clock_offsets(world: MPI.Intracomm, hosts: list[str]) -> list[int]:
+    """Offset of each rank's clock to rank 0's (add it to rank 0's reading to get the local one).
+
+    Ranks on rank 0's host read the same CLOCK_MONOTONIC, so their offset is exactly 0. Other
+    ranks run Cristian's method against rank 0: of 16 round trips, the one with the least delay.
+    """
+    rank = world.Get_rank()
+    offsets = [0] * world.Get_size()
+    remote = [r for r, h in enumerate(hosts) if h != hosts[0]]
+    for r in remote:
+        if rank == 0:
+            for _ in range(16):
+                world.recv(source=r, tag=31000)
+                world.send(perf_counter_ns(), dest=r, tag=31001)
+        elif rank == r:
+            best = None
+            for _ in range(16):
+                t0 = perf_counter_ns()
+                world.send(None, dest=0, tag=31000)
+                t_remote = world.recv(source=0, tag=31001)
+                t1 = perf_counter_ns()
+                if best is None or t1 - t0 < best[0]:
+                    best = (t1 - t0, (t0 + t1) // 2 - t_remote)
+            offsets[r] = best[1]
+    return world.allreduce(offsets, op=_sum_lists) if remote else offsets
+
+
+def _sum_lists(a, b, _datatype=None):
+    return [x + y for x, y in zip(a, b)]
+
+
+def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampling,
+                   offsets) -> dict[str, Any]:
+    by_host: dict[str, list[int]] = {}
+    for r, h in enumerate(hosts):
+        by_host.setdefault(h, []).append(r)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    import mpi4py
+    return {
+        "format_version": tf.FORMAT_VERSION,
+        "run_id": run_id,
+        "app": app,
+        "paradigm": paradigm,
+        "args": args or {},
+        "program": program,
+        "ranks": size,
+        "hosts": by_host,
+        "ranks_per_host": {h: len(rs) for h, rs in by_host.items()},
+        "cores": cores,
+        "oversubscribed": any(len(rs) > (cores or 1) for rs in by_host.values()),
+        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+        "mpi_version": "%d.%d" % MPI.Get_version(),
+        "mpi4py_version": mpi4py.__version__,
+        "transport": {k: v for k, v in sorted(os.environ.items())
+                      if k.startswith(TRANSPORT_PREFIXES)},
+        "transport_name": os.environ.get("HINDSIGHT_TRANSPORT", "default"),
+        "clock": {
+            "source": "CLOCK_MONOTONIC (time.perf_counter_ns)",
+            "epoch": "rank 0 clock after the start-up barrier",
+            "method": "shared-host-clock" if len(by_host) == 1
+            else "shared-host-clock on rank 0's host, Cristian min-RTT of 16 elsewhere",
+            "start_offset_ns": offsets,
+        },
+        "cpu_sampling": cpu_sampling,
+        "start_unix": time.time(),
+        "end_unix": None,
+        "makespan_ns": None,
+        "rank_status": ["running"] * size,
+        "complete": False,
+        "result_verified": None,
+        "communicators": {"0": list(range(size)), "1": None},
+        "git_revision": os.environ.get("HINDSIGHT_GIT_REVISION") or _git_revision(),
+        "events": None,
+        "launcher": os.environ.get("HINDSIGHT_LAUNCHER", "mpiexec"),
+    }
+
+
+def _git_revision() -> str | None:
+    """hindsight's revision, read from .git without starting a process (fork after MPI_Init is
+    unsafe with some transports)."""
+    git = Path(__file__).resolve().parent.parent / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        path = git / ref
+        if path.is_file():
+            return path.read_text().strip()
+        packed = git / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0]
+    except OSError:
+        pass
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Regions
+
+
+class _Region(contextlib.ContextDecorator):
+    def __init__(self, name: str, size: int = -1) -> None:
+        self.name = name
+        self.size = int(size)
+
+    def _recreate_cm(self):
+        # As a decorator, each call gets its own instance, so recursion nests correctly.
+        return _Region(self.name, self.size)
+
+    def __enter__(self):
+        t = _tracer
+        if t is None or t.closed:
+            return self
+        self._code = t.region_code(self.name)
+        self._saved = t.region
+        t.region = self._code
+        self._c0 = time.thread_time_ns()
+        self._t0 = perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        t = _tracer
+        if t is None or t.closed or not hasattr(self, "_t0"):
+            return False
+        t1 = perf_counter_ns()
+        cpu = time.thread_time_ns() - self._c0
+        t.region = self._saved
+        t.rows.extend((_region_op, self._code, self._t0, t1, cpu, -1, -1, -1, self.size, -1, -1))
+        t.maybe_flush()
+        del self._t0
+        return False
+
+
+def region(name: str, size: int = -1) -> _Region:
+    """Mark an application phase (`task`, `merge`, `divide`, ...). Context manager or decorator.
+
+    `size` is the work size of the phase (elements, edges, documents ...), recorded in `nbytes`
+    of the region row for cost-model fits.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("region name must be a non-empty string")
+    return _Region(name, size)
+
+
+def traced(name: str) -> Callable:
+    """Decorator form that takes the region size from a `size=` keyword of the call, if any."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*a, **kw):
+            with _Region(name, kw.get("size", -1)):
+                return fn(*a, **kw)
+        return inner
+    return wrap
+
+
+# ----------------------------------------------------------------------------------------------
+# Finishing
+
+
+def finish(result_verified: bool | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Collective: flush, merge this rank's file, and (rank 0) write the final manifest."""
+    global _status
+    t = _tracer
+    if t is None or t.closed:
+        return
+    world = MPI.COMM_WORLD
+    with _lock:
+        _status = "complete"
+        t.close("complete")
+    summary = {"status": "complete", "events": t.events, "max_t_end": t.max_t_end,
+               "communicators": t.communicators, "result_verified": result_verified}
+    summaries = world.gather(summary, root=0)
+    if world.Get_rank() == 0:
+        finalize_manifest(t.trace_dir, summaries=summaries, extra=extra)
+    world.Barrier()
+
+
+def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
+                      extra: dict[str, Any] | None = None,
+                      launcher_exit: int | None = None) -> dict[str, Any]:
+    """Write the final manifest from the ranks' own files (and gathered summaries if any).
+
+    Used by rank 0 at a clean finish and by `hindsight collect` after mpiexec returns, so a
+    crashed run is described by what is actually on disk.
+    """
+    trace_dir = Path(trace_dir)
+    start_path = trace_dir / tf.STAGING_DIR / "start.json"
+    try:
+        manifest = tf.read_manifest(trace_dir)
+    except tf.TraceError:
+        if not start_path.is_file():
+            raise
+        manifest = json.loads(start_path.read_text())
+    nranks = int(manifest["ranks"])
+    status, events, comms, ends, verified = [], [], dict(manifest.get("communicators") or {}), [], []
+    for rank in range(nranks):
+        path = trace_dir / tf.rank_file_name(rank)
+        if not path.is_file():
+            _seal_dead_rank(trace_dir, rank, manifest["run_id"])
+        meta = None
+        if path.is_file():
+            try:
+                meta = tf.file_metadata(path)
+            except tf.TraceError:
+                meta = None
+        if meta is not None and meta.get("run_id") == manifest["run_id"]:
+            status.append(meta["status"])
+            events.append(meta["events"])
+            ends.append(meta.get("max_t_end_ns", 0))
+            comms.update(meta.get("communicators", {}))
+        else:
+            status.append("missing")
+            events.append(None)
+        if summaries:
+            verified.append(summaries[rank].get("result_verified"))
+    manifest["rank_status"] = status
+    manifest["events"] = events
+    manifest["communicators"] = comms
+    manifest["end_unix"] = time.time()
+    manifest["makespan_ns"] = max(ends) if ends else None
+    manifest["complete"] = all(s == "complete" for s in status)
+    if verified and any(v is not None for v in verified):
+        manifest["result_verified"] = all(v is True for v in verified if v is not None)
+    if launcher_exit is not None:
+        manifest["launcher_exit_code"] = launcher_exit
+        if launcher_exit != 0:
+            manifest["complete"] = False
+    if extra:
+        manifest.update(extra)
+    tf.write_manifest(trace_dir, manifest)
+    if manifest["complete"]:
+        import shutil
+        shutil.rmtree(trace_dir / tf.STAGING_DIR, ignore_errors=True)
+    return manifest
+
+
+def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str) -> None:
+    """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
+
+    Its status is the one it left beside its parts (`terminated` after a signal), else `killed`.
+    Unreadable parts (a rank killed while writing one) end the file: later parts would leave a gap.
+    """
+    import pyarrow.parquet as pq
+
+    from instrument.tracer import seal_rank
+
+    stage = tf.staging_dir(trace_dir, rank)
+    parts = sorted(stage.glob("part-*.parquet"))
+    if not parts:
+        return
+    events = 0
+    for i, part in enumerate(parts):
+        try:
+            events += pq.read_metadata(part).num_rows
+        except Exception:          # unreadable: keep the parts before it only
+            for bad in parts[i:]:
+                bad.rename(bad.with_name("." + bad.name + ".unreadable"))
+            break
+    meta = {"format_version": tf.FORMAT_VERSION, "run_id": run_id, "rank": rank,
+            "status": "killed", "events": events, "communicators": {}}
+    status_file = stage / "status.json"
+    if status_file.is_file():
+        try:
+            meta.update(json.loads(status_file.read_text()))
+        except (OSError, json.JSONDecodeError):
+            pass
+    meta["events"] = events
+    meta["sealed_by"] = "hindsight collect"
+    seal_rank(trace_dir, rank, meta)
+
+
+def _close_abnormally(status: str) -> None:
+    global _status
+    with _lock:
+        t = _tracer
+        if t is None or t.closed:
+            return
+        _status = status
+        try:
+            t.close(status)
+        except Exception as exc:   # a disk error must not hide the original failure
+            sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
+
+
+def _flush_on_signal() -> None:
+    """Save what is buffered as one more staged part and leave the status beside it.
+
+    Merging is left to `hindsight collect` (or the reader): when one rank exits, mpiexec kills
+    the others at once, so each rank does the least work that makes its data safe, then waits a
+    moment so that ranks signalled together all get that far before the first one exits.
+    """
+    global _status
+    with _lock:
+        t = _tracer
+        if t is None or t.closed:
+            return
+        _status = "terminated"
+        try:
+            t.flush()
+            t.mark("terminated")
+            t.closed = True
+        except Exception as exc:
+            sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
+    time.sleep(SIGNAL_GRACE_S)
+
+
+def _install_exit_paths() -> None:
+    # Normal interpreter exit without finish(): the rank's file is written, marked by how it ended.
+    atexit.register(lambda: _close_abnormally(_status if _status != "running" else "exited"))
+
+    previous_hook = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        _close_abnormally("error")
+        previous_hook(exc_type, exc, tb)
+    sys.excepthook = hook
+
+    # SIGTERM/SIGINT: a rank blocked inside an MPI call never returns to Python to run a handler,
+    # so the C-level handler writes to a wake-up pipe and a watcher thread does the flushing.
+    if threading.current_thread() is not threading.main_thread():
+        return
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+
+    def watcher():
+        while True:
+            data = os.read(rfd, 1)
+            if not data:
+                return
+            signum = data[0]
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                _flush_on_signal()
+                os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
+    threading.Thread(target=watcher, name="hindsight-signals", daemon=True).start()

@@ -1,0 +1,28 @@
+"""Shared helpers: run the real `hindsight` CLI (which runs real mpiexec) in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "tests" / "programs"
+
+
+def hindsight(*args: str, env: dict | None = None, timeout: float = 180,
+              cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `hindsight ARGS` as a user would; returns the completed process (text output)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "hindsight.cli", *map(str, args)],
+                          capture_output=True, text=True, env=full_env, timeout=timeout,
+                          cwd=cwd or ROOT)
+
+
+@pytest.fixture
+def run_hindsight():
+    return hindsight

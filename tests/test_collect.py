@@ -1,0 +1,204 @@
+"""Collection spine: real mpiexec runs, real Parquet files, exact event counts and columns."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from hindsight import traceformat as tf
+from tests.conftest import PROGRAMS, ROOT, hindsight
+
+
+@pytest.fixture(scope="module")
+def ring_trace(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ring") / "trace"
+    res = hindsight("collect", "-n", 3, "--program", ROOT / "hindsight/examples/ring.py",
+                    "--out", out, "--", "--rounds", 7, "--bytes", 1000)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def all_ops_trace(tmp_path_factory):
+    out = tmp_path_factory.mktemp("allops") / "trace"
+    res = hindsight("collect", "-n", 4, "--program", PROGRAMS / "p2p_all.py", "--out", out)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_ring_has_exact_event_counts(ring_trace):
+    trace = tf.read_trace(ring_trace)
+    assert trace.complete
+    df = trace.to_pandas()
+    for rank in range(3):
+        ops = Counter(df[df["rank"] == rank]["op"].astype(str))
+        assert ops == {"Sendrecv_send": 7, "Sendrecv_recv": 7, "Allreduce": 7}
+    sends = df[df["op"] == "Sendrecv_send"]
+    assert (sends["nbytes"] == 1000).all()
+    assert ((sends["peer"] - sends["rank"]) % 3 == 1).all()
+    recvs = df[df["op"] == "Sendrecv_recv"]
+    assert ((recvs["rank"] - recvs["peer"]) % 3 == 1).all()
+    assert (recvs["tag"].values == np.tile(np.arange(7), 3)).all()
+
+
+def test_files_layout_and_dataset(ring_trace):
+    import pyarrow.dataset as ds
+
+    names = sorted(p.name for p in ring_trace.iterdir())
+    assert names == ["manifest.json", "rank-00000.parquet", "rank-00001.parquet",
+                     "rank-00002.parquet"]
+    # The whole directory reads as one pyarrow dataset.
+    assert ds.dataset(ring_trace, format="parquet", exclude_invalid_files=True).count_rows() == 63
+    assert tf.dataset(ring_trace).count_rows() == 63
+    schema = pq.read_schema(ring_trace / "rank-00001.parquet")
+    assert schema.field("op").type == tf.SCHEMA.field("op").type
+    for name in tf.INT_COLUMNS:
+        assert schema.field(name).type == tf.SCHEMA.field(name).type, name
+
+
+def test_manifest_records_the_run(ring_trace):
+    m = json.loads((ring_trace / "manifest.json").read_text())
+    assert m["ranks"] == 3 and m["complete"] is True
+    assert m["rank_status"] == ["complete"] * 3
+    assert m["events"] == [21, 21, 21]
+    assert m["mpi_library"].startswith("MPICH")
+    assert sum(m["ranks_per_host"].values()) == 3
+    assert m["oversubscribed"] == (3 > m["cores"])
+    if m["oversubscribed"]:
+        assert m["transport"].get("MPIR_CVAR_CH4_PROGRESS_THROTTLE") == "1"
+    assert m["clock"]["start_offset_ns"] == [0, 0, 0]
+    assert m["makespan_ns"] > 0
+    meta = tf.file_metadata(ring_trace / "rank-00002.parquet")
+    assert meta["run_id"] == m["run_id"] and meta["rank"] == 2 and meta["status"] == "complete"
+
+
+def test_timestamps_are_ordered_on_one_clock(ring_trace):
+    df = tf.read_trace(ring_trace).to_pandas()
+    assert (df["t_end"] >= df["t_start"]).all() and (df["t_start"] >= 0).all()
+    for _, g in df.groupby("rank"):
+        assert (np.diff(g["seq"].values) == 1).all()
+        assert (np.diff(g["t_start"].values) >= 0).all()
+    # An Allreduce cannot finish on any rank before every rank has entered it.
+    ar = df[df["op"] == "Allreduce"].sort_values(["rank", "seq"])
+    k = ar.groupby("rank").cumcount()
+    entered = ar.groupby(k)["t_start"].max()
+    finished = ar.groupby(k)["t_end"].min()
+    assert (finished >= entered).all()
+
+
+def test_every_column_round_trips(all_ops_trace):
+    df = tf.read_trace(all_ops_trace).to_pandas()
+    r0 = df[df["rank"] == 0].reset_index(drop=True)
+    assert list(r0["op"].astype(str)) == [
+        "Send", "Recv", "Irecv", "Isend", "Waitall", "Waitall", "Send", "Irecv", "Wait",
+        "Sendrecv_send", "Sendrecv_recv", "Bcast", "Reduce", "Allreduce", "Barrier",
+        "Comm_split", "Bcast", "Barrier"]
+    row = lambda op, i=0: r0[r0["op"] == op].iloc[i]  # noqa: E731
+    assert (row("Send")["peer"], row("Send")["tag"], row("Send")["nbytes"]) == (1, 11, 400)
+    # ANY_SOURCE receive records the real source.
+    assert (row("Recv")["peer"], row("Recv")["tag"]) == (3, 11)
+    # Irecv posted with ANY_SOURCE; its Waitall row carries the actual source and size.
+    irecv = row("Irecv")
+    assert irecv["peer"] == tf.ANY_SOURCE and irecv["request"] >= 0
+    done = r0[(r0["op"] == "Waitall") & (r0["request"] == irecv["request"])].iloc[0]
+    assert (done["peer"], done["tag"], done["nbytes"]) == (3, 22, 40)
+    isend = row("Isend")
+    assert (isend["peer"], isend["nbytes"]) == (1, 40)
+    assert ((r0["op"] == "Waitall") & (r0["request"] == isend["request"])).sum() == 1
+    # Pickle API: the wire size of the pickled object.
+    from mpi4py import MPI
+    assert row("Send", 1)["nbytes"] == len(MPI.pickle.dumps({"x": list(range(10))}))
+    assert row("Wait")["nbytes"] == len(MPI.pickle.dumps("pong"))
+    # Roots are world ranks, also on a derived communicator (comm-local root 1 of {0, 2} is 2).
+    assert row("Bcast")["root"] == 1 and row("Reduce")["root"] == 2
+    split = row("Comm_split")
+    sub_bcast = row("Bcast", 1)
+    assert sub_bcast["comm"] == split["peer"] and sub_bcast["root"] == 2
+    comms = json.loads((all_ops_trace / "manifest.json").read_text())["communicators"]
+    assert comms[str(split["peer"])] == [0, 2]
+    r3 = df[df["rank"] == 3]
+    sub3 = r3[r3["op"] == "Comm_split"].iloc[0]["peer"]
+    assert comms[str(sub3)] == [1, 3]
+    assert (r3[(r3["op"] == "Bcast") & (r3["comm"] == sub3)]["root"] == 3).all()
+    assert df.groupby("rank").size().to_dict() == {0: 18, 1: 18, 2: 15, 3: 15}
+
+
+def test_trace_check_passes_a_good_trace(all_ops_trace):
+    res = hindsight("trace", "check", all_ops_trace)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok" in res.stdout
+
+
+def test_trace_info_json(all_ops_trace):
+    res = hindsight("trace", "info", all_ops_trace, "--json")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    assert info["ranks"] == 4 and info["events"] == 66 and info["complete"] is True
+    assert info["mpi_library"].startswith("MPICH")
+    assert info["events_per_op"]["Bcast"] == 8
+
+
+def _rewrite_without(src_file, dst_file, drop_row: int) -> None:
+    """Copy a rank file, keeping its metadata, without one row."""
+    table = pq.read_table(src_file)
+    keep = np.ones(table.num_rows, bool)
+    keep[drop_row] = False
+    pq.write_table(table.filter(keep), dst_file)
+
+
+def test_check_catches_a_removed_send(all_ops_trace, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(all_ops_trace, bad)
+    df = tf.read_trace(bad).to_pandas()
+    r2 = df[df["rank"] == 2].reset_index(drop=True)
+    send_row = int(r2.index[r2["op"] == "Send"][0])      # rank 2 -> 3, tag 11
+    _rewrite_without(all_ops_trace / "rank-00002.parquet", bad / "rank-00002.parquet", send_row)
+    res = hindsight("trace", "check", bad)
+    assert res.returncode == 1
+    assert "Traceback" not in res.stdout + res.stderr
+    assert "rank-00002.parquet" in res.stdout          # the seq gap names the file
+    assert "no matching send" in res.stdout.lower() or "unmatched" in res.stdout.lower()
+    assert "tag 11" in res.stdout
+
+
+def test_regions_with_explicit_api(tmp_path):
+    import subprocess
+    import sys
+
+    from hindsight.collect import find_mpiexec, launch_env
+
+    out = tmp_path / "regions"
+    env = launch_env(2)
+    res = subprocess.run([find_mpiexec(), "-n", "2", sys.executable,
+                          str(PROGRAMS / "regions.py"), str(out)], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    trace = tf.read_trace(out)
+    assert trace.complete and trace.manifest["result_verified"] is True
+    assert trace.manifest["app"] == "regions-test" and trace.manifest["args"] == {"n": 1000}
+    df = trace.to_pandas()
+    r0 = df[df["rank"] == 0].reset_index(drop=True)
+    assert list(r0["op"].astype(str)) == ["Barrier", "region", "region", "Allreduce", "region"]
+    assert list(r0["region"].astype(str)) == ["merge", "merge", "task", "combine", "combine"]
+    task = r0.iloc[2]
+    assert task["nbytes"] == 50000 and task["cpu_ns"] > 0
+    assert task["t_start"] <= r0.iloc[0]["t_start"] and task["t_end"] >= r0.iloc[1]["t_end"]
+    assert r0.iloc[4]["nbytes"] == 7
+    assert (r0[r0["op"] != "region"]["cpu_ns"] == -1).all()     # default: regions only
+
+
+def test_cpu_sampling_all(tmp_path):
+    out = tmp_path / "cpu"
+    res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
+                    "--out", out, "--cpu-sampling", "all", "--", "--rounds", 3)
+    assert res.returncode == 0, res.stderr
+    trace = tf.read_trace(out)
+    df = trace.to_pandas()
+    assert trace.manifest["cpu_sampling"] == "all"
+    first_rows = df[df["op"].isin(["Sendrecv_send", "Allreduce"])]
+    assert (first_rows["cpu_ns"] >= 0).all()
