@@ -74,7 +74,9 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     capacity = capacity or int(os.environ.get("HINDSIGHT_BUFFER_EVENTS", DEFAULT_CAPACITY))
     rank, size = world.Get_rank(), world.Get_size()
     trace_dir = Path(trace_dir)
-    host = socket.gethostname()
+    # HINDSIGHT_HOSTNAME stands in for the host name where ranks share one (network namespaces
+    # of the testbed, or tests of the multi-host clock alignment).
+    host = os.environ.get("HINDSIGHT_HOSTNAME") or socket.gethostname()
 
     # Rank 0 prepares the directory; the others wait so that no one writes into a stale trace.
     error = None
@@ -94,21 +96,25 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     run_id = world.bcast(secrets.token_hex(8) if rank == 0 else None, root=0)
     world.Barrier()
     epoch0 = world.bcast(perf_counter_ns() if rank == 0 else None, root=0)
-    offsets = _clock_offsets(world, hosts)
-    epoch = epoch0 - offsets[rank]
+    offsets, errors = _clock_offsets(world, hosts)
+    epoch = epoch0 + offsets[rank]      # this rank's clock reading at rank 0's epoch
 
     t = Tracer(trace_dir, rank, run_id, epoch, capacity, cpu_sampling == "all")
     t.host = host
     t.clock_offset_ns = offsets[rank]
+    t.clock_error_ns = errors[rank]
     _tracer = t
     tcomm.set_tracer(t)
     _world = tcomm.TracedComm(world)
+    t.hosts = hosts
+    manifest = None
     if rank == 0:
         manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
-                                  cpu_sampling, offsets)
+                                  cpu_sampling, offsets, errors)
         tf.write_manifest(trace_dir, manifest)
         (trace_dir / tf.STAGING_DIR / "start.json").write_text(json.dumps(manifest))
-    world.Barrier()
+    # Every rank file carries the run's metadata too, so one file describes its run.
+    t.run_meta = world.bcast(manifest, root=0)
     _install_exit_paths()
     return _world
 
@@ -139,39 +145,53 @@ def _prepare_dir(trace_dir: Path) -> str | None:
     return None
 
 
-def _clock_offsets(world: MPI.Intracomm, hosts: list[str]) -> list[int]:
-    """Offset of each rank's clock to rank 0's (add it to rank 0's reading to get the local one).
+CLOCK_ROUNDS = 32
 
-    Ranks on rank 0's host read the same CLOCK_MONOTONIC, so their offset is exactly 0. Other
-    ranks run Cristian's method against rank 0: of 16 round trips, the one with the least delay.
+
+def _clock_offsets(world: MPI.Intracomm, hosts: list[str]) -> tuple[list[int], list[int]]:
+    """Offset of each rank's clock to rank 0's (local reading = rank 0's reading + offset), and
+    its uncertainty (half the smallest round trip), both in ns.
+
+    A clock belongs to a host, not a rank: ranks on rank 0's host read the same CLOCK_MONOTONIC,
+    so their offset is exactly 0; on every other host, its lowest rank runs Cristian's method
+    against rank 0 (the round trip with the least delay out of CLOCK_ROUNDS) and the host's other
+    ranks take that offset.
     """
     rank = world.Get_rank()
-    offsets = [0] * world.Get_size()
-    remote = [r for r, h in enumerate(hosts) if h != hosts[0]]
-    for r in remote:
+    size = world.Get_size()
+    probes = {}                                   # host -> the rank that measures its clock
+    for r, h in enumerate(hosts):
+        if h != hosts[0]:
+            probes.setdefault(h, r)
+    if not probes:
+        return [0] * size, [0] * size
+    mine = (0, 0)
+    for r in probes.values():
         if rank == 0:
-            for _ in range(16):
+            for _ in range(CLOCK_ROUNDS):
                 world.recv(source=r, tag=31000)
                 world.send(perf_counter_ns(), dest=r, tag=31001)
         elif rank == r:
             best = None
-            for _ in range(16):
+            for _ in range(CLOCK_ROUNDS):
                 t0 = perf_counter_ns()
                 world.send(None, dest=0, tag=31000)
                 t_remote = world.recv(source=0, tag=31001)
                 t1 = perf_counter_ns()
                 if best is None or t1 - t0 < best[0]:
                     best = (t1 - t0, (t0 + t1) // 2 - t_remote)
-            offsets[r] = best[1]
-    return world.allreduce(offsets, op=_sum_lists) if remote else offsets
-
-
-def _sum_lists(a, b, _datatype=None):
-    return [x + y for x, y in zip(a, b)]
+            mine = (best[1], best[0] // 2)
+    measured = world.allgather(mine)
+    offsets = [0] * size
+    errors = [0] * size
+    for r, h in enumerate(hosts):
+        if h in probes:
+            offsets[r], errors[r] = measured[probes[h]]
+    return offsets, errors
 
 
 def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampling,
-                   offsets) -> dict[str, Any]:
+                   offsets, errors) -> dict[str, Any]:
     by_host: dict[str, list[int]] = {}
     for r, h in enumerate(hosts):
         by_host.setdefault(h, []).append(r)
@@ -199,8 +219,10 @@ def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampli
             "source": "CLOCK_MONOTONIC (time.perf_counter_ns)",
             "epoch": "rank 0 clock after the start-up barrier",
             "method": "shared-host-clock" if len(by_host) == 1
-            else "shared-host-clock on rank 0's host, Cristian min-RTT of 16 elsewhere",
+            else f"shared-host-clock on rank 0's host, Cristian min-RTT of {CLOCK_ROUNDS} "
+                 "per other host",
             "start_offset_ns": offsets,
+            "start_uncertainty_ns": errors,
         },
         "cpu_sampling": cpu_sampling,
         "start_unix": time.time(),
@@ -308,15 +330,30 @@ def finish(result_verified: bool | None = None, extra: dict[str, Any] | None = N
     if t is None or t.closed:
         return
     world = MPI.COMM_WORLD
+    _end_clock_alignment(world, t)
     with _lock:
         _status = "complete"
         t.close("complete")
     summary = {"status": "complete", "events": t.events, "max_t_end": t.max_t_end,
-               "communicators": t.communicators, "result_verified": result_verified}
+               "communicators": t.communicators, "result_verified": result_verified,
+               "end_offset_ns": t.end_offset_ns, "drift": t.drift}
     summaries = world.gather(summary, root=0)
     if world.Get_rank() == 0:
         finalize_manifest(t.trace_dir, summaries=summaries, extra=extra)
     world.Barrier()
+
+
+def _end_clock_alignment(world: MPI.Intracomm, t: Tracer) -> None:
+    """Measure the offsets again at the end; the change over the run is a linear drift, which
+    the rank applies to its timestamps when it merges its file (docs/trace-format.md, Clocks)."""
+    ends, errors = _clock_offsets(world, t.hosts)
+    t.end_offset_ns = ends[t.rank]
+    elapsed = perf_counter_ns() - t.epoch_ns
+    change = t.end_offset_ns - t.clock_offset_ns
+    # A change within the two measurements' uncertainty is noise, not drift: correcting for it
+    # would distort the timestamps more than it mends them.
+    if abs(change) > t.clock_error_ns + errors[t.rank] and elapsed > 0:
+        t.drift = change / elapsed
 
 
 def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
@@ -363,6 +400,13 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     manifest["end_unix"] = time.time()
     manifest["makespan_ns"] = max(ends) if ends else None
     manifest["complete"] = all(s == "complete" for s in status)
+    if summaries:
+        clock = manifest.setdefault("clock", {})
+        clock["end_offset_ns"] = [s.get("end_offset_ns", 0) for s in summaries]
+        clock["drift_ppm"] = [1e6 * s.get("drift", 0.0) for s in summaries]
+        clock["drift_correction"] = ("linear, applied to t_start/t_end when each rank file was "
+                                     "merged, where the offset changed by more than the "
+                                     "measurements' uncertainty")
     if verified and any(v is not None for v in verified):
         manifest["result_verified"] = all(v is True for v in verified if v is not None)
     if launcher_exit is not None:

@@ -53,6 +53,11 @@ class Tracer:
         self.closed = False
         self.host = ""
         self.clock_offset_ns = 0
+        self.clock_error_ns = 0
+        self.end_offset_ns = 0
+        self.drift = 0.0                  # clock drift against rank 0 (ns per ns), see session
+        self.hosts: list[str] = []
+        self.run_meta: dict[str, Any] | None = None
         self.stage = tf.staging_dir(self.trace_dir, rank)
         self.stage.mkdir(parents=True, exist_ok=True)
 
@@ -109,9 +114,12 @@ class Tracer:
             "events": self.events,
             "host": self.host,
             "clock_offset_ns": self.clock_offset_ns,
+            "clock_end_offset_ns": self.end_offset_ns,
+            "clock_drift": self.drift,
             "max_t_end_ns": self.max_t_end,
             "communicators": {str(k): v for k, v in self.communicators.items()},
             "closed_unix": time.time(),
+            "run": self.run_meta,
         }
 
     def mark(self, status: str) -> None:
@@ -124,12 +132,16 @@ class Tracer:
             return
         self.closed = True
         self.flush()
-        seal_rank(self.trace_dir, self.rank, self.file_metadata(status), self.capacity)
+        seal_rank(self.trace_dir, self.rank, self.file_metadata(status), self.capacity,
+                  self.drift)
 
 
 def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any],
-              row_group_size: int = DEFAULT_CAPACITY) -> Path:
+              row_group_size: int = DEFAULT_CAPACITY, drift: float = 0.0) -> Path:
     """Merge a rank's staged parts into rank-NNNNN.parquet carrying `meta`, then drop the parts.
+
+    A non-zero `drift` (this clock's rate error against rank 0's, measured between the start and
+    the end of the run) is removed from the timestamps: t_true = t * (1 - drift).
 
     Written under a temporary name and renamed, so a reader sees the old parts or the whole file.
     """
@@ -141,7 +153,14 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any],
     parts = sorted(stage.glob("part-*.parquet"))
     with pq.ParquetWriter(tmp, schema, **tf.WRITE_OPTIONS) as writer:
         for part in parts:
-            writer.write_table(pq.read_table(part).cast(tf.SCHEMA), row_group_size=row_group_size)
+            table = pq.read_table(part).cast(tf.SCHEMA)
+            if drift:
+                for name in ("t_start", "t_end"):
+                    t = table.column(name).to_numpy()
+                    fixed = np.rint(t * (1.0 - drift)).astype(np.int64)
+                    table = table.set_column(table.schema.get_field_index(name),
+                                             tf.SCHEMA.field(name), pa.array(fixed))
+            writer.write_table(table, row_group_size=row_group_size)
     os.replace(tmp, final)
     for leftover in parts + [stage / "status.json"]:
         leftover.unlink(missing_ok=True)

@@ -202,3 +202,31 @@ def test_cpu_sampling_all(tmp_path):
     assert trace.manifest["cpu_sampling"] == "all"
     first_rows = df[df["op"].isin(["Sendrecv_send", "Allreduce"])]
     assert (first_rows["cpu_ns"] >= 0).all()
+
+
+def test_clock_alignment_across_emulated_hosts(tmp_path):
+    """Ranks that claim other hosts (HINDSIGHT_HOSTNAME) get Cristian offsets per host; the
+    clock is really shared here, so the offsets must come out within their uncertainty of 0."""
+    import subprocess
+    import sys
+
+    from hindsight.collect import find_mpiexec, launch_env
+
+    out = tmp_path / "hosts"
+    ring = str(ROOT / "hindsight/examples/ring.py")
+    run = [sys.executable, "-m", "instrument.run", "--trace", str(out), ring, "--rounds", "3"]
+    cmd = [find_mpiexec(), "-n", "1", "-env", "HINDSIGHT_HOSTNAME", "hostA", *run, ":",
+           "-n", "2", "-env", "HINDSIGHT_HOSTNAME", "hostB", *run]
+    res = subprocess.run(cmd, env=launch_env(2), cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["hosts"] == {"hostA": [0], "hostB": [1, 2]}
+    clock = m["clock"]
+    assert "Cristian" in clock["method"]
+    start, err = clock["start_offset_ns"], clock["start_uncertainty_ns"]
+    assert start[0] == 0 and err[0] == 0
+    assert start[1] == start[2] and err[1] > 0           # one clock per host
+    assert abs(start[1]) <= err[1] + 1000
+    assert len(clock["end_offset_ns"]) == 3 and len(clock["drift_ppm"]) == 3
+    assert hindsight("trace", "check", out).returncode == 0
