@@ -1,0 +1,229 @@
+"""Replay throughput: operations per second per model, bytes per operation, compile time.
+
+Synthetic kernel inputs are built directly as arrays (no Parquet, no Python per event): ring,
+pairwise exchange, binary-tree allreduce, incast (many ranks send to one receiver that drains
+them in rank order, so messages pile up), all-to-all. A separate case measures loading a
+Parquet trace into the prepared arrays, and an optional sweep times many configurations.
+
+    .venv/bin/python benchmarks/replay_throughput.py             # 1e5..1e6 operations
+    .venv/bin/python benchmarks/replay_throughput.py --full      # up to 1e7 operations, 8192 ranks
+    .venv/bin/python benchmarks/replay_throughput.py --sweep 1000
+
+"Operations" are kernel operations (a send, a receive, a post or a wait; compute bursts ride on
+them and are not counted separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from replay import collectives as C  # noqa: E402
+from replay import kernel as K  # noqa: E402
+from replay import models as M  # noqa: E402
+from replay.engine import _kernel, _Ctx  # noqa: E402
+from replay.prepare import Stream  # noqa: E402
+
+
+def stream_from_messages(P: int, src, dst, nbytes: float, iters: int, burst: float = 2000.0,
+                         blocking: bool = False) -> Stream:
+    """Tile one iteration (messages src[j] -> dst[j]) ``iters`` times.
+
+    Non-blocking form per rank and iteration: its Isends, its Irecvs, Wait on the receives, Wait on
+    the sends. Blocking form: sends as SEND, receives as RECV, in message order."""
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    Mi = len(src)
+    j = np.arange(Mi)
+    if blocking:
+        who = np.concatenate([src, dst])
+        order = np.repeat([0, 1], Mi)
+        kinds = np.array([K.SEND, K.RECV], np.int8)[order]
+        mid = np.concatenate([j, j])
+    else:
+        who = np.concatenate([src, dst, dst, src])
+        order = np.repeat(np.arange(4), Mi)
+        kinds = np.array([K.ISEND, K.IRECV, K.WRECV, K.WSEND], np.int8)[order]
+        mid = np.concatenate([j] * 4)
+    srt = np.lexsort((mid, order, who))
+    who, kinds, mid = who[srt], kinds[srt], mid[srt]
+    per = np.bincount(who, minlength=P)            # ops per rank per iteration
+    rank_off = np.zeros(P + 1, np.int64)
+    np.cumsum(per * iters, out=rank_off[1:])
+    nops = int(rank_off[-1])
+    # op index = rank_off[r] + it * per[r] + position within the rank's iteration
+    pos_in_rank = np.arange(len(who)) - np.repeat(np.cumsum(per) - per, per)
+    it = np.arange(iters, dtype=np.int64)
+    idx = (rank_off[who][None, :] + it[:, None] * per[who][None, :] + pos_in_rank[None, :]).ravel()
+    kind = np.empty(nops, np.int8)
+    msg = np.empty(nops, np.int64)
+    kind[idx] = np.tile(kinds, iters)
+    msg[idx] = (it[:, None] * Mi + mid[None, :]).ravel()
+    b = np.zeros(nops)
+    b[idx] = np.tile(np.where(np.isin(kinds, (K.ISEND, K.SEND)), burst, 0.0), iters)
+    nmsg = Mi * iters
+    e = np.zeros(0)
+    return Stream(rank_off, kind, msg, b, b, np.full(nops, -1, np.int16),
+                  np.zeros(nops, np.int64), np.full(nmsg, float(nbytes)),
+                  np.tile(src, iters), np.tile(dst, iters), np.zeros(0, np.int64),
+                  np.zeros(0, np.int64), e, e, np.zeros(0, np.int64))
+
+
+def incast(P: int, per_sender: int, nbytes: float) -> Stream:
+    """Ranks 1..P-1 each send ``per_sender`` messages to rank 0, which receives them sender by
+    sender: the last senders' messages wait in a backlog the whole run."""
+    senders = np.arange(1, P)
+    src = np.repeat(senders, per_sender)
+    dst = np.zeros(len(src), np.int64)
+    n = len(src)
+    kind = np.concatenate([np.full(n, K.RECV, np.int8), np.full(n, K.SEND, np.int8)])
+    # rank 0 receives message m = (sender-1)*per_sender + i in order; sender s sends its block
+    msg = np.concatenate([np.arange(n), np.arange(n)])
+    rank_off = np.concatenate([[0, n], n + np.arange(1, P) * per_sender]).astype(np.int64)
+    b = np.where(kind == K.SEND, 2000.0, 100.0)
+    return Stream(rank_off, kind, msg, b, b, np.full(2 * n, -1, np.int16),
+                  np.zeros(2 * n, np.int64), np.full(n, float(nbytes)), src, dst,
+                  np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
+                  np.zeros(0, np.int64))
+
+
+def workloads(full: bool):
+    sizes = [(16, 1e5), (64, 1e6)] + ([(1024, 1e7), (8192, 1e7)] if full else [(512, 1e6)])
+    for P, target in sizes:
+        r = np.arange(P)
+        it = max(1, int(target // (4 * P)))
+        yield f"ring P={P}", stream_from_messages(P, r, (r + 1) % P, 4096, it)
+        yield f"pairwise P={P}", stream_from_messages(P, r, r ^ 1, 4096, it)
+        s, d, _, _, _, _, _ = C.pattern("Allreduce", "reduce_bcast", P, 0)
+        it = max(1, int(target // (4 * len(s))))
+        yield f"tree-allreduce P={P}", stream_from_messages(P, s, d, 8192, it)
+        yield f"incast P={P}", incast(P, max(1, int(target // (2 * (P - 1)))), 1024)
+        if P <= 1024:
+            src = np.repeat(r, P - 1)
+            dst = (src + np.tile(np.arange(1, P), P)) % P
+            it = max(1, int(target // (4 * len(src))))
+            yield f"alltoall P={P}", stream_from_messages(P, src, dst, 1024, it)
+
+
+class _FakePrep:
+    def __init__(self, st: Stream):
+        self.nranks = len(st.rank_off) - 1
+        self.host_of_rank = np.arange(self.nranks)
+        self.trail = np.zeros(self.nranks)
+
+
+def time_model(st: Stream, model: str, sets: dict, reps: int = 3):
+    mod = M.get_model(model)
+    v = M.resolve(mod, sets)
+    fp = _FakePrep(st)
+    ctx = _Ctx.__new__(_Ctx)
+    ctx.nranks, ctx.m_bytes, ctx.m_src, ctx.m_dst = fp.nranks, st.m_bytes, st.m_src, st.m_dst
+    ctx.host_of_rank, ctx._prep, ctx._st = fp.host_of_rank, fp, st
+    prm = mod.kernel_params(v, ctx)
+    scale = np.ones(1)
+    best = 1e30
+    for _ in range(reps):
+        tracemalloc.start()
+        t = time.perf_counter()
+        passes = mod.passes(v) if hasattr(mod, "passes") else 1
+        out = None
+        delay = np.zeros(st.nmsg)
+        for p in range(passes):
+            if hasattr(mod, "message_delay"):
+                delay, _ = mod.message_delay(
+                    v, ctx, out.m_sp if out is not None else None,
+                    float(out.rank_end.max()) if out is not None else 0.0)
+            out = _kernel(st, prm, K.MODE_NETWORK, scale, fp.trail, False, delay, False)
+        dt = time.perf_counter() - t
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert out.status == 0, "deadlock in a benchmark workload"
+        best = min(best, dt)
+    return best, peak, float(out.rank_end.max())
+
+
+def stream_bytes(st: Stream) -> int:
+    return sum(a.nbytes for a in (st.rank_off, st.kind, st.msg, st.burst, st.reg, st.m_bytes,
+                                  st.m_src, st.m_dst))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="up to 1e7 operations and 8192 ranks")
+    ap.add_argument("--sweep", type=int, default=0, help="also time a sweep of N configurations")
+    ap.add_argument("--load-rows", type=int, default=1_000_000, help="rows of the Parquet case")
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    tiny = stream_from_messages(2, [0], [1], 8, 1)
+    _kernel(tiny, K.make_params(), 0, np.ones(1), np.zeros(2), False, np.zeros(1), False)
+    print(f"kernel ready in {time.perf_counter() - t:.2f} s (compile, or load from numba's cache)")
+
+    models = [("loggp", {}), ("loggps", {"S": "4KiB"}), ("hockney", {}),
+              ("mm1", {"rho": "measured"})]
+    print(f"{'workload':<24}{'ops':>11}  " + "".join(f"{m:>16}" for m, _ in models) +
+          "   bytes/op (arrays + run peak)")
+    for name, st in workloads(args.full):
+        cells = []
+        extra = 0
+        for m, sets in models:
+            dt, peak, _ = time_model(st, m, sets, reps=2 if st.nops > 3e6 else 3)
+            cells.append(f"{st.nops / dt / 1e6:>11.1f} Mop/s")
+            if m == "loggps":
+                extra = peak
+        bpo = (stream_bytes(st) + extra) / st.nops
+        print(f"{name:<24}{st.nops:>11,}  " + "".join(cells) + f"   {bpo:6.1f}")
+
+    # incast scaling: cost must be linear in the number of operations
+    print("incast scaling (loggps):", end="")
+    for per in (2000, 8000, 32000):
+        st = incast(64, per, 1024)
+        dt, _, _ = time_model(st, "loggps", {}, reps=3)
+        print(f"  {st.nops:,} ops {dt * 1e3:.1f} ms ({st.nops / dt / 1e6:.1f} Mop/s)", end="")
+    print()
+
+    # loading a Parquet trace into the prepared arrays
+    import replay
+    from replay.synthetic import ring_columns, write_trace
+    with tempfile.TemporaryDirectory() as d:
+        P = 64
+        iters = max(1, args.load_rows // (2 * P))
+        write_trace(Path(d) / "ring", ring_columns(P, iters))
+        rows = 2 * P * iters
+        t = time.perf_counter()
+        prep = replay.prepare(Path(d) / "ring", use_cache=False)
+        st = prep.stream(True)
+        t_load = time.perf_counter() - t
+        replay.prepare(Path(d) / "ring")  # writes the cache
+        t = time.perf_counter()
+        prep2 = replay.prepare(Path(d) / "ring")
+        prep2.stream(True)
+        t_cache = time.perf_counter() - t
+        print(f"load Parquet -> prepared arrays: {rows:,} events in {t_load:.2f} s "
+              f"({rows / t_load / 1e6:.2f} M events/s); from the cache {t_cache:.2f} s "
+              f"({rows / t_cache / 1e6:.2f} M events/s)")
+        if args.sweep:
+            from replay.engine import sweep
+            target = 1_000_000
+            iters = max(1, target // (4 * P))
+            write_trace(Path(d) / "big", ring_columns(P, iters // 1))
+            prep = replay.prepare(Path(d) / "big")
+            nops = prep.stream(True).nops
+            n = args.sweep
+            t = time.perf_counter()
+            df = sweep(prep, "loggps", {}, [f"G=0.01ns..10ns:log:{n}"], workers=2)
+            dt = time.perf_counter() - t
+            print(f"sweep: {len(df)} configurations of a {nops:,}-operation trace in {dt:.1f} s "
+                  f"on 2 threads ({len(df) * nops / dt / 1e6:.1f} M op/s overall)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""hindsight replay engine: recompute a trace's timeline under another network or CPU speed.
+
+Public API (docs/replay.md)::
+
+    prep = replay.prepare(trace_dir)                       # read, match, cache
+    res = replay.run(prep, "loggps", {"L": "2.5us"}, compute_scale=1.0)
+    res.makespan_ns, res.breakdown(), res.events_frame(), res.write(out_dir)
+    df = replay.sweep(prep, "loggp", vary=["G=0.01ns..10ns:log:25"])
+    pairs, problems = replay.matching.match_messages(table)
+"""
+
+from replay.engine import Result, run, sweep
+from replay.matching import MessageMatch, match_messages
+from replay.models import ParamError
+from replay.prepare import Prepared, ReplayError, prepare
+
+__all__ = ["prepare", "run", "sweep", "Result", "Prepared", "ReplayError", "ParamError",
+           "match_messages", "MessageMatch"]

@@ -1,0 +1,197 @@
+"""`hindsight replay` and `hindsight sweep` (click commands registered by hindsight.cli)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from hindsight.traceformat import TraceError
+from replay import models as M
+from replay.units import fmt_time
+
+
+def _kv(items: tuple[str, ...], flag: str) -> dict[str, str]:
+    out = {}
+    for it in items:
+        if "=" not in it or not it.split("=", 1)[0].strip():
+            raise click.UsageError(f"{flag} {it}: expected NAME=VALUE")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _region_scale(items: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for k, v in _kv(items, "--region-scale").items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise click.UsageError(f"--region-scale {k}={v}: not a number") from None
+    return out
+
+
+def _common(f):
+    opts = [
+        click.argument("trace", type=click.Path(path_type=Path)),
+        click.option("--model", "model_name", default="loggps", show_default=True,
+                     help=f"network model: {', '.join(M.names())}"),
+        click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+                     help="model parameter with units, e.g. L=2.5us G=0.08ns C=10Gbit/s"),
+        click.option("--profile", type=click.Path(path_type=Path),
+                     help="network profile (JSON) written by calibration"),
+        click.option("--compute-scale", type=float, default=1.0, show_default=True,
+                     help="factor on every computation burst"),
+        click.option("--region-scale", multiple=True, metavar="REGION=X",
+                     help="factor on the bursts of one region (replaces --compute-scale there)"),
+        click.option("--cpu-time", is_flag=True,
+                     help="bursts from recorded CPU time (predict a dedicated-core run)"),
+        click.option("--algo", multiple=True, metavar="COLLECTIVE=ALGORITHM",
+                     help="collective algorithm, e.g. Allreduce=ring"),
+        click.option("--allow-partial", is_flag=True, help="replay an incomplete trace"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
+    from replay.prepare import ReplayError, prepare
+    try:
+        mod = M.get_model(model_name)
+    except M.ParamError as exc:
+        raise click.UsageError(f"--model: {exc}") from None
+    try:
+        assignments = M.parse_assignments(list(sets))
+        prof = M.load_profile(profile, mod) if profile else None
+        values = M.resolve(mod, assignments, prof)
+    except M.ParamError as exc:
+        flag = "--profile" if str(exc).startswith("profile") else "--set"
+        raise click.UsageError(f"{flag}: {exc}") from None
+    try:
+        prep = prepare(trace, allow_partial=allow_partial)
+    except TraceError as exc:
+        raise click.ClickException(f"{exc}") from None
+    except ReplayError as exc:
+        raise click.ClickException(f"{trace}: {exc}" if str(trace) not in str(exc)
+                                   else str(exc)) from None
+    return mod, values, prof, assignments, prep
+
+
+@click.command("replay")
+@_common
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="write the replayed timeline as a trace directory")
+def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
+               allow_partial, as_json, out):
+    """Replay TRACE under a network model; print predicted vs measured makespan."""
+    from replay.engine import run
+    from replay.prepare import ReplayError
+    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
+    if not math.isfinite(compute_scale) or compute_scale < 0:
+        raise click.UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
+    try:
+        res = run(prep, mod, resolved=values, compute_scale=compute_scale,
+                  region_scale=_region_scale(region_scale), cpu_time=cpu_time,
+                  algorithms=_kv(algo, "--algo"), record=True)
+    except ReplayError as exc:
+        raise click.ClickException(str(exc)) from None
+    if out:
+        res.write(out)
+    if as_json:
+        doc = res.summary()
+        doc["trace"] = str(trace)
+        if out:
+            doc["out"] = str(out)
+        click.echo(json.dumps(doc, indent=2, default=float))
+        return
+    click.echo(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
+               f"{res.messages} messages)")
+    click.echo(f"model      {res.model}  " +
+               " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in res.params.items()))
+    click.echo(f"measured   {fmt_time(res.measured_makespan_ns)}")
+    click.echo(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
+    if res.info.get("saturated_messages"):
+        click.echo(f"saturation {res.info['saturated_messages']} messages crossed a link with "
+                   f"rho >= 1 (max rho {res.info['max_rho']:.3g}); rho capped")
+    df = res.breakdown()
+    click.echo("rank   end        compute    comm       wait       critical")
+    shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
+    for r in shown.itertuples():
+        click.echo(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
+                   f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
+                   f"{fmt_time(getattr(r, 'critical_s', 0) * 1e9)}")
+    if len(df) > 16:
+        click.echo(f"... {len(df) - 16} more ranks (use --json)")
+    if out:
+        click.echo(f"replayed timeline written to {out}")
+
+
+@click.command("sweep")
+@_common
+@click.option("--vary", multiple=True, required=True, metavar="NAME=LO..HI:log|lin:N",
+              help="parameter range (or NAME=V1,V2,...); several --vary make a grid")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="CSV file")
+@click.option("--plot", type=click.Path(path_type=Path), help="PNG of the predicted makespan")
+@click.option("--workers", type=int, default=0, help="threads (default: all cores)")
+def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
+              allow_partial, vary, out, plot, workers):
+    """Replay TRACE for every configuration of a parameter grid; one CSV row each."""
+    from tqdm import tqdm
+
+    from replay.engine import sweep
+    from replay.prepare import ReplayError
+    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
+    try:
+        from replay.engine import parse_vary
+        axes = [parse_vary(v, mod) for v in vary]
+    except M.ParamError as exc:
+        raise click.UsageError(f"--vary: {exc}") from None
+    total = 1
+    for a in axes:
+        total *= len(a[1])
+    try:
+        with tqdm(total=total, desc="sweep", unit="cfg", disable=None) as bar:
+            df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
+                       compute_scale=compute_scale, region_scale=_region_scale(region_scale),
+                       cpu_time=cpu_time, algorithms=_kv(algo, "--algo"),
+                       workers=workers or None, progress=bar.update)
+    except M.ParamError as exc:
+        raise click.UsageError(f"--vary: {exc}") from None
+    except ReplayError as exc:
+        raise click.ClickException(str(exc)) from None
+    df.to_csv(out, index=False)
+    click.echo(f"{len(df)} configurations written to {out}")
+    if plot:
+        _plot(df, [a[0] for a in axes], plot, [v for v in vary])
+        click.echo(f"plot written to {plot}")
+
+
+def _plot(df, names, path: Path, specs) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    logx = ":log:" in specs[0]
+    if len(names) == 1:
+        ax.plot(df[names[0]], df["predicted_makespan_s"], marker="o", label="predicted")
+        ax.axhline(df["measured_makespan_s"].iloc[0], color="k", ls="--", label="measured")
+        ax.set_xlabel(names[0])
+        if logx:
+            ax.set_xscale("log")
+    else:
+        for val, g in df.groupby(names[1]):
+            ax.plot(g[names[0]], g["predicted_makespan_s"], marker=".", label=f"{names[1]}={val:g}"
+                    if isinstance(val, float) else f"{names[1]}={val}")
+        ax.set_xlabel(names[0])
+        if logx:
+            ax.set_xscale("log")
+    ax.set_ylabel("makespan (s)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,479 @@
+"""Running replays: ``run(prepared, model, params) -> Result`` and ``sweep(...)``.
+
+See docs/replay.md for the semantics. Times in results are ns from the trace's first event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hindsight import traceformat as tf
+from replay import kernel as K
+from replay import models as M
+from replay.prepare import Prepared, ReplayError, Stream
+
+
+@dataclass
+class Result:
+    """One replay. Per-rank arrays are indexed by rank; per-row arrays by the prepared rows."""
+
+    model: str
+    params: dict[str, Any]
+    compute_scale: float
+    makespan_ns: float
+    measured_makespan_ns: float
+    rank_end_ns: np.ndarray
+    rank_compute_ns: np.ndarray
+    rank_comm_ns: np.ndarray
+    rank_wait_ns: np.ndarray
+    measured_rank_end_ns: np.ndarray
+    events: int
+    operations: int
+    messages: int
+    algorithms: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    row_start_ns: np.ndarray | None = None
+    row_end_ns: np.ndarray | None = None
+    critical_rows: np.ndarray | None = None     # bool per row
+    critical_rank_ns: np.ndarray | None = None  # time on the critical path spent on each rank
+    prepared: Prepared | None = field(default=None, repr=False)
+
+    @property
+    def rel_error_pct(self) -> float:
+        if self.measured_makespan_ns <= 0:
+            return float("nan")
+        return 100.0 * (self.makespan_ns - self.measured_makespan_ns) / self.measured_makespan_ns
+
+    def breakdown(self) -> pd.DataFrame:
+        """Per rank: replayed end, compute, communication, waiting (seconds)."""
+        df = pd.DataFrame({
+            "rank": np.arange(len(self.rank_end_ns)),
+            "end_s": self.rank_end_ns / 1e9,
+            "measured_end_s": self.measured_rank_end_ns / 1e9,
+            "compute_s": self.rank_compute_ns / 1e9,
+            "comm_s": self.rank_comm_ns / 1e9,
+            "wait_s": self.rank_wait_ns / 1e9,
+        })
+        if self.critical_rank_ns is not None:
+            df["critical_s"] = self.critical_rank_ns / 1e9
+        return df
+
+    def events_frame(self) -> pd.DataFrame:
+        """Per trace row: rank, seq, op, measured and replayed start/end (ns), critical flag."""
+        if self.row_start_ns is None or self.prepared is None:
+            raise ReplayError("this result was computed without per-event times (record=False)")
+        r = self.prepared.rows
+        return pd.DataFrame({
+            "rank": r["rank"], "seq": r["seq"],
+            "op": pd.Categorical.from_codes(np.where(r["op"] >= 0, r["op"], 0),
+                                            categories=list(tf.OPS)),
+            "measured_start_ns": r["t_start"] - self.prepared.t0,
+            "measured_end_ns": r["t_end"] - self.prepared.t0,
+            "start_ns": self.row_start_ns, "end_ns": self.row_end_ns,
+            "critical": self.critical_rows,
+        })
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON document of ``hindsight replay --json``."""
+        out = {
+            "model": self.model,
+            "params": {k: v for k, v in self.params.items()},
+            "compute_scale": self.compute_scale,
+            "predicted_makespan_s": self.makespan_ns / 1e9,
+            "measured_makespan_s": self.measured_makespan_ns / 1e9,
+            "rel_error_pct": self.rel_error_pct,
+            "events": self.events,
+            "operations": self.operations,
+            "messages": self.messages,
+            "ranks": len(self.rank_end_ns),
+            "breakdown": {
+                "compute_s": (self.rank_compute_ns / 1e9).tolist(),
+                "comm_s": (self.rank_comm_ns / 1e9).tolist(),
+                "wait_s": (self.rank_wait_ns / 1e9).tolist(),
+                "end_s": (self.rank_end_ns / 1e9).tolist(),
+            },
+            "algorithms": self.algorithms,
+        }
+        if self.critical_rank_ns is not None:
+            cr = self.critical_rank_ns
+            top = np.argsort(-cr)[:8]
+            out["critical_path"] = {
+                "events": int(self.critical_rows.sum()) if self.critical_rows is not None else 0,
+                "ranks": {int(r): float(cr[r] / 1e9) for r in top if cr[r] > 0},
+            }
+        out.update(self.info)
+        return out
+
+    def to_arrow(self, table: pa.Table | None = None) -> pa.Table:
+        """The replayed timeline in the trace schema (t_start/t_end replaced, ns from 0)."""
+        if self.row_start_ns is None or self.prepared is None:
+            raise ReplayError("this result was computed without per-event times (record=False)")
+        if table is None:
+            if self.prepared.table is not None:
+                table = self.prepared.table
+            else:
+                table = tf.read_trace(self.prepared.path).table
+        rank = table.column("rank").to_numpy()
+        seq = table.column("seq").to_numpy()
+        # rows of the prepared form are in (rank, seq) order
+        order = np.lexsort((seq, rank))
+        table = table.take(pa.array(order))
+        ts = np.rint(self.row_start_ns).astype(np.int64)
+        te = np.maximum(np.rint(self.row_end_ns).astype(np.int64), ts)
+        i0 = table.schema.get_field_index("t_start")
+        table = table.set_column(i0, "t_start", pa.array(ts))
+        i1 = table.schema.get_field_index("t_end")
+        return table.set_column(i1, "t_end", pa.array(te))
+
+    def write(self, out_dir: Path | str) -> Path:
+        """Write the replayed timeline as a trace directory (readable by ``read_trace``)."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        table = self.to_arrow()
+        run_id = "replay-" + uuid.uuid4().hex[:8]
+        nr = len(self.rank_end_ns)
+        rank = table.column("rank").to_numpy()
+        bounds = np.searchsorted(rank, np.arange(nr + 1))
+        for r in range(nr):
+            part = table.slice(bounds[r], bounds[r + 1] - bounds[r])
+            meta = {"run_id": run_id, "rank": r, "status": "complete", "events": part.num_rows,
+                    "format_version": tf.FORMAT_VERSION}
+            part = part.replace_schema_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
+            pq.write_table(part, out_dir / tf.rank_file_name(r), **tf.WRITE_OPTIONS)
+        src = self.prepared.manifest if self.prepared else {}
+        manifest = {
+            "format_version": tf.FORMAT_VERSION, "run_id": run_id, "ranks": nr, "complete": True,
+            "makespan_ns": int(round(self.makespan_ns)),
+            "rank_status": ["complete"] * nr,
+            "communicators": src.get("communicators", {}), "hosts": src.get("hosts"),
+            "app": src.get("app"), "replay": {
+                "of_run_id": src.get("run_id"), "model": self.model,
+                "params": self.params, "compute_scale": self.compute_scale,
+                "algorithms": self.algorithms},
+            "events": np.diff(bounds).tolist(),
+        }
+        tf.write_manifest(out_dir, manifest)
+        return out_dir
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _scale_array(prep: Prepared, compute_scale: float,
+                 region_scale: Mapping[str, float] | None) -> np.ndarray:
+    if not (compute_scale >= 0 and math.isfinite(compute_scale)):
+        raise ReplayError(f"--compute-scale {compute_scale}: must be a finite number >= 0")
+    sc = np.full(len(prep.region_names) + 1, float(compute_scale))
+    for name, f in (region_scale or {}).items():
+        if not (f >= 0 and math.isfinite(f)):
+            raise ReplayError(f"region scale {name}={f}: must be a finite number >= 0")
+        if name not in prep.region_names:
+            raise ReplayError(f"region scale {name}: the trace has no region named '{name}' "
+                              f"(it has {', '.join(prep.region_names) or 'none'})")
+        sc[prep.region_names.index(name) + 1] = float(f)
+    return sc
+
+
+@dataclass
+class _Out:
+    status: int
+    rank_end: np.ndarray
+    comp: np.ndarray
+    comm: np.ndarray
+    wait: np.ndarray
+    m_sp: np.ndarray
+    op_start: np.ndarray
+    op_end: np.ndarray
+    pred: np.ndarray
+    coll_last: np.ndarray
+
+
+def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
+            cpu: bool, m_delay: np.ndarray, record: bool) -> _Out:
+    P = len(st.rank_off) - 1
+    n = st.nops if record else 0
+    out = _Out(0, np.zeros(P), np.zeros(P), np.zeros(P), np.zeros(P), np.empty(st.nmsg),
+               np.empty(n), np.empty(n), np.empty(n, np.int8),
+               np.full(len(st.coll_n) if record else 0, -1, np.int64))
+    m_rp = np.empty(st.nmsg)
+    loc = st.loc if len(st.loc) else np.zeros(1)
+    dep = st.dep_lat if len(st.dep_lat) else np.zeros(1)
+    coll_last = out.coll_last if record else np.zeros(max(len(st.coll_n), 1), np.int64)
+    out.status = K.replay_kernel(
+        st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg, scale, trail,
+        st.m_bytes, st.m_src, st.m_dst, m_delay, loc, dep, st.coll_n, prm, mode, record,
+        out.op_start, out.op_end, out.pred, coll_last, out.rank_end, out.comp, out.comm,
+        out.wait, out.m_sp, m_rp)
+    return out
+
+
+def _deadlock_message(prep: Prepared, st: Stream) -> str:
+    return ("replay deadlock: the dependencies are cyclic or a partner is missing "
+            "(some ranks wait for messages or collectives that can never happen)")
+
+
+def _resolve(model: str | ModuleType, params: Mapping[str, Any] | Sequence | None,
+             profile: Mapping[str, Any] | None) -> tuple[ModuleType, dict[str, Any]]:
+    mod = M.get_model(model) if isinstance(model, str) else model
+    return mod, M.resolve(mod, params or {}, profile)
+
+
+def run(prep: Prepared, model: str | ModuleType = "loggps",
+        params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, *,
+        profile: Mapping[str, Any] | None = None, compute_scale: float = 1.0,
+        region_scale: Mapping[str, float] | None = None, cpu_time: bool = False,
+        algorithms: Mapping[str, str] | None = None, record: bool = True,
+        resolved: dict[str, Any] | None = None) -> Result:
+    """Replay ``prep`` under ``model``.
+
+    ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
+    over the model defaults and ``profile``; ``resolved`` skips parsing (internal units).
+    ``record`` keeps per-event times and computes the critical path.
+    """
+    mod = M.get_model(model) if isinstance(model, str) else model
+    values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
+    measured = mod.MODE == "measured"
+    st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
+    prm = mod.kernel_params(values, _Ctx(prep, st))
+    scale = _scale_array(prep, compute_scale, region_scale)
+    mode = K.MODE_MEASURED if measured else K.MODE_NETWORK
+    info: dict[str, Any] = {}
+    delay_fn = getattr(mod, "message_delay", None)
+    ctx = _Ctx(prep, st)
+    m_delay = np.zeros(max(st.nmsg, 1))
+    passes = mod.passes(values) if hasattr(mod, "passes") else 1
+    out = None
+    for p in range(passes):
+        if delay_fn is not None:
+            send_times = out.m_sp if out is not None else None
+            horizon = float(out.rank_end.max()) if out is not None and len(out.rank_end) else 0.0
+            m_delay, info = delay_fn(values, ctx, send_times, horizon)
+            if len(m_delay) == 0:
+                m_delay = np.zeros(1)
+        last = p == passes - 1
+        out = _kernel(st, prm, mode, scale, prep.trail, cpu_time, m_delay, record and last)
+        if out.status:
+            raise ReplayError(_deadlock_message(prep, st) + f" ({out.status} ranks stuck)")
+    res = Result(
+        model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
+        makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
+        measured_makespan_ns=prep.measured_makespan_ns,
+        rank_end_ns=out.rank_end, rank_compute_ns=out.comp, rank_comm_ns=out.comm,
+        rank_wait_ns=out.wait, measured_rank_end_ns=prep.measured_rank_end_ns,
+        events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
+        info=info, prepared=prep)
+    if record:
+        _attach_rows(res, prep, st, out, scale, cpu_time)
+    return res
+
+
+class _Ctx:
+    """What a model may look at: sizes and endpoints of every message, placement, defaults."""
+
+    def __init__(self, prep: Prepared, st: Stream):
+        self.nranks = prep.nranks
+        self.m_bytes = st.m_bytes
+        self.m_src = st.m_src
+        self.m_dst = st.m_dst
+        self.host_of_rank = prep.host_of_rank
+        self._prep = prep
+        self._st = st
+
+    def default_tcomp(self) -> float:
+        return float((self._st.burst.sum() + self._prep.trail.sum()) / max(self._st.nmsg, 1))
+
+
+def _display(mod: ModuleType, values: dict[str, Any]) -> dict[str, Any]:
+    """Parameters in SI base units (seconds, bytes, bytes/s, s/byte) for reports."""
+    out = {}
+    for k, v in values.items():
+        kind = mod.PARAMS[k].kind
+        if kind in ("time", "time_per_byte"):
+            out[k] = v / 1e9
+        elif kind == "bandwidth":
+            out[k] = v * 1e9
+        else:
+            out[k] = v
+        if isinstance(out[k], float) and math.isinf(out[k]):
+            out[k] = "inf"
+    return out
+
+
+def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.ndarray,
+                 cpu: bool) -> None:
+    n = prep.nrows
+    rs = np.full(n, -1.0)
+    re = np.full(n, -1.0)
+    K.rows_from_ops(st.op_row, out.op_start, out.op_end, n, rs, re)
+    rows = prep.rows
+    # A call recorded as several rows starts where its first row starts.
+    cont = np.flatnonzero(rows["cont"])
+    if len(cont):
+        grp = np.maximum.accumulate(np.where(rows["cont"], 0, np.arange(n)))
+        rs[cont] = rs[grp[cont]]
+        # ... and all its rows end together, when the last one does
+        gend = np.full(n, -1.0)
+        np.maximum.at(gend, grp, re)
+        re = np.where(gend[grp] >= 0, np.maximum(re, gend[grp]), re)
+    # Rows without operations (regions): map measured times through the rank's time warp,
+    # piecewise linear between the replayed ends of MPI calls.
+    has = rs >= 0
+    miss = ~has
+    if miss.any():
+        rank = rows["rank"]
+        span = float(max(rows["t_end"].max() - prep.t0, 1)) * 4 + 1
+        mx = np.concatenate([(rows["t_start"][has] - prep.t0).astype(float),
+                             (rows["t_end"][has] - prep.t0).astype(float)])
+        my = np.concatenate([rs[has], re[has]])
+        mr = np.concatenate([rank[has], rank[has]])
+        # per-rank anchors at the start (0 -> 0) and at the rank's end
+        R = prep.nranks
+        mx = np.concatenate([mx, np.zeros(R), prep.measured_rank_end_ns])
+        my = np.concatenate([my, np.zeros(R), out.rank_end])
+        mr = np.concatenate([mr, np.arange(R), np.arange(R)])
+        gx = mx + mr * span
+        o = np.lexsort((my, gx))
+        gx, gy = gx[o], my[o]
+        gy = np.maximum.accumulate(gy + mr[o] * span) - mr[o] * span
+        qs = (rows["t_start"][miss] - prep.t0) + rank[miss] * span
+        qe = (rows["t_end"][miss] - prep.t0) + rank[miss] * span
+        rs[miss] = np.interp(qs, gx, gy + mr[o] * span) - rank[miss] * span
+        re[miss] = np.interp(qe, gx, gy + mr[o] * span) - rank[miss] * span
+    res.row_start_ns = rs
+    res.row_end_ns = np.maximum(re, rs)
+    # critical path
+    P = prep.nranks
+    on = np.zeros(st.nops, bool)
+    crit_rank = np.zeros(P)
+    if st.nops and P:
+        last = int(np.argmax(out.rank_end))
+        if st.rank_off[last + 1] > st.rank_off[last]:
+            K.critical_path(st.rank_off, st.kind, st.msg, out.pred, out.op_start, out.op_end,
+                            st.burst, st.m_send_op, st.m_recv_op, out.coll_last, last, on)
+        idx = np.flatnonzero(on)
+        if len(idx):
+            op_rank = np.searchsorted(st.rank_off, idx, side="right") - 1
+            b = (st.burst_cpu if cpu else st.burst)[idx] * scale[st.reg[idx].astype(np.int64) + 1]
+            np.add.at(crit_rank, op_rank, out.op_end[idx] - out.op_start[idx] + b)
+    crit_rows = np.zeros(n, bool)
+    crit_rows[st.op_row[on]] = True
+    res.critical_rows = crit_rows
+    res.critical_rank_ns = crit_rank
+
+
+# ------------------------------------------------------------------------------------------------
+# Sweeps
+
+
+def parse_vary(spec: str, mod: ModuleType) -> tuple[str, list[float], list[str]]:
+    """``NAME=LO..HI:log|lin:N`` or ``NAME=V1,V2,...`` -> (name, internal values, labels)."""
+    from replay import units
+    if "=" not in spec:
+        raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=V1,V2,...")
+    name, rhs = spec.split("=", 1)
+    name = name.strip()
+    targets = M._expand(mod, name)
+    p0 = mod.PARAMS[targets[0]]
+    if p0.kind == "choice":
+        vals = [v.strip() for v in rhs.split(",")]
+        for v in vals:
+            M._parse_one(mod, targets[0], v)
+        return name, vals, vals
+    if ".." in rhs:
+        try:
+            rng, how, count = rhs.split(":")
+            lo_s, hi_s = rng.split("..")
+            count = int(count)
+        except ValueError:
+            raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=LO..HI:lin:N")
+        if count < 1:
+            raise M.ParamError(f"--vary {spec}: N must be at least 1")
+        lo = M._parse_one(mod, targets[0], lo_s)
+        hi = M._parse_one(mod, targets[0], hi_s)
+        if how == "log":
+            if lo <= 0 or hi <= 0:
+                raise M.ParamError(f"--vary {spec}: a log range needs positive ends")
+            vals = np.geomspace(lo, hi, count).tolist()
+        elif how == "lin":
+            vals = np.linspace(lo, hi, count).tolist()
+        else:
+            raise M.ParamError(f"--vary {spec}: spacing must be 'log' or 'lin', not '{how}'")
+    else:
+        vals = [M._parse_one(mod, targets[0], v) for v in rhs.split(",")]
+    return name, vals, [str(v) for v in vals]
+
+
+def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
+          vary: Sequence[str] = (), *, profile: Mapping[str, Any] | None = None,
+          compute_scale: float = 1.0, region_scale: Mapping[str, float] | None = None,
+          cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
+          workers: int | None = None,
+          progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """Replay every point of the grid spanned by ``vary``; one row per configuration.
+
+    Configurations run on ``workers`` threads (the kernel releases the GIL).
+    """
+    mod = M.get_model(model)
+    values0 = M.resolve(mod, base, profile)
+    axes = [parse_vary(v, mod) for v in vary]
+    if not axes:
+        raise M.ParamError("--vary: give at least one parameter to vary")
+    names = [a[0] for a in axes]
+    if len(set(names)) != len(names):
+        raise M.ParamError("--vary: a parameter is varied twice")
+    grid = np.array(np.meshgrid(*[np.arange(len(a[1])) for a in axes], indexing="ij"))
+    combos = grid.reshape(len(axes), -1).T
+    measured = mod.MODE == "measured"
+    st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
+    scale = _scale_array(prep, compute_scale, region_scale)
+    meas = prep.measured_makespan_ns
+
+    def one(ci: int) -> dict[str, Any]:
+        v = dict(values0)
+        row: dict[str, Any] = {}
+        for (name, vals, _), j in zip(axes, combos[ci]):
+            for tgt in M._expand(mod, name):
+                v[tgt] = vals[j]
+            row[name] = _display(mod, {M._expand(mod, name)[0]: vals[j]})[M._expand(mod, name)[0]]
+        if hasattr(mod, "check"):
+            mod.check(v)
+        res = run(prep, mod, resolved=v, compute_scale=compute_scale, region_scale=region_scale,
+                  cpu_time=cpu_time, algorithms=algorithms, record=False)
+        row.update(predicted_makespan_s=res.makespan_ns / 1e9, measured_makespan_s=meas / 1e9,
+                   rel_error_pct=res.rel_error_pct,
+                   max_wait_s=float(res.rank_wait_ns.max()) / 1e9 if len(res.rank_wait_ns) else 0)
+        if "saturated_messages" in res.info:
+            row["saturated_messages"] = res.info["saturated_messages"]
+        return row
+
+    workers = workers or min(len(combos), os.cpu_count() or 1)
+    rows: list[dict] = [None] * len(combos)  # type: ignore[list-item]
+    one(0) if False else None
+    if workers <= 1:
+        for ci in range(len(combos)):
+            rows[ci] = one(ci)
+            if progress:
+                progress(1)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            futs = {ex.submit(one, ci): ci for ci in range(len(combos))}
+            from concurrent.futures import as_completed
+            for f in as_completed(futs):
+                rows[futs[f]] = f.result()
+                if progress:
+                    progress(1)
+    return pd.DataFrame(rows)

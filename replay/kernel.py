@@ -1,0 +1,341 @@
+"""The compiled replay loop: flat arrays in, replayed times out. No Python objects inside.
+
+Each rank is a program counter over its operations (``rank_off[r]:rank_off[r+1]`` of the op
+arrays). Ranks run until an operation needs something another rank has not produced yet (the
+posting time of a message's other side, or the last entry into a collective); the rank then
+records what it waits for and leaves the work stack. The rank that produces that time pushes it
+back. Each operation is therefore processed once and each wait costs O(1): the cost is linear in
+the number of operations, incast backlogs included (nothing is re-queued or polled).
+
+Operation kinds (``kind``):
+  SEND   blocking send: post the send side of message ``msg``, then complete it
+  RECV   blocking receive: post the receive side, then complete it
+  ISEND  post the send side;  IRECV  post the receive side
+  WSEND  complete the send side (Wait on an Isend);  WRECV  complete the receive side
+  COLL   enter collective instance ``msg`` and leave when all members entered (measured mode)
+  NOP    nothing but its burst (and, in measured mode, its measured duration)
+
+Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL = range(8)
+KIND_NAMES = ("NOP", "SEND", "RECV", "ISEND", "IRECV", "WSEND", "WRECV", "COLL")
+
+# Parameter vector layout (ns, bytes).
+P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC = range(12)
+NPARAMS = 12
+MODE_NETWORK, MODE_MEASURED = 0, 1
+# pred codes: what bound an operation's end
+PRED_LOCAL, PRED_SEND, PRED_RECV, PRED_COLL = 0, 1, 2, 3
+
+
+def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0, gap=0.0,
+                S=math.inf, kshift=1.0, P=1.0) -> np.ndarray:
+    p = np.zeros(NPARAMS)
+    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P)
+    return p
+
+
+@nb.njit(cache=True, nogil=True)
+def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
+                  m_bytes, m_src, m_dst, m_delay,
+                  loc, dep_lat, coll_n,
+                  prm, mode, record,
+                  op_start, op_end, pred, coll_last,
+                  rank_end, rank_comp, rank_comm, rank_wait, m_sp, m_rp):
+    """Replay once. Returns the number of ranks that could not finish (0 = success).
+
+    Outputs: rank_end/comp/comm/wait (per rank), m_sp/m_rp (message post times); with ``record``
+    also op_start/op_end/pred per operation and coll_last (last entering op per collective).
+    """
+    P = len(rank_off) - 1
+    os0 = prm[P_OS0] + prm[P_OSP] * prm[P_NPROC]
+    Os = prm[P_OS]
+    or0 = prm[P_OR0] + prm[P_ORP] * prm[P_NPROC]
+    Or = prm[P_OR]
+    L = prm[P_L]
+    G = prm[P_G]
+    gap = prm[P_GAP]
+    S = prm[P_S]
+    kshift = prm[P_KSHIFT]
+    measured = mode == MODE_MEASURED
+
+    for m in range(len(m_sp)):
+        m_sp[m] = -1.0
+        m_rp[m] = -1.0
+    ncoll = len(coll_n)
+    coll_cnt = np.zeros(ncoll, np.int64)
+    coll_max = np.zeros(ncoll)
+    coll_head = np.full(ncoll, -1, np.int64)
+    pc = np.empty(P, np.int64)
+    t_of = np.zeros(P)
+    start_of = np.zeros(P)
+    phase = np.zeros(P, np.int8)
+    txfree = np.zeros(P)
+    rxfree = np.zeros(P)
+    wait_on = np.full(P, -1, np.int64)
+    next_waiter = np.full(P, -1, np.int64)
+    stack = np.empty(P, np.int64)
+    for r in range(P):
+        pc[r] = rank_off[r]
+        stack[r] = P - 1 - r
+        rank_comp[r] = 0.0
+        rank_comm[r] = 0.0
+        rank_wait[r] = 0.0
+    top = P
+
+    while top > 0:
+        top -= 1
+        r = stack[top]
+        i = pc[r]
+        end = rank_off[r + 1]
+        t = t_of[r]
+        while i < end:
+            k = kind[i]
+            if phase[r] == 0:
+                b = burst[i] * scale[reg[i] + 1]
+                t += b
+                rank_comp[r] += b
+                start_of[r] = t
+                phase[r] = 1
+            start = t
+            blocked = -1
+            pk = PRED_LOCAL
+            waited = 0.0
+            if k == SEND or k == ISEND:
+                m = msg[i]
+                kb = m_bytes[m]
+                kg = max(kb - kshift, 0.0) * G
+                osk = os0 + Os * kb
+                if m_sp[m] < 0.0:
+                    ts = t
+                    if not measured:
+                        ts = max(t, txfree[r])
+                        txfree[r] = ts + gap + kg
+                    m_sp[m] = ts
+                    d = m_dst[m]
+                    if wait_on[d] == m:
+                        wait_on[d] = -1
+                        stack[top] = d
+                        top += 1
+                ts = m_sp[m]
+                if measured:
+                    if k == SEND and kb > S:
+                        if m_rp[m] < 0.0:
+                            blocked = m
+                        else:
+                            le = start + loc[i]
+                            de = m_rp[m] + dep_lat[i]
+                            t = max(le, de)
+                            if de > le:
+                                waited = de - le
+                                pk = PRED_RECV
+                    else:
+                        t = start + loc[i]
+                elif k == ISEND or kb <= S:
+                    t = ts + osk
+                else:
+                    if m_rp[m] < 0.0:
+                        blocked = m
+                    else:
+                        le = ts + osk + 2.0 * L + kg
+                        de = m_rp[m] + L + kg
+                        t = max(le, de)
+                        if de > le:
+                            waited = de - le
+                            pk = PRED_RECV
+            elif k == IRECV or k == RECV:
+                m = msg[i]
+                if m_rp[m] < 0.0:
+                    m_rp[m] = t
+                    s = m_src[m]
+                    if wait_on[s] == m:
+                        wait_on[s] = -1
+                        stack[top] = s
+                        top += 1
+                if k == IRECV:
+                    if measured:
+                        t = start + loc[i]
+                elif m_sp[m] < 0.0:
+                    blocked = m
+            elif k == WSEND:
+                m = msg[i]
+                kb = m_bytes[m]
+                if measured:
+                    if kb > S:
+                        if m_rp[m] < 0.0:
+                            blocked = m
+                        else:
+                            le = start + loc[i]
+                            de = m_rp[m] + dep_lat[i]
+                            t = max(le, de)
+                            if de > le:
+                                waited = de - le
+                                pk = PRED_RECV
+                    else:
+                        t = start + loc[i]
+                elif kb > S:
+                    if m_rp[m] < 0.0:
+                        blocked = m
+                    else:
+                        kg = max(kb - kshift, 0.0) * G
+                        le = max(t, m_sp[m] + os0 + Os * kb + 2.0 * L + kg)
+                        de = m_rp[m] + L + kg
+                        t = max(le, de)
+                        if de > le:
+                            waited = de - le
+                            pk = PRED_RECV
+            elif k == WRECV:
+                m = msg[i]
+                if m_sp[m] < 0.0:
+                    blocked = m
+            elif k == COLL:
+                c = msg[i]
+                # Entry is counted once: phase 2 marks "entered, waiting for the others".
+                if phase[r] == 1:
+                    phase[r] = 2
+                    coll_cnt[c] += 1
+                    if t > coll_max[c] or coll_cnt[c] == 1:
+                        coll_max[c] = t
+                        if record:
+                            coll_last[c] = i
+                    if coll_cnt[c] == coll_n[c]:
+                        w = coll_head[c]
+                        while w >= 0:
+                            stack[top] = w
+                            top += 1
+                            w = next_waiter[w]
+                        coll_head[c] = -1
+                if coll_cnt[c] < coll_n[c]:
+                    next_waiter[r] = coll_head[c]
+                    coll_head[c] = r
+                    blocked = -2
+                else:
+                    le = start + loc[i]
+                    de = coll_max[c] + dep_lat[i]
+                    t = max(le, de)
+                    if de > le:
+                        waited = de - le
+                        pk = PRED_COLL
+            else:  # NOP
+                if measured:
+                    t = start + loc[i]
+
+            # Receive completion shared by RECV and WRECV.
+            if blocked == -1 and (k == RECV or k == WRECV):
+                m = msg[i]
+                kb = m_bytes[m]
+                if measured:
+                    le = start + loc[i]
+                    de = m_sp[m] + dep_lat[i]
+                else:
+                    kg = max(kb - kshift, 0.0) * G
+                    le = max(t, rxfree[r])
+                    if kb > S:
+                        # Rendezvous: the data leaves once both sides are ready.
+                        le = max(le, m_rp[m] + 2.0 * L + kg + m_delay[m])
+                        de = m_sp[m] + os0 + Os * kb + 3.0 * L + kg + m_delay[m]
+                    else:
+                        de = m_sp[m] + os0 + Os * kb + L + kg + m_delay[m]
+                tr = max(le, de)
+                if de > le:
+                    waited = de - le
+                    pk = PRED_SEND
+                if measured:
+                    t = tr
+                else:
+                    rxfree[r] = tr + gap
+                    t = tr + or0 + Or * kb
+
+            if blocked != -1:
+                if blocked >= 0:
+                    wait_on[r] = blocked
+                pc[r] = i
+                t_of[r] = start
+                break
+            if record:
+                op_start[i] = start_of[r]
+                op_end[i] = t
+                pred[i] = pk
+            rank_wait[r] += waited
+            rank_comm[r] += t - start_of[r] - waited
+            phase[r] = 0
+            i += 1
+        if i >= end:
+            pc[r] = end
+            b = trail[r] * scale[0]
+            rank_comp[r] += b
+            rank_end[r] = t + b
+
+    stuck = 0
+    for r in range(P):
+        if pc[r] < rank_off[r + 1]:
+            stuck += 1
+    return stuck
+
+
+@nb.njit(cache=True, nogil=True)
+def rows_from_ops(op_row, op_start, op_end, nrows, row_start, row_end):
+    """Per trace row: start of its first operation, end of its last (rows without ops untouched)."""
+    for i in range(len(op_row)):
+        rw = op_row[i]
+        if rw < 0:
+            continue
+        s = op_start[i]
+        e = op_end[i]
+        if row_start[rw] < 0.0 or s < row_start[rw]:
+            row_start[rw] = s
+        if e > row_end[rw]:
+            row_end[rw] = e
+
+
+@nb.njit(cache=True, nogil=True)
+def critical_path(rank_off, kind, msg, pred, op_start, op_end, burst_eff, m_send_op, m_recv_op,
+                  coll_last, last_rank, on_path):
+    """Walk back from the last operation of ``last_rank``; mark the operations that determine
+    the makespan. Returns the number of operations marked.
+
+    An operation's end is bound either locally (its own start, hence the previous operation of the
+    same rank) or by another rank's post (``pred``): then the walk jumps to that post operation,
+    whose own start is bound by its predecessor on its rank.
+    """
+    n = 0
+    r = last_rank
+    i = rank_off[r + 1] - 1
+    follow = True
+    while i >= rank_off[r] and i >= 0:
+        on_path[i] = True
+        n += 1
+        j = -1
+        if follow:
+            p = pred[i]
+            if p == PRED_SEND:
+                j = m_send_op[msg[i]]
+            elif p == PRED_RECV:
+                j = m_recv_op[msg[i]]
+            elif p == PRED_COLL:
+                j = coll_last[msg[i]]
+        if j >= 0 and j != i and not on_path[j]:
+            # find j's rank
+            lo = 0
+            hi = len(rank_off) - 1
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if rank_off[mid] <= j:
+                    lo = mid
+                else:
+                    hi = mid
+            r = lo
+            i = j
+            follow = False
+            continue
+        follow = True
+        i -= 1
+    return n

@@ -1,0 +1,295 @@
+"""Message matching: pair every receive with its send, once, as MPI did.
+
+Rules (docs/trace-format.md, invariant 4): a send from ``s`` to ``d`` with tag ``t`` on
+communicator ``c`` matches a receive on ``d`` whose *actual* source and tag are ``s`` and ``t`` on
+``c``; among those, the k-th send in ``s``'s record order matches the k-th receive in ``d``'s
+posting order (non-overtaking). A blocking receive row (``Recv``, ``Sendrecv_recv``) carries the
+actual source and tag itself. An ``Irecv`` is posted at its own row but its actual source, tag and
+byte count are on the completion row (``Wait*``/``Test*``) with the same ``request``; so wildcard
+receives are resolved as recorded.
+
+The work is linear in the number of rows: hashing (pandas.factorize) groups the
+(source, destination, communicator, tag) channels, and a compiled pass pairs the k-th send with the
+k-th receive of each channel. No per-message Python.
+
+``match_messages(table)`` is reused by ``hindsight trace check``; it never raises on a bad trace,
+it returns the problems as readable lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba as nb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from hindsight import traceformat as tf
+
+_SEND_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.SEND_OPS), np.int16)
+_NB_SEND_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.NONBLOCKING_SEND_OPS), np.int16)
+_BRECV_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.BLOCKING_RECV_OPS), np.int16)
+_COMPLETION_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.COMPLETION_OPS), np.int16)
+IRECV = tf.OP_CODE["Irecv"]
+
+
+def op_codes(table: pa.Table) -> np.ndarray:
+    """The ``op`` column as codes into ``traceformat.OPS`` (-1 for names this version lacks).
+
+    Chunks may carry different dictionaries (files written by other tools), so each chunk's
+    dictionary is translated rather than trusting its indices.
+    """
+    col = table.column("op")
+    out = np.empty(len(col), np.int16)
+    pos = 0
+    for chunk in col.chunks:
+        n = len(chunk)
+        if pa.types.is_dictionary(chunk.type):
+            names = chunk.dictionary.to_pylist()
+            lut = np.array([tf.OP_CODE.get(x, -1) for x in names] or [-1], np.int16)
+            idx = chunk.indices.to_numpy(zero_copy_only=False)
+            out[pos:pos + n] = lut[idx.astype(np.int64)] if n else lut[:0]
+        else:
+            names = chunk.to_pylist()
+            out[pos:pos + n] = [tf.OP_CODE.get(x, -1) for x in names]
+        pos += n
+    return out
+
+
+def _col(table: pa.Table, name: str, dtype) -> np.ndarray:
+    return table.column(name).to_numpy().astype(dtype, copy=False)
+
+
+@dataclass
+class MessageMatch:
+    """Matched messages, one entry per message, as row indices into the input table.
+
+    ``send_row``: the send (or Isend post) row; ``send_done_row``: the row that completes the send
+    (the send row itself when blocking; the Wait/Test row for an Isend; -1 if never completed).
+    ``recv_row``: the receive's posting row (Recv row, or Irecv post); ``recv_done_row``: the row
+    that completes it (the Recv row, or the Wait/Test row of the Irecv; -1 if never completed).
+    ``nbytes`` is the size sent. ``completion_row``/``completion_post_row`` pair every completion
+    row with the post row of the request it completes.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    comm: np.ndarray
+    tag: np.ndarray
+    nbytes: np.ndarray
+    send_row: np.ndarray
+    send_done_row: np.ndarray
+    recv_row: np.ndarray
+    recv_done_row: np.ndarray
+    unmatched_send_rows: np.ndarray
+    unmatched_recv_rows: np.ndarray
+    completion_row: np.ndarray
+    completion_post_row: np.ndarray
+    problem_count: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.send_row)
+
+    def pairs(self):
+        """(send_row, recv_row) tuples; convenient for small traces and tests."""
+        return list(zip(self.send_row.tolist(), self.recv_row.tolist()))
+
+
+@nb.njit(cache=True, nogil=True)
+def _pair_channels(gid_s, gid_r, ngroups):
+    """k-th send of each channel with the k-th receive of the same channel (non-overtaking)."""
+    ns = len(gid_s)
+    nr = len(gid_r)
+    cnt_s = np.zeros(ngroups, np.int64)
+    cnt_r = np.zeros(ngroups, np.int64)
+    occ_r = np.empty(nr, np.int64)
+    for j in range(nr):
+        g = gid_r[j]
+        occ_r[j] = cnt_r[g]
+        cnt_r[g] += 1
+    off = np.zeros(ngroups + 1, np.int64)
+    for g in range(ngroups):
+        off[g + 1] = off[g] + cnt_r[g]
+    pos = np.empty(nr, np.int64)
+    for j in range(nr):
+        pos[off[gid_r[j]] + occ_r[j]] = j
+    match_of_send = np.full(ns, -1, np.int64)
+    recv_matched = np.zeros(nr, np.bool_)
+    for i in range(ns):
+        g = gid_s[i]
+        k = cnt_s[g]
+        cnt_s[g] += 1
+        if k < cnt_r[g]:
+            j = pos[off[g] + k]
+            match_of_send[i] = j
+            recv_matched[j] = True
+    return match_of_send, recv_matched
+
+
+def _factorize_channels(src, dst, comm, tag, nranks):
+    """One dense id per (src, dst, comm, tag), by hashing (linear time)."""
+    ci, cu = pd.factorize(comm)
+    ti, tu = pd.factorize(tag)
+    nc, nt = max(len(cu), 1), max(len(tu), 1)
+    P = max(int(nranks), 1)
+    if float(P) * P * nc * nt < 2.0 ** 62:
+        key = ((src.astype(np.int64) * P + dst) * nc + ci) * nt + ti
+        gid, uniq = pd.factorize(key)
+        return gid.astype(np.int64), len(uniq)
+    df = pd.DataFrame({"s": src, "d": dst, "c": ci, "t": ti})
+    gid = df.groupby(["s", "d", "c", "t"], sort=False).ngroup().to_numpy(np.int64)
+    return gid, int(gid.max()) + 1 if len(gid) else 0
+
+
+def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMatch, list[str]]:
+    """Match every receive to its send. Returns (matches, problems).
+
+    ``problems`` are readable lines such as
+    ``"rank 1 seq 7: Recv from 0 tag 5 comm 0 has no matching send"``; at most ``max_problems``
+    are formatted (then one line saying how many more). The function does not raise on a bad
+    trace; row indices in the result refer to ``table``'s row order.
+    """
+    n = table.num_rows
+    rank = _col(table, "rank", np.int64)
+    seq = _col(table, "seq", np.int64)
+    op = op_codes(table)
+    peer = _col(table, "peer", np.int64)
+    tag = _col(table, "tag", np.int64)
+    comm = _col(table, "comm", np.int64)
+    nbytes = _col(table, "nbytes", np.int64)
+    request = _col(table, "request", np.int64)
+    nranks = int(rank.max()) + 1 if n else 0
+    nranks = max(nranks, int(peer.max()) + 1 if n else 0)
+    issues: list[tuple[int, str]] = []  # (row, text after "rank r seq s: ")
+    counts = {"n": 0}
+
+    def problem(rows: np.ndarray, fmt) -> None:
+        counts["n"] += len(rows)
+        room = max_problems - len(issues)
+        for r in rows[:max(room, 0)].tolist():
+            issues.append((r, fmt(r)))
+
+    def name(r: int) -> str:
+        return tf.OPS[op[r]] if op[r] >= 0 else "?"
+
+    # ---- requests: post row <-> completion row
+    is_post = (op == IRECV) | np.isin(op, _NB_SEND_CODES)
+    is_comp = np.isin(op, _COMPLETION_CODES) & (request >= 0)
+    post_rows = np.flatnonzero(is_post & (request >= 0))
+    comp_rows = np.flatnonzero(is_comp)
+    rkey = np.concatenate([rank[post_rows], rank[comp_rows]]) * (int(request.max()) + 1 if n else 1) \
+        + np.concatenate([request[post_rows], request[comp_rows]])
+    rid, runiq = pd.factorize(rkey)
+    nreq = len(runiq)
+    pid, cid = rid[:len(post_rows)], rid[len(post_rows):]
+    post_cnt = np.bincount(pid, minlength=nreq)
+    comp_cnt = np.bincount(cid, minlength=nreq)
+    post_of = np.full(nreq, -1, np.int64)
+    post_of[pid] = post_rows
+    comp_of = np.full(nreq, -1, np.int64)
+    # The first completion wins; a second one is reported below.
+    comp_of[cid[::-1]] = comp_rows[::-1]
+    dup_post = post_rows[post_cnt[pid] > 1]
+    problem(dup_post, lambda r: f"{name(r)} request {request[r]} is posted more than once")
+    orphan = comp_rows[post_cnt[cid] == 0]
+    problem(orphan, lambda r: f"{name(r)} completes request {request[r]} that was never posted")
+    dup_comp = comp_rows[(comp_cnt[cid] > 1) & (comp_of[cid] != comp_rows)]
+    problem(dup_comp, lambda r: f"{name(r)} completes request {request[r]} a second time")
+    comp_post = post_of[cid]
+    comp_ok = comp_post >= 0
+    completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
+    done_of_post = np.full(n, -1, np.int64)
+    done_of_post[post_of[pid]] = comp_of[pid]
+
+    # ---- sends (record order on the source = row order)
+    send_rows = np.flatnonzero(np.isin(op, _SEND_CODES) & (peer >= 0))
+    s_src, s_dst = rank[send_rows], peer[send_rows]
+    s_done = send_rows.copy()
+    nbs = np.isin(op[send_rows], _NB_SEND_CODES)
+    s_done[nbs] = done_of_post[send_rows[nbs]]
+
+    # ---- receives, in posting order on the destination
+    brecv = np.flatnonzero(np.isin(op, _BRECV_CODES) & (peer >= 0))
+    irecv = np.flatnonzero(op == IRECV)
+    idone = done_of_post[irecv]
+    never = irecv[idone < 0]
+    problem(never, lambda r: f"Irecv request {request[r]} is never completed")
+    # The completion row holds the truth (wildcards resolved); a never-completed Irecv with a
+    # concrete source/tag still has a channel, so it can still be matched in a partial trace.
+    has = idone >= 0
+    i_src = np.where(has, peer[np.maximum(idone, 0)], peer[irecv])
+    i_tag = np.where(has, tag[np.maximum(idone, 0)], tag[irecv])
+    i_nb = np.where(has, nbytes[np.maximum(idone, 0)], nbytes[irecv])
+    keep = i_src >= 0
+    keep &= i_tag >= 0
+    recv_rows = np.concatenate([brecv, irecv[keep]])
+    r_src = np.concatenate([peer[brecv], i_src[keep]])
+    r_tag = np.concatenate([tag[brecv], i_tag[keep]])
+    r_nb = np.concatenate([nbytes[brecv], i_nb[keep]])
+    r_done = np.concatenate([brecv, idone[keep]])
+    order = np.argsort(recv_rows, kind="stable")
+    recv_rows, r_src, r_tag, r_nb, r_done = (a[order] for a in
+                                             (recv_rows, r_src, r_tag, r_nb, r_done))
+    r_dst = rank[recv_rows]
+
+    # The row order must be (rank, seq) order for "record order" to mean anything.
+    if n > 1 and not (np.all(np.diff(rank) >= 0) and
+                      np.all((np.diff(seq) > 0) | (np.diff(rank) > 0))):
+        sort = np.lexsort((seq, rank))
+        inv = np.empty(n, np.int64)
+        inv[sort] = np.arange(n)
+        so = np.argsort(inv[send_rows], kind="stable")
+        send_rows, s_src, s_dst, s_done = (a[so] for a in (send_rows, s_src, s_dst, s_done))
+        ro = np.argsort(inv[recv_rows], kind="stable")
+        recv_rows, r_src, r_tag, r_nb, r_done, r_dst = (
+            a[ro] for a in (recv_rows, r_src, r_tag, r_nb, r_done, r_dst))
+
+    ns = len(send_rows)
+    gid, ngroups = _factorize_channels(
+        np.concatenate([s_src, r_src]), np.concatenate([s_dst, r_dst]),
+        np.concatenate([comm[send_rows], comm[recv_rows]]),
+        np.concatenate([tag[send_rows], r_tag]), nranks)
+    match_of_send, recv_matched = _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
+
+    ok = match_of_send >= 0
+    si = np.flatnonzero(ok)
+    rj = match_of_send[ok]
+    um_s = send_rows[~ok]
+    um_r = recv_rows[~recv_matched]
+    # Partner ranks: a Recv "from 0"; a Send "to 1".
+    recv_src_of_row = dict()
+    if len(um_r):
+        recv_src_of_row = dict(zip(recv_rows[~recv_matched].tolist(),
+                                   zip(r_src[~recv_matched].tolist(),
+                                       r_tag[~recv_matched].tolist())))
+    problem(um_r, lambda r: f"{name(r)} from {recv_src_of_row[r][0]} tag {recv_src_of_row[r][1]} "
+                            f"comm {comm[r]} has no matching send")
+    problem(um_s, lambda r: f"{name(r)} to {peer[r]} tag {tag[r]} comm {comm[r]} "
+                            "has no matching receive")
+
+    m_send = send_rows[si]
+    m_recv = recv_rows[rj]
+    snb = nbytes[m_send]
+    rnb = r_nb[rj]
+    too_big = np.flatnonzero((snb >= 0) & (rnb > snb))
+    if len(too_big):
+        bad = dict(zip(m_recv[too_big].tolist(), too_big.tolist()))
+        problem(m_recv[too_big], lambda r: (
+            f"{name(r)} from {rank[m_send[bad[r]]]} tag {tag[m_send[bad[r]]]} comm {comm[r]} "
+            f"receives {rnb[bad[r]]} bytes but the matching {name(m_send[bad[r]])} "
+            f"(rank {rank[m_send[bad[r]]]} seq {seq[m_send[bad[r]]]}) sent {snb[bad[r]]}"))
+
+    match = MessageMatch(
+        src=s_src[si], dst=s_dst[si], comm=comm[m_send], tag=tag[m_send],
+        nbytes=np.where(snb >= 0, snb, np.maximum(rnb, 0)),
+        send_row=m_send, send_done_row=s_done[si], recv_row=m_recv, recv_done_row=r_done[rj],
+        unmatched_send_rows=um_s, unmatched_recv_rows=um_r,
+        completion_row=completion_row, completion_post_row=completion_post_row,
+        problem_count=counts["n"])
+    issues.sort()
+    lines = [f"rank {rank[r]} seq {seq[r]}: {text}" for r, text in issues]
+    if counts["n"] > len(lines):
+        lines.append(f"... and {counts['n'] - len(lines)} more problems")
+    return match, lines

@@ -1,0 +1,45 @@
+"""LogGP (Alexandrov et al. 1995) with the P-dependent overhead of paper 004 (Mizutani et al.).
+
+A message of k bytes from p to q, sender entering the send at t::
+
+    send CPU overhead   o_s(k) = o_send + o_b_send·P + O_send·k        (paper 004 §3: o = o'_a + o'_b·P + O·k)
+    recv CPU overhead   o_r(k) = o_recv + o_b_recv·P + O_recv·k
+    injection start     t_s = max(t, NIC of p free)                     NIC then busy g + (k-1)·G
+    arrival at q        a = t_s + o_s(k) + L + (k-1)·G                  (LogGP: o + (k-1)G + L + o end to end)
+    receive completes   max(receive posted, a, receive NIC free) + o_r(k); receive NIC then busy g
+
+Blocking and non-blocking sends return after o_s(k). Everything is eager (no rendezvous); see
+``loggps`` for the synchronising variant. Paper 004 Table 2 (MPICH over Fast Ethernet):
+L = 50 us, G = 0.0268 us/byte, o = 12.1 + 0.182·P + 0.0708·k us.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from replay.models import Param
+
+NAME = "loggp"
+MODE = "network"
+PARAMS: dict[str, Param] = {
+    "L": Param("time", "1us", "latency"),
+    "o_send": Param("time", "0.5us", "send overhead o'_a (per message)"),
+    "o_recv": Param("time", "0.5us", "receive overhead o'_a (per message)"),
+    "o_b_send": Param("time", 0.0, "send overhead per process o'_b (paper 004)"),
+    "o_b_recv": Param("time", 0.0, "receive overhead per process o'_b (paper 004)"),
+    "O_send": Param("time_per_byte", 0.0, "send overhead per byte O"),
+    "O_recv": Param("time_per_byte", 0.0, "receive overhead per byte O"),
+    "g": Param("time", 0.0, "gap between consecutive messages of one NIC"),
+    "G": Param("time_per_byte", "0.1ns", "gap per byte (inverse bandwidth)"),
+}
+ALIASES = {"o": ("o_send", "o_recv"), "o_b": ("o_b_send", "o_b_recv"),
+           "O": ("O_send", "O_recv"), "o_a": ("o_send", "o_recv")}
+
+
+def kernel_params(v: dict, ctx) -> np.ndarray:
+    from replay.kernel import make_params
+    return make_params(os0=v["o_send"], osP=v["o_b_send"], Os=v["O_send"], or0=v["o_recv"],
+                       orP=v["o_b_recv"], Or=v["O_recv"], L=v["L"], G=v["G"], gap=v["g"],
+                       S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks))

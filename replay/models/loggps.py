@@ -1,0 +1,26 @@
+"""LogGPS (Ino, Fujimoto, Hagihara 2001; summarised in paper 004 §2): LogGP plus the threshold S.
+
+Messages of k <= S bytes are eager, exactly as in ``loggp``. Above S the sender synchronises with the
+receiver (paper 004 Fig. 1, costs T_2 and T_3): a request-to-send travels to the receiver, the
+receiver answers when its receive is posted, then the data moves::
+
+    t_s   = max(t, NIC of p free)                   sender posts (CPU busy o_s(k))
+    ready = max(t_s + o_s(k) + L, receive posted)   request has arrived and the receive exists
+    send completes     ready + L + (k-1)·G          clear-to-send back, then the data is injected
+    arrival at q       ready + 2L + (k-1)·G
+    receive completes  max(arrival, receive NIC free) + o_r(k)
+
+Overheads follow paper 004: o = o'_a + o'_b·P + O·k, per side.
+"""
+
+from __future__ import annotations
+
+from replay.models import Param, loggp
+
+NAME = "loggps"
+MODE = "network"
+PARAMS: dict[str, Param] = dict(loggp.PARAMS)
+PARAMS["S"] = Param("bytes", "64KiB", "rendezvous threshold: larger messages synchronise",
+                    allow_inf=True)
+ALIASES = dict(loggp.ALIASES)
+kernel_params = loggp.kernel_params

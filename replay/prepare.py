@@ -1,0 +1,661 @@
+"""Preparation: trace directory -> flat arrays for the kernel (plain Python, NumPy, pyarrow).
+
+``prepare(trace_dir)`` reads the trace, matches messages (``replay.matching``), computes the
+compute bursts and the collective instances, and keeps everything as row-level arrays. The
+kernel's operation stream is derived from them per form (``Prepared.stream``):
+
+* ``expand=False`` (measured model): a collective is one COLL operation (all members meet);
+* ``expand=True`` (network models): a collective becomes the point-to-point pattern of its
+  algorithm (``replay.collectives``).
+
+The row-level form is cached next to the trace (``TRACE/.replay-cache/``, ignored by pyarrow
+because of the leading dot) and reused while the rank files are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numba as nb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from hindsight import traceformat as tf
+from replay import collectives as C
+from replay import kernel as K
+from replay.matching import match_messages, op_codes
+
+CACHE_DIR = ".replay-cache"
+CACHE_VERSION = 4
+
+
+class ReplayError(Exception):
+    """A trace that cannot be replayed (unmatched messages, deadlock, ...); readable message."""
+
+
+def _codes(table: pa.Table, name: str) -> tuple[np.ndarray, list[str]]:
+    """A dictionary string column as int codes into one name list (-1 = null)."""
+    col = table.column(name)
+    names: list[str] = []
+    index: dict[str, int] = {}
+    out = np.full(len(col), -1, np.int64)
+    pos = 0
+    for chunk in col.chunks:
+        n = len(chunk)
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        d = chunk.dictionary.to_pylist()
+        lut = np.array([index.setdefault(x, len(index)) if x is not None else -1 for x in d]
+                       or [-1], np.int64)
+        idx = chunk.indices.to_numpy(zero_copy_only=False)
+        valid = ~np.asarray(chunk.is_null().to_numpy(zero_copy_only=False), bool)
+        vals = np.full(n, -1, np.int64)
+        ix = np.where(valid, np.nan_to_num(idx, nan=0), 0).astype(np.int64)
+        vals[valid] = lut[ix[valid]]
+        out[pos:pos + n] = vals
+        pos += n
+    names = [None] * len(index)
+    for k, v in index.items():
+        names[v] = k
+    return out, names
+
+
+@nb.njit(cache=True)
+def _bursts(rank, is_mpi, t_start, t_end, t0, nranks):
+    """Gap before each MPI row since the end of the rank's previous MPI rows (or t0), and the
+    time from the last MPI row to the rank's last event (trailing burst)."""
+    n = len(rank)
+    burst = np.zeros(n)
+    prev_end = np.full(nranks, t0, np.int64)
+    last_any = np.full(nranks, t0, np.int64)
+    for i in range(n):
+        r = rank[i]
+        if t_end[i] > last_any[r]:
+            last_any[r] = t_end[i]
+        if is_mpi[i]:
+            g = t_start[i] - prev_end[r]
+            burst[i] = g if g > 0 else 0.0
+            if t_end[i] > prev_end[r]:
+                prev_end[r] = t_end[i]
+    trail = np.zeros(nranks)
+    for r in range(nranks):
+        g = last_any[r] - prev_end[r]
+        trail[r] = g if g > 0 else 0.0
+    return burst, trail
+
+
+@nb.njit(cache=True)
+def _cpu_ratio(rank, op, region, t_start, t_end, cpu_ns, nregions):
+    """Per MPI row: CPU/wall ratio of the enclosing region instance (1 if unknown).
+
+    A region row is written when the region exits, after the rows it encloses, so scanning each
+    rank backwards, the most recent region row of a name is the instance enclosing a row with
+    that innermost region."""
+    n = len(rank)
+    ratio = np.ones(n)
+    last = np.full(max(nregions, 1), -1, np.int64)
+    cur = -1
+    for i in range(n - 1, -1, -1):
+        if rank[i] != cur:
+            cur = rank[i]
+            last[:] = -1
+        if op[i] == 0:
+            if region[i] >= 0:
+                last[region[i]] = i
+            continue
+        g = region[i]
+        if g >= 0 and last[g] >= 0:
+            j = last[g]
+            wall = t_end[j] - t_start[j]
+            if cpu_ns[j] >= 0 and wall > 0:
+                q = cpu_ns[j] / wall
+                ratio[i] = q if q < 1.0 else 1.0
+    return ratio
+
+
+@nb.njit(cache=True)
+def _burst_regions(rank, op, region, t_start, t_end, cpu_ns, ratio):
+    """Region and CPU ratio of each MPI row's preceding burst.
+
+    A region that opened and closed between two MPI calls (its row sits between them in seq)
+    lies inside the burst: the longest such region names the burst and gives its CPU/wall ratio.
+    Otherwise the burst belongs to the call's innermost region (``region`` of the row)."""
+    n = len(rank)
+    breg = region.copy()
+    best = -1
+    cur = -1
+    for i in range(n):
+        if rank[i] != cur:
+            cur = rank[i]
+            best = -1
+        if op[i] == 0:
+            if best < 0 or t_end[i] - t_start[i] > t_end[best] - t_start[best]:
+                best = i
+            continue
+        if best >= 0 and region[best] >= 0:
+            breg[i] = region[best]
+            wall = t_end[best] - t_start[best]
+            if cpu_ns[best] >= 0 and wall > 0:
+                q = cpu_ns[best] / wall
+                ratio[i] = q if q < 1.0 else 1.0
+        best = -1
+    return breg
+
+
+@dataclass
+class Stream:
+    """One kernel input form. Operation arrays are ordered by rank, then program order."""
+
+    rank_off: np.ndarray
+    kind: np.ndarray
+    msg: np.ndarray
+    burst: np.ndarray          # raw (wall) burst before the operation, ns
+    burst_cpu: np.ndarray      # the same scaled by the enclosing region's CPU/wall ratio
+    reg: np.ndarray            # region code of the burst (-1 = none)
+    op_row: np.ndarray         # trace row of each operation
+    m_bytes: np.ndarray
+    m_src: np.ndarray
+    m_dst: np.ndarray
+    m_send_op: np.ndarray
+    m_recv_op: np.ndarray
+    loc: np.ndarray            # measured form only (else empty)
+    dep_lat: np.ndarray
+    coll_n: np.ndarray
+    algorithms: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def nops(self) -> int:
+        return len(self.kind)
+
+    @property
+    def nmsg(self) -> int:
+        return len(self.m_bytes)
+
+
+@dataclass
+class Prepared:
+    """A trace ready to replay: row-level arrays plus lazily built kernel streams."""
+
+    path: Path | None
+    manifest: dict[str, Any]
+    nranks: int
+    rows: dict[str, np.ndarray]          # rank seq op t_start t_end region cont kind msg msg2 burst ratio coll
+    region_names: list[str]
+    trail: np.ndarray
+    t0: int
+    msgs: dict[str, np.ndarray]          # p2p messages: bytes src dst send_row recv_row sp_row
+    coll: dict[str, np.ndarray]          # instances: comm op root (per instance), rows (flat), off
+    comm_members: dict[int, list[int]]
+    host_of_rank: np.ndarray
+    problems: list[str] = field(default_factory=list)
+    _streams: dict = field(default_factory=dict, repr=False)
+    table: pa.Table | None = field(default=None, repr=False)
+
+    @property
+    def nrows(self) -> int:
+        return len(self.rows["rank"])
+
+    @property
+    def measured_makespan_ns(self) -> float:
+        mk = self.manifest.get("makespan_ns")
+        if self.nrows:
+            return float(self.rows["t_end"].max() - self.t0)
+        return float(mk or 0)
+
+    @property
+    def measured_rank_end_ns(self) -> np.ndarray:
+        out = np.zeros(self.nranks)
+        if self.nrows:
+            np.maximum.at(out, self.rows["rank"], (self.rows["t_end"] - self.t0).astype(float))
+        return out
+
+    # -------------------------------------------------------------------------------------------
+    def stream(self, expand: bool, algorithms: dict[str, str] | None = None) -> Stream:
+        algos = dict(C.DEFAULT_ALGORITHMS)
+        algos.update(self.manifest.get("collective_algorithms") or {})
+        algos.update(algorithms or {})
+        for op, a in algos.items():
+            if op in C.ALGORITHMS and a not in C.ALGORITHMS[op]:
+                raise ReplayError(f"collective algorithm {op}={a} is not known (choose from "
+                                  f"{', '.join(C.ALGORITHMS[op])})")
+        key = (expand, tuple(sorted(algos.items())) if expand else ())
+        if key not in self._streams:
+            self._streams[key] = _build_stream(self, expand, algos)
+        return self._streams[key]
+
+    def default_tcomp(self) -> float:
+        """Mean compute time per message: total burst time / number of messages."""
+        s = self.stream(True)
+        return float((s.burst.sum() + self.trail.sum()) / max(s.nmsg, 1))
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _fingerprint(trace_dir: Path) -> str:
+    h = hashlib.sha1(str(CACHE_VERSION).encode())
+    for p in sorted(trace_dir.glob("rank-*.parquet")) + [trace_dir / tf.MANIFEST_NAME]:
+        st = p.stat()
+        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
+            use_cache: bool = True, keep_table: bool = False) -> Prepared:
+    """Load and prepare a trace. Raises ``TraceError`` (unreadable) or ``ReplayError``.
+
+    With ``allow_partial`` an incomplete trace is accepted: messages whose partner is missing
+    become no-ops (their problems are kept in ``Prepared.problems``).
+    """
+    if isinstance(trace, tf.Trace):
+        tr = trace
+        trace_dir = Path(tr.path)
+    else:
+        trace_dir = Path(trace)
+        tr = None
+    cache_file = None
+    if use_cache and tr is None and (trace_dir / tf.MANIFEST_NAME).is_file():
+        try:
+            cache_file = trace_dir / CACHE_DIR / f"prepared-{_fingerprint(trace_dir)}.npz"
+        except OSError:
+            cache_file = None
+        if cache_file is not None and cache_file.is_file() and not keep_table:
+            try:
+                return _load_cache(cache_file, trace_dir, allow_partial)
+            except ReplayError:
+                raise
+            except Exception:  # a stale or truncated cache is rebuilt, never trusted
+                pass
+    if tr is None:
+        tr = tf.read_trace(trace_dir)
+    if not tr.complete and not allow_partial:
+        raise ReplayError(f"{trace_dir}: incomplete trace (ranks "
+                          f"{tr.incomplete_ranks or 'unknown'} did not finish cleanly); "
+                          "use --allow-partial to replay what was recorded")
+    prep = _prepare_table(tr.table, tr.manifest, trace_dir, allow_partial or not tr.complete)
+    if keep_table:
+        prep.table = tr.table
+    if cache_file is not None:
+        _save_cache(prep, cache_file)
+    return prep
+
+
+def _prepare_table(table: pa.Table, manifest: dict, trace_dir: Path | None,
+                   partial: bool) -> Prepared:
+    nranks = int(manifest.get("ranks", 0)) or (int(pc.max(table.column("rank")).as_py()) + 1
+                                               if table.num_rows else 0)
+    rank = table.column("rank").to_numpy().astype(np.int64)
+    seq = table.column("seq").to_numpy().astype(np.int64)
+    n = len(rank)
+    if n > 1 and not (np.all(np.diff(rank) >= 0) and
+                      np.all((np.diff(seq) > 0) | (np.diff(rank) > 0))):
+        order = np.lexsort((seq, rank))
+        table = table.take(pa.array(order))
+        rank, seq = rank[order], seq[order]
+    op = op_codes(table).astype(np.int64)
+    t_start = table.column("t_start").to_numpy().astype(np.int64)
+    t_end = table.column("t_end").to_numpy().astype(np.int64)
+    cpu = table.column("cpu_ns").to_numpy().astype(np.int64)
+    nbytes = table.column("nbytes").to_numpy().astype(np.int64)
+    comm = table.column("comm").to_numpy().astype(np.int64)
+    root = table.column("root").to_numpy().astype(np.int64)
+    region, region_names = _codes(table, "region")
+
+    match, problems = match_messages(table)
+    fatal = [p for p in problems if "bytes but" not in p]
+    if fatal and not partial:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ReplayError("cannot replay, messages do not match: " + "; ".join(fatal[:5]) + more)
+
+    # ---- row -> message and kernel kind
+    M = len(match)
+    row_msg = np.full(n, -1, np.int64)
+    mids = np.arange(M)
+    row_msg[match.send_row] = mids
+    row_msg[match.recv_row] = mids
+    cpost = match.completion_post_row
+    crow = match.completion_row
+    row_msg[crow] = row_msg[cpost]
+    name_code = tf.OP_CODE
+    kind = np.full(n, K.NOP, np.int64)
+    has = row_msg >= 0
+
+    def isin(names):
+        return np.isin(op, [name_code[x] for x in names])
+
+    kind[has & isin(("Send", "Ssend", "Bsend", "Rsend"))] = K.SEND
+    kind[has & isin(tuple(tf.NONBLOCKING_SEND_OPS) + ("Sendrecv_send",))] = K.ISEND
+    kind[has & isin(tuple(tf.BLOCKING_RECV_OPS))] = K.RECV
+    kind[has & (op == name_code["Irecv"])] = K.IRECV
+    post_is_send = np.isin(op[cpost], [name_code[x] for x in tf.NONBLOCKING_SEND_OPS])
+    ok = row_msg[crow] >= 0
+    kind[crow[ok & post_is_send]] = K.WSEND
+    kind[crow[ok & ~post_is_send]] = K.WRECV
+    # Sendrecv_recv also completes the send half recorded on the row before it.
+    msg2 = np.full(n, -1, np.int64)
+    sr = np.flatnonzero(op == name_code["Sendrecv_recv"])
+    sr = sr[sr > 0]
+    sr = sr[(op[sr - 1] == name_code["Sendrecv_send"]) & (rank[sr - 1] == rank[sr])]
+    msg2[sr] = row_msg[sr - 1]
+    is_coll = isin(tuple(tf.COLLECTIVE_OPS) + tuple(tf.COMM_OPS))
+    kind[is_coll] = K.COLL
+
+    # ---- bursts and calls spanning several rows
+    is_mpi = (op != 0) & (op >= 0)
+    t0 = int(t_start.min()) if n else 0
+    burst, trail = _bursts(rank, is_mpi, t_start, t_end, t0, nranks)
+    ratio = _cpu_ratio(rank, op, region, t_start, t_end, cpu, len(region_names))
+    burst_region = _burst_regions(rank, op, region, t_start, t_end, cpu, ratio)
+    cont = np.zeros(n, bool)
+    if n > 1:
+        same = (rank[1:] == rank[:-1]) & (t_start[1:] == t_start[:-1]) & \
+               (t_end[1:] == t_end[:-1])
+        multi = np.isin(op[1:], [name_code[x] for x in tf.COMPLETION_OPS]) & (op[1:] == op[:-1])
+        multi |= (op[1:] == name_code["Sendrecv_recv"]) & (op[:-1] == name_code["Sendrecv_send"])
+        cont[1:] = same & multi
+    burst[cont] = 0.0
+
+    # ---- collective instances: the k-th collective a rank makes on a communicator
+    comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
+                    if v is not None}
+    comm_members.setdefault(0, list(range(nranks)))
+    crows = np.flatnonzero(is_coll)
+    coll = _instances(crows, rank, op, comm, root, comm_members, problems, partial)
+    row_coll = np.full(n, -1, np.int64)
+    row_coll[coll["rows"]] = np.repeat(np.arange(len(coll["comm"])), np.diff(coll["off"]))
+
+    host_of_rank = np.arange(nranks)
+    hosts = manifest.get("hosts")
+    if isinstance(hosts, dict) and hosts:
+        for h, (name, rs) in enumerate(sorted(hosts.items())):
+            for r in rs:
+                if 0 <= int(r) < nranks:
+                    host_of_rank[int(r)] = h
+        # hosts are numbered after the ranks' order so neighbours share leaves
+        _, host_of_rank = np.unique(host_of_rank, return_inverse=True)
+
+    rows = dict(rank=rank, seq=seq, op=op, t_start=t_start, t_end=t_end, region=burst_region,
+                cont=cont, kind=kind, msg=row_msg, msg2=msg2, burst=burst, ratio=ratio,
+                coll=row_coll, nbytes=nbytes)
+    recv_post = match.recv_row
+    msgs = dict(bytes=match.nbytes.astype(np.float64), src=match.src.astype(np.int64),
+                dst=match.dst.astype(np.int64), send_row=match.send_row,
+                recv_row=recv_post, send_done=match.send_done_row,
+                recv_done=match.recv_done_row)
+    return Prepared(trace_dir, manifest, nranks, rows, region_names, trail, t0, msgs, coll,
+                    comm_members, host_of_rank.astype(np.int64), problems)
+
+
+def _instances(crows, rank, op, comm, root, members, problems, partial):
+    if len(crows) == 0:
+        e = np.zeros(0, np.int64)
+        return dict(comm=e, op=e, root=e, rows=e, off=np.zeros(1, np.int64), local=e)
+    c = comm[crows]
+    r = rank[crows]
+    # Occurrence index per (rank, comm): rows are in (rank, seq) order, so a cumcount works.
+    occ = pd.DataFrame({"r": r, "c": c}).groupby(["r", "c"], sort=False).cumcount().to_numpy()
+    selfkey = np.where(c == tf.COMM_SELF_ID, r, -1)
+    inst, uniq = pd.factorize(pd.MultiIndex.from_arrays([c, selfkey, occ]))
+    ninst = len(uniq)
+    order = np.lexsort((r, inst))
+    rows = crows[order]
+    inst_sorted = inst[order]
+    cnt = np.bincount(inst_sorted, minlength=ninst)
+    off = np.zeros(ninst + 1, np.int64)
+    off[1:] = np.cumsum(cnt)
+    first = rows[off[:-1]]
+    i_comm, i_op, i_root = comm[first], op[first], root[first]
+    bad_op = op[rows] != np.repeat(i_op, cnt)
+    bad_root = root[rows] != np.repeat(i_root, cnt)
+    for j in np.flatnonzero(bad_op | bad_root)[:5]:
+        rw = rows[j]
+        i = inst_sorted[j]
+        problems.append(f"rank {rank[rw]}: collective #{i} on comm {comm[rw]} is "
+                        f"{tf.OPS[op[rw]]} (root {root[rw]}) but rank {rank[first[i]]} calls "
+                        f"{tf.OPS[i_op[i]]} (root {i_root[i]})")
+    if (bad_op | bad_root).any():
+        raise ReplayError("cannot replay: " + problems[-1])
+    # members of a communicator the manifest does not describe: the ranks that used it
+    for cid in np.unique(i_comm).tolist():
+        if cid == tf.COMM_SELF_ID or cid in members:
+            continue
+        members[cid] = sorted(set(rank[crows[comm[crows] == cid]].tolist()))
+    size = np.array([1 if cc == tf.COMM_SELF_ID else len(members[cc]) for cc in i_comm.tolist()])
+    short = np.flatnonzero(cnt != size)
+    if len(short) and not partial:
+        i = short[0]
+        raise ReplayError(f"cannot replay: collective {tf.OPS[i_op[i]]} on comm {i_comm[i]} has "
+                          f"{cnt[i]} of its {size[i]} members in the trace")
+    # local rank (within the communicator) of each row
+    local = np.zeros(len(rows), np.int64)
+    for cid in np.unique(i_comm).tolist():
+        sel = np.repeat(i_comm == cid, cnt)
+        if cid == tf.COMM_SELF_ID:
+            continue
+        lut = np.full(max(max(members[cid], default=0), int(rank.max())) + 1, -1, np.int64)
+        lut[members[cid]] = np.arange(len(members[cid]))
+        local[sel] = lut[rank[rows[sel]]]
+    return dict(comm=i_comm, op=i_op, root=i_root, rows=rows, off=off, local=local, size=size)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream:
+    rows = prep.rows
+    n = prep.nrows
+    kind_row = rows["kind"]
+    is_mpi = (rows["op"] != 0) & (rows["op"] >= 0)
+    coll = prep.coll
+    ninst = len(coll["comm"])
+    M0 = len(prep.msgs["bytes"])
+    # operations per row
+    cnt = np.where(is_mpi, 1, 0).astype(np.int64)
+    cnt[rows["msg2"] >= 0] = 2
+    pats = {}
+    inst_pat = np.full(ninst, -1, np.int64)
+    if expand and ninst:
+        keys = pd.MultiIndex.from_arrays([coll["op"], coll["size"],
+                                          np.where(coll["root"] >= 0, coll["root"], -1),
+                                          coll["comm"]])
+        gid, guniq = pd.factorize(keys)
+        for g, (opc, size, rootw, cid) in enumerate(guniq):
+            name = tf.OPS[opc]
+            if cid == tf.COMM_SELF_ID or size <= 1:
+                pats[g] = None
+                continue
+            mem = prep.comm_members[cid]
+            root_local = mem.index(rootw) if rootw in mem else 0
+            pats[g] = (C.pattern(name, algos.get(name, C.DEFAULT_ALGORITHMS[name]), int(size),
+                                 root_local), mem)
+        inst_pat = gid
+        # per collective row: ops of its member in the pattern (at least one, to carry the burst)
+        crow = coll["rows"]
+        inst_of = np.repeat(np.arange(ninst), np.diff(coll["off"]))
+        per = np.ones(len(crow), np.int64)
+        for g, pt in pats.items():
+            if pt is None:
+                continue
+            off = pt[0][4]
+            sel = inst_pat[inst_of] == g
+            per[sel] = np.maximum(np.diff(off)[coll["local"][sel]], 1)
+        cnt[crow] = per
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(cnt, out=off[1:])
+    nops = int(off[-1])
+    first = off[:-1]
+    kind = np.zeros(nops, np.int8)
+    msg = np.full(nops, -1, np.int64)
+    op_row = np.repeat(np.arange(n, dtype=np.int64), cnt)
+    burst = np.zeros(nops)
+    burst_cpu = np.zeros(nops)
+    reg = np.full(nops, -1, np.int16)
+    m_rows = is_mpi
+    burst[first[m_rows]] = rows["burst"][m_rows]
+    burst_cpu[first[m_rows]] = rows["burst"][m_rows] * rows["ratio"][m_rows]
+    reg[:] = rows["region"][op_row]
+    # single-op rows (and the first op of Sendrecv_recv rows)
+    simple = m_rows & (kind_row != K.COLL)
+    kind[first[simple]] = kind_row[simple]
+    msg[first[simple]] = rows["msg"][simple]
+    two = np.flatnonzero(rows["msg2"] >= 0)
+    kind[first[two] + 1] = K.WSEND
+    msg[first[two] + 1] = rows["msg2"][two]
+    unmatched = simple & (rows["msg"] < 0)
+    kind[first[unmatched]] = K.NOP
+
+    m_bytes = [prep.msgs["bytes"]]
+    m_src = [prep.msgs["src"]]
+    m_dst = [prep.msgs["dst"]]
+    coll_n = np.zeros(0, np.int64)
+    if ninst and not expand:
+        crow = coll["rows"]
+        inst_of = np.repeat(np.arange(ninst), np.diff(coll["off"]))
+        kind[first[crow]] = K.COLL
+        msg[first[crow]] = inst_of
+        coll_n = np.diff(coll["off"]).astype(np.int64)
+    elif ninst:
+        crow = coll["rows"]
+        inst_of = np.repeat(np.arange(ninst), np.diff(coll["off"]))
+        base = M0
+        nb_row = np.maximum(rows["nbytes"], 0).astype(float)
+        for g, pt in pats.items():
+            insts = np.flatnonzero(inst_pat == g)
+            if pt is None:
+                continue
+            (src, dst, owner, mult, poff, pkind, pmsg), mem = pt
+            Mp = len(src)
+            ni = len(insts)
+            mem_arr = np.asarray(mem, np.int64)
+            # rows of each instance by local rank
+            by_local = np.empty((ni, len(mem)), np.int64)
+            for q_i, i in enumerate(insts.tolist()):
+                rs = coll["rows"][coll["off"][i]:coll["off"][i + 1]]
+                by_local[q_i, coll["local"][coll["off"][i]:coll["off"][i + 1]]] = rs
+            ids = base + np.arange(ni)[:, None] * Mp + np.arange(Mp)[None, :]
+            m_bytes.append((mult[None, :] * nb_row[by_local[:, owner]]).ravel())
+            m_src.append(np.broadcast_to(mem_arr[src], (ni, Mp)).ravel())
+            m_dst.append(np.broadcast_to(mem_arr[dst], (ni, Mp)).ravel())
+            for q in range(len(mem)):
+                a, b = poff[q], poff[q + 1]
+                if b == a:
+                    continue  # the row keeps its single NOP
+                pos = first[by_local[:, q]][:, None] + np.arange(b - a)[None, :]
+                kind[pos] = pkind[a:b][None, :]
+                msg[pos] = (ids[:, pmsg[a:b]])
+            base += ni * Mp
+        leftover = crow[kind[first[crow]] == 0]
+        kind[first[leftover]] = K.NOP
+    m_bytes = np.concatenate(m_bytes)
+    m_src = np.concatenate(m_src)
+    m_dst = np.concatenate(m_dst)
+    nmsg = len(m_bytes)
+    m_send_op = np.full(nmsg, -1, np.int64)
+    m_recv_op = np.full(nmsg, -1, np.int64)
+    isnd = np.flatnonzero((kind == K.SEND) | (kind == K.ISEND))
+    m_send_op[msg[isnd]] = isnd
+    ircv = np.flatnonzero((kind == K.RECV) | (kind == K.IRECV))
+    m_recv_op[msg[ircv]] = ircv
+    rank_off = np.zeros(prep.nranks + 1, np.int64)
+    np.cumsum(np.bincount(rows["rank"][op_row], minlength=prep.nranks), out=rank_off[1:])
+
+    loc = np.zeros(0)
+    dep_lat = np.zeros(0)
+    if not expand:
+        loc, dep_lat = _measured_costs(prep, kind, msg, op_row, first, coll_n)
+    return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
+                  m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {})
+
+
+def _measured_costs(prep, kind, msg, op_row, first, coll_n):
+    """Local cost and dependency lag per operation for the measured model (see its docstring)."""
+    rows = prep.rows
+    ts, te = rows["t_start"].astype(float), rows["t_end"].astype(float)
+    d = te[op_row] - ts[op_row]
+    E = te[op_row]
+    is_first = np.zeros(len(kind), bool)
+    is_first[first[first < len(kind)]] = True
+    cont = rows["cont"][op_row] | ~is_first
+    d = np.where(cont, 0.0, d)
+    # A Sendrecv is one call over two rows: its duration belongs to the receive half (which can
+    # wait), the send half only posts.
+    opr = rows["op"][op_row]
+    d[opr == tf.OP_CODE["Sendrecv_send"]] = 0.0
+    srr = (opr == tf.OP_CODE["Sendrecv_recv"]) & is_first
+    d[srr] = (te - ts)[op_row[srr]]
+    dep_lat = np.full(len(kind), -np.inf)
+    sp_meas = ts[prep.msgs["send_row"]]
+    rp_meas = ts[prep.msgs["recv_row"]]
+    rc = (kind == K.RECV) | (kind == K.WRECV)
+    dep_lat[rc] = E[rc] - sp_meas[msg[rc]]
+    sc = (kind == K.SEND) | (kind == K.WSEND)
+    dep_lat[sc] = E[sc] - rp_meas[msg[sc]]
+    cc = kind == K.COLL
+    if cc.any():
+        ninst = len(coll_n)
+        mx = np.full(ninst, -np.inf)
+        np.maximum.at(mx, msg[cc], ts[op_row[cc]])
+        dep_lat[cc] = E[cc] - mx[msg[cc]]
+    loc = d.copy()
+    dep = rc | cc
+    loc[dep] = np.minimum(d[dep], np.maximum(dep_lat[dep], 0.0))
+    # Sends keep their duration unless rendezvous-coupled (decided in the kernel by S); then
+    # the local part is what remains after the receiver was ready.
+    return loc, dep_lat
+
+
+# ------------------------------------------------------------------------------------------------
+# Cache
+
+_ROW_KEYS = ("rank", "seq", "op", "t_start", "t_end", "region", "cont", "kind", "msg", "msg2",
+             "burst", "ratio", "coll", "nbytes")
+
+
+def _save_cache(prep: Prepared, path: Path) -> None:
+    try:
+        path.parent.mkdir(exist_ok=True)
+        for old in path.parent.glob("prepared-*.npz"):
+            old.unlink()
+        arrays = {f"r_{k}": v for k, v in prep.rows.items()}
+        arrays.update({f"m_{k}": v for k, v in prep.msgs.items()})
+        arrays.update({f"c_{k}": v for k, v in prep.coll.items()})
+        arrays["trail"] = prep.trail
+        arrays["host_of_rank"] = prep.host_of_rank
+        meta = dict(nranks=prep.nranks, t0=prep.t0, region_names=prep.region_names,
+                    comm_members={str(k): v for k, v in prep.comm_members.items()},
+                    problems=prep.problems, version=CACHE_VERSION)
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only trace directory simply is not cached
+
+
+def _load_cache(path: Path, trace_dir: Path, allow_partial: bool) -> Prepared:
+    manifest = tf.read_manifest(trace_dir)
+    if not manifest.get("complete") and not allow_partial:
+        raise ReplayError(f"{trace_dir}: incomplete trace; use --allow-partial to replay what "
+                          "was recorded")
+    with np.load(path) as z:
+        meta = json.loads(bytes(z["meta"]).decode())
+        if meta.get("version") != CACHE_VERSION:
+            raise ValueError("old cache")
+        rows = {k[2:]: z[k] for k in z.files if k.startswith("r_")}
+        msgs = {k[2:]: z[k] for k in z.files if k.startswith("m_")}
+        coll = {k[2:]: z[k] for k in z.files if k.startswith("c_")}
+        trail = z["trail"]
+        host = z["host_of_rank"]
+    return Prepared(trace_dir, manifest, int(meta["nranks"]), rows, meta["region_names"], trail,
+                    int(meta["t0"]), msgs, coll,
+                    {int(k): v for k, v in meta["comm_members"].items()}, host,
+                    list(meta["problems"]))
+
+
+import pyarrow.compute as pc  # noqa: E402  (used for rank counts of manifest-less tables)

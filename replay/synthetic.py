@@ -1,0 +1,349 @@
+"""Synthetic traces for tests and benchmarks, written as real trace directories.
+
+Two ways to make one:
+
+* ``simulate(programs, ...)`` runs small per-rank programs (lists of operations, see ``Program``)
+  through a deliberately simple stand-in network, independent of the replay engine, and records
+  what a real run would have recorded: same rows, same sentinels, same request/completion pairing.
+  Good for hand-checked tests and hypothesis properties.
+* ``ring_columns`` / ``pairwise_columns`` / ... build the columns of large regular traces directly
+  as NumPy arrays (no per-event Python), for the throughput benchmark.
+
+Either result is written with ``write_trace(dir, per_rank_columns, ...)``, which uses
+``hindsight.traceformat.rows_to_table`` and ``write_manifest`` exactly like the collector does.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from hindsight import traceformat as tf
+
+ANY = tf.ANY_SOURCE
+
+# ------------------------------------------------------------------------------------------------
+# Writing
+
+
+def empty_columns() -> dict[str, list]:
+    return {c: [] for c in ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm",
+                            "nbytes", "request", "root")}
+
+
+def write_trace(trace_dir: Path | str, ranks: Sequence[dict[str, Any]], *,
+                communicators: dict[int, list[int]] | None = None,
+                hosts: dict[str, list[int]] | None = None,
+                extra_manifest: dict[str, Any] | None = None,
+                incomplete_ranks: Sequence[int] = ()) -> Path:
+    """Write one Parquet file per rank plus manifest.json.
+
+    ``ranks[r]`` maps column name to a sequence/array: ``op`` (names), ``region`` (names or None),
+    and the integer columns ``t_start t_end cpu_ns peer tag comm nbytes request root``.
+    """
+    trace_dir = Path(trace_dir)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:12]
+    nranks = len(ranks)
+    makespan = 0
+    t0 = None
+    events = []
+    for rank, cols in enumerate(ranks):
+        ops = np.asarray([tf.OP_CODE[o] for o in cols["op"]] if len(cols["op"]) and
+                         isinstance(cols["op"][0], str) else cols["op"], dtype=np.int8)
+        n = len(ops)
+        reg_names = cols.get("region")
+        if reg_names is None or len(reg_names) == 0:
+            regions: list[str] = []
+            reg_codes = np.full(n, -1, np.int64)
+        elif isinstance(reg_names, np.ndarray) and reg_names.dtype.kind in "iu":
+            regions = list(cols.get("region_names", []))
+            reg_codes = reg_names.astype(np.int64)
+        else:
+            regions = sorted({r for r in reg_names if r is not None})
+            idx = {r: i for i, r in enumerate(regions)}
+            reg_codes = np.array([idx[r] if r is not None else -1 for r in reg_names], np.int64)
+        arr = {c: np.asarray(cols[c], dtype=np.int64) for c in tf.COLUMNS[4:]}
+        table = tf.rows_to_table(rank, 0, arr, ops, reg_codes, regions)
+        status = "incomplete" if rank in incomplete_ranks else "complete"
+        meta = {"run_id": run_id, "rank": rank, "status": status, "events": n,
+                "format_version": tf.FORMAT_VERSION}
+        table = table.replace_schema_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
+        pq.write_table(table, trace_dir / tf.rank_file_name(rank), **tf.WRITE_OPTIONS)
+        if n:
+            makespan = max(makespan, int(arr["t_end"].max()))
+            lo = int(arr["t_start"].min())
+            t0 = lo if t0 is None else min(t0, lo)
+        events.append(n)
+    comms = {0: list(range(nranks))}
+    if communicators:
+        comms.update(communicators)
+    manifest = {
+        "format_version": tf.FORMAT_VERSION, "run_id": run_id, "ranks": nranks,
+        "complete": not incomplete_ranks, "makespan_ns": makespan - (t0 or 0),
+        "rank_status": ["incomplete" if r in incomplete_ranks else "complete"
+                        for r in range(nranks)],
+        "communicators": {str(k): v for k, v in comms.items()}, "events": events,
+        "app": "synthetic",
+    }
+    if hosts:
+        manifest["hosts"] = hosts
+    manifest.update(extra_manifest or {})
+    tf.write_manifest(trace_dir, manifest)
+    return trace_dir
+
+
+# ------------------------------------------------------------------------------------------------
+# A tiny independent simulator for small hand-written programs
+
+
+@dataclass
+class StandIn:
+    """The stand-in 'real' network the simulator records: eager messages, fixed costs (ns)."""
+
+    latency: float = 2000.0
+    ns_per_byte: float = 0.1
+    overhead: float = 300.0
+    coll_step: float = 2500.0
+
+
+@dataclass
+class _RankState:
+    pc: int = 0
+    t: float = 0.0
+    next_req: int = 0
+    reqs: dict = field(default_factory=dict)
+    cols: dict = field(default_factory=empty_columns)
+
+
+def _row(st: _RankState, op: str, t0: float, t1: float, peer=-1, tag=-1, comm=0, nbytes=-1,
+         request=-1, root=-1, region=None, cpu=-1) -> None:
+    c = st.cols
+    c["op"].append(op)
+    c["region"].append(region)
+    c["t_start"].append(int(round(t0)))
+    c["t_end"].append(int(round(t1)))
+    c["cpu_ns"].append(int(cpu))
+    c["peer"].append(peer)
+    c["tag"].append(tag)
+    c["comm"].append(comm)
+    c["nbytes"].append(nbytes)
+    c["request"].append(request)
+    c["root"].append(root)
+
+
+def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
+             communicators: dict[int, list[int]] | None = None) -> list[dict[str, list]]:
+    """Run per-rank programs through the stand-in network; return per-rank columns.
+
+    Operations (tuples):
+      ("compute", ns[, region_name[, cpu_ns]])   a burst; with a region name also a region row
+      ("send", dst, nbytes[, tag[, comm]])        blocking Send (eager in the stand-in)
+      ("recv", src, [tag[, comm]])                blocking Recv; src may be ANY
+      ("isend", dst, nbytes[, tag[, comm]])       posts request id = count of requests so far
+      ("irecv", src[, tag[, comm]])               src may be ANY; completion row carries the truth
+      ("wait", [req, ...])                        Wait (one) or Waitall (several) rows
+      ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
+      ("coll", name, nbytes[, root[, comm]])      any collective from traceformat.COLLECTIVE_OPS
+    """
+    net = net or StandIn()
+    P = len(programs)
+    comms = {0: list(range(P)), 1: None}
+    comms.update(communicators or {})
+    st = [_RankState() for _ in range(P)]
+    # In-flight sends per (src, dst, comm, tag): FIFO of (available_time, nbytes).
+    inflight: dict[tuple, deque] = {}
+    coll_arrivals: dict[tuple, dict[int, float]] = {}
+    coll_count: dict[tuple[int, int], int] = {}
+
+    def post_send(r, dst, nbytes, tag, comm, t):
+        inflight.setdefault((r, dst, comm, tag), deque()).append(
+            (t + net.overhead + net.latency + net.ns_per_byte * nbytes, nbytes))
+
+    def find(r, src, tag, comm):
+        """The message a receive would take now: earliest-available for wildcards."""
+        best = None
+        for (s, d, c, tg), q in inflight.items():
+            if d != r or c != comm or not q or (src != ANY and s != src) or tg != tag:
+                continue
+            if best is None or q[0][0] < inflight[best][0][0]:
+                best = (s, d, c, tg)
+        return best
+
+    progress = True
+    while progress:
+        progress = False
+        for r in range(P):
+            s = st[r]
+            while s.pc < len(programs[r]):
+                op = programs[r][s.pc]
+                kind = op[0]
+                if kind == "compute":
+                    dt = float(op[1])
+                    if len(op) > 2 and op[2]:
+                        cpu = op[3] if len(op) > 3 else dt
+                        _row(s, "region", s.t, s.t + dt, region=op[2], cpu=cpu)
+                    s.t += dt
+                elif kind == "send":
+                    dst, nb = op[1], op[2]
+                    tag = op[3] if len(op) > 3 else 0
+                    comm = op[4] if len(op) > 4 else 0
+                    post_send(r, dst, nb, tag, comm, s.t)
+                    _row(s, "Send", s.t, s.t + net.overhead, dst, tag, comm, nb)
+                    s.t += net.overhead
+                elif kind == "isend":
+                    dst, nb = op[1], op[2]
+                    tag = op[3] if len(op) > 3 else 0
+                    comm = op[4] if len(op) > 4 else 0
+                    post_send(r, dst, nb, tag, comm, s.t)
+                    req = s.next_req
+                    s.next_req += 1
+                    s.reqs[req] = ("send",)
+                    _row(s, "Isend", s.t, s.t + net.overhead, dst, tag, comm, nb, req)
+                    s.t += net.overhead
+                elif kind in ("recv", "irecv"):
+                    src = op[1]
+                    tag = op[2] if len(op) > 2 else 0
+                    comm = op[3] if len(op) > 3 else 0
+                    if kind == "irecv":
+                        req = s.next_req
+                        s.next_req += 1
+                        s.reqs[req] = ("recv", src, tag, comm)
+                        _row(s, "Irecv", s.t, s.t + 100, src, tag, comm, -1, req)
+                        s.t += 100
+                    else:
+                        key = find(r, src, tag, comm)
+                        if key is None:
+                            break
+                        avail, nb = inflight[key].popleft()
+                        t1 = max(s.t + net.overhead, avail)
+                        _row(s, "Recv", s.t, t1, key[0], tag, comm, nb)
+                        s.t = t1
+                elif kind == "wait":
+                    reqs = list(op[1])
+                    taken = []  # (key, (avail, nbytes)) popped so far; put back if we block
+                    for q in reqs:
+                        info = s.reqs[q]
+                        if info[0] == "recv":
+                            key = find(r, info[1], info[2], info[3])
+                            if key is None:
+                                break
+                            taken.append((key, inflight[key].popleft()))
+                        else:
+                            taken.append((None, None))
+                    else:
+                        t1 = s.t + net.overhead
+                        name = "Wait" if len(reqs) == 1 else "Waitall"
+                        for q, (key, got) in zip(reqs, taken):
+                            info = s.reqs.pop(q)
+                            if key is None:
+                                _row(s, name, s.t, -1, request=q)
+                            else:
+                                t1 = max(t1, got[0])
+                                _row(s, name, s.t, -1, key[0], key[3], info[3], got[1], q)
+                        for i in range(len(reqs)):
+                            s.cols["t_end"][-1 - i] = int(round(t1))
+                        s.t = t1
+                        s.pc += 1
+                        progress = True
+                        continue
+                    for key, got in reversed(taken):
+                        if key is not None:
+                            inflight[key].appendleft(got)
+                    break
+                elif kind == "sendrecv":
+                    dst, nb, src = op[1], op[2], op[3]
+                    tag = op[4] if len(op) > 4 else 0
+                    key = find(r, src, tag, 0)
+                    if key is None:
+                        # Post our half once so the partner can make progress, then retry.
+                        if not getattr(s, "_sr_posted", False):
+                            post_send(r, dst, nb, tag, 0, s.t)
+                            s._sr_posted = True
+                            progress = True
+                        break
+                    if not getattr(s, "_sr_posted", False):
+                        post_send(r, dst, nb, tag, 0, s.t)
+                    s._sr_posted = False
+                    avail, rb = inflight[key].popleft()
+                    t1 = max(s.t + net.overhead, avail)
+                    _row(s, "Sendrecv_send", s.t, t1, dst, tag, 0, nb)
+                    _row(s, "Sendrecv_recv", s.t, t1, key[0], tag, 0, rb)
+                    s.t = t1
+                elif kind == "coll":
+                    name, nb = op[1], op[2]
+                    root = op[3] if len(op) > 3 else -1
+                    comm = op[4] if len(op) > 4 else 0
+                    members = comms.get(comm) or [r]
+                    k = coll_count.get((r, comm), 0)
+                    arr = coll_arrivals.setdefault((comm, k), {})
+                    if r not in arr:
+                        arr[r] = s.t
+                        progress = True
+                    if len(arr) < len(members):
+                        break
+                    steps = max(1, int(np.ceil(np.log2(max(len(members), 2)))))
+                    t1 = max(arr.values()) + steps * (net.coll_step + net.ns_per_byte * max(nb, 0))
+                    _row(s, name, s.t, t1, -1, -1, comm, nb, -1, root)
+                    coll_count[(r, comm)] = k + 1
+                    s.t = t1
+                else:
+                    raise ValueError(f"unknown synthetic op {kind!r}")
+                s.pc += 1
+                progress = True
+    stuck = [r for r in range(P) if st[r].pc < len(programs[r])]
+    if stuck:
+        raise ValueError(f"synthetic programs deadlock (ranks {stuck} cannot finish)")
+    return [s.cols for s in st]
+
+
+def simulate_to_dir(trace_dir: Path | str, programs: Sequence[Sequence[tuple]],
+                    net: StandIn | None = None, communicators: dict[int, list[int]] | None = None,
+                    **kw: Any) -> Path:
+    """``simulate`` then ``write_trace``: a small synthetic trace directory."""
+    cols = simulate(programs, net, communicators)
+    return write_trace(trace_dir, cols, communicators=communicators, **kw)
+
+
+# ------------------------------------------------------------------------------------------------
+# Large regular traces as arrays (benchmark)
+
+
+def _blank(n: int) -> dict[str, np.ndarray]:
+    return {"op": np.zeros(n, np.int8), "t_start": np.zeros(n, np.int64),
+            "t_end": np.zeros(n, np.int64), "cpu_ns": np.full(n, -1, np.int64),
+            "peer": np.full(n, -1, np.int64), "tag": np.zeros(n, np.int64),
+            "comm": np.zeros(n, np.int64), "nbytes": np.full(n, -1, np.int64),
+            "request": np.full(n, -1, np.int64), "root": np.full(n, -1, np.int64)}
+
+
+def ring_columns(nranks: int, iters: int, nbytes: int = 1024, compute_ns: int = 5000,
+                 step_ns: int = 3000) -> list[dict[str, np.ndarray]]:
+    """Each iteration: compute, Sendrecv to the right neighbour (from the left one).
+
+    Times follow a lock-step schedule (every iteration takes compute + step on every rank), which
+    is self-consistent: each receive ends after its message was sent.
+    """
+    out = []
+    it = np.arange(iters, dtype=np.int64)
+    t0 = it * (compute_ns + step_ns) + compute_ns
+    for r in range(nranks):
+        c = _blank(2 * iters)
+        c["op"][0::2] = tf.OP_CODE["Sendrecv_send"]
+        c["op"][1::2] = tf.OP_CODE["Sendrecv_recv"]
+        c["t_start"][0::2] = t0
+        c["t_start"][1::2] = t0
+        c["t_end"][0::2] = t0 + step_ns
+        c["t_end"][1::2] = t0 + step_ns
+        c["peer"][0::2] = (r + 1) % nranks
+        c["peer"][1::2] = (r - 1) % nranks
+        c["nbytes"][:] = nbytes
+        out.append(c)
+    return out
