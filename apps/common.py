@@ -1,0 +1,170 @@
+"""What every application shares: the command line, the tracing hooks, input errors, the verdict.
+
+The applications call ``instrument.start/region/finish``. While the tracing package is still
+being written (or when it is imported without its API), untraced runs must keep working, so the
+hooks fall back to no-ops, and asking for ``--trace`` then is a clear error instead of a crash.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, NoReturn
+
+from mpi4py import MPI
+
+from apps import APPS, PARADIGMS
+
+try:  # the real tracing API (instrument/), owned by another engineer
+    from instrument import finish as _finish
+    from instrument import region as _region
+    from instrument import start as _start
+    HAVE_INSTRUMENT = True
+except ImportError:  # pragma: no cover - depends on the state of instrument/
+    HAVE_INSTRUMENT = False
+
+
+class InputError(Exception):
+    """Bad user input: reported as one line on stderr by rank 0, exit status 2, no traceback."""
+
+
+def world_rank() -> int:
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Every rank calls this with the same message (input checks are deterministic): rank 0
+    prints one line, all ranks exit with the same status, so mpiexec neither hangs nor spams."""
+    if world_rank() == 0:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def abort(message: str, code: int = 2) -> NoReturn:
+    """For an error seen by one rank only (the others would block in MPI): print and abort all."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Abort(code)
+    raise SystemExit(code)  # not reached
+
+
+def region(name: str, size: int | None = None):
+    """An application phase (``task``, ``merge``, ``divide``, ``conquer``, ``combine``, ``io``,
+    ``send_to_server``); a no-op context manager when tracing is off or unavailable."""
+    if HAVE_INSTRUMENT:
+        return _region(name, size=size) if size is not None else _region(name)
+    return contextlib.nullcontext()
+
+
+def start(trace_dir: str | None, app: str, paradigm: str, args: dict[str, Any]) -> MPI.Intracomm:
+    """Start tracing (or not) and return the communicator the application must use."""
+    if trace_dir is None:
+        return MPI.COMM_WORLD
+    if not HAVE_INSTRUMENT:
+        fail("--trace needs the instrument package (instrument.start is not available)")
+    return _start(trace_dir, app=app, paradigm=paradigm, args=args)
+
+
+def finish(result_verified: bool) -> None:
+    if HAVE_INSTRUMENT:
+        _finish(result_verified=result_verified)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line from rank 0 only."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        fail(f"{self.prog}: {message}")
+
+
+def make_parser(app: str, description: str) -> argparse.ArgumentParser:
+    """The flags every application accepts (the contract with ``hindsight collect``)."""
+    p = _Parser(prog=f"python -m apps.{app}", description=description)
+    p.add_argument("--paradigm", default="pipeline",
+                   help=f"execution paradigm: one of {', '.join(APPS[app])} (default pipeline)")
+    p.add_argument("--trace", metavar="DIR", default=None,
+                   help="write a hindsight trace to DIR (absent: untraced)")
+    p.add_argument("--output", metavar="PATH", default=None, help="write the result to PATH")
+    p.add_argument("--group-size", type=int, default=0, metavar="G",
+                   help="split the P ranks into communicators of G ranks that work concurrently "
+                        "on their share of the input (paper 000's processor sets); "
+                        "0 = one group of all ranks. Not used by hypercube")
+    p.add_argument("--masters", type=int, default=0, metavar="K",
+                   help="master-worker only: K masters, each owning a slice of the workers "
+                        "(sets the group size to ceil(P/K))")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated input")
+    return p
+
+
+@dataclass(frozen=True)
+class Common:
+    paradigm: str
+    trace: str | None
+    output: str | None
+    group_size: int
+    seed: int
+
+
+def check_common(app: str, ns: argparse.Namespace) -> Common:
+    """Validate the shared flags identically on every rank; resolve --masters to a group size."""
+    nprocs = MPI.COMM_WORLD.Get_size()
+    if ns.paradigm not in PARADIGMS:
+        fail(f"unknown paradigm {ns.paradigm!r}; choose one of {', '.join(PARADIGMS)}")
+    if ns.paradigm not in APPS[app]:
+        fail(f"{app} does not support paradigm {ns.paradigm!r}; it supports {', '.join(APPS[app])}")
+    if ns.group_size < 0:
+        fail(f"--group-size must be >= 0 (got {ns.group_size})")
+    if ns.group_size > nprocs:
+        fail(f"--group-size {ns.group_size} is larger than the number of ranks ({nprocs})")
+    if ns.masters < 0:
+        fail(f"--masters must be >= 0 (got {ns.masters})")
+    group_size = ns.group_size
+    if ns.masters:
+        if ns.paradigm != "master-worker":
+            fail("--masters applies to the master-worker paradigm only")
+        if ns.group_size:
+            fail("give either --masters or --group-size, not both")
+        if ns.masters > nprocs:
+            fail(f"--masters {ns.masters} is larger than the number of ranks ({nprocs})")
+        group_size = -(-nprocs // ns.masters)
+    if ns.paradigm == "hypercube":
+        if nprocs & (nprocs - 1):
+            fail(f"the hypercube paradigm needs a power-of-two number of ranks (got {nprocs})")
+    if ns.seed < 0:
+        fail(f"--seed must be >= 0 (got {ns.seed})")
+    if ns.output is not None:
+        parent = os.path.dirname(os.path.abspath(ns.output))
+        if not os.path.isdir(parent):
+            fail(f"--output: directory {parent} does not exist")
+    return Common(ns.paradigm, ns.trace, ns.output, group_size or nprocs, ns.seed)
+
+
+def positive(name: str, value: int) -> int:
+    if value < 1:
+        fail(f"{name} must be a positive integer (got {value})")
+    return value
+
+
+def conclude(comm: MPI.Intracomm, ok_on_root: bool | None, what: str) -> NoReturn:
+    """Share rank 0's verdict, record it in the manifest on every rank, exit 0 or 1.
+
+    A wrong result is an error: the run exits non-zero on every rank."""
+    ok = bool(comm.bcast(ok_on_root, root=0))
+    finish(result_verified=ok)
+    if not ok:
+        if comm.Get_rank() == 0:
+            print(f"error: {what}: result does NOT match the reference", file=sys.stderr,
+                  flush=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+def guarded(main: Callable[[list[str] | None], None]) -> Callable[[list[str] | None], None]:
+    """Turn an ``InputError`` raised on every rank into ``fail``: one line, exit 2."""
+    def run(argv: list[str] | None = None) -> None:
+        try:
+            main(argv)
+        except InputError as e:
+            fail(str(e))
+    return run

@@ -1,0 +1,1 @@
+"""HDDI-style feature extraction: input parser, Brill-style tagger, maximal noun phrases."""
