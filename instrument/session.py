@@ -231,7 +231,7 @@ def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampli
         "rank_status": ["running"] * size,
         "complete": False,
         "result_verified": None,
-        "communicators": {"0": list(range(size)), "1": None},
+        "communicators": {"0": list(range(size))},   # COMM_SELF (1): each rank alone
         "git_revision": os.environ.get("HINDSIGHT_GIT_REVISION") or _git_revision(),
         "events": None,
         "launcher": os.environ.get("HINDSIGHT_LAUNCHER", "mpiexec"),
