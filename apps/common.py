@@ -1,13 +1,7 @@
-"""What every application shares: the command line, the tracing hooks, input errors, the verdict.
-
-The applications call ``instrument.start/region/finish``. While the tracing package is still
-being written (or when it is imported without its API), untraced runs must keep working, so the
-hooks fall back to no-ops, and asking for ``--trace`` then is a clear error instead of a crash.
-"""
+"""What every application shares: the command line, the tracing hooks, input errors, the verdict."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -17,13 +11,9 @@ from mpi4py import MPI
 
 from apps import APPS, PARADIGMS
 
-try:  # the real tracing API (instrument/), owned by another engineer
-    from instrument import finish as _finish
-    from instrument import region as _region
-    from instrument import start as _start
-    HAVE_INSTRUMENT = True
-except ImportError:  # pragma: no cover - depends on the state of instrument/
-    HAVE_INSTRUMENT = False
+from instrument import finish as _finish
+from instrument import region as _region
+from instrument import start as _start
 
 
 class InputError(Exception):
@@ -51,24 +41,17 @@ def abort(message: str, code: int = 2) -> NoReturn:
 
 def region(name: str, size: int | None = None):
     """An application phase (``task``, ``merge``, ``divide``, ``conquer``, ``combine``, ``io``,
-    ``send_to_server``); a no-op context manager when tracing is off or unavailable."""
-    if HAVE_INSTRUMENT:
-        return _region(name, size=size) if size is not None else _region(name)
-    return contextlib.nullcontext()
+    ``send_to_server``); a no-op when tracing is off."""
+    return _region(name, size=size) if size is not None else _region(name)
 
 
 def start(trace_dir: str | None, app: str, paradigm: str, args: dict[str, Any]) -> MPI.Intracomm:
     """Start tracing (or not) and return the communicator the application must use."""
-    if trace_dir is None:
-        return MPI.COMM_WORLD
-    if not HAVE_INSTRUMENT:
-        fail("--trace needs the instrument package (instrument.start is not available)")
     return _start(trace_dir, app=app, paradigm=paradigm, args=args)
 
 
 def finish(result_verified: bool) -> None:
-    if HAVE_INSTRUMENT:
-        _finish(result_verified=result_verified)
+    _finish(result_verified=result_verified)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -149,8 +132,10 @@ def positive(name: str, value: int) -> int:
 def conclude(comm: MPI.Intracomm, ok_on_root: bool | None, what: str) -> NoReturn:
     """Share rank 0's verdict, record it in the manifest on every rank, exit 0 or 1.
 
-    A wrong result is an error: the run exits non-zero on every rank."""
-    ok = bool(comm.bcast(ok_on_root, root=0))
+    A wrong result is an error: the run exits non-zero on every rank. The verdict travels on the
+    untraced world communicator: checking the result is not part of the run being measured, and
+    a traced broadcast would put rank 0's reference computation into every rank's timeline."""
+    ok = bool(MPI.COMM_WORLD.bcast(ok_on_root, root=0))
     finish(result_verified=ok)
     if not ok:
         if comm.Get_rank() == 0:

@@ -139,31 +139,53 @@ def check(trace_dir):
 # demo
 
 
+DEMO_APP = ("feature_extraction", "pipeline", ["--docs", "400", "--docs-per-task", "20"])
+
+
 @main.command()
 @click.option("-n", "nprocs", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("traces/demo"), show_default=True)
 @_user_errors
 def demo(nprocs, out):
-    """The main job on built-in inputs: collect a trace, describe it and check it."""
+    """The main job on built-in inputs: collect, describe, check and replay a trace.
+
+    HDDI feature extraction on the parallel pipeline (paper 000) over the built-in corpus of
+    standard-library docstrings, then replays under the measured transfer times (self-check),
+    LogGPS and Hockney defaults, and a what-if network ten times slower.
+    """
     from hindsight.check import check_trace
     from hindsight.collect import collect as run_collect
     from hindsight.info import format_info, trace_info
 
-    program = Path(__file__).parent / "examples" / "ring.py"
-    click.echo(f"== collect: {nprocs} ranks of the built-in ring program -> {out}")
-    rc, manifest = run_collect(nprocs, out, program=str(program), args=["--rounds", "50"])
+    app, paradigm, args = DEMO_APP
+    click.echo(f"== 1. hindsight collect {app} -n {nprocs} --paradigm {paradigm} --out {out} "
+               f"-- {' '.join(args)}")
+    rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, args=args)
     if rc != 0 or not manifest.get("complete"):
         raise click.ClickException(f"demo run failed (exit code {rc})")
-    click.echo("\n== hindsight trace info " + str(out))
+    click.echo(f"\n== 2. hindsight trace info {out}")
     click.echo(format_info(trace_info(out)))
-    click.echo("\n== hindsight trace check " + str(out))
+    click.echo(f"\n== 3. hindsight trace check {out}")
     problems = check_trace(out)
     for line in problems:
         click.echo(line)
     if problems:
         raise click.ClickException("demo trace failed its check")
     click.echo(f"{out}: ok")
+    click.echo(f"\n== 4. hindsight replay {out} --model ...")
+    import replay
+
+    prep = replay.prepare(out)
+    cases = [("measured", {}, "transfer times as recorded (self-check)"),
+             ("loggps", {}, "LogGPS defaults"),
+             ("hockney", {}, "Hockney defaults"),
+             ("loggps", {"L": "50us", "G": "1ns"}, "what-if: L=50us G=1ns (a slow network)")]
+    click.echo(f"{'model':<10} {'predicted':>12} {'measured':>12} {'error':>9}  parameters")
+    for model, params, what in cases:
+        res = replay.run(prep, model, params)
+        click.echo(f"{model:<10} {res.makespan_ns / 1e9:>11.4f}s "
+                   f"{res.measured_makespan_ns / 1e9:>11.4f}s {res.rel_error_pct:>+8.2f}%  {what}")
 
 
 if __name__ == "__main__":
