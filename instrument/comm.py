@@ -445,6 +445,78 @@ def _statuses(requests) -> list:
     return [MPI.Status() for _ in requests]
 
 
+def _measure(fn, *args):
+    """Call an MPI completion function; return its result with start/end time and start CPU."""
+    c0 = _cpu() if _T.cpu_all else 0
+    t0 = _now()
+    out = fn(*args)
+    return out, t0, _now(), c0
+
+
+# The completion calls come in four families that differ only in how they report what completed.
+# Each factory below builds the traced method from mpi4py's own one.
+
+def _single(op: int, fn, done):
+    """Wait/wait/Test/test on one request; `done(result)` tells whether it completed."""
+    def method(self, status: MPI.Status | None = None):
+        if self._hid < 0:                 # untraced or already completed: nothing to record
+            return fn(self, status)
+        st = status if status is not None else MPI.Status()
+        out, t0, t1, c0 = _measure(fn, self, st)
+        if done(out):
+            _complete_rows(op, t0, t1, c0, [(0, self)], [st])
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _all(op: int, fn, done):
+    """Waitall/waitall/Testall/testall: every request completes together, or none."""
+    def method(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        out, t0, t1, c0 = _measure(fn, requests, sts)
+        if done(out):
+            _complete_rows(op, t0, t1, c0, list(enumerate(requests)), sts)
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return classmethod(method)
+
+
+def _any(op: int, fn, index):
+    """Waitany/waitany/Testany/testany: `index(result)` is the completed request or None."""
+    def method(cls, requests, status=None):
+        st = status if status is not None else MPI.Status()
+        out, t0, t1, c0 = _measure(fn, requests, st)
+        i = index(out)
+        if i is not None and i != MPI.UNDEFINED:
+            _complete_rows(op, t0, t1, c0, [(0, requests[i])], [st])
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return classmethod(method)
+
+
+def _some(op: int, fn, indices):
+    """Waitsome/Testsome (and lower case): `indices(result)` lists the completed requests; their
+    statuses are the first entries of the status list, in the same order."""
+    def method(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        out, t0, t1, c0 = _measure(fn, requests, sts)
+        idx = indices(out)
+        if idx:
+            _complete_rows(op, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return classmethod(method)
+
+
+def _always(_out) -> bool:
+    return True
+
+
 class TracedRequest(_R):
     """A request whose completion is recorded (one row per request, see docs/trace-format.md)."""
 
@@ -457,156 +529,22 @@ class TracedRequest(_R):
         self._cid = -1
         return self
 
-    def Wait(self, status: MPI.Status | None = None):
-        if self._hid < 0:
-            return _R.Wait(self, status)
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        out = _R.Wait(self, st)
-        t1 = _now()
-        _complete_rows(_WAIT, t0, t1, c0, [(0, self)], [st])
-        return out
+    Wait = _single(_WAIT, _R.Wait, _always)
+    wait = _single(_WAIT, _R.wait, _always)
+    Test = _single(_TEST, _R.Test, bool)
+    test = _single(_TEST, _R.test, lambda out: out[0])
 
-    def wait(self, status: MPI.Status | None = None) -> Any:
-        if self._hid < 0:
-            return _R.wait(self, status)
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        out = _R.wait(self, st)
-        t1 = _now()
-        _complete_rows(_WAIT, t0, t1, c0, [(0, self)], [st])
-        return out
+    Waitall = _all(_WAITALL, _R.Waitall, _always)
+    waitall = _all(_WAITALL, _R.waitall, _always)
+    Testall = _all(_TESTALL, _R.Testall, bool)
+    testall = _all(_TESTALL, _R.testall, lambda out: out[0])
 
-    def Test(self, status: MPI.Status | None = None) -> bool:
-        if self._hid < 0:
-            return _R.Test(self, status)
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        flag = _R.Test(self, st)
-        t1 = _now()
-        if flag:
-            _complete_rows(_TEST, t0, t1, c0, [(0, self)], [st])
-        return flag
+    Waitany = _any(_WAITANY, _R.Waitany, lambda i: i)
+    waitany = _any(_WAITANY, _R.waitany, lambda out: out[0])
+    Testany = _any(_TESTANY, _R.Testany, lambda out: out[0] if out[1] else None)
+    testany = _any(_TESTANY, _R.testany, lambda out: out[0] if out[1] else None)
 
-    def test(self, status: MPI.Status | None = None):
-        if self._hid < 0:
-            return _R.test(self, status)
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        flag, obj = _R.test(self, st)
-        t1 = _now()
-        if flag:
-            _complete_rows(_TEST, t0, t1, c0, [(0, self)], [st])
-        return flag, obj
-
-    @classmethod
-    def Waitall(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        out = _R.Waitall(requests, sts)
-        t1 = _now()
-        _complete_rows(_WAITALL, t0, t1, c0, list(enumerate(requests)), sts)
-        return out
-
-    @classmethod
-    def waitall(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        out = _R.waitall(requests, sts)
-        t1 = _now()
-        _complete_rows(_WAITALL, t0, t1, c0, list(enumerate(requests)), sts)
-        return out
-
-    @classmethod
-    def Testall(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        flag = _R.Testall(requests, sts)
-        t1 = _now()
-        if flag:
-            _complete_rows(_TESTALL, t0, t1, c0, list(enumerate(requests)), sts)
-        return flag
-
-    @classmethod
-    def testall(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        flag, objs = _R.testall(requests, sts)
-        t1 = _now()
-        if flag:
-            _complete_rows(_TESTALL, t0, t1, c0, list(enumerate(requests)), sts)
-        return flag, objs
-
-    @classmethod
-    def Waitany(cls, requests, status=None):
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        i = _R.Waitany(requests, st)
-        t1 = _now()
-        if i != MPI.UNDEFINED:
-            _complete_rows(_WAITANY, t0, t1, c0, [(0, requests[i])], [st])
-        return i
-
-    @classmethod
-    def waitany(cls, requests, status=None):
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        i, obj = _R.waitany(requests, st)
-        t1 = _now()
-        if i != MPI.UNDEFINED:
-            _complete_rows(_WAITANY, t0, t1, c0, [(0, requests[i])], [st])
-        return i, obj
-
-    @classmethod
-    def Testany(cls, requests, status=None):
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        i, flag = _R.Testany(requests, st)
-        t1 = _now()
-        if flag and i != MPI.UNDEFINED:
-            _complete_rows(_TESTANY, t0, t1, c0, [(0, requests[i])], [st])
-        return i, flag
-
-    @classmethod
-    def testany(cls, requests, status=None):
-        st = status if status is not None else MPI.Status()
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        i, flag, obj = _R.testany(requests, st)
-        t1 = _now()
-        if flag and i != MPI.UNDEFINED:
-            _complete_rows(_TESTANY, t0, t1, c0, [(0, requests[i])], [st])
-        return i, flag, obj
-
-    @classmethod
-    def Waitsome(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        idx = _R.Waitsome(requests, sts)
-        t1 = _now()
-        if idx:
-            _complete_rows(_WAITSOME, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
-        return idx
-
-    @classmethod
-    def Testsome(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        c0 = _cpu() if _T.cpu_all else 0
-        t0 = _now()
-        idx = _R.Testsome(requests, sts)
-        t1 = _now()
-        if idx:
-            _complete_rows(_TESTSOME, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
-        return idx
+    Waitsome = _some(_WAITSOME, _R.Waitsome, lambda idx: idx)
+    waitsome = _some(_WAITSOME, _R.waitsome, lambda out: out[0])
+    Testsome = _some(_TESTSOME, _R.Testsome, lambda idx: idx)
+    testsome = _some(_TESTSOME, _R.testsome, lambda out: out[0])

@@ -230,3 +230,23 @@ def test_clock_alignment_across_emulated_hosts(tmp_path):
     assert abs(start[1]) <= err[1] + 1000
     assert len(clock["end_offset_ns"]) == 3 and len(clock["drift_ppm"]) == 3
     assert hindsight("trace", "check", out).returncode == 0
+
+
+def test_every_completion_family_records_one_row_per_request(tmp_path):
+    out = tmp_path / "req"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "requests.py", "--out", out)
+    assert res.returncode == 0, res.stderr
+    df = tf.read_trace(out).to_pandas()
+    for rank in (0, 1):
+        mine = df[df["rank"] == rank]
+        ops = Counter(mine["op"].astype(str))
+        assert ops["Irecv"] == 6 and ops["Isend"] == 4
+        assert (ops["Wait"], ops["Test"], ops["Waitany"], ops["Waitsome"], ops["Testall"]) == \
+            (1, 1, 4, 2, 2)
+        posted = set(mine[mine["op"].isin(["Irecv", "Isend"])]["request"])
+        done = mine[mine["op"].isin(list(tf.COMPLETION_OPS))]["request"]
+        assert sorted(done) == sorted(posted)              # each request completed once
+        recv_done = mine[mine["request"].isin(mine[mine["op"] == "Irecv"]["request"])
+                         & mine["op"].isin(list(tf.COMPLETION_OPS))]
+        assert (recv_done["peer"] == 1 - rank).all()
+    assert hindsight("trace", "check", out).returncode == 0
