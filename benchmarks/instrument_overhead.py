@@ -5,8 +5,13 @@
 Both variants run in one MPI job, interleaved block by block (untraced, traced, untraced, ...),
 so machine noise hits them alike; the figures are medians over blocks.
 
+0. The wrapper alone: Send/Recv to MPI_PROC_NULL (MPI returns at once), traced vs untraced, each
+   call timed on its own (200,000 calls each, interleaved in blocks): the median added cost per
+   call (a typical call, which does not flush) and the mean (which includes the flushes, one per
+   65,536 events). The least noisy measure of what tracing adds per call.
 1. 1 KiB ping-pong: each round trip is 2 MPI calls per rank. Added cost per call =
-   (traced block time - untraced block time) / calls in the block.
+   (traced block time - untraced block time) / calls in the block. On a busy 2-core machine the
+   scheduling noise of two spinning ranks can exceed the effect measured; see the load printed.
 2. A compute-heavy loop (sort 50,000 doubles, then Sendrecv 4 KiB around the ring and an
    Allreduce): slowdown % of traced vs untraced.
 3. On-disk size: bytes per event of the written Parquet files, per workload.
@@ -50,8 +55,25 @@ def main() -> None:
     plain = world
     peer = 1 - rank
 
-    # 1. ping-pong ------------------------------------------------------------------------------
+    # 0. wrapper cost against MPI_PROC_NULL ------------------------------------------------------
     msg = np.zeros(1024, np.uint8)
+    null = MPI.PROC_NULL
+    now = time.perf_counter_ns
+    wrapper = {}
+    for name in ("Send", "Recv"):
+        times = {"plain": [], "traced": []}
+        for _ in range(20):
+            for label, comm in (("plain", plain), ("traced", traced)):
+                call = getattr(comm, name)
+                out = times[label]
+                for _ in range(10_000):
+                    t0 = now()
+                    call(msg, null, 1)
+                    out.append(now() - t0)
+        wrapper[name] = {k: (statistics.median(v), statistics.fmean(v)) for k, v in times.items()}
+    world.Barrier()
+
+    # 1. ping-pong ------------------------------------------------------------------------------
     trips, blocks = 2000, 25
 
     def pingpong(comm, n):
@@ -68,7 +90,7 @@ def main() -> None:
 
     pingpong(plain, 500)
     pingpong(traced, 500)             # warm-up, also the first flush path
-    events_before = tracer.events + len(tracer.rows)
+    events_before = tracer.recorded()
     added = []
     one_way = []
     for _ in range(blocks):
@@ -76,7 +98,7 @@ def main() -> None:
         t = pingpong(traced, trips)
         added.append((t - u) / (2 * trips))
         one_way.append(u / (2 * trips))
-    pp_events = tracer.events + len(tracer.rows) - events_before
+    pp_events = tracer.recorded() - events_before
 
     # 2. compute-heavy loop ---------------------------------------------------------------------
     rng = np.random.default_rng(rank)
@@ -108,7 +130,13 @@ def main() -> None:
         files = sorted(Path(trace_dir).glob("rank-*.parquet"))
         size = sum(f.stat().st_size for f in files)
         events = sum(session.tf.file_metadata(f)["events"] for f in files)
-        print(f"machine: {os.cpu_count()} cores; MPI: {MPI.Get_library_version().splitlines()[0]}")
+        print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
+              f"MPI: {MPI.Get_library_version().splitlines()[0]}")
+        print("wrapper alone, 200,000 calls to MPI_PROC_NULL each, per call:")
+        for name, v in wrapper.items():
+            (pm, pa), (tm, ta) = v["plain"], v["traced"]
+            print(f"  {name}: median untraced {pm:5.0f} ns, traced {tm:5.0f} ns, added "
+                  f"{tm - pm:5.0f} ns;  mean added {ta - pa:5.0f} ns (includes flushes)")
         print(f"1 KiB ping-pong, {blocks} blocks x {trips} round trips, 2 ranks:")
         print(f"  untraced one-way time (median)        {statistics.median(one_way) / 1e3:8.3f} us")
         print(f"  added cost per recorded call (median) {statistics.median(added) / 1e3:8.3f} us")

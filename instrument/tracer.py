@@ -78,6 +78,10 @@ class Tracer:
         self.next_request = rid + 1
         return rid
 
+    def recorded(self) -> int:
+        """Events recorded so far, flushed or still buffered."""
+        return self.events + len(self.rows) // FIELDS
+
     def maybe_flush(self) -> None:
         if len(self.rows) >= self.limit:
             self.flush()
