@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from mpi4py import MPI
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -361,14 +360,23 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
     crit_rank = np.zeros(P)
     if st.nops and P:
         last = int(np.argmax(out.rank_end))
+        order = np.empty(st.nops, np.int64)
+        npath = 0
         if st.rank_off[last + 1] > st.rank_off[last]:
-            K.critical_path(st.rank_off, st.kind, st.msg, out.pred, out.op_start, out.op_end,
-                            st.burst, st.m_send_op, st.m_recv_op, out.coll_last, last, on)
-        idx = np.flatnonzero(on)
-        if len(idx):
-            op_rank = np.searchsorted(st.rank_off, idx, side="right") - 1
-            b = (st.burst_cpu if cpu else st.burst)[idx] * scale[st.reg[idx].astype(np.int64) + 1]
-            np.add.at(crit_rank, op_rank, out.op_end[idx] - out.op_start[idx] + b)
+            npath = K.critical_path(st.rank_off, st.kind, st.msg, out.pred, out.op_start,
+                                    out.op_end, st.burst, st.m_send_op, st.m_recv_op,
+                                    out.coll_last, last, on, order)
+        if npath:
+            # Each path operation owns the stretch of time from the end of the operation before
+            # it on the path (or time 0) to its own end: the stretches tile [0, last end], so the
+            # per-rank shares add up to the makespan instead of over-counting overlaps.
+            path = order[:npath]
+            ends = out.op_end[path]
+            earlier = np.append(ends[1:], 0.0)
+            op_rank = np.searchsorted(st.rank_off, path, side="right") - 1
+            np.add.at(crit_rank, op_rank, np.maximum(ends - earlier, 0.0))
+            # ... and the last rank's computation after its last operation closes the makespan.
+            crit_rank[last] += max(float(out.rank_end[last]) - float(ends[0]), 0.0)
     crit_rows = np.zeros(n, bool)
     crit_rows[st.op_row[on]] = True
     res.critical_rows = crit_rows
@@ -381,7 +389,6 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
 
 def parse_vary(spec: str, mod: ModuleType) -> tuple[str, list[float], list[str]]:
     """``NAME=LO..HI:log|lin:N`` or ``NAME=V1,V2,...`` -> (name, internal values, labels)."""
-    from replay import units
     if "=" not in spec:
         raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=V1,V2,...")
     name, rhs = spec.split("=", 1)
@@ -438,8 +445,8 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     grid = np.array(np.meshgrid(*[np.arange(len(a[1])) for a in axes], indexing="ij"))
     combos = grid.reshape(len(axes), -1).T
     measured = mod.MODE == "measured"
-    st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
-    scale = _scale_array(prep, compute_scale, region_scale)
+    # Build (and cache) the stream once here, not racing to build it in every worker thread.
+    prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
     meas = prep.measured_makespan_ns
 
     def one(ci: int) -> dict[str, Any]:

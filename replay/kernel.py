@@ -298,9 +298,9 @@ def rows_from_ops(op_row, op_start, op_end, nrows, row_start, row_end):
 
 @nb.njit(cache=True, nogil=True)
 def critical_path(rank_off, kind, msg, pred, op_start, op_end, burst_eff, m_send_op, m_recv_op,
-                  coll_last, last_rank, on_path):
+                  coll_last, last_rank, on_path, order):
     """Walk back from the last operation of ``last_rank``; mark the operations that determine
-    the makespan. Returns the number of operations marked.
+    the makespan and write them to ``order`` in walk order (latest first). Returns how many.
 
     An operation's end is bound either locally (its own start, hence the previous operation of the
     same rank) or by another rank's post (``pred``): then the walk jumps to that post operation,
@@ -312,6 +312,7 @@ def critical_path(rank_off, kind, msg, pred, op_start, op_end, burst_eff, m_send
     follow = True
     while i >= rank_off[r] and i >= 0:
         on_path[i] = True
+        order[n] = i
         n += 1
         j = -1
         if follow:

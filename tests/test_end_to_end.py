@@ -50,3 +50,5 @@ def test_app_trace_checks_and_replays(app_traces, app, paradigm):
     for model in ("loggps", "hockney", "mm1"):
         res = replay.run(prep, model)
         assert res.makespan_ns > 0
+        # The critical path's per-rank shares tile [0, makespan].
+        assert res.critical_rank_ns.sum() == pytest.approx(res.makespan_ns, rel=1e-6)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
 
 from hindsight.traceformat import read_trace
 from replay.matching import match_messages

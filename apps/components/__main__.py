@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from apps import common
-from apps.common import InputError, region
+from apps.common import region
 from apps.components import graphs, kernels
 from apps.skeletons import DivideConquer, Reduction, run
 

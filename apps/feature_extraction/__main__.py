@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from mpi4py import MPI
 
 from apps import common
-from apps.common import InputError, region
+from apps.common import region
 from apps.feature_extraction import corpus, dictionary, extractor, parser
 from apps.feature_extraction.dictionary import FeatureDict
 from apps.skeletons import DivideConquer, Reduction, run
