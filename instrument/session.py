@@ -501,6 +501,10 @@ def _install_exit_paths() -> None:
     def hook(exc_type, exc, tb):
         _close_abnormally("error")
         previous_hook(exc_type, exc, tb)
+        # The other ranks may be blocked waiting for this one and MPI_Finalize would wait for
+        # them: abort the job, as `python -m mpi4py` does, instead of hanging until killed.
+        if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
+            MPI.COMM_WORLD.Abort(1)
     sys.excepthook = hook
 
     # SIGTERM/SIGINT: a rank blocked inside an MPI call never returns to Python to run a handler,

@@ -164,3 +164,15 @@ def test_unwritable_trace_dir_is_a_clear_error(tmp_path):
     assert res.returncode != 0
     _no_traceback(res)
     assert "cannot create trace directory" in res.stderr
+
+
+def test_exception_on_one_rank_ends_the_job_instead_of_hanging(tmp_path):
+    out = tmp_path / "raises"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "raises.py", "--out", out,
+                    "--timeout", 60)
+    assert res.returncode != 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["launcher_exit_code"] not in (0, 124)      # aborted, not timed out
+    assert manifest["rank_status"][1] == "error"
+    df = tf.read_trace(out).to_pandas()
+    assert list(df[df["rank"] == 1]["op"].astype(str)) == ["Recv"] * 3
