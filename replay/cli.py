@@ -41,7 +41,8 @@ def _common(f):
         click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
                      help="model parameter with units, e.g. L=2.5us G=0.08ns C=10Gbit/s"),
         click.option("--profile", type=click.Path(path_type=Path),
-                     help="network profile (JSON) written by calibration"),
+                     help="network profile (TOML) written by `hindsight calibrate`; the "
+                          "model's parameters are taken from it (older JSON profiles too)"),
         click.option("--compute-scale", type=float, default=1.0, show_default=True,
                      help="factor on every computation burst"),
         click.option("--region-scale", multiple=True, metavar="REGION=X",
@@ -77,7 +78,24 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
     except ReplayError as exc:
         raise click.ClickException(f"{trace}: {exc}" if str(trace) not in str(exc)
                                    else str(exc)) from None
+    if profile:
+        _note_mismatch(profile, prep.manifest)
     return mod, values, prof, assignments, prep
+
+
+def _note_mismatch(profile: Path, manifest: dict) -> None:
+    """One line on stderr when the profile was measured on another network than the trace ran on
+    (allowed: that is what-if replay)."""
+    origin = M.profile_measured_on(profile)
+    diffs = []
+    for mine, theirs, what in (("transport", "transport_name", "transport"),
+                               ("mpi_library", "mpi_library", "MPI library")):
+        a, b = origin.get(mine), manifest.get(theirs)
+        if a and b and a != b:
+            diffs.append(f"{what} {a!r} (profile) vs {b!r} (trace)")
+    if diffs:
+        click.echo(f"note: profile {profile} was measured on another network than the trace: "
+                   + "; ".join(diffs), err=True)
 
 
 @click.command("replay")

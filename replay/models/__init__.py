@@ -93,16 +93,97 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
     return out
 
 
-def load_profile(path: Path | str, model: ModuleType) -> dict[str, Any]:
-    """A network profile: ``{"model": NAME, "params": {...}}``, ``{"models": {NAME: {...}}}`` or a
-    flat ``{NAME: VALUE}``. Values are numbers in SI base units or strings with units."""
-    path = Path(path)
+PROFILE_FORMAT = "hindsight-profile/1"
+
+
+def _read_profile_file(path: Path) -> tuple[str, Any]:
+    """("toml", dict) for a hindsight-profile TOML file, ("json", data) for the older JSON shapes."""
+    import tomllib
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
         raise ParamError(f"profile {path}: unreadable ({exc})") from None
+    if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            return "json", json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ParamError(f"profile {path}: unreadable ({exc})") from None
+    try:
+        return "toml", tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ParamError(f"profile {path}: not valid TOML ({exc})") from None
+
+
+def _section(data: dict, path: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    sec = data.get(name)
+    if not isinstance(sec, dict):
+        raise ParamError(f"profile {path}: has no [{name}] section")
+    missing = [k for k in keys if k not in sec]
+    if missing:
+        raise ParamError(f"profile {path}: [{name}] lacks {', '.join(missing)}")
+    for k in keys:
+        if isinstance(sec[k], bool) or not isinstance(sec[k], (int, float)):
+            raise ParamError(f"profile {path}: [{name}] {k} = {sec[k]!r} is not a number")
+    return sec
+
+
+def _from_calibration(data: dict, path: Path, model: ModuleType) -> dict[str, Any]:
+    """Map a hindsight-profile/1 file (docs/calibration.md) onto ``model``'s parameters."""
+    if data.get("format") != PROFILE_FORMAT:
+        raise ParamError(f"profile {path}: format is {data.get('format')!r}, expected "
+                         f"'{PROFILE_FORMAT}'")
+    measured_on = data.get("measured_on") or {}
+    if model.NAME in ("loggp", "loggps"):
+        sec = _section(data, path, "loggps", ("L", "o_send", "o_recv", "g", "G", "O", "o_b", "S"))
+        # The profile's o_send/o_recv are the overheads measured with `ranks` ranks; the models
+        # add o_b·P themselves (paper 004: o = o'_a + o'_b·P + O·k), so remove o_b·ranks here.
+        ranks = measured_on.get("ranks")
+        p_cal = float(ranks) if isinstance(ranks, (int, float)) and ranks > 0 else 2.0
+        o_b = float(sec["o_b"])
+        out = {"L": sec["L"], "g": sec["g"], "G": sec["G"], "O": sec["O"], "o_b": o_b,
+               "o_send": max(float(sec["o_send"]) - o_b * p_cal, 0.0),
+               "o_recv": max(float(sec["o_recv"]) - o_b * p_cal, 0.0)}
+        if "S" in model.PARAMS:
+            out["S"] = sec["S"]
+        return out
+    if model.NAME == "hockney":
+        sec = _section(data, path, "hockney", ("l", "g"))
+        return {"l": sec["l"], "g": sec["g"]}
+    if model.NAME == "mm1":
+        sec = _section(data, path, "mm1", ("C", "tau"))
+        out = {"C": sec["C"], "tau": sec["tau"]}
+        hosts = measured_on.get("hosts")
+        if isinstance(hosts, list) and len(hosts) == 1:
+            # Measured between ranks of one host: that path is the model's host-internal one
+            # (L_host + k/C_host); without this a one-host trace would get free messages.
+            out.update({"L_host": sec["tau"], "C_host": sec["C"]})
+        return out
+    raise ParamError(f"profile {path}: a calibration profile has no parameters for model "
+                     f"{model.NAME}")
+
+
+def load_profile(path: Path | str, model: ModuleType) -> dict[str, Any]:
+    """Parameters for ``model`` from a network profile file.
+
+    The format `hindsight calibrate` writes (TOML, ``format = "hindsight-profile/1"``; sections
+    [loggps], [hockney], [mm1], see docs/calibration.md) is mapped onto the model's names; the
+    older JSON shapes ``{"model": NAME, "params": {...}}``, ``{"models": {NAME: {...}}}`` and a
+    flat ``{NAME: VALUE}`` are still read. Values are numbers in SI base units or strings with
+    units. Errors are ParamError naming the file."""
+    path = Path(path)
+    kind, data = _read_profile_file(path)
     if not isinstance(data, dict):
         raise ParamError(f"profile {path}: expected a JSON object")
+    if kind == "toml":
+        out = _from_calibration(data, path, model)
+        for name, raw in out.items():       # validate here so the error names the file
+            for target in _expand(model, name):
+                try:
+                    _parse_one(model, target, raw)
+                except ParamError as exc:
+                    raise ParamError(f"profile {path}: {exc}") from None
+        return out
     if "models" in data:
         if model.NAME not in data["models"]:
             raise ParamError(f"profile {path}: has no parameters for model {model.NAME} "
@@ -114,6 +195,15 @@ def load_profile(path: Path | str, model: ModuleType) -> dict[str, Any]:
                              f"not {model.NAME}")
         return dict(data["params"])
     return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def profile_measured_on(path: Path | str) -> dict[str, Any]:
+    """The [measured_on] table of a calibration profile ({} for the older JSON profiles)."""
+    try:
+        kind, data = _read_profile_file(Path(path))
+    except ParamError:
+        return {}
+    return dict(data.get("measured_on") or {}) if kind == "toml" and isinstance(data, dict) else {}
 
 
 def resolve(model: ModuleType, assignments: Mapping[str, Any] | list[tuple[str, Any]] = (),

@@ -1,0 +1,7 @@
+"""Network calibration: measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI in use and
+write a profile for `hindsight replay --profile` (docs/calibration.md).
+
+``bench`` is the mpi4py micro-benchmark (run under mpiexec), ``fit`` the fitting, ``run`` the
+orchestration (launch, transport verification, profile), ``profile`` the TOML file, ``plot`` the
+PNG, ``cli`` the `hindsight calibrate` command.
+"""

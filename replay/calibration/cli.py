@@ -1,0 +1,69 @@
+"""`hindsight calibrate` (a click command registered lazily by hindsight.cli)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _ranks(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise click.UsageError(f"--overhead-ranks {text!r}: expected rank counts like 2,3") from None
+
+
+@click.command("calibrate")
+@click.option("-n", "nprocs", type=int, default=2, show_default=True,
+              help="ranks P of the main run (ranks 0 and 1 communicate, the rest idle)")
+@click.option("--transport", type=click.Choice(["shm", "tcp"]), default="shm", show_default=True,
+              help="MPICH network: shared memory, or TCP over loopback (as hindsight collect)")
+@click.option("--sizes", default="1B..16MiB", show_default=True,
+              help="message sizes: LO..HI (powers of 2), LO..HI:F (factor F) or a,b,c")
+@click.option("--repeat", type=int, default=100, show_default=True,
+              help="round trips per size (fewer above 64 KiB, at least 10)")
+@click.option("--overhead-ranks", default=None, metavar="P1,P2",
+              help="rank counts for o = o_a + o_b·P [P and 3 if P=2, else P and 2]")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="profile file (TOML) to write")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="PNG of the fit [the profile path with .png]")
+def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, plot_path):
+    """Measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI in use; write a profile.
+
+    The profile is what `hindsight replay --profile` reads (docs/calibration.md).
+    """
+    from replay.calibration.plot import plot_profiles
+    from replay.calibration.profile import ProfileError, write_profile
+    from replay.calibration.run import CalibrationError, calibrate
+
+    try:
+        prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
+                         progress=lambda m: click.echo(f"calibrate: {m}", err=True))
+        write_profile(prof, out)
+    except (CalibrationError, ProfileError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out}: {exc}") from None
+    png = plot_path or out.with_suffix(".png")
+    try:
+        plot_profiles([prof], png)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {png}: {exc}") from None
+    m, lg, h, mm, f = (prof["measured_on"], prof["loggps"], prof["hockney"], prof["mm1"],
+                       prof["fit"])
+    us = 1e6
+    click.echo(f"profile {out} ({m['mpi_library']}, transport {transport}: "
+               f"{m['transport_verified']})")
+    click.echo(f"  LogGPS  L={lg['L'] * us:.3g}us o_send={lg['o_send'] * us:.3g}us "
+               f"o_recv={lg['o_recv'] * us:.3g}us g={lg['g'] * us:.3g}us "
+               f"G={lg['G'] * 1e9:.3g}ns/B S={lg['S']:g}B O={lg['O'] * 1e9:.3g}ns/B "
+               f"o_a={lg['o_a'] * us:.3g}us o_b={lg['o_b'] * us:.3g}us/rank  R2={f['r2_loggp']:.3f}")
+    click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
+    click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
+    for note in f["notes"]:
+        click.echo(f"  note: {note}")
+    click.echo(f"plot {png}")

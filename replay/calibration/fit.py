@@ -1,0 +1,172 @@
+"""Fitting network parameters to micro-benchmark timings (plain numpy/scipy; formulas in
+docs/calibration.md with their sources).
+
+Inputs are per-size medians in seconds; message sizes in bytes. Timings span four orders of
+magnitude, so every least-squares fit here weighs residuals relative to the measured value
+(minimises sum(((model - t) / t)^2)): otherwise the 16 MiB point alone would decide the latency.
+R^2 is computed on log10 of the times for the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import nnls
+
+
+def line_fit(k: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
+    """t ~ a + b·k with a, b >= 0, relative residuals. Returns (a, b, sum of squared rel. res.)."""
+    k = np.asarray(k, float)
+    t = np.asarray(t, float)
+    w = 1.0 / t
+    A = np.column_stack([w, k * w])
+    coef, _ = nnls(A, np.ones_like(t))
+    a, b = float(coef[0]), float(coef[1])
+    sse = float(np.sum(((a + b * k) / t - 1.0) ** 2))
+    return a, b, sse
+
+
+def r2_log(model: np.ndarray, t: np.ndarray) -> float:
+    """Coefficient of determination of log10(model) against log10(t)."""
+    y = np.log10(np.asarray(t, float))
+    f = np.log10(np.maximum(np.asarray(model, float), 1e-300))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - float(np.sum((y - f) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
+
+
+def fit_hockney(k: np.ndarray, t: np.ndarray) -> dict:
+    """Hockney t(k) = l + k·g over all sizes (papers 001 §2, 002 §5: t_s + m·t_w, Ex = 2(l + K·g))."""
+    l, g, _ = line_fit(k, t)
+    model = l + g * np.asarray(k, float)
+    return {"l": l, "g": g, "r2": r2_log(model, t),
+            "residuals": ((model - t) / t).tolist()}
+
+
+@dataclass
+class Break:
+    S: float                  # largest size of the first segment (bytes); inf: no break
+    index: int                # first index of the second segment (len(k) if none)
+    small: tuple[float, float]
+    large: tuple[float, float]
+    bic_split: float
+    bic_single: float
+
+
+def find_break(k: np.ndarray, t: np.ndarray, min_points: int = 2) -> Break:
+    """Segmented regression: two independent lines a1 + b1·k (k <= S) and a2 + b2·k (k > S); S is
+    the split with the least relative squared error, kept only if it beats one line by the Bayesian
+    information criterion (2 more parameters plus the break position)."""
+    k = np.asarray(k, float)
+    t = np.asarray(t, float)
+    n = len(k)
+    a, b, sse1 = line_fit(k, t)
+    bic1 = n * math.log(max(sse1, 1e-300) / n) + 2 * math.log(n)
+    best = Break(math.inf, n, (a, b), (a, b), math.inf, bic1)
+    for i in range(min_points, n - min_points + 1):
+        a1, b1, s1 = line_fit(k[:i], t[:i])
+        a2, b2, s2 = line_fit(k[i:], t[i:])
+        bic = n * math.log(max(s1 + s2, 1e-300) / n) + 5 * math.log(n)
+        if bic < best.bic_split:
+            best = Break(float(k[i - 1]), i, (a1, b1), (a2, b2), bic, bic1)
+    if best.bic_split >= bic1:
+        # one line explains the curve: no rendezvous switch seen within the measured sizes
+        return Break(math.inf, n, (a, b), (a, b), best.bic_split, bic1)
+    return best
+
+
+def loggps_one_way(k: np.ndarray, p: dict) -> np.ndarray:
+    """One-way time of a ping-pong under replay.models.loggps (see its docstring): eager
+    o_s(k) + L + (k-1)·G + o_r(k); above S the request/clear-to-send adds 2L."""
+    k = np.asarray(k, float)
+    o = p["o_send"] + p["o_recv"] + 2.0 * p["O"] * k
+    base = o + p["L"] + np.maximum(k - 1.0, 0.0) * p["G"]
+    return np.where(k > p["S"], base + 2.0 * p["L"], base)
+
+
+@dataclass
+class LogGPSFit:
+    params: dict
+    r2: float
+    residuals: list[float]
+    notes: list[str] = field(default_factory=list)
+    brk: Break | None = None
+
+
+def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndarray,
+               g_burst: float) -> LogGPSFit:
+    """LogGPS parameters from one-way medians ``t`` and per-size overhead medians.
+
+    S   break of the segmented fit of t(k)                       (LogGPS, paper 004 §2, Fig. 1)
+    O   slope of (o_s(k) + o_r(k))/2 over eager sizes            (paper 004 §3: o = o' + O·k)
+    o_send, o_recv   median over eager sizes of o_x(k) - O·k
+    G   slope of t(k) above S minus 2·O: the model adds O·k to both overheads, so its large-message
+        slope is G + 2·O                                         (LogGP: G from large messages)
+        (if 2·O >= that slope, O is not separable: O = 0, G = slope; noted)
+    L   median over eager sizes of t(k) - o_s(k) - o_r(k) - (k-1)·G   (LogP: T = o_s + L + o_r)
+    g   from back-to-back sends (given)
+    """
+    k = np.asarray(k, float)
+    t = np.asarray(t, float)
+    o_send = np.asarray(o_send, float)
+    o_recv = np.asarray(o_recv, float)
+    notes: list[str] = []
+    brk = find_break(k, t)
+    eager = k <= brk.S
+    if eager.sum() < 2:
+        eager = k <= k[min(1, len(k) - 1)]
+    o_mean = 0.5 * (o_send + o_recv)
+    O = line_fit(k[eager], o_mean[eager])[1] if eager.sum() >= 2 else 0.0
+    if math.isfinite(brk.S):
+        slope = brk.large[1]
+    else:
+        # no break: the slope of the largest third of the sizes (at least 2)
+        m = max(2, len(k) // 3)
+        slope = line_fit(k[-m:], t[-m:])[1]
+    G = slope - 2.0 * O
+    if G <= 0:
+        # The per-byte overheads alone already account for the whole large-message slope: the
+        # measurement cannot tell O from G. Keep the model's slope G + 2·O equal to the measured
+        # one by putting it all in G.
+        notes.append(f"2·O = {2 * O:.3g} s/B from the overheads is not below the large-message "
+                     f"slope {slope:.3g} s/B: O set to 0 and G to the slope")
+        O, G = 0.0, slope
+    os0 = float(np.median(o_send[eager] - O * k[eager]))
+    or0 = float(np.median(o_recv[eager] - O * k[eager]))
+    Ls = t[eager] - (os0 + or0 + 2 * O * k[eager]) - np.maximum(k[eager] - 1, 0) * G
+    L = float(np.median(Ls))
+    if L < 0:
+        notes.append(f"o_send + o_recv exceed the small-message one-way time by {-L:.3g} s; L set to 0")
+        L = 0.0
+    params = {"L": L, "o_send": max(os0, 0.0), "o_recv": max(or0, 0.0), "g": max(g_burst, 0.0),
+              "G": G, "S": brk.S, "O": O}
+    model = loggps_one_way(k, params)
+    return LogGPSFit(params, r2_log(model, t), ((model - t) / t).tolist(), notes, brk)
+
+
+def fit_overhead_vs_ranks(ranks: list[int], o_prime: list[float]) -> tuple[float, float]:
+    """o' = o_a + o_b·P by least squares over the rank counts (paper 004 §3.2 and §5: two values
+    of o' measured at two P, solved for o'_a and o'_b). One rank count gives o_b = 0. The fitted
+    o_b may be negative (noise); the caller decides."""
+    P = np.asarray(ranks, float)
+    o = np.asarray(o_prime, float)
+    if len(set(ranks)) < 2:
+        return float(o.mean()), 0.0
+    A = np.column_stack([np.ones_like(P), P])
+    (oa, ob), *_ = np.linalg.lstsq(A, o, rcond=None)
+    return float(oa), float(ob)
+
+
+def fit_mm1(k: np.ndarray, t: np.ndarray, brk: Break) -> dict:
+    """M/M/1 at zero load (paper 000 §IV-A eq. 7 with rho = 0): D(k) = k/C + tau. C is the
+    capacity, the asymptotic bandwidth of the large-message segment; tau the rest of the
+    small-message time."""
+    k = np.asarray(k, float)
+    t = np.asarray(t, float)
+    slope = brk.large[1] if math.isfinite(brk.S) else line_fit(k[-max(2, len(k) // 3):],
+                                                                t[-max(2, len(k) // 3):])[1]
+    C = 1.0 / slope if slope > 0 else math.inf
+    small = k <= brk.S if math.isfinite(brk.S) else k <= k[0]
+    tau = float(np.median(t[small] - k[small] / C))
+    return {"C": C, "tau": max(tau, 0.0)}
