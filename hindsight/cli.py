@@ -31,7 +31,10 @@ class LazyGroup(click.Group):
     """A group whose heavier commands (replay needs numba and pandas) are imported only when
     used, so `hindsight collect` and `hindsight trace` start quickly. The click-documented way."""
 
-    lazy = {"replay": "replay.cli:replay_cmd", "sweep": "replay.cli:sweep_cmd"}
+    lazy = {"replay": "replay.cli:replay_cmd", "sweep": "replay.cli:sweep_cmd",
+            "calibrate": "replay.calibration.cli:calibrate_cmd",
+            "model": "validation.cli:model_cmd", "validate": "validation.cli:validate_cmd",
+            "report": "validation.cli:report_cmd"}
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))

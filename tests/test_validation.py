@@ -1,0 +1,137 @@
+"""hindsight validate / report: spec checking, errors.csv, resume, report, one tiny real run."""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from validation.validate import (ERRORS_COLUMNS, SpecError, load_spec, read_profile, validate,
+                                 write_errors, write_profile)
+
+SPEC = """
+name = "t"
+repetitions = 1
+[networks.shm]
+transport = "shm"
+profile = "prof.toml"
+[predictors]
+replay = ["loggps", "hockney"]
+[[experiment]]
+app = "sorting"
+paradigms = ["pipeline"]
+ranks = [2]
+baseline = false
+[experiment.sizes]
+"4x8192" = ["--arrays", "4", "--array-size", "8192"]
+"""
+
+PROFILE = {"loggps": {"L": 5e-6, "o_send": 2e-6, "o_recv": 2e-6, "g": 0.0, "G": 2e-9,
+                      "S": 65536.0},
+           "hockney": {"l": 9e-6, "g": 2e-9}, "mm1": {"C": 5e8, "tau": 9e-6},
+           "measured_on": {"transport": "shm"}}
+
+
+def _spec(tmp_path, text=SPEC):
+    write_profile(tmp_path / "prof.toml", PROFILE)
+    p = tmp_path / "spec.toml"
+    p.write_text(text)
+    return p
+
+
+def test_default_spec_parses():
+    sp = load_spec(None)
+    assert sp.cells and sp.repetitions >= 2
+    assert any(c.baseline for c in sp.cells) and any(c.paradigm == "hypercube" for c in sp.cells)
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (('app = "sorting"', 'app = "nope"'), "unknown app"),
+    (('ranks = [2]', 'ranks = [1]'), "ranks must be"),
+    (('paradigms = ["pipeline"]', 'paradigms = ["hypercube"]\nranks2 = 1'), None),
+    (('replay = ["loggps", "hockney"]', 'replay = ["warp"]'), "unknown replay model"),
+    (('profile = "prof.toml"', 'profile = "missing.toml"'), "profile not found"),
+    (('repetitions = 1', 'repetitions = = 1'), "not valid TOML"),
+])
+def test_bad_specs_are_one_line_errors(tmp_path, edit, msg):
+    p = _spec(tmp_path, SPEC.replace(*edit))
+    if msg is None:
+        assert load_spec(p).cells[0].paradigm == "hypercube"
+        return
+    with pytest.raises(SpecError, match=msg):
+        load_spec(p)
+
+
+def test_cli_errors_have_no_traceback(tmp_path):
+    from validation.cli import report_cmd, validate_cmd
+    r = CliRunner().invoke(validate_cmd, [str(tmp_path / "none.toml"), "--out", str(tmp_path)])
+    assert r.exit_code == 1 and "spec not found" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(report_cmd, [str(tmp_path / "empty")])
+    assert r.exit_code == 1 and "no errors.csv" in r.output
+
+
+def test_profile_roundtrip(tmp_path):
+    write_profile(tmp_path / "p.toml", PROFILE)
+    assert read_profile(tmp_path / "p.toml")["loggps"]["G"] == 2e-9
+
+
+def _fake_cell(out: Path, key: str, actual: float, preds: dict[str, float], ranks=2):
+    c = {"app": "sorting", "paradigm": "pipeline", "ranks": ranks, "size": "s", "network": "shm",
+         "baseline": False, "actual_s": actual, "actual_sd_s": 0.01, "replayed_rep": 0,
+         "traces": [], "profile": "profiles/shm.toml",
+         "predictions": [{"predictor": k, "predicted_s": v,
+                          "rel_error_pct": (v - actual) / actual * 100} for k, v in preds.items()]}
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    (out / "cells" / f"{key}.json").write_text(json.dumps(c))
+
+
+def test_errors_csv_and_report_tables(tmp_path):
+    import pandas as pd
+    from validation.report import report
+
+    _fake_cell(tmp_path, "a", 2.0, {"replay:loggps": 2.2, "analytic:paper000": 1.0})
+    _fake_cell(tmp_path, "b", 4.0, {"replay:loggps": 3.8, "analytic:paper000": 5.0}, ranks=4)
+    write_errors(tmp_path)
+    df = pd.read_csv(tmp_path / "errors.csv")
+    assert list(df.columns) == ERRORS_COLUMNS and len(df) == 4
+    lg = df[df.predictor == "replay:loggps"].set_index("ranks")["rel_error_pct"]
+    assert lg[2] == pytest.approx(10.0) and lg[4] == pytest.approx(-5.0)
+    paths = report(tmp_path, tmp_path / "rep")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    # the papers' summary rows: average +2.5, average absolute 7.5, minimum -5, maximum +10
+    assert "| Average Relative Error | | | | | | +2.50 |" in md
+    assert "| Average Absolute Relative Error | | | | | | 7.50 |" in md
+    assert "| Minimum Relative Error | | | | | | -5.00 |" in md
+    assert "| Maximum Relative Error | | | | | | +10.00 |" in md
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "data:image/png;base64," in page and "src='rel_error.png'" not in page
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+
+
+def test_tiny_real_validation_and_resume(tmp_path):
+    """One real cell end to end (collect, replay, analytic), then a re-run that reuses it."""
+    sp = load_spec(_spec(tmp_path))
+    out = tmp_path / "v"
+    s1 = validate(sp, out, progress=False, log=lambda m: None)
+    assert s1["run"] == 1 and s1["failed"] == 0
+    cell = json.loads(next((out / "cells").glob("*.json")).read_text())
+    assert (out / cell["traces"][0] / "manifest.json").is_file()
+    assert (out / "profiles" / "shm.toml").is_file()
+    preds = {p["predictor"]: p for p in cell["predictions"]}
+    assert {"replay:loggps", "replay:hockney", "analytic:paper000"} <= set(preds)
+    for p in preds.values():
+        if not math.isnan(p["predicted_s"]):
+            assert p["predicted_s"] > 0
+            assert p["rel_error_pct"] == pytest.approx(
+                (p["predicted_s"] - cell["actual_s"]) / cell["actual_s"] * 100)
+    assert preds["analytic:paper000"]["inputs"]["N"] == 4        # 4 tasks measured
+    s2 = validate(sp, out, progress=False, log=lambda m: None)
+    assert s2["run"] == 0 and s2["skipped"] == 1
+    # an interrupted cell (no cell json, partial trace dir) is redone on the next run
+    (out / "cells" / next((out / "cells").glob("*.json")).name).unlink()
+    shutil.rmtree(out / cell["traces"][0])
+    (out / cell["traces"][0]).mkdir(parents=True)
+    s3 = validate(sp, out, progress=False, log=lambda m: None)
+    assert s3["run"] == 1

@@ -1,0 +1,126 @@
+"""Click commands of the validation package: `hindsight model`, `hindsight validate`,
+`hindsight report` (registered lazily in hindsight/cli.py). User errors are one line, exit 1."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import click
+
+_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20,
+           "Gi": 2.0 ** 30, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
+
+
+def parse_number(text: str) -> float:
+    """A float with an optional SI/binary multiplier, as the papers write them: 1.28G, 8M,
+    23720, 0.182u, 64Ki."""
+    m = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(Ki|Mi|Gi|[kKMGTmuµn])?\s*",
+                     text)
+    if not m:
+        raise ValueError(f"not a number: {text!r}")
+    return float(m.group(1)) * (_SUFFIX[m.group(2)] if m.group(2) else 1.0)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.6g}"
+    return str(v)
+
+
+@click.command("model")
+@click.argument("name", required=False)
+@click.option("--param", "-p", "params", multiple=True, metavar="K=V",
+              help="set an input (numbers may carry k M G Ki Mi Gi m u n multipliers)")
+@click.option("--list", "list_", is_flag=True, help="list the models and their inputs")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def model_cmd(name, params, list_, as_json):
+    """Evaluate a paper's analytic model: NAME is paper000..paper004 or paper000.t_comm etc.
+
+    Inputs default to the paper's published worked example (see docs/models.md), so
+    `hindsight model paper000` reproduces eq. 12 and `hindsight model paper003.p_opt` eq. 20."""
+    from validation.models import ModelError, parameters, registry
+
+    reg = registry()
+    if list_ or not name:
+        for key, fn in reg.items():
+            doc = (fn.__doc__ or "").strip().splitlines()[0]
+            click.echo(f"{key}: {doc}")
+            click.echo("    " + " ".join(f"{k}={_fmt(v)}" for k, v in parameters(fn).items()))
+        if not list_:
+            raise click.UsageError("name a model (see the list above)")
+        return
+    if name not in reg:
+        raise click.ClickException(f"unknown model {name!r} (choose from {', '.join(reg)})")
+    fn = reg[name]
+    known = parameters(fn)
+    values = {}
+    for item in params:
+        if "=" not in item:
+            raise click.ClickException(f"--param {item}: expected NAME=VALUE")
+        k, v = (s.strip() for s in item.split("=", 1))
+        if k not in known:
+            raise click.ClickException(f"unknown parameter {k!r} for {name} "
+                                       f"(known: {', '.join(known)})")
+        try:
+            values[k] = parse_number(v)
+        except ValueError as exc:
+            raise click.ClickException(f"--param {item}: {exc}") from None
+    try:
+        out = fn(**values)
+    except (ModelError, ZeroDivisionError, ValueError) as exc:
+        raise click.ClickException(f"{name}: {exc}") from None
+    inputs = {**known, **values}
+    if as_json:
+        click.echo(json.dumps({"model": name, "inputs": inputs, "outputs": out}, indent=2,
+                              default=str))
+        return
+    click.echo(f"{name}: " + (fn.__doc__ or "").strip().splitlines()[0])
+    click.echo("inputs:  " + " ".join(f"{k}={_fmt(v)}" for k, v in inputs.items()))
+    for k, v in out.items():
+        click.echo(f"  {k:<22} {_fmt(v)}")
+
+
+@click.command("validate")
+@click.argument("spec", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="output directory (errors.csv, cells/, traces/, profiles/)")
+@click.option("--force", is_flag=True, help="re-run cells already done")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def validate_cmd(spec, out, force, no_progress):
+    """Run the experiment matrix of SPEC.toml (default: specs/default.toml) and compare measured
+    runs with replayed and analytic predictions; an interrupted run resumes where it stopped."""
+    from hindsight import traceformat as tf
+    from hindsight.collect import CollectError
+    from validation.validate import SpecError, load_spec, validate
+
+    try:
+        sp = load_spec(spec)
+        click.echo(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions "
+                   f"-> {out}", err=True)
+        summary = validate(sp, out, force=force, progress=not no_progress,
+                           log=lambda m: click.echo(m, err=True))
+    except (SpecError, CollectError, tf.TraceError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{summary['run']} cells run, {summary['skipped']} reused, {summary['failed']} "
+               f"failed; {summary['errors_csv']}")
+    if summary["failed"]:
+        raise SystemExit(1)
+
+
+@click.command("report")
+@click.argument("vdir", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="report directory [VDIR/report]")
+def report_cmd(vdir, out):
+    """Markdown + self-contained HTML report with the papers' error tables and plots."""
+    from validation.report import ReportError, report
+
+    try:
+        paths = report(vdir, out or Path(vdir) / "report")
+    except ReportError as exc:
+        raise click.ClickException(str(exc)) from None
+    for p in paths:
+        click.echo(str(p))

@@ -1,0 +1,40 @@
+"""The source papers' analytic performance models, one module per paper.
+
+Every module has plain functions with the paper's equation numbers in their docstrings and an
+``EVALUATORS`` dict: name -> function whose keyword arguments default to the paper's published
+worked-example inputs, returning a dict of named results. ``hindsight model NAME`` looks the
+name up in ``registry()`` (``paper000`` is the module's main evaluator, ``paper000.t_comm`` a
+named one).
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import ModuleType
+from typing import Any, Callable
+
+
+class ModelError(ValueError):
+    """An impossible input (e.g. an M/M/1 utilisation >= 1); the message says which."""
+
+
+def _modules() -> list[ModuleType]:
+    from validation.models import paper000, paper001, paper002, paper003, paper004
+    return [paper000, paper001, paper002, paper003, paper004]
+
+
+def registry() -> dict[str, Callable[..., dict[str, Any]]]:
+    """Evaluator name -> function. ``paperNNN`` is the module's ``MAIN`` evaluator."""
+    out: dict[str, Callable[..., dict[str, Any]]] = {}
+    for mod in _modules():
+        short = mod.__name__.rsplit(".", 1)[1]
+        for name, fn in mod.EVALUATORS.items():
+            out[f"{short}.{name}"] = fn
+        out[short] = mod.EVALUATORS[mod.MAIN]
+    return dict(sorted(out.items()))
+
+
+def parameters(fn: Callable) -> dict[str, Any]:
+    """Keyword parameters of an evaluator and their defaults (the paper's inputs)."""
+    return {name: p.default for name, p in inspect.signature(fn).parameters.items()
+            if p.kind is p.KEYWORD_ONLY}
