@@ -143,10 +143,10 @@ class TracedComm(_C):
         t0 = _now()
         _C.Recv(self, buf, source, tag, st)
         t1 = _now()
-        src = st.source
+        src = st.Get_source()
         w = self._w
         T.rows.extend((_RECV, T.region, t0, t1, _cpu() - c0 if cpu else -1,
-                       src if w is None or src < 0 else w[src], st.tag, self._id,
+                       src if w is None or src < 0 else w[src], st.Get_tag(), self._id,
                        st.Get_count(_BYTE), -1, -1))
         if len(T.rows) >= T.limit:
             T.flush()
@@ -167,7 +167,7 @@ class TracedComm(_C):
         t0 = _now()
         obj = _C.recv(self, buf, source, tag, st)
         t1 = _now()
-        self._rec(_RECV, t0, t1, _cpu() - c0 if cpu else -1, st.source, st.tag,
+        self._rec(_RECV, t0, t1, _cpu() - c0 if cpu else -1, st.Get_source(), st.Get_tag(),
                   st.Get_count(_BYTE))
         return obj
 
@@ -181,7 +181,7 @@ class TracedComm(_C):
         _C.Sendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, st)
         t1 = _now()
         self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, _nbytes(sendbuf))
-        self._rec(_SR_RECV, t0, t1, -1, st.source, st.tag, st.Get_count(_BYTE))
+        self._rec(_SR_RECV, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
@@ -197,7 +197,7 @@ class TracedComm(_C):
         req.Wait()
         t1 = _now()
         self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, len(data))
-        self._rec(_SR_RECV, t0, t1, -1, st.source, st.tag, st.Get_count(_BYTE))
+        self._rec(_SR_RECV, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
         return obj
 
     def _traced_probe(self, fn, op, source, tag, status):
@@ -206,7 +206,7 @@ class TracedComm(_C):
         found = fn(self, source, tag, st)
         t1 = _now()
         if found:
-            self._rec(op, t0, t1, -1, st.source, st.tag, st.Get_count(_BYTE))
+            self._rec(op, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
         return found
 
     def Probe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
@@ -429,7 +429,7 @@ def _complete_rows(op: int, t0: int, t1: int, c0: int, done: list,
         comm = r._comm
         if comm is not None and statuses is not None:
             st = statuses[i]
-            peer, tag, nbytes, cid = comm._world(st.source), st.tag, st.Get_count(_BYTE), comm._id
+            peer, tag, nbytes, cid = comm._world(st.Get_source()), st.Get_tag(), st.Get_count(_BYTE), comm._id
         else:
             peer, tag, nbytes, cid = -1, -1, -1, r._cid
         if comm is not None:
