@@ -149,8 +149,10 @@ DEMO_APP = ("feature_extraction", "pipeline", ["--docs", "400", "--docs-per-task
 @click.option("-n", "nprocs", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("traces/demo"), show_default=True)
+@click.option("--validation/--no-validation", default=True, show_default=True,
+              help="also run the default validation matrix and its report (a few minutes)")
 @_user_errors
-def demo(nprocs, out):
+def demo(nprocs, out, validation):
     """The main job on built-in inputs: collect, describe, check and replay a trace.
 
     HDDI feature extraction on the parallel pipeline (paper 000) over the built-in corpus of
@@ -189,6 +191,17 @@ def demo(nprocs, out):
         res = replay.run(prep, model, params)
         click.echo(f"{model:<10} {res.makespan_ns / 1e9:>11.4f}s "
                    f"{res.measured_makespan_ns / 1e9:>11.4f}s {res.rel_error_pct:>+8.2f}%  {what}")
+    if not validation:
+        return
+    from validation.cli import report_cmd, validate_cmd
+
+    vdir = out.parent / "validation"
+    click.echo(f"\n== 5. hindsight validate specs/default.toml --out {vdir}  (resumes if "
+               "interrupted; --force re-runs)")
+    click.get_current_context().invoke(validate_cmd, spec=None, out=vdir, force=False,
+                                       no_progress=False)
+    click.echo(f"\n== 6. hindsight report {vdir}")
+    click.get_current_context().invoke(report_cmd, vdir=vdir, out=None)
 
 
 if __name__ == "__main__":
