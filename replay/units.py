@@ -23,14 +23,19 @@ def _split(text: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2)
 
 
-def parse_time(text: str) -> float:
-    """'2.5us' -> 2500.0 ns."""
-    v, u = _split(text)
+def _in_ns(v: float, u: str, text: str, complaint: str) -> float:
+    """A value with a time unit (none = seconds) in ns; `complaint` explains a bad unit."""
     if u == "":
         return v * 1e9
     if u not in _TIME:
-        raise ValueError(f"'{text}': unknown time unit '{u}' (use s, ms, us, ns, ps)")
+        raise ValueError(f"'{text}': {complaint}")
     return v * _TIME[u]
+
+
+def parse_time(text: str) -> float:
+    """'2.5us' -> 2500.0 ns."""
+    v, u = _split(text)
+    return _in_ns(v, u, text, f"unknown time unit '{u}' (use s, ms, us, ns, ps)")
 
 
 def parse_time_per_byte(text: str) -> float:
@@ -40,11 +45,7 @@ def parse_time_per_byte(text: str) -> float:
         if u.endswith(suffix):
             u = u[: -len(suffix)]
             break
-    if u == "":
-        return v * 1e9
-    if u not in _TIME:
-        raise ValueError(f"'{text}': unknown unit '{u}' (a time per byte, e.g. 0.08ns)")
-    return v * _TIME[u]
+    return _in_ns(v, u, text, f"unknown unit '{u}' (a time per byte, e.g. 0.08ns)")
 
 
 def parse_bytes(text: str) -> float:
