@@ -355,7 +355,3 @@ def dataset(trace_dir: Path | str):
     files = sorted(str(p) for p in Path(trace_dir).glob("rank-*.parquet")
                    if RANK_FILE_RE.match(p.name))
     return ds.dataset(files, format="parquet")
-
-
-def is_trace_dir(path: Path | str) -> bool:
-    return (Path(path) / MANIFEST_NAME).is_file()

@@ -10,9 +10,8 @@ Unmodified programs: ``mpiexec -n P python -m instrument.run --trace DIR prog.py
 """
 
 from instrument.comm import TracedComm, TracedRequest
-from instrument.session import active, finish, region, start, traced
+from instrument.session import active, finish, region, start
 
 Request = TracedRequest
 
-__all__ = ["TracedComm", "TracedRequest", "Request", "active", "finish", "region", "start",
-           "traced"]
+__all__ = ["TracedComm", "TracedRequest", "Request", "active", "finish", "region", "start"]

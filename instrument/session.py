@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import json
 import os
 import secrets
@@ -26,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, Callable
+from typing import Any
 
 from mpi4py import MPI
 
@@ -306,17 +305,6 @@ def region(name: str, size: int = -1) -> _Region:
     if not isinstance(name, str) or not name:
         raise ValueError("region name must be a non-empty string")
     return _Region(name, size)
-
-
-def traced(name: str) -> Callable:
-    """Decorator form that takes the region size from a `size=` keyword of the call, if any."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def inner(*a, **kw):
-            with _Region(name, kw.get("size", -1)):
-                return fn(*a, **kw)
-        return inner
-    return wrap
 
 
 # ----------------------------------------------------------------------------------------------

@@ -174,7 +174,3 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any],
     except OSError:
         pass
     return final
-
-
-def empty_table() -> pa.Table:
-    return tf.SCHEMA.empty_table()
