@@ -93,6 +93,9 @@ def plot_time_vs_ranks(err: pd.DataFrame, cells: list[dict], path: Path) -> Path
     """Paper 003 Figs. 1-3: measured (mean ± sd) and predicted time vs rank count."""
     plt = _plt()
     groups = sorted({(r.app, r.paradigm, r["size"], r.network) for _, r in err.iterrows()})
+    # One colour per predictor in every panel, so panels can be compared at a glance.
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {p: palette[i % len(palette)] for i, p in enumerate(sorted(err.predictor.unique()))}
     ncol = min(3, len(groups))
     nrow = math.ceil(len(groups) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.8 * nrow), squeeze=False)
@@ -105,7 +108,7 @@ def plot_time_vs_ranks(err: pd.DataFrame, cells: list[dict], path: Path) -> Path
         for pred, gp in g.groupby("predictor"):
             gp = gp.sort_values("ranks")
             ax.plot(gp.ranks, gp.predicted_s, "s--" if pred.startswith("analytic") else ".-",
-                    label=pred)
+                    label=pred, color=color[pred])
         ax.set_title(f"{app} / {par}\n{size}, {net}", fontsize=10)
         ax.set_xlabel("ranks P")
         ax.set_ylabel("time (s)")
