@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from hindsight import traceformat as tf
@@ -20,7 +21,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
     ops = ops.dictionary_decode() if hasattr(ops, "dictionary_decode") else ops
     counts = pc.value_counts(ops).to_pylist()
     events_per_op = {c["values"]: int(c["counts"]) for c in counts}
-    is_send = pc.is_in(ops, value_set=__import__("pyarrow").array(sorted(tf.SEND_OPS)))
+    is_send = pc.is_in(ops, value_set=pa.array(sorted(tf.SEND_OPS)))
     nbytes = table.column("nbytes")
     sent = pc.sum(pc.if_else(is_send, pc.max_element_wise(nbytes, 0), 0)).as_py() or 0
     per_rank = np.bincount(table.column("rank").to_numpy(), minlength=trace.nranks)

@@ -166,6 +166,18 @@ def test_check_catches_a_removed_send(all_ops_trace, tmp_path):
     assert "tag 11" in res.stdout
 
 
+def test_check_catches_an_isend_never_completed(all_ops_trace, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(all_ops_trace, bad)
+    df = tf.read_trace(bad).to_pandas()
+    r1 = df[df["rank"] == 1].reset_index(drop=True)
+    wait_row = int(r1.index[r1["op"] == "Wait"][0])        # completes rank 1's isend("pong")
+    _rewrite_without(all_ops_trace / "rank-00001.parquet", bad / "rank-00001.parquet", wait_row)
+    res = hindsight("trace", "check", bad)
+    assert res.returncode == 1
+    assert f"Isend request {r1.loc[wait_row, 'request']} is never completed" in res.stdout
+
+
 def test_regions_with_explicit_api(tmp_path):
     import subprocess
     import sys
