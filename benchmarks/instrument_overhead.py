@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+COMPUTE_BLOCKS = 40
 
 
 def _launch() -> None:
@@ -120,9 +121,14 @@ def main() -> None:
     app(plain, 20)
     app(traced, 20)
     slow = []
-    for _ in range(15):
-        u = app(plain, 100)
-        t = app(traced, 100)
+    for k in range(COMPUTE_BLOCKS):
+        # Alternate which variant goes first, so a drift in machine speed cancels out.
+        if k % 2:
+            t = app(traced, 100)
+            u = app(plain, 100)
+        else:
+            u = app(plain, 100)
+            t = app(traced, 100)
         slow.append(100.0 * (t - u) / u)
 
     instrument.finish()
@@ -143,7 +149,8 @@ def main() -> None:
         print(f"  added cost per recorded call (mean)   {statistics.mean(added) / 1e3:8.3f} us"
               "  (includes flushes)")
         print(f"  recorded ping-pong events (rank 0)    {pp_events}")
-        print("compute-heavy loop (sort 50k doubles + 4 KiB Sendrecv + Allreduce), 15 blocks:")
+        print("compute-heavy loop (sort 50k doubles + 4 KiB Sendrecv + Allreduce), "
+              f"{COMPUTE_BLOCKS} blocks of 100 rounds:")
         print(f"  slowdown traced vs untraced (median)  {statistics.median(slow):8.2f} %")
         print(f"  slowdown spread (min..max)            {min(slow):.2f} .. {max(slow):.2f} %")
         print(f"on disk: {size} bytes for {events} events = {size / events:.2f} bytes/event")
