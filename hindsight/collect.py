@@ -95,20 +95,13 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
 
 
 def _check_app(app: str, paradigm: str | None) -> None:
-    import importlib.util
+    from apps import APPS  # the registry of applications and their paradigms (imports no MPI)
 
-    try:
-        from apps import APPS  # the registry of applications and their paradigms
-    except ImportError:
-        APPS = None
-    if APPS is not None:
-        if app not in APPS:
-            raise CollectError(f"unknown application {app!r}; choose from {', '.join(sorted(APPS))}")
-        if paradigm and paradigm not in APPS[app]:
-            raise CollectError(f"application {app!r} does not run on paradigm {paradigm!r}; "
-                               f"choose from {', '.join(APPS[app])}")
-    elif importlib.util.find_spec(f"apps.{app}") is None:
-        raise CollectError(f"unknown application {app!r}")
+    if app not in APPS:
+        raise CollectError(f"unknown application {app!r}; choose from {', '.join(sorted(APPS))}")
+    if paradigm and paradigm not in APPS[app]:
+        raise CollectError(f"application {app!r} does not run on paradigm {paradigm!r}; "
+                           f"choose from {', '.join(APPS[app])}")
 
 
 def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None = None,
