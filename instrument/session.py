@@ -322,9 +322,10 @@ def finish(result_verified: bool | None = None, extra: dict[str, Any] | None = N
     with _lock:
         _status = "complete"
         t.close("complete")
-    summary = {"status": "complete", "events": t.events, "max_t_end": t.max_t_end,
-               "communicators": t.communicators, "result_verified": result_verified,
-               "end_offset_ns": t.end_offset_ns, "drift": t.drift}
+    # Status, events, end time and communicators are read back from the rank files by
+    # finalize_manifest; only what the files do not say travels here.
+    summary = {"result_verified": result_verified, "end_offset_ns": t.end_offset_ns,
+               "drift": t.drift}
     summaries = world.gather(summary, root=0)
     if world.Get_rank() == 0:
         finalize_manifest(t.trace_dir, summaries=summaries, extra=extra)
