@@ -91,15 +91,9 @@ class TracedComm(_C):
 
     def _rec(self, op, t0, t1, c, peer=-1, tag=-1, nbytes=-1, request=-1, root=-1):
         T = _T
-        w = self._w
-        if w is not None:
-            if peer >= 0:
-                peer = w[peer]
-            if root >= 0:
-                root = w[root]
-        T.rows.extend((op, T.region, t0, t1, c, peer, tag, self._id, nbytes, request, root))
-        if len(T.rows) >= T.limit:
-            T.flush()
+        T.rows.extend((op, T.region, t0, t1, c, self._world(peer), tag, self._id, nbytes, request,
+                       self._world(root)))
+        T.maybe_flush()
 
     def _world(self, r: int) -> int:
         return r if self._w is None or r < 0 else self._w[r]
