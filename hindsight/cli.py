@@ -34,7 +34,11 @@ class LazyGroup(click.Group):
     lazy = {"replay": "replay.cli:replay_cmd", "sweep": "replay.cli:sweep_cmd",
             "calibrate": "replay.calibration.cli:calibrate_cmd",
             "model": "validation.cli:model_cmd", "validate": "validation.cli:validate_cmd",
-            "report": "validation.cli:report_cmd"}
+            "report": "validation.cli:report_cmd",
+            "export": "hindsight.interop.cli:export_cmd",
+            "import": "hindsight.interop.cli:import_cmd",
+            "predict": "predict.cli:predict_cmd",
+            "testbed": "hindsight.testbed:testbed_cmd"}
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))

@@ -1,0 +1,1 @@
+"""Interoperability: OTF2, Perfetto/Chrome JSON, GOAL schedules and pipit-style frames."""

@@ -1,0 +1,6 @@
+import click
+
+
+@click.group("testbed")
+def testbed_cmd() -> None:
+    """(being built)"""

@@ -1,0 +1,1 @@
+"""Prediction beyond the measured run: fitted cost models, synthetic traces, best P."""
