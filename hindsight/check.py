@@ -6,10 +6,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from hindsight import traceformat as tf
-from replay.matching import match_messages, op_codes
+from replay.matching import match_messages
 
 MAX_LINES_PER_KIND = 10
 
@@ -18,7 +17,7 @@ def check_trace(trace_dir: Path | str) -> list[str]:
     """Every problem found, as lines; an empty list means complete and consistent."""
     trace_dir = Path(trace_dir)
     try:
-        trace = tf.read_trace(trace_dir)
+        trace = tf.read_columns(trace_dir)
     except tf.TraceError as exc:
         return [str(exc)]
     problems: list[str] = []
@@ -45,24 +44,19 @@ def check_trace(trace_dir: Path | str) -> list[str]:
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: the application's result was wrong "
                         "(result_verified false)")
 
-    table = trace.table
-    cols = {c: table.column(c).to_numpy() for c in tf.INT_COLUMNS}
-    ops = op_codes(table)      # codes into tf.OPS, whatever each file's dictionary
+    cols = trace.arrays
+    ops = cols["op"]           # codes into tf.OPS, whatever each file's dictionary
     files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}
     complete = {s.rank for s in trace.sources if s.complete}
     problems += _capped(_check_order(cols, ops, files))
     problems += _capped(_check_send_requests(cols, ops, files, complete))
     problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
-    problems += _capped(_check_matching(table))
+    problems += _capped(_check_matching(cols))
     return problems
 
 
 def _name(code: int) -> str:
     return tf.OPS[code] if code >= 0 else "?"
-
-
-def _codes(names) -> np.ndarray:
-    return np.array(sorted(tf.OP_CODE[n] for n in names), np.int16)
 
 
 def _capped(lines: list[str]) -> list[str]:
@@ -106,18 +100,18 @@ def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str
     """A rank that finished must have completed every non-blocking send it posted (the other
     request problems, receives included, are reported by the matching)."""
     req, rank, seq = cols["request"], cols["rank"], cols["seq"]
-    posts = np.flatnonzero(np.isin(ops, _codes(tf.NONBLOCKING_SEND_OPS)) & (req >= 0))
-    done = np.flatnonzero(np.isin(ops, _codes(tf.COMPLETION_OPS)) & (req >= 0))
+    posts = np.flatnonzero(tf.op_mask(ops, tf.NONBLOCKING_SEND_OPS) & (req >= 0))
+    done = np.flatnonzero(tf.op_mask(ops, tf.COMPLETION_OPS) & (req >= 0))
     width = int(req.max()) + 1 if len(req) else 1
-    finished = set((rank[done] * width + req[done]).tolist())
+    finished = set((rank[done].astype(np.int64) * width + req[done]).tolist())
     return [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
             for i in posts
-            if rank[i] in complete_ranks and int(rank[i] * width + req[i]) not in finished]
+            if rank[i] in complete_ranks and int(rank[i]) * width + int(req[i]) not in finished]
 
 
 def _check_collectives(cols, ops, manifest, files) -> list[str]:
     out = []
-    is_coll = np.isin(ops, _codes(tf.COLLECTIVE_OPS | tf.COMM_OPS))
+    is_coll = tf.op_mask(ops, tf.COLLECTIVE_OPS | tf.COMM_OPS)
     sel = np.flatnonzero(is_coll)
     seqs: dict[int, dict[int, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
     for i in sel:
@@ -146,6 +140,6 @@ def _check_collectives(cols, ops, manifest, files) -> list[str]:
     return out
 
 
-def _check_matching(table: pa.Table) -> list[str]:
-    _, problems = match_messages(table)
+def _check_matching(cols: dict[str, np.ndarray]) -> list[str]:
+    _, problems = match_messages(cols)
     return list(problems)

@@ -8,39 +8,58 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from hindsight import traceformat as tf
 
 
 def trace_info(trace_dir: Path | str) -> dict[str, Any]:
-    """A summary of one trace. Reads only the op, nbytes and time columns."""
-    trace = tf.read_trace(trace_dir, columns=["rank", "op", "nbytes", "t_start", "t_end"])
-    table = trace.table
-    m = trace.manifest
-    ops = table.column("op").combine_chunks()
-    ops = ops.dictionary_decode() if hasattr(ops, "dictionary_decode") else ops
-    counts = pc.value_counts(ops).to_pylist()
-    events_per_op = {c["values"]: int(c["counts"]) for c in counts}
-    is_send = pc.is_in(ops, value_set=pa.array(sorted(tf.SEND_OPS)))
-    nbytes = table.column("nbytes")
-    sent = pc.sum(pc.if_else(is_send, pc.max_element_wise(nbytes, 0), 0)).as_py() or 0
-    per_rank = np.bincount(table.column("rank").to_numpy(), minlength=trace.nranks)
-    if table.num_rows:
-        measured = int(pc.max(table.column("t_end")).as_py()) - \
-            min(0, int(pc.min(table.column("t_start")).as_py()))
-    else:
-        measured = 0
+    """A summary of one trace, from the Parquet footers plus the op and nbytes columns read one
+    row group at a time (memory stays bounded by a row group, whatever the trace's size)."""
+    trace_dir = Path(trace_dir)
+    m = tf.read_manifest(trace_dir)
+    sources = tf.rank_sources(trace_dir, m)
+    nranks = int(m["ranks"])
+    per_rank = np.zeros(nranks, np.int64)
+    op_counts = np.zeros(len(tf.OPS) + 1, np.int64)  # last slot: names this version lacks
+    is_send = np.append(tf.op_mask(np.arange(len(tf.OPS)), tf.SEND_OPS), False)
+    sent = 0
+    t_lo, t_hi = None, None
+    for src in sources:
+        for path in src.files:
+            try:
+                pf = pq.ParquetFile(path)
+                tf.check_schema(path, pf.schema_arrow, None)
+                per_rank[src.rank] += pf.metadata.num_rows
+                for g in range(pf.metadata.num_row_groups):
+                    lo, hi = _time_range(pf, g)
+                    t_lo = lo if t_lo is None else min(t_lo, lo)
+                    t_hi = hi if t_hi is None else max(t_hi, hi)
+                    rg = pf.read_row_group(g, columns=["op", "nbytes"])
+                    codes, _ = tf.table_columns(rg)
+                    op = codes["op"].astype(np.int64)
+                    op[op < 0] = len(tf.OPS)
+                    op_counts += np.bincount(op, minlength=len(op_counts))
+                    nb = codes["nbytes"]
+                    sent += int(np.maximum(nb[is_send[op]], 0).sum())
+            except (OSError, pa.ArrowException) as exc:
+                raise tf.TraceError(f"{path}: corrupt or truncated Parquet data ({exc})") from None
+    names = list(tf.OPS) + ["(unknown)"]
+    events_per_op = {names[i]: int(c) for i, c in enumerate(op_counts) if c}
+    measured = (t_hi - min(0, t_lo)) if t_lo is not None else 0
+    complete = all(s.complete for s in sources) and bool(m.get("complete"))
+    incomplete_ranks = [s.rank for s in sources if not s.complete]
     return {
-        "path": str(trace.path),
-        "ranks": trace.nranks,
-        "events": int(table.num_rows),
+        "path": str(trace_dir),
+        "ranks": nranks,
+        "events": int(per_rank.sum()),
         "events_per_rank": [int(x) for x in per_rank],
         "events_per_op": dict(sorted(events_per_op.items(), key=lambda kv: -kv[1])),
         "bytes_sent": int(sent),
         "makespan_s": measured / 1e9,
-        "complete": trace.complete,
-        "incomplete_ranks": trace.incomplete_ranks,
-        "rank_status": [s.status for s in trace.sources],
+        "complete": complete,
+        "incomplete_ranks": incomplete_ranks,
+        "rank_status": [s.status for s in sources],
         "app": m.get("app"),
         "paradigm": m.get("paradigm"),
         "args": m.get("args"),
@@ -56,6 +75,19 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "git_revision": m.get("git_revision"),
         "format_version": m.get("format_version"),
     }
+
+
+def _time_range(pf: pq.ParquetFile, group: int) -> tuple[int, int]:
+    """(min t_start, max t_end) of a row group from its statistics; read the two columns only
+    where a writer left no statistics."""
+    rg = pf.metadata.row_group(group)
+    names = [rg.column(i).path_in_schema for i in range(rg.num_columns)]
+    st_lo = rg.column(names.index("t_start")).statistics
+    st_hi = rg.column(names.index("t_end")).statistics
+    if st_lo is not None and st_hi is not None and st_lo.has_min_max and st_hi.has_min_max:
+        return int(st_lo.min), int(st_hi.max)
+    t = pf.read_row_group(group, columns=["t_start", "t_end"])
+    return int(pc.min(t.column("t_start")).as_py()), int(pc.max(t.column("t_end")).as_py())
 
 
 def format_info(info: dict[str, Any]) -> str:

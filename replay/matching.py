@@ -12,7 +12,8 @@ The work is linear in the number of rows: hashing (pandas.factorize) groups the
 (source, destination, communicator, tag) channels, and a compiled pass pairs the k-th send with the
 k-th receive of each channel. No per-message Python.
 
-``match_messages(table)`` is reused by ``hindsight trace check``; it never raises on a bad trace,
+``match_messages(table)`` is reused by ``hindsight trace check``; it takes an Arrow table or the flat arrays of ``traceformat.Columns``
+(``op`` as codes); it never raises on a bad trace,
 it returns the problems as readable lines.
 """
 
@@ -27,10 +28,6 @@ import pyarrow as pa
 
 from hindsight import traceformat as tf
 
-_SEND_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.SEND_OPS), np.int16)
-_NB_SEND_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.NONBLOCKING_SEND_OPS), np.int16)
-_BRECV_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.BLOCKING_RECV_OPS), np.int16)
-_COMPLETION_CODES = np.array(sorted(tf.OP_CODE[o] for o in tf.COMPLETION_OPS), np.int16)
 IRECV = tf.OP_CODE["Irecv"]
 
 
@@ -57,8 +54,8 @@ def op_codes(table: pa.Table) -> np.ndarray:
     return out
 
 
-def _col(table: pa.Table, name: str, dtype) -> np.ndarray:
-    return table.column(name).to_numpy().astype(dtype, copy=False)
+def _col(cols, name: str, dtype) -> np.ndarray:
+    return np.asarray(cols[name]).astype(dtype, copy=False)
 
 
 @dataclass
@@ -128,22 +125,47 @@ def _pair_channels(gid_s, gid_r, ngroups):
     return match_of_send, recv_matched
 
 
+def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense codes of communicator or tag values: an offset when their range is small (no
+    hashing, no extra memory), pandas' hashing otherwise (derived communicator ids are large)."""
+    if len(x) == 0:
+        return np.zeros(0, np.int64), 1
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo < 1 << 16:
+        return x.astype(np.int64) - lo, hi - lo + 1
+    codes, uniq = pd.factorize(x)
+    return codes.astype(np.int64), max(len(uniq), 1)
+
+
 def _factorize_channels(src, dst, comm, tag, nranks):
-    """One dense id per (src, dst, comm, tag), by hashing (linear time)."""
-    ci, cu = pd.factorize(comm)
-    ti, tu = pd.factorize(tag)
-    nc, nt = max(len(cu), 1), max(len(tu), 1)
+    """One dense id per (src, dst, comm, tag), by hashing (linear time).
+
+    Each argument is a pair (sends' values, receives' values); the result covers the sends, then
+    the receives. Only the int64 channel keys are concatenated, to keep memory low."""
     P = max(int(nranks), 1)
+    lo_c = min((int(x.min()) for x in comm if len(x)), default=0)
+    hi_c = max((int(x.max()) for x in comm if len(x)), default=0)
+    lo_t = min((int(x.min()) for x in tag if len(x)), default=0)
+    hi_t = max((int(x.max()) for x in tag if len(x)), default=0)
+    nc, nt = hi_c - lo_c + 1, hi_t - lo_t + 1
+    if float(P) * P * nc * nt < 2.0 ** 62:  # a direct key: no hashing of comm and tag
+        key = np.concatenate([((s.astype(np.int64) * P + d) * nc + (c - lo_c)) * nt + (t - lo_t)
+                              for s, d, c, t in zip(src, dst, comm, tag)])
+        gid, uniq = pd.factorize(key)
+        return gid.astype(np.int64, copy=False), len(uniq)
+    src, dst, comm, tag = (np.concatenate(x) for x in (src, dst, comm, tag))
+    ci, nc = _small_codes(comm)
+    ti, nt = _small_codes(tag)
     if float(P) * P * nc * nt < 2.0 ** 62:
         key = ((src.astype(np.int64) * P + dst) * nc + ci) * nt + ti
         gid, uniq = pd.factorize(key)
-        return gid.astype(np.int64), len(uniq)
+        return gid.astype(np.int64, copy=False), len(uniq)
     df = pd.DataFrame({"s": src, "d": dst, "c": ci, "t": ti})
     gid = df.groupby(["s", "d", "c", "t"], sort=False).ngroup().to_numpy(np.int64)
     return gid, int(gid.max()) + 1 if len(gid) else 0
 
 
-def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMatch, list[str]]:
+def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[str]]:
     """Match every receive to its send. Returns (matches, problems).
 
     ``problems`` are readable lines such as
@@ -151,15 +173,18 @@ def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMa
     are formatted (then one line saying how many more). The function does not raise on a bad
     trace; row indices in the result refer to ``table``'s row order.
     """
-    n = table.num_rows
-    rank = _col(table, "rank", np.int64)
-    seq = _col(table, "seq", np.int64)
-    op = op_codes(table)
-    peer = _col(table, "peer", np.int64)
-    tag = _col(table, "tag", np.int64)
-    comm = _col(table, "comm", np.int64)
-    nbytes = _col(table, "nbytes", np.int64)
-    request = _col(table, "request", np.int64)
+    cols = tf.table_columns(table)[0] if isinstance(table, pa.Table) else table
+    n = len(cols["rank"])
+    # Native column types (int32 for rank, peer, tag, comm): full-length int64 copies would
+    # double the memory of matching a huge trace. Subsets are widened where keys are computed.
+    rank = np.asarray(cols["rank"])
+    seq = _col(cols, "seq", np.int64)
+    op = np.asarray(cols["op"])
+    peer = np.asarray(cols["peer"])
+    tag = np.asarray(cols["tag"])
+    comm = np.asarray(cols["comm"])
+    nbytes = _col(cols, "nbytes", np.int64)
+    request = _col(cols, "request", np.int64)
     nranks = int(rank.max()) + 1 if n else 0
     nranks = max(nranks, int(peer.max()) + 1 if n else 0)
     issues: list[tuple[int, str]] = []  # (row, text after "rank r seq s: ")
@@ -175,11 +200,12 @@ def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMa
         return tf.OPS[op[r]] if op[r] >= 0 else "?"
 
     # ---- requests: post row <-> completion row
-    is_post = (op == IRECV) | np.isin(op, _NB_SEND_CODES)
-    is_comp = np.isin(op, _COMPLETION_CODES) & (request >= 0)
+    is_post = (op == IRECV) | tf.op_mask(op, tf.NONBLOCKING_SEND_OPS)
+    is_comp = tf.op_mask(op, tf.COMPLETION_OPS) & (request >= 0)
     post_rows = np.flatnonzero(is_post & (request >= 0))
     comp_rows = np.flatnonzero(is_comp)
-    rkey = np.concatenate([rank[post_rows], rank[comp_rows]]) * (int(request.max()) + 1 if n else 1) \
+    rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \
+        * (int(request.max()) + 1 if n else 1) \
         + np.concatenate([request[post_rows], request[comp_rows]])
     rid, runiq = pd.factorize(rkey)
     nreq = len(runiq)
@@ -204,14 +230,14 @@ def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMa
     done_of_post[post_of[pid]] = comp_of[pid]
 
     # ---- sends (record order on the source = row order)
-    send_rows = np.flatnonzero(np.isin(op, _SEND_CODES) & (peer >= 0))
-    s_src, s_dst = rank[send_rows], peer[send_rows]
+    send_rows = np.flatnonzero(tf.op_mask(op, tf.SEND_OPS) & (peer >= 0))
+    s_src, s_dst = rank[send_rows].astype(np.int64), peer[send_rows].astype(np.int64)
     s_done = send_rows.copy()
-    nbs = np.isin(op[send_rows], _NB_SEND_CODES)
+    nbs = tf.op_mask(op[send_rows], tf.NONBLOCKING_SEND_OPS)
     s_done[nbs] = done_of_post[send_rows[nbs]]
 
     # ---- receives, in posting order on the destination
-    brecv = np.flatnonzero(np.isin(op, _BRECV_CODES) & (peer >= 0))
+    brecv = np.flatnonzero(tf.op_mask(op, tf.BLOCKING_RECV_OPS) & (peer >= 0))
     irecv = np.flatnonzero(op == IRECV)
     idone = done_of_post[irecv]
     never = irecv[idone < 0]
@@ -229,9 +255,10 @@ def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMa
     r_tag = np.concatenate([tag[brecv], i_tag[keep]])
     r_nb = np.concatenate([nbytes[brecv], i_nb[keep]])
     r_done = np.concatenate([brecv, idone[keep]])
-    order = np.argsort(recv_rows, kind="stable")
-    recv_rows, r_src, r_tag, r_nb, r_done = (a[order] for a in
-                                             (recv_rows, r_src, r_tag, r_nb, r_done))
+    if len(brecv) and keep.any():  # both kinds present: merge them into posting order
+        order = np.argsort(recv_rows, kind="stable")
+        recv_rows, r_src, r_tag, r_nb, r_done = (a[order] for a in
+                                                 (recv_rows, r_src, r_tag, r_nb, r_done))
     r_dst = rank[recv_rows]
 
     # The row order must be (rank, seq) order for "record order" to mean anything.
@@ -248,10 +275,10 @@ def match_messages(table: pa.Table, max_problems: int = 1000) -> tuple[MessageMa
 
     ns = len(send_rows)
     gid, ngroups = _factorize_channels(
-        np.concatenate([s_src, r_src]), np.concatenate([s_dst, r_dst]),
-        np.concatenate([comm[send_rows], comm[recv_rows]]),
-        np.concatenate([tag[send_rows], r_tag]), nranks)
+        (s_src, r_src), (s_dst, r_dst), (comm[send_rows], comm[recv_rows]),
+        (tag[send_rows], r_tag), nranks)
     match_of_send, recv_matched = _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
+    del gid
 
     ok = match_of_send >= 0
     si = np.flatnonzero(ok)

@@ -32,38 +32,11 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 
 class ReplayError(Exception):
     """A trace that cannot be replayed (unmatched messages, deadlock, ...); readable message."""
-
-
-def _codes(table: pa.Table, name: str) -> tuple[np.ndarray, list[str]]:
-    """A dictionary string column as int codes into one name list (-1 = null)."""
-    col = table.column(name)
-    names: list[str] = []
-    index: dict[str, int] = {}
-    out = np.full(len(col), -1, np.int64)
-    pos = 0
-    for chunk in col.chunks:
-        n = len(chunk)
-        if not pa.types.is_dictionary(chunk.type):
-            chunk = chunk.dictionary_encode()
-        d = chunk.dictionary.to_pylist()
-        lut = np.array([index.setdefault(x, len(index)) if x is not None else -1 for x in d]
-                       or [-1], np.int64)
-        idx = chunk.indices.to_numpy(zero_copy_only=False)
-        valid = ~np.asarray(chunk.is_null().to_numpy(zero_copy_only=False), bool)
-        vals = np.full(n, -1, np.int64)
-        ix = np.where(valid, np.nan_to_num(idx, nan=0), 0).astype(np.int64)
-        vals[valid] = lut[ix[valid]]
-        out[pos:pos + n] = vals
-        pos += n
-    names = [None] * len(index)
-    for k, v in index.items():
-        names[v] = k
-    return out, names
 
 
 @nb.njit(cache=True)
@@ -272,13 +245,18 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
                 raise
             except Exception:  # a stale or truncated cache is rebuilt, never trusted
                 pass
-    if tr is None:
+    if tr is None and keep_table:
         tr = tf.read_trace(trace_dir)
-    if not tr.complete and not allow_partial:
+    if tr is not None:
+        arrays, region_names = tf.table_columns(tr.table)
+        cols = tf.Columns(trace_dir, tr.manifest, arrays, region_names, tr.sources)
+    else:
+        cols = tf.read_columns(trace_dir)
+    if not cols.complete and not allow_partial:
         raise ReplayError(f"{trace_dir}: incomplete trace (ranks "
-                          f"{tr.incomplete_ranks or 'unknown'} did not finish cleanly); "
+                          f"{cols.incomplete_ranks or 'unknown'} did not finish cleanly); "
                           "use --allow-partial to replay what was recorded")
-    prep = _prepare_table(tr.table, tr.manifest, trace_dir, allow_partial or not tr.complete)
+    prep = _prepare_columns(cols, allow_partial or not cols.complete)
     if keep_table:
         prep.table = tr.table
     if cache_file is not None:
@@ -286,28 +264,27 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     return prep
 
 
-def _prepare_table(table: pa.Table, manifest: dict, trace_dir: Path | None,
-                   partial: bool) -> Prepared:
-    nranks = int(manifest.get("ranks", 0)) or (int(pc.max(table.column("rank")).as_py()) + 1
-                                               if table.num_rows else 0)
-    rank = table.column("rank").to_numpy().astype(np.int64)
-    seq = table.column("seq").to_numpy().astype(np.int64)
+def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
+    a = dict(cols.arrays)  # columns that only matching needs are dropped from this copy
+    manifest = cols.manifest
+    trace_dir = cols.path
+    rank = a["rank"]
+    seq = a["seq"]
     n = len(rank)
+    nranks = int(manifest.get("ranks", 0)) or (int(rank.max()) + 1 if n else 0)
     if n > 1 and not (np.all(np.diff(rank) >= 0) and
                       np.all((np.diff(seq) > 0) | (np.diff(rank) > 0))):
         order = np.lexsort((seq, rank))
-        table = table.take(pa.array(order))
-        rank, seq = rank[order], seq[order]
-    op = op_codes(table).astype(np.int64)
-    t_start = table.column("t_start").to_numpy().astype(np.int64)
-    t_end = table.column("t_end").to_numpy().astype(np.int64)
-    cpu = table.column("cpu_ns").to_numpy().astype(np.int64)
-    nbytes = table.column("nbytes").to_numpy().astype(np.int64)
-    comm = table.column("comm").to_numpy().astype(np.int64)
-    root = table.column("root").to_numpy().astype(np.int64)
-    region, region_names = _codes(table, "region")
+        a = {k: v[order] for k, v in a.items()}
+        rank, seq = a["rank"], a["seq"]
+    op = a["op"]
+    t_start, t_end, cpu = a["t_start"], a["t_end"], a["cpu_ns"]
+    nbytes, comm, root = a["nbytes"], a["comm"], a["root"]
+    region, region_names = a["region"], cols.region_names
 
-    match, problems = match_messages(table)
+    match, problems = match_messages(a)
+    for k in ("peer", "tag", "request"):  # only matching needs them; free them early
+        a.pop(k, None)
     fatal = [p for p in problems if "bytes but" not in p]
     if fatal and not partial:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -323,17 +300,17 @@ def _prepare_table(table: pa.Table, manifest: dict, trace_dir: Path | None,
     crow = match.completion_row
     row_msg[crow] = row_msg[cpost]
     name_code = tf.OP_CODE
-    kind = np.full(n, K.NOP, np.int64)
+    kind = np.full(n, K.NOP, np.int8)
     has = row_msg >= 0
 
     def isin(names):
-        return np.isin(op, [name_code[x] for x in names])
+        return tf.op_mask(op, names)
 
     kind[has & isin(("Send", "Ssend", "Bsend", "Rsend"))] = K.SEND
     kind[has & isin(tuple(tf.NONBLOCKING_SEND_OPS) + ("Sendrecv_send",))] = K.ISEND
     kind[has & isin(tuple(tf.BLOCKING_RECV_OPS))] = K.RECV
     kind[has & (op == name_code["Irecv"])] = K.IRECV
-    post_is_send = np.isin(op[cpost], [name_code[x] for x in tf.NONBLOCKING_SEND_OPS])
+    post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
     ok = row_msg[crow] >= 0
     kind[crow[ok & post_is_send]] = K.WSEND
     kind[crow[ok & ~post_is_send]] = K.WRECV
@@ -356,7 +333,7 @@ def _prepare_table(table: pa.Table, manifest: dict, trace_dir: Path | None,
     if n > 1:
         same = (rank[1:] == rank[:-1]) & (t_start[1:] == t_start[:-1]) & \
                (t_end[1:] == t_end[:-1])
-        multi = np.isin(op[1:], [name_code[x] for x in tf.COMPLETION_OPS]) & (op[1:] == op[:-1])
+        multi = tf.op_mask(op[1:], tf.COMPLETION_OPS) & (op[1:] == op[:-1])
         multi |= (op[1:] == name_code["Sendrecv_recv"]) & (op[:-1] == name_code["Sendrecv_send"])
         cont[1:] = same & multi
     burst[cont] = 0.0
@@ -657,5 +634,3 @@ def _load_cache(path: Path, trace_dir: Path, allow_partial: bool) -> Prepared:
                     {int(k): v for k, v in meta["comm_members"].items()}, host,
                     list(meta["problems"]))
 
-
-import pyarrow.compute as pc  # noqa: E402  (used for rank counts of manifest-less tables)

@@ -331,19 +331,23 @@ def ring_columns(nranks: int, iters: int, nbytes: int = 1024, compute_ns: int = 
     Times follow a lock-step schedule (every iteration takes compute + step on every rank), which
     is self-consistent: each receive ends after its message was sent.
     """
-    out = []
+    return [ring_rank_columns(r, nranks, iters, nbytes, compute_ns, step_ns)
+            for r in range(nranks)]
+
+
+def ring_rank_columns(r: int, nranks: int, iters: int, nbytes: int = 1024,
+                      compute_ns: int = 5000, step_ns: int = 3000) -> dict[str, np.ndarray]:
+    """Rank ``r``'s columns of ``ring_columns`` (to write huge traces one rank at a time)."""
     it = np.arange(iters, dtype=np.int64)
     t0 = it * (compute_ns + step_ns) + compute_ns
-    for r in range(nranks):
-        c = _blank(2 * iters)
-        c["op"][0::2] = tf.OP_CODE["Sendrecv_send"]
-        c["op"][1::2] = tf.OP_CODE["Sendrecv_recv"]
-        c["t_start"][0::2] = t0
-        c["t_start"][1::2] = t0
-        c["t_end"][0::2] = t0 + step_ns
-        c["t_end"][1::2] = t0 + step_ns
-        c["peer"][0::2] = (r + 1) % nranks
-        c["peer"][1::2] = (r - 1) % nranks
-        c["nbytes"][:] = nbytes
-        out.append(c)
-    return out
+    c = _blank(2 * iters)
+    c["op"][0::2] = tf.OP_CODE["Sendrecv_send"]
+    c["op"][1::2] = tf.OP_CODE["Sendrecv_recv"]
+    c["t_start"][0::2] = t0
+    c["t_start"][1::2] = t0
+    c["t_end"][0::2] = t0 + step_ns
+    c["t_end"][1::2] = t0 + step_ns
+    c["peer"][0::2] = (r + 1) % nranks
+    c["peer"][1::2] = (r - 1) % nranks
+    c["nbytes"][:] = nbytes
+    return c

@@ -1,0 +1,102 @@
+"""Scale: check, load and replay traces of 1e6, 1e7 and (with --huge) 1e8 events.
+
+Each trace is a 256-rank ring (compute, then Sendrecv to the right neighbour), written one rank at
+a time so that writing needs memory for one rank only. Every step runs in a fresh process so that
+its peak resident memory (``ru_maxrss``) is its own; the figures printed are events/s and peak
+bytes per event.
+
+    .venv/bin/python benchmarks/scale.py                # 1e6 and 1e7 events
+    .venv/bin/python benchmarks/scale.py --huge         # also 1e8 (about 10 min, ~? GiB)
+    .venv/bin/python benchmarks/scale.py --dir /tmp/hs  # keep the traces there
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+STEPS = {
+    # name: code run in a fresh interpreter with `d` = trace directory; it sets `n` (events)
+    "info": "from hindsight.info import trace_info; n = trace_info(d)['events']",
+    "check": "from hindsight.check import check_trace; p = check_trace(d); assert not p, p[:3]; "
+             "from hindsight import traceformat as tf; "
+             "n = sum(tf.read_manifest(d)['events'])",
+    "prepare": "import replay; p = replay.prepare(d, use_cache=False); st = p.stream(True); "
+               "n = p.nrows",
+    "replay": "import replay; p = replay.prepare(d, use_cache=False); "
+              "r = replay.run(p, 'loggps', {'S': '64KiB'}, record=False); n = p.nrows",
+}
+
+CHILD = """
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+d = {d!r}
+t = time.perf_counter()
+{code}
+dt = time.perf_counter() - t
+print(json.dumps(dict(n=int(n), seconds=dt,
+                      peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)))
+"""
+
+
+def write_ring(d: Path, events: int, P: int = 256) -> None:
+    from replay.synthetic import ring_rank_columns, write_trace
+
+    iters = events // (2 * P)
+
+    class Lazy:  # write_trace walks it rank by rank: one rank's columns in memory at a time
+        def __len__(self):
+            return P
+
+        def __getitem__(self, r):
+            if r >= P:
+                raise IndexError(r)
+            return ring_rank_columns(r, P, iters)
+
+    write_trace(d, Lazy())
+
+
+def run_step(d: Path, step: str) -> dict:
+    code = CHILD.format(root=str(ROOT), d=str(d), code=STEPS[step])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--huge", action="store_true", help="also 1e8 events")
+    ap.add_argument("--dir", type=Path, default=None, help="where to write the traces")
+    args = ap.parse_args()
+    sizes = [10**6, 10**7] + ([10**8] if args.huge else [])
+    base = args.dir or Path(tempfile.mkdtemp(prefix="hindsight-scale-"))
+    print(f"{'events':>12} {'step':>8} {'seconds':>9} {'M events/s':>11} {'peak GiB':>9} "
+          f"{'B/event':>8}")
+    for n in sizes:
+        d = base / f"ring-{n}"
+        if not (d / "manifest.json").is_file():
+            t = time.perf_counter()
+            write_ring(d, n)
+            size = sum(p.stat().st_size for p in d.glob("rank-*.parquet"))
+            print(f"{n:>12,} {'write':>8} {time.perf_counter() - t:9.1f}   "
+                  f"({size / n:.1f} bytes/event on disk)", flush=True)
+        for step in STEPS:
+            r = run_step(d, step)
+            if "error" in r:
+                print(f"{n:>12,} {step:>8}  FAILED: {r['error']}", flush=True)
+                continue
+            print(f"{r['n']:>12,} {step:>8} {r['seconds']:9.2f} {r['n'] / r['seconds'] / 1e6:11.2f} "
+                  f"{r['peak'] / 2**30:9.2f} {r['peak'] / r['n']:8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
