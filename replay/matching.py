@@ -226,20 +226,31 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     comp_post = post_of[cid]
     comp_ok = comp_post >= 0
     completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
-    done_of_post = np.full(n, -1, np.int64)
-    done_of_post[post_of[pid]] = comp_of[pid]
+    # Completion row of each post row, looked up by binary search in the (sorted) post rows:
+    # a full-length array would cost 8 bytes per event of a trace that has few requests.
+    done_at_post = comp_of[pid]
+
+    def done_of_post(rows: np.ndarray) -> np.ndarray:
+        """Completion row of each given post row (-1: never completed, or no request id)."""
+        if len(post_rows) == 0:
+            return np.full(len(rows), -1, np.int64)
+        at = np.minimum(np.searchsorted(post_rows, rows), len(post_rows) - 1)
+        return np.where(post_rows[at] == rows, done_at_post[at], -1)
 
     # ---- sends (record order on the source = row order)
     send_rows = np.flatnonzero(tf.op_mask(op, tf.SEND_OPS) & (peer >= 0))
-    s_src, s_dst = rank[send_rows].astype(np.int64), peer[send_rows].astype(np.int64)
-    s_done = send_rows.copy()
+    s_src, s_dst = rank[send_rows], peer[send_rows]
     nbs = tf.op_mask(op[send_rows], tf.NONBLOCKING_SEND_OPS)
-    s_done[nbs] = done_of_post[send_rows[nbs]]
+    s_done = send_rows
+    if nbs.any():
+        s_done = send_rows.copy()
+        s_done[nbs] = done_of_post(send_rows[nbs])
+    del nbs
 
     # ---- receives, in posting order on the destination
     brecv = np.flatnonzero(tf.op_mask(op, tf.BLOCKING_RECV_OPS) & (peer >= 0))
     irecv = np.flatnonzero(op == IRECV)
-    idone = done_of_post[irecv]
+    idone = done_of_post(irecv)
     never = irecv[idone < 0]
     problem(never, lambda r: f"Irecv request {request[r]} is never completed")
     # The completion row holds the truth (wildcards resolved); a never-completed Irecv with a
@@ -250,12 +261,18 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     i_nb = np.where(has, nbytes[np.maximum(idone, 0)], nbytes[irecv])
     keep = i_src >= 0
     keep &= i_tag >= 0
-    recv_rows = np.concatenate([brecv, irecv[keep]])
-    r_src = np.concatenate([peer[brecv], i_src[keep]])
-    r_tag = np.concatenate([tag[brecv], i_tag[keep]])
-    r_nb = np.concatenate([nbytes[brecv], i_nb[keep]])
-    r_done = np.concatenate([brecv, idone[keep]])
-    if len(brecv) and keep.any():  # both kinds present: merge them into posting order
+    if keep.any():
+        recv_rows = np.concatenate([brecv, irecv[keep]])
+        r_src = np.concatenate([peer[brecv], i_src[keep]])
+        r_tag = np.concatenate([tag[brecv], i_tag[keep]])
+        r_nb = np.concatenate([nbytes[brecv], i_nb[keep]])
+        r_done = np.concatenate([brecv, idone[keep]])
+    else:  # blocking receives only: no copies (the receive row completes itself)
+        recv_rows = r_done = brecv
+        r_src, r_tag, r_nb = peer[brecv], tag[brecv], nbytes[brecv]
+    mixed = len(brecv) > 0 and bool(keep.any())
+    del brecv, i_src, i_tag, i_nb
+    if mixed:  # both kinds present: merge them into posting order
         order = np.argsort(recv_rows, kind="stable")
         recv_rows, r_src, r_tag, r_nb, r_done = (a[order] for a in
                                                  (recv_rows, r_src, r_tag, r_nb, r_done))

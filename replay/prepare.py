@@ -32,7 +32,7 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 
 
 class ReplayError(Exception):
@@ -315,7 +315,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     kind[crow[ok & post_is_send]] = K.WSEND
     kind[crow[ok & ~post_is_send]] = K.WRECV
     # Sendrecv_recv also completes the send half recorded on the row before it.
-    msg2 = np.full(n, -1, np.int64)
+    msg2 = np.full(n, -1, np.int32)  # message ids fit 32 bits; int32 halves a per-row array
     sr = np.flatnonzero(op == name_code["Sendrecv_recv"])
     sr = sr[sr > 0]
     sr = sr[(op[sr - 1] == name_code["Sendrecv_send"]) & (rank[sr - 1] == rank[sr])]
@@ -344,7 +344,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     comm_members.setdefault(0, list(range(nranks)))
     crows = np.flatnonzero(is_coll)
     coll = _instances(crows, rank, op, comm, root, comm_members, problems, partial)
-    row_coll = np.full(n, -1, np.int64)
+    row_coll = np.full(n, -1, np.int32)
     row_coll[coll["rows"]] = np.repeat(np.arange(len(coll["comm"])), np.diff(coll["off"]))
 
     host_of_rank = np.arange(nranks)
@@ -358,7 +358,8 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
         _, host_of_rank = np.unique(host_of_rank, return_inverse=True)
 
     rows = dict(rank=rank, seq=seq, op=op, t_start=t_start, t_end=t_end, region=burst_region,
-                cont=cont, kind=kind, msg=row_msg, msg2=msg2, burst=burst, ratio=ratio,
+                cont=cont, kind=kind, msg=row_msg, msg2=msg2, burst=burst,
+                ratio=ratio.astype(np.float32),  # a CPU/wall fraction: 7 digits are plenty
                 coll=row_coll, nbytes=nbytes)
     recv_post = match.recv_row
     msgs = dict(bytes=match.nbytes.astype(np.float64), src=match.src.astype(np.int64),
@@ -471,11 +472,14 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     msg = np.full(nops, -1, np.int64)
     op_row = np.repeat(np.arange(n, dtype=np.int64), cnt)
     burst = np.zeros(nops)
-    burst_cpu = np.zeros(nops)
     reg = np.full(nops, -1, np.int16)
     m_rows = is_mpi
     burst[first[m_rows]] = rows["burst"][m_rows]
-    burst_cpu[first[m_rows]] = rows["burst"][m_rows] * rows["ratio"][m_rows]
+    if np.all(rows["ratio"] == 1.0):  # no CPU samples below 100 %: share the array
+        burst_cpu = burst
+    else:
+        burst_cpu = np.zeros(nops)
+        burst_cpu[first[m_rows]] = rows["burst"][m_rows] * rows["ratio"][m_rows]
     reg[:] = rows["region"][op_row]
     # single-op rows (and the first op of Sendrecv_recv rows)
     simple = m_rows & (kind_row != K.COLL)
