@@ -214,7 +214,9 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
     coll_last = out.coll_last if record else np.zeros(max(len(st.coll_n), 1), np.int64)
     out.status = K.replay_kernel(
         st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg, scale, trail,
-        st.m_bytes, st.m_src, st.m_dst, m_delay, loc, dep, st.coll_n, prm, mode, record,
+        st.m_bytes, st.m_src, st.m_dst, m_delay,
+        st.m_sync if st.m_sync is not None else np.zeros(max(st.nmsg, 1), np.bool_),
+        loc, dep, st.coll_n, prm, mode, record,
         out.op_start, out.op_end, out.pred, coll_last, out.rank_end, out.comp, out.comm,
         out.wait, out.m_sp, m_rp)
     return out
@@ -245,6 +247,12 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
+    if values.get("semantics") == "loggopsim":
+        # LogGOPSim's event-driven rules on the trace's GOAL schedule (a separate kernel).
+        from replay.loggopsim import run_replay
+        return run_replay(prep, mod, values, _display(mod, values), compute_scale=compute_scale,
+                          region_scale=region_scale, cpu_time=cpu_time, algorithms=algorithms,
+                          record=record)
     measured = mod.MODE == "measured"
     st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
     prm = mod.kernel_params(values, _Ctx(prep, st))

@@ -45,13 +45,15 @@ def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0
 
 @nb.njit(cache=True, nogil=True)
 def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
-                  m_bytes, m_src, m_dst, m_delay,
+                  m_bytes, m_src, m_dst, m_delay, m_sync,
                   loc, dep_lat, coll_n,
                   prm, mode, record,
                   op_start, op_end, pred, coll_last,
                   rank_end, rank_comp, rank_comm, rank_wait, m_sp, m_rp):
     """Replay once. Returns the number of ranks that could not finish (0 = success).
 
+    ``m_sync`` marks synchronous-mode messages (Ssend/Issend): they take the rendezvous path
+    whatever their size, because MPI completes such a send only once the receive has matched.
     Outputs: rank_end/comp/comm/wait (per rank), m_sp/m_rp (message post times); with ``record``
     also op_start/op_end/pred per operation and coll_last (last entering op per collective).
     """
@@ -127,7 +129,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                         top += 1
                 ts = m_sp[m]
                 if measured:
-                    if k == SEND and kb > S:
+                    if k == SEND and (kb > S or m_sync[m]):
                         if m_rp[m] < 0.0:
                             blocked = m
                         else:
@@ -139,7 +141,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                                 pk = PRED_RECV
                     else:
                         t = start + loc[i]
-                elif k == ISEND or kb <= S:
+                elif k == ISEND or (kb <= S and not m_sync[m]):
                     t = ts + osk
                 else:
                     if m_rp[m] < 0.0:
@@ -169,7 +171,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 m = msg[i]
                 kb = m_bytes[m]
                 if measured:
-                    if kb > S:
+                    if kb > S or m_sync[m]:
                         if m_rp[m] < 0.0:
                             blocked = m
                         else:
@@ -181,7 +183,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                                 pk = PRED_RECV
                     else:
                         t = start + loc[i]
-                elif kb > S:
+                elif kb > S or m_sync[m]:
                     if m_rp[m] < 0.0:
                         blocked = m
                     else:
@@ -238,7 +240,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 else:
                     kg = max(kb - kshift, 0.0) * G
                     le = max(t, rxfree[r])
-                    if kb > S:
+                    if kb > S or m_sync[m]:
                         # Rendezvous: the data leaves once both sides are ready.
                         le = max(le, m_rp[m] + 2.0 * L + kg + m_delay[m])
                         de = m_sp[m] + os0 + Os * kb + 3.0 * L + kg + m_delay[m]

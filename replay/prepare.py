@@ -35,6 +35,9 @@ CACHE_DIR = ".replay-cache"
 CACHE_VERSION = 6
 
 
+SYNC_SEND_OPS = ("Ssend", "Issend")
+
+
 class ReplayError(Exception):
     """A trace that cannot be replayed (unmatched messages, deadlock, ...); readable message."""
 
@@ -141,6 +144,7 @@ class Stream:
     dep_lat: np.ndarray
     coll_n: np.ndarray
     algorithms: dict[str, str] = field(default_factory=dict)
+    m_sync: np.ndarray | None = None   # per message: synchronous send (Ssend/Issend); None = none
 
     @property
     def nops(self) -> int:
@@ -550,8 +554,11 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     dep_lat = np.zeros(0)
     if not expand:
         loc, dep_lat = _measured_costs(prep, kind, msg, op_row, first, coll_n)
+    m_sync = np.zeros(nmsg, bool)  # collective messages are never synchronous-mode
+    m_sync[:M0] = tf.op_mask(rows["op"][prep.msgs["send_row"]], SYNC_SEND_OPS)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
-                  m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {})
+                  m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
+                  m_sync)
 
 
 def _measured_costs(prep, kind, msg, op_row, first, coll_n):

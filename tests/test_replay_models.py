@@ -244,3 +244,20 @@ def test_region_scale_and_cpu_time(tmp_path):
     assert cpu.makespan_ns == pytest.approx(4_000, abs=2)
     with pytest.raises(replay.ReplayError, match="no region named 'nope'"):
         replay.run(prep, "loggp", free, region_scale={"nope": 2.0})
+
+
+def test_synchronous_sends_always_rendezvous(tmp_path):
+    """Ssend completes only once the receive matched: the rendezvous path whatever S is."""
+    from replay.synthetic import simulate
+    cols = simulate(PINGPONG)
+    for c in cols:
+        c["op"] = ["Ssend" if o == "Send" else o for o in c["op"]]
+    prep = replay.prepare(write_trace(tmp_path / "ssend", cols), use_cache=False)
+    L, o, G, k = 2000.0, 300.0, 0.5, 1000
+    res = replay.run(prep, "loggps", {"L": "2us", "o": "300ns", "G": "0.5ns", "S": "1MiB"},
+                     compute_scale=0.0)
+    assert res.makespan_ns == pytest.approx(2 * (2 * o + 3 * L + (k - 1) * G))
+    plain = _prep(tmp_path, PINGPONG, name="send")
+    eager = replay.run(plain, "loggps", {"L": "2us", "o": "300ns", "G": "0.5ns", "S": "1MiB"},
+                       compute_scale=0.0)
+    assert eager.makespan_ns == pytest.approx(2 * (2 * o + L + (k - 1) * G))
