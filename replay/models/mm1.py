@@ -103,7 +103,16 @@ def message_delay(v: dict, ctx, send_times: np.ndarray | None = None,
     k = ctx.m_bytes
     C = v["C"]
     svc = k / C if math.isfinite(C) else np.zeros_like(k)
-    (up, mid, down), fan, down_fan, same_host, nlinks = _paths(v, ctx)
+    # The topology does not change between the passes of one replay: compute the paths once.
+    key = (v["ranks_per_host"], v["hosts_per_leaf"], v["spines"], v["leaves"])
+    cached = getattr(ctx, "_mm1_paths", None)
+    if cached is None or cached[0] != key:
+        cached = (key, _paths(v, ctx))
+        try:
+            ctx._mm1_paths = cached
+        except AttributeError:  # a context that takes no attributes: recompute each pass
+            pass
+    (up, mid, down), fan, down_fan, same_host, nlinks = cached[1]
     stages = [(up, fan[0]), (mid, fan[1]), (down, down_fan)]
     if v["rho"] == "analytic":
         delay = np.zeros(len(k))
