@@ -7,12 +7,14 @@ Public API (docs/replay.md)::
     res.makespan_ns, res.breakdown(), res.events_frame(), res.write(out_dir)
     df = replay.sweep(prep, "loggp", vary=["G=0.01ns..10ns:log:25"])
     pairs, problems = replay.matching.match_messages(table)
+    df = replay.load(trace_dir)                              # tidy pandas frame (docs/interop.md)
 """
 
 from replay.engine import Result, run, sweep
 from replay.matching import MessageMatch, match_messages
 from replay.models import ParamError
 from replay.prepare import Prepared, ReplayError, prepare
+from hindsight.interop.pipit import load  # noqa: E402  (tidy frame; pipit: to_pipit)
 
 __all__ = ["prepare", "run", "sweep", "Result", "Prepared", "ReplayError", "ParamError",
-           "match_messages", "MessageMatch"]
+           "match_messages", "MessageMatch", "load"]

@@ -142,7 +142,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     for r in shown.itertuples():
         click.echo(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
                    f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
-                   f"{fmt_time(getattr(r, 'critical_s', 0) * 1e9)}")
+                   # no critical path under semantics=loggopsim: "-" rather than 0
+                   + (fmt_time(r.critical_s * 1e9) if hasattr(r, "critical_s") else "-"))
     if len(df) > 16:
         click.echo(f"... {len(df) - 16} more ranks (use --json)")
     if out:

@@ -1,0 +1,413 @@
+"""Interoperability (issue 9): OTF2, Perfetto JSON, GOAL schedules + LogGOPSim semantics, pipit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import replay
+from hindsight import traceformat as tf
+from hindsight.check import check_trace
+from hindsight.interop import goal as G
+from hindsight.interop import otf2 as X
+from hindsight.interop.perfetto import to_perfetto
+from hindsight.interop.pipit import load, to_pipit
+from replay import loggopsim as LG
+from replay.synthetic import simulate_to_dir
+from tests.conftest import hindsight
+
+HAND = """// issue 9's hand example
+num_ranks 2
+rank 0 {
+  c: calc 1000
+  s: send 1024b to 1 tag 0
+  s requires c
+}
+rank 1 {
+  r: recv 1024b from 0 tag 0
+  c: calc 500
+  c requires r
+}
+"""
+HAND_PARAMS = {"L": "3000ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "S": "65535B",
+               "semantics": "loggopsim"}
+
+PROGRAM = '''
+import numpy as np
+from mpi4py import MPI
+import instrument
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+peer = (rank + 1) % size
+buf = np.arange(1000, dtype=np.float64)
+got = np.empty_like(buf)
+for it in range(2):
+    with instrument.region("work", size=1000):
+        x = sum(i * i for i in range(5000))
+    if rank == 0:
+        comm.Send(buf, dest=peer, tag=it)
+        comm.Recv(got, source=peer, tag=it)
+    else:
+        comm.Recv(got, source=MPI.ANY_SOURCE, tag=it)
+        comm.Send(buf, dest=peer, tag=it)
+    reqs = [comm.Irecv(got, source=MPI.ANY_SOURCE, tag=7),
+            comm.Isend(buf[:100], dest=peer, tag=7)]
+    MPI.Request.Waitall(reqs)
+    comm.Sendrecv(buf[:10], dest=peer, sendtag=9, recvbuf=got[:10], source=peer, recvtag=9)
+    comm.Allreduce(buf[:64], got[:64], op=MPI.SUM)
+comm.Bcast(buf, root=1)
+sub = comm.Split(color=0, key=rank)
+sub.Allreduce(buf[:8], got[:8], op=MPI.SUM)
+'''
+
+
+def _synthetic(path: Path) -> Path:
+    progs = [[("compute", 1000, "work"), ("isend", 1, 100000, 5), ("irecv", 1, 6),
+              ("wait", [0, 1]), ("coll", "Allreduce", 64), ("compute", 500), ("recv", 1)],
+             [("compute", 3000, "work"), ("irecv", 0, 5), ("isend", 0, 2000, 6),
+              ("wait", [0, 1]), ("coll", "Allreduce", 64), ("send", 0, 10)]]
+    return simulate_to_dir(path, progs)
+
+
+@pytest.fixture(scope="module")
+def real_trace(tmp_path_factory) -> Path:
+    """A real 2-rank trace (mpiexec -n 2) with p2p, requests, Sendrecv, collectives, a split."""
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not available")
+    d = tmp_path_factory.mktemp("real")
+    prog = d / "prog.py"
+    prog.write_text(PROGRAM)
+    out = d / "trace"
+    p = hindsight("collect", "-n", "2", "--program", prog, "--out", out, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out
+
+
+def _frame(path: Path):
+    df = tf.read_trace(path).table.to_pandas()
+    return {c: df[c].astype(object).where(df[c].notna(), None).tolist() for c in df.columns}
+
+
+# ------------------------------------------------------------------------------------------------
+# LogGOPSim semantics
+
+
+def test_loggopsim_hand_example_kernel():
+    s = G.parse_goal(HAND)
+    sim = LG.simulate(s, LG.params_vector(L=3000, o_send=1500, o_recv=1500, O_send=0, O_recv=0,
+                                          g=1000, G=6, S=65535))
+    assert sim.rank_end.tolist() == [2500.0, 13638.0]
+
+
+def test_loggopsim_hand_example_through_import_and_replay(tmp_path):
+    src = tmp_path / "hand.goal"
+    src.write_text(HAND)
+    G.import_goal(src, tmp_path / "t")
+    assert check_trace(tmp_path / "t") == []
+    res = replay.run(replay.prepare(tmp_path / "t"), "loggps", HAND_PARAMS)
+    assert res.rank_end_ns.tolist() == [2500.0, 13638.0]
+    assert res.summary()["semantics"] == "loggopsim"
+    # per-row times: rank 1's Wait ends when the message was handled, its calc after it
+    ev = res.events_frame()
+    r1 = ev[ev["rank"] == 1]
+    assert r1["end_ns"].tolist()[-1] == 13638.0
+    assert r1[r1["op"] == "Wait"]["end_ns"].tolist() == [13138.0]
+
+
+@pytest.mark.parametrize("S,expect", [(100, [5100.0, 12638.0]), (65535, [1600.0, 12638.0])])
+def test_loggopsim_rendezvous_and_unexpected_message(S, expect):
+    """Rank 1 is busy until 5000 when the message arrives at 4500: it is handled at 5000 (CPU
+    charged o + (s-1)G, no receive posted yet), the receive then matches it at once; above S the
+    sender's request completes only then (its calc starts at 5000, not at 1500)."""
+    text = """num_ranks 2
+rank 0 {
+s: send 1024b to 1 tag 3
+c: calc 100
+c requires s
+}
+rank 1 {
+c: calc 5000
+r: recv 1024b from -1 tag -1
+r requires c
+}
+"""
+    sim = LG.simulate(G.parse_goal(text), LG.params_vector(3000, 1500, 1500, 0, 0, 1000, 6, S))
+    assert sim.rank_end.tolist() == expect
+
+
+def test_loggopsim_irequires_lets_operations_overlap():
+    """Two sends with no dependency start together: the second waits only for CPU/NIC gap."""
+    text = """num_ranks 3
+rank 0 {
+a: send 8b to 1
+b: send 8b to 2
+}
+rank 1 {
+r: recv 8b from 0
+}
+rank 2 {
+r: recv 8b from 0
+}
+"""
+    sim = LG.simulate(G.parse_goal(text), LG.params_vector(2500, 1500, 1500, 0, 0, 1000, 6, 65535))
+    # send a at 0 (CPU to 1500, NIC to 1042); b at 1500; arrivals at 4000 and 5500
+    assert sim.op_start[:2].tolist() == [0.0, 1500.0]
+    assert sim.rank_end.tolist() == [3000.0, 4000.0 + 1500 + 42, 5500.0 + 1500 + 42]
+
+
+def test_default_semantics_unchanged_and_loggopsim_differs(tmp_path):
+    tr = _synthetic(tmp_path / "syn")
+    prep = replay.prepare(tr)
+    base = replay.run(prep, "loggps")
+    again = replay.run(prep, "loggps", {"semantics": "hindsight"})
+    assert base.makespan_ns == again.makespan_ns
+    lg = replay.run(prep, "loggps", {"semantics": "loggopsim"})
+    assert lg.makespan_ns > 0 and lg.row_start_ns is not None
+    assert np.all(lg.row_end_ns >= lg.row_start_ns)
+    # same answer without per-row times
+    assert replay.run(prep, "loggps", {"semantics": "loggopsim"}, record=False).makespan_ns == \
+        lg.makespan_ns
+
+
+# ------------------------------------------------------------------------------------------------
+# GOAL
+
+
+def test_goal_format_parse_round_trip(tmp_path):
+    tr = _synthetic(tmp_path / "syn")
+    out = tmp_path / "s.goal"
+    sched = G.export_goal(tr, out)
+    text = out.read_text()
+    again = G.parse_goal(text)
+    assert G.format_goal(again) == "\n".join(text.splitlines()[1:]) + "\n"  # minus the header
+    assert again.nops == sched.nops and again.kind.tolist() == sched.kind.tolist()
+
+
+def test_goal_export_import_replays_identically(real_trace, tmp_path):
+    out = tmp_path / "r.goal"
+    G.export_goal(real_trace, out)
+    G.import_goal(out, tmp_path / "back")
+    assert check_trace(tmp_path / "back") == []
+    m = tf.read_manifest(tmp_path / "back")
+    assert m["origin"]["format"] == "goal"
+    params = {"semantics": "loggopsim", "L": "2us", "G": "1ns"}
+    a = replay.run(replay.prepare(real_trace), "loggps", params)
+    b = replay.run(replay.prepare(tmp_path / "back"), "loggps", params)
+    assert a.rank_end_ns.tolist() == b.rank_end_ns.tolist()
+    # the default semantics replays the imported (linearised) trace too
+    assert replay.run(replay.prepare(tmp_path / "back"), "loggps").makespan_ns > 0
+    # and exporting the imported trace gives its schedule back
+    G.export_goal(tmp_path / "back", tmp_path / "again.goal")
+    assert G.format_goal(G.read_goal(tmp_path / "again.goal")) == \
+        G.format_goal(G.read_goal(out))
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("rank 0 {\n}\n", "before 'num_ranks'"),
+    ("{\"traceEvents\": []}\n", "expected 'num_ranks N'"),
+    ("num_ranks 1\nrank 0 {\na: calc 5\nb requires a\n}\n", "label 'b'"),
+    ("num_ranks 1\nrank 0 {\na: send 8b to 3\n}\n", "send to rank 3"),
+    ("num_ranks 1\nrank 0 {\na: frobnicate 8\n}\n", "cannot parse"),
+    ("num_ranks 1\nrank 0 {\na: calc 5\n", "not closed"),
+    ("num_ranks 2\nrank 0 {\na: send 8b to 1\n}\nrank 1 {\n}\n", "no receive matches"),
+    ("num_ranks 1\nrank 0 {\na: calc 5\nb: calc 5\na requires b\nb requires a\n}\n", "cyclic"),
+])
+def test_goal_malformed_inputs(tmp_path, text, needle):
+    p = tmp_path / "bad.goal"
+    p.write_text(text)
+    with pytest.raises(G.GoalError, match=needle) as ei:
+        G.import_goal(p, tmp_path / "out")
+    assert str(p) in str(ei.value)
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# OTF2
+
+
+def test_otf2_round_trip_real_trace(real_trace, tmp_path):
+    anchor = X.export_otf2(real_trace, tmp_path / "otf2")
+    assert anchor.name == "traces.otf2"
+    X.import_otf2(tmp_path / "otf2", tmp_path / "back")
+    assert check_trace(tmp_path / "back") == []
+    assert _frame(real_trace) == _frame(tmp_path / "back")
+    assert tf.read_manifest(tmp_path / "back")["origin"]["format"] == "otf2"
+    a = replay.run(replay.prepare(real_trace), "loggps")
+    b = replay.run(replay.prepare(tmp_path / "back"), "loggps")
+    assert a.makespan_ns == b.makespan_ns
+
+
+def test_otf2_archive_passes_otf2_print(real_trace, tmp_path):
+    if shutil.which("otf2-print") is None:
+        pytest.skip("otf2-print (Debian otf2-tools) is not installed")
+    anchor = X.export_otf2(real_trace, tmp_path / "otf2")
+    p = subprocess.run(["otf2-print", str(anchor)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "invalid" not in (p.stdout + p.stderr).lower()
+    assert "MPI_SEND" in p.stdout and "MPI_IRECV" in p.stdout
+    assert "MPI_COLLECTIVE_END" in p.stdout
+    d = subprocess.run(["otf2-print", "-G", str(anchor)], capture_output=True, text=True,
+                       timeout=60)
+    assert d.returncode == 0, d.stderr
+    assert "COMM_LOCATIONS" in d.stdout and "COMM_GROUP" in d.stdout
+
+
+def _tiny_archive(path: Path, with_groups: bool, with_recv: bool) -> Path:
+    import otf2
+    with otf2.writer.open(str(path), timer_resolution=10**9) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        locs = [d.location("Master thread", group=d.location_group(f"rank {r}",
+                                                                   system_tree_parent=node))
+                for r in range(2)]
+        comm = None
+        if with_groups:
+            d.group("COMM_LOCATIONS", group_type=otf2.GroupType.COMM_LOCATIONS,
+                    paradigm=otf2.Paradigm.MPI, members=locs)
+            g = d.group("world", group_type=otf2.GroupType.COMM_GROUP,
+                        paradigm=otf2.Paradigm.MPI, members=[0, 1])
+            comm = d.comm("MPI_COMM_WORLD", group=g)
+        send = d.region("MPI_Send", paradigm=otf2.Paradigm.MPI)
+        recv = d.region("MPI_Recv", paradigm=otf2.Paradigm.MPI)
+        w0, w1 = w.event_writer_from_location(locs[0]), w.event_writer_from_location(locs[1])
+        w0.enter(100, send)
+        if comm is not None:
+            w0.mpi_send(100, 1, comm, 4, 64)
+        w0.leave(200, send)
+        w1.enter(100, recv)
+        if comm is not None and with_recv:
+            w1.mpi_recv(300, 0, comm, 4, 64)
+        w1.leave(300, recv)
+    return path / "traces.otf2"
+
+
+def test_otf2_import_of_foreign_archive(tmp_path):
+    anchor = _tiny_archive(tmp_path / "a", with_groups=True, with_recv=True)
+    X.import_otf2(anchor, tmp_path / "t")
+    rows = _frame(tmp_path / "t")
+    assert rows["op"] == ["Send", "Recv"] and rows["peer"] == [1, 0]
+    assert rows["t_start"] == [0, 0] and rows["t_end"] == [100, 200]   # relative to first event
+    assert check_trace(tmp_path / "t") == []
+
+
+def test_otf2_malformed_inputs(tmp_path):
+    txt = tmp_path / "x.otf2"
+    txt.write_text("num_ranks 2\n")
+    with pytest.raises(X.OtfError, match="wrong magic"):
+        X.import_otf2(txt, tmp_path / "o1")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(X.OtfError, match="no \\*.otf2 anchor"):
+        X.import_otf2(tmp_path / "empty", tmp_path / "o2")
+    garbage = tmp_path / "g.otf2"
+    garbage.write_bytes(b"\x01\x02\x03" * 100)
+    with pytest.raises(X.OtfError, match="not a readable OTF2 archive|wrong magic"):
+        X.import_otf2(garbage, tmp_path / "o3")
+    nogroups = _tiny_archive(tmp_path / "b", with_groups=False, with_recv=False)
+    with pytest.raises(X.OtfError, match="missing definitions"):
+        X.import_otf2(nogroups, tmp_path / "o4")
+    unmatched = _tiny_archive(tmp_path / "c", with_groups=True, with_recv=False)
+    with pytest.raises(X.OtfError, match="messages do not match"):
+        X.import_otf2(unmatched, tmp_path / "o5")
+    for k in range(1, 6):
+        assert not (tmp_path / f"o{k}").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Perfetto
+
+
+def _check_perfetto(doc: dict, nranks: int, nmsg: int, timelines: int = 1) -> None:
+    evs = doc["traceEvents"]
+    procs = [e for e in evs if e["ph"] == "M" and e["name"] == "process_name"]
+    assert len(procs) == nranks * timelines
+    threads = [e for e in evs if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert {e["args"]["name"] for e in threads} == {"MPI", "regions"}
+    xs = [e for e in evs if e["ph"] == "X"]
+    assert xs and all(e["dur"] >= 0 and isinstance(e["ts"], (int, float)) for e in xs)
+    assert {e["pid"] for e in xs} == {e["pid"] for e in procs}
+    starts = {e["id"]: e for e in evs if e["ph"] == "s"}
+    ends = {e["id"]: e for e in evs if e["ph"] == "f"}
+    assert len(starts) == len(ends) == nmsg * timelines
+    assert starts.keys() == ends.keys()
+    for i, s in starts.items():
+        f = ends[i]
+        assert (s["cat"], s["name"]) == (f["cat"], f["name"])
+        assert f["bp"] == "e"
+        # each end lies inside an MPI slice of its thread (what "e" binds to)
+        assert any(x["pid"] == f["pid"] and x["tid"] == 0 and
+                   x["ts"] <= f["ts"] <= x["ts"] + x["dur"] for x in xs)
+
+
+def test_perfetto_structure_measured_and_replayed(real_trace, tmp_path):
+    nmsg = len(replay.prepare(real_trace).msgs["send_row"])
+    doc = to_perfetto([(None, tf.read_trace(real_trace).table)])
+    _check_perfetto(doc, 2, nmsg)
+    out = tmp_path / "both.json"
+    p = hindsight("export", real_trace, "--format", "perfetto", "--model", "loggps",
+                  "--set", "L=10us", "--with-measured", "--out", out)
+    assert p.returncode == 0, p.stderr
+    _check_perfetto(json.loads(out.read_text()), 2, nmsg, timelines=2)
+
+
+# ------------------------------------------------------------------------------------------------
+# pandas / pipit
+
+
+def test_pipit_frame(real_trace):
+    df = to_pipit(real_trace)
+    assert list(df.columns) == ["Timestamp (ns)", "Event Type", "Name", "Thread", "Process",
+                                "Attributes"]
+    assert set(df["Event Type"].unique()) == {"Enter", "Leave", "Instant"}
+    assert df["Timestamp (ns)"].is_monotonic_increasing
+    nmsg = len(replay.prepare(real_trace).msgs["send_row"])
+    sends = df[df["Name"].isin(["MpiSend", "MpiIsend"])]
+    recvs = df[df["Name"].isin(["MpiRecv", "MpiIrecv"])]
+    assert len(sends) == len(recvs) == nmsg
+    assert all({"receiver", "msg_tag", "msg_length"} <= set(a) for a in sends["Attributes"])
+    assert all({"sender", "msg_tag", "msg_length"} <= set(a) for a in recvs["Attributes"])
+    for _, g in df.groupby("Process"):   # Enter/Leave nest properly per process
+        stack = []
+        for typ, name in zip(g["Event Type"], g["Name"]):
+            if typ == "Enter":
+                stack.append(name)
+            elif typ == "Leave":
+                assert stack.pop() == name
+        assert not stack
+    tidy = load(real_trace)
+    assert {"rank", "seq", "op", "t_start", "duration_ns"} <= set(tidy.columns)
+    assert replay.load is load
+
+
+# ------------------------------------------------------------------------------------------------
+# command line
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.goal"
+    bad.write_text("num_ranks 1\nrank 0 {\na: calc x\n}\n")
+    for args in (("import", "goal", bad, "--out", tmp_path / "o"),
+                 ("import", "otf2", bad, "--out", tmp_path / "o"),
+                 ("export", tmp_path / "missing", "--format", "perfetto")):
+        p = hindsight(*args)
+        assert p.returncode != 0
+        assert "Traceback" not in p.stderr
+        assert p.stderr.strip().startswith("Error:") and len(p.stderr.strip().splitlines()) == 1
+        assert str(args[2] if args[0] == "import" else args[1]) in p.stderr
+
+
+def test_cli_import_goal_then_replay(tmp_path):
+    src = tmp_path / "hand.goal"
+    src.write_text(HAND)
+    p = hindsight("import", "goal", src, "--out", tmp_path / "t")
+    assert p.returncode == 0 and "trace check: ok" in p.stdout, p.stderr
+    p = hindsight("replay", tmp_path / "t", "--model", "loggps", "--json",
+                  *[a for k, v in HAND_PARAMS.items() for a in ("--set", f"{k}={v}")])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["breakdown"]["end_s"] == [2500e-9, 13638e-9]
