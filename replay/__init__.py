@@ -10,6 +10,7 @@ Public API (docs/replay.md)::
     df = replay.load(trace_dir)                              # tidy pandas frame (docs/interop.md)
 """
 
+import hindsight  # noqa: F401  (first: its allocator setting must precede pyarrow's import)
 from replay.engine import Result, run, sweep
 from replay.matching import MessageMatch, match_messages
 from replay.models import ParamError
