@@ -1,7 +1,265 @@
+"""`hindsight predict`: fit cost models from traces, synthesize other P and N, replay, report."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
 import click
 
 
+def parse_ranks(spec: str) -> list[int]:
+    """``1,2,8``, ``2..4096`` (the powers of two in between, ends included) or ``2..64:2``
+    (every 2nd), combined with commas."""
+    out: set[int] = set()
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        m = re.fullmatch(r"(\d+)\.\.(\d+)(?::(\d+))?", item)
+        if m:
+            a, b = int(m.group(1)), int(m.group(2))
+            if a < 1 or b < a:
+                raise click.BadParameter(f"{item}: need 1 <= a <= b", param_hint="--ranks")
+            if m.group(3):
+                step = int(m.group(3))
+                if step < 1:
+                    raise click.BadParameter(f"{item}: step must be >= 1", param_hint="--ranks")
+                out.update(range(a, b + 1, step))
+            else:
+                out.update({a, b})
+                p = 1
+                while p <= b:
+                    if p >= a:
+                        out.add(p)
+                    p *= 2
+        elif item.isdigit() and int(item) >= 1:
+            out.add(int(item))
+        else:
+            raise click.BadParameter(f"{item!r} is not a rank count, a..b or a..b:step",
+                                     param_hint="--ranks")
+    if not out:
+        raise click.BadParameter("no rank counts given", param_hint="--ranks")
+    if max(out) > 65536:
+        raise click.BadParameter(f"{max(out)} ranks: at most 65536", param_hint="--ranks")
+    return sorted(out)
+
+
+def parse_sizes(spec: str) -> list[int]:
+    out = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        try:
+            v = float(item)
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not a number", param_hint="--size") from None
+        if not math.isfinite(v) or v < 1 or v != int(v):
+            raise click.BadParameter(f"{item}: a size is a positive whole number of input units",
+                                     param_hint="--size")
+        out.append(int(v))
+    if not out:
+        raise click.BadParameter("no sizes given", param_hint="--size")
+    return sorted(set(out))
+
+
 @click.command("predict")
-def predict_cmd() -> None:
-    """(being built)"""
-    raise click.ClickException("predict is being built")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--app", default=None, help="use only the traces of this application")
+@click.option("--paradigm", default=None, help="use only the traces of this paradigm")
+@click.option("--ranks", "ranks_spec", default="1..64", show_default=True,
+              help="rank counts: 1,2,8 or 2..4096 (powers of two) or 2..64:2")
+@click.option("--size", "size_spec", default=None,
+              help="input sizes in the app's units (sorting: elements, components: edges, "
+                   "feature_extraction: documents), comma-separated [largest measured]")
+@click.option("--model", "model_name", default="loggps", show_default=True,
+              help="network model of the replay")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="model parameter with units, e.g. L=2.5us")
+@click.option("--profile", type=click.Path(path_type=Path),
+              help="network profile (TOML) written by `hindsight calibrate`")
+@click.option("--cpu-time", is_flag=True,
+              help="fit block costs from their CPU time: predict dedicated cores from runs on "
+                   "a shared or oversubscribed machine")
+@click.option("--within", type=float, default=5.0, show_default=True,
+              help="report the smallest P within this % of the best time")
+@click.option("--efficiency", "target_e", type=float, default=0.5, show_default=True,
+              help="efficiency E of the isoefficiency estimate")
+@click.option("--max-fit-error", type=float, default=25.0, show_default=True,
+              help="a fit whose error (the worse of leave-one-out and forward validation) "
+                   "exceeds this % is bad: extrapolating it is refused")
+@click.option("--accept-bad-fit", is_flag=True,
+              help="extrapolate bad fits anyway (the warning stays)")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="write predict.csv, fits.csv, summary.json and predict.png here")
+@click.option("--keep-traces", is_flag=True,
+              help="also write every synthesized trace under OUT/traces/")
+def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, profile, cpu_time,
+                within,
+                target_e, max_fit_error, accept_bad_fit, out, keep_traces) -> None:
+    """Predict run time, speedup, efficiency and the best P for other rank counts and sizes,
+    from cost models fitted to TRACES (trace directories, or directories of them)."""
+    from predict import costmodel as C
+    from predict import scaling
+    from predict.synthesize import UNIT_NAMES, SynthesisError
+    from replay import models as M
+    from replay.prepare import ReplayError
+
+    Ps = parse_ranks(ranks_spec)
+    if not (0 < within < 1000):
+        raise click.BadParameter(f"{within}: must be between 0 and 1000", param_hint="--within")
+    if not (0 < target_e < 1):
+        raise click.BadParameter(f"{target_e}: must be between 0 and 1",
+                                 param_hint="--efficiency")
+    if max_fit_error <= 0:
+        raise click.BadParameter(f"{max_fit_error}: must be > 0", param_hint="--max-fit-error")
+    if keep_traces and out is None:
+        raise click.UsageError("--keep-traces needs --out DIR")
+    try:
+        mod = M.get_model(model_name)
+    except M.ParamError as exc:
+        raise click.UsageError(f"--model: {exc}") from None
+    profile_doc = None
+    try:
+        prof = M.load_profile(profile, mod) if profile else None
+        values = M.resolve(mod, M.parse_assignments(list(sets)), prof)
+        if profile:
+            import tomllib
+            try:
+                profile_doc = tomllib.loads(Path(profile).read_text())
+            except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+                profile_doc = None  # an older JSON profile: analytic constants from the model
+    except M.ParamError as exc:
+        flag = "--profile" if str(exc).startswith("profile") else "--set"
+        raise click.UsageError(f"{flag}: {exc}") from None
+
+    try:
+        cm = C.fit_traces(traces, app, paradigm, cpu_time)
+    except C.FitError as exc:
+        raise click.ClickException(str(exc)) from None
+    Ns = parse_sizes(size_spec) if size_spec else [max(n for _, n in cm.configs)]
+    if cm.paradigm == "hypercube":
+        bad = [p for p in Ps if p & (p - 1)]
+        if bad:
+            raise click.BadParameter(f"the hypercube needs powers of two; {bad[0]} is not",
+                                     param_hint="--ranks")
+    net = scaling.net_constants(mod, values, profile_doc)
+    keep = (out / "traces") if keep_traces else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    try:
+        df = scaling.predict_grid(cm, Ps, Ns, mod, values, net, keep)
+    except (SynthesisError, ReplayError) as exc:
+        raise click.ClickException(str(exc)) from None
+    errors, warnings = cm.check(max_fit_error / 100)
+    unit = UNIT_NAMES[cm.app]
+    fits = cm.table()
+
+    click.echo(f"{cm.app} on {cm.paradigm}: fitted from {len(cm.traces)} traces "
+               f"(P, {unit}) = {', '.join(f'({p}, {n})' for p, n in cm.configs)}; "
+               f"{cm.per_task} {unit} per task; model {mod.NAME}")
+    click.echo("cost models (u = input units covered; bytes:* in bytes, others in seconds):")
+    for f in cm.fits.values():
+        cv = "n/a (1 point)" if math.isnan(f.cv_rel_err) else f"{f.cv_rel_err * 100:.1f} %"
+        r2 = "n/a" if math.isnan(f.r2) else f"{f.r2:.3f}"
+        click.echo(f"  {f.quantity:<14} {f.formula():<40} R² {r2:<6} LOO err {cv:<14} "
+                   f"points {f.points}, u {f.u_range[0]:.4g}..{f.u_range[1]:.4g}, "
+                   f"P {f.P_range[0]}..{f.P_range[1]}")
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    if errors:
+        if not accept_bad_fit:
+            raise click.ClickException(
+                f"refusing to extrapolate a bad fit: {errors[0]}"
+                + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+                + "; measure runs nearer the target, or pass --accept-bad-fit")
+        for e in errors:
+            click.echo(f"warning: bad fit extrapolated (--accept-bad-fit): {e}", err=True)
+
+    opt = scaling.optimum(df, within)
+    sat = scaling.saturation(df, cm, net) if cm.paradigm == "master-worker" else None
+    iso = scaling.isoefficiency(df, target_e)
+    click.echo("")
+    click.echo(f"{unit:>10} {'P':>6} {'T_P s':>11} {'speedup':>8} {'eff':>6} {'T_o s':>11} "
+               f"{'analytic s':>11}")
+    for r in df.itertuples():
+        click.echo(f"{r.N:>10} {r.P:>6} {r.makespan_s:>11.5g} {r.speedup:>8.3f} "
+                   f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} {r.analytic_s:>11.5g}")
+    click.echo("")
+    for o in opt.itertuples():
+        click.echo(f"N={o.N}: optimal P = {o.P_opt} ({o.T_opt_s:.4g} s); smallest P within "
+                   f"{within:g} % = {o.P_within} ({o.T_within_s:.4g} s)"
+                   + (f"; analytic optimum P = {o.analytic_P_opt}"
+                      if "analytic_P_opt" in opt.columns and not math.isnan(o.analytic_P_opt)
+                      else ""))
+    if sat is not None:
+        for s in sat.itertuples():
+            click.echo(f"N={s.N}: master saturated from P = {s.saturation_P} (replay: master "
+                       f"waits < {scaling.SATURATED_WAIT:.0%}); paper 004: saturation P = "
+                       f"{s.paper004_saturation_P}, optimal P = {s.paper004_optimal_P}")
+    x = iso["exponent"]
+    if not math.isnan(x):
+        used = [int(r["p"]) for r in iso["per_p"] if r["W_iso_s"] > 0]
+        click.echo(f"isoefficiency (E = {target_e:g}): W must grow as p^{x:.2f} to keep E "
+                   f"(fitted on the {len(used)} P where some W keeps it: "
+                   f"{', '.join(map(str, used))})")
+    elif (df["P"] > 1).sum() and df.loc[df["P"] > 1, "P"].nunique() < 2:
+        click.echo(f"isoefficiency (E = {target_e:g}): not estimable from one P > 1")
+    else:
+        click.echo(f"isoefficiency (E = {target_e:g}): not estimable: fewer than two P where "
+                   f"some size keeps E = {target_e:g} (T_o grows as fast as W or faster)")
+
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "predict.csv", index=False)
+        fits.to_csv(out / "fits.csv", index=False)
+        summary = {"app": cm.app, "paradigm": cm.paradigm, "unit": unit,
+                   "fitted_from": cm.traces, "model": mod.NAME, "optimum": opt.to_dict("records"),
+                   "saturation": sat.to_dict("records") if sat is not None else None,
+                   "isoefficiency": iso, "fits": [f.as_dict() for f in cm.fits.values()],
+                   "warnings": warnings, "bad_fits": errors}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        plot(df, opt, cm, unit, out / "predict.png")
+        click.echo(f"wrote {out / 'predict.csv'}, fits.csv, summary.json, predict.png")
+
+
+def plot(df, opt, cm, unit: str, path: Path) -> None:
+    """Four panels against P: time, speedup, efficiency, overhead; analytic model dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+    name = " / ".join(dict.fromkeys(df.loc[df["analytic_s"].notna(), "analytic_model"]))
+    for i, (N, g) in enumerate(df.groupby("N")):
+        col = f"C{i}"
+        g = g.sort_values("P")
+        lab = f"N={N} {unit}"
+        axes[0, 0].plot(g["P"], g["makespan_s"], "o-", color=col, label=f"{lab} (replay)")
+        if g["analytic_s"].notna().any():
+            axes[0, 0].plot(g["P"], g["analytic_s"], "--", color=col, label=f"{lab} ({name})")
+            axes[0, 1].plot(g["P"], g["analytic_speedup"], "--", color=col)
+        o = opt[opt["N"] == N].iloc[0]
+        axes[0, 0].plot([o["P_opt"]], [o["T_opt_s"]], "*", color=col, ms=14)
+        axes[0, 1].plot(g["P"], g["speedup"], "o-", color=col, label=lab)
+        axes[1, 0].plot(g["P"], g["efficiency"], "o-", color=col, label=lab)
+        gg = g[g["P"] > 1]
+        axes[1, 1].plot(gg["P"], gg["overhead_s"].clip(lower=1e-9), "o-", color=col, label=lab)
+    Pmax = df["P"].max()
+    axes[0, 1].plot([1, Pmax], [1, Pmax], ":", color="grey", label="linear")
+    titles = [("predicted time T_P (s); ★ = optimal P", True, True),
+              ("speedup W / T_P", True, True), ("efficiency W / (p·T_P)", True, False),
+              ("overhead T_o = p·T_P − W (s)", True, True)]
+    for ax, (t, lx, ly) in zip(axes.flat, titles):
+        ax.set_title(t)
+        ax.set_xlabel("ranks P")
+        if lx and Pmax > 8:
+            ax.set_xscale("log", base=2)
+        if ly:
+            ax.set_yscale("log")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[1, 0].set_ylim(0, 1.05)
+    note = "" if name else "; the papers give no closed form for this paradigm"
+    if name and df["analytic_s"].isna().any():
+        name += " (gaps: no finite answer, e.g. a saturated M/M/1 queue)"
+    fig.suptitle(f"hindsight predict: {cm.app} on {cm.paradigm} (fitted from "
+                 f"{len(cm.traces)} traces{note}); dashed: {name or 'none'}")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

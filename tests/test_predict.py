@@ -1,0 +1,232 @@
+"""Prediction beyond the measured run (issue 10): cost-model fits, skeleton-driven synthesis,
+`hindsight predict`. Three short `mpiexec -n 2` runs; everything else is in-process."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import replay
+from hindsight import traceformat as tf
+from hindsight.check import check_trace
+from hindsight.cli import main as cli
+from predict import costmodel as C
+from predict import synthesize as S
+from tests.conftest import hindsight
+
+PROFILE = Path(__file__).resolve().parent.parent / "docs" / "calibration" / "shm.toml"
+
+
+# ---------------------------------------------------------------------------------------------
+# fits
+
+
+def test_fit_recovers_known_terms_and_coefficients() -> None:
+    rng = np.random.default_rng(1)
+    u = np.repeat([2.0 ** k for k in range(10, 20)], 3)
+    y = 2e-4 + 3e-9 * u * np.log2(u)
+    f = C.fit("task", u, np.full(len(u), 2), y * (1 + rng.normal(0, 0.01, len(u))))
+    assert f.terms == ("u·log2(u)",)
+    assert f.coef[1] == pytest.approx(3e-9, rel=0.03)
+    assert f.coef[0] == pytest.approx(2e-4, rel=0.2)
+    assert f.r2 > 0.99 and f.cv_rel_err < 0.05
+    # exact linear data: message bytes = header + 8 bytes per element
+    b = C.fit("bytes:result", u, np.full(len(u), 2), 160 + 8 * u)
+    assert b.terms == ("u",) and b.coef[1] == pytest.approx(8) and b.coef[0] == pytest.approx(160)
+    # a P dependence is found only because P varies
+    P = np.tile([1, 2, 4, 8, 16], 4)
+    uu = np.repeat([1e4, 2e4, 4e4, 8e4], 5)
+    g = C.fit("merge", uu, P, 1e-3 + 1e-8 * uu + 5e-4 * np.log2(P))
+    assert set(g.terms) == {"u", "log2(P)"}
+    assert g(8e4, 1024) == pytest.approx(1e-3 + 8e-4 + 5e-3, rel=1e-6)
+
+
+def test_bad_fit_is_reported_and_extrapolation_refused() -> None:
+    rng = np.random.default_rng(2)
+    u = np.repeat([1e3, 2e3, 4e3, 8e3, 16e3], 2)
+    y = rng.uniform(1e-4, 1e-2, len(u))  # no relation to u at all
+    f = C.fit("merge", u, np.full(len(u), 2), y)
+    assert f.bad(0.25)
+    cm = C.CostModel("sorting", "tree", 1000, {"merge": f}, [], [(2, 16000)])
+    cm.cost("merge", 1e5, 2)  # 6x beyond the data
+    errors, warnings = cm.check(0.25)
+    assert len(errors) == 1 and "merge" in errors[0] and "extrapolated" in errors[0]
+    assert "leave-one-out error" in errors[0]
+    # inside the fitted range nothing is said
+    cm2 = C.CostModel("sorting", "tree", 1000, {"merge": f}, [], [(2, 16000)])
+    cm2.cost("merge", 4e3, 2)
+    assert cm2.check(0.25) == ([], [])
+
+
+def test_a_P_term_must_predict_the_largest_P_and_negative_costs_are_reported() -> None:
+    # cost falls with P on P = 1, 2, 4 (as CPU time did on this machine): the line through the
+    # points is a fine fit, but evaluated at P = 4096 it is negative: reported, never silent
+    P = np.repeat([1, 2, 4], 4)
+    y = 3.2e-3 - 1e-4 * P
+    f = C.fit("task", np.full(len(P), 65536), P, y)
+    assert f.terms == ("P",) and not f.bad(0.25)
+    cm = C.CostModel("sorting", "tree", 65536, {"task": f}, [], [])
+    assert cm.cost("task", 65536, 4096) == 0.0
+    errors, _ = cm.check(0.25)
+    assert any("negative" in e and "task" in e for e in errors)
+    # a P dependence that does not carry over to the largest P is not believed: constant wins
+    y2 = np.where(P == 4, 1.0e-3, 1e-3 + 2e-4 * (P - 1))
+    g = C.fit("task", np.full(len(P), 65536), P, y2)
+    assert g.terms == ()
+
+
+def test_tree_schedule_runs_every_task_once_and_reaches_rank_0() -> None:
+    from apps.skeletons import tree
+    for n in range(1, 10):
+        for n_tasks in (0, 1, 5, 17):
+            acts = tree.schedule(n, n_tasks)
+            assert sorted(a for r in acts for k, a in r if k == "task") == list(range(n_tasks))
+            sends = sorted((r, a) for r, ra in enumerate(acts) for k, a in ra if k == "send")
+            recvs = sorted((a, r) for r, ra in enumerate(acts) for k, a in ra if k == "recv")
+            assert sends == recvs  # every message has its receive
+            assert sum(k == "fold" for k, _ in acts[0]) == -(-n_tasks // n)
+
+
+# ---------------------------------------------------------------------------------------------
+# synthesis from a hand-made cost model
+
+
+def _fit(q: str, c0: float, terms=(), coef=()) -> C.Fit:
+    return C.Fit(q, tuple(terms), (c0, *coef), 1.0, 0.01, 0.01, 5, 5, (1.0, 1e9), (1, 1 << 20))
+
+
+def toy_model(app: str, paradigm: str, per_task: int) -> C.CostModel:
+    fits = {
+        "io": _fit("io", 1e-4, ["u"], [1e-9]), "load": _fit("load", 1e-3, ["u"], [1e-9]),
+        "task": _fit("task", 1e-4, ["u·log2(u)"], [5e-9]),
+        "merge": _fit("merge", 5e-5, ["u"], [4e-9]), "divide": _fit("divide", 1e-5, ["u"], [1e-10]),
+        "conquer": _fit("conquer", 1e-4, ["u·log2(u)"], [5e-9]),
+        "combine": _fit("combine", 5e-5, ["u"], [4e-9]), "other": _fit("other", 2e-5),
+        "pickle": _fit("pickle", 2e-5, ["u"], [1e-10]),
+        "bytes:result": _fit("bytes:result", 160, ["u"], [8]),
+        "bytes:problem": _fit("bytes:problem", 160, ["u"], [8]),
+        "bytes:control": _fit("bytes:control", 21),
+    }
+    return C.CostModel(app, paradigm, per_task, fits, [], [])
+
+
+@pytest.mark.parametrize("paradigm,P", [("pipeline", 1), ("pipeline", 3), ("pipeline", 8),
+                                        ("tree", 5), ("hypercube", 1), ("hypercube", 4),
+                                        ("master-worker", 1), ("master-worker", 4)])
+def test_synthesized_trace_passes_check_and_replays(tmp_path: Path, paradigm: str, P: int) -> None:
+    app = "components" if paradigm == "master-worker" else "sorting"
+    cm = toy_model(app, paradigm, 1000)
+    out = S.write(tmp_path / "t", cm.spec(P, 13_500), cm.cost)
+    assert check_trace(out) == []
+    man = tf.read_manifest(out)
+    assert man["synthetic"]["generator"] == "predict.synthesize" and man["ranks"] == P
+    res = replay.run(replay.prepare(out, use_cache=False), "loggps")
+    assert res.makespan_ns > 0
+    # every task ran exactly once, so the task regions cover all the input
+    t = tf.read_trace(out).to_pandas()
+    task = t[(t["op"] == "region") & (t["region"].astype(str).isin(["task", "conquer"]))]
+    assert task["nbytes"].sum() == 13_500
+    # the CLI accepts it too
+    r = hindsight("trace", "check", out)
+    assert r.returncode == 0, r.stderr
+
+
+def test_hypercube_block_units_follow_the_halving() -> None:
+    # 11 units on 4 ranks: 6 | 5 -> 3,3 | 3,2
+    assert [S._block_units(11, 4, r, 1) for r in range(4)] == [3, 3, 3, 2]
+    assert S._block_units(11, 4, 2, 2) == 5
+
+
+def test_master_worker_arrival_simulation_favours_fast_workers() -> None:
+    cm = toy_model("components", "master-worker", 1000)
+    order = S.simulate_arrivals(cm.spec(4, 20_000), cm.cost)
+    # bare requests (3), one result per task (20), and one final result per worker... each
+    # worker's last message is answered with STOP: 3 + 20 messages in all
+    assert len(order) == 3 + 20
+    assert sorted(set(order)) == [1, 2, 3]
+
+
+# ---------------------------------------------------------------------------------------------
+# against real runs (mpiexec -n 2)
+
+
+RUNS = {
+    "sorting-pipeline": ("sorting", "pipeline", ["--arrays", "6", "--array-size", "8192"]),
+    "sorting-hypercube": ("sorting", "hypercube", ["--arrays", "4", "--array-size", "8192"]),
+    "components-mw": ("components", "master-worker",
+                      ["--vertices", "2048", "--edges", "8192", "--edges-per-task", "1024"]),
+}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("measured")
+    out = {}
+    for name, (app, paradigm, flags) in RUNS.items():
+        d = base / name
+        r = hindsight("collect", app, "-n", "2", "--paradigm", paradigm, "--out", d, "--", *flags)
+        assert r.returncode == 0, r.stderr
+        out[name] = d
+    return out
+
+
+def _ops(trace_dir: Path) -> list[tuple]:
+    t = tf.read_trace(trace_dir).to_pandas().sort_values(["rank", "seq"])
+    return [(int(r.rank), str(r.op), int(r.peer), int(r.tag))
+            for r in t.itertuples() if str(r.op) != "region" and str(r.op) != "Comm_split"] + \
+        [(int(r.rank), str(r.op), str(r.region)) for r in t.itertuples() if str(r.op) == "region"]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_synthesis_of_a_measured_config_has_its_op_sequence(measured, tmp_path: Path,
+                                                            name: str) -> None:
+    d = measured[name]
+    cm = C.fit_traces([d])
+    man = tf.read_manifest(d)
+    spec = S.spec_from_manifest(man)
+    arrivals = None
+    if spec.paradigm == "master-worker":  # the measured arrival order, as the fit aligns it
+        t = tf.read_trace(d).to_pandas()
+        arrivals = t[(t["rank"] == 0) & (t["op"] == "Recv") & (t["tag"] == 31)]["peer"].tolist()
+    out = S.write(tmp_path / "syn", spec, cm.cost, arrivals=arrivals)
+    assert _ops(out) == _ops(d)
+    assert check_trace(out) == []
+    # region sizes of the tasks agree too (sorting: elements; components: edges)
+    fr = C.samples(d)[1]
+    assert set(fr["quantity"]) >= {"other", "pickle"}
+
+
+def test_predict_cli_end_to_end(measured, tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["predict", str(measured["sorting-pipeline"]), "--ranks",
+                                 "1..8", "--profile", str(PROFILE), "--accept-bad-fit",
+                                 "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "optimal P =" in r.output and "isoefficiency" in r.output
+    for f in ("predict.csv", "fits.csv", "summary.json", "predict.png"):
+        assert (tmp_path / "o" / f).is_file()
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["paradigm"] == "pipeline" and s["optimum"][0]["P_opt"] in (1, 2, 4, 8)
+
+
+def test_predict_cli_user_errors(measured, tmp_path: Path) -> None:
+    run = CliRunner().invoke
+    r = run(cli, ["predict", str(tmp_path / "nope")])
+    assert r.exit_code == 1 and "nope" in r.output and "Traceback" not in r.output
+    r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--ranks", "2..x"])
+    assert r.exit_code == 2 and "--ranks" in r.output
+    r = run(cli, ["predict", str(measured["sorting-hypercube"]), "--ranks", "3"])
+    assert r.exit_code == 2 and "--ranks" in r.output and "power" in r.output
+    r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--size", "-5"])
+    assert r.exit_code == 2 and "--size" in r.output
+    r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--set", "X=1"])
+    assert r.exit_code == 2 and "--set" in r.output
+    r = run(cli, ["predict", str(measured["sorting-pipeline"]), str(measured["sorting-hypercube"])])
+    assert r.exit_code == 1 and "--paradigm" in r.output
+    # one trace, one size: extrapolating 100x with fits of a single point is refused or warned,
+    # never silent
+    r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--size", "5000000",
+                  "--ranks", "2"])
+    assert "extrapolat" in r.output
