@@ -51,7 +51,7 @@ def check_trace(trace_dir: Path | str) -> list[str]:
     problems += _capped(_check_order(cols, ops, files))
     problems += _capped(_check_send_requests(cols, ops, files, complete))
     problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
-    problems += _capped(_check_matching(cols))
+    problems += _capped(_check_matching(cols, files))
     return problems
 
 
@@ -140,6 +140,39 @@ def _check_collectives(cols, ops, manifest, files) -> list[str]:
     return out
 
 
-def _check_matching(cols: dict[str, np.ndarray]) -> list[str]:
-    _, problems = match_messages(cols)
-    return list(problems)
+def _check_matching(cols: dict[str, np.ndarray], files: dict) -> list[str]:
+    """Unmatched messages (named by the receiving or sending rank's file) and clock skew."""
+    match, problems = match_messages(cols)
+    out = []
+    for line in problems:
+        # match_messages says "rank R seq S: ..."; the user needs the file too.
+        head = line.split(" ", 2)
+        r = int(head[1]) if len(head) > 2 and head[0] == "rank" and head[1].isdigit() else None
+        out.append(f"{files[r]}: {line}" if r in files else line)
+    return out + _check_causality(cols, match, files)
+
+
+def _check_causality(cols, match, files) -> list[str]:
+    """A receive cannot complete before its send started. If one does, the ranks' clocks disagree
+    (skew the alignment did not remove): the times cannot be compared across those ranks.
+    One line per (sender, receiver) pair, with the worst gap."""
+    if not len(match):
+        return []
+    t0, t1, seq = cols["t_start"], cols["t_end"], cols["seq"]
+    done = match.recv_done_row
+    ok = done >= 0
+    send, done = match.send_row[ok], done[ok]
+    gap = t0[send] - t1[done]               # > 0: the receive ended before the send began
+    bad = np.flatnonzero(gap > 0)
+    worst: dict[tuple[int, int], int] = {}
+    for k in bad.tolist():
+        key = (int(match.src[ok][k]), int(match.dst[ok][k]))
+        if key not in worst or gap[k] > gap[worst[key]]:
+            worst[key] = k
+    out = []
+    for (src, dst), k in sorted(worst.items()):
+        n = int(np.count_nonzero((match.src[ok][bad] == src) & (match.dst[ok][bad] == dst)))
+        out.append(f"{files[dst]}: clock skew: {n} receive(s) from rank {src} end before their "
+                   f"send started (worst: seq {seq[done[k]]} ends {gap[k]} ns before rank {src} seq "
+                   f"{seq[send[k]]} starts)")
+    return out

@@ -42,7 +42,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
                     op_counts += np.bincount(op, minlength=len(op_counts))
                     nb = codes["nbytes"]
                     sent += int(np.maximum(nb[is_send[op]], 0).sum())
-            except (OSError, pa.ArrowException) as exc:
+            except tf.READ_ERRORS as exc:
                 raise tf.TraceError(f"{path}: corrupt or truncated Parquet data ({exc})") from None
     names = list(tf.OPS) + ["(unknown)"]
     events_per_op = {names[i]: int(c) for i, c in enumerate(op_counts) if c}

@@ -30,6 +30,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 FORMAT_VERSION = "1.0"
+#: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
+#: damaged manifest from sending the reader through billions of missing files).
+MAX_RANKS = 1 << 22
 MANIFEST_NAME = "manifest.json"
 STAGING_DIR = ".staging"
 RANK_FILE_RE = re.compile(r"^rank-(\d{5})\.parquet$")
@@ -117,7 +120,17 @@ WRITE_OPTIONS: dict[str, Any] = dict(
     use_dictionary=[c for c in COLUMNS if c not in _DELTA_COLUMNS],
     column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
     write_statistics=True,
+    # A CRC32 per page: flipped bytes in the data are an error on reading (the readers below
+    # verify it), not silently different timestamps. Costs well under 1 % of the write.
+    write_page_checksum=True,
 )
+#: Options of every ParquetFile the readers open (pages without a checksum are read as before).
+READ_OPTIONS: dict[str, Any] = dict(page_checksum_verification=True)
+
+
+#: What pyarrow raises on a damaged file: IO errors, Arrow errors, and ValueError (a
+#: UnicodeDecodeError of a column name or metadata string in a corrupt footer).
+READ_ERRORS = (OSError, pa.ArrowException, ValueError)
 
 
 class TraceError(Exception):
@@ -187,7 +200,46 @@ def read_manifest(trace_dir: Path) -> dict[str, Any]:
     for key in ("ranks", "run_id"):
         if key not in manifest:
             raise TraceError(f"{path}: manifest lacks '{key}'")
+    # Types are checked here, once, so that a damaged manifest is one clear error rather than a
+    # TypeError deep in a reader.
+    ranks = manifest["ranks"]
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or not 1 <= ranks <= MAX_RANKS:
+        raise TraceError(f"{path}: 'ranks' must be an integer in 1..{MAX_RANKS}, not {ranks!r}")
+    if not isinstance(manifest["run_id"], str):
+        raise TraceError(f"{path}: 'run_id' must be a string")
+    status = manifest.get("rank_status")
+    if status is not None and not (isinstance(status, list) and len(status) == ranks
+                                   and all(isinstance(x, str) or x is None for x in status)):
+        raise TraceError(f"{path}: 'rank_status' must list one status per rank ({ranks})")
+    comms = manifest.get("communicators")
+    if comms is not None and not (isinstance(comms, dict) and all(
+            v is None or (isinstance(v, list) and v and all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r < ranks for r in v))
+            for v in comms.values())):
+        raise TraceError(f"{path}: 'communicators' must map ids to non-empty lists of ranks "
+                         f"below {ranks}")
+    if comms is not None and not all(k.isdigit() for k in comms):
+        raise TraceError(f"{path}: 'communicators' ids must be non-negative integers")
+    for key, kind in _MANIFEST_TYPES.items():
+        v = manifest.get(key)
+        if v is not None and (not isinstance(v, kind) or (isinstance(v, bool) and bool not in
+                                                           (kind if isinstance(kind, tuple)
+                                                            else (kind,)))):
+            raise TraceError(f"{path}: '{key}' has the wrong type ({type(v).__name__})")
+    hosts = manifest.get("hosts") or {}
+    if not all(isinstance(rs, list) and all(isinstance(r, int) and not isinstance(r, bool)
+                                            for r in rs) for rs in hosts.values()):
+        raise TraceError(f"{path}: 'hosts' must map host names to lists of ranks")
     return manifest
+
+
+#: Types of the optional manifest keys that readers use (None is always allowed).
+_MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
+    "complete": bool, "result_verified": bool, "clock": dict, "hosts": dict,
+    "ranks_per_host": dict, "transport": dict, "args": dict, "collective_algorithms": dict,
+    "network": dict, "events": list, "makespan_ns": (int, float), "start_unix": (int, float),
+    "end_unix": (int, float),
+}
 
 
 def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
@@ -218,15 +270,18 @@ def file_metadata(path: Path) -> dict[str, Any]:
     """The hindsight key-value metadata of one Parquet file (footer only, no rows read)."""
     try:
         meta = pq.read_metadata(path)
-    except (OSError, pa.ArrowException) as exc:
+    except READ_ERRORS as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
     kv = meta.metadata or {}
     if METADATA_KEY not in kv:
         raise TraceError(f"{path}: Parquet file without hindsight metadata")
     try:
-        return json.loads(kv[METADATA_KEY])
-    except json.JSONDecodeError:
+        meta = json.loads(kv[METADATA_KEY])
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise TraceError(f"{path}: corrupt hindsight metadata") from None
+    if not isinstance(meta, dict):
+        raise TraceError(f"{path}: corrupt hindsight metadata (not a JSON object)")
+    return meta
 
 
 def _short(exc: Exception) -> str:
@@ -249,6 +304,11 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
             meta = file_metadata(path)
             src = RankSource(rank, [path], meta.get("status") == "complete",
                              str(meta.get("status", "unknown")), meta)
+            run = meta.get("run") if isinstance(meta.get("run"), dict) else {}
+            if run.get("ranks") is not None and run.get("ranks") != nranks:
+                # Checked before the run id: "another rank count" says more than "another run".
+                raise TraceError(f"{path}: written by a run of {run.get('ranks')} ranks, the "
+                                 f"manifest says {nranks} (a file from another run?)")
             if meta.get("run_id") != manifest["run_id"]:
                 raise TraceError(f"{path}: belongs to run {meta.get('run_id')}, the manifest to "
                                  f"run {manifest['run_id']} (mixed runs in one directory)")
@@ -262,7 +322,7 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
                 try:
                     pq.read_metadata(part)
                     readable.append(part)
-                except (OSError, pa.ArrowException):
+                except READ_ERRORS:
                     problems.append(f"{part}: unreadable staged part ignored")
                     break
             recorded = (manifest.get("rank_status") or [None] * nranks)[rank]
@@ -317,11 +377,13 @@ def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
             try:
                 # ParquetFile.read skips the dataset layer of pq.read_table: 2x faster on
                 # many small rank files.
-                t = pq.ParquetFile(path).read(columns=columns)
-            except (OSError, pa.ArrowException) as exc:
+                t = pq.ParquetFile(path, **READ_OPTIONS).read(columns=columns)
+            except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
                     from None
             check_schema(path, t.schema, columns)
+            if "rank" in t.column_names:
+                _check_rank_column(path, t.column("rank").to_numpy(), src.rank)
             tables.append(t)
     schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
     table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema)
@@ -410,12 +472,12 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     for src in sources:
         for path in src.files:
             try:
-                pf = pq.ParquetFile(path)
-            except (OSError, pa.ArrowException) as exc:
+                pf = pq.ParquetFile(path, **READ_OPTIONS)
+            except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
                     from None
             check_schema(path, pf.schema_arrow, columns)
-            files.append((path, pf))
+            files.append((path, pf, src.rank))
             total += pf.metadata.num_rows
     op_of = dict(OP_CODE)  # unknown op names get codes past OPS and are mapped to -1 below
     region_of: dict[str, int] = {}
@@ -424,11 +486,11 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         dt = np.int8 if c == "op" else np.int16 if c == "region" else _NUMPY_TYPES[c]
         out[c] = np.empty(total, dt)
     pos = 0
-    for path, pf in files:
+    for path, pf, file_rank in files:
         for g in range(pf.metadata.num_row_groups):
             try:
                 rg = pf.read_row_group(g, columns=columns)
-            except (OSError, pa.ArrowException) as exc:
+            except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data in row group {g} "
                                  f"({_short(exc)})") from None
             n = rg.num_rows
@@ -448,6 +510,8 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
                         raise TraceError(f"{path}: column '{c}' has null values")
                     else:
                         dst[:] = chunk.to_numpy(zero_copy_only=False)
+            if "rank" in out:
+                _check_rank_column(path, out["rank"][pos:pos + n], file_rank)
             pos += n
     if pos != total:
         raise TraceError(f"{trace_dir}: the rank files hold {pos} rows, their footers say {total}")
@@ -455,6 +519,14 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     for k, v in region_of.items():
         names[v] = k
     return Columns(trace_dir, manifest, out, names, sources)
+
+
+def _check_rank_column(path: Path, ranks: np.ndarray, rank: int) -> None:
+    """Every row of a rank's file must say that rank (readers index per-rank arrays by it)."""
+    bad = np.flatnonzero(ranks != rank)
+    if len(bad):
+        raise TraceError(f"{path}: row {bad[0]} says rank {ranks[bad[0]]}, the file is rank "
+                         f"{rank}")
 
 
 def check_schema(path: Path, schema: pa.Schema, columns: list[str] | None) -> None:

@@ -31,7 +31,7 @@ from mpi4py import MPI
 
 from hindsight import traceformat as tf
 from instrument import comm as tcomm
-from instrument.tracer import DEFAULT_CAPACITY, Tracer
+from instrument.tracer import DEFAULT_CAPACITY, Tracer, TraceWriteError
 
 #: Environment variables that change how MPI moves data; recorded in the manifest.
 TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
@@ -453,10 +453,24 @@ def _close_abnormally(status: str) -> None:
         if t is None or t.closed:
             return
         _status = status
+        # A disk error must not hide the original failure.
         try:
             t.close(status)
-        except Exception as exc:   # a disk error must not hide the original failure
+        except (Exception, TraceWriteError) as exc:
             sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
+
+
+def _mark_write_error() -> None:
+    """Leave status `write-error` beside the staged parts if the disk still takes a small file."""
+    global _status
+    with _lock:
+        _status = "write-error"
+        if _tracer is not None:
+            _tracer.closed = True
+            try:
+                _tracer.mark("write-error")
+            except OSError:
+                pass
 
 
 def _flush_on_signal() -> None:
@@ -476,7 +490,7 @@ def _flush_on_signal() -> None:
             t.flush()
             t.mark("terminated")
             t.closed = True
-        except Exception as exc:
+        except (Exception, TraceWriteError) as exc:
             sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
     time.sleep(SIGNAL_GRACE_S)
 
@@ -488,8 +502,14 @@ def _install_exit_paths() -> None:
     previous_hook = sys.excepthook
 
     def hook(exc_type, exc, tb):
-        _close_abnormally("error")
-        previous_hook(exc_type, exc, tb)
+        if issubclass(exc_type, TraceWriteError):
+            # Disk full or output directory gone: stop the run with one line, no traceback. The
+            # parts already written stay readable; the trace is marked incomplete, never complete.
+            sys.stderr.write(f"hindsight: {exc}; stopping the run (the trace stays incomplete)\n")
+            _mark_write_error()
+        else:
+            _close_abnormally("error")
+            previous_hook(exc_type, exc, tb)
         # The other ranks may be blocked waiting for this one and MPI_Finalize would wait for
         # them: abort the job, as `python -m mpi4py` does, instead of hanging until killed.
         if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:

@@ -28,6 +28,13 @@ FIELDS = len(_ROW_COLUMNS)
 DEFAULT_CAPACITY = 65536
 
 
+class TraceWriteError(BaseException):
+    """The trace cannot be written (disk full, directory gone or read-only).
+
+    A BaseException, like KeyboardInterrupt, so that an application's `except Exception` cannot
+    swallow it and go on producing a trace with a silent gap: the run stops (docs/robustness.md)."""
+
+
 class Tracer:
     """Everything one rank records. One instance per process (see instrument.session)."""
 
@@ -105,8 +112,14 @@ class Tracer:
         self.max_t_end = max(self.max_t_end, int(cols["t_end"].max()))
         path = self.stage / f"part-{self.parts:06d}.parquet"
         tmp = self.stage / f".part-{self.parts:06d}.tmp"
-        pq.write_table(table, tmp, **tf.WRITE_OPTIONS)
-        os.replace(tmp, path)
+        try:
+            pq.write_table(table, tmp, **tf.WRITE_OPTIONS)
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)      # never leave half a part behind
+            self.closed = True               # record nothing more: the trace has a gap now
+            raise TraceWriteError(f"rank {self.rank}: cannot write {path}: "
+                                  f"{exc.strerror or exc}") from None
         self.parts += 1
 
     def file_metadata(self, status: str) -> dict[str, Any]:
@@ -155,17 +168,23 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any],
     final = trace_dir / tf.rank_file_name(rank)
     tmp = trace_dir / f".{tf.rank_file_name(rank)}.tmp"
     parts = sorted(stage.glob("part-*.parquet"))
-    with pq.ParquetWriter(tmp, schema, **tf.WRITE_OPTIONS) as writer:
-        for part in parts:
-            table = pq.read_table(part).cast(tf.SCHEMA)
-            if drift:
-                for name in ("t_start", "t_end"):
-                    t = table.column(name).to_numpy()
-                    fixed = np.rint(t * (1.0 - drift)).astype(np.int64)
-                    table = table.set_column(table.schema.get_field_index(name),
-                                             tf.SCHEMA.field(name), pa.array(fixed))
-            writer.write_table(table, row_group_size=row_group_size)
-    os.replace(tmp, final)
+    try:
+        with pq.ParquetWriter(tmp, schema, **tf.WRITE_OPTIONS) as writer:
+            for part in parts:
+                table = pq.read_table(part).cast(tf.SCHEMA)
+                if drift:
+                    for name in ("t_start", "t_end"):
+                        t = table.column(name).to_numpy()
+                        fixed = np.rint(t * (1.0 - drift)).astype(np.int64)
+                        table = table.set_column(table.schema.get_field_index(name),
+                                                 tf.SCHEMA.field(name), pa.array(fixed))
+                writer.write_table(table, row_group_size=row_group_size)
+        os.replace(tmp, final)
+    except OSError as exc:
+        # The staged parts stay (they are the data); only the half-merged file goes.
+        tmp.unlink(missing_ok=True)
+        raise TraceWriteError(f"rank {rank}: cannot write {final}: {exc.strerror or exc}") \
+            from None
     for leftover in parts + [stage / "status.json"]:
         leftover.unlink(missing_ok=True)
     try:

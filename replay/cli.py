@@ -72,7 +72,15 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
         flag = "--profile" if str(exc).startswith("profile") else "--set"
         raise click.UsageError(f"{flag}: {exc}") from None
     try:
-        prep = prepare(trace, allow_partial=allow_partial)
+        if allow_partial:
+            # An incomplete trace is replayed up to its last consistent cut (replay/partial.py),
+            # and the user is told so: it is not a replay of the whole run.
+            from replay.partial import prepare_partial
+            prep, cut = prepare_partial(trace)
+            if cut is not None:
+                click.echo(cut.describe(trace), err=True)
+        else:
+            prep = prepare(trace, allow_partial=False)
     except TraceError as exc:
         raise click.ClickException(f"{exc}") from None
     except ReplayError as exc:
@@ -122,6 +130,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if as_json:
         doc = res.summary()
         doc["trace"] = str(trace)
+        if prep.manifest.get("partial_cut"):
+            doc["partial_cut"] = prep.manifest["partial_cut"]
         if out:
             doc["out"] = str(out)
         click.echo(json.dumps(doc, indent=2, default=float))
@@ -156,13 +166,20 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
               help="parameter range (or NAME=V1,V2,...); several --vary make a grid")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="CSV file")
 @click.option("--plot", type=click.Path(path_type=Path), help="PNG of the predicted makespan")
-@click.option("--workers", type=int, default=0, help="threads (default: all cores)")
+@click.option("--workers", type=int, default=0,
+              help="threads (default: all cores); with --executor mpi outside mpi4py.futures, "
+                   "the number of MPI processes to spawn")
+@click.option("--executor", type=click.Choice(["local", "mpi"]), default="local",
+              show_default=True,
+              help="local threads, or MPI processes via mpi4py.futures (run under `mpiexec -n K "
+                   "python -m mpi4py.futures -m hindsight.cli sweep ...`, docs/replay.md)")
 def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-              allow_partial, vary, out, plot, workers):
+              allow_partial, vary, out, plot, workers, executor):
     """Replay TRACE for every configuration of a parameter grid; one CSV row each."""
     from tqdm import tqdm
 
     from replay.engine import sweep
+    from replay.executors import ExecutorError
     from replay.prepare import ReplayError
     mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
     try:
@@ -178,9 +195,11 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
                        compute_scale=compute_scale, region_scale=_region_scale(region_scale),
                        cpu_time=cpu_time, algorithms=_kv(algo, "--algo"),
-                       workers=workers or None, progress=bar.update)
+                       workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise click.UsageError(f"--vary: {exc}") from None
+    except ExecutorError as exc:
+        raise click.ClickException(str(exc)) from None
     except ReplayError as exc:
         raise click.ClickException(str(exc)) from None
     df.to_csv(out, index=False)

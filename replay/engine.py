@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -432,16 +430,58 @@ def parse_vary(spec: str, mod: ModuleType) -> tuple[str, list[float], list[str]]
     return name, vals, [str(v) for v in vals]
 
 
+@dataclass
+class SweepPoint:
+    """One configuration of a sweep grid, as a picklable callable: ``point(prep, ci)`` replays
+    configuration ``ci`` and returns its CSV row. The same code runs on a thread of this process
+    (local executor) or in another MPI process (replay/executors.py), so results are identical."""
+
+    model: str
+    values0: dict[str, Any]
+    axes: list[tuple[str, list, list[str]]]
+    combos: np.ndarray
+    compute_scale: float
+    region_scale: Mapping[str, float] | None
+    cpu_time: bool
+    algorithms: Mapping[str, str] | None
+    measured_ns: float
+
+    def __call__(self, prep: Prepared, ci: int) -> dict[str, Any]:
+        mod = M.get_model(self.model)
+        v = dict(self.values0)
+        row: dict[str, Any] = {}
+        for (name, vals, _), j in zip(self.axes, self.combos[ci]):
+            for tgt in M._expand(mod, name):
+                v[tgt] = vals[j]
+            row[name] = _display(mod, {M._expand(mod, name)[0]: vals[j]})[M._expand(mod, name)[0]]
+        if hasattr(mod, "check"):
+            mod.check(v)
+        res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
+                  region_scale=self.region_scale, cpu_time=self.cpu_time,
+                  algorithms=self.algorithms, record=False)
+        row.update(predicted_makespan_s=res.makespan_ns / 1e9,
+                   measured_makespan_s=self.measured_ns / 1e9, rel_error_pct=res.rel_error_pct,
+                   max_wait_s=float(res.rank_wait_ns.max()) / 1e9 if len(res.rank_wait_ns) else 0)
+        if "saturated_messages" in res.info:
+            row["saturated_messages"] = res.info["saturated_messages"]
+        return row
+
+
 def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
           vary: Sequence[str] = (), *, profile: Mapping[str, Any] | None = None,
           compute_scale: float = 1.0, region_scale: Mapping[str, float] | None = None,
           cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
           workers: int | None = None,
-          progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+          progress: Callable[[int], None] | None = None,
+          executor: str = "local") -> pd.DataFrame:
     """Replay every point of the grid spanned by ``vary``; one row per configuration.
 
-    Configurations run on ``workers`` threads (the kernel releases the GIL).
+    ``executor="local"``: configurations run on ``workers`` threads (the kernel releases the
+    GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
+    (replay/executors.py); the rows are the same, in the same order.
     """
+    from replay import executors
+
     mod = M.get_model(model)
     values0 = M.resolve(mod, base, profile)
     axes = [parse_vary(v, mod) for v in vary]
@@ -455,40 +495,7 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     measured = mod.MODE == "measured"
     # Build (and cache) the stream once here, not racing to build it in every worker thread.
     prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
-    meas = prep.measured_makespan_ns
-
-    def one(ci: int) -> dict[str, Any]:
-        v = dict(values0)
-        row: dict[str, Any] = {}
-        for (name, vals, _), j in zip(axes, combos[ci]):
-            for tgt in M._expand(mod, name):
-                v[tgt] = vals[j]
-            row[name] = _display(mod, {M._expand(mod, name)[0]: vals[j]})[M._expand(mod, name)[0]]
-        if hasattr(mod, "check"):
-            mod.check(v)
-        res = run(prep, mod, resolved=v, compute_scale=compute_scale, region_scale=region_scale,
-                  cpu_time=cpu_time, algorithms=algorithms, record=False)
-        row.update(predicted_makespan_s=res.makespan_ns / 1e9, measured_makespan_s=meas / 1e9,
-                   rel_error_pct=res.rel_error_pct,
-                   max_wait_s=float(res.rank_wait_ns.max()) / 1e9 if len(res.rank_wait_ns) else 0)
-        if "saturated_messages" in res.info:
-            row["saturated_messages"] = res.info["saturated_messages"]
-        return row
-
-    workers = workers or min(len(combos), os.cpu_count() or 1)
-    rows: list[dict] = [None] * len(combos)  # type: ignore[list-item]
-    one(0) if False else None
-    if workers <= 1:
-        for ci in range(len(combos)):
-            rows[ci] = one(ci)
-            if progress:
-                progress(1)
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as ex:
-            futs = {ex.submit(one, ci): ci for ci in range(len(combos))}
-            from concurrent.futures import as_completed
-            for f in as_completed(futs):
-                rows[futs[f]] = f.result()
-                if progress:
-                    progress(1)
+    point = SweepPoint(mod.NAME, values0, axes, combos, compute_scale, region_scale, cpu_time,
+                       algorithms, prep.measured_makespan_ns)
+    rows = executors.run_points(executor, prep, point, len(combos), workers, progress)
     return pd.DataFrame(rows)

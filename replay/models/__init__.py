@@ -134,6 +134,8 @@ def _from_calibration(data: dict, path: Path, model: ModuleType) -> dict[str, An
         raise ParamError(f"profile {path}: format is {data.get('format')!r}, expected "
                          f"'{PROFILE_FORMAT}'")
     measured_on = data.get("measured_on") or {}
+    if not isinstance(measured_on, dict):
+        raise ParamError(f"profile {path}: [measured_on] must be a table")
     if model.NAME in ("loggp", "loggps"):
         sec = _section(data, path, "loggps", ("L", "o_send", "o_recv", "g", "G", "O", "o_b", "S"))
         # The profile's o_send/o_recv are the overheads measured with `ranks` ranks; the models
@@ -203,7 +205,8 @@ def profile_measured_on(path: Path | str) -> dict[str, Any]:
         kind, data = _read_profile_file(Path(path))
     except ParamError:
         return {}
-    return dict(data.get("measured_on") or {}) if kind == "toml" and isinstance(data, dict) else {}
+    on = data.get("measured_on") if kind == "toml" and isinstance(data, dict) else None
+    return dict(on) if isinstance(on, dict) else {}
 
 
 def resolve(model: ModuleType, assignments: Mapping[str, Any] | list[tuple[str, Any]] = (),

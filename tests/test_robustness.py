@@ -1,0 +1,425 @@
+"""The fault and bad-input matrix of issue 7 (docs/robustness.md), one test per row.
+
+Rows already covered by tests/test_faults.py (SIGKILL after known messages, SIGTERM, an exception
+on one rank, truncated and flipped files, missing or foreign manifest, extra rank file, wrong
+column type) are not repeated here; this file adds the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hindsight import traceformat as tf
+from tests.conftest import PROGRAMS, ROOT, hindsight
+from tests.test_faults import _damaged, _no_traceback
+
+#: The seed of the "random point" of the SIGKILL test; override to explore other points.
+KILL_SEED = int(os.environ.get("HINDSIGHT_FAULT_SEED", "7"))
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+
+# ------------------------------------------------------------------------------------------------
+# SIGKILL at a random point
+
+
+def _victim(seed: int, size: int, rounds: int) -> tuple[int, int]:
+    """(rank, events it recorded before dying) of tests/programs/kill_random.py for this seed."""
+    rng = random.Random(seed)
+    victim = rng.randrange(size)
+    rnd, phase = rng.randrange(3, rounds - 2), rng.randrange(3)
+    paired = victim + 1 < size or victim % 2 == 1           # takes part in the Send/Recv pair
+    per_round = 4 + int(paired) + 1     # Irecv Isend Waitall x2, Send or Recv, Allreduce
+    return victim, rnd * per_round + (0, 4, 4 + int(paired))[phase]
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kill") / "trace"
+    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "kill_random.py", "--out", out,
+                    "--", "--seed", KILL_SEED, "--rounds", 30,
+                    env={"HINDSIGHT_BUFFER_EVENTS": "16"})
+    return out, res
+
+
+def test_sigkill_at_random_point_leaves_flushed_row_groups(killed):
+    out, res = killed
+    assert res.returncode != 0
+    _no_traceback(res)
+    assert "INCOMPLETE" in res.stdout
+    manifest = json.loads((out / tf.MANIFEST_NAME).read_text())
+    assert manifest["complete"] is False
+    victim, recorded = _victim(KILL_SEED, 3, 30)
+    # mpiexec SIGKILLs the other ranks when one dies: every rank is incomplete, named as such.
+    assert manifest["rank_status"][victim] == "killed"
+    assert all(s != "complete" for s in manifest["rank_status"])
+    trace = tf.read_trace(out)
+    assert sorted(trace.incomplete_ranks) == [0, 1, 2]
+    df = trace.to_pandas()
+    for r in range(3):
+        mine = df[df["rank"] == r]
+        assert list(mine["seq"]) == list(range(len(mine))), f"rank {r} has a gap"
+    # The victim's file holds exactly its flushed row groups: at most one buffer (16 events, 17
+    # when a two-row call crossed the limit) short of what it recorded, never more.
+    kept = int((df["rank"] == victim).sum())
+    assert recorded - 17 <= kept <= recorded, (victim, recorded, kept)
+    with pytest.raises(tf.TraceError, match="incomplete"):
+        tf.read_trace(out, allow_partial=False)
+
+
+def test_sigkill_trace_check_reports_every_incomplete_rank(killed):
+    out, _ = killed
+    chk = hindsight("trace", "check", out)
+    _no_traceback(chk)
+    assert chk.returncode == 1
+    for r in range(3):
+        assert f"rank-{r:05d}.parquet: rank {r} did not finish (status killed)" in chk.stdout
+    # What was flushed is well formed: no ordering or timestamp problems, only the cut-off ends.
+    assert "seq is not" not in chk.stdout and "before t_start" not in chk.stdout
+
+
+def test_sigkill_replay_refuses_without_allow_partial(killed):
+    out, _ = killed
+    res = hindsight("replay", out)
+    _no_traceback(res)
+    assert res.returncode == 1
+    assert "incomplete trace" in res.stderr and "--allow-partial" in res.stderr
+
+
+def test_sigkill_replay_allow_partial_replays_the_consistent_cut(killed):
+    out, _ = killed
+    res = hindsight("replay", out, "--allow-partial", "--model", "measured", "--json")
+    _no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert "last consistent cut" in res.stderr and str(out) in res.stderr
+    doc = json.loads(res.stdout)
+    cut = doc["partial_cut"]
+    assert 0 < cut["events_kept"] < cut["events_before"]
+    assert doc["events"] == cut["events_kept"]
+    # The measured model replays the cut exactly: proof that the cut is self-contained.
+    assert doc["predicted_makespan_s"] == pytest.approx(doc["measured_makespan_s"], rel=1e-9)
+    res = hindsight("replay", out, "--allow-partial", "--model", "loggps")
+    assert res.returncode == 0, res.stderr
+
+
+def test_consistent_cut_is_consistent(killed):
+    from replay.matching import match_messages
+    from replay.partial import cut_table
+
+    out, _ = killed
+    trace = tf.read_trace(out)
+    table, cut = cut_table(trace.table, trace.manifest, trace.incomplete_ranks)
+    cols, _ = tf.table_columns(table)
+    match, problems = match_messages(cols)
+    assert problems == []
+    assert len(match.unmatched_send_rows) == 0 and len(match.unmatched_recv_rows) == 0
+    # A prefix of every rank, nothing after the frontier.
+    for r in range(3):
+        seq = cols["seq"][cols["rank"] == r]
+        assert list(seq) == list(range(len(seq)))
+    assert cols["t_start"].max() <= cut.frontier_ns
+    # Every kept collective has all three members.
+    coll = tf.op_mask(cols["op"], tf.COLLECTIVE_OPS)
+    counts = np.bincount(cols["rank"][coll], minlength=3)
+    assert counts[0] == counts[1] == counts[2]
+
+
+def _rows(rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Columns from (rank, op, t_start, t_end, peer, tag) rows in (rank, seq) order."""
+    cols: dict[str, list] = {c: [] for c in tf.COLUMNS if c != "region"}
+    seq: dict[int, int] = {}
+    for rank, op, t0, t1, peer, tag in rows:
+        cols["rank"].append(rank)
+        cols["seq"].append(seq.setdefault(rank, 0))
+        seq[rank] += 1
+        cols["op"].append(tf.OP_CODE[op])
+        cols["t_start"].append(t0)
+        cols["t_end"].append(t1)
+        cols["cpu_ns"].append(-1)
+        cols["peer"].append(peer)
+        cols["tag"].append(tag)
+        cols["comm"].append(0)
+        cols["nbytes"].append(8 if peer >= 0 else -1)
+        cols["request"].append(-1)
+        cols["root"].append(-1)
+    return {k: np.array(v, np.int8 if k == "op" else np.int64) for k, v in cols.items()}
+
+
+def test_consistent_cut_by_hand():
+    from replay.partial import consistent_cut
+
+    # Rank 1 died after its Send tag 1 (time 4). Rank 0's Recv tag 1 starts at 5, after the
+    # frontier, so it goes; then rank 1's Send tag 1 has no receive left and goes too.
+    cols = _rows([(0, "Send", 0, 1, 1, 0), (0, "Recv", 5, 6, 1, 1), (0, "Allreduce", 7, 8, -1, -1),
+                  (1, "Recv", 0, 2, 0, 0), (1, "Send", 3, 4, 0, 1)])
+    idx, cut = consistent_cut(cols, 2, [1], {"0": [0, 1]})
+    assert idx.tolist() == [0, 3]
+    assert cut.frontier_ns == 4 and cut.rows_kept == [1, 1] and cut.rows_before == [3, 2]
+    # No dead rank, but a collective only rank 0 reached: it is cut, rank 1 keeps everything.
+    cols = _rows([(0, "Send", 0, 1, 1, 0), (0, "Barrier", 2, 3, -1, -1),
+                  (1, "Recv", 0, 2, 0, 0)])
+    idx, cut = consistent_cut(cols, 2, [], {"0": [0, 1]})
+    assert idx.tolist() == [0, 2] and cut.frontier_ns is None
+
+
+# ------------------------------------------------------------------------------------------------
+# SIGINT during collection (SIGTERM is in test_faults.py)
+
+
+def test_sigint_flushes_every_rank_and_records_status(tmp_path):
+    out = tmp_path / "int"
+    proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "3",
+                             "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)                 # the ranks reach the receive that never completes
+        proc.send_signal(signal.SIGINT)   # Ctrl-C on `hindsight collect`
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0
+    assert "Traceback" not in stdout + stderr
+    manifest = json.loads((out / tf.MANIFEST_NAME).read_text())
+    assert manifest["rank_status"] == ["terminated"] * 3
+    assert manifest["launcher_exit_code"] == 130
+    assert manifest["complete"] is False
+    df = tf.read_trace(out).to_pandas()
+    assert df.groupby("rank").size().to_dict() == {0: 10, 1: 10, 2: 10}
+
+
+# ------------------------------------------------------------------------------------------------
+# Disk full, unwritable output directory
+
+
+def _mount_tmpfs(where: Path, options: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=True)
+
+
+@ROOT_ONLY
+def test_disk_full_stops_the_run_cleanly(tmp_path):
+    """Documented choice: the run stops (one line, no traceback) and the trace stays incomplete;
+    the parts written before the disk filled stay readable."""
+    mnt = tmp_path / "small"
+    _mount_tmpfs(mnt, "size=256k")
+    try:
+        out = mnt / "trace"
+        res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
+                        "--out", out, "--", "--rounds", 3000, "--work", 10,
+                        env={"HINDSIGHT_BUFFER_EVENTS": "16"}, timeout=300)
+        text = res.stdout + res.stderr
+        assert res.returncode != 0
+        assert "Traceback" not in text
+        assert "No space left on device" in text and "stopping the run" in text
+        assert "cannot finish the trace" in res.stderr and str(out) in res.stderr
+        # Nothing half-written: no temporary files, and no trace presented as complete.
+        assert not list(out.glob(".*.tmp")) and not list(out.glob("rank-*.parquet.tmp"))
+        manifest = json.loads((out / tf.MANIFEST_NAME).read_text())
+        assert manifest["complete"] is False
+        trace = tf.read_trace(out)
+        assert not trace.complete and len(trace.table) > 0
+        chk = hindsight("trace", "check", out)
+        assert chk.returncode == 1 and "did not finish" in chk.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("exists", [False, True])
+def test_read_only_output_directory_is_refused_before_the_run(tmp_path, exists):
+    mnt = tmp_path / "ro"
+    if exists:
+        _mount_tmpfs(mnt, "size=64k")
+        (mnt / "trace").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+    else:
+        _mount_tmpfs(mnt, "size=64k,ro")
+    try:
+        res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
+                        "--out", mnt / "trace")
+        assert res.returncode != 0
+        _no_traceback(res)
+        assert str(mnt / "trace") in res.stderr
+        assert ("not writable" if exists else "Read-only file system") in res.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Damaged or inconsistent traces (the rows test_faults.py does not cover)
+
+
+@pytest.fixture(scope="module")
+def ring2(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ring2") / "trace"
+    res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
+                    "--out", out, "--", "--rounds", 4, "--work", 100)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def ring3(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ring3") / "trace"
+    res = hindsight("collect", "-n", 3, "--program", ROOT / "hindsight/examples/ring.py",
+                    "--out", out, "--", "--rounds", 4, "--work", 100)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def _edit(path: Path, fn) -> None:
+    """Rewrite one rank file with some columns changed, keeping its hindsight metadata."""
+    t = pq.read_table(path)
+    meta = t.schema.metadata
+    cols = {c: t.column(c).to_numpy().copy() for c in ("t_start", "t_end", "tag")}
+    fn(cols, t.column("op").to_pylist())
+    for c, v in cols.items():
+        t = t.set_column(t.schema.get_field_index(c), tf.SCHEMA.field(c),
+                         pa.array(v, tf.SCHEMA.field(c).type))
+    pq.write_table(t.replace_schema_metadata(meta), path, **tf.WRITE_OPTIONS)
+
+
+def _negative(cols, ops):
+    cols["t_start"][2] = -5
+
+
+def _reversed(cols, ops):
+    i = 3
+    cols["t_start"][i], cols["t_end"][i] = cols["t_end"][i] + 10, cols["t_start"][i]
+
+
+def _unmatched(cols, ops):
+    cols["tag"][ops.index("Sendrecv_recv")] = 777
+
+
+def _skewed(cols, ops):
+    # Rank 0's clock 1 s ahead: rank 1 receives what rank 0 "sends" a second later.
+    cols["t_start"] += 1_000_000_000
+    cols["t_end"] += 1_000_000_000
+
+
+@pytest.mark.parametrize("rank, how, words", [
+    (0, _negative, ["rank-00000.parquet", "negative timestamp -5"]),
+    (0, _reversed, ["rank-00000.parquet", "seq 3", "is before t_start"]),
+    (1, _unmatched, ["rank-00001.parquet", "tag 777", "has no matching send"]),
+    (0, _skewed, ["rank-00001.parquet", "clock skew", "from rank 0 end before their send"]),
+])
+def test_inconsistent_times_and_messages_are_named(ring2, tmp_path, rank, how, words):
+    bad = _damaged(ring2, tmp_path, lambda d: _edit(d / tf.rank_file_name(rank), how))
+    chk = hindsight("trace", "check", bad)
+    _no_traceback(chk)
+    assert chk.returncode == 1
+    for w in words:
+        assert w in chk.stdout, (w, chk.stdout)
+    if how is _unmatched:       # replay refuses it too, naming the trace and the message
+        res = hindsight("replay", bad)
+        assert res.returncode == 1 and str(bad) in res.stderr and "tag 777" in res.stderr
+        _no_traceback(res)
+
+
+def test_file_from_another_rank_count(ring2, ring3, tmp_path):
+    bad = _damaged(ring2, tmp_path,
+                   lambda d: shutil.copy(ring3 / "rank-00001.parquet", d / "rank-00001.parquet"))
+    for cmd in (["trace", "check", bad], ["trace", "info", bad], ["replay", bad]):
+        res = hindsight(*cmd)
+        _no_traceback(res)
+        assert res.returncode != 0
+        assert "rank-00001.parquet: written by a run of 3 ranks, the manifest says 2" in \
+            res.stdout + res.stderr
+
+
+def test_rows_claiming_another_rank(ring2, tmp_path):
+    def lie(d):
+        p = d / "rank-00000.parquet"
+        t = pq.read_table(p)
+        ranks = np.ones(len(t), np.int32)
+        t = t.set_column(0, tf.SCHEMA.field("rank"), pa.array(ranks))
+        pq.write_table(t.replace_schema_metadata(t.schema.metadata), p)
+
+    bad = _damaged(ring2, tmp_path, lie)
+    for cmd in (["trace", "check", bad], ["replay", bad]):
+        res = hindsight(*cmd)
+        _no_traceback(res)
+        assert res.returncode != 0
+        assert "rank-00000.parquet: row 0 says rank 1, the file is rank 0" in \
+            res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("ranks", "2", "'ranks' must be an integer"),
+    ("ranks", 10**9, "'ranks' must be an integer"),
+    ("run_id", 7, "'run_id' must be a string"),
+    ("rank_status", ["complete"], "'rank_status' must list one status per rank"),
+    ("communicators", {"0": [0, 5]}, "'communicators' must map ids"),
+    ("clock", True, "'clock' has the wrong type"),
+])
+def test_manifest_with_wrong_types(ring2, tmp_path, key, value, words):
+    def edit(d):
+        m = json.loads((d / tf.MANIFEST_NAME).read_text())
+        m[key] = value
+        (d / tf.MANIFEST_NAME).write_text(json.dumps(m))
+
+    bad = _damaged(ring2, tmp_path, edit)
+    for cmd in (["trace", "check", bad], ["trace", "info", bad], ["replay", bad]):
+        res = hindsight(*cmd)
+        _no_traceback(res)
+        assert res.returncode != 0
+        assert "manifest.json" in res.stdout + res.stderr and words in res.stdout + res.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# Nothing in a trace, profile or spec is executed; paths from files do not escape
+
+
+def test_manifest_program_is_never_run(ring2, tmp_path):
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+
+    def edit(d):
+        m = json.loads((d / tf.MANIFEST_NAME).read_text())
+        m["program"] = str(evil)
+        m["args"] = {"argv": ["; touch " + str(marker)]}
+        (d / tf.MANIFEST_NAME).write_text(json.dumps(m))
+
+    bad = _damaged(ring2, tmp_path, edit)
+    for cmd in (["trace", "info", bad], ["trace", "check", bad], ["replay", bad]):
+        assert hindsight(*cmd).returncode == 0
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["size", "network"])
+def test_spec_names_cannot_escape_the_output_directory(tmp_path, where):
+    from validation.validate import SpecError, load_spec
+
+    label = "../../../escaped"
+    size = label if where == "size" else "small"
+    net = label if where == "network" else "shm"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'[networks."{net}"]\ntransport = "shm"\n\n[[experiment]]\n'
+                    f'app = "sorting"\nparadigms = ["pipeline"]\nranks = [2]\n'
+                    f'[experiment.sizes]\n"{size}" = ["--size", "1000"]\n')
+    with pytest.raises(SpecError, match="may not contain '/'"):
+        load_spec(spec)
+    res = hindsight("validate", spec, "--out", tmp_path / "out")
+    assert res.returncode != 0 and "may not contain '/'" in res.stderr
+    _no_traceback(res)
+    assert not (tmp_path.parent / "escaped").exists()
