@@ -76,9 +76,11 @@ def main() -> None:
               show_default=True, help="read the CPU clock on region rows only, or on MPI rows too")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="stop the run after this many seconds")
+@click.option("--testbed", default=None, metavar="NAME",
+              help="run the ranks inside the nodes of testbed NAME, MPI over TCP (docs/testbed.md)")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
 @_user_errors
-def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, words):
+def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, words):
     """Run APP (or --program prog.py) under mpiexec with tracing on.
 
     Arguments after `--` go to the application or program, for example
@@ -93,7 +95,7 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, wo
         out = Path("traces") / f"{name}{'-' + paradigm if paradigm else ''}-n{nprocs}"
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
                                args=list(app_args), transport=transport,
-                               cpu_sampling=cpu_sampling, timeout=timeout)
+                               cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed)
     events = sum(e for e in (manifest.get("events") or []) if e)
     state = "complete" if manifest.get("complete") else "INCOMPLETE"
     click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"

@@ -104,18 +104,46 @@ def _check_app(app: str, paradigm: str | None) -> None:
                            f"choose from {', '.join(APPS[app])}")
 
 
+def testbed_launch(cmd: list[str], env: dict, nprocs: int, testbed: str,
+                   placement: str = "block") -> tuple[list[str], dict, dict, dict]:
+    """Turn an `mpiexec -n P PROGRAM` line into one that starts each rank inside its testbed
+    node with MPI on TCP over the node's veth. Returns (command, env, state, network record)."""
+    from hindsight import testbed as tb
+
+    try:
+        state = tb.require_up(testbed)
+    except tb.TestbedError as exc:
+        raise CollectError(str(exc)) from None
+    launcher, program = cmd[:3], cmd[3:]            # [mpiexec, -n, P] + the rank's command
+    env = dict(env, **tb.TESTBED_ENV)
+    env["HINDSIGHT_TRANSPORT"] = f"testbed:{testbed}"
+    return (tb.mpmd_command(launcher[:1] + launcher[3:], program, state, nprocs, placement), env,
+            state, tb.network_record(state, nprocs, placement))
+
+
 def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None = None,
             program: str | None = None, args: list[str] = (), transport: str = "shm",
             cpu_sampling: str = "regions", timeout: float | None = None,
-            quiet: bool = False) -> tuple[int, dict]:
-    """Run the job under mpiexec and return (exit code, final manifest)."""
+            quiet: bool = False, testbed: str | None = None) -> tuple[int, dict]:
+    """Run the job under mpiexec and return (exit code, final manifest).
+
+    With ``testbed`` (the name of a testbed that is up, docs/testbed.md) the ranks run inside its
+    nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored."""
     from instrument.session import finalize_manifest
+    from instrument.tracer import TraceWriteError
 
     if cpu_sampling not in ("regions", "all"):
         raise CollectError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
     cmd = build_command(nprocs, out, app, paradigm, program, list(args))
-    env = launch_env(nprocs, transport, cpu_sampling)
+    env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
+    network = {"transport": transport, "testbed": None, "nodes": 1, "ranks_per_node": [nprocs]}
+    state = before = None
+    if testbed:
+        from hindsight import testbed as tb
+
+        cmd, env, state, network = testbed_launch(cmd, env, nprocs, testbed)
+        before = tb.counters(state)
     stdout = subprocess.DEVNULL if quiet else None
     # A session of its own, so a timeout can stop mpiexec and every rank together.
     proc = subprocess.Popen(cmd, env=env, stdout=stdout, start_new_session=True)
@@ -135,7 +163,22 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         rc = 130
     if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
         raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
+    if state is not None:
+        # Evidence that the ranks' bytes went through the shaped links: the kernel's counters.
+        try:
+            network["veth_bytes"] = tb.counters_delta(before, tb.counters(state))
+        except tb.TestbedError:
+            network["veth_bytes"] = None          # the testbed went down during the run
     manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}
     if rc != 0 or not manifest.get("complete"):
-        manifest = finalize_manifest(out, launcher_exit=rc)
+        try:
+            manifest = finalize_manifest(out, launcher_exit=rc, extra={"network": network})
+        except (OSError, TraceWriteError) as exc:
+            # Disk full or directory unwritable: the staged parts stay, the manifest stays
+            # "incomplete"; nothing half-written is presented as a trace (docs/robustness.md).
+            raise CollectError(f"{out}: cannot finish the trace ({exc}); it stays incomplete "
+                               f"(mpiexec exit code {rc})") from None
+    else:
+        manifest["network"] = network
+        tf.write_manifest(out, manifest)
     return rc, manifest

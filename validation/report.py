@@ -32,6 +32,83 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     return err, cells
 
 
+TARGET_CROSS = 10.0     # issue 6: cross-network mean |error| per model
+
+
+def split_cross(err: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(same-network rows, cross-network rows). errors.csv files written before the
+    `trace_network` column existed have only same-network rows."""
+    if "trace_network" not in err.columns:
+        return err, err.iloc[0:0].assign(trace_network=[])
+    tn = err["trace_network"].fillna(err["network"])
+    cross = tn != err["network"]
+    return err[~cross].drop(columns="trace_network"), err[cross].assign(trace_network=tn[cross])
+
+
+def cross_table(same: pd.DataFrame, cross: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, trace network -> predicted network): the measured time on the
+    predicted network and, per replay model, the error of predicting it from its own trace
+    (same) and from the other network's trace (cross)."""
+    rows = []
+    keys = ["app", "paradigm", "ranks", "size"]
+    for (app, par, ranks, size, tnet, net), g in cross.groupby(keys + ["trace_network", "network"]):
+        own = same[(same.app == app) & (same.paradigm == par) & (same.ranks == ranks)
+                   & (same["size"] == size) & (same.network == net)]
+        row = {"app": app, "paradigm": par, "ranks": ranks, "size": size, "trace_network": tnet,
+               "network": net, "actual_s": g.actual_s.iloc[0]}
+        for _, r in g.iterrows():
+            model = r.predictor.split(":", 1)[-1]
+            o = own[own.predictor == r.predictor]
+            row[f"{model}_same_pct"] = o.rel_error_pct.iloc[0] if len(o) else math.nan
+            row[f"{model}_cross_pct"] = r.rel_error_pct
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cross_summary(same: pd.DataFrame, cross: pd.DataFrame) -> pd.DataFrame:
+    """Per replay model: mean and max |error| same-network (on the networks predicted) and
+    cross-network, and the cross-network rows above TARGET_CROSS."""
+    out = []
+    nets = set(cross.network)
+    for pred, g in cross.groupby("predictor"):
+        s = same[(same.predictor == pred) & same.network.isin(nets)].rel_error_pct.abs().dropna()
+        c = g.rel_error_pct.abs().dropna()
+        out.append({"model": pred, "same_rows": len(s), "same_mean_abs_pct": s.mean(),
+                    "same_max_abs_pct": s.max(), "cross_rows": len(c),
+                    "cross_no_prediction": len(g) - len(c), "cross_mean_abs_pct": c.mean(),
+                    "cross_max_abs_pct": c.max(),
+                    "cross_over_10pct": int((c > TARGET_CROSS).sum())})
+    return pd.DataFrame(out)
+
+
+def _cross_md(same: pd.DataFrame, cross: pd.DataFrame) -> list[str]:
+    summ, tab = cross_summary(same, cross), cross_table(same, cross)
+    md = ["## Cross-network predictions", "",
+          "A trace collected on the *trace network*, replayed with the profile of the *predicted "
+          "network*, compared with the run measured on the predicted network. *same*: the "
+          "predicted network's own trace and profile; *cross*: the other network's trace. "
+          f"Target: cross-network mean |error| <= {TARGET_CROSS:g} %.", "",
+          "| model | same rows | same mean abs % | same max abs % | cross rows | "
+          "cross mean abs % | cross max abs % | cross rows > 10 % | target |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for _, r in summ.iterrows():
+        ok = r.cross_mean_abs_pct <= TARGET_CROSS
+        md.append(f"| {r.model} | {r.same_rows} | {r.same_mean_abs_pct:.2f} | "
+                  f"{r.same_max_abs_pct:.2f} | {r.cross_rows} | {r.cross_mean_abs_pct:.2f} | "
+                  f"{r.cross_max_abs_pct:.2f} | {r.cross_over_10pct} | "
+                  f"{'met' if ok else 'NOT met'} |")
+    models = [c[:-len("_same_pct")] for c in tab.columns if c.endswith("_same_pct")]
+    md += ["", "| app | paradigm | P | size | trace net | predicted net | actual (s) | "
+           + " | ".join(f"{m} same % | {m} cross %" for m in models) + " |",
+           "|---|---|---:|---|---|---|---:|" + "---:|" * (2 * len(models))]
+    for _, r in tab.sort_values(["app", "paradigm", "network", "trace_network"]).iterrows():
+        md.append(f"| {r.app} | {r.paradigm} | {r.ranks} | {r['size']} | {r.trace_network} | "
+                  f"{r.network} | {r.actual_s:.4f} | "
+                  + " | ".join(f"{r[m + '_same_pct']:+.1f} | {r[m + '_cross_pct']:+.1f}"
+                               for m in models) + " |")
+    return md + [""]
+
+
 def _summary_rows(e: pd.Series) -> list[tuple[str, float]]:
     e = e.dropna()
     if e.empty:
@@ -50,6 +127,15 @@ def _table_md(g: pd.DataFrame) -> str:
         lines.append(f"| {name} | | | | | | {v:.2f} |" if "Absolute" in name
                      else f"| {name} | | | | | | {v:+.2f} |")
     return "\n".join(lines)
+
+
+def _cross_html(same: pd.DataFrame, cross: pd.DataFrame) -> str:
+    fmt = lambda v: f"{v:.2f}"  # noqa: E731
+    return ("<h2>Cross-network predictions</h2><p>Trace collected on the trace network, replayed "
+            "with the predicted network's profile, compared with the run on the predicted "
+            f"network; target: cross-network mean |error| &lt;= {TARGET_CROSS:g} %.</p>"
+            + cross_summary(same, cross).to_html(index=False, float_format=fmt)
+            + cross_table(same, cross).to_html(index=False, float_format=fmt))
 
 
 def _table_html(g: pd.DataFrame) -> str:
@@ -271,6 +357,7 @@ def _safe_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
 def report(vdir: Path | str, out: Path | str) -> list[Path]:
     vdir, out = Path(vdir), Path(out)
     err, cells = _load(vdir)
+    err, cross = split_cross(err)
     out.mkdir(parents=True, exist_ok=True)
     summ = predictor_summary(err)
     plots: list[tuple[str, Path | None]] = [
@@ -308,6 +395,8 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
     miss = err[err.rel_error_pct.abs() > TARGET_CELL].sort_values("rel_error_pct")
     md += ["", f"Cells worse than {TARGET_CELL:g} %: {len(miss)} of {len(err)} rows.", ""]
     body_html = []
+    cross_md = _cross_md(err, cross) if len(cross) else []
+    md += cross_md
     md += ["## Error tables (one per app × paradigm × predictor)", ""]
     for (app, par, pred), g in err.groupby(["app", "paradigm", "predictor"]):
         md += [f"### {app} / {par} / {pred}", "", _table_md(g), ""]
@@ -330,7 +419,8 @@ td.miss{{color:#b00;font-weight:bold}}img{{max-width:100%;border:1px solid #ddd}
 <body><h1>Validation report: {html.escape(str(vdir))}</h1>
 <p>Relative error = (predicted - actual) / actual × 100; actual = mean measured makespan over
 the repetitions (sd shown). Red: a cell worse than {TARGET_CELL:g} %.</p><p>{target_html}</p>
-<h2>Summary per predictor</h2>{summ_html}<h2>Error tables</h2>{''.join(body_html)}
+<h2>Summary per predictor</h2>{summ_html}{_cross_html(err, cross) if len(cross) else ''}
+<h2>Error tables</h2>{''.join(body_html)}
 <h2>Plots</h2>{imgs}</body></html>"""
     html_path = out / "report.html"
     html_path.write_text(page)

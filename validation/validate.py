@@ -6,7 +6,8 @@ Layout of the output directory (every number traceable to its run)::
     DIR/profiles/<network>.toml   network profile, produced once per run and reused
     DIR/traces/<cell>/rep<k>/     the collected traces
     DIR/cells/<cell>.json         per-cell results (written atomically: resume unit)
-    DIR/errors.csv                one row per (cell, predictor)
+    DIR/cross/<cell>--<net>.json  cross-network predictions (spec ``predict_on``)
+    DIR/errors.csv                one row per (cell, predictor) and per cross prediction
 
 A cell is (app, paradigm, ranks, size, network). Actual time = the trace's measured makespan
 (manifest ``makespan_ns``), mean and sample sd over the repetitions. Replay and analytic
@@ -23,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,9 @@ from typing import Any, Callable
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 ERRORS_COLUMNS = ["app", "paradigm", "ranks", "size", "network", "predictor", "actual_s",
-                  "actual_sd_s", "predicted_s", "rel_error_pct"]
+                  "actual_sd_s", "predicted_s", "rel_error_pct", "trace_network"]
+#: `network` is where the actual run and the profile come from; `trace_network` is where the
+#: replayed trace was collected (equal for same-network rows, different for cross-network rows)
 REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured")
 
 
@@ -47,6 +51,7 @@ class Cell:
     args: list[str]
     network: str
     baseline: bool = False          # P = 1 run for speedup / efficiency only (no predictions)
+    predict_on: list[str] = field(default_factory=list)  # networks to predict from this trace
 
     @property
     def key(self) -> str:
@@ -66,6 +71,8 @@ class Spec:
     analytic: bool
     source: Path | None = None
     raw: dict = field(default_factory=dict)
+    actual: str = "mean"            # "median": actual = median run (noisy shared machines)
+    replay_median: bool = False     # replay the run whose makespan is the median, not replay_rep
 
 
 def _req(d: dict, key: str, kind, where: str):
@@ -86,6 +93,28 @@ def load_spec(path: Path | None) -> Spec:
         raise SpecError(f"spec not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"spec {path}: not valid TOML ({exc})") from None
+    try:
+        return _parse_spec(path, raw)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        # A value of the wrong kind somewhere (a string where a table belongs, ...): one line.
+        raise SpecError(f"spec {path}: malformed ({type(exc).__name__}: {exc})") from None
+
+
+#: Network names and size labels become parts of file and directory names under the output
+#: directory; a "/" (or "\\", NUL) in one could name a path outside it (../../somewhere).
+_SAFE_NAME = re.compile(r"^[^/\\\x00]{1,100}$")
+
+
+def _safe_name(path: Path, what: str, name) -> str:
+    if not isinstance(name, str) or not _SAFE_NAME.match(name) or name in (".", ".."):
+        raise SpecError(f"spec {path}: {what} {name!r} may not contain '/', '\\' or NUL, nor "
+                        "be '.' or '..' (it becomes part of a file name)")
+    return name
+
+
+def _parse_spec(path: Path, raw: dict) -> Spec:
     from apps import APPS
 
     nets_raw = raw.get("networks", {"shm": {"transport": "shm"}})
@@ -93,10 +122,13 @@ def load_spec(path: Path | None) -> Spec:
         raise SpecError(f"spec {path}: [networks] must name at least one network")
     networks = {}
     for name, n in nets_raw.items():
+        _safe_name(path, "network name", name)
         n = dict(n) if isinstance(n, dict) else {}
-        n.setdefault("transport", name)
+        n.setdefault("transport", "tcp" if "testbed" in n else name)
         if n["transport"] not in ("shm", "tcp"):
             raise SpecError(f"spec {path}: network {name}: transport must be shm or tcp")
+        if "testbed" in n:
+            _check_testbed(path, name, n)
         if "profile" in n:
             p = Path(n["profile"])
             n["profile"] = str(p if p.is_absolute() else (path.parent / p))
@@ -123,10 +155,16 @@ def load_spec(path: Path | None) -> Spec:
         if not isinstance(sizes, dict) or not sizes:
             raise SpecError(f"{where}: [experiment.sizes] must map a label to argument lists")
         nets = e.get("networks", list(networks))
+        predict_on = e.get("predict_on", [])
+        if not isinstance(predict_on, list):
+            raise SpecError(f"{where}: 'predict_on' must be a list of network names")
+        # Every network predicted on is also run on: its measured time is the actual.
+        nets = list(nets) + [n for n in predict_on if n not in nets]
         for n in nets:
             if n not in networks:
                 raise SpecError(f"{where}: unknown network {n!r} (define it under [networks])")
         for label, args in sizes.items():
+            _safe_name(path, "size label", label)
             if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
                 raise SpecError(f"{where}: size {label!r} must be a list of strings")
             for net in nets:
@@ -136,7 +174,8 @@ def load_spec(path: Path | None) -> Spec:
                     for r in ranks:
                         if p == "hypercube" and r & (r - 1):
                             raise SpecError(f"{where}: hypercube needs power-of-two ranks, not {r}")
-                        cells.append(Cell(app, p, r, label, args, net))
+                        cells.append(Cell(app, p, r, label, args, net,
+                                          predict_on=[b for b in predict_on if b != net]))
     pred = raw.get("predictors", {})
     replay = pred.get("replay", ["loggps", "hockney", "mm1"])
     for m in replay:
@@ -146,18 +185,85 @@ def load_spec(path: Path | None) -> Spec:
     reps = int(raw.get("repetitions", 2))
     if reps < 1:
         raise SpecError(f"spec {path}: repetitions must be >= 1")
-    replay_rep = int(raw.get("replay_rep", 0))
+    replay_median = raw.get("replay_rep", 0) == "median"
+    try:
+        replay_rep = 0 if replay_median else int(raw.get("replay_rep", 0))
+    except (TypeError, ValueError):
+        raise SpecError(f"spec {path}: replay_rep must be a repetition number or \"median\"") \
+            from None
     if not 0 <= replay_rep < reps:
         raise SpecError(f"spec {path}: replay_rep must be in 0..{reps - 1}")
-    seen, unique = set(), []
+    actual = raw.get("actual", "mean")
+    if actual not in ("mean", "median"):
+        raise SpecError(f"spec {path}: actual must be \"mean\" or \"median\"")
+    seen: dict[str, Cell] = {}
+    unique = []
     for c in cells:
         if c.key not in seen:
-            seen.add(c.key)
+            seen[c.key] = c
             unique.append(c)
+        else:
+            seen[c.key].predict_on += [b for b in c.predict_on if b not in seen[c.key].predict_on]
     return Spec(name=str(raw.get("name", path.stem)), repetitions=reps, replay_rep=replay_rep,
                 timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
                 replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
-                analytic=bool(pred.get("analytic", True)), source=path, raw=raw)
+                analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
+                actual=actual, replay_median=replay_median)
+
+
+def _check_testbed(path: Path, name: str, n: dict[str, Any]) -> None:
+    """``testbed = "NAME"`` (a testbed that is up) or ``testbed = {nodes = 2, rate = "1gbit"}``
+    (brought up by `hindsight validate` for the run and removed afterwards)."""
+    from hindsight import testbed as tb
+
+    t = n["testbed"]
+    try:
+        if isinstance(t, str):
+            n["testbed_name"] = tb.check_name(t)
+        elif isinstance(t, dict):
+            tb.check_nodes(int(t.get("nodes", 2)))
+            tb.parse_rate(str(t.get("rate", "")))
+            n["testbed_name"] = "v" + "".join(ch for ch in name.lower() if ch.isalnum())[:11]
+            n["testbed_managed"] = True
+        else:
+            raise tb.TestbedError("testbed must be a name or a table {nodes = N, rate = R}")
+    except tb.TestbedError as exc:
+        raise SpecError(f"spec {path}: network {name}: {exc}") from None
+    if n["transport"] != "tcp":
+        raise SpecError(f"spec {path}: network {name}: a testbed network runs on tcp")
+
+
+def testbeds_up(spec: Spec, log: Callable[[str], None]) -> list[str]:
+    """Bring up the managed testbeds of the spec's networks that some cell uses; returns their
+    names (for testbeds_down)."""
+    from hindsight import testbed as tb
+
+    used = {c.network for c in spec.cells}
+    started: list[str] = []
+    try:
+        for name, n in spec.networks.items():
+            if name not in used or "testbed_name" not in n:
+                continue
+            if not n.get("testbed_managed"):
+                tb.require_up(n["testbed_name"])
+                continue
+            t = n["testbed"]
+            tb.down(n["testbed_name"])          # leftovers of an interrupted validation
+            log(f"testbed {n['testbed_name']} up for network {name}: {t.get('nodes', 2)} nodes "
+                f"at {t['rate']}")
+            tb.up(n["testbed_name"], int(t.get("nodes", 2)), str(t["rate"]))
+            started.append(n["testbed_name"])
+    except tb.TestbedError as exc:
+        testbeds_down(started)
+        raise SpecError(str(exc)) from None
+    return started
+
+
+def testbeds_down(names: list[str]) -> None:
+    from hindsight import testbed as tb
+
+    for name in names:
+        tb.down(name)
 
 
 # -- profiles ------------------------------------------------------------------------------------
@@ -208,7 +314,13 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
     dest.parent.mkdir(parents=True, exist_ok=True)
     if net.get("profile"):
         src = Path(net["profile"])
-        write_profile(dest, read_profile(src) | {"validation_source": {"profile": str(src)}})
+        if src.suffix == ".toml":
+            # Copied as is: `hindsight calibrate` profiles have top-level keys and nested tables
+            # that write_profile's flat [section] layout cannot hold.
+            _atomic_write(dest, src.read_text().rstrip("\n") + "\n\n[validation_source]\n"
+                          f"profile = {json.dumps(str(src))}\n")
+        else:
+            write_profile(dest, read_profile(src) | {"validation_source": {"profile": str(src)}})
         return dest
     method = net.get("calibrate", "hindsight")
     if method not in ("hindsight", "pingpong"):
@@ -217,24 +329,30 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
         log(f"calibrating network {net_name} with `hindsight calibrate`")
         cmd = [sys.executable, "-m", "hindsight.cli", "calibrate", "--transport",
                net["transport"], "--out", str(dest)]
+        if net.get("testbed_name"):
+            cmd += ["--testbed", net["testbed_name"]]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode == 0 and dest.is_file():
             return dest
         log(f"`hindsight calibrate` failed ({(r.stderr or r.stdout).strip()[-200:]}); "
             "using the fallback ping-pong")
-    from hindsight.collect import find_mpiexec, launch_env
+    from hindsight.collect import find_mpiexec, launch_env, testbed_launch
     from validation.pingpong import fit_profile
 
     log(f"calibrating network {net_name} ({net['transport']}) with validation.pingpong "
         "(pickle API)")
     raw_path = dest.with_suffix(".pingpong.json")
     cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "validation.pingpong", str(raw_path)]
-    r = subprocess.run(cmd, env=launch_env(2, net["transport"]), capture_output=True, text=True,
-                       timeout=300)
+    env = launch_env(2, net["transport"])
+    if net.get("testbed_name"):
+        # rank 0 and rank 1 on nodes 0 and 1, through the shaped link
+        cmd, env, _, _ = testbed_launch(cmd, env, 2, net["testbed_name"])
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0 or not raw_path.is_file():
         raise SpecError(f"calibration of network {net_name} failed: {r.stderr.strip()[-300:]}")
     sections = fit_profile(json.loads(raw_path.read_text()))
     sections["measured_on"] = {"transport": net["transport"], "mpi_library": "mpich (wheel)",
+                               "testbed": net.get("testbed_name", ""),
                                "method": "validation.pingpong (mpi4py pickle API ping-pong)",
                                "raw": raw_path.name}
     write_profile(dest, sections)
@@ -285,35 +403,23 @@ def collect_reps(cell: Cell, spec: Spec, out: Path, log: Callable[[str], None]) 
             if d.exists():
                 shutil.rmtree(d)            # a partial run from an interruption
             d.parent.mkdir(parents=True, exist_ok=True)
+            net = spec.networks[cell.network]
             rc, m = collect(cell.ranks, d, app=cell.app, paradigm=cell.paradigm,
-                            args=list(cell.args), transport=spec.networks[cell.network]["transport"],
-                            timeout=spec.timeout, quiet=True)
+                            args=list(cell.args), transport=net["transport"],
+                            timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"))
             if rc != 0 or not m.get("complete"):
                 raise RuntimeError(f"{cell.key} rep{k}: run failed (exit code {rc})")
         manifests.append(m)
     return manifests
 
 
-def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
-             log: Callable[[str], None]) -> dict[str, Any]:
+def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec) -> list[dict]:
+    """Replay one trace under every replay model of the spec with one network's profile."""
     import replay
 
-    manifests = collect_reps(cell, spec, out, log)
-    times = [m["makespan_ns"] / 1e9 for m in manifests]
-    res: dict[str, Any] = {
-        "app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
-        "args": cell.args, "network": cell.network, "baseline": cell.baseline,
-        "repetitions": len(times), "actual_runs_s": times, "actual_s": statistics.mean(times),
-        "actual_sd_s": statistics.stdev(times) if len(times) > 1 else 0.0,
-        "replayed_rep": spec.replay_rep,
-        "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(times))],
-        "profile": str(profile_path.relative_to(out)), "predictions": []}
-    if cell.baseline:
-        return res
-    trace = out / "traces" / cell.key / f"rep{spec.replay_rep}"
-    profile = read_profile(profile_path)
     prep = replay.prepare(trace)
-    lead = (manifests[spec.replay_rep]["makespan_ns"] - prep.measured_makespan_ns) / 1e9
+    lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
+    preds = []
     for model in spec.replay:
         params = replay_params(model, profile)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
@@ -323,9 +429,38 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
             note = ""
         except (replay.ReplayError, replay.ParamError) as exc:
             pred, note = math.nan, str(exc)
-        res["predictions"].append({"predictor": f"replay:{model}", "predicted_s": pred,
-                                   "params": params, "set": spec.replay_set.get(model, []),
-                                   "lead_in_s": lead, "note": note})
+        preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
+                      "params": params, "set": spec.replay_set.get(model, []),
+                      "lead_in_s": lead, "note": note})
+    return preds
+
+
+def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
+             log: Callable[[str], None]) -> dict[str, Any]:
+    import replay
+
+    manifests = collect_reps(cell, spec, out, log)
+    times = [m["makespan_ns"] / 1e9 for m in manifests]
+    rep = spec.replay_rep
+    if spec.replay_median:
+        # the run in the middle: on a shared machine, a run disturbed by other jobs carries the
+        # disturbance in its compute times, which every replay of its trace would inherit
+        rep = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
+    res: dict[str, Any] = {
+        "app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
+        "args": cell.args, "network": cell.network, "baseline": cell.baseline,
+        "repetitions": len(times), "actual_runs_s": times,
+        "actual_s": statistics.median(times) if spec.actual == "median" else statistics.mean(times),
+        "actual_stat": spec.actual,
+        "actual_sd_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+        "replayed_rep": rep,
+        "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(times))],
+        "profile": str(profile_path.relative_to(out)), "predictions": []}
+    if cell.baseline:
+        return res
+    trace = out / "traces" / cell.key / f"rep{rep}"
+    profile = read_profile(profile_path)
+    res["predictions"] += replay_predictions(trace, manifests[rep], profile, spec)
     if spec.analytic:
         from validation.params import analytic
         res["predictions"] += analytic(cell.app, cell.paradigm, trace, profile)
@@ -335,17 +470,47 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
     return res
 
 
+def cross_key(cell: Cell, network: str) -> str:
+    return f"{cell.key}--{network}"
+
+
+def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Path) -> dict | None:
+    """Predict ``network`` from the trace ``cell`` collected on its own network: replay that
+    trace with ``network``'s profile and compare with the run of the same cell on ``network``.
+    None while one of the two cells has no result yet."""
+    other = Cell(cell.app, cell.paradigm, cell.ranks, cell.size, cell.args, network)
+    a_path, b_path = out / "cells" / f"{cell.key}.json", out / "cells" / f"{other.key}.json"
+    if not (a_path.is_file() and b_path.is_file()):
+        return None
+    a, b = json.loads(a_path.read_text()), json.loads(b_path.read_text())
+    trace = out / a["traces"][a["replayed_rep"]]
+    from hindsight import traceformat as tf
+
+    preds = replay_predictions(trace, tf.read_manifest(trace), read_profile(profile_path), spec)
+    for p in preds:
+        q, act = p["predicted_s"], b["actual_s"]
+        p["rel_error_pct"] = (q - act) / act * 100 if act > 0 and not math.isnan(q) else math.nan
+    return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
+            "network": network, "trace_network": cell.network, "trace": a["traces"][a["replayed_rep"]],
+            "actual_cell": f"cells/{other.key}.json", "actual_s": b["actual_s"],
+            "actual_sd_s": b["actual_sd_s"], "profile": str(profile_path.relative_to(out)),
+            "predictions": preds}
+
+
 def write_errors(out: Path) -> Path:
-    """Rebuild DIR/errors.csv from every DIR/cells/*.json (so it is always consistent)."""
+    """Rebuild DIR/errors.csv from every DIR/cells/*.json and DIR/cross/*.json (so it is always
+    consistent)."""
     rows = []
-    for f in sorted((out / "cells").glob("*.json")):
+    files = sorted((out / "cells").glob("*.json")) + sorted((out / "cross").glob("*.json"))
+    for f in files:
         c = json.loads(f.read_text())
         for p in c.get("predictions", []):
             rows.append({"app": c["app"], "paradigm": c["paradigm"], "ranks": c["ranks"],
                          "size": c["size"], "network": c["network"], "predictor": p["predictor"],
                          "actual_s": f"{c['actual_s']:.6f}", "actual_sd_s": f"{c['actual_sd_s']:.6f}",
                          "predicted_s": f"{p['predicted_s']:.6f}",
-                         "rel_error_pct": f"{p['rel_error_pct']:.3f}"})
+                         "rel_error_pct": f"{p['rel_error_pct']:.3f}",
+                         "trace_network": c.get("trace_network", c["network"])})
     path = out / "errors.csv"
     tmp = path.with_name("errors.csv.tmp")
     with open(tmp, "w", newline="") as fh:
@@ -358,14 +523,24 @@ def write_errors(out: Path) -> Path:
 
 def validate(spec: Spec, out: Path, force: bool = False, progress: bool = True,
              log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every cell not already done (all with ``force``); returns a small summary."""
-    from tqdm import tqdm
-
+    """Run every cell not already done (all with ``force``); returns a small summary. Testbeds
+    the spec asks for (``testbed = {nodes, rate}``) are up only for the duration of the call."""
     out = Path(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     if spec.source:
         shutil.copyfile(spec.source, out / "spec.toml") if spec.source.resolve() != \
             (out / "spec.toml").resolve() else None
+    started = testbeds_up(spec, log)
+    try:
+        return _validate(spec, out, force, progress, log)
+    finally:
+        testbeds_down(started)
+
+
+def _validate(spec: Spec, out: Path, force: bool, progress: bool,
+              log: Callable[[str], None]) -> dict[str, Any]:
+    from tqdm import tqdm
+
     profiles = {}
     for name, net in spec.networks.items():
         if any(c.network == name for c in spec.cells):
@@ -389,6 +564,20 @@ def validate(spec: Spec, out: Path, force: bool = False, progress: bool = True,
         _atomic_write(dest, json.dumps(res, indent=1, default=float))
         done += 1
         write_errors(out)
+    # Cross-network predictions, once both cells of a pair have their results.
+    for cell in spec.cells:
+        for net in cell.predict_on:
+            dest = out / "cross" / f"{cross_key(cell, net)}.json"
+            other = Cell(cell.app, cell.paradigm, cell.ranks, cell.size, cell.args, net)
+            cells_mtime = max((f.stat().st_mtime for f in (out / "cells" / f"{cell.key}.json",
+                                                           out / "cells" / f"{other.key}.json")
+                               if f.is_file()), default=0.0)
+            if dest.is_file() and not force and dest.stat().st_mtime >= cells_mtime:
+                continue                    # up to date with both cells it compares
+            res = run_cross(cell, net, spec, out, profiles[net])
+            if res is not None:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                _atomic_write(dest, json.dumps(res, indent=1, default=float))
     write_errors(out)
     return {"cells": len(spec.cells), "run": done, "skipped": skipped, "failed": failed,
             "errors_csv": str(out / "errors.csv")}

@@ -39,13 +39,20 @@ from mpi4py import MPI
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
 
 
+def _probe_iface() -> str:
+    """The interface the MPI bytes should cross: ``lo`` for TCP on one host, the node's veth
+    (HINDSIGHT_PROBE_IFACE, set by ``calibrate --testbed``) inside a testbed node."""
+    return os.environ.get("HINDSIGHT_PROBE_IFACE", "lo")
+
+
 def _lo_bytes() -> int | None:
-    """Transmitted bytes of the loopback interface (whole network namespace), or None."""
+    """Transmitted bytes of the probed interface (whole network namespace), or None."""
+    iface = _probe_iface()
     try:
         with open("/proc/net/dev") as f:
             for line in f:
                 name, _, rest = line.partition(":")
-                if name.strip() == "lo":
+                if name.strip() == iface:
                     return int(rest.split()[8])
     except (OSError, ValueError, IndexError):
         return None
@@ -240,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
                     comm.Send([ack, 0, MPI.BYTE], dest=0, tag=7)
             after = _lo_bytes() if rank == 0 else None
             result["loopback_probe"] = {
-                "payload_bytes": 32 << 20,
+                "payload_bytes": 32 << 20, "iface": _probe_iface(),
                 "lo_tx_bytes": None if before is None or after is None else after - before}
         comm.Barrier()          # release the idle ranks
     me["last_cpu"] = _last_cpu()

@@ -29,9 +29,11 @@ def _ranks(text: str | None) -> list[int] | None:
               help="rank counts for o = o_a + o_b·P [P and 3 if P=2, else P and 2]")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="profile file (TOML) to write")
+@click.option("--testbed", default=None, metavar="NAME",
+              help="measure between the nodes of testbed NAME, MPI over TCP (docs/testbed.md)")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="PNG of the fit [the profile path with .png]")
-def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, plot_path):
+def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed, plot_path):
     """Measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI in use; write a profile.
 
     The profile is what `hindsight replay --profile` reads (docs/calibration.md).
@@ -42,7 +44,8 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, plot_pa
 
     try:
         prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
-                         progress=lambda m: click.echo(f"calibrate: {m}", err=True))
+                         progress=lambda m: click.echo(f"calibrate: {m}", err=True),
+                         testbed=testbed)
         write_profile(prof, out)
     except (CalibrationError, ProfileError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -56,7 +59,8 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, plot_pa
     m, lg, h, mm, f = (prof["measured_on"], prof["loggps"], prof["hockney"], prof["mm1"],
                        prof["fit"])
     us = 1e6
-    click.echo(f"profile {out} ({m['mpi_library']}, transport {transport}: "
+    net = f"testbed {testbed} ({m['network']['rate']})" if testbed else f"transport {transport}"
+    click.echo(f"profile {out} ({m['mpi_library']}, {net}: "
                f"{m['transport_verified']})")
     click.echo(f"  LogGPS  L={lg['L'] * us:.3g}us o_send={lg['o_send'] * us:.3g}us "
                f"o_recv={lg['o_recv'] * us:.3g}us g={lg['g'] * us:.3g}us "

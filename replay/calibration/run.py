@@ -56,13 +56,25 @@ def parse_sizes(spec: str) -> list[int]:
 
 
 def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
-              overhead_only: bool = False, timeout: float = 300) -> tuple[dict, str]:
+              overhead_only: bool = False, timeout: float = 300,
+              testbed: str | None = None) -> tuple[dict, str]:
     """One mpiexec run of ``replay.calibration.bench``; returns (its JSON, MPICH's stdout)."""
     try:
         env = launch_env(nprocs, transport)
         mpiexec = find_mpiexec()
     except CollectError as exc:
         raise CalibrationError(str(exc)) from None
+    state = None
+    if testbed:
+        from hindsight import testbed as tb
+
+        try:
+            state = tb.require_up(testbed)
+        except tb.TestbedError as exc:
+            raise CalibrationError(str(exc)) from None
+        env.update(tb.TESTBED_ENV)
+        env["HINDSIGHT_TRANSPORT"] = f"testbed:{testbed}"
+        env["HINDSIGHT_PROBE_IFACE"] = tb.NODE_DEV
     env["HINDSIGHT_LAUNCHER"] = "hindsight calibrate"
     # MPICH prints the netmod/provider it chose at MPI_Init: part of the transport evidence.
     env["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
@@ -70,10 +82,14 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
         out = Path(tmp) / "bench.json"
         # One core per rank (round-robin): two communicating ranks sharing a core would measure
         # the scheduler (each hop a context switch, ~1 ms seen here), not the network.
-        cmd = [mpiexec, "-bind-to", "core", "-n", str(nprocs), sys.executable, "-m", "replay.calibration.bench",
-               "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--out", str(out)]
+        program = [sys.executable, "-m", "replay.calibration.bench",
+                   "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--out", str(out)]
         if overhead_only:
-            cmd.append("--overhead-only")
+            program.append("--overhead-only")
+        cmd = [mpiexec, "-bind-to", "core", "-n", str(nprocs)] + program
+        if state is not None:
+            # Cyclic placement: ranks 0 and 1 (the ping-pong pair) always on different nodes.
+            cmd = tb.mpmd_command([mpiexec, "-bind-to", "core"], program, state, nprocs, "cyclic")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
         try:
@@ -154,9 +170,11 @@ def verify_transport(transport: str, run: dict, stdout: str) -> dict:
                         + ", used between nodes only")
     probe = run.get("loopback_probe") or {}
     lo, payload = probe.get("lo_tx_bytes"), probe.get("payload_bytes")
+    iface = probe.get("iface", "lo")
     if lo is not None and payload:
         ratio = lo / payload
-        text = f"loopback interface carried {lo / 1e6:.3g} MB during a {payload / 1e6:.3g} MB transfer"
+        text = (f"{'loopback interface' if iface == 'lo' else 'interface ' + iface} carried "
+                f"{lo / 1e6:.3g} MB during a {payload / 1e6:.3g} MB transfer")
         if transport == "tcp":
             (evidence if ratio >= 0.9 else problems).append(text)
         else:
@@ -171,6 +189,15 @@ def verify_transport(transport: str, run: dict, stdout: str) -> dict:
             "netmod": netmods[0] if netmods else None, "loopback_probe": probe}
 
 
+def _network(transport: str, nprocs: int, testbed: str | None) -> dict:
+    """The network record of the profile (as the manifest's ``network``)."""
+    if not testbed:
+        return {"transport": transport, "testbed": "", "nodes": 1, "ranks_per_node": [nprocs]}
+    from hindsight import testbed as tb
+
+    return tb.network_record(tb.require_up(testbed), nprocs, "cyclic")
+
+
 def placement(run: dict) -> list[dict]:
     return [{"rank": i["rank"], "host": i["host"], "cpus_allowed": i.get("cpus_allowed"),
              "last_cpu": i.get("last_cpu")} for i in run.get("rank_info", [])]
@@ -178,8 +205,13 @@ def placement(run: dict) -> list[dict]:
 
 def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
-              progress=lambda msg: None) -> dict:
-    """Measure and fit; returns the profile (a dict in the hindsight-profile/1 layout)."""
+              progress=lambda msg: None, testbed: str | None = None) -> dict:
+    """Measure and fit; returns the profile (a dict in the hindsight-profile/1 layout).
+
+    With ``testbed`` the ranks run in the testbed's nodes (cyclic placement), MPI over TCP
+    through the shaped veth links; ``transport`` is then tcp."""
+    if testbed:
+        transport = "tcp"
     if nprocs < 2:
         raise CalibrationError(f"-n must be at least 2 (two ranks exchange messages), not {nprocs}")
     if transport not in TRANSPORTS:
@@ -193,7 +225,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     if any(p < 2 for p in overhead_ranks):
         raise CalibrationError("--overhead-ranks: every rank count must be at least 2")
     progress(f"ping-pong over {len(ks)} sizes on {nprocs} ranks ({transport})")
-    run, stdout = run_bench(nprocs, transport, ks, repeat)
+    run, stdout = run_bench(nprocs, transport, ks, repeat, testbed=testbed)
     verified = verify_transport(transport, run, stdout)
     s = summarize(run)
     lg = F.fit_loggps(s["sizes"], s["one_way"], s["o_send"], s["o_recv"], s["g"])
@@ -203,7 +235,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     o_by_p = {nprocs: o_prime(s, O)}
     for p in sorted(set(overhead_ranks) - {nprocs}):
         progress(f"small-message overheads on {p} ranks (2 communicate, {p - 2} idle)")
-        run_p, stdout_p = run_bench(p, transport, list(SMALL), repeat, overhead_only=True)
+        run_p, stdout_p = run_bench(p, transport, list(SMALL), repeat, overhead_only=True,
+                                    testbed=testbed)
         verify_transport(transport, {**run_p, "loopback_probe": None}, stdout_p)
         o_by_p[p] = o_prime(summarize(run_p), O)
     ps = sorted(o_by_p)
@@ -225,6 +258,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "mpi_library": run["mpi_library"], "mpi_version": run["mpi_version"],
             "mpi4py_version": run.get("mpi4py_version"),
             "transport": transport, "transport_env": dict(TRANSPORTS[transport]),
+            "network": _network(transport, nprocs, testbed),
             "transport_verified": verified["how"],
             "hosts": hosts, "ranks": nprocs, "placement": placement(run),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
