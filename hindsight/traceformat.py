@@ -358,6 +358,17 @@ class Trace:
         return [s.rank for s in self.sources if not s.complete]
 
 
+def _open(trace_dir: Path, allow_partial: bool) -> tuple[dict[str, Any], list[RankSource]]:
+    """Manifest and rank sources; refuses an incomplete trace unless ``allow_partial``."""
+    manifest = read_manifest(trace_dir)
+    sources = rank_sources(trace_dir, manifest)
+    incomplete = [s.rank for s in sources if not s.complete]
+    if incomplete and not allow_partial:
+        raise TraceError(f"{trace_dir}: incomplete trace (ranks {_ranges(incomplete)} did not "
+                         "finish cleanly)")
+    return manifest, sources
+
+
 def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
                allow_partial: bool = True) -> Trace:
     """Read a trace directory into one table.
@@ -365,12 +376,7 @@ def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
     With ``allow_partial=False`` an incomplete trace is refused with a TraceError naming the ranks.
     """
     trace_dir = Path(trace_dir)
-    manifest = read_manifest(trace_dir)
-    sources = rank_sources(trace_dir, manifest)
-    incomplete = [s.rank for s in sources if not s.complete]
-    if incomplete and not allow_partial:
-        raise TraceError(f"{trace_dir}: incomplete trace (ranks {_ranges(incomplete)} did not "
-                         "finish cleanly)")
+    manifest, sources = _open(trace_dir, allow_partial)
     tables = []
     for src in sources:
         for path in src.files:
@@ -460,12 +466,7 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     The row count comes from the footers, so every array is allocated once; each row group is
     decoded and copied into its slice. Errors are ``TraceError`` naming the file."""
     trace_dir = Path(trace_dir)
-    manifest = read_manifest(trace_dir)
-    sources = rank_sources(trace_dir, manifest)
-    incomplete = [s.rank for s in sources if not s.complete]
-    if incomplete and not allow_partial:
-        raise TraceError(f"{trace_dir}: incomplete trace (ranks {_ranges(incomplete)} did not "
-                         "finish cleanly)")
+    manifest, sources = _open(trace_dir, allow_partial)
     columns = list(columns or COLUMNS)
     files = []
     total = 0

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from replay.cli import _kv  # NAME=VALUE options, parsed as replay parses them
+
 FORMATS = ("otf2", "perfetto", "goal", "pipit")
 
 
@@ -125,16 +127,6 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
                                    for a in df["Attributes"]])
         df.to_csv(out, index=False)
         click.echo(f"wrote {out}: {len(df)} events in pipit's columns")
-
-
-def _kv(items, flag: str) -> dict[str, str]:
-    out = {}
-    for it in items:
-        if "=" not in it or not it.split("=", 1)[0].strip():
-            raise click.UsageError(f"{flag} {it}: expected NAME=VALUE")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
 
 
 def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
