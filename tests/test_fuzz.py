@@ -262,3 +262,74 @@ def test_fuzz_spec_values(tmp_path, choice, value):
         load_spec(path)
     except SpecError:
         pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Importers: a GOAL schedule's text and an OTF2 archive's bytes. Only GoalError / OtfError (and
+# TraceError from the check of what was written) may escape, and a failed import leaves no output.
+
+_GOAL = """num_ranks 2
+rank 0 {
+  c: calc 1000
+  s: send 1024b to 1 tag 0
+  s requires c
+}
+rank 1 {
+  r: recv 1024b from 0 tag 0
+  c: calc 500
+  c requires r
+}
+"""
+
+
+@fuzz(150)
+@given(st.lists(st.tuples(st.integers(0, len(_GOAL)), st.integers(0, 3),
+                          st.sampled_from(list("{}:-0123456789 \nabcrequiressendrecvcalctofromtagb"))),
+                min_size=1, max_size=5))
+def test_fuzz_goal_import(edits):
+    from hindsight.interop import goal as G
+
+    text = list(_GOAL)
+    for pos, cut, ch in edits:
+        text[pos:pos + cut] = [ch]
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "s.goal"
+        src.write_text("".join(text))
+        try:
+            G.import_goal(src, Path(d) / "out")
+        except (G.GoalError, tf.TraceError):
+            pass
+
+
+@pytest.fixture(scope="module")
+def otf2_archive(tmp_path_factory):
+    from tests.test_interop import _tiny_archive
+
+    return _tiny_archive(tmp_path_factory.mktemp("otf2"), with_groups=True, with_recv=True)
+
+
+@fuzz(60)
+@given(mutations, st.integers(0, 100))
+def test_fuzz_otf2_import(otf2_archive, muts, which):
+    from hindsight.interop import otf2 as X
+
+    src_dir = otf2_archive.parent
+    with tempfile.TemporaryDirectory() as d:
+        copy = Path(d) / "a"
+        shutil.copytree(src_dir, copy)
+        files = sorted(p for p in copy.rglob("*") if p.is_file())
+        victim = files[which % len(files)]
+        data = bytearray(victim.read_bytes())
+        for kind, pos, val in muts:
+            if not data:
+                break
+            if kind == "cut":
+                del data[pos % len(data):]
+            else:
+                data[pos % len(data)] = val
+        victim.write_bytes(bytes(data))
+        out = Path(d) / "out"
+        try:
+            X.import_otf2(copy / otf2_archive.name, out)
+        except (X.OtfError, tf.TraceError):
+            assert not out.exists() or not any(out.iterdir())

@@ -357,6 +357,13 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({_short(exc)})") from None
     try:
         return _convert(trace, anchor, otf2, E)
+    except OtfError:
+        raise
+    except Exception as exc:
+        # A damaged archive surfaces as whatever the bindings meet first (a C error code, a
+        # dangling definition reference as KeyError, ...): all mean "cannot be read" (fuzzed).
+        raise OtfError(f"{anchor}: damaged OTF2 archive ({type(exc).__name__}: "
+                       f"{_short(exc)})") from None
     finally:
         try:
             reader_cm.__exit__(None, None, None)
