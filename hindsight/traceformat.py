@@ -437,6 +437,13 @@ def _dict_codes(chunk: pa.Array, lut_of: dict[str, int], dtype, path: Path, name
     return lut[idx]
 
 
+def sort_rows(table: pa.Table) -> pa.Table:
+    """The rows of ``table`` in (rank, seq) order, the order the readers and matching rely on
+    (tables from other tools or from replayed timelines need not be in it)."""
+    order = np.lexsort((table.column("seq").to_numpy(), table.column("rank").to_numpy()))
+    return table.take(pa.array(order))
+
+
 def table_columns(table: pa.Table) -> tuple[dict[str, np.ndarray], list[str]]:
     """An Arrow table of trace rows as the flat arrays of ``Columns`` (and its region names)."""
     op_of = dict(OP_CODE)

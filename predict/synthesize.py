@@ -28,7 +28,7 @@ import numpy as np
 from apps.skeletons import hypercube, master_worker, pipeline, tree
 from apps.skeletons.base import TAG_SERVER
 from hindsight import traceformat as tf
-from replay.synthetic import write_trace
+from replay.synthetic import append_row, write_trace
 
 
 class SynthesisError(ValueError):
@@ -426,17 +426,7 @@ def rows(spec: Spec, evs: list[list[Ev]], cost: Cost) -> list[dict[str, list]]:
 
         def row(op: str, t0: float, t1: float, region: str | None, peer=-1, tag=-1, comm=-1,
                 nb=-1, req=-1, cpu=-1) -> None:
-            c["op"].append(op)
-            c["region"].append(region)
-            c["t_start"].append(int(round(t0)))
-            c["t_end"].append(int(round(t1)))
-            c["cpu_ns"].append(int(cpu))
-            c["peer"].append(peer)
-            c["tag"].append(tag)
-            c["comm"].append(comm)
-            c["nbytes"].append(nb)
-            c["request"].append(req)
-            c["root"].append(-1)
+            append_row(c, op, t0, t1, peer, tag, comm, nb, req, -1, region, cpu)
 
         for e in ev:
             if e.kind == "enter":

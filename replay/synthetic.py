@@ -125,7 +125,13 @@ class _RankState:
 
 def _row(st: _RankState, op: str, t0: float, t1: float, peer=-1, tag=-1, comm=0, nbytes=-1,
          request=-1, root=-1, region=None, cpu=-1) -> None:
-    c = st.cols
+    append_row(st.cols, op, t0, t1, peer, tag, comm, nbytes, request, root, region, cpu)
+
+
+def append_row(c: dict[str, list], op: str, t0: float, t1: float, peer: int = -1, tag: int = -1,
+               comm: int = 0, nbytes: int = -1, request: int = -1, root: int = -1,
+               region: str | None = None, cpu: int = -1) -> None:
+    """Append one trace row to per-rank columns (``empty_columns()``), times rounded to ns."""
     c["op"].append(op)
     c["region"].append(region)
     c["t_start"].append(int(round(t0)))

@@ -22,6 +22,8 @@ from hindsight import traceformat as tf
 from hindsight.check import check_trace
 from hindsight.info import trace_info
 from tests.conftest import ROOT, hindsight
+from tests.test_interop import HAND as _GOAL  # the issue's GOAL example
+from tests.test_interop import _tiny_archive
 
 #: HINDSIGHT_FUZZ_SCALE=10 runs ten times the examples, with fresh random ones (a longer hunt).
 _SCALE = float(os.environ.get("HINDSIGHT_FUZZ_SCALE", "1"))
@@ -268,18 +270,6 @@ def test_fuzz_spec_values(tmp_path, choice, value):
 # Importers: a GOAL schedule's text and an OTF2 archive's bytes. Only GoalError / OtfError (and
 # TraceError from the check of what was written) may escape, and a failed import leaves no output.
 
-_GOAL = """num_ranks 2
-rank 0 {
-  c: calc 1000
-  s: send 1024b to 1 tag 0
-  s requires c
-}
-rank 1 {
-  r: recv 1024b from 0 tag 0
-  c: calc 500
-  c requires r
-}
-"""
 
 
 @fuzz(150)
@@ -303,8 +293,6 @@ def test_fuzz_goal_import(edits):
 
 @pytest.fixture(scope="module")
 def otf2_archive(tmp_path_factory):
-    from tests.test_interop import _tiny_archive
-
     return _tiny_archive(tmp_path_factory.mktemp("otf2"), with_groups=True, with_recv=True)
 
 

@@ -83,11 +83,8 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table=None,
     if anchor.exists():
         raise OtfError(f"{anchor}: exists already (choose a new --out)")
     out_dir.mkdir(parents=True, exist_ok=True)
+    table = tf.sort_rows(table)
     rank = table.column("rank").to_numpy().astype(np.int64)
-    seq = table.column("seq").to_numpy()
-    order = np.lexsort((seq, rank))
-    table = table.take(order)
-    rank = rank[order]
     nranks = int(manifest.get("ranks") or (rank.max() + 1 if len(rank) else 0))
     from replay.matching import op_codes
     op = op_codes(table).astype(np.int64)

@@ -29,13 +29,6 @@ from hindsight import traceformat as tf
 PID_STRIDE = 100000
 
 
-def _sorted(table: pa.Table) -> pa.Table:
-    rank = table.column("rank").to_numpy()
-    seq = table.column("seq").to_numpy()
-    order = np.lexsort((seq, rank))
-    return table.take(pa.array(order))
-
-
 def call_heads(rank: np.ndarray, op: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:
     """For each row (in rank, seq order), the first row of the MPI call it belongs to: rows of one
     call (one row per request of a Waitall, the two halves of a Sendrecv) share rank and times."""
@@ -54,7 +47,7 @@ def timeline_events(table: pa.Table, label: str | None = None, pid_base: int = 0
     """Trace-event dicts for one timeline (a trace table, measured or replayed)."""
     from replay.matching import match_messages, op_codes
 
-    table = _sorted(table)
+    table = tf.sort_rows(table)
     n = table.num_rows
     rank = table.column("rank").to_numpy().astype(np.int64)
     op = op_codes(table).astype(np.int64)

@@ -53,8 +53,7 @@ def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
     from replay.matching import match_messages, op_codes
 
     table = tf.read_trace(trace).table if not isinstance(trace, pa.Table) else trace
-    order = np.lexsort((table.column("seq").to_numpy(), table.column("rank").to_numpy()))
-    table = table.take(pa.array(order))
+    table = tf.sort_rows(table)
     n = table.num_rows
     rank = table.column("rank").to_numpy().astype(np.int64)
     op = op_codes(table).astype(np.int64)
