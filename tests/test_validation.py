@@ -135,3 +135,39 @@ def test_tiny_real_validation_and_resume(tmp_path):
     (out / cell["traces"][0]).mkdir(parents=True)
     s3 = validate(sp, out, progress=False, log=lambda m: None)
     assert s3["run"] == 1
+
+
+def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
+    """replay_rep = "all": each repetition is replayed from its own trace and the prediction is
+    the mean of those; the network is calibrated by `hindsight calibrate --api pickle`, and the
+    profile it leaves is one `hindsight replay --profile` reads."""
+    text = (SPEC.replace('profile = "prof.toml"', 'calibrate = "pickle"')
+            .replace("repetitions = 1", 'repetitions = 2\nreplay_rep = "all"'))
+    p = tmp_path / "spec.toml"
+    p.write_text(text)
+    sp = load_spec(p)
+    assert sp.replay_all
+    out = tmp_path / "v"
+    s = validate(sp, out, progress=False, log=lambda m: None)
+    assert s["failed"] == 0
+    cell = json.loads(next((out / "cells").glob("*.json")).read_text())
+    prof = out / "profiles" / "shm.toml"
+    assert read_profile(prof)["measured_on"]["api"] == "pickle"
+    import replay
+    from hindsight import traceformat as tf
+    from validation.validate import replay_params
+    for pred in cell["predictions"]:
+        if pred["predictor"] != "replay:loggps":
+            continue
+        assert len(pred["per_rep_s"]) == 2
+        assert pred["predicted_s"] == pytest.approx(sum(pred["per_rep_s"]) / 2)
+        for k, q in enumerate(pred["per_rep_s"]):
+            prep = replay.prepare(out / cell["traces"][k])
+            r = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof))
+            mk = tf.read_manifest(out / cell["traces"][k])["makespan_ns"]
+            lead = (mk - prep.measured_makespan_ns) / 1e9
+            assert q == pytest.approx(r.makespan_ns / 1e9 + lead)
+    trace = out / cell["traces"][1]
+    r = run_hindsight("replay", str(trace), "--model", "loggps", "--profile", str(prof), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["predicted_makespan_s"] > 0

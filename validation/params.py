@@ -47,10 +47,11 @@ def _profile_net(profile: dict[str, dict[str, float]]) -> dict[str, float]:
     o_s = float(lg.get("o_a", lg.get("o_send", 0.0)))
     o_r = float(lg.get("o_a", lg.get("o_recv", 0.0)))
     O = float(lg.get("O", 0.0))
+    O_s, O_r = float(lg.get("O_send", O)), float(lg.get("O_recv", O))
     G = float(lg.get("G", 0.0))
-    per_byte = float(hk.get("g", 0.0)) or (G + 2 * O) or 1e-10
+    per_byte = float(hk.get("g", 0.0)) or (G + O_s + O_r) or 1e-10
     return {"L": float(lg.get("L", 0.0)), "o_send": o_s, "o_recv": o_r, "G": G,
-            "o_b": float(lg.get("o_b", 0.0)), "O": O,
+            "o_b": float(lg.get("o_b", 0.0)), "O_send": O_s, "O_recv": O_r,
             "l": float(hk.get("l", lg.get("L", 0.0) + o_s + o_r)), "g": per_byte}
 
 
@@ -152,7 +153,7 @@ def _paper004(df: pd.DataFrame, P: int, net: dict) -> dict[str, Any]:
     k_send = float(m_send["nbytes"].mean()) if len(m_send) else 0.0
     k_recv = float(m_recv["nbytes"].mean()) if len(m_recv) else 0.0
     r = paper004.t_ms(n, P, t_task, k_send, k_recv, net["L"], net["G"], net["o_send"],
-                      net["o_b"], net["O"], net["O"])
+                      net["o_b"], net["O_send"], net["O_recv"])
     master_merge = float(merge[merge["rank"] == 0]["dur"].sum())
     total = max(r["T_master_s"] + master_merge, r["T_worker_s"])
     return {"predictor": "analytic:paper004", "predicted_s": total,

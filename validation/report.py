@@ -304,8 +304,9 @@ def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
     c = max(cand, key=lambda c: (c["ranks"], c["paradigm"] == "pipeline"))
     trace = Path(vdir) / c["traces"][c["replayed_rep"]]
     prep = replay.prepare(trace)
-    prof = read_profile(Path(vdir) / c["profile"])
-    res = replay.run(prep, "loggps", profile=replay_params("loggps", prof))
+    prof_path = Path(vdir) / c["profile"]
+    res = replay.run(prep, "loggps",
+                     profile=replay_params("loggps", read_profile(prof_path), prof_path))
     ev = res.events_frame()
     tab = tf.read_trace(trace, columns=["rank", "seq", "region"]).to_pandas()
     ev = ev.merge(tab, on=["rank", "seq"], how="left")

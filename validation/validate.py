@@ -11,7 +11,9 @@ Layout of the output directory (every number traceable to its run)::
 
 A cell is (app, paradigm, ranks, size, network). Actual time = the trace's measured makespan
 (manifest ``makespan_ns``), mean and sample sd over the repetitions. Replay and analytic
-predictions use the trace of repetition ``replay_rep`` (default 0).
+predictions use the trace of repetition ``replay_rep`` (default 0; ``"median"``: the median run;
+``"all"``: every repetition is predicted from its own trace and the predictions are averaged as
+the actual time is).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ ERRORS_COLUMNS = ["app", "paradigm", "ranks", "size", "network", "predictor", "a
 #: `network` is where the actual run and the profile come from; `trace_network` is where the
 #: replayed trace was collected (equal for same-network rows, different for cross-network rows)
 REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured")
+#: a network's ``calibrate`` -> `hindsight calibrate --api`; "hindsight" and "pingpong" are the
+#: names older specs used for the buffer and the pickle ping-pong
+CALIBRATE_API = {"pickle": "pickle", "buffer": "buffer", "pingpong": "pickle",
+                 "hindsight": "buffer"}
 
 
 class SpecError(ValueError):
@@ -73,6 +79,7 @@ class Spec:
     raw: dict = field(default_factory=dict)
     actual: str = "mean"            # "median": actual = median run (noisy shared machines)
     replay_median: bool = False     # replay the run whose makespan is the median, not replay_rep
+    replay_all: bool = False        # replay every repetition; the prediction is their mean/median
 
 
 def _req(d: dict, key: str, kind, where: str):
@@ -129,6 +136,8 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
             raise SpecError(f"spec {path}: network {name}: transport must be shm or tcp")
         if "testbed" in n:
             _check_testbed(path, name, n)
+        if n.get("calibrate", "pickle") not in CALIBRATE_API:
+            raise SpecError(f"spec {path}: network {name}: calibrate must be 'pickle' or 'buffer'")
         if "profile" in n:
             p = Path(n["profile"])
             n["profile"] = str(p if p.is_absolute() else (path.parent / p))
@@ -186,11 +195,12 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     if reps < 1:
         raise SpecError(f"spec {path}: repetitions must be >= 1")
     replay_median = raw.get("replay_rep", 0) == "median"
+    replay_all = raw.get("replay_rep", 0) == "all"
     try:
-        replay_rep = 0 if replay_median else int(raw.get("replay_rep", 0))
+        replay_rep = 0 if replay_median or replay_all else int(raw.get("replay_rep", 0))
     except (TypeError, ValueError):
-        raise SpecError(f"spec {path}: replay_rep must be a repetition number or \"median\"") \
-            from None
+        raise SpecError(f"spec {path}: replay_rep must be a repetition number, \"median\" or "
+                        "\"all\"") from None
     if not 0 <= replay_rep < reps:
         raise SpecError(f"spec {path}: replay_rep must be in 0..{reps - 1}")
     actual = raw.get("actual", "mean")
@@ -208,7 +218,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
                 replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
                 analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
-                actual=actual, replay_median=replay_median)
+                actual=actual, replay_median=replay_median, replay_all=replay_all)
 
 
 def _check_testbed(path: Path, name: str, n: dict[str, Any]) -> None:
@@ -297,17 +307,12 @@ def write_profile(path: Path, sections: dict[str, dict[str, Any]]) -> None:
     _atomic_write(path, "\n".join(lines))
 
 
-def _calibrate_command_available() -> bool:
-    from hindsight.cli import LazyGroup, main
-    return "calibrate" in LazyGroup.lazy or "calibrate" in main.commands
-
-
 def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[[str], None],
                    force: bool = False) -> Path:
     """The profile of one network, produced once per validation run and reused: the spec's
-    ``profile`` if given (copied), else `hindsight calibrate` if this installation has it, else
-    the ping-pong of validation.pingpong (also when the network says ``calibrate = "pingpong"``:
-    it sends through mpi4py's pickle API, the path the applications' messages take)."""
+    ``profile`` if given (copied), else `hindsight calibrate` on the network's transport (or
+    testbed). ``calibrate = "pickle"`` times mpi4py's pickle API the way the tracer records it
+    (``--api pickle``: the path the applications' messages take), ``"buffer"`` the buffer API."""
     dest = out / "profiles" / f"{net_name}.toml"
     if dest.is_file() and not force:
         return dest
@@ -322,48 +327,30 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
         else:
             write_profile(dest, read_profile(src) | {"validation_source": {"profile": str(src)}})
         return dest
-    method = net.get("calibrate", "hindsight")
-    if method not in ("hindsight", "pingpong"):
-        raise SpecError(f"network {net_name}: calibrate must be 'hindsight' or 'pingpong'")
-    if method == "hindsight" and _calibrate_command_available():
-        log(f"calibrating network {net_name} with `hindsight calibrate`")
-        cmd = [sys.executable, "-m", "hindsight.cli", "calibrate", "--transport",
-               net["transport"], "--out", str(dest)]
-        if net.get("testbed_name"):
-            cmd += ["--testbed", net["testbed_name"]]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode == 0 and dest.is_file():
-            return dest
-        log(f"`hindsight calibrate` failed ({(r.stderr or r.stdout).strip()[-200:]}); "
-            "using the fallback ping-pong")
-    from hindsight.collect import find_mpiexec, launch_env, testbed_launch
-    from validation.pingpong import fit_profile
-
-    log(f"calibrating network {net_name} ({net['transport']}) with validation.pingpong "
-        "(pickle API)")
-    raw_path = dest.with_suffix(".pingpong.json")
-    cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "validation.pingpong", str(raw_path)]
-    env = launch_env(2, net["transport"])
+    api = CALIBRATE_API[net.get("calibrate", "pickle")]
+    log(f"calibrating network {net_name} with `hindsight calibrate --api {api}`")
+    cmd = [sys.executable, "-m", "hindsight.cli", "calibrate", "--transport", net["transport"],
+           "--api", api, "--out", str(dest)]
     if net.get("testbed_name"):
-        # rank 0 and rank 1 on nodes 0 and 1, through the shaped link
-        cmd, env, _, _ = testbed_launch(cmd, env, 2, net["testbed_name"])
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    if r.returncode != 0 or not raw_path.is_file():
-        raise SpecError(f"calibration of network {net_name} failed: {r.stderr.strip()[-300:]}")
-    sections = fit_profile(json.loads(raw_path.read_text()))
-    sections["measured_on"] = {"transport": net["transport"], "mpi_library": "mpich (wheel)",
-                               "testbed": net.get("testbed_name", ""),
-                               "method": "validation.pingpong (mpi4py pickle API ping-pong)",
-                               "raw": raw_path.name}
-    write_profile(dest, sections)
+        cmd += ["--testbed", net["testbed_name"]]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 or not dest.is_file():
+        raise SpecError(f"calibration of network {net_name} failed: "
+                        f"{(r.stderr or r.stdout).strip()[-300:]}")
     return dest
 
 
-def replay_params(model: str, profile: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The profile's section for a replay model (loggp reads the loggps section without S; mm1
-    also uses C and tau between ranks of one host, where this project's runs live)."""
+def replay_params(model: str, profile: dict[str, dict[str, Any]],
+                  path: Path | None = None) -> dict[str, Any]:
+    """A replay model's parameters from a profile. A `hindsight calibrate` profile
+    (``format = "hindsight-profile/1"``) is mapped exactly as `hindsight replay --profile` maps it
+    (replay.models.load_profile); older flat profiles give their section (loggp reads the loggps
+    section without S; mm1 also uses C and tau between ranks of one host)."""
     if model == "measured":
         return {}
+    if profile.get("format") is not None and path is not None:
+        from replay import models as M
+        return M.load_profile(path, M.get_model(model))
     sec = dict(profile.get("loggps" if model == "loggp" else model, {}))
     if model == "loggp":
         sec.pop("S", None)
@@ -413,7 +400,8 @@ def collect_reps(cell: Cell, spec: Spec, out: Path, log: Callable[[str], None]) 
     return manifests
 
 
-def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec) -> list[dict]:
+def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
+                       profile_path: Path | None = None) -> list[dict]:
     """Replay one trace under every replay model of the spec with one network's profile."""
     import replay
 
@@ -421,7 +409,7 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec) -
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     preds = []
     for model in spec.replay:
-        params = replay_params(model, profile)
+        params = replay_params(model, profile, profile_path)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
             r = replay.run(prep, model, assigns, profile=params, record=False)
@@ -442,7 +430,7 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
     manifests = collect_reps(cell, spec, out, log)
     times = [m["makespan_ns"] / 1e9 for m in manifests]
     rep = spec.replay_rep
-    if spec.replay_median:
+    if spec.replay_median or spec.replay_all:
         # the run in the middle: on a shared machine, a run disturbed by other jobs carries the
         # disturbance in its compute times, which every replay of its trace would inherit
         rep = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
@@ -458,16 +446,44 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
         "profile": str(profile_path.relative_to(out)), "predictions": []}
     if cell.baseline:
         return res
-    trace = out / "traces" / cell.key / f"rep{rep}"
     profile = read_profile(profile_path)
-    res["predictions"] += replay_predictions(trace, manifests[rep], profile, spec)
-    if spec.analytic:
-        from validation.params import analytic
-        res["predictions"] += analytic(cell.app, cell.paradigm, trace, profile)
+    reps = range(len(times)) if spec.replay_all else [rep]
+    per_rep = []
+    for k in reps:
+        trace = out / "traces" / cell.key / f"rep{k}"
+        preds = replay_predictions(trace, manifests[k], profile, spec, profile_path)
+        if spec.analytic:
+            from validation.params import analytic
+            preds += analytic(cell.app, cell.paradigm, trace, profile)
+        per_rep.append(preds)
+    res["predictions"] = combine_reps(per_rep, spec.actual)
     for p in res["predictions"]:
         a, q = res["actual_s"], p["predicted_s"]
         p["rel_error_pct"] = (q - a) / a * 100 if a > 0 and not math.isnan(q) else math.nan
     return res
+
+
+def combine_reps(per_rep: list[list[dict]], stat: str) -> list[dict]:
+    """One prediction per predictor from the predictions of several repetitions' traces: their
+    mean (or median, as the actual time is), each repetition's value kept in ``per_rep_s``.
+    Predicting every run from its own trace and averaging compares like with like: the actual
+    time is an average over the same runs."""
+    if len(per_rep) == 1:
+        return per_rep[0]
+    out = []
+    for i, p in enumerate(per_rep[0]):
+        vals = [preds[i]["predicted_s"] for preds in per_rep]
+        ok = [v for v in vals if not math.isnan(v)]
+        q = dict(p)
+        q["per_rep_s"] = vals
+        if len(ok) < len(vals):
+            q["predicted_s"] = math.nan
+            q["note"] = next(preds[i].get("note", "") for preds in per_rep
+                             if math.isnan(preds[i]["predicted_s"])) or p.get("note", "")
+        else:
+            q["predicted_s"] = statistics.median(ok) if stat == "median" else statistics.mean(ok)
+        out.append(q)
+    return out
 
 
 def cross_key(cell: Cell, network: str) -> str:
@@ -483,15 +499,20 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     if not (a_path.is_file() and b_path.is_file()):
         return None
     a, b = json.loads(a_path.read_text()), json.loads(b_path.read_text())
-    trace = out / a["traces"][a["replayed_rep"]]
     from hindsight import traceformat as tf
 
-    preds = replay_predictions(trace, tf.read_manifest(trace), read_profile(profile_path), spec)
+    reps = range(len(a["traces"])) if spec.replay_all else [a["replayed_rep"]]
+    profile = read_profile(profile_path)
+    preds = combine_reps([replay_predictions(out / a["traces"][k],
+                                             tf.read_manifest(out / a["traces"][k]), profile, spec,
+                                             profile_path)
+                          for k in reps], spec.actual)
     for p in preds:
         q, act = p["predicted_s"], b["actual_s"]
         p["rel_error_pct"] = (q - act) / act * 100 if act > 0 and not math.isnan(q) else math.nan
     return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
-            "network": network, "trace_network": cell.network, "trace": a["traces"][a["replayed_rep"]],
+            "network": network, "trace_network": cell.network,
+            "trace": a["traces"][a["replayed_rep"]] if len(reps) == 1 else a["traces"],
             "actual_cell": f"cells/{other.key}.json", "actual_s": b["actual_s"],
             "actual_sd_s": b["actual_sd_s"], "profile": str(profile_path.relative_to(out)),
             "predictions": preds}

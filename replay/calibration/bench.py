@@ -19,8 +19,19 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
 * gap g: rank 0 sends bursts of n1 and n2 one-byte messages back to back, rank 1 acks each burst;
   g = (t(n2) - t(n1)) / (n2 - n1) removes the ack's round trip (Kielmann et al. 2000 measure g as the
   steady-state time per message of a burst).
+* eager probe: rank 0 times Isend + Wait of k bytes while rank 1 posts its receive only after
+  ``EAGER_DELAY``; a send that completes well before then did not need the receiver (eager), one
+  that lasts the delay waited for it (rendezvous). The largest eager size is S (the protocol
+  switch itself, not a bend of the one-way curve, which shared memory hardly shows).
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
+
+``--api pickle`` times the path a traced application's pickle-API messages take instead
+(``instrument.comm``): the object is pickled *before* the timed call (the tracer pickles outside
+the call to learn the wire size, so pickling is part of the sender's compute burst), sent as
+bytes with ``Send``, and received with mpi4py's ``recv`` (probe, allocation of the receive buffer,
+copy-out and unpickling, all inside the receiver's call). The payload of size k is a pickled
+numpy array whose pickle is k bytes long; sizes below the pickle header (~150 B) are that header.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+_dumps = MPI.pickle.dumps   # what instrument.comm pickles with
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
 
 
@@ -102,12 +114,25 @@ def _reps(k: int, repeat: int) -> int:
     return max(10, min(repeat, (repeat * 65536) // max(k, 1)))
 
 
-def _wait(ns: int) -> None:
-    # Sleep, not busy-wait: when both ranks share one core (a loaded machine), a spinning receiver
-    # keeps the sender off the core and the message only leaves when the receiver enters MPI.
-    # Measured here: a 100 us spin gave o_r ~110 us in such runs, a sleep gives the copy-out cost.
-    # The wake-up jitter of the sleep falls before the timed call.
-    time.sleep(ns * 1e-9)
+#: how long the receiver of the eager probe waits before posting its receive
+EAGER_DELAY = 0.002
+
+
+def _wait(ns: int, spin: bool) -> None:
+    """Let ``ns`` pass before the timed receive.
+
+    With a core of its own the receiver spins, as an application computing before its receive
+    does; a sleep lets the core idle and the timed call then pays for the wake-up (measured here:
+    o_r of a small pickled message 12-18 us after a sleep, 8-10 us after a spin). When both ranks
+    share a core (a loaded or oversubscribed machine) it sleeps: a spinning receiver would keep
+    the sender off the core, and the message would only leave when the receiver enters MPI
+    (a 100 us spin gave o_r ~110 us in such runs). The wake-up jitter falls before the timed call."""
+    if spin:
+        end = time.perf_counter_ns() + ns
+        while time.perf_counter_ns() < end:
+            pass
+    else:
+        time.sleep(ns * 1e-9)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--passes", type=int, default=5, help="interleaved passes over the sizes")
     ap.add_argument("--overhead-only", action="store_true",
                     help="only small-message overheads (the runs at other rank counts)")
+    ap.add_argument("--api", choices=("buffer", "pickle"), default="buffer",
+                    help="time buffer-API Recv, or pickle-API recv of pre-pickled sends")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
 
@@ -136,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
                 json.dump({"error": "the benchmark needs at least 2 ranks"}, f)
         return
     comm.Barrier()
-    result: dict = {"ranks": size, "sizes": sizes, "repeat": a.repeat}
+    result: dict = {"ranks": size, "sizes": sizes, "repeat": a.repeat, "api": a.api}
     if rank >= 2:
         comm.Barrier()          # idle: paper 004 Fig. 3
     else:
@@ -145,39 +172,66 @@ def main(argv: list[str] | None = None) -> None:
         buf = np.ones(maxk, dtype=np.uint8)
         ack = np.zeros(1, dtype=np.uint8)
         ns = 1e-9
+        pickled = a.api == "pickle"
+        # spin only if ranks 0 and 1 can never share a core
+        cpus = comm.sendrecv(me["cpus_allowed"], dest=peer, source=peer, sendtag=8, recvtag=8)
+        spin = bool(me["cpus_allowed"] and cpus) and not set(me["cpus_allowed"]) & set(cpus)
+        result["receiver_wait"] = "spin" if spin else "sleep"
+
+        payloads: dict[int, bytes] = {}
+
+        def payload(k: int) -> bytes:
+            """Pickled numpy array whose pickle is k bytes long (at least the header)."""
+            if k not in payloads:
+                head = len(_dumps(np.zeros(0, np.uint8)))
+                n = max(k - head, 0)
+                data = _dumps(np.ones(n, np.uint8))
+                n = max(n - (len(data) - k), 0)      # the header grows a little with n
+                payloads[k] = _dumps(np.ones(n, np.uint8))
+            return payloads[k]
+
+        def send(k: int, dest: int, tag: int) -> None:
+            if pickled:
+                comm.Send([payload(k), MPI.BYTE], dest=dest, tag=tag)
+            else:
+                comm.Send([buf[:k], MPI.BYTE], dest=dest, tag=tag)
+
+        def recv(k: int, source: int, tag: int) -> None:
+            if pickled:
+                comm.recv(source=source, tag=tag)
+            else:
+                comm.Recv([buf[:k], MPI.BYTE], source=source, tag=tag)
 
         def pingpong(k: int, reps: int) -> tuple[list[float], list[float]]:
             rtt, osend = [], []
-            view = buf[:k]
             for i in range(reps):
                 if rank == 0:
                     t0 = time.perf_counter_ns()
-                    comm.Send([view, MPI.BYTE], dest=1, tag=1)
+                    send(k, 1, 1)
                     t1 = time.perf_counter_ns()
-                    comm.Recv([view, MPI.BYTE], source=1, tag=1)
+                    recv(k, 1, 1)
                     t2 = time.perf_counter_ns()
                     rtt.append((t2 - t0) * ns)
                     osend.append((t1 - t0) * ns)
                 else:
-                    comm.Recv([view, MPI.BYTE], source=0, tag=1)
-                    comm.Send([view, MPI.BYTE], dest=0, tag=1)
+                    recv(k, 0, 1)
+                    send(k, 0, 1)
             return rtt, osend
 
         def recv_overhead(k: int, reps: int, delay_ns: int) -> list[float]:
             orecv = []
-            view = buf[:k]
             for i in range(reps):
                 if rank == 0:
-                    comm.Send([view, MPI.BYTE], dest=1, tag=2)
+                    send(k, 1, 2)
                     comm.Recv([ack, 0, MPI.BYTE], source=1, tag=3)
                 else:
-                    _wait(delay_ns)
+                    _wait(delay_ns, spin)
                     # Make sure the message is here (MPI's word, not an assumption about the
                     # delay), so the timed Recv is matching plus copy-out only.
                     while not comm.Iprobe(source=0, tag=2):
                         pass
                     t0 = time.perf_counter_ns()
-                    comm.Recv([view, MPI.BYTE], source=0, tag=2)
+                    recv(k, 0, 2)
                     orecv.append((time.perf_counter_ns() - t0) * ns)
                     comm.Send([ack, 0, MPI.BYTE], dest=0, tag=3)
             return orecv
@@ -224,10 +278,35 @@ def main(argv: list[str] | None = None) -> None:
                     samples[k]["rtt"] += rtt
                     samples[k]["o_send"] += osend
                     samples[k]["o_recv"] += orecv
-        per_size = [{"k": k, **samples[k]} for k in sizes] if rank == 0 else []
+        # the wire size: a pickle is never shorter than its header
+        wire = {k: len(payload(k)) if pickled else k for k in sizes}
+        per_size = [{"k": wire[k], **samples[k]} for k in sizes] if rank == 0 else []
         result["per_size"] = per_size
 
+        def eager_probe(k: int) -> float:
+            """Isend + Wait time of k bytes whose receive is posted EAGER_DELAY late (median)."""
+            times = []
+            for _ in range(3):
+                comm.Barrier()
+                if rank == 0:
+                    t0 = time.perf_counter_ns()
+                    if pickled:
+                        req = comm.Isend([payload(k), MPI.BYTE], dest=1, tag=11)
+                    else:
+                        req = comm.Isend([buf[:k], MPI.BYTE], dest=1, tag=11)
+                    req.Wait()
+                    times.append((time.perf_counter_ns() - t0) * ns)
+                else:
+                    _wait(int(EAGER_DELAY * 1e9), False)
+                    recv(k, 0, 11)
+            return float(np.median(times)) if rank == 0 else 0.0
+
         if not a.overhead_only:
+            probes = [(k, eager_probe(k)) for k in sizes]
+            result["eager_probe"] = {"delay_s": EAGER_DELAY,
+                                     "sizes": [len(payload(k)) if pickled else k
+                                               for k, _ in probes],
+                                     "send_s": [t for _, t in probes]}
             n1, n2 = 8, 64
             for n in (n1, n2):
                 burst(n)            # warm-up

@@ -31,9 +31,13 @@ def _ranks(text: str | None) -> list[int] | None:
               help="profile file (TOML) to write")
 @click.option("--testbed", default=None, metavar="NAME",
               help="measure between the nodes of testbed NAME, MPI over TCP (docs/testbed.md)")
+@click.option("--api", type=click.Choice(["buffer", "pickle"]), default="buffer",
+              show_default=True,
+              help="mpi4py path to time: buffer (Send/Recv) or pickle (send/recv of objects, as "
+                   "traced by hindsight; use it for applications that send Python objects)")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="PNG of the fit [the profile path with .png]")
-def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed, plot_path):
+def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed, api, plot_path):
     """Measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI in use; write a profile.
 
     The profile is what `hindsight replay --profile` reads (docs/calibration.md).
@@ -45,7 +49,7 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     try:
         prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
                          progress=lambda m: click.echo(f"calibrate: {m}", err=True),
-                         testbed=testbed)
+                         testbed=testbed, api=api)
         write_profile(prof, out)
     except (CalibrationError, ProfileError) as exc:
         raise click.ClickException(str(exc)) from None

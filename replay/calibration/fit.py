@@ -76,13 +76,47 @@ def find_break(k: np.ndarray, t: np.ndarray, min_points: int = 2) -> Break:
     return best
 
 
+def split_at(k: np.ndarray, t: np.ndarray, S: float) -> Break:
+    """Two lines split at a known S (the measured protocol switch): k <= S and k > S. A side with
+    fewer than 2 sizes takes the other side's line."""
+    k = np.asarray(k, float)
+    t = np.asarray(t, float)
+    i = int(np.searchsorted(k, S, side="right"))
+    a, b, sse = line_fit(k, t)
+    small = line_fit(k[:i], t[:i])[:2] if i >= 2 else (a, b)
+    large = line_fit(k[i:], t[i:])[:2] if len(k) - i >= 2 else (a, b)
+    return Break(float(S), i, small, large, math.nan, math.nan)
+
+
+def eager_limit(sizes: list[float], send_s: list[float], delay_s: float) -> float:
+    """S from the eager probe: the largest size below the first one whose send lasted at least
+    half the receiver's delay (it waited for the receive: rendezvous); inf if none did."""
+    S = math.inf
+    prev = 0.0
+    for k, t in sorted(zip(sizes, send_s)):
+        if t >= 0.5 * delay_s:
+            return prev
+        prev = float(k)
+    return S
+
+
 def loggps_one_way(k: np.ndarray, p: dict) -> np.ndarray:
     """One-way time of a ping-pong under replay.models.loggps (see its docstring): eager
     o_s(k) + L + (k-1)·G + o_r(k); above S the request/clear-to-send adds 2L."""
     k = np.asarray(k, float)
-    o = p["o_send"] + p["o_recv"] + 2.0 * p["O"] * k
+    O_s, O_r = p.get("O_send", p["O"]), p.get("O_recv", p["O"])
+    o = p["o_send"] + p["o_recv"] + (O_s + O_r) * k
     base = o + p["L"] + np.maximum(k - 1.0, 0.0) * p["G"]
     return np.where(k > p["S"], base + 2.0 * p["L"], base)
+
+
+def loggps_send_time(k: np.ndarray, p: dict) -> np.ndarray:
+    """Time a blocking Send lasts under replay.models.loggps when the receive is already posted:
+    o_s(k) eager; above S the clear-to-send and the injection of the data follow,
+    o_s(k) + 2L + (k-1)·G."""
+    k = np.asarray(k, float)
+    o = p["o_send"] + p.get("O_send", p["O"]) * k
+    return np.where(k > p["S"], o + 2.0 * p["L"] + np.maximum(k - 1.0, 0.0) * p["G"], o)
 
 
 @dataclass
@@ -95,52 +129,70 @@ class LogGPSFit:
 
 
 def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndarray,
-               g_burst: float) -> LogGPSFit:
+               g_burst: float, S: float | None = None) -> LogGPSFit:
     """LogGPS parameters from one-way medians ``t`` and per-size overhead medians.
 
-    S   break of the segmented fit of t(k)                       (LogGPS, paper 004 §2, Fig. 1)
-    O   slope of (o_s(k) + o_r(k))/2 over eager sizes            (paper 004 §3: o = o' + O·k)
-    o_send, o_recv   median over eager sizes of o_x(k) - O·k
-    G   slope of t(k) above S minus 2·O: the model adds O·k to both overheads, so its large-message
-        slope is G + 2·O                                         (LogGP: G from large messages)
-        (if 2·O >= that slope, O is not separable: O = 0, G = slope; noted)
-    L   median over eager sizes of t(k) - o_s(k) - o_r(k) - (k-1)·G   (LogP: T = o_s + L + o_r)
-    g   from back-to-back sends (given)
+    S        the measured protocol switch (``eager_limit``) if given, else the break of the
+             segmented fit of t(k)                                (LogGPS, paper 004 §2, Fig. 1)
+    O_send   slope of o_s(k) over eager sizes (above S the send waits for the receiver)
+    O_recv   the receiver's work after the data has arrived, per byte: above S the ping-pong's
+             Send lasts until the transfer is done, so t(k) - o_s(k) is what the receiver still
+             does (copy-out; for the pickle API, allocating and unpickling); O_recv is its slope
+             over those sizes (at least 2), else the slope of o_r(k) over eager sizes
+                                               (paper 004 §3: o = o' + O·k per side; PLogP's
+                                                o_s(m), o_r(m), Kielmann et al. 2000)
+    o_send, o_recv   medians over eager sizes of o_x(k) - O_x·k
+    G        slope of t(k) above S minus O_send + O_recv: what the overheads do not explain
+             (if they explain all of it, O_send = O_recv = 0 and G = the slope, noted)
+    L        median over eager sizes of t(k) - o_s(k) - o_r(k) - (k-1)·G   (LogP: T = o_s + L + o_r)
+    g        from back-to-back sends (given)
+    ``O`` (the mean of O_send and O_recv) is kept for readers of older profiles.
     """
     k = np.asarray(k, float)
     t = np.asarray(t, float)
     o_send = np.asarray(o_send, float)
     o_recv = np.asarray(o_recv, float)
     notes: list[str] = []
-    brk = find_break(k, t)
+    brk = find_break(k, t) if S is None else split_at(k, t, S)
     eager = k <= brk.S
     if eager.sum() < 2:
         eager = k <= k[min(1, len(k) - 1)]
-    o_mean = 0.5 * (o_send + o_recv)
-    O = line_fit(k[eager], o_mean[eager])[1] if eager.sum() >= 2 else 0.0
+    O_s = line_fit(k[eager], o_send[eager])[1] if eager.sum() >= 2 else 0.0
+    rdv = ~eager
+    if rdv.sum() >= 2:
+        O_r = line_fit(k[rdv], np.maximum(t[rdv] - o_send[rdv], 1e-9))[1]
+    else:
+        O_r = line_fit(k[eager], o_recv[eager])[1] if eager.sum() >= 2 else 0.0
     if math.isfinite(brk.S):
         slope = brk.large[1]
     else:
         # no break: the slope of the largest third of the sizes (at least 2)
         m = max(2, len(k) // 3)
         slope = line_fit(k[-m:], t[-m:])[1]
-    G = slope - 2.0 * O
+    G = slope - O_s - O_r
+    if G <= 0 and O_s > 0:
+        # O_send comes from the eager sizes only (a few KiB on shared memory) and is the least
+        # supported term; the model would charge it to every byte of every send.
+        notes.append(f"O_send + O_recv = {O_s + O_r:.3g} s/B is not below the large-message "
+                     f"slope {slope:.3g} s/B: O_send ({O_s:.3g} s/B, eager sizes only) set to 0")
+        O_s = 0.0
+        G = slope - O_r
     if G <= 0:
         # The per-byte overheads alone already account for the whole large-message slope: the
-        # measurement cannot tell O from G. Keep the model's slope G + 2·O equal to the measured
-        # one by putting it all in G.
-        notes.append(f"2·O = {2 * O:.3g} s/B from the overheads is not below the large-message "
-                     f"slope {slope:.3g} s/B: O set to 0 and G to the slope")
-        O, G = 0.0, slope
-    os0 = float(np.median(o_send[eager] - O * k[eager]))
-    or0 = float(np.median(o_recv[eager] - O * k[eager]))
-    Ls = t[eager] - (os0 + or0 + 2 * O * k[eager]) - np.maximum(k[eager] - 1, 0) * G
+        # measurement cannot tell O from G. Keep the model's slope equal to the measured one by
+        # putting it all in G.
+        notes.append(f"O_recv = {O_r:.3g} s/B is not below the large-message slope {slope:.3g} "
+                     "s/B: O set to 0 and G to the slope")
+        O_s, O_r, G = 0.0, 0.0, slope
+    os0 = float(np.median(o_send[eager] - O_s * k[eager]))
+    or0 = float(np.median(o_recv[eager] - O_r * k[eager]))
+    Ls = t[eager] - (os0 + or0 + (O_s + O_r) * k[eager]) - np.maximum(k[eager] - 1, 0) * G
     L = float(np.median(Ls))
     if L < 0:
         notes.append(f"o_send + o_recv exceed the small-message one-way time by {-L:.3g} s; L set to 0")
         L = 0.0
     params = {"L": L, "o_send": max(os0, 0.0), "o_recv": max(or0, 0.0), "g": max(g_burst, 0.0),
-              "G": G, "S": brk.S, "O": O}
+              "G": G, "S": brk.S, "O": 0.5 * (O_s + O_r), "O_send": O_s, "O_recv": O_r}
     model = loggps_one_way(k, params)
     return LogGPSFit(params, r2_log(model, t), ((model - t) / t).tolist(), notes, brk)
 

@@ -57,7 +57,7 @@ def parse_sizes(spec: str) -> list[int]:
 
 def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
               overhead_only: bool = False, timeout: float = 300,
-              testbed: str | None = None) -> tuple[dict, str]:
+              testbed: str | None = None, api: str = "buffer") -> tuple[dict, str]:
     """One mpiexec run of ``replay.calibration.bench``; returns (its JSON, MPICH's stdout)."""
     try:
         env = launch_env(nprocs, transport)
@@ -83,7 +83,8 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
         # One core per rank (round-robin): two communicating ranks sharing a core would measure
         # the scheduler (each hop a context switch, ~1 ms seen here), not the network.
         program = [sys.executable, "-m", "replay.calibration.bench",
-                   "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--out", str(out)]
+                   "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--api", api,
+                   "--out", str(out)]
         if overhead_only:
             program.append("--overhead-only")
         cmd = [mpiexec, "-bind-to", "core", "-n", str(nprocs)] + program
@@ -205,8 +206,12 @@ def placement(run: dict) -> list[dict]:
 
 def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
-              progress=lambda msg: None, testbed: str | None = None) -> dict:
+              progress=lambda msg: None, testbed: str | None = None,
+              api: str = "buffer") -> dict:
     """Measure and fit; returns the profile (a dict in the hindsight-profile/1 layout).
+
+    ``api`` is the mpi4py path timed: ``buffer`` (Send/Recv of numpy buffers) or ``pickle`` (what
+    a traced application's send/recv of Python objects costs inside its calls; bench.py).
 
     With ``testbed`` the ranks run in the testbed's nodes (cyclic placement), MPI over TCP
     through the shaped veth links; ``transport`` is then tcp."""
@@ -217,18 +222,30 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     if transport not in TRANSPORTS:
         raise CalibrationError(f"--transport must be one of {', '.join(TRANSPORTS)}, "
                                f"not {transport!r}")
+    if api not in ("buffer", "pickle"):
+        raise CalibrationError(f"--api must be buffer or pickle, not {api!r}")
     if repeat < 10:
         raise CalibrationError(f"--repeat must be at least 10 (medians), not {repeat}")
     ks = parse_sizes(sizes)
     if overhead_ranks is None:
         overhead_ranks = [nprocs, 3 if nprocs == 2 else 2]
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if not testbed and cores and max(overhead_ranks) > cores:
+            # More ranks than cores measures the scheduler (an idle rank polls in MPI_Barrier on
+            # a communicating rank's core), not o_b: keep the rank counts that fit.
+            fit = [p for p in overhead_ranks if p <= cores]
+            progress(f"{cores} cores: o_b not measured at {max(overhead_ranks)} ranks "
+                     "(oversubscribed); pass --overhead-ranks to force it")
+            overhead_ranks = fit or [nprocs]
     if any(p < 2 for p in overhead_ranks):
         raise CalibrationError("--overhead-ranks: every rank count must be at least 2")
-    progress(f"ping-pong over {len(ks)} sizes on {nprocs} ranks ({transport})")
-    run, stdout = run_bench(nprocs, transport, ks, repeat, testbed=testbed)
+    progress(f"ping-pong over {len(ks)} sizes on {nprocs} ranks ({transport}, {api} API)")
+    run, stdout = run_bench(nprocs, transport, ks, repeat, testbed=testbed, api=api)
     verified = verify_transport(transport, run, stdout)
     s = summarize(run)
-    lg = F.fit_loggps(s["sizes"], s["one_way"], s["o_send"], s["o_recv"], s["g"])
+    probe = run.get("eager_probe")
+    S = F.eager_limit(probe["sizes"], probe["send_s"], probe["delay_s"]) if probe else None
+    lg = F.fit_loggps(s["sizes"], s["one_way"], s["o_send"], s["o_recv"], s["g"], S)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -236,7 +253,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     for p in sorted(set(overhead_ranks) - {nprocs}):
         progress(f"small-message overheads on {p} ranks (2 communicate, {p - 2} idle)")
         run_p, stdout_p = run_bench(p, transport, list(SMALL), repeat, overhead_only=True,
-                                    testbed=testbed)
+                                    testbed=testbed, api=api)
         verify_transport(transport, {**run_p, "loopback_probe": None}, stdout_p)
         o_by_p[p] = o_prime(summarize(run_p), O)
     ps = sorted(o_by_p)
@@ -257,7 +274,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         "measured_on": {
             "mpi_library": run["mpi_library"], "mpi_version": run["mpi_version"],
             "mpi4py_version": run.get("mpi4py_version"),
-            "transport": transport, "transport_env": dict(TRANSPORTS[transport]),
+            "transport": transport, "transport_env": dict(TRANSPORTS[transport]), "api": api,
             "network": _network(transport, nprocs, testbed),
             "transport_verified": verified["how"],
             "hosts": hosts, "ranks": nprocs, "placement": placement(run),
@@ -275,6 +292,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "o_send_s": s["o_send"].tolist(), "o_recv_s": s["o_recv"].tolist(),
             "overhead_ranks": ps, "overhead_s": [o_by_p[p] for p in ps], "o_b_fitted": o_b_raw,
             "segments": {"small": list(lg.brk.small), "large": list(lg.brk.large)},
+            "S_from": "eager probe" if probe else "break of the one-way curve",
+            "eager_probe": probe or {},
             "notes": lg.notes,
         },
     }

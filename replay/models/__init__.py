@@ -143,9 +143,16 @@ def _from_calibration(data: dict, path: Path, model: ModuleType) -> dict[str, An
         ranks = measured_on.get("ranks")
         p_cal = float(ranks) if isinstance(ranks, (int, float)) and ranks > 0 else 2.0
         o_b = float(sec["o_b"])
-        out = {"L": sec["L"], "g": sec["g"], "G": sec["G"], "O": sec["O"], "o_b": o_b,
-               "o_send": max(float(sec["o_send"]) - o_b * p_cal, 0.0),
-               "o_recv": max(float(sec["o_recv"]) - o_b * p_cal, 0.0)}
+        # o_b·P_cal may exceed a side's measured overhead (o_a < 0, a fit over few P): then that
+        # side grows by what it has, so the overhead at P_cal stays the measured one.
+        o_b_s = min(o_b, float(sec["o_send"]) / p_cal)
+        o_b_r = min(o_b, float(sec["o_recv"]) / p_cal)
+        # per-side per-byte overheads (profiles since the pickle API); older ones have O only
+        O_s, O_r = sec.get("O_send", sec["O"]), sec.get("O_recv", sec["O"])
+        out = {"L": sec["L"], "g": sec["g"], "G": sec["G"], "O_send": O_s, "O_recv": O_r,
+               "o_b_send": o_b_s, "o_b_recv": o_b_r,
+               "o_send": float(sec["o_send"]) - o_b_s * p_cal,
+               "o_recv": float(sec["o_recv"]) - o_b_r * p_cal}
         if "S" in model.PARAMS:
             out["S"] = sec["S"]
         return out
