@@ -467,11 +467,16 @@ def table_columns(table: pa.Table) -> tuple[dict[str, np.ndarray], list[str]]:
 
 
 def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
-                 allow_partial: bool = True) -> Columns:
+                 allow_partial: bool = True, threads: int | None = None) -> Columns:
     """Read a trace into flat arrays, one row group at a time (memory: the arrays only).
 
-    The row count comes from the footers, so every array is allocated once; each row group is
-    decoded and copied into its slice. Errors are ``TraceError`` naming the file."""
+    The row count comes from the footers, so every array is allocated once and each file's rows
+    have a known slice; files are decoded in ``threads`` threads (default: the usable cores;
+    pyarrow decodes without the GIL), each row group copied into its slice. Region names are
+    numbered per file and renumbered afterwards in file order, so the codes do not depend on
+    which thread finished first. Errors are ``TraceError`` naming the file."""
+    from concurrent.futures import ThreadPoolExecutor
+
     trace_dir = Path(trace_dir)
     manifest, sources = _open(trace_dir, allow_partial)
     columns = list(columns or COLUMNS)
@@ -485,24 +490,27 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
                 raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
                     from None
             check_schema(path, pf.schema_arrow, columns)
-            files.append((path, pf, src.rank))
+            files.append((path, pf, src.rank, total))
             total += pf.metadata.num_rows
-    op_of = dict(OP_CODE)  # unknown op names get codes past OPS and are mapped to -1 below
-    region_of: dict[str, int] = {}
     out: dict[str, np.ndarray] = {}
     for c in columns:
         dt = np.int8 if c == "op" else np.int16 if c == "region" else _NUMPY_TYPES[c]
         out[c] = np.empty(total, dt)
-    pos = 0
-    for path, pf, file_rank in files:
+
+    def read_file(item) -> tuple[int, list[str]]:
+        """Decode one file into its slice; returns (rows read, its region names by code)."""
+        path, pf, file_rank, pos = item
+        op_of = dict(OP_CODE)  # unknown op names get codes past OPS: mapped to -1 below
+        region_of: dict[str, int] = {}
+        start = pos
         for g in range(pf.metadata.num_row_groups):
             try:
-                rg = pf.read_row_group(g, columns=columns)
+                rg = pf.read_row_group(g, columns=columns, use_threads=False)
             except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data in row group {g} "
                                  f"({_short(exc)})") from None
             n = rg.num_rows
-            if pos + n > total:
+            if pos + n > start + pf.metadata.num_rows:
                 raise TraceError(f"{path}: row group {g} holds more rows than its footer says")
             for c in columns:
                 at = pos
@@ -521,8 +529,30 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
             if "rank" in out:
                 _check_rank_column(path, out["rank"][pos:pos + n], file_rank)
             pos += n
-    if pos != total:
-        raise TraceError(f"{trace_dir}: the rank files hold {pos} rows, their footers say {total}")
+        names = [""] * len(region_of)
+        for k, v in region_of.items():
+            names[v] = k
+        return pos - start, names
+
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    threads = max(1, min(threads, len(files)))
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as ex:
+            results = list(ex.map(read_file, files))
+    else:
+        results = [read_file(f) for f in files]
+    got = sum(r[0] for r in results)
+    if got != total:
+        raise TraceError(f"{trace_dir}: the rank files hold {got} rows, their footers say {total}")
+    region_of: dict[str, int] = {}
+    for (path, pf, _, pos), (n, names) in zip(files, results):
+        if "region" not in out or not names:
+            continue
+        lut = np.array([region_of.setdefault(x, len(region_of)) for x in names] + [-1], np.int16)
+        if not all(lut[i] == i for i in range(len(names))):
+            sl = out["region"][pos:pos + n]
+            sl[:] = lut[np.where(sl >= 0, sl, len(names))]
     names = [""] * len(region_of)
     for k, v in region_of.items():
         names[v] = k

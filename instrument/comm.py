@@ -20,6 +20,7 @@ from hindsight import traceformat as tf
 _C = MPI.Intracomm
 _R = MPI.Request
 _dumps = MPI.pickle.dumps
+_loads = MPI.pickle.loads
 _BYTE = MPI.BYTE
 _ANY_SOURCE = MPI.ANY_SOURCE
 _ANY_TAG = MPI.ANY_TAG
@@ -40,6 +41,20 @@ _T = None
 def set_tracer(tracer) -> None:
     global _T
     _T = tracer
+
+
+def recv_pickled(comm: MPI.Comm, source: int, tag: int, status: MPI.Status) -> bytearray:
+    """The MPI part of a pickle-API receive, as mpi4py's ``recv`` does it without a buffer:
+    matched probe, a buffer of the probed size, the receive. Unpickling is left to the caller.
+
+    The traced ``recv`` times only this (its row is the MPI call) and unpickles after the row,
+    so deserialising falls into the receiver's compute burst, as pickling falls into the
+    sender's: both are the application's work, kept as measured by every replay model, and
+    neither changes with the network. ``hindsight calibrate --api pickle`` times this function."""
+    msg = _C.Mprobe(comm, source, tag, status)
+    data = bytearray(status.Get_count(_BYTE))
+    msg.Recv([data, _BYTE])
+    return data
 
 
 def _nbytes(buf: Any) -> int:
@@ -159,11 +174,14 @@ class TracedComm(_C):
         cpu = _T.cpu_all
         c0 = _cpu() if cpu else 0
         t0 = _now()
-        obj = _C.recv(self, buf, source, tag, st)
+        if buf is None:
+            data = recv_pickled(self, source, tag, st)
+        else:  # into the caller's buffer: mpi4py unpickles inside, as it always did
+            obj = _C.recv(self, buf, source, tag, st)
         t1 = _now()
         self._rec(_RECV, t0, t1, _cpu() - c0 if cpu else -1, st.Get_source(), st.Get_tag(),
                   st.Get_count(_BYTE))
-        return obj
+        return _loads(data) if buf is None else obj
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
@@ -187,12 +205,15 @@ class TracedComm(_C):
         t0 = _now()
         # A send posted before the receive, as MPI_Sendrecv does, so two partners cannot deadlock.
         req = _C.Isend(self, [data, _BYTE], dest, sendtag)
-        obj = _C.recv(self, recvbuf, source, recvtag, st)
+        if recvbuf is None:
+            got = recv_pickled(self, source, recvtag, st)
+        else:
+            obj = _C.recv(self, recvbuf, source, recvtag, st)
         req.Wait()
         t1 = _now()
         self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, len(data))
         self._rec(_SR_RECV, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
-        return obj
+        return _loads(got) if recvbuf is None else obj
 
     def _traced_probe(self, fn, op, source, tag, status):
         st = status if status is not None else MPI.Status()

@@ -262,3 +262,32 @@ def test_every_completion_family_records_one_row_per_request(tmp_path):
                          & mine["op"].isin(list(tf.COMPLETION_OPS))]
         assert (recv_done["peer"] == 1 - rank).all()
     assert hindsight("trace", "check", out).returncode == 0
+
+
+def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
+    """A pickle-API receive's row is the MPI receive of the pickled bytes; unpickling follows it
+    (the sender's pickling likewise precedes its send row), so replay keeps both as measured
+    compute instead of charging them to the network."""
+    import subprocess
+    import sys
+
+    from hindsight.collect import find_mpiexec, launch_env
+
+    out = tmp_path / "slow"
+    res = subprocess.run([find_mpiexec(), "-n", "2", sys.executable,
+                          str(PROGRAMS / "slow_unpickle.py"), str(out)], env=launch_env(2),
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    df = tf.read_trace(out).to_pandas()
+    assert tf.read_manifest(out)["result_verified"] is True
+    r1 = df[df["rank"] == 1].reset_index(drop=True)
+    recv = r1[r1["op"] == "Recv"].iloc[0]
+    sr = r1[r1["op"] == "Sendrecv_recv"].iloc[0]
+    assert recv["nbytes"] > 1000 and (recv["t_end"] - recv["t_start"]) < 40e6
+    # the 60 ms of unpickling lie between the Recv row and the next call
+    assert sr["t_start"] - recv["t_end"] >= 55e6
+    # rank 0 waits in its sendrecv while rank 1 unpickles; rank 1's own sendrecv finds rank 0's
+    # message there and its row ends before its 60 ms of unpickling
+    r0 = df[df["rank"] == 0].reset_index(drop=True)
+    assert r0[r0["op"] == "Sendrecv_recv"].iloc[0]["t_end"] > sr["t_start"]
+    assert (sr["t_end"] - sr["t_start"]) < 40e6

@@ -423,3 +423,29 @@ def test_spec_names_cannot_escape_the_output_directory(tmp_path, where):
     assert res.returncode != 0 and "may not contain '/'" in res.stderr
     _no_traceback(res)
     assert not (tmp_path.parent / "escaped").exists()
+
+
+def test_threaded_read_gives_the_same_arrays_and_region_codes(tmp_path):
+    """read_columns decodes files in threads with per-file region dictionaries and renumbers them
+    in file order: the result must not depend on the thread count (region names first seen in a
+    different order on each rank, a region only one rank has)."""
+    from replay.synthetic import write_trace
+
+    def rank_cols(rank, names):
+        n = len(names)
+        t = np.arange(n, dtype=np.int64) * 10
+        return {"op": ["region"] * n, "region": names, "t_start": t, "t_end": t + 5,
+                "cpu_ns": np.full(n, -1), "peer": np.full(n, -1), "tag": np.full(n, -1),
+                "comm": np.zeros(n, np.int64), "nbytes": np.full(n, -1),
+                "request": np.full(n, -1), "root": np.full(n, -1)}
+
+    d = write_trace(tmp_path / "t", [rank_cols(0, ["task", "merge", "task"]),
+                                     rank_cols(1, ["merge", "io", None]),
+                                     rank_cols(2, ["zeta", "task", "merge"])])
+    one = tf.read_columns(d, threads=1)
+    two = tf.read_columns(d, threads=2)
+    assert one.region_names == two.region_names
+    for c in tf.COLUMNS:
+        assert np.array_equal(one.arrays[c], two.arrays[c]), c
+    names = [one.region_names[i] if i >= 0 else None for i in one.arrays["region"]]
+    assert names == ["task", "merge", "task", "merge", "io", None, "zeta", "task", "merge"]

@@ -26,12 +26,13 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
-``--api pickle`` times the path a traced application's pickle-API messages take instead
-(``instrument.comm``): the object is pickled *before* the timed call (the tracer pickles outside
-the call to learn the wire size, so pickling is part of the sender's compute burst), sent as
-bytes with ``Send``, and received with mpi4py's ``recv`` (probe, allocation of the receive buffer,
-copy-out and unpickling, all inside the receiver's call). The payload of size k is a pickled
-numpy array whose pickle is k bytes long; sizes below the pickle header (~150 B) are that header.
+``--api pickle`` times the path a traced application's pickle-API messages take instead, exactly
+what ``instrument.comm`` records as the MPI call: the object is pickled *before* the call (the
+tracer pickles outside the call to learn the wire size), sent as bytes with ``Send``, and received
+with ``instrument.comm.recv_pickled`` (matched probe, allocation of the buffer, receive); the
+traced ``recv`` unpickles after its row, so (un)pickling is the application's compute on both
+sides. The payload of size k is a pickled numpy array whose pickle is k bytes long; sizes below
+the pickle header (~130 B) are that header.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+
+from instrument.comm import recv_pickled  # the traced receive's MPI part
 
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
@@ -196,9 +199,11 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 comm.Send([buf[:k], MPI.BYTE], dest=dest, tag=tag)
 
+        st = MPI.Status()
+
         def recv(k: int, source: int, tag: int) -> None:
             if pickled:
-                comm.recv(source=source, tag=tag)
+                recv_pickled(comm, source, tag, st)     # timed; unpickling is not (see above)
             else:
                 comm.Recv([buf[:k], MPI.BYTE], source=source, tag=tag)
 
