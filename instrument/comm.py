@@ -4,8 +4,11 @@
 working; the methods below call the real one and append one row to the rank's buffer. Peers and
 roots are recorded as world ranks, so replay never needs to translate communicator-local ranks.
 
-Not traced (they pass through unchanged): persistent requests (`*_init`), matched probes
-(`Mprobe`/`Improbe`), non-blocking collectives, one-sided communication and intercommunicators.
+A pickle-API ``recv`` is recorded as the MPI calls mpi4py makes for it: a ``Probe`` row (the
+matched probe) and a ``Recv`` row (the receive); allocation and unpickling lie between and after.
+
+Not traced (they pass through unchanged): persistent requests (`*_init`), the program's own
+matched probes (`Mprobe`/`Improbe`), non-blocking collectives, one-sided communication and intercommunicators.
 """
 
 from __future__ import annotations
@@ -41,20 +44,6 @@ _T = None
 def set_tracer(tracer) -> None:
     global _T
     _T = tracer
-
-
-def recv_pickled(comm: MPI.Comm, source: int, tag: int, status: MPI.Status) -> bytearray:
-    """The MPI part of a pickle-API receive, as mpi4py's ``recv`` does it without a buffer:
-    matched probe, a buffer of the probed size, the receive. Unpickling is left to the caller.
-
-    The traced ``recv`` times only this (its row is the MPI call) and unpickles after the row,
-    so deserialising falls into the receiver's compute burst, as pickling falls into the
-    sender's: both are the application's work, kept as measured by every replay model, and
-    neither changes with the network. ``hindsight calibrate --api pickle`` times this function."""
-    msg = _C.Mprobe(comm, source, tag, status)
-    data = bytearray(status.Get_count(_BYTE))
-    msg.Recv([data, _BYTE])
-    return data
 
 
 def _nbytes(buf: Any) -> int:
@@ -174,14 +163,28 @@ class TracedComm(_C):
         cpu = _T.cpu_all
         c0 = _cpu() if cpu else 0
         t0 = _now()
-        if buf is None:
-            data = recv_pickled(self, source, tag, st)
-        else:  # into the caller's buffer: mpi4py unpickles inside, as it always did
+        if buf is not None:  # into the caller's buffer: mpi4py unpickles inside, one row
             obj = _C.recv(self, buf, source, tag, st)
+            t1 = _now()
+            self._rec(_RECV, t0, t1, _cpu() - c0 if cpu else -1, st.Get_source(), st.Get_tag(),
+                      st.Get_count(_BYTE))
+            return obj
+        # What mpi4py's recv does, as its MPI calls: a matched probe (waits for the message),
+        # a buffer of the probed size, the receive (the transfer); then unpickling. The probe and
+        # the receive are rows; allocating the buffer (page faults on fresh memory) and
+        # unpickling are the receiver's own work and fall into its bursts, as pickling falls
+        # into the sender's. Replay models the two rows and keeps the work as measured.
+        m = _C.Mprobe(self, source, tag, st)
         t1 = _now()
-        self._rec(_RECV, t0, t1, _cpu() - c0 if cpu else -1, st.Get_source(), st.Get_tag(),
-                  st.Get_count(_BYTE))
-        return _loads(data) if buf is None else obj
+        src, tg, n = st.Get_source(), st.Get_tag(), st.Get_count(_BYTE)
+        self._rec(_PROBE, t0, t1, _cpu() - c0 if cpu else -1, src, tg, n)
+        data = bytearray(n)
+        c0 = _cpu() if cpu else 0
+        t2 = _now()
+        m.Recv([data, _BYTE])
+        t3 = _now()
+        self._rec(_RECV, t2, t3, _cpu() - c0 if cpu else -1, src, tg, n)
+        return _loads(data)
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
@@ -206,7 +209,10 @@ class TracedComm(_C):
         # A send posted before the receive, as MPI_Sendrecv does, so two partners cannot deadlock.
         req = _C.Isend(self, [data, _BYTE], dest, sendtag)
         if recvbuf is None:
-            got = recv_pickled(self, source, recvtag, st)
+            # the MPI part of mpi4py's recv (see recv); the allocation stays in this one call
+            m = _C.Mprobe(self, source, recvtag, st)
+            got = bytearray(st.Get_count(_BYTE))
+            m.Recv([got, _BYTE])
         else:
             obj = _C.recv(self, recvbuf, source, recvtag, st)
         req.Wait()

@@ -229,7 +229,7 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
     out: list[tuple[str, float, int, float]] = []
     P = spec.P
     for r in range(P):
-        rows = df[df["rank"] == r].sort_values("seq")
+        rows, alloc = _merge_probes(df[df["rank"] == r].sort_values("seq"))
         exp = _expected_rows(evs[r])
         if len(rows) != len(exp):
             raise FitError(f"{trace_dir}: rank {r} has {len(rows)} events, the {spec.paradigm} "
@@ -237,6 +237,7 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
                            "(a trace of another program or version?)")
         last_end = None
         unpickle = 0.0  # bytes received by the previous call: unpickled after it returns
+        pending_alloc = 0.0
         for row, e in zip(rows.itertuples(index=False), exp):
             want = "region" if e.kind == "exit" else e.name
             if row.op != want or (e.kind == "mpi" and e.name != "Comm_split"
@@ -262,12 +263,36 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
             pickled = unpickle + (float(row.nbytes) if row.op in tf.SEND_OPS else 0.0)
             if last_end is not None:
                 out.append(("pickle" if pickled else "other", pickled, P,
-                            max(0.0, (row.t_start - last_end) / 1e9)))
+                            max(0.0, (row.t_start - last_end) / 1e9) + pending_alloc))
+            pending_alloc = 0.0
             unpickle = float(row.nbytes) if row.op == "Recv" else 0.0
+            if row.op == "Recv":
+                pending_alloc = alloc.get(row.seq, 0.0)
             last_end = row.t_end if last_end is None else max(last_end, row.t_end)
     frame = pd.DataFrame(out, columns=["quantity", "u", "P", "y"])
     frame["trace"] = str(trace_dir)
     return spec, frame
+
+
+def _merge_probes(rows: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, float]]:
+    """One rank's rows with each traced pickle-API recv as one row again: a Probe row followed by
+    the Recv of the same peer and tag becomes that Recv starting at the probe (the skeletons
+    describe the program's calls, not mpi4py's inner ones). Returns the rows and, per merged
+    Recv (by seq), the seconds between the two rows (allocating the receive buffer), which the
+    caller counts with the unpickling after the receive: both are the receiver's work on the
+    received bytes."""
+    rows = rows.reset_index(drop=True)
+    op, peer, tag = rows["op"].to_numpy(), rows["peer"].to_numpy(), rows["tag"].to_numpy()
+    pr = np.flatnonzero((op[:-1] == "Probe") & (op[1:] == "Recv") & (peer[:-1] == peer[1:])
+                        & (tag[:-1] == tag[1:]))
+    if not len(pr):
+        return rows, {}
+    t_start = rows["t_start"].to_numpy().copy()
+    gap = (t_start[pr + 1] - rows["t_end"].to_numpy()[pr]) / 1e9
+    t_start[pr + 1] = t_start[pr]
+    rows = rows.assign(t_start=t_start)
+    alloc = dict(zip(rows["seq"].to_numpy()[pr + 1].tolist(), np.maximum(gap, 0.0).tolist()))
+    return rows.drop(index=pr).reset_index(drop=True), alloc
 
 
 def _trace_dirs(paths: Iterable[Path | str]) -> list[Path]:

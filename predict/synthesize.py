@@ -455,6 +455,8 @@ def rows(spec: Spec, evs: list[list[Ev]], cost: Cost) -> list[dict[str, list]]:
                     if e.name == "Recv":  # a Sendrecv_recv shares the send half's call
                         t += _gap(cost, unpickle, P)
                     nb = q.popleft()
+                    if e.name == "Recv":  # a traced pickle-API recv: matched probe, receive
+                        row("Probe", t, t, reg, e.peer, e.tag, e.comm, nb)
                     row(e.name, t, t, reg, e.peer, e.tag, e.comm, nb)
                     unpickle = float(nb)
                 else:

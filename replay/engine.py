@@ -377,7 +377,9 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
             # it on the path (or time 0) to its own end: the stretches tile [0, last end], so the
             # per-rank shares add up to the makespan instead of over-counting overlaps.
             path = order[:npath]
-            ends = out.op_end[path]
+            # An operation counts only up to the end of the one that depended on it: a probe
+            # waits for a blocking send's post, and that send may itself end later.
+            ends = np.minimum.accumulate(out.op_end[path])
             earlier = np.append(ends[1:], 0.0)
             op_rank = np.searchsorted(st.rank_off, path, side="right") - 1
             np.add.at(crit_rank, op_rank, np.maximum(ends - earlier, 0.0))

@@ -13,6 +13,9 @@ Operation kinds (``kind``):
   ISEND  post the send side;  IRECV  post the receive side
   WSEND  complete the send side (Wait on an Isend);  WRECV  complete the receive side
   COLL   enter collective instance ``msg`` and leave when all members entered (measured mode)
+  PROBE  a blocking probe that returned message ``msg`` (the receive that follows takes it): wait
+         until its envelope is there (eager: the data; rendezvous: the request to send), do not
+         consume it; the receive is posted by the RECV that follows
   NOP    nothing but its burst (and, in measured mode, its measured duration)
 
 Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
@@ -25,8 +28,8 @@ import math
 import numba as nb
 import numpy as np
 
-NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL = range(8)
-KIND_NAMES = ("NOP", "SEND", "RECV", "ISEND", "IRECV", "WSEND", "WRECV", "COLL")
+NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE = range(9)
+KIND_NAMES = ("NOP", "SEND", "RECV", "ISEND", "IRECV", "WSEND", "WRECV", "COLL", "PROBE")
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC = range(12)
@@ -198,6 +201,26 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 m = msg[i]
                 if m_sp[m] < 0.0:
                     blocked = m
+            elif k == PROBE:
+                m = msg[i]
+                if m_sp[m] < 0.0:
+                    blocked = m
+                else:
+                    if measured:
+                        le = start + loc[i]
+                        de = m_sp[m] + dep_lat[i]
+                    else:
+                        kb = m_bytes[m]
+                        le = start
+                        # the envelope: a rendezvous request right after the send's overhead,
+                        # eager data after the transfer as well
+                        de = m_sp[m] + os0 + Os * kb + L + m_delay[m]
+                        if kb <= S and not m_sync[m]:
+                            de += max(kb - kshift, 0.0) * G
+                    t = max(le, de)
+                    if de > le:
+                        waited = de - le
+                        pk = PRED_SEND
             elif k == COLL:
                 c = msg[i]
                 # Entry is counted once: phase 2 marks "entered, waiting for the others".

@@ -32,7 +32,7 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
@@ -287,6 +287,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     region, region_names = a["region"], cols.region_names
 
     match, problems = match_messages(a)
+    peer, tag = a["peer"], a["tag"]       # for the probes below, then freed
     for k in ("peer", "tag", "request"):  # only matching needs them; free them early
         a.pop(k, None)
     fatal = [p for p in problems if "bytes but" not in p]
@@ -326,6 +327,17 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     msg2[sr] = row_msg[sr - 1]
     is_coll = isin(tuple(tf.COLLECTIVE_OPS) + tuple(tf.COMM_OPS))
     kind[is_coll] = K.COLL
+    # A blocking probe whose message the rank's next row receives (same peer, tag and
+    # communicator): the matched-probe half of a traced pickle-API recv, or a program's own
+    # Probe / allocate / Recv. It waits for that message's envelope (kernel PROBE); what the rank
+    # does between the two rows (allocating the buffer) is its own work, a burst.
+    pr = np.flatnonzero(op[:-1] == name_code["Probe"])
+    nx = pr + 1
+    ok = (rank[nx] == rank[pr]) & (kind[nx] == K.RECV) & (peer[nx] == peer[pr]) & \
+        (tag[nx] == tag[pr]) & (comm[nx] == comm[pr])
+    kind[pr[ok]] = K.PROBE
+    row_msg[pr[ok]] = row_msg[nx[ok]]
+    del peer, tag
 
     # ---- bursts and calls spanning several rows
     is_mpi = (op != 0) & (op >= 0)
@@ -580,7 +592,7 @@ def _measured_costs(prep, kind, msg, op_row, first, coll_n):
     dep_lat = np.full(len(kind), -np.inf)
     sp_meas = ts[prep.msgs["send_row"]]
     rp_meas = ts[prep.msgs["recv_row"]]
-    rc = (kind == K.RECV) | (kind == K.WRECV)
+    rc = (kind == K.RECV) | (kind == K.WRECV) | (kind == K.PROBE)
     dep_lat[rc] = E[rc] - sp_meas[msg[rc]]
     sc = (kind == K.SEND) | (kind == K.WSEND)
     dep_lat[sc] = E[sc] - rp_meas[msg[sc]]

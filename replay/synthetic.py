@@ -155,6 +155,7 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
       ("recv", src, [tag[, comm]])                blocking Recv; src may be ANY
       ("isend", dst, nbytes[, tag[, comm]])       posts request id = count of requests so far
       ("irecv", src[, tag[, comm]])               src may be ANY; completion row carries the truth
+      ("probe", src[, tag[, comm]])               blocking Probe: waits for the message, leaves it
       ("wait", [req, ...])                        Wait (one) or Waitall (several) rows
       ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
       ("coll", name, nbytes[, root[, comm]])      any collective from traceformat.COLLECTIVE_OPS
@@ -214,6 +215,17 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                     s.reqs[req] = ("send",)
                     _row(s, "Isend", s.t, s.t + net.overhead, dst, tag, comm, nb, req)
                     s.t += net.overhead
+                elif kind == "probe":
+                    src = op[1]
+                    tag = op[2] if len(op) > 2 else 0
+                    comm = op[3] if len(op) > 3 else 0
+                    key = find(r, src, tag, comm)
+                    if key is None:
+                        break
+                    avail, nb = inflight[key][0]
+                    t1 = max(s.t + net.overhead, avail)
+                    _row(s, "Probe", s.t, t1, key[0], tag, comm, nb)
+                    s.t = t1
                 elif kind in ("recv", "irecv"):
                     src = op[1]
                     tag = op[2] if len(op) > 2 else 0

@@ -125,7 +125,14 @@ def test_every_column_round_trips(all_ops_trace):
     sub3 = r3[r3["op"] == "Comm_split"].iloc[0]["peer"]
     assert comms[str(sub3)] == [1, 3]
     assert (r3[(r3["op"] == "Bcast") & (r3["comm"] == sub3)]["root"] == 3).all()
-    assert df.groupby("rank").size().to_dict() == {0: 18, 1: 18, 2: 15, 3: 15}
+    # rank 1's pickle-API recv is two rows: the matched probe and the receive
+    r1 = df[df["rank"] == 1].reset_index(drop=True)
+    pr = r1.index[r1["op"] == "Probe"][0]
+    assert r1.loc[pr + 1, "op"] == "Recv"
+    assert (r1.loc[pr, "peer"], r1.loc[pr, "tag"], r1.loc[pr, "nbytes"]) == \
+        (0, 33, row("Send", 1)["nbytes"]) == \
+        (r1.loc[pr + 1, "peer"], r1.loc[pr + 1, "tag"], r1.loc[pr + 1, "nbytes"])
+    assert df.groupby("rank").size().to_dict() == {0: 18, 1: 19, 2: 15, 3: 15}
 
 
 def test_trace_check_passes_a_good_trace(all_ops_trace):
@@ -138,7 +145,7 @@ def test_trace_info_json(all_ops_trace):
     res = hindsight("trace", "info", all_ops_trace, "--json")
     assert res.returncode == 0, res.stderr
     info = json.loads(res.stdout)
-    assert info["ranks"] == 4 and info["events"] == 66 and info["complete"] is True
+    assert info["ranks"] == 4 and info["events"] == 67 and info["complete"] is True
     assert info["mpi_library"].startswith("MPICH")
     assert info["events_per_op"]["Bcast"] == 8
 
@@ -265,7 +272,8 @@ def test_every_completion_family_records_one_row_per_request(tmp_path):
 
 
 def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
-    """A pickle-API receive's row is the MPI receive of the pickled bytes; unpickling follows it
+    """A pickle-API recv is its MPI calls: a Probe row (waits for the message) and a Recv row (the
+    receive of the pickled bytes); the allocation lies between them and the unpickling after
     (the sender's pickling likewise precedes its send row), so replay keeps both as measured
     compute instead of charging them to the network."""
     import subprocess
@@ -278,12 +286,16 @@ def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
                           str(PROGRAMS / "slow_unpickle.py"), str(out)], env=launch_env(2),
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    df = tf.read_trace(out).to_pandas()
     assert tf.read_manifest(out)["result_verified"] is True
+    df = tf.read_trace(out).to_pandas()
     r1 = df[df["rank"] == 1].reset_index(drop=True)
-    recv = r1[r1["op"] == "Recv"].iloc[0]
-    sr = r1[r1["op"] == "Sendrecv_recv"].iloc[0]
-    assert recv["nbytes"] > 1000 and (recv["t_end"] - recv["t_start"]) < 40e6
+    mpi = r1[r1["op"] != "region"].reset_index(drop=True)
+    assert list(mpi["op"].astype(str))[:4] == ["Probe", "Recv", "Sendrecv_send", "Sendrecv_recv"]
+    probe, recv, sr = mpi.iloc[0], mpi.iloc[1], mpi.iloc[3]
+    assert probe["peer"] == recv["peer"] == 0 and probe["tag"] == recv["tag"] == 1
+    assert probe["nbytes"] == recv["nbytes"] > 1000
+    assert probe["t_end"] <= recv["t_start"]
+    assert (recv["t_end"] - recv["t_start"]) < 40e6
     # the 60 ms of unpickling lie between the Recv row and the next call
     assert sr["t_start"] - recv["t_end"] >= 55e6
     # rank 0 waits in its sendrecv while rank 1 unpickles; rank 1's own sendrecv finds rank 0's
@@ -291,3 +303,12 @@ def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
     r0 = df[df["rank"] == 0].reset_index(drop=True)
     assert r0[r0["op"] == "Sendrecv_recv"].iloc[0]["t_end"] > sr["t_start"]
     assert (sr["t_end"] - sr["t_start"]) < 40e6
+    # the probe is replayed as waiting for that message, the receive completes it
+    import replay
+    from replay import kernel as K
+    prep = replay.prepare(out)
+    rows = prep.rows
+    i_probe = int(np.flatnonzero((rows["rank"] == 1) & (rows["op"] == tf.OP_CODE["Probe"]))[0])
+    assert rows["kind"][i_probe] == K.PROBE
+    assert rows["msg"][i_probe] == rows["msg"][i_probe + 1] >= 0
+    assert replay.run(prep, "measured").rel_error_pct == pytest.approx(0.0, abs=0.01)

@@ -261,3 +261,29 @@ def test_synchronous_sends_always_rendezvous(tmp_path):
     eager = replay.run(plain, "loggps", {"L": "2us", "o": "300ns", "G": "0.5ns", "S": "1MiB"},
                        compute_scale=0.0)
     assert eager.makespan_ns == pytest.approx(2 * (2 * o + L + (k - 1) * G))
+
+
+def test_probe_waits_for_the_envelope_and_the_allocation_delays_the_receive(tmp_path):
+    """A traced pickle-API recv: Probe (wait for the message), the receiver's own work (the buffer
+    allocation, a burst), Recv. Eager: the probe waits for the data; rendezvous: for the request,
+    and the data moves only once the receive is posted after the allocation, so the sender's
+    blocking send waits through it."""
+    A, k = 50_000.0, 100_000
+    progs = [[("send", 1, k)], [("probe", 0), ("compute", A), ("recv", 0)]]
+    prep = _prep(tmp_path, progs)
+    from replay import kernel as K
+    assert K.PROBE in prep.rows["kind"]
+    L, o, G = 2000.0, 300.0, 0.5
+    kg = (k - 1) * G
+    sets = {"L": "2us", "o": "300ns", "G": "0.5ns", "g": "0"}
+    eager = replay.run(prep, "loggps", dict(sets, S="1MiB"))
+    assert eager.rank_end_ns[1] == pytest.approx(o + L + kg + A + o)
+    assert eager.rank_end_ns[0] == pytest.approx(o)
+    rdv = replay.run(prep, "loggps", dict(sets, S="1KiB"))
+    assert rdv.rank_end_ns[1] == pytest.approx(o + 3 * L + A + kg + o)
+    assert rdv.rank_end_ns[0] == pytest.approx(o + 2 * L + A + kg)
+    # the receiver waited in the probe, not in the receive
+    ev = rdv.events_frame()
+    probe = ev[ev["op"] == "Probe"].iloc[0]
+    assert probe["end_ns"] - probe["start_ns"] == pytest.approx(o + L)
+    assert replay.run(prep, "measured").rel_error_pct == pytest.approx(0.0, abs=1e-9)

@@ -331,6 +331,8 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
     log(f"calibrating network {net_name} with `hindsight calibrate --api {api}`")
     cmd = [sys.executable, "-m", "hindsight.cli", "calibrate", "--transport", net["transport"],
            "--api", api, "--out", str(dest)]
+    if net.get("calibrate_sizes"):
+        cmd += ["--sizes", str(net["calibrate_sizes"])]
     if net.get("testbed_name"):
         cmd += ["--testbed", net["testbed_name"]]
     r = subprocess.run(cmd, capture_output=True, text=True)
