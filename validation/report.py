@@ -292,6 +292,27 @@ def plot_paradigms(cells: list[dict], path: Path) -> Path | None:
     return path
 
 
+def _method_text(vdir: Path) -> str:
+    """How actual and predicted times were formed, from the spec the validation ran."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads((vdir / "spec.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        raw = {}
+    stat = "median" if raw.get("actual") == "median" else "mean"
+    rep = raw.get("replay_rep", 0)
+    if rep == "all":
+        how = (f"every repetition is predicted from its own trace and the prediction is the {stat} "
+               "of those (cells/*.json `per_rep_s`)")
+    elif rep == "median":
+        how = "replay and analytic predictions use the trace of the median run"
+    else:
+        how = f"replay and analytic predictions use the trace of repetition {rep}"
+    return (f"Relative error = (predicted - actual) / actual × 100; actual = {stat} measured "
+            f"makespan over the repetitions (sd shown); {how}.")
+
+
 def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
     """Measured vs replayed (LogGPS) per-rank timeline of one run."""
     import replay
@@ -382,10 +403,8 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
                   f"{r.mean_abs_pct:.1f} %, worst {r.max_abs_pct:.1f} %, "
                   f"{r.cells_over_15pct} cells above 15 %: **{'met' if ok else 'NOT met'}**. "
                   f"The papers' own figures: {PAPERS}.")
-    md = [f"# Validation report: {vdir}", "",
-          "Relative error = (predicted - actual) / actual × 100; actual = mean measured makespan "
-          "over the repetitions (sd shown); replay and analytic predictions use one repetition's "
-          "trace (see cells/*.json `replayed_rep`).", "", target, "",
+    method = _method_text(Path(vdir))
+    md = [f"# Validation report: {vdir}", "", method, "", target, "",
           "## Summary per predictor", "",
           "| predictor | cells | no prediction | mean abs % | max abs % | cells > 15 % | "
           "mean signed % |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -418,8 +437,7 @@ table{{border-collapse:collapse;margin:.5em 0 1.5em}}td,th{{border:1px solid #bb
 text-align:right}}th{{background:#eee}}tr.sum td{{font-weight:bold;background:#f6f6f6}}
 td.miss{{color:#b00;font-weight:bold}}img{{max-width:100%;border:1px solid #ddd}}</style></head>
 <body><h1>Validation report: {html.escape(str(vdir))}</h1>
-<p>Relative error = (predicted - actual) / actual × 100; actual = mean measured makespan over
-the repetitions (sd shown). Red: a cell worse than {TARGET_CELL:g} %.</p><p>{target_html}</p>
+<p>{html.escape(method)} Red: a cell worse than {TARGET_CELL:g} %.</p><p>{target_html}</p>
 <h2>Summary per predictor</h2>{summ_html}{_cross_html(err, cross) if len(cross) else ''}
 <h2>Error tables</h2>{''.join(body_html)}
 <h2>Plots</h2>{imgs}</body></html>"""
