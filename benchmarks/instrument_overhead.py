@@ -9,7 +9,9 @@ so machine noise hits them alike; the figures are medians over blocks.
    call timed on its own (200,000 calls each, interleaved in blocks): the median added cost per
    call (a typical call, which does not flush) and the mean (which includes the flushes, one per
    65,536 events). The least noisy measure of what tracing adds per call.
-1. 1 KiB ping-pong: each round trip is 2 MPI calls per rank. Added cost per call =
+1. 1 KiB ping-pong: each round trip is 2 MPI calls per rank. Then the same through the pickle API
+   (send/recv of a bytes object), whose traced recv is two rows (matched probe, receive): the
+   added cost per message. Added cost per call =
    (traced block time - untraced block time) / calls in the block. On a busy 2-core machine the
    scheduling noise of two spinning ranks can exceed the effect measured; see the load printed.
 2. A compute-heavy loop (sort 50,000 doubles, then Sendrecv 4 KiB around the ring and an
@@ -101,6 +103,33 @@ def main() -> None:
         one_way.append(u / (2 * trips))
     pp_events = tracer.recorded() - events_before
 
+    # 1b. the same through the pickle API: a traced send pickles outside its row, a traced recv
+    # is two rows (matched probe, receive), so the added cost is per message, not per row
+    obj = bytes(1024)
+
+    def pingpong_obj(comm, n):
+        comm.Barrier() if comm is plain else MPI.Intracomm.Barrier(comm)
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            if rank == 0:
+                comm.send(obj, peer, 1)
+                comm.recv(source=peer, tag=1)
+            else:
+                comm.recv(source=peer, tag=1)
+                comm.send(obj, peer, 1)
+        return time.perf_counter_ns() - t0
+
+    pingpong_obj(plain, 500)
+    pingpong_obj(traced, 500)
+    events_before = tracer.recorded()
+    added_obj, one_way_obj = [], []
+    for _ in range(blocks):
+        u = pingpong_obj(plain, trips)
+        t = pingpong_obj(traced, trips)
+        added_obj.append((t - u) / (2 * trips))
+        one_way_obj.append(u / (2 * trips))
+    obj_rows = (tracer.recorded() - events_before) / (blocks * trips)
+
     # 2. compute-heavy loop ---------------------------------------------------------------------
     rng = np.random.default_rng(rank)
     data = rng.random(50_000)
@@ -149,6 +178,12 @@ def main() -> None:
         print(f"  added cost per recorded call (mean)   {statistics.mean(added) / 1e3:8.3f} us"
               "  (includes flushes)")
         print(f"  recorded ping-pong events (rank 0)    {pp_events}")
+        print(f"1 KiB pickle-API ping-pong (send/recv of bytes), {blocks} blocks x {trips} round "
+              f"trips, {obj_rows:.0f} rows per round trip and rank:")
+        print(f"  untraced one-way time (median)        "
+              f"{statistics.median(one_way_obj) / 1e3:8.3f} us")
+        print(f"  added cost per message (median)       "
+              f"{statistics.median(added_obj) / 1e3:8.3f} us")
         print("compute-heavy loop (sort 50k doubles + 4 KiB Sendrecv + Allreduce), "
               f"{COMPUTE_BLOCKS} blocks of 100 rounds:")
         print(f"  slowdown traced vs untraced (median)  {statistics.median(slow):8.2f} %")
