@@ -124,13 +124,20 @@ def time_model(st: Stream, model: str, sets: dict, reps: int = 3):
     mod = M.get_model(model)
     v = M.resolve(mod, sets)
     fp = _FakePrep(st)
-    ctx = _Ctx.__new__(_Ctx)
-    ctx.nranks, ctx.m_bytes, ctx.m_src, ctx.m_dst = fp.nranks, st.m_bytes, st.m_src, st.m_dst
-    ctx.host_of_rank, ctx._prep, ctx._st = fp.host_of_rank, fp, st
-    prm = mod.kernel_params(v, ctx)
+
+    def context():
+        # a fresh context per timed replay: what a model caches on it (M/M/1's paths and
+        # histogram) is built inside the timing, as in one `hindsight replay`
+        ctx = _Ctx.__new__(_Ctx)
+        ctx.nranks, ctx.m_bytes, ctx.m_src, ctx.m_dst = fp.nranks, st.m_bytes, st.m_src, st.m_dst
+        ctx.host_of_rank, ctx._prep, ctx._st = fp.host_of_rank, fp, st
+        return ctx
+
+    prm = mod.kernel_params(v, context())
     scale = np.ones(1)
     best = 1e30
     for _ in range(reps):
+        ctx = context()
         tracemalloc.start()
         t = time.perf_counter()
         passes = mod.passes(v) if hasattr(mod, "passes") else 1
