@@ -79,16 +79,23 @@ def main() -> None:
     # 1. ping-pong ------------------------------------------------------------------------------
     trips, blocks = 2000, 25
 
-    def pingpong(comm, n):
+    obj = bytes(1024)
+
+    def pingpong(comm, n, pickled=False):
+        """n round trips of 1 KiB: buffer API, or the pickle API (send/recv of a bytes object)."""
+        if pickled:
+            send, recv = (lambda: comm.send(obj, peer, 1)), (lambda: comm.recv(source=peer, tag=1))
+        else:
+            send, recv = (lambda: comm.Send(msg, peer, 1)), (lambda: comm.Recv(msg, peer, 1))
         comm.Barrier() if comm is plain else MPI.Intracomm.Barrier(comm)
         t0 = time.perf_counter_ns()
         for _ in range(n):
             if rank == 0:
-                comm.Send(msg, peer, 1)
-                comm.Recv(msg, peer, 1)
+                send()
+                recv()
             else:
-                comm.Recv(msg, peer, 1)
-                comm.Send(msg, peer, 1)
+                recv()
+                send()
         return time.perf_counter_ns() - t0
 
     pingpong(plain, 500)
@@ -105,27 +112,13 @@ def main() -> None:
 
     # 1b. the same through the pickle API: a traced send pickles outside its row, a traced recv
     # is two rows (matched probe, receive), so the added cost is per message, not per row
-    obj = bytes(1024)
-
-    def pingpong_obj(comm, n):
-        comm.Barrier() if comm is plain else MPI.Intracomm.Barrier(comm)
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            if rank == 0:
-                comm.send(obj, peer, 1)
-                comm.recv(source=peer, tag=1)
-            else:
-                comm.recv(source=peer, tag=1)
-                comm.send(obj, peer, 1)
-        return time.perf_counter_ns() - t0
-
-    pingpong_obj(plain, 500)
-    pingpong_obj(traced, 500)
+    pingpong(plain, 500, True)
+    pingpong(traced, 500, True)
     events_before = tracer.recorded()
     added_obj, one_way_obj = [], []
     for _ in range(blocks):
-        u = pingpong_obj(plain, trips)
-        t = pingpong_obj(traced, trips)
+        u = pingpong(plain, trips, True)
+        t = pingpong(traced, trips, True)
         added_obj.append((t - u) / (2 * trips))
         one_way_obj.append(u / (2 * trips))
     obj_rows = (tracer.recorded() - events_before) / (blocks * trips)

@@ -12,7 +12,8 @@ prediction). The last three columns repeat the comparison for a dedicated machin
 fitted from CPU time (``hindsight predict --cpu-time``) against the measured trace replayed with
 ``--cpu-time`` (bursts scaled by their region's CPU/wall ratio), which removes the preemption
 by other processes on this shared 2-core machine from both sides. Network: loggps with the calibrated shared-memory profile of this machine
-(docs/calibration/shm.toml), the network the measured runs used.
+(docs/calibration/shm-pickle.toml, `hindsight calibrate --api pickle`), the network the measured runs
+used.
 
     python benchmarks/predict_holdout.py [--work DIR] [--reuse] [--repeat R] [--fit-repeat F]
                                          [--case NAME]
@@ -34,7 +35,7 @@ from predict import costmodel as C  # noqa: E402
 from predict import synthesize as S  # noqa: E402
 from replay import models as M  # noqa: E402
 
-PROFILE = ROOT / "docs" / "calibration" / "shm.toml"
+PROFILE = ROOT / "docs" / "calibration" / "shm-pickle.toml"   # `calibrate --api pickle`: the apps send objects
 
 # name: (app, paradigm, fixed flags, size flag, fitted sizes, held-out sizes)
 CASES = {

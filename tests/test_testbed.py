@@ -1,4 +1,4 @@
-"""hindsight testbed: namespaces + veth + tbf, and `collect --testbed` across them.
+"""hindsight testbed: namespaces + veth + tbf, and `collect`/`calibrate --testbed` across them.
 
 The integration tests need root and iproute2 (`ip`, `tc`); elsewhere they skip with the reason.
 Every testbed created here has a unique name and is removed in a finally block."""
@@ -154,6 +154,18 @@ def test_collect_across_a_two_node_testbed(tmp_path):
         # ... through the shaper, at no more than its rate (full duplex: the busier direction
         # bounds the run from below; 1 MB at 100 Mbit/s is 84 ms)
         assert m["makespan_ns"] / 1e9 > 0.9 * max(tx) * 8 / 1e8
+        # and the link calibrates to its rate: G from the longest messages near 80 ns/B
+        prof = tmp_path / "tb.toml"
+        p = subprocess.run([sys.executable, "-m", "hindsight.cli", "calibrate", "--testbed", name,
+                            "--api", "pickle", "--sizes", "1B..1MiB:4", "--repeat", "20",
+                            "--overhead-ranks", "2", "--out", str(prof)],
+                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        from replay.calibration.profile import read_profile
+        pr = read_profile(prof)
+        assert pr["measured_on"]["network"]["testbed"] == name
+        assert pr["measured_on"]["api"] == "pickle"
+        assert 65e-9 < pr["loggps"]["G"] < 100e-9 and 65e-9 < pr["hockney"]["g"] < 100e-9
     finally:
         r = CliRunner().invoke(main, ["testbed", "down", "--name", name])
     assert r.exit_code == 0, r.output
