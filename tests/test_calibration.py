@@ -300,3 +300,16 @@ def test_eager_limit():
     assert F.eager_limit(sizes, [1e-6, 2e-6, 3e-6, 2.1e-3, 2.2e-3], 2e-3) == 4096
     assert math.isinf(F.eager_limit(sizes, [1e-6] * 5, 2e-3))
     assert F.eager_limit(sizes, [2.1e-3] * 5, 2e-3) == 0.0
+
+
+def test_no_slope_through_one_size():
+    """Pickled payloads below the header all have one wire size: with S between them and the
+    next size, the eager sizes are all equal and no per-byte overhead can be fitted (the fit once
+    took 62 ns/B from such points and left G at a quarter of a 100 Mbit/s wire)."""
+    k = np.array([127.0] * 4 + [256, 1024, 4096, 16384, 65536, 262144, 1048576])
+    t = 12e-6 + 83e-9 * np.maximum(k - 127, 0)
+    o_s = np.array([7.9e-6] * 4 + list(t[4:]))          # above S the send lasts the transfer
+    o_r = np.full(len(k), 3.1e-6)
+    res = F.fit_loggps(k, t, o_s, o_r, g_burst=1e-6, S=127.0)
+    assert res.params["O_send"] == 0.0
+    assert res.params["G"] == pytest.approx(83e-9, rel=0.02)

@@ -36,6 +36,12 @@ def r2_log(model: np.ndarray, t: np.ndarray) -> float:
     return 1.0 - float(np.sum((y - f) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
 
 
+def _slope(k: np.ndarray, y: np.ndarray) -> float:
+    """Slope of ``line_fit``, 0 unless at least 2 different sizes are given (pickled payloads
+    below the ~130-byte header all have one size: a slope through them is noise)."""
+    return line_fit(k, y)[1] if len(np.unique(k)) >= 2 else 0.0
+
+
 def top_sizes(k: np.ndarray, above: float = -math.inf) -> np.ndarray:
     """Mask of the sizes that decide an asymptotic (long-message) slope: those within a factor 8
     of the largest (at least the 2 largest), restricted to those above ``above`` when at least 2
@@ -180,12 +186,12 @@ def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndar
     eager = k <= brk.S
     if eager.sum() < 2:
         eager = k <= k[min(1, len(k) - 1)]
-    O_s = line_fit(k[eager], o_send[eager])[1] if eager.sum() >= 2 else 0.0
+    O_s = _slope(k[eager], o_send[eager])
     rdv = ~eager
-    if rdv.sum() >= 2:
-        O_r = line_fit(k[rdv], np.maximum(t[rdv] - o_send[rdv], 1e-9))[1]
+    if len(np.unique(k[rdv])) >= 2:
+        O_r = _slope(k[rdv], np.maximum(t[rdv] - o_send[rdv], 1e-9))
     else:
-        O_r = line_fit(k[eager], o_recv[eager])[1] if eager.sum() >= 2 else 0.0
+        O_r = _slope(k[eager], o_recv[eager])
     if math.isfinite(brk.S):
         slope = brk.large[1]
     else:
