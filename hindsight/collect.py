@@ -121,6 +121,65 @@ def testbed_launch(cmd: list[str], env: dict, nprocs: int, testbed: str,
             state, tb.network_record(state, nprocs, placement))
 
 
+def _on_sigterm_interrupt():
+    """Make SIGTERM raise KeyboardInterrupt in this (main) thread; returns the old handler, or
+    None where handlers cannot be set (not the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children first found by their parent in /proc). mpiexec's
+    proxy and the ranks each start a session of their own, so a signal to mpiexec's process group
+    does not reach them; only mpiexec forwards it."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _stop(proc: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
+    """Stop the job in ``proc``: ``sig`` to mpiexec (it forwards it; the ranks save what they
+    buffered), and if the job has not ended after ``grace`` seconds, SIGTERM and then SIGKILL to
+    mpiexec *and every process below it*. Never waits without a limit and leaves no rank behind:
+    seen once, ranks that never acted on a forwarded SIGINT kept `hindsight collect` waiting and,
+    mpiexec gone, would have run on as orphans."""
+    for s in (sig, signal.SIGTERM, signal.SIGKILL):
+        targets = [] if s == sig else _descendants(proc.pid)
+        for pid in targets:
+            try:
+                os.kill(pid, s)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(proc.pid, s)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None = None,
             program: str | None = None, args: list[str] = (), transport: str = "shm",
             cpu_sampling: str = "regions", timeout: float | None = None,
@@ -147,20 +206,20 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     stdout = subprocess.DEVNULL if quiet else None
     # A session of its own, so a timeout can stop mpiexec and every rank together.
     proc = subprocess.Popen(cmd, env=env, stdout=stdout, start_new_session=True)
+    # SIGTERM to `hindsight collect` itself (a batch system, `timeout`) stops the job like Ctrl-C,
+    # instead of killing collect alone and leaving mpiexec and the ranks running.
+    old_term = _on_sigterm_interrupt()
     try:
         rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _stop(proc, signal.SIGTERM)
         rc = 124
     except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait()
+        _stop(proc, signal.SIGINT)
         rc = 130
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
         raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     if state is not None:

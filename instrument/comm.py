@@ -8,7 +8,8 @@ A pickle-API ``recv`` is recorded as the MPI calls mpi4py makes for it: a ``Prob
 matched probe) and a ``Recv`` row (the receive); allocation and unpickling lie between and after.
 
 Not traced (they pass through unchanged): persistent requests (`*_init`), the program's own
-matched probes (`Mprobe`/`Improbe`), non-blocking collectives, one-sided communication and intercommunicators.
+matched probes (`Mprobe`/`Improbe`), non-blocking collectives, one-sided communication and
+intercommunicators.
 """
 
 from __future__ import annotations

@@ -205,6 +205,51 @@ def test_sigint_flushes_every_rank_and_records_status(tmp_path):
     assert df.groupby("rank").size().to_dict() == {0: 10, 1: 10, 2: 10}
 
 
+def _ranks_alive(trace_dir: Path) -> list[int]:
+    """PIDs of processes whose command line names ``trace_dir`` (the job's ranks)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and d.name != str(os.getpid()):
+            try:
+                if str(trace_dir).encode() in (d / "cmdline").read_bytes():
+                    out.append(int(d.name))
+            except OSError:
+                pass
+    return out
+
+
+def test_sigterm_to_collect_stops_the_whole_job(tmp_path):
+    """`hindsight collect` terminated (a batch system's SIGTERM, `timeout`) stops mpiexec and the
+    ranks too: mpiexec's proxy and the ranks run in sessions of their own, so killing collect or
+    mpiexec's process group alone used to leave the ranks running."""
+    out = tmp_path / "term"
+    proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "2",
+                             "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        assert _ranks_alive(out), "the ranks should be running"
+        proc.send_signal(signal.SIGTERM)        # to collect alone, not to its process group
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pid in _ranks_alive(out):
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode != 0 and "Traceback" not in stderr
+    deadline = time.time() + 10
+    while _ranks_alive(out) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _ranks_alive(out)
+    manifest = json.loads((out / tf.MANIFEST_NAME).read_text())
+    assert manifest["complete"] is False and manifest["rank_status"] == ["terminated"] * 2
+
+
 # ------------------------------------------------------------------------------------------------
 # Disk full, unwritable output directory
 
