@@ -180,10 +180,13 @@ def test_consistent_cut_by_hand():
 
 def test_sigint_flushes_every_rank_and_records_status(tmp_path):
     out = tmp_path / "int"
+    # Ctrl-C reaches a foreground collect; a suite started with `&` from a script runs with
+    # SIGINT ignored (POSIX, no job control), which collect would inherit and rightly keep.
     proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "3",
                              "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 90
         while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
