@@ -195,9 +195,9 @@ def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndar
     if math.isfinite(brk.S):
         slope = brk.large[1]
     else:
-        # no break: the slope of the largest third of the sizes (at least 2)
-        m = max(2, len(k) // 3)
-        slope = line_fit(k[-m:], t[-m:])[1]
+        # no switch seen: the long-message slope all the same (the largest sizes)
+        top = top_sizes(k)
+        slope = line_fit(k[top], t[top])[1]
     G = slope - O_s - O_r
     if G <= 0 and O_s > 0:
         # O_send comes from the eager sizes only (a few KiB on shared memory) and is the least
@@ -245,8 +245,8 @@ def fit_mm1(k: np.ndarray, t: np.ndarray, brk: Break) -> dict:
     small-message time."""
     k = np.asarray(k, float)
     t = np.asarray(t, float)
-    slope = brk.large[1] if math.isfinite(brk.S) else line_fit(k[-max(2, len(k) // 3):],
-                                                                t[-max(2, len(k) // 3):])[1]
+    top = top_sizes(k)
+    slope = brk.large[1] if math.isfinite(brk.S) else line_fit(k[top], t[top])[1]
     C = 1.0 / slope if slope > 0 else math.inf
     small = k <= brk.S if math.isfinite(brk.S) else k <= k[0]
     tau = float(np.median(t[small] - k[small] / C))
