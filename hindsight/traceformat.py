@@ -90,6 +90,18 @@ def op_mask(codes: np.ndarray, names) -> np.ndarray:
     lut[[OP_CODE[x] for x in names]] = True
     return lut[codes]
 
+def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
+                           *same: np.ndarray) -> np.ndarray:
+    """Rows that are a probe whose next row is the receive of the same message: ``is_probe`` at
+    i, ``is_recv`` at i + 1, and every array of ``same`` (rank, peer, tag, communicator) equal
+    at both. A traced pickle-API ``recv`` is such a pair (the matched probe, then the receive,
+    the buffer allocation between them); so is a program's own Probe / allocate / Recv."""
+    ok = is_probe[:-1] & is_recv[1:]
+    for col in same:
+        ok &= col[:-1] == col[1:]
+    return np.flatnonzero(ok)
+
+
 # The columns in file order. `op` and `region` are dictionary-encoded strings.
 SCHEMA = pa.schema([
     pa.field("rank", pa.int32(), nullable=False),

@@ -276,15 +276,16 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
 
 def _merge_probes(rows: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, float]]:
     """One rank's rows with each traced pickle-API recv as one row again: a Probe row followed by
-    the Recv of the same peer and tag becomes that Recv starting at the probe (the skeletons
+    the Recv of the same message (``traceformat.probes_before_receives``) becomes that Recv
+    starting at the probe (the skeletons
     describe the program's calls, not mpi4py's inner ones). Returns the rows and, per merged
     Recv (by seq), the seconds between the two rows (allocating the receive buffer), which the
     caller counts with the unpickling after the receive: both are the receiver's work on the
     received bytes."""
     rows = rows.reset_index(drop=True)
-    op, peer, tag = rows["op"].to_numpy(), rows["peer"].to_numpy(), rows["tag"].to_numpy()
-    pr = np.flatnonzero((op[:-1] == "Probe") & (op[1:] == "Recv") & (peer[:-1] == peer[1:])
-                        & (tag[:-1] == tag[1:]))
+    op = rows["op"].to_numpy()
+    pr = tf.probes_before_receives(op == "Probe", op == "Recv", rows["peer"].to_numpy(),
+                                   rows["tag"].to_numpy(), rows["comm"].to_numpy())
     if not len(pr):
         return rows, {}
     t_start = rows["t_start"].to_numpy().copy()

@@ -331,12 +331,10 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     # communicator): the matched-probe half of a traced pickle-API recv, or a program's own
     # Probe / allocate / Recv. It waits for that message's envelope (kernel PROBE); what the rank
     # does between the two rows (allocating the buffer) is its own work, a burst.
-    pr = np.flatnonzero(op[:-1] == name_code["Probe"])
-    nx = pr + 1
-    ok = (rank[nx] == rank[pr]) & (kind[nx] == K.RECV) & (peer[nx] == peer[pr]) & \
-        (tag[nx] == tag[pr]) & (comm[nx] == comm[pr])
-    kind[pr[ok]] = K.PROBE
-    row_msg[pr[ok]] = row_msg[nx[ok]]
+    pr = tf.probes_before_receives(op == name_code["Probe"], kind == K.RECV, rank, peer, tag,
+                                   comm)
+    kind[pr] = K.PROBE
+    row_msg[pr] = row_msg[pr + 1]
     del peer, tag
 
     # ---- bursts and calls spanning several rows

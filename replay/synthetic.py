@@ -215,18 +215,7 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                     s.reqs[req] = ("send",)
                     _row(s, "Isend", s.t, s.t + net.overhead, dst, tag, comm, nb, req)
                     s.t += net.overhead
-                elif kind == "probe":
-                    src = op[1]
-                    tag = op[2] if len(op) > 2 else 0
-                    comm = op[3] if len(op) > 3 else 0
-                    key = find(r, src, tag, comm)
-                    if key is None:
-                        break
-                    avail, nb = inflight[key][0]
-                    t1 = max(s.t + net.overhead, avail)
-                    _row(s, "Probe", s.t, t1, key[0], tag, comm, nb)
-                    s.t = t1
-                elif kind in ("recv", "irecv"):
+                elif kind in ("recv", "irecv", "probe"):
                     src = op[1]
                     tag = op[2] if len(op) > 2 else 0
                     comm = op[3] if len(op) > 3 else 0
@@ -240,9 +229,12 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                         key = find(r, src, tag, comm)
                         if key is None:
                             break
-                        avail, nb = inflight[key].popleft()
+                        # a probe waits for the message like a receive but leaves it queued
+                        q = inflight[key]
+                        avail, nb = q[0] if kind == "probe" else q.popleft()
                         t1 = max(s.t + net.overhead, avail)
-                        _row(s, "Recv", s.t, t1, key[0], tag, comm, nb)
+                        _row(s, "Probe" if kind == "probe" else "Recv", s.t, t1, key[0], tag,
+                             comm, nb)
                         s.t = t1
                 elif kind == "wait":
                     reqs = list(op[1])
