@@ -56,12 +56,13 @@ def top_sizes(k: np.ndarray, above: float = -math.inf) -> np.ndarray:
 def fit_hockney(k: np.ndarray, t: np.ndarray) -> dict:
     """Hockney t(k) = l + k·g (papers 001 §2, 002 §5: t_s + m·t_w, Ex = 2(l + K·g)) with g the
     inverse asymptotic bandwidth, Hockney's r_inf: the slope over the largest sizes
-    (``top_sizes``); l the median of t - k·g over the smallest third. (A least-squares line over all sizes, with
-    residuals relative to t, let the small sizes pull g: 61 ns/B for a 100 Mbit/s link whose
-    large messages take 83.6.)"""
+    (``top_sizes``); l the median of t - k·g over the smallest third. (A least-squares line
+    over all sizes, with residuals relative to t, let the small sizes pull g: 61 ns/B for a
+    100 Mbit/s link whose large messages take 83.6.)"""
     k = np.asarray(k, float)
     t = np.asarray(t, float)
-    g = line_fit(k[top_sizes(k)], t[top_sizes(k)])[1]
+    top = top_sizes(k)
+    g = line_fit(k[top], t[top])[1]
     small = k <= np.sort(k)[max(0, len(k) // 3 - 1)]
     l = max(float(np.median(t[small] - g * k[small])), 0.0)
     model = l + g * k
@@ -115,6 +116,15 @@ def split_at(k: np.ndarray, t: np.ndarray, S: float) -> Break:
     top = top_sizes(k, S)
     large = line_fit(k[top], t[top])[:2]
     return Break(float(S), i, small, large, math.nan, math.nan)
+
+
+def long_message_slope(k: np.ndarray, t: np.ndarray, brk: Break) -> float:
+    """Time per byte of long messages: the large segment's slope when a switch S was found,
+    else the slope over the largest sizes (``top_sizes``)."""
+    if math.isfinite(brk.S):
+        return brk.large[1]
+    top = top_sizes(k)
+    return line_fit(k[top], t[top])[1]
 
 
 def eager_limit(sizes: list[float], send_s: list[float], delay_s: float) -> float:
@@ -192,12 +202,7 @@ def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndar
         O_r = _slope(k[rdv], np.maximum(t[rdv] - o_send[rdv], 1e-9))
     else:
         O_r = _slope(k[eager], o_recv[eager])
-    if math.isfinite(brk.S):
-        slope = brk.large[1]
-    else:
-        # no switch seen: the long-message slope all the same (the largest sizes)
-        top = top_sizes(k)
-        slope = line_fit(k[top], t[top])[1]
+    slope = long_message_slope(k, t, brk)
     G = slope - O_s - O_r
     if G <= 0 and O_s > 0:
         # O_send comes from the eager sizes only (a few KiB on shared memory) and is the least
@@ -245,8 +250,7 @@ def fit_mm1(k: np.ndarray, t: np.ndarray, brk: Break) -> dict:
     small-message time."""
     k = np.asarray(k, float)
     t = np.asarray(t, float)
-    top = top_sizes(k)
-    slope = brk.large[1] if math.isfinite(brk.S) else line_fit(k[top], t[top])[1]
+    slope = long_message_slope(k, t, brk)
     C = 1.0 / slope if slope > 0 else math.inf
     small = k <= brk.S if math.isfinite(brk.S) else k <= k[0]
     tau = float(np.median(t[small] - k[small] / C))
