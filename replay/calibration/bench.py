@@ -192,11 +192,16 @@ def main(argv: list[str] | None = None) -> None:
                 payloads[k] = _dumps(np.ones(n, np.uint8))
             return payloads[k]
 
+        def message(k: int) -> list:
+            """What a send of size k passes to MPI: the pre-pickled bytes, or the buffer."""
+            return [payload(k), MPI.BYTE] if pickled else [buf[:k], MPI.BYTE]
+
+        def wire(k: int) -> int:
+            """Bytes on the wire for size k: a pickle is never shorter than its header."""
+            return len(payload(k)) if pickled else k
+
         def send(k: int, dest: int, tag: int) -> None:
-            if pickled:
-                comm.Send([payload(k), MPI.BYTE], dest=dest, tag=tag)
-            else:
-                comm.Send([buf[:k], MPI.BYTE], dest=dest, tag=tag)
+            comm.Send(message(k), dest=dest, tag=tag)
 
         st = MPI.Status()
         rbufs: dict[int, bytearray] = {}
@@ -289,9 +294,7 @@ def main(argv: list[str] | None = None) -> None:
                     samples[k]["rtt"] += rtt
                     samples[k]["o_send"] += osend
                     samples[k]["o_recv"] += orecv
-        # the wire size: a pickle is never shorter than its header
-        wire = {k: len(payload(k)) if pickled else k for k in sizes}
-        per_size = [{"k": wire[k], **samples[k]} for k in sizes] if rank == 0 else []
+        per_size = [{"k": wire(k), **samples[k]} for k in sizes] if rank == 0 else []
         result["per_size"] = per_size
 
         def eager_probe(k: int) -> float:
@@ -301,11 +304,7 @@ def main(argv: list[str] | None = None) -> None:
                 comm.Barrier()
                 if rank == 0:
                     t0 = time.perf_counter_ns()
-                    if pickled:
-                        req = comm.Isend([payload(k), MPI.BYTE], dest=1, tag=11)
-                    else:
-                        req = comm.Isend([buf[:k], MPI.BYTE], dest=1, tag=11)
-                    req.Wait()
+                    comm.Isend(message(k), dest=1, tag=11).Wait()
                     times.append((time.perf_counter_ns() - t0) * ns)
                 else:
                     _wait(int(EAGER_DELAY * 1e9), False)
@@ -315,8 +314,7 @@ def main(argv: list[str] | None = None) -> None:
         if not a.overhead_only:
             probes = [(k, eager_probe(k)) for k in sizes]
             result["eager_probe"] = {"delay_s": EAGER_DELAY,
-                                     "sizes": [len(payload(k)) if pickled else k
-                                               for k, _ in probes],
+                                     "sizes": [wire(k) for k, _ in probes],
                                      "send_s": [t for _, t in probes]}
             n1, n2 = 8, 64
             for n in (n1, n2):
