@@ -97,6 +97,16 @@ def _paths(v: dict, ctx):
     return (up, mid, down), fan, down_fan, same_host, nlinks
 
 
+def _keep(ctx, name: str, value):
+    """Remember ``value`` on the replay context for the next pass; returns it. A context that
+    takes no attributes simply recomputes it each pass."""
+    try:
+        setattr(ctx, name, value)
+    except AttributeError:
+        pass
+    return value
+
+
 def message_delay(v: dict, ctx, send_times: np.ndarray | None = None,
                   horizon: float = 0.0) -> tuple[np.ndarray, dict]:
     """Per-message network delay (ns) and saturation statistics."""
@@ -107,11 +117,7 @@ def message_delay(v: dict, ctx, send_times: np.ndarray | None = None,
     key = (v["ranks_per_host"], v["hosts_per_leaf"], v["spines"], v["leaves"])
     cached = getattr(ctx, "_mm1_paths", None)
     if cached is None or cached[0] != key:
-        cached = (key, _paths(v, ctx))
-        try:
-            ctx._mm1_paths = cached
-        except AttributeError:  # a context that takes no attributes: recompute each pass
-            pass
+        cached = _keep(ctx, "_mm1_paths", (key, _paths(v, ctx)))
     (up, mid, down), fan, down_fan, same_host, nlinks = cached[1]
     stages = [(up, fan[0]), (mid, fan[1]), (down, down_fan)]
     if v["rho"] == "analytic":
@@ -143,11 +149,7 @@ def message_delay(v: dict, ctx, send_times: np.ndarray | None = None,
         need = nb * max(nlinks, 1)
         hist = getattr(ctx, "_mm1_hist", None)
         if hist is None or len(hist) < need:
-            hist = np.empty(need)
-            try:
-                ctx._mm1_hist = hist
-            except AttributeError:
-                pass
+            hist = _keep(ctx, "_mm1_hist", np.empty(need))
         delay, n_sat, max_rho = _measured_delay(k, svc, up, mid, down, send_times, W, nb, nlinks,
                                                 cap, float(v["rho_max"]), float(v["tau"]),
                                                 hist[:need])
