@@ -68,7 +68,7 @@ class Cell:
 class Spec:
     name: str
     repetitions: int
-    replay_rep: int
+    replay_rep: int | str           # a repetition, "median" (the median run) or "all"
     timeout: float
     cells: list[Cell]
     networks: dict[str, dict[str, Any]]
@@ -78,8 +78,16 @@ class Spec:
     source: Path | None = None
     raw: dict = field(default_factory=dict)
     actual: str = "mean"            # "median": actual = median run (noisy shared machines)
-    replay_median: bool = False     # replay the run whose makespan is the median, not replay_rep
-    replay_all: bool = False        # replay every repetition; the prediction is their mean/median
+
+    @property
+    def replay_median(self) -> bool:
+        """Replay the run whose makespan is the median."""
+        return self.replay_rep == "median"
+
+    @property
+    def replay_all(self) -> bool:
+        """Replay every repetition; the prediction is their mean (or median, as ``actual``)."""
+        return self.replay_rep == "all"
 
 
 def _req(d: dict, key: str, kind, where: str):
@@ -194,15 +202,15 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     reps = int(raw.get("repetitions", 2))
     if reps < 1:
         raise SpecError(f"spec {path}: repetitions must be >= 1")
-    replay_median = raw.get("replay_rep", 0) == "median"
-    replay_all = raw.get("replay_rep", 0) == "all"
-    try:
-        replay_rep = 0 if replay_median or replay_all else int(raw.get("replay_rep", 0))
-    except (TypeError, ValueError):
-        raise SpecError(f"spec {path}: replay_rep must be a repetition number, \"median\" or "
-                        "\"all\"") from None
-    if not 0 <= replay_rep < reps:
-        raise SpecError(f"spec {path}: replay_rep must be in 0..{reps - 1}")
+    replay_rep = raw.get("replay_rep", 0)
+    if replay_rep not in ("median", "all"):
+        try:
+            replay_rep = int(replay_rep)
+        except (TypeError, ValueError):
+            raise SpecError(f"spec {path}: replay_rep must be a repetition number, \"median\" "
+                            "or \"all\"") from None
+        if not 0 <= replay_rep < reps:
+            raise SpecError(f"spec {path}: replay_rep must be in 0..{reps - 1}")
     actual = raw.get("actual", "mean")
     if actual not in ("mean", "median"):
         raise SpecError(f"spec {path}: actual must be \"mean\" or \"median\"")
@@ -218,7 +226,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
                 replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
                 analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
-                actual=actual, replay_median=replay_median, replay_all=replay_all)
+                actual=actual)
 
 
 def _check_testbed(path: Path, name: str, n: dict[str, Any]) -> None:
@@ -431,10 +439,12 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
 
     manifests = collect_reps(cell, spec, out, log)
     times = [m["makespan_ns"] / 1e9 for m in manifests]
-    rep = spec.replay_rep
-    if spec.replay_median or spec.replay_all:
-        # the run in the middle: on a shared machine, a run disturbed by other jobs carries the
-        # disturbance in its compute times, which every replay of its trace would inherit
+    if isinstance(spec.replay_rep, int):
+        rep = spec.replay_rep
+    else:
+        # the run in the middle (also the one shown when every run is replayed): on a shared
+        # machine, a run disturbed by other jobs carries the disturbance in its compute times,
+        # which every replay of its trace would inherit
         rep = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
     res: dict[str, Any] = {
         "app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
