@@ -173,7 +173,8 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
             click.echo(f"warning: bad fit extrapolated (--accept-bad-fit): {e}", err=True)
 
     opt = scaling.optimum(df, within)
-    sat = scaling.saturation(df, cm, net) if cm.paradigm == "master-worker" else None
+    demand_driven = cm.paradigm == "master-worker" and cm.app != "sorting"  # not the block sort
+    sat = scaling.saturation(df, cm, net) if demand_driven else None
     iso = scaling.isoefficiency(df, target_e)
     click.echo("")
     click.echo(f"{unit:>10} {'P':>6} {'T_P s':>11} {'speedup':>8} {'eff':>6} {'T_o s':>11} "

@@ -16,12 +16,13 @@ its leave-one-out and forward errors; extrapolating a fit whose error exceeds th
 that rests on one point) is refused by ``CostModel.check``.
 
 Quantities: the regions ``io`` (one task's input), ``load`` (the whole input), ``task``,
-``merge``, ``divide``, ``conquer``, ``combine``; ``other`` (time between events outside every
+``merge``, ``divide``, ``conquer``, ``combine``, ``global_merge`` (one step of the block sort's
+p-way merge on rank 0); ``other`` (time between events outside every
 region and call: interpreter, tracing) and ``pickle`` (the same gap next to a call that moves
 data: the pickle API pickles before a send and unpickles after a receive, so it is modelled
-against those bytes); ``bytes:result`` / ``bytes:problem`` /
-``bytes:control`` (message sizes of a partial result, of a divided problem, of a task index or
-request). The unit counts of each measured block come from the same skeleton event generator
+against those bytes); ``bytes:result`` / ``bytes:problem`` / ``bytes:block`` / ``bytes:part`` /
+``bytes:control`` (message sizes of a partial result, of a divided problem, of a dealt block, of
+a sorted part, of a task index or request). The unit counts of each measured block come from the same skeleton event generator
 that synthesis uses (``predict.synthesize.events``), aligned row by row with the trace.
 """
 from __future__ import annotations
@@ -108,17 +109,34 @@ class Fit:
                 "P_range": list(self.P_range)}
 
 
+def _identifiable(A: np.ndarray) -> bool:
+    """Whether the points of design ``A`` pin every term down: each non-constant column spreads
+    over at least 1e-3 of its magnitude (points at one u, give or take a few bytes, fix a
+    level but no slope)."""
+    for col in A.T[1:]:
+        if np.ptp(col) <= 1e-3 * max(float(np.abs(col).max()), 1e-300):
+            return False
+    return True
+
+
 def _loo_rel(A: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
-    """Leave-one-out relative RMS error of a weighted linear fit (refit per left-out point)."""
+    """Leave-one-out relative RMS error of a weighted linear fit (refit per left-out point).
+
+    A point whose removal leaves the rest unable to determine the terms (the only small
+    message among many of one size) is not left out: that refit would have no slope to
+    predict with, and its error would say nothing about the model (it would favour the model
+    without the term). inf when no point can be left out."""
     n = len(y)
     if n <= A.shape[1]:
         return math.inf
     errs = []
     for i in range(n):
         keep = np.arange(n) != i
+        if not _identifiable(A[keep]):
+            continue
         sol, *_ = np.linalg.lstsq(A[keep] * w[keep, None], y[keep] * w[keep], rcond=None)
         errs.append((A[i] @ sol - y[i]) / max(abs(y[i]), 1e-300))
-    return float(np.sqrt(np.mean(np.square(errs))))
+    return float(np.sqrt(np.mean(np.square(errs)))) if errs else math.inf
 
 
 def _forward_rel(A: np.ndarray, y: np.ndarray, w: np.ndarray, u: np.ndarray,
@@ -218,12 +236,8 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
     df = tr.to_pandas()
     df["op"] = df["op"].astype(str)
     df["region"] = df["region"].astype(object)
-    arrivals = None
-    if spec.paradigm == "master-worker" and spec.P > 1:
-        m = df[(df["rank"] == 0) & (df["op"] == "Recv") & (df["tag"] == 31)]
-        arrivals = m["peer"].tolist()
     try:
-        evs = S.events(spec, arrivals)
+        evs = S.events(spec, S.measured_order(spec, df))
     except S.SynthesisError as exc:
         raise FitError(f"{trace_dir}: {exc}") from None
     out: list[tuple[str, float, int, float]] = []
@@ -251,7 +265,7 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
             if e.kind == "exit":
                 if e.name == "send_to_server":
                     continue
-                out.append((e.cost_key, e.units, P, dur))
+                out.append((e.cost_key, e.cost_units, P, dur))
             elif row.op in tf.SEND_OPS:
                 out.append((f"bytes:{e.msg}", e.units, P, float(row.nbytes)))
             # Time outside every region and call ("other"): interpreter, tracing, and the

@@ -11,7 +11,8 @@ add overhead. Isoefficiency: ``validation.models.paper001.isoefficiency`` on the
 
 Beside each replay-based prediction the papers' closed forms are evaluated with the same fitted
 block costs (``analytic``): paper 000 eq. 6 for the pipeline, paper 004's T(P) for
-master/worker, paper 002 §5 for the hypercube; the tree has no closed form in the papers.
+master/worker (paper 003's eq. 17 for its block sort), paper 002 §5 for the hypercube; the tree
+has no closed form in the papers.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import pandas as pd
 import replay
 from predict import synthesize as S
 from predict.costmodel import CostModel
-from validation.models import ModelError, paper000, paper001, paper002, paper004
+from validation.models import (ModelError, paper000, paper001, paper002, paper003,
+                               paper004)
 
 #: master/worker is saturated when the master waits less than this share of the run
 SATURATED_WAIT = 0.10
@@ -83,6 +85,18 @@ def analytic(cm: CostModel, P: int, N: int, net: dict[str, float]) -> tuple[str,
             L = c("bytes:result", u, P)
             t_comm = paper000.mm1_delay(L, 8.0 / net["g"], (P / 2) / t_comp, net["l"])
             return "paper000 eq. 6", paper000.t_total(n, P, t_comp, t_comm, t_merge)
+        if cm.app == "sorting" and cm.paradigm == "master-worker":  # paper 003's block sort
+            # eq. 17 with the fitted blocks: c_q from one block's sort (t_proc = c_q·s·ln s),
+            # c_m from a rank's local merge of N/P elements in (N/P)/s ways (eq. 8), b_io from
+            # reading one block, b_n from the block message's bytes per element
+            n_loc = max(N / P, 1.0)
+            c_q = c("task", u, P) / (u * math.log(max(u, 2)))
+            c_m = c("merge", S.merge_work(n_loc, math.ceil(n_loc / u)), P) / \
+                (n_loc * max(n_loc / u, 1.0))
+            b_io = u / c("io", u, P) if c("io", u, P) > 0 else math.inf
+            b_n = u / max(c("bytes:block", u, P) * net["g"], 1e-300)
+            r = paper003.t_total(N, P, u, c_q, c_m, b_io, net["l"], b_n, b_n)
+            return "paper003 eq. 17", r["t_total_s"]
         if cm.paradigm == "master-worker":
             merges = sum(c("merge", (k + 1) * u, P) for k in range(1, n))
             if P == 1:
@@ -141,7 +155,8 @@ def optimum(df: pd.DataFrame, within_pct: float) -> pd.DataFrame:
 
 
 def saturation(df: pd.DataFrame, cm: CostModel, net: dict[str, float]) -> pd.DataFrame:
-    """Master/worker only: per N the replay-based saturation point (first P >= 2 whose master
+    """Demand-driven master/worker only (not the block sort, whose blocks are dealt
+    statically): per N the replay-based saturation point (first P >= 2 whose master
     waits less than SATURATED_WAIT of the run) and paper 004's (first P with T_master >=
     T_worker, with the fitted task time and message sizes)."""
     out = []

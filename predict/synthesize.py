@@ -5,8 +5,12 @@ The event order comes from the same pure schedules that drive the real runs
 (``apps.skeletons.pipeline.schedule``, ``tree.schedule``, ``hypercube.schedule``), so a
 synthetic trace cannot drift from what the skeletons do. Master/worker hands out tasks in the
 order results arrive, which depends on timing: ``events`` takes that order as an argument
-(``arrivals``); ``fitting`` reads it from a measured trace, prediction simulates it with the
-fitted compute costs (``simulate_arrivals``).
+(``order``); fitting reads it from a measured trace (``measured_order``), prediction simulates it
+with the fitted compute costs (``simulate_arrivals``). Paper 003's block sort (sorting on
+master/worker, ``master_worker.block_stream``) deals its blocks statically, but rank 0's p-way
+merge pulls a worker's next part when its current one runs out, which depends on the values:
+its ``order`` is the list of merge steps, read from a measured trace or sampled for uniformly
+random input (``merge_steps``).
 
 Every event carries the *units* of input it covers (elements sorted, edges, documents): a task
 covers its own units, a merged result the sum of what was merged. Compute durations and message
@@ -72,12 +76,11 @@ def spec_from_manifest(manifest: dict[str, Any], where: str = "trace") -> Spec:
         raise SynthesisError(f"{where}: run wrote --output (an extra io phase synthesis does "
                              "not model); collect without --output")
     if app == "sorting":
-        if paradigm == "master-worker":
-            raise SynthesisError(f"{where}: sorting on master-worker is paper 003's block sort, "
-                                 "whose pulls depend on the data values; not synthesized")
         if args.get("input"):
             raise SynthesisError(f"{where}: sorting of an --input file is not synthesized")
-        N, per = int(args["arrays"]) * int(args["array_size"]), int(args["array_size"])
+        N = int(args["arrays"]) * int(args["array_size"])
+        # the block sort's task is one block of --block-size (dealt, sorted, and the part size)
+        per = int(args["block_size"] if paradigm == "master-worker" else args["array_size"])
     elif app == "components":
         graph = args.get("graph", "gnm")
         if graph == "file" or args.get("input"):
@@ -108,10 +111,15 @@ class Ev:
     msg: str = ""               # message-size model of a send: result | problem | control
     request: int = -1
     quantity: str = ""          # cost model of a region when it differs from its name
+    work: float = -1            # the cost model's variable when it is not ``units`` (>= 0)
 
     @property
     def cost_key(self) -> str:
         return self.quantity or self.name
+
+    @property
+    def cost_units(self) -> float:
+        return self.work if self.work >= 0 else self.units
 
 
 class _Rank:
@@ -119,9 +127,9 @@ class _Rank:
         self.ev: list[Ev] = []
         self.nreq = 0
 
-    def region(self, name: str, units: float, quantity: str = "") -> None:
-        self.ev += [Ev("enter", name, units, quantity=quantity),
-                    Ev("exit", name, units, quantity=quantity)]
+    def region(self, name: str, units: float, quantity: str = "", work: float = -1) -> None:
+        self.ev += [Ev("enter", name, units, quantity=quantity, work=work),
+                    Ev("exit", name, units, quantity=quantity, work=work)]
 
     def mpi(self, op: str, **kw: Any) -> None:
         self.ev.append(Ev("mpi", op, **kw))
@@ -138,11 +146,21 @@ def group_comm_id() -> int:
     return tf.derived_comm_id(tf.COMM_WORLD_ID, 0, 0)
 
 
-def events(spec: Spec, arrivals: Sequence[int] | None = None) -> list[list[Ev]]:
-    """Per rank, the events the skeleton records for ``spec``; see the module docstring."""
+def is_block_sort(spec: Spec) -> bool:
+    """Sorting on master/worker: paper 003's block sort (``master_worker.block_stream``)."""
+    return spec.app == "sorting" and spec.paradigm == "master-worker"
+
+
+def events(spec: Spec, order: Sequence | None = None) -> list[list[Ev]]:
+    """Per rank, the events the skeleton records for ``spec``; see the module docstring.
+    ``order``: master/worker's result arrivals (worker ranks), or the block sort's merge steps
+    (``merge_steps``)."""
     if spec.P < 1:
         raise SynthesisError(f"P must be >= 1 (got {spec.P})")
     ranks = [_Rank() for _ in range(spec.P)]
+    if is_block_sort(spec):
+        _block_sort(spec, ranks, order)
+        return [r.ev for r in ranks]
     if spec.app == "components" and spec.paradigm != "hypercube":
         for r in ranks:  # every rank builds the graph before the skeleton starts
             r.region("io", spec.N, "load")
@@ -159,7 +177,7 @@ def events(spec: Spec, arrivals: Sequence[int] | None = None) -> list[list[Ev]]:
         acc = _tree(spec, ranks, g)
         root = 0
     elif spec.paradigm == "master-worker":
-        acc = _master_worker(spec, ranks, g, arrivals)
+        acc = _master_worker(spec, ranks, g, order)
         root = 0
     else:
         raise SynthesisError(f"unknown paradigm {spec.paradigm!r}")
@@ -355,6 +373,157 @@ def _master_worker(spec: Spec, ranks: list[_Rank], g: int,
     return acc
 
 
+def _dealt(spec: Spec) -> list[int]:
+    """Block sort: elements each rank sorts (block i goes to rank i mod P)."""
+    held = [0] * spec.P
+    for i in range(spec.n_tasks):
+        held[i % spec.P] += spec.task_units(i)
+    return held
+
+
+def _parts(units: int, s: int) -> list[int]:
+    """Sizes of the parts of ``s`` elements a rank's merged result is cut into."""
+    return [min(s, units - a) for a in range(0, units, s)]
+
+
+def merge_work(units: float, ways: int) -> float:
+    """``kernels.merge_many``'s work: a balanced tree of two-way merges, units·⌈log2 ways⌉
+    (one run is returned as it is: no work). A global merge step is costed with P ways, the
+    streams it merges for all but its last steps (which streams take part in a step is not in
+    the trace)."""
+    return units * math.ceil(math.log2(ways)) if ways > 1 else 0.0
+
+
+def _block_sort(spec: Spec, ranks: list[_Rank], steps: Sequence | None) -> None:
+    """Paper 003's block sort as ``master_worker.block_stream`` runs it on COMM_WORLD: rank 0
+    reads every block (``io``) and deals block i to rank i mod P, sorting its own (``task``);
+    each rank merges its blocks (``merge``) and cuts the result into parts of the block size;
+    a worker sends its first part at once and each further one when rank 0 pulls it. Rank 0's
+    merge steps (quantity ``global_merge``) and the pulls after each come from ``steps``:
+    ``[(elements merged, [workers pulled]), ...]``."""
+    P, s = spec.P, spec.per_task
+    if steps is None:
+        raise SynthesisError("the block sort needs its merge steps (merge_steps)")
+    m = ranks[0]
+    reqs = []
+    for i in range(spec.n_tasks):
+        u = spec.task_units(i)
+        m.region("io", u)
+        if i % P == 0:
+            m.region("task", u)
+        else:
+            reqs.append(m.isend(peer=i % P, tag=master_worker.TAG_BLOCK, comm=0, msg="block",
+                                units=u))
+    for q in reqs:
+        m.mpi("Wait", request=q, comm=0)
+    held = _dealt(spec)
+    for w in range(1, P):
+        for i in range(w, spec.n_tasks, P):
+            ranks[w].mpi("Recv", peer=0, tag=master_worker.TAG_BLOCK, comm=0)
+            ranks[w].region("task", spec.task_units(i))
+    for r in range(P):
+        ranks[r].region("merge", held[r], work=merge_work(held[r], -(-held[r] // s)))
+    for w in range(1, P):
+        for j, u in enumerate(_parts(held[w], s) or [0]):  # an empty result: one empty message
+            if j:
+                ranks[w].mpi("Recv", peer=0, tag=master_worker.TAG_PULL, comm=0)
+            ranks[w].mpi("Send", peer=0, tag=master_worker.TAG_PART, comm=0, msg="part", units=u)
+    for w in range(1, P):
+        m.mpi("Recv", peer=w, tag=master_worker.TAG_PART, comm=0)
+    pulls = [0] * P
+    merged = 0
+    for units, pulled in steps:
+        m.region("merge", units, "global_merge", merge_work(units, P))
+        merged += units
+        for w in pulled:
+            if not 1 <= w < P:
+                raise SynthesisError(f"block sort merge steps pull from rank {w} (P = {P})")
+            pulls[w] += 1
+            m.mpi("Send", peer=w, tag=master_worker.TAG_PULL, comm=0, msg="control", units=0)
+            m.mpi("Recv", peer=w, tag=master_worker.TAG_PART, comm=0)
+    want = [max(len(_parts(held[w], s)) - 1, 0) for w in range(P)]
+    if merged != spec.N or pulls[1:] != want[1:]:
+        raise SynthesisError(f"block sort merge steps cover {merged} of {spec.N} elements and "
+                             f"pull {pulls[1:]} parts from the workers, which hold {want[1:]} "
+                             "more (steps of another configuration?)")
+
+
+def merge_steps(spec: Spec, seed: int = 0) -> list[tuple[int, list[int]]]:
+    """The block sort's merge steps for uniformly random input (the generated input of
+    ``apps.sorting.data``), sampled without the data: ``[(elements merged, [workers pulled])]``.
+
+    ``global_merge`` merges, at each step, every element up to the smallest last element of the
+    current parts (the bound), then pulls the next part of each worker whose part ran out. Only
+    order statistics matter: a rank's n sorted uniforms have the value at position c equal to
+    ``S_c / S_(n+1)`` with ``S`` the running sum of unit exponentials, so the part ends are
+    sampled as sums of Gamma(part size) spacings; inside a part, the elements below its end are
+    uniform between the part's start and end, so the count at most the bound is binomial. Ties
+    (equal integers) are ignored. Seeded: the same spec gives the same steps."""
+    P, s = spec.P, spec.per_task
+    rng = np.random.default_rng(seed)
+    sizes = [_parts(u, s) for u in _dealt(spec)]
+    ends = []
+    for sz in sizes:
+        g = rng.gamma(np.asarray(sz, float)) if sz else np.zeros(0)
+        ends.append(np.cumsum(g) / (g.sum() + rng.exponential()))
+    j = np.zeros(P, np.int64)                     # current part of each stream
+    active = np.array([len(sz) > 0 for sz in sizes])
+    lo = np.zeros(P)                              # values of the current part lie in (lo, hi]
+    hi = np.array([e[0] if len(e) else np.inf for e in ends])
+    cnt = np.array([sz[0] if sz else 0 for sz in sizes], np.int64)
+    steps = []
+    while active.any():
+        k = np.flatnonzero(active)
+        bound = hi[k].min()
+        whole = hi[k] <= bound
+        frac = np.where(whole, 1.0, (bound - lo[k]) / np.where(whole, 1.0, hi[k] - lo[k]))
+        cut = np.where(whole, cnt[k], rng.binomial(np.maximum(cnt[k] - 1, 0), frac))
+        cnt[k] -= cut
+        lo[k] = np.maximum(lo[k], bound)
+        pulled = []
+        for r in k[cnt[k] == 0].tolist():
+            j[r] += 1
+            if j[r] < len(sizes[r]):
+                lo[r], hi[r], cnt[r] = ends[r][j[r] - 1], ends[r][j[r]], sizes[r][j[r]]
+                if r:
+                    pulled.append(r)
+            else:
+                active[r] = False
+        steps.append((int(cut.sum()), pulled))
+    return steps
+
+
+def measured_order(spec: Spec, rows: Any) -> list | None:
+    """The data- or timing-dependent order of a measured run, from its trace rows (a pandas
+    frame with ``op`` as strings): master/worker's result arrivals at rank 0, or the block
+    sort's merge steps (rank 0's merge regions after its local one, each with the workers it
+    pulled before the next). None for the other paradigms."""
+    if spec.paradigm != "master-worker" or (spec.P < 2 and not is_block_sort(spec)):
+        return None
+    r0 = rows[rows["rank"] == 0].sort_values("seq")
+    if not is_block_sort(spec):
+        return r0[(r0["op"] == "Recv") & (r0["tag"] == master_worker.TAG_RESULT)]["peer"].tolist()
+    steps: list[tuple[int, list[int]]] = []
+    local_seen = False
+    for r in r0.itertuples(index=False):
+        if r.op == "region" and str(r.region) == "merge":
+            if local_seen:
+                steps.append((int(r.nbytes), []))
+            local_seen = True
+        elif r.op == "Send" and r.tag == master_worker.TAG_PULL and steps:
+            steps[-1][1].append(int(r.peer))
+    return steps
+
+
+def simulate_order(spec: Spec, cost: "Cost") -> list | None:
+    """The order a prediction uses where the run's depends on timing or data (see ``events``)."""
+    if is_block_sort(spec):
+        return merge_steps(spec)
+    if spec.paradigm == "master-worker":
+        return simulate_arrivals(spec, cost)
+    return None
+
+
 # ----------------------------------------------------------------------------------------------
 # Timelines and trace files
 
@@ -437,7 +606,7 @@ def rows(spec: Spec, evs: list[list[Ev]], cost: Cost) -> list[dict[str, list]]:
             elif e.kind == "exit":
                 name, t0 = stack.pop()
                 if name != "send_to_server":
-                    t += max(0.0, cost(e.cost_key, e.units, P)) * 1e9
+                    t += max(0.0, cost(e.cost_key, e.cost_units, P)) * 1e9
                 size = -1 if e.cost_key == "load" else int(round(e.units))
                 row("region", t0, t, name, nb=size, cpu=int(round(t - t0)))
             else:
@@ -482,18 +651,22 @@ def _manifest(spec: Spec, extra: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _comms(spec: Spec) -> dict[int, list[int]]:
-    return {} if spec.paradigm == "hypercube" else {group_comm_id(): list(range(spec.P))}
+    """The group communicator the reduction skeletons split off (hypercube and block sort run
+    on COMM_WORLD)."""
+    if spec.paradigm == "hypercube" or is_block_sort(spec):
+        return {}
+    return {group_comm_id(): list(range(spec.P))}
 
 
-def columns(spec: Spec, cost: Cost, arrivals: Sequence[int] | None = None) -> list[dict]:
-    """Per-rank trace columns of ``spec`` (master/worker order simulated unless given)."""
-    if spec.paradigm == "master-worker" and arrivals is None:
-        arrivals = simulate_arrivals(spec, cost)
-    return rows(spec, events(spec, arrivals), cost)
+def columns(spec: Spec, cost: Cost, order: Sequence | None = None) -> list[dict]:
+    """Per-rank trace columns of ``spec`` (``order`` simulated unless given)."""
+    if order is None:
+        order = simulate_order(spec, cost)
+    return rows(spec, events(spec, order), cost)
 
 
 def write(out_dir: Path | str, spec: Spec, cost: Cost, *,
-          arrivals: Sequence[int] | None = None, extra: dict[str, Any] | None = None,
+          order: Sequence | None = None, extra: dict[str, Any] | None = None,
           model: Any = "hockney", params: dict[str, Any] | None = None,
           resolved: dict[str, Any] | None = None) -> Path:
     """Synthesize ``spec`` into the trace directory ``out_dir`` (manifest key ``synthetic``).
@@ -504,8 +677,8 @@ def write(out_dir: Path | str, spec: Spec, cost: Cost, *,
     calls, which is what a later replay reads, do not change."""
     import replay
 
-    cols = columns(spec, cost, arrivals)
-    naive = trace(spec, cost, arrivals=arrivals, extra=extra, _cols=cols)
+    cols = columns(spec, cost, order)
+    naive = trace(spec, cost, order=order, extra=extra, _cols=cols)
     params = {"l": 0, "g": 0} if params is None and model == "hockney" else params
     res = replay.run(replay.prepare(naive), model, params, record=True, resolved=resolved)
     at = 0
@@ -520,13 +693,13 @@ def write(out_dir: Path | str, spec: Spec, cost: Cost, *,
                        extra_manifest=_manifest(spec, info))
 
 
-def trace(spec: Spec, cost: Cost, *, arrivals: Sequence[int] | None = None,
+def trace(spec: Spec, cost: Cost, *, order: Sequence | None = None,
           extra: dict[str, Any] | None = None, _cols: list[dict] | None = None) -> tf.Trace:
     """The trace in memory (no files), each rank on its own clock (not causal across ranks,
     which replay does not need): what ``hindsight predict`` replays per (P, N)."""
     import pyarrow as pa
 
-    cols = _cols if _cols is not None else columns(spec, cost, arrivals)
+    cols = _cols if _cols is not None else columns(spec, cost, order)
     tables = []
     for r, c in enumerate(cols):
         regions = sorted({x for x in c["region"] if x is not None})

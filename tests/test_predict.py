@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -109,15 +110,21 @@ def toy_model(app: str, paradigm: str, per_task: int) -> C.CostModel:
         "bytes:result": _fit("bytes:result", 160, ["u"], [8]),
         "bytes:problem": _fit("bytes:problem", 160, ["u"], [8]),
         "bytes:control": _fit("bytes:control", 21),
+        "global_merge": _fit("global_merge", 2e-5, ["u"], [4e-9]),
+        "bytes:block": _fit("bytes:block", 160, ["u"], [8]),
+        "bytes:part": _fit("bytes:part", 170, ["u"], [8]),
     }
     return C.CostModel(app, paradigm, per_task, fits, [], [])
 
 
 @pytest.mark.parametrize("paradigm,P", [("pipeline", 1), ("pipeline", 3), ("pipeline", 8),
                                         ("tree", 5), ("hypercube", 1), ("hypercube", 4),
-                                        ("master-worker", 1), ("master-worker", 4)])
+                                        ("master-worker", 1), ("master-worker", 4),
+                                        ("block-sort", 1), ("block-sort", 3)])
 def test_synthesized_trace_passes_check_and_replays(tmp_path: Path, paradigm: str, P: int) -> None:
     app = "components" if paradigm == "master-worker" else "sorting"
+    if paradigm == "block-sort":  # sorting on master-worker: paper 003's block sort
+        paradigm = "master-worker"
     cm = toy_model(app, paradigm, 1000)
     out = S.write(tmp_path / "t", cm.spec(P, 13_500), cm.cost)
     assert check_trace(out) == []
@@ -149,6 +156,61 @@ def test_master_worker_arrival_simulation_favours_fast_workers() -> None:
     assert sorted(set(order)) == [1, 2, 3]
 
 
+def _real_merge_steps(values: list[np.ndarray], s: int) -> list[tuple[int, list[int]]]:
+    """apps.sorting's global_merge on real sorted data, counting instead of merging."""
+    parts = [[v[a:a + s] for a in range(0, len(v), s)] for v in values]
+    nxt = [1] * len(parts)
+    cur = [p[0] if p else None for p in parts]
+    steps = []
+    while any(c is not None for c in cur):
+        active = [k for k, c in enumerate(cur) if c is not None]
+        bound = min(cur[k][-1] for k in active)
+        taken, pulled = 0, []
+        for k in active:
+            cut = int(np.searchsorted(cur[k], bound, side="right"))
+            taken += cut
+            cur[k] = cur[k][cut:]
+        for k in active:
+            if cur[k].size == 0:
+                cur[k] = parts[k][nxt[k]] if nxt[k] < len(parts[k]) else None
+                if cur[k] is not None and k:
+                    pulled.append(k)
+                nxt[k] += 1
+        steps.append((taken, pulled))
+    return steps
+
+
+@pytest.mark.parametrize("P,N,s", [(1, 10_000, 1000), (3, 300_000, 4096), (6, 500_000, 2000)])
+def test_block_sort_merge_steps_match_the_real_merge_on_random_data(P: int, N: int, s: int) -> None:
+    spec = S.Spec("sorting", "master-worker", P, N, s)
+    sampled = S.merge_steps(spec)
+    assert sampled == S.merge_steps(spec)  # seeded
+    assert sum(u for u, _ in sampled) == N
+    S.events(spec, sampled)  # consistent with the dealing: every part pulled exactly once
+    # the real merge of uniformly random data dealt the same way (several draws)
+    rng = np.random.default_rng(7)
+    held = S._dealt(spec)
+    real = [_real_merge_steps([np.sort(rng.integers(0, 1 << 31, h)) for h in held], s)
+            for _ in range(5)]
+    n_real = [len(r) for r in real]
+    assert min(n_real) * 0.9 <= len(sampled) <= max(n_real) * 1.1
+    # the pulls interleave with the merging alike: where (in elements merged) the k-th pull
+    # happens agrees within a few parts
+    def pull_points(steps):
+        done, out = 0, []
+        for u, pulled in steps:
+            done += u
+            out += [done] * len(pulled)
+        return np.array(out, float)
+    want = np.mean([pull_points(r) for r in real], axis=0)
+    got = pull_points(sampled)
+    assert len(got) == len(want)
+    if len(got):
+        assert np.abs(got - want).max() <= 3 * s * max(P, 1)
+    with pytest.raises(S.SynthesisError, match="another configuration"):
+        S.events(S.Spec("sorting", "master-worker", P, N + s, s), sampled)
+
+
 # ---------------------------------------------------------------------------------------------
 # against real runs (mpiexec -n 2)
 
@@ -158,6 +220,8 @@ RUNS = {
     "sorting-hypercube": ("sorting", "hypercube", ["--arrays", "4", "--array-size", "8192"]),
     "components-mw": ("components", "master-worker",
                       ["--vertices", "2048", "--edges", "8192", "--edges-per-task", "1024"]),
+    "sorting-block-sort": ("sorting", "master-worker",
+                           ["--arrays", "4", "--array-size", "8192", "--block-size", "2048"]),
 }
 
 
@@ -187,11 +251,10 @@ def test_synthesis_of_a_measured_config_has_its_op_sequence(measured, tmp_path: 
     cm = C.fit_traces([d])
     man = tf.read_manifest(d)
     spec = S.spec_from_manifest(man)
-    arrivals = None
-    if spec.paradigm == "master-worker":  # the measured arrival order, as the fit aligns it
-        t = tf.read_trace(d).to_pandas()
-        arrivals = t[(t["rank"] == 0) & (t["op"] == "Recv") & (t["tag"] == 31)]["peer"].tolist()
-    out = S.write(tmp_path / "syn", spec, cm.cost, arrivals=arrivals)
+    t = tf.read_trace(d).to_pandas()
+    t["op"] = t["op"].astype(str)
+    # master/worker's arrivals or the block sort's merge steps, as the fit aligns them
+    out = S.write(tmp_path / "syn", spec, cm.cost, order=S.measured_order(spec, t))
     assert _ops(out) == _ops(d)
     assert check_trace(out) == []
     # region sizes of the tasks agree too (sorting: elements; components: edges)
@@ -230,3 +293,17 @@ def test_predict_cli_user_errors(measured, tmp_path: Path) -> None:
     r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--size", "5000000",
                   "--ranks", "2"])
     assert "extrapolat" in r.output
+
+
+def test_predict_cli_block_sort(measured, tmp_path: Path) -> None:
+    # paper 003's block sort: synthesized at other P with sampled merge steps, its analytic model
+    # beside, and no demand-driven saturation point (its blocks are dealt statically)
+    r = CliRunner().invoke(cli, ["predict", str(measured["sorting-block-sort"]), "--ranks",
+                                 "1..8", "--profile", str(PROFILE), "--accept-bad-fit",
+                                 "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "saturated" not in r.output
+    df = pd.read_csv(tmp_path / "o" / "predict.csv")
+    assert sorted(df["P"]) == [1, 2, 4, 8]
+    assert (df["analytic_model"] == "paper003 eq. 17").all()
+    assert (df["makespan_s"] > 0).all() and df["analytic_s"].notna().all()
