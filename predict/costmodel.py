@@ -5,8 +5,10 @@ files and reports R². Here every quantity gets a small search over candidate te
 manner of Extra-P: ``c0 [+ c1·f(u)] [+ c2·g(P)]`` with f from {u, u·log2 u, u², √u} (u = input
 units the block covers: elements, edges, documents) and g from {log2 P, P}: at most one term
 per variable (Extra-P's single-term hypotheses); u terms when u takes two or more values, P
-terms when P takes three or more (two rank counts fix a line, not its form). Each candidate is fitted by weighted least squares (``numpy.linalg.lstsq``, weights
-1/y so that small and large blocks count alike: relative error). The tool exists to
+terms when P takes three or more (two rank counts fix a line, not its form); ``pickle`` (work
+on a message's bytes) is linear in them, f = u only. Each candidate is fitted by weighted least
+squares (``numpy.linalg.lstsq``, weights 1/y so that small and large blocks count alike:
+relative error). The tool exists to
 extrapolate, so candidates are ranked by the worse of two errors: forward validation (fit on
 the smaller two thirds of the distinct u, predict the largest third; with four or more distinct
 u; the same along P with three or more distinct P) and leave-one-out; the fewest terms win a near tie (5 %). Samples are first reduced to their mean
@@ -54,6 +56,12 @@ U_TERMS: dict[str, Any] = {
     "u²": lambda u: u * u,
     "√u": lambda u: np.sqrt(np.maximum(u, 0.0)),
 }
+#: Work on a message's bytes (pickling, allocating and first-touching the receive buffer,
+#: unpickling) is a pass over them: linear in the bytes, whichever curve fits a few sizes best.
+#: A √u that fits 1 KiB..2 MiB predicts half the cost of a 4 MiB message.
+LINEAR_IN_BYTES_QUANTITIES = frozenset({"pickle"})
+LINEAR_IN_BYTES = ("u",)
+
 P_TERMS: dict[str, Any] = {
     "log2(P)": lambda P: _lg(P),
     "P": lambda P: P,
@@ -168,7 +176,8 @@ def fit(quantity: str, u: Sequence[float], P: Sequence[float], y: Sequence[float
     # relative error, and a mean of k samples counts as k (its variance is 1/k of one sample's)
     w = np.sqrt(g["count"].to_numpy()) / np.maximum(np.abs(yy),
                                                     max(1e-12, float(np.abs(yy).max()) * 1e-9))
-    u_terms = [None] + ([t for t in U_TERMS] if len(np.unique(uu)) >= 2 else [])
+    forms = LINEAR_IN_BYTES if quantity in LINEAR_IN_BYTES_QUANTITIES else U_TERMS
+    u_terms = [None] + ([t for t in forms] if len(np.unique(uu)) >= 2 else [])
     # Two rank counts fix a line through two points but not its form, and extrapolating a
     # guessed form from P = 1, 2 to thousands is wild: P terms need three or more distinct P
     # (with fewer, the P effect is averaged into the other coefficients).

@@ -79,6 +79,18 @@ def test_a_P_term_must_predict_the_largest_P_and_negative_costs_are_reported() -
     assert g.terms == ()
 
 
+def test_one_small_message_among_large_ones_still_gives_the_byte_slope() -> None:
+    # The pickle gaps of a block sort: a few control messages of 4 bytes, many 128 KiB blocks
+    # (sizes a few bytes apart). Leaving the only small point out leaves no slope to refit, so
+    # that point must not decide the model: the fit keeps the per-byte term and extrapolates.
+    rng = np.random.default_rng(3)
+    u = np.array([4.0] * 30 + [131209.0] * 30 + [131212.0] * 30 + [131216.0] * 30)
+    y = (5e-6 + 4e-10 * u) * rng.normal(1.0, 0.05, len(u))
+    f = C.fit("pickle", u, np.full(len(u), 2), y)
+    assert f.terms == ("u",)
+    assert f(4 << 20, 2) == pytest.approx(5e-6 + 4e-10 * (4 << 20), rel=0.1)
+
+
 def test_tree_schedule_runs_every_task_once_and_reaches_rank_0() -> None:
     from apps.skeletons import tree
     for n in range(1, 10):
