@@ -56,6 +56,8 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="hindsight")
 def main() -> None:
     """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
+    from hindsight.memory import keep_freed_memory
+    keep_freed_memory()  # replay allocates and frees large arrays pass after pass
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,10 +86,31 @@ COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
 def op_mask(codes: np.ndarray, names) -> np.ndarray:
     """Boolean mask of the rows whose op code is one of ``names``; -1 (unknown op) is never in.
 
-    A lookup table indexed by code: one gather per row, where ``np.isin`` sorts."""
+    A lookup table indexed by code: one compiled gather per row (``np.isin`` sorts, and
+    NumPy's own gather first widens the int8 codes to a full-size index array)."""
     lut = np.zeros(len(OPS) + 1, bool)  # the extra last slot is what code -1 indexes
     lut[[OP_CODE[x] for x in names]] = True
-    return lut[codes]
+    return _gather(lut, np.asarray(codes))
+
+
+@nb.njit(cache=True, nogil=True)
+def in_rank_seq_order(rank, seq) -> bool:
+    """Whether rows are in (rank, seq) order, seq strictly rising within a rank: the order the
+    readers produce and matching's "k-th send meets k-th receive" relies on."""
+    for i in range(1, len(rank)):
+        if rank[i] < rank[i - 1] or (rank[i] == rank[i - 1] and seq[i] <= seq[i - 1]):
+            return False
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(lut, codes):
+    out = np.empty(len(codes), np.bool_)
+    last = len(lut) - 1
+    for i in range(len(codes)):
+        c = codes[i]
+        out[i] = lut[c if 0 <= c < last else last]
+    return out
 
 def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
                            *same: np.ndarray) -> np.ndarray:
@@ -276,15 +298,22 @@ class RankSource:
     status: str
     metadata: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    footer: Any = field(default=None, repr=False)  # the merged file's pq.FileMetaData
 
 
 def file_metadata(path: Path) -> dict[str, Any]:
     """The hindsight key-value metadata of one Parquet file (footer only, no rows read)."""
+    return _read_footer(path)[0]
+
+
+def _read_footer(path: Path) -> tuple[dict[str, Any], pq.FileMetaData]:
+    """(hindsight metadata, the Parquet footer) of one file; the footer is kept so that the
+    file is opened for reading without parsing it a second time."""
     try:
-        meta = pq.read_metadata(path)
+        footer = pq.read_metadata(path)
     except READ_ERRORS as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
-    kv = meta.metadata or {}
+    kv = footer.metadata or {}
     if METADATA_KEY not in kv:
         raise TraceError(f"{path}: Parquet file without hindsight metadata")
     try:
@@ -293,7 +322,7 @@ def file_metadata(path: Path) -> dict[str, Any]:
         raise TraceError(f"{path}: corrupt hindsight metadata") from None
     if not isinstance(meta, dict):
         raise TraceError(f"{path}: corrupt hindsight metadata (not a JSON object)")
-    return meta
+    return meta, footer
 
 
 def _short(exc: Exception) -> str:
@@ -313,9 +342,9 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
     for rank in range(nranks):
         path = trace_dir / rank_file_name(rank)
         if path.is_file():
-            meta = file_metadata(path)
+            meta, footer = _read_footer(path)
             src = RankSource(rank, [path], meta.get("status") == "complete",
-                             str(meta.get("status", "unknown")), meta)
+                             str(meta.get("status", "unknown")), meta, footer=footer)
             run = meta.get("run") if isinstance(meta.get("run"), dict) else {}
             if run.get("ranks") is not None and run.get("ranks") != nranks:
                 # Checked before the run id: "another rank count" says more than "another run".
@@ -493,15 +522,21 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     manifest, sources = _open(trace_dir, allow_partial)
     columns = list(columns or COLUMNS)
     files = []
+    checked: list[pq.ParquetSchema] = []
     total = 0
     for src in sources:
         for path in src.files:
+            footer = src.footer if src.files == [path] else None
             try:
-                pf = pq.ParquetFile(path, **READ_OPTIONS)
+                pf = pq.ParquetFile(path, metadata=footer, **READ_OPTIONS)
             except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
                     from None
-            check_schema(path, pf.schema_arrow, columns)
+            # One check per distinct schema (converting a footer's schema to Arrow costs more
+            # than comparing it with one already checked).
+            if not any(pf.schema.equals(ok) for ok in checked):
+                check_schema(path, pf.schema_arrow, columns)
+                checked.append(pf.schema)
             files.append((path, pf, src.rank, total))
             total += pf.metadata.num_rows
     out: dict[str, np.ndarray] = {}

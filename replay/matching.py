@@ -8,8 +8,9 @@ actual source and tag itself. An ``Irecv`` is posted at its own row but its actu
 byte count are on the completion row (``Wait*``/``Test*``) with the same ``request``; so wildcard
 receives are resolved as recorded.
 
-The work is linear in the number of rows: hashing (pandas.factorize) groups the
-(source, destination, communicator, tag) channels, and a compiled pass pairs the k-th send with the
+The work is linear in the number of rows: the (source, destination, communicator, tag) channels
+are numbered directly when there are few possible ones, else grouped by hashing
+(pandas.factorize), and a compiled pass pairs the k-th send with the
 k-th receive of each channel. No per-message Python.
 
 ``match_messages(table)`` is reused by ``hindsight trace check``; it takes an Arrow table or the flat arrays of ``traceformat.Columns``
@@ -148,9 +149,14 @@ def _factorize_channels(src, dst, comm, tag, nranks):
     lo_t = min((int(x.min()) for x in tag if len(x)), default=0)
     hi_t = max((int(x.max()) for x in tag if len(x)), default=0)
     nc, nt = hi_c - lo_c + 1, hi_t - lo_t + 1
-    if float(P) * P * nc * nt < 2.0 ** 62:  # a direct key: no hashing of comm and tag
+    space = float(P) * P * nc * nt
+    if space < 2.0 ** 62:  # a direct key: no hashing of comm and tag
         key = np.concatenate([((s.astype(np.int64) * P + d) * nc + (c - lo_c)) * nt + (t - lo_t)
                               for s, d, c, t in zip(src, dst, comm, tag)])
+        if space <= max(4 * len(key), 1 << 16):
+            # few possible channels for the rows: the key is the id (a few counters per row
+            # in the pairing, no hashing)
+            return key, int(space)
         gid, uniq = pd.factorize(key)
         return gid.astype(np.int64, copy=False), len(uniq)
     src, dst, comm, tag = (np.concatenate(x) for x in (src, dst, comm, tag))
@@ -279,8 +285,7 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     r_dst = rank[recv_rows]
 
     # The row order must be (rank, seq) order for "record order" to mean anything.
-    if n > 1 and not (np.all(np.diff(rank) >= 0) and
-                      np.all((np.diff(seq) > 0) | (np.diff(rank) > 0))):
+    if not tf.in_rank_seq_order(rank, seq):
         sort = np.lexsort((seq, rank))
         inv = np.empty(n, np.int64)
         inv[sort] = np.arange(n)

@@ -42,10 +42,60 @@ class ReplayError(Exception):
     """A trace that cannot be replayed (unmatched messages, deadlock, ...); readable message."""
 
 
+def _tables() -> tuple[np.ndarray, ...]:
+    """Per op code (index len(OPS) stands for -1, an unknown op): the kernel kind of a row that
+    carries a matched message; whether it is a collective (or communicator creation); whether
+    it completes requests; and the codes of the two Sendrecv halves."""
+    size = len(tf.OPS) + 1
+    kind = np.zeros(size, np.int8)
+    for names, k in ((("Send", "Ssend", "Bsend", "Rsend"), K.SEND),
+                     (tuple(tf.NONBLOCKING_SEND_OPS) + ("Sendrecv_send",), K.ISEND),
+                     (tuple(tf.BLOCKING_RECV_OPS), K.RECV), (("Irecv",), K.IRECV)):
+        kind[[tf.OP_CODE[x] for x in names]] = k
+    coll = np.zeros(size, bool)
+    coll[[tf.OP_CODE[x] for x in tf.COLLECTIVE_OPS | tf.COMM_OPS]] = True
+    compl = np.zeros(size, bool)
+    compl[[tf.OP_CODE[x] for x in tf.COMPLETION_OPS]] = True
+    return (kind, coll, compl, np.int64(tf.OP_CODE["Sendrecv_send"]),
+            np.int64(tf.OP_CODE["Sendrecv_recv"]))
+
+
+_KIND_TABLES = _tables()
+
+
 @nb.njit(cache=True)
-def _bursts(rank, is_mpi, t_start, t_end, t0, nranks):
-    """Gap before each MPI row since the end of the rank's previous MPI rows (or t0), and the
-    time from the last MPI row to the rank's last event (trailing burst)."""
+def _row_kinds(op, row_msg, rank, t_start, t_end, kind_of, coll_of, compl_of, sr_send, sr_recv):
+    """One pass over the rows: the kernel kind of each (by op, for rows with a matched message;
+    COLL for collectives; completions are set by the caller), the send half's message of a
+    Sendrecv_recv (``msg2``), and ``cont``: the row continues the call of the row before it
+    (the rows of one Waitall/Testall..., or a Sendrecv's receive half; same rank and times)."""
+    n = len(op)
+    last = len(kind_of) - 1
+    kind = np.zeros(n, np.int8)
+    msg2 = np.full(n, -1, np.int32)  # message ids fit 32 bits; int32 halves a per-row array
+    cont = np.zeros(n, np.bool_)
+    for i in range(n):
+        o = op[i] if op[i] >= 0 else last
+        if coll_of[o]:
+            kind[i] = K.COLL
+        elif row_msg[i] >= 0:
+            kind[i] = kind_of[o]
+        if i == 0 or rank[i - 1] != rank[i]:
+            continue
+        p = op[i - 1]
+        if o == sr_recv and p == sr_send:
+            msg2[i] = row_msg[i - 1]
+        if t_start[i] == t_start[i - 1] and t_end[i] == t_end[i - 1] and \
+                ((compl_of[o] and p == op[i]) or (o == sr_recv and p == sr_send)):
+            cont[i] = True
+    return kind, msg2, cont
+
+
+@nb.njit(cache=True)
+def _bursts(rank, op, cont, t_start, t_end, t0, nranks):
+    """Gap before each MPI row since the end of the rank's previous MPI rows (or t0), 0 for a
+    row that continues its call, and the time from the last MPI row to the rank's last event
+    (trailing burst)."""
     n = len(rank)
     burst = np.zeros(n)
     prev_end = np.full(nranks, t0, np.int64)
@@ -54,9 +104,9 @@ def _bursts(rank, is_mpi, t_start, t_end, t0, nranks):
         r = rank[i]
         if t_end[i] > last_any[r]:
             last_any[r] = t_end[i]
-        if is_mpi[i]:
+        if op[i] > 0:  # an MPI row (0 = region row, -1 = unknown op)
             g = t_start[i] - prev_end[r]
-            burst[i] = g if g > 0 else 0.0
+            burst[i] = g if g > 0 and not cont[i] else 0.0
             if t_end[i] > prev_end[r]:
                 prev_end[r] = t_end[i]
     trail = np.zeros(nranks)
@@ -276,8 +326,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     seq = a["seq"]
     n = len(rank)
     nranks = int(manifest.get("ranks", 0)) or (int(rank.max()) + 1 if n else 0)
-    if n > 1 and not (np.all(np.diff(rank) >= 0) and
-                      np.all((np.diff(seq) > 0) | (np.diff(rank) > 0))):
+    if not tf.in_rank_seq_order(rank, seq):
         order = np.lexsort((seq, rank))
         a = {k: v[order] for k, v in a.items()}
         rank, seq = a["rank"], a["seq"]
@@ -305,28 +354,11 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     crow = match.completion_row
     row_msg[crow] = row_msg[cpost]
     name_code = tf.OP_CODE
-    kind = np.full(n, K.NOP, np.int8)
-    has = row_msg >= 0
-
-    def isin(names):
-        return tf.op_mask(op, names)
-
-    kind[has & isin(("Send", "Ssend", "Bsend", "Rsend"))] = K.SEND
-    kind[has & isin(tuple(tf.NONBLOCKING_SEND_OPS) + ("Sendrecv_send",))] = K.ISEND
-    kind[has & isin(tuple(tf.BLOCKING_RECV_OPS))] = K.RECV
-    kind[has & (op == name_code["Irecv"])] = K.IRECV
+    kind, msg2, cont = _row_kinds(op, row_msg, rank, t_start, t_end, *_KIND_TABLES)
     post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
     ok = row_msg[crow] >= 0
     kind[crow[ok & post_is_send]] = K.WSEND
     kind[crow[ok & ~post_is_send]] = K.WRECV
-    # Sendrecv_recv also completes the send half recorded on the row before it.
-    msg2 = np.full(n, -1, np.int32)  # message ids fit 32 bits; int32 halves a per-row array
-    sr = np.flatnonzero(op == name_code["Sendrecv_recv"])
-    sr = sr[sr > 0]
-    sr = sr[(op[sr - 1] == name_code["Sendrecv_send"]) & (rank[sr - 1] == rank[sr])]
-    msg2[sr] = row_msg[sr - 1]
-    is_coll = isin(tuple(tf.COLLECTIVE_OPS) + tuple(tf.COMM_OPS))
-    kind[is_coll] = K.COLL
     # A blocking probe whose message the rank's next row receives (same peer, tag and
     # communicator): the matched-probe half of a traced pickle-API recv, or a program's own
     # Probe / allocate / Recv. It waits for that message's envelope (kernel PROBE); what the rank
@@ -337,26 +369,17 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     row_msg[pr] = row_msg[pr + 1]
     del peer, tag
 
-    # ---- bursts and calls spanning several rows
-    is_mpi = (op != 0) & (op >= 0)
+    # ---- bursts (none before a row that continues its call)
     t0 = int(t_start.min()) if n else 0
-    burst, trail = _bursts(rank, is_mpi, t_start, t_end, t0, nranks)
+    burst, trail = _bursts(rank, op, cont, t_start, t_end, t0, nranks)
     ratio = _cpu_ratio(rank, op, region, t_start, t_end, cpu, len(region_names))
     burst_region = _burst_regions(rank, op, region, t_start, t_end, cpu, ratio)
-    cont = np.zeros(n, bool)
-    if n > 1:
-        same = (rank[1:] == rank[:-1]) & (t_start[1:] == t_start[:-1]) & \
-               (t_end[1:] == t_end[:-1])
-        multi = tf.op_mask(op[1:], tf.COMPLETION_OPS) & (op[1:] == op[:-1])
-        multi |= (op[1:] == name_code["Sendrecv_recv"]) & (op[:-1] == name_code["Sendrecv_send"])
-        cont[1:] = same & multi
-    burst[cont] = 0.0
 
     # ---- collective instances: the k-th collective a rank makes on a communicator
     comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
                     if v is not None}
     comm_members.setdefault(0, list(range(nranks)))
-    crows = np.flatnonzero(is_coll)
+    crows = np.flatnonzero(kind == K.COLL)
     coll = _instances(crows, rank, op, comm, root, comm_members, problems, partial)
     row_coll = np.full(n, -1, np.int32)
     row_coll[coll["rows"]] = np.repeat(np.arange(len(coll["comm"])), np.diff(coll["off"]))
@@ -439,17 +462,81 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
 # ------------------------------------------------------------------------------------------------
 
 
+@nb.njit(cache=True)
+def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, rank, nranks,
+             cpu_shared):
+    """The operation arrays of the rows, in one pass each way: per row its operations (one per
+    MPI row; two for a Sendrecv_recv, whose send half completes there; ``per_row[i]`` for an
+    expanded collective), each carrying the row's region, the first one its burst, and the
+    row's kind and message unless it is a collective (filled in by the caller). Rows of
+    unmatched messages stay NOP. Returns (off, kind, msg, op_row, burst, burst_cpu, reg,
+    rank_off); ``burst_cpu`` is ``burst`` itself when ``cpu_shared``."""
+    n = len(op)
+    expanded = len(per_row) > 0
+    off = np.empty(n + 1, np.int64)
+    off[0] = 0
+    for i in range(n):
+        c = 0
+        if op[i] > 0:  # an MPI row (0 = region row, -1 = an op this version does not know)
+            c = 2 if msg2[i] >= 0 else 1
+            if expanded and per_row[i] > 0:
+                c = per_row[i]
+        off[i + 1] = off[i] + c
+    nops = off[n]
+    kind = np.zeros(nops, np.int8)
+    msg = np.full(nops, -1, np.int64)
+    op_row = np.empty(nops, np.int64)
+    reg = np.empty(nops, np.int16)
+    burst = np.zeros(nops)
+    burst_cpu = burst if cpu_shared else np.zeros(nops)
+    rank_off = np.zeros(nranks + 1, np.int64)
+    for i in range(n):
+        a, b = off[i], off[i + 1]
+        if a == b:
+            continue
+        rank_off[rank[i] + 1] += b - a
+        for p in range(a, b):
+            op_row[p] = i
+            reg[p] = region[i]
+        burst[a] = burst_row[i]
+        if not cpu_shared:
+            burst_cpu[a] = burst_row[i] * ratio[i]
+        if kind_row[i] != K.COLL:
+            if msg_row[i] >= 0:
+                kind[a] = kind_row[i]
+                msg[a] = msg_row[i]
+            if msg2[i] >= 0:
+                kind[a + 1] = K.WSEND
+                msg[a + 1] = msg2[i]
+    for r in range(nranks):
+        rank_off[r + 1] += rank_off[r]
+    return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
+
+
+@nb.njit(cache=True)
+def _message_ops(kind, msg, nmsg):
+    """Per message, the operation that posts its send and the one that posts its receive."""
+    send_op = np.full(nmsg, -1, np.int64)
+    recv_op = np.full(nmsg, -1, np.int64)
+    for p in range(len(kind)):
+        k = kind[p]
+        if k == K.SEND or k == K.ISEND:
+            send_op[msg[p]] = p
+        elif k == K.RECV or k == K.IRECV:
+            recv_op[msg[p]] = p
+    return send_op, recv_op
+
+
 def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream:
     rows = prep.rows
     n = prep.nrows
     kind_row = rows["kind"]
-    is_mpi = (rows["op"] != 0) & (rows["op"] >= 0)
     coll = prep.coll
     ninst = len(coll["comm"])
     M0 = len(prep.msgs["bytes"])
-    # operations per row
-    cnt = np.where(is_mpi, 1, 0).astype(np.int64)
-    cnt[rows["msg2"] >= 0] = 2
+    # operations per row: one per MPI row, two for a Sendrecv_recv (its send half completes
+    # there), a collective's pattern steps when expanded (``per_row``, empty when none)
+    per_row = np.zeros(0, np.int64)
     pats = {}
     inst_pat = np.full(ninst, -1, np.int64)
     if expand and ninst:
@@ -477,34 +564,13 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
             off = pt[0][4]
             sel = inst_pat[inst_of] == g
             per[sel] = np.maximum(np.diff(off)[coll["local"][sel]], 1)
-        cnt[crow] = per
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(cnt, out=off[1:])
-    nops = int(off[-1])
+        per_row = np.zeros(n, np.int64)
+        per_row[crow] = per
+    cpu_shared = bool(np.all(rows["ratio"] == 1.0))  # no CPU samples below 100 %: one array
+    off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
+        rows["op"], kind_row, rows["msg"], rows["msg2"], per_row, rows["burst"], rows["ratio"],
+        rows["region"], rows["rank"], prep.nranks, cpu_shared)
     first = off[:-1]
-    kind = np.zeros(nops, np.int8)
-    msg = np.full(nops, -1, np.int64)
-    op_row = np.repeat(np.arange(n, dtype=np.int64), cnt)
-    burst = np.zeros(nops)
-    reg = np.full(nops, -1, np.int16)
-    m_rows = is_mpi
-    burst[first[m_rows]] = rows["burst"][m_rows]
-    if np.all(rows["ratio"] == 1.0):  # no CPU samples below 100 %: share the array
-        burst_cpu = burst
-    else:
-        burst_cpu = np.zeros(nops)
-        burst_cpu[first[m_rows]] = rows["burst"][m_rows] * rows["ratio"][m_rows]
-    reg[:] = rows["region"][op_row]
-    # single-op rows (and the first op of Sendrecv_recv rows)
-    simple = m_rows & (kind_row != K.COLL)
-    kind[first[simple]] = kind_row[simple]
-    msg[first[simple]] = rows["msg"][simple]
-    two = np.flatnonzero(rows["msg2"] >= 0)
-    kind[first[two] + 1] = K.WSEND
-    msg[first[two] + 1] = rows["msg2"][two]
-    unmatched = simple & (rows["msg"] < 0)
-    kind[first[unmatched]] = K.NOP
-
     m_bytes = [prep.msgs["bytes"]]
     m_src = [prep.msgs["src"]]
     m_dst = [prep.msgs["dst"]]
@@ -551,14 +617,7 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     m_src = np.concatenate(m_src)
     m_dst = np.concatenate(m_dst)
     nmsg = len(m_bytes)
-    m_send_op = np.full(nmsg, -1, np.int64)
-    m_recv_op = np.full(nmsg, -1, np.int64)
-    isnd = np.flatnonzero((kind == K.SEND) | (kind == K.ISEND))
-    m_send_op[msg[isnd]] = isnd
-    ircv = np.flatnonzero((kind == K.RECV) | (kind == K.IRECV))
-    m_recv_op[msg[ircv]] = ircv
-    rank_off = np.zeros(prep.nranks + 1, np.int64)
-    np.cumsum(np.bincount(rows["rank"][op_row], minlength=prep.nranks), out=rank_off[1:])
+    m_send_op, m_recv_op = _message_ops(kind, msg, nmsg)
 
     loc = np.zeros(0)
     dep_lat = np.zeros(0)

@@ -1,0 +1,37 @@
+"""Keep freed memory in the process, so that the next large array reuses it.
+
+On the virtual machines this project runs on (Firecracker guests), touching memory the process
+has not used before costs 1-2 ns per byte: the host backs the page on first use, and glibc hands
+large freed arrays back to the kernel (``munmap``, heap trimming), whose free pages go back to the
+host. Replay allocates a few dozen bytes per event and frees them again, pass after pass, so on
+such a machine that cost was most of the time of preparing a warm trace (measured:
+``_build_stream`` of a 1M-event trace 43 ms, 11 ms with freed memory kept; see docs/replay.md,
+"Speed"). Raising glibc's mmap and trim thresholds keeps freed blocks in the heap for reuse. The
+cost: the process's resident size stays at its peak until it exits, which a command-line run
+does soon. Opt out with ``HINDSIGHT_KEEP_FREED_MEMORY=0``.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_LIMIT = 1 << 30  # blocks up to 1 GiB come from (and return to) the heap
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse (see the module docstring). Returns whether the
+    setting took effect (False on other C libraries, or when opted out)."""
+    if os.environ.get("HINDSIGHT_KEEP_FREED_MEMORY", "1") == "0":
+        return False
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = getattr(libc, "mallopt", None)
+    except OSError:
+        return False
+    if mallopt is None:
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, _LIMIT))
