@@ -108,7 +108,7 @@ class Ev:
     peer: int = -1
     tag: int = -1
     comm: int = 0
-    msg: str = ""               # message-size model of a send: result | problem | control
+    msg: str = ""               # message-size model of a send: result|problem|block|part|control
     request: int = -1
     quantity: str = ""          # cost model of a region when it differs from its name
     work: float = -1            # the cost model's variable when it is not ``units`` (>= 0)
@@ -400,7 +400,7 @@ def _block_sort(spec: Spec, ranks: list[_Rank], steps: Sequence | None) -> None:
     each rank merges its blocks (``merge``) and cuts the result into parts of the block size;
     a worker sends its first part at once and each further one when rank 0 pulls it. Rank 0's
     merge steps (quantity ``global_merge``) and the pulls after each come from ``steps``:
-    ``[(elements merged, [workers pulled]), ...]``."""
+    ``[(elements merged, [workers pulled]), ...]``. Merges are costed by their ``merge_work``."""
     P, s = spec.P, spec.per_task
     if steps is None:
         raise SynthesisError("the block sort needs its merge steps (merge_steps)")
@@ -515,7 +515,7 @@ def measured_order(spec: Spec, rows: Any) -> list | None:
     return steps
 
 
-def simulate_order(spec: Spec, cost: "Cost") -> list | None:
+def simulate_order(spec: Spec, cost: Cost) -> list | None:
     """The order a prediction uses where the run's depends on timing or data (see ``events``)."""
     if is_block_sort(spec):
         return merge_steps(spec)
