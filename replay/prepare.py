@@ -8,8 +8,9 @@ kernel's operation stream is derived from them per form (``Prepared.stream``):
 * ``expand=True`` (network models): a collective becomes the point-to-point pattern of its
   algorithm (``replay.collectives``).
 
-The row-level form is cached next to the trace (``TRACE/.replay-cache/``, ignored by pyarrow
-because of the leading dot) and reused while the rank files are unchanged.
+The row-level form is cached next to the trace (``TRACE/.replay-cache/prepared-<fingerprint>/``,
+one ``.npy`` per array, memory-mapped when read back; ignored by pyarrow because of the leading
+dot) and reused while the rank files are unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 7
+CACHE_VERSION = 8
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
@@ -289,10 +291,10 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     cache_file = None
     if use_cache and tr is None and (trace_dir / tf.MANIFEST_NAME).is_file():
         try:
-            cache_file = trace_dir / CACHE_DIR / f"prepared-{_fingerprint(trace_dir)}.npz"
+            cache_file = trace_dir / CACHE_DIR / f"prepared-{_fingerprint(trace_dir)}"
         except OSError:
             cache_file = None
-        if cache_file is not None and cache_file.is_file() and not keep_table:
+        if cache_file is not None and cache_file.is_dir() and not keep_table:
             try:
                 return _load_cache(cache_file, trace_dir, allow_partial)
             except ReplayError:
@@ -670,45 +672,54 @@ def _measured_costs(prep, kind, msg, op_row, first, coll_n):
 # ------------------------------------------------------------------------------------------------
 # Cache
 
-_ROW_KEYS = ("rank", "seq", "op", "t_start", "t_end", "region", "cont", "kind", "msg", "msg2",
-             "burst", "ratio", "coll", "nbytes")
-
 
 def _save_cache(prep: Prepared, path: Path) -> None:
+    """One ``.npy`` file per array and ``meta.json`` in the directory ``path``, written under a
+    temporary name and renamed into place (a reader never sees half a cache; of two writers
+    the second finds the directory there and drops its copy). Older caches are removed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(exist_ok=True)
-        for old in path.parent.glob("prepared-*.npz"):
-            old.unlink()
+        for old in path.parent.glob("prepared-*"):
+            if old.is_dir() and old != path:
+                shutil.rmtree(old, ignore_errors=True)
+            elif old.is_file():  # the single-file caches of earlier versions
+                old.unlink()
+        tmp.mkdir()
         arrays = {f"r_{k}": v for k, v in prep.rows.items()}
         arrays.update({f"m_{k}": v for k, v in prep.msgs.items()})
         arrays.update({f"c_{k}": v for k, v in prep.coll.items()})
         arrays["trail"] = prep.trail
         arrays["host_of_rank"] = prep.host_of_rank
+        for name, arr in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr))
         meta = dict(nranks=prep.nranks, t0=prep.t0, region_names=prep.region_names,
                     comm_members={str(k): v for k, v in prep.comm_members.items()},
-                    problems=prep.problems, version=CACHE_VERSION)
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+                    problems=prep.problems, version=CACHE_VERSION, arrays=sorted(arrays))
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        os.rename(tmp, path)
     except OSError:
-        pass  # a read-only trace directory simply is not cached
+        pass  # a read-only trace directory (or a cache another process just wrote)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _load_cache(path: Path, trace_dir: Path, allow_partial: bool) -> Prepared:
+    """The cache, its arrays memory-mapped copy-on-write: nothing is read until used (a warm
+    load costs page-cache faults only), and writing to an array never changes the file."""
     manifest = tf.read_manifest(trace_dir)
     if not manifest.get("complete") and not allow_partial:
         raise ReplayError(f"{trace_dir}: incomplete trace; use --allow-partial to replay what "
                           "was recorded")
-    with np.load(path) as z:
-        meta = json.loads(bytes(z["meta"]).decode())
-        if meta.get("version") != CACHE_VERSION:
-            raise ValueError("old cache")
-        rows = {k[2:]: z[k] for k in z.files if k.startswith("r_")}
-        msgs = {k[2:]: z[k] for k in z.files if k.startswith("m_")}
-        coll = {k[2:]: z[k] for k in z.files if k.startswith("c_")}
-        trail = z["trail"]
-        host = z["host_of_rank"]
+    meta = json.loads((path / "meta.json").read_text())
+    if meta.get("version") != CACHE_VERSION:
+        raise ValueError("old cache")
+    z = {name: np.load(path / f"{name}.npy", mmap_mode="c") for name in meta["arrays"]}
+    rows = {k[2:]: v for k, v in z.items() if k.startswith("r_")}
+    msgs = {k[2:]: v for k, v in z.items() if k.startswith("m_")}
+    coll = {k[2:]: v for k, v in z.items() if k.startswith("c_")}
+    trail = z["trail"]
+    host = z["host_of_rank"]
     return Prepared(trace_dir, manifest, int(meta["nranks"]), rows, meta["region_names"], trail,
                     int(meta["t0"]), msgs, coll,
                     {int(k): v for k, v in meta["comm_members"].items()}, host,

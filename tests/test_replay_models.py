@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 import replay
 from replay.synthetic import simulate_to_dir, write_trace, empty_columns
+
+prep_mod = importlib.import_module("replay.prepare")  # the module (replay.prepare is the function)
 
 NS = 1.0
 
@@ -220,12 +223,18 @@ def test_parameter_errors_are_clear(tmp_path):
 def test_cache_is_used_and_invalidated(tmp_path):
     d = simulate_to_dir(tmp_path / "t", PINGPONG)
     a = replay.prepare(d)
-    assert list((d / ".replay-cache").glob("prepared-*.npz"))
+    assert list((d / ".replay-cache").glob("prepared-*/meta.json"))
     b = replay.prepare(d)
     assert replay.run(b, "loggp").makespan_ns == replay.run(a, "loggp").makespan_ns
+    # the cached arrays are mapped copy-on-write: changing one in memory leaves the file alone
+    b.rows["burst"][:] = 123.0
+    assert replay.prepare(d).rows["burst"].max() != 123.0
+    (d / ".replay-cache" / "prepared-0123456789abcdef.npz").write_bytes(b"an older version's")
     simulate_to_dir(d, [[("send", 1, 10)], [("recv", 0)]])
     c = replay.prepare(d)
     assert c.nrows == 2
+    assert [p.name for p in (d / ".replay-cache").iterdir()] == \
+        [f"prepared-{prep_mod._fingerprint(d)}"]  # older caches are gone
 
 
 def test_region_scale_and_cpu_time(tmp_path):
