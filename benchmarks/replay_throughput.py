@@ -211,22 +211,27 @@ def main() -> None:
         iters = max(1, args.load_rows // (2 * P))
         write_trace(Path(d) / "ring", ring_columns(P, iters))
         rows = 2 * P * iters
+        # the same with an Allreduce per iteration (as hindsight/examples/ring.py): a third of
+        # the rows are collectives, each instance decomposed into its algorithm's messages
+        iters_c = max(1, args.load_rows // (3 * P))
+        write_trace(Path(d) / "ring-allreduce", ring_columns(P, iters_c, allreduce=True))
+        for name, n in (("ring", rows), ("ring-allreduce", 3 * P * iters_c)):
 
-        def load(use_cache: bool) -> float:
-            t = time.perf_counter()
-            replay.prepare(Path(d) / "ring", use_cache=use_cache).stream(True)
-            return time.perf_counter() - t
+            def load(use_cache: bool) -> float:
+                t = time.perf_counter()
+                replay.prepare(Path(d) / name, use_cache=use_cache).stream(True)
+                return time.perf_counter() - t
 
-        # cold: the process's first trace (fresh memory, faulted in page by page); warm: best of
-        # three more, as in a sweep or any later command of a long session
-        t_cold = load(False)
-        t_warm = min(load(False) for _ in range(3))
-        replay.prepare(Path(d) / "ring")  # writes the cache
-        t_cache = min(load(True) for _ in range(3))
-        print(f"load Parquet -> prepared arrays, {rows:,} events: first in the process "
-              f"{t_cold * 1e3:.0f} ms ({rows / t_cold / 1e6:.2f} M events/s), warm "
-              f"{t_warm * 1e3:.0f} ms ({rows / t_warm / 1e6:.2f} M events/s); from the cache "
-              f"{t_cache * 1e3:.0f} ms ({rows / t_cache / 1e6:.2f} M events/s)")
+            # cold: the process's first load of the trace (fresh memory, faulted in page by
+            # page); warm: best of three more, as in a sweep or a later command of a session
+            t_cold = load(False)
+            t_warm = min(load(False) for _ in range(3))
+            replay.prepare(Path(d) / name)  # writes the cache
+            t_cache = min(load(True) for _ in range(3))
+            print(f"load Parquet -> prepared arrays, {name} P={P}, {n:,} events: first "
+                  f"{t_cold * 1e3:.0f} ms ({n / t_cold / 1e6:.2f} M events/s), warm "
+                  f"{t_warm * 1e3:.0f} ms ({n / t_warm / 1e6:.2f} M events/s); from the cache "
+                  f"{t_cache * 1e3:.0f} ms ({n / t_cache / 1e6:.2f} M events/s)")
         if args.sweep:
             from replay.engine import sweep
             target = 1_000_000

@@ -335,29 +335,37 @@ def _blank(n: int) -> dict[str, np.ndarray]:
 
 
 def ring_columns(nranks: int, iters: int, nbytes: int = 1024, compute_ns: int = 5000,
-                 step_ns: int = 3000) -> list[dict[str, np.ndarray]]:
-    """Each iteration: compute, Sendrecv to the right neighbour (from the left one).
+                 step_ns: int = 3000, allreduce: bool = False) -> list[dict[str, np.ndarray]]:
+    """Each iteration: compute, Sendrecv to the right neighbour (from the left one), and with
+    ``allreduce`` an Allreduce of 8 bytes on COMM_WORLD (as ``hindsight/examples/ring.py``).
 
     Times follow a lock-step schedule (every iteration takes compute + step on every rank), which
     is self-consistent: each receive ends after its message was sent.
     """
-    return [ring_rank_columns(r, nranks, iters, nbytes, compute_ns, step_ns)
+    return [ring_rank_columns(r, nranks, iters, nbytes, compute_ns, step_ns, allreduce)
             for r in range(nranks)]
 
 
 def ring_rank_columns(r: int, nranks: int, iters: int, nbytes: int = 1024,
-                      compute_ns: int = 5000, step_ns: int = 3000) -> dict[str, np.ndarray]:
+                      compute_ns: int = 5000, step_ns: int = 3000,
+                      allreduce: bool = False) -> dict[str, np.ndarray]:
     """Rank ``r``'s columns of ``ring_columns`` (to write huge traces one rank at a time)."""
+    k = 3 if allreduce else 2  # rows per iteration
     it = np.arange(iters, dtype=np.int64)
-    t0 = it * (compute_ns + step_ns) + compute_ns
-    c = _blank(2 * iters)
-    c["op"][0::2] = tf.OP_CODE["Sendrecv_send"]
-    c["op"][1::2] = tf.OP_CODE["Sendrecv_recv"]
-    c["t_start"][0::2] = t0
-    c["t_start"][1::2] = t0
-    c["t_end"][0::2] = t0 + step_ns
-    c["t_end"][1::2] = t0 + step_ns
-    c["peer"][0::2] = (r + 1) % nranks
-    c["peer"][1::2] = (r - 1) % nranks
+    t0 = it * (compute_ns + (3 if allreduce else 1) * step_ns) + compute_ns
+    c = _blank(k * iters)
+    c["op"][0::k] = tf.OP_CODE["Sendrecv_send"]
+    c["op"][1::k] = tf.OP_CODE["Sendrecv_recv"]
+    for j in (0, 1):
+        c["t_start"][j::k] = t0
+        c["t_end"][j::k] = t0 + step_ns
+    c["peer"][0::k] = (r + 1) % nranks
+    c["peer"][1::k] = (r - 1) % nranks
     c["nbytes"][:] = nbytes
+    if allreduce:
+        c["op"][2::k] = tf.OP_CODE["Allreduce"]
+        c["t_start"][2::k] = t0 + step_ns
+        c["t_end"][2::k] = t0 + 3 * step_ns
+        c["tag"][2::k] = -1
+        c["nbytes"][2::k] = 8
     return c
