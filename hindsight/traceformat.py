@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -90,27 +89,15 @@ def op_mask(codes: np.ndarray, names) -> np.ndarray:
     NumPy's own gather first widens the int8 codes to a full-size index array)."""
     lut = np.zeros(len(OPS) + 1, bool)  # the extra last slot is what code -1 indexes
     lut[[OP_CODE[x] for x in names]] = True
-    return _gather(lut, np.asarray(codes))
+    from hindsight import rowscan  # numba: imported on first use, not by every traced rank
+    return rowscan.gather_mask(lut, np.asarray(codes))
 
 
-@nb.njit(cache=True, nogil=True)
-def in_rank_seq_order(rank, seq) -> bool:
+def in_rank_seq_order(rank: np.ndarray, seq: np.ndarray) -> bool:
     """Whether rows are in (rank, seq) order, seq strictly rising within a rank: the order the
     readers produce and matching's "k-th send meets k-th receive" relies on."""
-    for i in range(1, len(rank)):
-        if rank[i] < rank[i - 1] or (rank[i] == rank[i - 1] and seq[i] <= seq[i - 1]):
-            return False
-    return True
-
-
-@nb.njit(cache=True, nogil=True)
-def _gather(lut, codes):
-    out = np.empty(len(codes), np.bool_)
-    last = len(lut) - 1
-    for i in range(len(codes)):
-        c = codes[i]
-        out[i] = lut[c if 0 <= c < last else last]
-    return out
+    from hindsight import rowscan
+    return bool(rowscan.in_rank_seq_order(rank, seq))
 
 def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
                            *same: np.ndarray) -> np.ndarray:

@@ -1,0 +1,27 @@
+"""Compiled passes over trace rows for ``traceformat`` (kept apart so that importing the trace
+format, as the tracer does in every rank, does not import numba)."""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True, nogil=True)
+def gather_mask(lut, codes):
+    """``lut[codes]`` as booleans; codes outside the table (-1: an unknown op) take its last
+    slot. NumPy's own gather would first widen the int8 codes to a full-size index array."""
+    out = np.empty(len(codes), np.bool_)
+    last = len(lut) - 1
+    for i in range(len(codes)):
+        c = codes[i]
+        out[i] = lut[c if 0 <= c < last else last]
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def in_rank_seq_order(rank, seq):
+    """See ``traceformat.in_rank_seq_order``."""
+    for i in range(1, len(rank)):
+        if rank[i] < rank[i - 1] or (rank[i] == rank[i - 1] and seq[i] <= seq[i - 1]):
+            return False
+    return True
