@@ -126,6 +126,70 @@ def _pair_channels(gid_s, gid_r, ngroups):
     return match_of_send, recv_matched
 
 
+def _classes() -> tuple[np.ndarray, ...]:
+    """Per op code (the last slot: -1, an unknown op), the class of a row for matching:
+    bit 1 posts a request (Irecv, Isend...), 2 completes requests (Wait*, Test*), 4 sends,
+    8 is a blocking receive, 16 is an Irecv."""
+    cls = np.zeros(len(tf.OPS) + 1, np.int8)
+    for names, bit in ((tf.NONBLOCKING_SEND_OPS | {"Irecv"}, 1), (tf.COMPLETION_OPS, 2),
+                       (tf.SEND_OPS, 4), (tf.BLOCKING_RECV_OPS, 8), ({"Irecv"}, 16)):
+        for x in names:
+            cls[tf.OP_CODE[x]] |= bit
+    return (cls,)
+
+
+_CLASSES = _classes()
+
+
+@nb.njit(cache=True, nogil=True)
+def _row_classes(op, peer, request, cls):
+    """Row indices of: request posts (with a request id), completions (with one), sends and
+    blocking receives (with a peer), Irecvs; two passes (count, fill), no full-length masks."""
+    n = len(op)
+    last = len(cls) - 1
+    counts = np.zeros(5, np.int64)
+    for i in range(n):
+        c = cls[op[i] if 0 <= op[i] < last else last]
+        if c == 0:
+            continue
+        if c & 1 and request[i] >= 0:
+            counts[0] += 1
+        if c & 2 and request[i] >= 0:
+            counts[1] += 1
+        if c & 4 and peer[i] >= 0:
+            counts[2] += 1
+        if c & 8 and peer[i] >= 0:
+            counts[3] += 1
+        if c & 16:
+            counts[4] += 1
+    post = np.empty(counts[0], np.int64)
+    comp = np.empty(counts[1], np.int64)
+    send = np.empty(counts[2], np.int64)
+    brecv = np.empty(counts[3], np.int64)
+    irecv = np.empty(counts[4], np.int64)
+    counts[:] = 0
+    for i in range(n):
+        c = cls[op[i] if 0 <= op[i] < last else last]
+        if c == 0:
+            continue
+        if c & 1 and request[i] >= 0:
+            post[counts[0]] = i
+            counts[0] += 1
+        if c & 2 and request[i] >= 0:
+            comp[counts[1]] = i
+            counts[1] += 1
+        if c & 4 and peer[i] >= 0:
+            send[counts[2]] = i
+            counts[2] += 1
+        if c & 8 and peer[i] >= 0:
+            brecv[counts[3]] = i
+            counts[3] += 1
+        if c & 16:
+            irecv[counts[4]] = i
+            counts[4] += 1
+    return post, comp, send, brecv, irecv
+
+
 def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense codes of communicator or tag values: an offset when their range is small (no
     hashing, no extra memory), pandas' hashing otherwise (derived communicator ids are large)."""
@@ -205,11 +269,10 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     def name(r: int) -> str:
         return tf.OPS[op[r]] if op[r] >= 0 else "?"
 
+    # ---- the rows that take part, in one pass
+    post_rows, comp_rows, send_rows, brecv, irecv = _row_classes(op, peer, request, *_CLASSES)
+
     # ---- requests: post row <-> completion row
-    is_post = (op == IRECV) | tf.op_mask(op, tf.NONBLOCKING_SEND_OPS)
-    is_comp = tf.op_mask(op, tf.COMPLETION_OPS) & (request >= 0)
-    post_rows = np.flatnonzero(is_post & (request >= 0))
-    comp_rows = np.flatnonzero(is_comp)
     rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \
         * (int(request.max()) + 1 if n else 1) \
         + np.concatenate([request[post_rows], request[comp_rows]])
@@ -244,7 +307,6 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
         return np.where(post_rows[at] == rows, done_at_post[at], -1)
 
     # ---- sends (record order on the source = row order)
-    send_rows = np.flatnonzero(tf.op_mask(op, tf.SEND_OPS) & (peer >= 0))
     s_src, s_dst = rank[send_rows], peer[send_rows]
     nbs = tf.op_mask(op[send_rows], tf.NONBLOCKING_SEND_OPS)
     s_done = send_rows
@@ -254,8 +316,6 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     del nbs
 
     # ---- receives, in posting order on the destination
-    brecv = np.flatnonzero(tf.op_mask(op, tf.BLOCKING_RECV_OPS) & (peer >= 0))
-    irecv = np.flatnonzero(op == IRECV)
     idone = done_of_post(irecv)
     never = irecv[idone < 0]
     problem(never, lambda r: f"Irecv request {request[r]} is never completed")
