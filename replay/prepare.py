@@ -527,6 +527,20 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
 
 
 @nb.njit(cache=True)
+def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
+    """The operations of a collective's pattern for each of its instances: member q of instance
+    x (its row ``by_local[x, q]``) gets the pattern's steps ``poff[q]..poff[q+1]``, their
+    messages numbered ``base + x·Mp + pmsg``. A member without steps keeps its single NOP."""
+    ni, nmem = by_local.shape
+    for x in range(ni):
+        for q in range(nmem):
+            f = first[by_local[x, q]]
+            for j in range(poff[q], poff[q + 1]):
+                kind[f + j - poff[q]] = pkind[j]
+                msg[f + j - poff[q]] = base + x * Mp + pmsg[j]
+
+
+@nb.njit(cache=True)
 def _message_ops(kind, msg, nmsg):
     """Per message, the operation that posts its send and the one that posts its receive."""
     send_op = np.full(nmsg, -1, np.int64)
@@ -625,17 +639,11 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
                 for q_i, i in enumerate(insts.tolist()):
                     rs = coll["rows"][offs[i]:offs[i + 1]]
                     by_local[q_i, coll["local"][offs[i]:offs[i + 1]]] = rs
-            ids = base + np.arange(ni)[:, None] * Mp + np.arange(Mp)[None, :]
             m_bytes.append((mult[None, :] * nb_row[by_local[:, owner]]).ravel())
             m_src.append(np.broadcast_to(mem_arr[src], (ni, Mp)).ravel())
             m_dst.append(np.broadcast_to(mem_arr[dst], (ni, Mp)).ravel())
-            for q in range(len(mem)):
-                a, b = poff[q], poff[q + 1]
-                if b == a:
-                    continue  # the row keeps its single NOP
-                pos = first[by_local[:, q]][:, None] + np.arange(b - a)[None, :]
-                kind[pos] = pkind[a:b][None, :]
-                msg[pos] = (ids[:, pmsg[a:b]])
+            _fill_pattern(kind, msg, first, by_local, np.asarray(poff, np.int64),
+                          np.asarray(pkind, np.int8), np.asarray(pmsg, np.int64), base, Mp)
             base += ni * Mp
         leftover = crow[kind[first[crow]] == 0]
         kind[first[leftover]] = K.NOP
