@@ -144,50 +144,39 @@ _CLASSES = _classes()
 @nb.njit(cache=True, nogil=True)
 def _row_classes(op, peer, request, cls):
     """Row indices of: request posts (with a request id), completions (with one), sends and
-    blocking receives (with a peer), Irecvs; two passes (count, fill), no full-length masks."""
+    blocking receives (with a peer), Irecvs. A pass that marks and counts, a pass that fills
+    one index array the five share (no full-length masks)."""
     n = len(op)
     last = len(cls) - 1
+    marks = np.zeros(n, np.int8)
     counts = np.zeros(5, np.int64)
     for i in range(n):
         c = cls[op[i] if 0 <= op[i] < last else last]
         if c == 0:
             continue
-        if c & 1 and request[i] >= 0:
-            counts[0] += 1
-        if c & 2 and request[i] >= 0:
-            counts[1] += 1
-        if c & 4 and peer[i] >= 0:
-            counts[2] += 1
-        if c & 8 and peer[i] >= 0:
-            counts[3] += 1
-        if c & 16:
-            counts[4] += 1
-    post = np.empty(counts[0], np.int64)
-    comp = np.empty(counts[1], np.int64)
-    send = np.empty(counts[2], np.int64)
-    brecv = np.empty(counts[3], np.int64)
-    irecv = np.empty(counts[4], np.int64)
-    counts[:] = 0
+        m = c & 16  # an Irecv, with or without a request id
+        if request[i] >= 0:
+            m |= c & 3
+        if peer[i] >= 0:
+            m |= c & 12
+        marks[i] = m
+        for k in range(5):
+            counts[k] += (m >> k) & 1
+    off = np.zeros(6, np.int64)
+    for k in range(5):
+        off[k + 1] = off[k] + counts[k]
+    out = np.empty(off[5], np.int64)
+    pos = off[:5].copy()
     for i in range(n):
-        c = cls[op[i] if 0 <= op[i] < last else last]
-        if c == 0:
+        m = marks[i]
+        if m == 0:
             continue
-        if c & 1 and request[i] >= 0:
-            post[counts[0]] = i
-            counts[0] += 1
-        if c & 2 and request[i] >= 0:
-            comp[counts[1]] = i
-            counts[1] += 1
-        if c & 4 and peer[i] >= 0:
-            send[counts[2]] = i
-            counts[2] += 1
-        if c & 8 and peer[i] >= 0:
-            brecv[counts[3]] = i
-            counts[3] += 1
-        if c & 16:
-            irecv[counts[4]] = i
-            counts[4] += 1
-    return post, comp, send, brecv, irecv
+        for k in range(5):
+            if (m >> k) & 1:
+                out[pos[k]] = i
+                pos[k] += 1
+    return (out[off[0]:off[1]], out[off[1]:off[2]], out[off[2]:off[3]], out[off[3]:off[4]],
+            out[off[4]:off[5]])
 
 
 def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
