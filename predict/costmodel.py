@@ -24,8 +24,9 @@ region and call: interpreter, tracing) and ``pickle`` (the same gap next to a ca
 data: the pickle API pickles before a send and unpickles after a receive, so it is modelled
 against those bytes); ``bytes:result`` / ``bytes:problem`` / ``bytes:block`` / ``bytes:part`` /
 ``bytes:control`` (message sizes of a partial result, of a divided problem, of a dealt block, of
-a sorted part, of a task index or request). The unit counts of each measured block come from the same skeleton event generator
-that synthesis uses (``predict.synthesize.events``), aligned row by row with the trace.
+a sorted part, of a task index or request). The unit counts of each measured block come from the
+same skeleton event generator that synthesis uses (``predict.synthesize.events``), aligned row by
+row with the trace.
 """
 from __future__ import annotations
 
@@ -56,11 +57,11 @@ U_TERMS: dict[str, Any] = {
     "u²": lambda u: u * u,
     "√u": lambda u: np.sqrt(np.maximum(u, 0.0)),
 }
-#: Work on a message's bytes (pickling, allocating and first-touching the receive buffer,
-#: unpickling) is a pass over them: linear in the bytes, whichever curve fits a few sizes best.
+#: Candidate u terms of a quantity when not all of U_TERMS. Work on a message's bytes (pickling,
+#: allocating and first-touching the receive buffer, unpickling) is a pass over them: linear in
+#: the bytes, whichever curve fits a few sizes best.
 #: A √u that fits 1 KiB..2 MiB predicts half the cost of a 4 MiB message.
-LINEAR_IN_BYTES_QUANTITIES = frozenset({"pickle"})
-LINEAR_IN_BYTES = ("u",)
+U_FORMS_OF: dict[str, tuple[str, ...]] = {"pickle": ("u",)}
 
 P_TERMS: dict[str, Any] = {
     "log2(P)": lambda P: _lg(P),
@@ -176,8 +177,8 @@ def fit(quantity: str, u: Sequence[float], P: Sequence[float], y: Sequence[float
     # relative error, and a mean of k samples counts as k (its variance is 1/k of one sample's)
     w = np.sqrt(g["count"].to_numpy()) / np.maximum(np.abs(yy),
                                                     max(1e-12, float(np.abs(yy).max()) * 1e-9))
-    forms = LINEAR_IN_BYTES if quantity in LINEAR_IN_BYTES_QUANTITIES else U_TERMS
-    u_terms = [None] + ([t for t in forms] if len(np.unique(uu)) >= 2 else [])
+    forms = U_FORMS_OF.get(quantity, tuple(U_TERMS))
+    u_terms = [None] + (list(forms) if len(np.unique(uu)) >= 2 else [])
     # Two rank counts fix a line through two points but not its form, and extrapolating a
     # guessed form from P = 1, 2 to thousands is wild: P terms need three or more distinct P
     # (with fewer, the P effect is averaged into the other coefficients).

@@ -93,7 +93,8 @@ def analytic(cm: CostModel, P: int, N: int, net: dict[str, float]) -> tuple[str,
             c_q = c("task", u, P) / (u * math.log(max(u, 2)))
             c_m = c("merge", S.merge_work(n_loc, math.ceil(n_loc / u)), P) / \
                 (n_loc * max(n_loc / u, 1.0))
-            b_io = u / c("io", u, P) if c("io", u, P) > 0 else math.inf
+            t_io = c("io", u, P)
+            b_io = u / t_io if t_io > 0 else math.inf
             b_n = u / max(c("bytes:block", u, P) * net["g"], 1e-300)
             r = paper003.t_total(N, P, u, c_q, c_m, b_io, net["l"], b_n, b_n)
             return "paper003 eq. 17", r["t_total_s"]

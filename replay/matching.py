@@ -126,7 +126,7 @@ def _pair_channels(gid_s, gid_r, ngroups):
     return match_of_send, recv_matched
 
 
-def _classes() -> tuple[np.ndarray, ...]:
+def _classes() -> np.ndarray:
     """Per op code (the last slot: -1, an unknown op), the class of a row for matching:
     bit 1 posts a request (Irecv, Isend...), 2 completes requests (Wait*, Test*), 4 sends,
     8 is a blocking receive, 16 is an Irecv."""
@@ -135,7 +135,7 @@ def _classes() -> tuple[np.ndarray, ...]:
                        (tf.SEND_OPS, 4), (tf.BLOCKING_RECV_OPS, 8), ({"Irecv"}, 16)):
         for x in names:
             cls[tf.OP_CODE[x]] |= bit
-    return (cls,)
+    return cls
 
 
 _CLASSES = _classes()
@@ -259,7 +259,7 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
         return tf.OPS[op[r]] if op[r] >= 0 else "?"
 
     # ---- the rows that take part, in one pass
-    post_rows, comp_rows, send_rows, brecv, irecv = _row_classes(op, peer, request, *_CLASSES)
+    post_rows, comp_rows, send_rows, brecv, irecv = _row_classes(op, peer, request, _CLASSES)
 
     # ---- requests: post row <-> completion row
     rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -409,26 +410,34 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
                     comm_members, host_of_rank.astype(np.int64), problems)
 
 
+def _group_ids(*cols: np.ndarray) -> np.ndarray:
+    """Dense ids of the distinct rows of the non-negative integer columns ``cols``, numbered in
+    order of first appearance. One mixed-radix integer key per row is hashed (hashing a tuple
+    per row cost 0.5 s for 170k collective instances); tuples only when the key would not fit
+    in 63 bits."""
+    radix = [int(col.max()) + 1 if len(col) else 1 for col in cols]
+    if math.prod(float(x) for x in radix) < 2.0 ** 62:
+        key = np.zeros(len(cols[0]), np.int64)
+        for col, x in zip(cols, radix):
+            key = key * x + col.astype(np.int64)
+        return pd.factorize(key)[0]
+    return pd.factorize(pd.MultiIndex.from_arrays(list(cols)))[0]
+
+
 def _instances(crows, rank, op, comm, root, members, problems, partial):
     if len(crows) == 0:
         e = np.zeros(0, np.int64)
         return dict(comm=e, op=e, root=e, rows=e, off=np.zeros(1, np.int64), local=e)
     c = comm[crows]
     r = rank[crows]
-    # Instance = (communicator, occurrence index on it; the rank too for COMM_SELF), as one
-    # integer key (hashing tuples cost 0.5 s for 170k collectives). Rows are in (rank, seq)
-    # order, so the occurrence index is a cumcount per (rank, communicator).
-    ccode, ncomm = pd.factorize(c)
-    P = int(rank.max()) + 2
-    occ = pd.Series(r.astype(np.int64) * len(ncomm) + ccode).groupby(
-        r.astype(np.int64) * len(ncomm) + ccode, sort=False).cumcount().to_numpy()
-    selfkey = np.where(c == tf.COMM_SELF_ID, r, -1).astype(np.int64) + 1
-    if float(len(ncomm)) * P * (int(occ.max()) + 1) < 2.0 ** 62:
-        key = (ccode.astype(np.int64) * P + selfkey) * (int(occ.max()) + 1) + occ
-        inst, uniq = pd.factorize(key)
-    else:  # too many combinations for one integer: hash the tuples
-        inst, uniq = pd.factorize(pd.MultiIndex.from_arrays([ccode, selfkey, occ]))
-    ninst = len(uniq)
+    # Instance = (communicator, occurrence index on it; the rank too for COMM_SELF). Rows are
+    # in (rank, seq) order, so the occurrence index is a cumcount per (rank, communicator).
+    ccode = pd.factorize(c)[0]
+    rank_comm = _group_ids(r, ccode)
+    occ = pd.Series(rank_comm).groupby(rank_comm, sort=False).cumcount().to_numpy()
+    selfkey = np.where(c == tf.COMM_SELF_ID, r, -1) + 1
+    inst = _group_ids(ccode, selfkey, occ)
+    ninst = int(inst.max()) + 1
     order = np.lexsort((r, inst))
     rows = crows[order]
     inst_sorted = inst[order]
@@ -530,10 +539,13 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
 def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
     """The operations of a collective's pattern for each of its instances: member q of instance
     x (its row ``by_local[x, q]``) gets the pattern's steps ``poff[q]..poff[q+1]``, their
-    messages numbered ``base + x·Mp + pmsg``. A member without steps keeps its single NOP."""
+    messages numbered ``base + x·Mp + pmsg``. A member without steps keeps its single NOP;
+    one a partial trace did not record (row -1) has no operations to fill."""
     ni, nmem = by_local.shape
     for x in range(ni):
         for q in range(nmem):
+            if by_local[x, q] < 0:
+                continue
             f = first[by_local[x, q]]
             for j in range(poff[q], poff[q + 1]):
                 kind[f + j - poff[q]] = pkind[j]
@@ -567,15 +579,9 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     pats = {}
     inst_pat = np.full(ninst, -1, np.int64)
     if expand and ninst:
-        # one pattern per (op, size, root, communicator); as one integer key, since hashing a
-        # tuple per instance is slow on traces with many collectives
-        root = np.where(coll["root"] >= 0, coll["root"], -1).astype(np.int64)
-        parts = [coll["op"].astype(np.int64), coll["size"].astype(np.int64), root + 1,
-                 pd.factorize(coll["comm"])[0].astype(np.int64)]
-        key = np.zeros(ninst, np.int64)
-        for x in parts:
-            key = key * (int(x.max()) + 1) + x
-        gid, _ = pd.factorize(key)
+        # one pattern per (op, size, root, communicator)
+        root = np.where(coll["root"] >= 0, coll["root"], -1)
+        gid = _group_ids(coll["op"], coll["size"], root + 1, pd.factorize(coll["comm"])[0])
         _, first_inst = np.unique(gid, return_index=True)
         guniq = zip(coll["op"][first_inst].tolist(), coll["size"][first_inst].tolist(),
                     root[first_inst].tolist(), coll["comm"][first_inst].tolist())
@@ -630,7 +636,7 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
             ni = len(insts)
             mem_arr = np.asarray(mem, np.int64)
             # rows of each instance by local rank
-            by_local = np.empty((ni, len(mem)), np.int64)
+            by_local = np.full((ni, len(mem)), -1, np.int64)  # -1: a member not recorded
             offs = coll["off"]
             if np.all(offs[insts + 1] - offs[insts] == len(mem)):  # every member recorded
                 pos = offs[insts][:, None] + np.arange(len(mem))[None, :]
@@ -639,7 +645,9 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
                 for q_i, i in enumerate(insts.tolist()):
                     rs = coll["rows"][offs[i]:offs[i + 1]]
                     by_local[q_i, coll["local"][offs[i]:offs[i + 1]]] = rs
-            m_bytes.append((mult[None, :] * nb_row[by_local[:, owner]]).ravel())
+            owner_row = by_local[:, owner]
+            m_bytes.append((mult[None, :] * np.where(owner_row >= 0, nb_row[owner_row], 0.0))
+                           .ravel())
             m_src.append(np.broadcast_to(mem_arr[src], (ni, Mp)).ravel())
             m_dst.append(np.broadcast_to(mem_arr[dst], (ni, Mp)).ravel())
             _fill_pattern(kind, msg, first, by_local, np.asarray(poff, np.int64),
