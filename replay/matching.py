@@ -192,11 +192,14 @@ def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _factorize_channels(src, dst, comm, tag, nranks):
-    """One dense id per (src, dst, comm, tag), by hashing (linear time).
+    """One dense id per (src, dst, comm, tag), by hashing (linear time); ``tag=None`` leaves
+    the tag out of the key (the coarse channels of ``_pair_messages``).
 
     Each argument is a pair (sends' values, receives' values); the result covers the sends, then
     the receives. Only the int64 channel keys are concatenated, to keep memory low."""
     P = max(int(nranks), 1)
+    if tag is None:
+        tag = tuple(np.zeros(len(x), np.int8) for x in src)
     lo_c = min((int(x.min()) for x in comm if len(x)), default=0)
     hi_c = max((int(x.max()) for x in comm if len(x)), default=0)
     lo_t = min((int(x.min()) for x in tag if len(x)), default=0)
@@ -206,9 +209,9 @@ def _factorize_channels(src, dst, comm, tag, nranks):
     if space < 2.0 ** 62:  # a direct key: no hashing of comm and tag
         key = np.concatenate([((s.astype(np.int64) * P + d) * nc + (c - lo_c)) * nt + (t - lo_t)
                               for s, d, c, t in zip(src, dst, comm, tag)])
-        if space <= max(4 * len(key), 1 << 16):
-            # few possible channels for the rows: the key is the id (a few counters per row
-            # in the pairing, no hashing)
+        if space <= max(len(key), 1 << 16):
+            # few possible channels for the rows: the key is the id (the pairing's counters
+            # are no larger than the rows, and nothing is hashed)
             return key, int(space)
         gid, uniq = pd.factorize(key)
         return gid.astype(np.int64, copy=False), len(uniq)
@@ -222,6 +225,29 @@ def _factorize_channels(src, dst, comm, tag, nranks):
     df = pd.DataFrame({"s": src, "d": dst, "c": ci, "t": ti})
     gid = df.groupby(["s", "d", "c", "t"], sort=False).ngroup().to_numpy(np.int64)
     return gid, int(gid.max()) + 1 if len(gid) else 0
+
+
+def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nranks):
+    """(match_of_send, recv_matched): MPI's rule, the k-th send of a channel (source,
+    destination, communicator, tag) meets the k-th receive of that channel.
+
+    Programs mostly receive in the order their peer sends, whatever the tags. Then pairing on
+    (source, destination, communicator) alone gives pairs whose tags agree, and that pairing
+    is MPI's: the tag sequences of each coarse channel agree up to the shorter one's length, so
+    the k-th send with tag t is the k-th receive with tag t. Checking the tags costs one pass;
+    the full channel key, whose tag range can be as large as the trace, is built only when a
+    pair disagrees."""
+    ns = len(s_src)
+    gid, ngroups = _factorize_channels((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm), None,
+                                       nranks)
+    match_of_send, recv_matched = _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
+    del gid
+    ok = match_of_send >= 0
+    if np.array_equal(s_tag[ok], r_tag[match_of_send[ok]]):
+        return match_of_send, recv_matched
+    gid, ngroups = _factorize_channels((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm),
+                                       (s_tag, r_tag), nranks)
+    return _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
 
 
 def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[str]]:
@@ -344,12 +370,9 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
         recv_rows, r_src, r_tag, r_nb, r_done, r_dst = (
             a[ro] for a in (recv_rows, r_src, r_tag, r_nb, r_done, r_dst))
 
-    ns = len(send_rows)
-    gid, ngroups = _factorize_channels(
-        (s_src, r_src), (s_dst, r_dst), (comm[send_rows], comm[recv_rows]),
-        (tag[send_rows], r_tag), nranks)
-    match_of_send, recv_matched = _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
-    del gid
+    match_of_send, recv_matched = _pair_messages(
+        s_src, s_dst, comm[send_rows], tag[send_rows], r_src, r_dst, comm[recv_rows], r_tag,
+        nranks)
 
     ok = match_of_send >= 0
     si = np.flatnonzero(ok)
