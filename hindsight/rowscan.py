@@ -25,3 +25,24 @@ def in_rank_seq_order(rank, seq):
         if rank[i] < rank[i - 1] or (rank[i] == rank[i - 1] and seq[i] <= seq[i - 1]):
             return False
     return True
+
+
+@nb.njit(cache=True, nogil=True)
+def decode_codes(idx, valid, bit0, lut, out):
+    """``out[i] = lut[idx[i]]``, -1 where the Arrow validity bitmap ``valid`` (bits from
+    ``bit0``; empty: no nulls) marks row i null. Returns the first row whose index is outside
+    the dictionary, or -1. One pass, no temporaries (filling the nulls, widening the indices
+    and gathering were three full-size arrays)."""
+    m = len(lut)
+    check = len(valid) > 0
+    for i in range(len(idx)):
+        if check:
+            b = bit0 + i
+            if not (valid[b >> 3] >> (b & 7)) & 1:
+                out[i] = -1
+                continue
+        c = idx[i]
+        if c < 0 or c >= m:
+            return i
+        out[i] = lut[c]
+    return -1

@@ -316,6 +316,33 @@ def _short(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
 
 
+def _read_footers(paths: list[Path]) -> dict[int, Any]:
+    """``_read_footer`` of each existing file, by position in ``paths``: its result, or the
+    TraceError it raised (the caller raises them in rank order). Read in threads: opening a
+    file and parsing its footer is about 0.1 ms, most of it outside the GIL, and a trace has a
+    file per rank."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: Path):
+        try:
+            return _read_footer(path)
+        except TraceError as exc:
+            return exc
+
+    have = [(i, p) for i, p in enumerate(paths) if p.is_file()]
+    threads = min(_usable_cores(), len(have))
+    if threads > 1 and len(have) >= 16:
+        with ThreadPoolExecutor(threads) as ex:
+            results = list(ex.map(one, [p for _, p in have]))
+    else:
+        results = [one(p) for _, p in have]
+    return {i: r for (i, _), r in zip(have, results)}
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
 def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
     """Locate every rank's data: its merged file, or the staged parts a dead rank left behind."""
     trace_dir = Path(trace_dir)
@@ -326,10 +353,14 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
     if extra:
         raise TraceError(f"{trace_dir / extra[0]}: rank file beyond the manifest's {nranks} ranks "
                          "(a file from another run?)")
+    footers = _read_footers([trace_dir / rank_file_name(rank) for rank in range(nranks)])
     for rank in range(nranks):
         path = trace_dir / rank_file_name(rank)
-        if path.is_file():
-            meta, footer = _read_footer(path)
+        if rank in footers:
+            got = footers[rank]
+            if isinstance(got, TraceError):
+                raise got
+            meta, footer = got
             src = RankSource(rank, [path], meta.get("status") == "complete",
                              str(meta.get("status", "unknown")), meta, footer=footer)
             run = meta.get("run") if isinstance(meta.get("run"), dict) else {}
@@ -452,17 +483,32 @@ class Columns:
         return [s.rank for s in self.sources if not s.complete]
 
 
-def _dict_codes(chunk: pa.Array, lut_of: dict[str, int], dtype, path: Path, name: str) -> np.ndarray:
-    """Codes of a (dictionary) string chunk in a caller-wide numbering ``lut_of`` (grows)."""
+def _dict_codes(chunk: pa.Array, lut_of: dict[str, int], path: Path, name: str,
+                out: np.ndarray | None = None, grow: bool = True) -> np.ndarray:
+    """Codes of a (dictionary) string chunk in a caller-wide numbering ``lut_of``, written into
+    ``out`` (default: a new int16 array); nulls are -1. Names not in ``lut_of`` are added to it
+    (``grow``) or coded -1 (op names this version does not know)."""
+    from hindsight import rowscan
+
     if not pa.types.is_dictionary(chunk.type):
         chunk = chunk.dictionary_encode()
+    if out is None:
+        out = np.empty(len(chunk), np.int16)
+    if len(chunk) == 0:
+        return out
     names = chunk.dictionary.to_pylist()
-    lut = np.array([lut_of.setdefault(x, len(lut_of)) if x is not None else -1 for x in names]
-                   + [-1], dtype)
-    idx = chunk.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)
-    if len(idx) and (idx.min() < 0 or idx.max() > len(names)):
+    lut = np.array([-1 if x is None else lut_of.setdefault(x, len(lut_of)) if grow
+                    else lut_of.get(x, -1) for x in names], out.dtype)
+    idx = chunk.indices
+    validity, data = idx.buffers()[:2]
+    codes = np.frombuffer(data, np.dtype(idx.type.to_pandas_dtype()),
+                          count=idx.offset + len(idx))[idx.offset:]
+    valid = np.frombuffer(validity, np.uint8) if idx.null_count and validity is not None \
+        else np.zeros(0, np.uint8)
+    bad = rowscan.decode_codes(codes, valid, idx.offset, lut, out)
+    if bad >= 0:
         raise TraceError(f"{path}: column '{name}' has dictionary indices out of range")
-    return lut[idx]
+    return out
 
 
 def sort_rows(table: pa.Table) -> pa.Table:
@@ -474,7 +520,6 @@ def sort_rows(table: pa.Table) -> pa.Table:
 
 def table_columns(table: pa.Table) -> tuple[dict[str, np.ndarray], list[str]]:
     """An Arrow table of trace rows as the flat arrays of ``Columns`` (and its region names)."""
-    op_of = dict(OP_CODE)
     region_of: dict[str, int] = {}
     out: dict[str, np.ndarray] = {}
     for c in table.column_names:
@@ -482,10 +527,13 @@ def table_columns(table: pa.Table) -> tuple[dict[str, np.ndarray], list[str]]:
             continue
         col = table.column(c)
         if c in ("op", "region"):
-            parts = [_dict_codes(ch, op_of if c == "op" else region_of, np.int16, Path("<table>"), c)
-                     for ch in col.chunks]
-            codes = np.concatenate(parts) if parts else np.zeros(0, np.int16)
-            out[c] = np.where(codes < len(OPS), codes, -1).astype(np.int8) if c == "op" else codes
+            codes = np.empty(len(col), np.int8 if c == "op" else np.int16)
+            at = 0
+            for ch in col.chunks:
+                _dict_codes(ch, OP_CODE if c == "op" else region_of, Path("<table>"), c,
+                            codes[at:at + len(ch)], grow=c != "op")
+                at += len(ch)
+            out[c] = codes
         else:
             out[c] = col.to_numpy()
     names = [""] * len(region_of)
@@ -513,19 +561,16 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     total = 0
     for src in sources:
         for path in src.files:
-            footer = src.footer if src.files == [path] else None
-            try:
-                pf = pq.ParquetFile(path, metadata=footer, **READ_OPTIONS)
-            except READ_ERRORS as exc:
-                raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
-                    from None
+            # A merged rank file's footer was read with the sources (the file is opened in the
+            # decoding thread); a staged part of a dead rank is opened here.
+            footer = src.footer if src.files == [path] else _open_parquet(path).metadata
             # One check per distinct schema (converting a footer's schema to Arrow costs more
             # than comparing it with one already checked).
-            if not any(pf.schema.equals(ok) for ok in checked):
-                check_schema(path, pf.schema_arrow, columns)
-                checked.append(pf.schema)
-            files.append((path, pf, src.rank, total))
-            total += pf.metadata.num_rows
+            if not any(footer.schema.equals(ok) for ok in checked):
+                check_schema(path, footer.schema.to_arrow_schema(), columns)
+                checked.append(footer.schema)
+            files.append((path, footer, src.rank, total))
+            total += footer.num_rows
     out: dict[str, np.ndarray] = {}
     for c in columns:
         dt = np.int8 if c == "op" else np.int16 if c == "region" else _NUMPY_TYPES[c]
@@ -533,8 +578,8 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
 
     def read_file(item) -> tuple[int, list[str]]:
         """Decode one file into its slice; returns (rows read, its region names by code)."""
-        path, pf, file_rank, pos = item
-        op_of = dict(OP_CODE)  # unknown op names get codes past OPS: mapped to -1 below
+        path, footer, file_rank, pos = item
+        pf = _open_parquet(path, footer)
         region_of: dict[str, int] = {}
         start = pos
         for g in range(pf.metadata.num_row_groups):
@@ -552,10 +597,9 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
                     dst = out[c][at:at + len(chunk)]
                     at += len(chunk)
                     if c == "op":
-                        codes = _dict_codes(chunk, op_of, np.int16, path, c)
-                        dst[:] = np.where(codes < len(OPS), codes, -1)
+                        _dict_codes(chunk, OP_CODE, path, c, dst, grow=False)
                     elif c == "region":
-                        dst[:] = _dict_codes(chunk, region_of, np.int16, path, c)
+                        _dict_codes(chunk, region_of, path, c, dst)
                     elif chunk.null_count:
                         raise TraceError(f"{path}: column '{c}' has null values")
                     else:
@@ -569,7 +613,7 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         return pos - start, names
 
     if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        threads = _usable_cores()
     threads = max(1, min(threads, len(files)))
     if threads > 1:
         with ThreadPoolExecutor(threads) as ex:
@@ -580,7 +624,7 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     if got != total:
         raise TraceError(f"{trace_dir}: the rank files hold {got} rows, their footers say {total}")
     region_of: dict[str, int] = {}
-    for (path, pf, _, pos), (n, names) in zip(files, results):
+    for (path, _, _, pos), (n, names) in zip(files, results):
         if "region" not in out or not names:
             continue
         lut = np.array([region_of.setdefault(x, len(region_of)) for x in names] + [-1], np.int16)
@@ -591,6 +635,13 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     for k, v in region_of.items():
         names[v] = k
     return Columns(trace_dir, manifest, out, names, sources)
+
+
+def _open_parquet(path: Path, footer: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path, metadata=footer, **READ_OPTIONS)
+    except READ_ERRORS as exc:
+        raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") from None
 
 
 def _check_rank_column(path: Path, ranks: np.ndarray, rank: int) -> None:

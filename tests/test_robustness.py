@@ -497,3 +497,28 @@ def test_threaded_read_gives_the_same_arrays_and_region_codes(tmp_path):
         assert np.array_equal(one.arrays[c], two.arrays[c]), c
     names = [one.region_names[i] if i >= 0 else None for i in one.arrays["region"]]
     assert names == ["task", "merge", "task", "merge", "io", None, "zeta", "task", "merge"]
+
+
+def test_dictionary_codes_of_sliced_chunks_with_nulls_and_unknown_names():
+    """The compiled decode of dictionary columns: a chunk that starts mid-byte of its validity
+    bitmap, null rows, an op name this version lacks (-1), and indices past the dictionary (an
+    error naming the file and column, not garbage codes)."""
+    import pyarrow as pa
+
+    names = pa.array(["Send", "MPI_Future", "Recv"])
+    idx = pa.array([2, 0, None, 1, 2, None, 0, 0, 1, 2, None], pa.int8())
+    chunk = pa.DictionaryArray.from_arrays(idx, names).slice(3, 7)
+    got = tf._dict_codes(chunk, tf.OP_CODE, Path("f"), "op", np.empty(7, np.int8), grow=False)
+    want = [-1, tf.OP_CODE["Recv"], -1, tf.OP_CODE["Send"], tf.OP_CODE["Send"], -1,
+            tf.OP_CODE["Recv"]]
+    assert got.tolist() == want
+    regions: dict[str, int] = {"io": 0}
+    got = tf._dict_codes(pa.DictionaryArray.from_arrays(idx, pa.array(["a", "io", "b"])),
+                         regions, Path("f"), "region")
+    assert regions == {"io": 0, "a": 1, "b": 2}  # new names numbered in dictionary order
+    assert got.tolist() == [2, 1, -1, 0, 2, -1, 1, 1, 0, 2, -1]
+    bad = pa.DictionaryArray.from_buffers(pa.dictionary(pa.int8(), pa.string()), 2,
+                                          [None, pa.py_buffer(np.array([0, 5], np.int8))],
+                                          dictionary=names)
+    with pytest.raises(tf.TraceError, match="f: column 'op' has dictionary indices out of range"):
+        tf._dict_codes(bad, tf.OP_CODE, Path("f"), "op", np.empty(2, np.int8), grow=False)
