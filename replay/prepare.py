@@ -424,21 +424,65 @@ def _group_ids(*cols: np.ndarray) -> np.ndarray:
     return pd.factorize(pd.MultiIndex.from_arrays(list(cols)))[0]
 
 
+@nb.njit(cache=True)
+def _number_instances(rank_comm, nrc, ccode, nc, is_self):
+    """Collective instances of the collective rows (in (rank, seq) order): an instance is the
+    k-th collective of each member on a communicator, and every COMM_SELF call is one of its
+    own. Returns (instance of each row, numbered in order of first appearance; the rows
+    sorted by instance, stable, so by rank within one; the instance count)."""
+    n = len(ccode)
+    occ = np.empty(n, np.int64)
+    seen = np.zeros(nrc, np.int64)
+    top = np.zeros(nc, np.int64)  # per communicator, 1 + the largest occurrence index
+    for i in range(n):
+        k = seen[rank_comm[i]]
+        seen[rank_comm[i]] = k + 1
+        occ[i] = k
+        if k + 1 > top[ccode[i]]:
+            top[ccode[i]] = k + 1
+    base = np.zeros(nc + 1, np.int64)
+    for j in range(nc):
+        base[j + 1] = base[j] + top[j]
+    first = np.full(base[nc], -1, np.int64)
+    inst = np.empty(n, np.int64)
+    ninst = 0
+    for i in range(n):
+        if is_self[i]:
+            inst[i] = ninst
+            ninst += 1
+            continue
+        slot = base[ccode[i]] + occ[i]
+        if first[slot] < 0:
+            first[slot] = ninst
+            ninst += 1
+        inst[i] = first[slot]
+    cnt = np.zeros(ninst + 1, np.int64)
+    for i in range(n):
+        cnt[inst[i] + 1] += 1
+    for x in range(ninst):
+        cnt[x + 1] += cnt[x]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        order[cnt[inst[i]]] = i
+        cnt[inst[i]] += 1
+    return inst, order, ninst
+
+
 def _instances(crows, rank, op, comm, root, members, problems, partial):
     if len(crows) == 0:
         e = np.zeros(0, np.int64)
         return dict(comm=e, op=e, root=e, rows=e, off=np.zeros(1, np.int64), local=e)
     c = comm[crows]
     r = rank[crows]
-    # Instance = (communicator, occurrence index on it; the rank too for COMM_SELF). Rows are
-    # in (rank, seq) order, so the occurrence index is a cumcount per (rank, communicator).
-    ccode = pd.factorize(c)[0]
-    rank_comm = _group_ids(r, ccode)
-    occ = pd.Series(rank_comm).groupby(rank_comm, sort=False).cumcount().to_numpy()
-    selfkey = np.where(c == tf.COMM_SELF_ID, r, -1) + 1
-    inst = _group_ids(ccode, selfkey, occ)
-    ninst = int(inst.max()) + 1
-    order = np.lexsort((r, inst))
+    ccode, uc = pd.factorize(c)
+    nc = max(len(uc), 1)
+    if float(int(r.max()) + 1) * nc <= max(len(crows), 1 << 16):
+        rank_comm = r.astype(np.int64) * nc + ccode  # direct: no hashing
+        nrc = (int(r.max()) + 1) * nc
+    else:
+        rank_comm = _group_ids(r, ccode)
+        nrc = int(rank_comm.max()) + 1
+    inst, order, ninst = _number_instances(rank_comm, nrc, ccode, nc, c == tf.COMM_SELF_ID)
     rows = crows[order]
     inst_sorted = inst[order]
     cnt = np.bincount(inst_sorted, minlength=ninst)

@@ -95,3 +95,34 @@ def test_zero_compute_and_free_network_take_no_time(progs, model):
     res = replay.run(prep, model, zero, compute_scale=0.0)
     assert res.makespan_ns == 0.0
     assert res.rank_wait_ns.max() == 0.0
+
+
+def test_collective_instances_are_kth_call_per_communicator():
+    """prepare's compiled numbering of collective instances against its definition: the k-th
+    collective of each rank on a communicator is instance (communicator, k), every COMM_SELF
+    call is one of its own; ids in order of first appearance, rows sorted by instance then
+    rank."""
+    import importlib
+
+    import numpy as np
+
+    from hindsight.traceformat import COMM_SELF_ID
+
+    prep_mod = importlib.import_module("replay.prepare")
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        rank = np.sort(rng.integers(0, 5, n))
+        comm = rng.choice([0, COMM_SELF_ID, 7, 123456789], n)
+        ccode, uc = prep_mod.pd.factorize(comm)
+        inst, order, ninst = prep_mod._number_instances(
+            rank * len(uc) + ccode, 5 * len(uc), ccode, len(uc), comm == COMM_SELF_ID)
+        keys, want = {}, []
+        seen: dict = {}
+        for i in range(n):
+            k = seen.get((rank[i], comm[i]), 0)
+            seen[(rank[i], comm[i])] = k + 1
+            key = (comm[i], k, rank[i] if comm[i] == COMM_SELF_ID else -1)
+            want.append(keys.setdefault(key, len(keys)))
+        assert inst.tolist() == want and ninst == len(keys)
+        assert order.tolist() == sorted(range(n), key=lambda i: (want[i], rank[i]))
