@@ -530,13 +530,14 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
 
 @nb.njit(cache=True)
 def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, rank, nranks,
-             cpu_shared):
+             cpu_shared, msg_proto, row_proto):
     """The operation arrays of the rows, in one pass each way: per row its operations (one per
     MPI row; two for a Sendrecv_recv, whose send half completes there; ``per_row[i]`` for an
     expanded collective), each carrying the row's region, the first one its burst, and the
     row's kind and message unless it is a collective (filled in by the caller). Rows of
     unmatched messages stay NOP. Returns (off, kind, msg, op_row, burst, burst_cpu, reg,
-    rank_off); ``burst_cpu`` is ``burst`` itself when ``cpu_shared``."""
+    rank_off); ``burst_cpu`` is ``burst`` itself when ``cpu_shared``. ``msg`` and ``op_row``
+    take the integer types of the empty ``msg_proto`` and ``row_proto``."""
     n = len(op)
     expanded = len(per_row) > 0
     off = np.empty(n + 1, np.int64)
@@ -550,8 +551,8 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
         off[i + 1] = off[i] + c
     nops = off[n]
     kind = np.zeros(nops, np.int8)
-    msg = np.full(nops, -1, np.int64)
-    op_row = np.empty(nops, np.int64)
+    msg = np.full(nops, -1, msg_proto.dtype)
+    op_row = np.empty(nops, row_proto.dtype)
     reg = np.empty(nops, np.int16)
     burst = np.zeros(nops)
     burst_cpu = burst if cpu_shared else np.zeros(nops)
@@ -597,10 +598,11 @@ def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
 
 
 @nb.njit(cache=True)
-def _message_ops(kind, msg, nmsg):
-    """Per message, the operation that posts its send and the one that posts its receive."""
-    send_op = np.full(nmsg, -1, np.int64)
-    recv_op = np.full(nmsg, -1, np.int64)
+def _message_ops(kind, msg, nmsg, op_proto):
+    """Per message, the operation that posts its send and the one that posts its receive (of
+    the integer type of the empty ``op_proto``)."""
+    send_op = np.full(nmsg, -1, op_proto.dtype)
+    recv_op = np.full(nmsg, -1, op_proto.dtype)
     for p in range(len(kind)):
         k = kind[p]
         if k == K.SEND or k == K.ISEND:
@@ -608,6 +610,11 @@ def _message_ops(kind, msg, nmsg):
         elif k == K.RECV or k == K.IRECV:
             recv_op[msg[p]] = p
     return send_op, recv_op
+
+
+def _index_proto(count: int) -> np.ndarray:
+    """An empty array of the integer type that numbers ``count`` things (and -1)."""
+    return np.zeros(0, np.int32 if count < 2**31 - 1 else np.int64)
 
 
 def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream:
@@ -652,13 +659,21 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
         per_row = np.zeros(n, np.int64)
         per_row[crow] = per
     cpu_shared = bool(np.all(rows["ratio"] == 1.0))  # no CPU samples below 100 %: one array
+    # Message and row numbers as int32 when they fit: the operation arrays are most of a
+    # stream's memory, and writing them most of its build time.
+    nmsg = M0
+    if expand and ninst:
+        per_pat = np.bincount(inst_pat, minlength=len(pats))
+        nmsg += sum(int(per_pat[g]) * len(pt[0][0]) for g, pt in pats.items() if pt is not None)
     off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
         rows["op"], kind_row, rows["msg"], rows["msg2"], per_row, rows["burst"], rows["ratio"],
-        rows["region"], rows["rank"], prep.nranks, cpu_shared)
+        rows["region"], rows["rank"], prep.nranks, cpu_shared,
+        _index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
+        _index_proto(n))
     first = off[:-1]
     m_bytes = [prep.msgs["bytes"]]
-    m_src = [prep.msgs["src"]]
-    m_dst = [prep.msgs["dst"]]
+    m_src = [prep.msgs["src"].astype(np.int32)]  # ranks (at most tf.MAX_RANKS)
+    m_dst = [prep.msgs["dst"].astype(np.int32)]
     coll_n = np.zeros(0, np.int64)
     if ninst and not expand:
         crow = coll["rows"]
@@ -678,7 +693,7 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
             (src, dst, owner, mult, poff, pkind, pmsg), mem = pt
             Mp = len(src)
             ni = len(insts)
-            mem_arr = np.asarray(mem, np.int64)
+            mem_arr = np.asarray(mem, np.int32)
             # rows of each instance by local rank
             by_local = np.full((ni, len(mem)), -1, np.int64)  # -1: a member not recorded
             offs = coll["off"]
@@ -702,8 +717,8 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     m_bytes = np.concatenate(m_bytes)
     m_src = np.concatenate(m_src)
     m_dst = np.concatenate(m_dst)
-    nmsg = len(m_bytes)
-    m_send_op, m_recv_op = _message_ops(kind, msg, nmsg)
+    assert len(m_bytes) == nmsg
+    m_send_op, m_recv_op = _message_ops(kind, msg, nmsg, _index_proto(len(kind)))
 
     loc = np.zeros(0)
     dep_lat = np.zeros(0)
