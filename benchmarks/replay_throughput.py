@@ -65,7 +65,7 @@ def stream_from_messages(P: int, src, dst, nbytes: float, iters: int, burst: flo
     it = np.arange(iters, dtype=np.int64)
     idx = (rank_off[who][None, :] + it[:, None] * per[who][None, :] + pos_in_rank[None, :]).ravel()
     kind = np.empty(nops, np.int8)
-    msg = np.empty(nops, np.int64)
+    msg = np.empty(nops, np.int32)  # message, row and rank numbers: int32, as prepare makes them
     kind[idx] = np.tile(kinds, iters)
     msg[idx] = (it[:, None] * Mi + mid[None, :]).ravel()
     b = np.zeros(nops)
@@ -73,8 +73,9 @@ def stream_from_messages(P: int, src, dst, nbytes: float, iters: int, burst: flo
     nmsg = Mi * iters
     e = np.zeros(0)
     return Stream(rank_off, kind, msg, b, b, np.full(nops, -1, np.int16),
-                  np.zeros(nops, np.int64), np.full(nmsg, float(nbytes)),
-                  np.tile(src, iters), np.tile(dst, iters), np.zeros(0, np.int64),
+                  np.zeros(nops, np.int32), np.full(nmsg, float(nbytes)),
+                  np.tile(src, iters).astype(np.int32), np.tile(dst, iters).astype(np.int32),
+                  np.zeros(0, np.int64),
                   np.zeros(0, np.int64), e, e, np.zeros(0, np.int64))
 
 
@@ -87,11 +88,12 @@ def incast(P: int, per_sender: int, nbytes: float) -> Stream:
     n = len(src)
     kind = np.concatenate([np.full(n, K.RECV, np.int8), np.full(n, K.SEND, np.int8)])
     # rank 0 receives message m = (sender-1)*per_sender + i in order; sender s sends its block
-    msg = np.concatenate([np.arange(n), np.arange(n)])
+    msg = np.concatenate([np.arange(n), np.arange(n)]).astype(np.int32)
     rank_off = np.concatenate([[0, n], n + np.arange(1, P) * per_sender]).astype(np.int64)
     b = np.where(kind == K.SEND, 2000.0, 100.0)
     return Stream(rank_off, kind, msg, b, b, np.full(2 * n, -1, np.int16),
-                  np.zeros(2 * n, np.int64), np.full(n, float(nbytes)), src, dst,
+                  np.zeros(2 * n, np.int32), np.full(n, float(nbytes)), src.astype(np.int32),
+                  dst.astype(np.int32),
                   np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
                   np.zeros(0, np.int64))
 

@@ -102,14 +102,23 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
         i = pc[r]
         end = rank_off[r + 1]
         t = t_of[r]
+        # The running rank's own state in locals (written back when it blocks or finishes):
+        # numba cannot keep array elements in registers across the stores of the loop body.
+        ph = phase[r]
+        st_r = start_of[r]
+        comp_r = rank_comp[r]
+        comm_r = rank_comm[r]
+        wait_r = rank_wait[r]
+        tx_r = txfree[r]
+        rx_r = rxfree[r]
         while i < end:
             k = kind[i]
-            if phase[r] == 0:
+            if ph == 0:
                 b = burst[i] * scale[reg[i] + 1]
                 t += b
-                rank_comp[r] += b
-                start_of[r] = t
-                phase[r] = 1
+                comp_r += b
+                st_r = t
+                ph = 1
             start = t
             blocked = -1
             pk = PRED_LOCAL
@@ -122,8 +131,8 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 if m_sp[m] < 0.0:
                     ts = t
                     if not measured:
-                        ts = max(t, txfree[r])
-                        txfree[r] = ts + gap + kg
+                        ts = max(t, tx_r)
+                        tx_r = ts + gap + kg
                     m_sp[m] = ts
                     d = m_dst[m]
                     if wait_on[d] == m:
@@ -224,8 +233,8 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
             elif k == COLL:
                 c = msg[i]
                 # Entry is counted once: phase 2 marks "entered, waiting for the others".
-                if phase[r] == 1:
-                    phase[r] = 2
+                if ph == 1:
+                    ph = 2
                     coll_cnt[c] += 1
                     if t > coll_max[c] or coll_cnt[c] == 1:
                         coll_max[c] = t
@@ -262,7 +271,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                     de = m_sp[m] + dep_lat[i]
                 else:
                     kg = max(kb - kshift, 0.0) * G
-                    le = max(t, rxfree[r])
+                    le = max(t, rx_r)
                     if kb > S or m_sync[m]:
                         # Rendezvous: the data leaves once both sides are ready.
                         le = max(le, m_rp[m] + 2.0 * L + kg + m_delay[m])
@@ -276,7 +285,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 if measured:
                     t = tr
                 else:
-                    rxfree[r] = tr + gap
+                    rx_r = tr + gap
                     t = tr + or0 + Or * kb
 
             if blocked != -1:
@@ -286,18 +295,25 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 t_of[r] = start
                 break
             if record:
-                op_start[i] = start_of[r]
+                op_start[i] = st_r
                 op_end[i] = t
                 pred[i] = pk
-            rank_wait[r] += waited
-            rank_comm[r] += t - start_of[r] - waited
-            phase[r] = 0
+            wait_r += waited
+            comm_r += t - st_r - waited
+            ph = 0
             i += 1
+        phase[r] = ph
+        start_of[r] = st_r
+        rank_wait[r] = wait_r
+        rank_comm[r] = comm_r
+        txfree[r] = tx_r
+        rxfree[r] = rx_r
         if i >= end:
             pc[r] = end
             b = trail[r] * scale[0]
-            rank_comp[r] += b
+            comp_r += b
             rank_end[r] = t + b
+        rank_comp[r] = comp_r
 
     stuck = 0
     for r in range(P):
