@@ -30,7 +30,7 @@ def main() -> None:
                       source=(rank - 1) % size, recvtag=i)
         token, incoming = incoming, token
         out = np.zeros(1)
-        comm.Allreduce(np.array([x[0]]), out, op=MPI.SUM)
+        comm.Allreduce(np.array([x[0] if len(x) else 0.0]), out, op=MPI.SUM)
         total += out[0]
     if rank == 0:
         print(f"ring: {size} ranks, {args.rounds} rounds, checksum {total:.6f}")
