@@ -316,29 +316,6 @@ def _short(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
 
 
-def _read_footers(paths: list[Path]) -> dict[int, Any]:
-    """``_read_footer`` of each existing file, by position in ``paths``: its result, or the
-    TraceError it raised (the caller raises them in rank order). Read in threads: opening a
-    file and parsing its footer is about 0.1 ms, most of it outside the GIL, and a trace has a
-    file per rank."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(path: Path):
-        try:
-            return _read_footer(path)
-        except TraceError as exc:
-            return exc
-
-    have = [(i, p) for i, p in enumerate(paths) if p.is_file()]
-    threads = min(_usable_cores(), len(have))
-    if threads > 1 and len(have) >= 16:
-        with ThreadPoolExecutor(threads) as ex:
-            results = list(ex.map(one, [p for _, p in have]))
-    else:
-        results = [one(p) for _, p in have]
-    return {i: r for (i, _), r in zip(have, results)}
-
-
 def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
@@ -353,14 +330,11 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
     if extra:
         raise TraceError(f"{trace_dir / extra[0]}: rank file beyond the manifest's {nranks} ranks "
                          "(a file from another run?)")
-    footers = _read_footers([trace_dir / rank_file_name(rank) for rank in range(nranks)])
     for rank in range(nranks):
         path = trace_dir / rank_file_name(rank)
-        if rank in footers:
-            got = footers[rank]
-            if isinstance(got, TraceError):
-                raise got
-            meta, footer = got
+        if path.is_file():
+            # (Parsing the footers in threads measured slower: most of it holds the GIL.)
+            meta, footer = _read_footer(path)
             src = RankSource(rank, [path], meta.get("status") == "complete",
                              str(meta.get("status", "unknown")), meta, footer=footer)
             run = meta.get("run") if isinstance(meta.get("run"), dict) else {}
