@@ -585,10 +585,14 @@ def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
     """The operations of a collective's pattern for each of its instances: member q of instance
     x (its row ``by_local[x, q]``) gets the pattern's steps ``poff[q]..poff[q+1]``, their
     messages numbered ``base + x·Mp + pmsg``. A member without steps keeps its single NOP;
-    one a partial trace did not record (row -1) has no operations to fill."""
+    one a partial trace did not record (row -1) has no operations to fill.
+
+    Member by member: a member's instances are its rank's rows in order, so the writes walk
+    each rank's operations forward (instance by instance, they jumped between ranks: 20 ms
+    against 12 on an 8-rank trace with 336 k Allreduce rows)."""
     ni, nmem = by_local.shape
-    for x in range(ni):
-        for q in range(nmem):
+    for q in range(nmem):
+        for x in range(ni):
             if by_local[x, q] < 0:
                 continue
             f = first[by_local[x, q]]
