@@ -227,6 +227,15 @@ def _factorize_channels(src, dst, comm, tag, nranks):
     return gid, int(gid.max()) + 1 if len(gid) else 0
 
 
+@nb.njit(cache=True, nogil=True)
+def _tags_agree(match_of_send, s_tag, r_tag):
+    for i in range(len(match_of_send)):
+        j = match_of_send[i]
+        if j >= 0 and s_tag[i] != r_tag[j]:
+            return False
+    return True
+
+
 def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nranks):
     """(match_of_send, recv_matched): MPI's rule, the k-th send of a channel (source,
     destination, communicator, tag) meets the k-th receive of that channel.
@@ -242,8 +251,7 @@ def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nra
                                        nranks)
     match_of_send, recv_matched = _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
     del gid
-    ok = match_of_send >= 0
-    if np.array_equal(s_tag[ok], r_tag[match_of_send[ok]]):
+    if _tags_agree(match_of_send, s_tag, r_tag):
         return match_of_send, recv_matched
     gid, ngroups = _factorize_channels((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm),
                                        (s_tag, r_tag), nranks)
