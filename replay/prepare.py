@@ -681,9 +681,13 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
         _index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
         _index_proto(n))
     first = off[:-1]
-    m_bytes = [prep.msgs["bytes"]]
-    m_src = [prep.msgs["src"].astype(np.int32)]  # ranks (at most tf.MAX_RANKS)
-    m_dst = [prep.msgs["dst"].astype(np.int32)]
+    # per message: the trace's messages, then each pattern's instances x steps
+    m_bytes = np.empty(nmsg)
+    m_src = np.empty(nmsg, np.int32)  # ranks (at most tf.MAX_RANKS)
+    m_dst = np.empty(nmsg, np.int32)
+    m_bytes[:M0] = prep.msgs["bytes"]
+    m_src[:M0] = prep.msgs["src"]
+    m_dst[:M0] = prep.msgs["dst"]
     coll_n = np.zeros(0, np.int64)
     if ninst and not expand:
         crow = coll["rows"]
@@ -715,19 +719,17 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
                     rs = coll["rows"][offs[i]:offs[i + 1]]
                     by_local[q_i, coll["local"][offs[i]:offs[i + 1]]] = rs
             owner_row = by_local[:, owner]
-            m_bytes.append((mult[None, :] * np.where(owner_row >= 0, nb_row[owner_row], 0.0))
-                           .ravel())
-            m_src.append(np.broadcast_to(mem_arr[src], (ni, Mp)).ravel())
-            m_dst.append(np.broadcast_to(mem_arr[dst], (ni, Mp)).ravel())
+            block = slice(base, base + ni * Mp)
+            np.multiply(mult[None, :], np.where(owner_row >= 0, nb_row[owner_row], 0.0),
+                        out=m_bytes[block].reshape(ni, Mp))
+            m_src[block].reshape(ni, Mp)[:] = mem_arr[src][None, :]
+            m_dst[block].reshape(ni, Mp)[:] = mem_arr[dst][None, :]
             _fill_pattern(kind, msg, first, by_local, np.asarray(poff, np.int64),
                           np.asarray(pkind, np.int8), np.asarray(pmsg, np.int64), base, Mp)
             base += ni * Mp
+        assert base == nmsg  # the messages counted before the layout are all written
         leftover = crow[kind[first[crow]] == 0]
         kind[first[leftover]] = K.NOP
-    m_bytes = np.concatenate(m_bytes)
-    m_src = np.concatenate(m_src)
-    m_dst = np.concatenate(m_dst)
-    assert len(m_bytes) == nmsg
     m_send_op, m_recv_op = _message_ops(kind, msg, nmsg, _index_proto(len(kind)))
 
     loc = np.zeros(0)
