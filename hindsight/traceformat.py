@@ -247,6 +247,11 @@ def read_manifest(trace_dir: Path) -> dict[str, Any]:
                                                            (kind if isinstance(kind, tuple)
                                                             else (kind,)))):
             raise TraceError(f"{path}: '{key}' has the wrong type ({type(v).__name__})")
+    nodes = (manifest.get("network") or {}).get("node_of_rank")
+    if nodes is not None and not (isinstance(nodes, list) and len(nodes) == ranks and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < ranks for x in nodes)):
+        raise TraceError(f"{path}: 'network.node_of_rank' must list one node number (0.."
+                         f"{ranks - 1}) per rank")
     hosts = manifest.get("hosts") or {}
     if not all(isinstance(rs, list) and all(isinstance(r, int) and not isinstance(r, bool)
                                             for r in rs) for rs in hosts.values()):

@@ -35,7 +35,7 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 8
+CACHE_VERSION = 9
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
@@ -389,7 +389,12 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
 
     host_of_rank = np.arange(nranks)
     hosts = manifest.get("hosts")
-    if isinstance(hosts, dict) and hosts:
+    nodes = (manifest.get("network") or {}).get("node_of_rank")
+    if nodes is not None:
+        # A testbed run: its ranks share one machine (and one clock), but each testbed node is
+        # a host of the network the run crossed, with its own link (docs/testbed.md).
+        host_of_rank = np.asarray(nodes, np.int64)
+    elif isinstance(hosts, dict) and hosts:
         for h, (name, rs) in enumerate(sorted(hosts.items())):
             for r in rs:
                 if 0 <= int(r) < nranks:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import replay
+from hindsight.traceformat import TraceError
 from replay.synthetic import simulate_to_dir, write_trace, empty_columns
 
 prep_mod = importlib.import_module("replay.prepare")  # the module (replay.prepare is the function)
@@ -120,6 +121,26 @@ def test_mm1_analytic_matches_paper_eq_8_to_11(tmp_path):
     # hosts_per_leaf=1 is the fan-in of leaf1 here
     assert res.makespan_ns == pytest.approx(D(1) + D(16) + D(8))
     assert res.info["saturated_messages"] == 0
+
+
+def test_mm1_places_a_testbed_run_by_its_nodes(tmp_path):
+    # A testbed run shares one machine (one entry in `hosts`), but its ranks sat in different
+    # testbed nodes: a message between nodes crosses the switch, one within a node does not.
+    progs = [[("send", 2, 5000)], [("send", 3, 5000)], [("recv", 0)], [("recv", 1)]]
+    one_host = {"hosts": {"machine": [0, 1, 2, 3]}}
+    flat = _prep(tmp_path, progs, "flat", **one_host)
+    tb = _prep(tmp_path, progs, "tb", **one_host, extra_manifest={
+        "network": {"transport": "tcp", "node_of_rank": [0, 0, 1, 1]}})
+    assert flat.host_of_rank.tolist() == [0, 0, 0, 0]
+    assert tb.host_of_rank.tolist() == [0, 0, 1, 1]
+    sets = {"C": "10Gbit/s", "hosts_per_leaf": "1"}
+    t_flat = replay.run(flat, "mm1", sets, compute_scale=0.0).makespan_ns
+    t_tb = replay.run(tb, "mm1", sets, compute_scale=0.0).makespan_ns
+    assert t_tb > t_flat  # 0 -> 2 and 1 -> 3 now cross the switch
+    bad = simulate_to_dir(tmp_path / "bad", progs, extra_manifest={
+        "network": {"node_of_rank": [0, 1]}})
+    with pytest.raises(TraceError, match="node_of_rank"):
+        replay.prepare(bad, use_cache=False)
 
 
 def test_mm1_saturation_is_reported_not_infinite(tmp_path):
