@@ -321,6 +321,25 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     return prep
 
 
+def host_placement(manifest: dict, nranks: int) -> np.ndarray:
+    """The host of each rank in the network a run crossed (what M/M/1 places ranks by): a
+    testbed run's nodes (the manifest's ``network.node_of_rank``: its ranks share one machine
+    and one clock, but each node has its own link, docs/testbed.md), else the manifest's
+    ``hosts`` (numbered in host-name order), else one host per rank."""
+    nodes = (manifest.get("network") or {}).get("node_of_rank")
+    if nodes is not None:
+        return np.asarray(nodes, np.int64)
+    host_of_rank = np.arange(nranks)
+    hosts = manifest.get("hosts")
+    if isinstance(hosts, dict) and hosts:
+        for h, (name, rs) in enumerate(sorted(hosts.items())):
+            for r in rs:
+                if 0 <= int(r) < nranks:
+                    host_of_rank[int(r)] = h
+        _, host_of_rank = np.unique(host_of_rank, return_inverse=True)
+    return host_of_rank.astype(np.int64)
+
+
 def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     a = dict(cols.arrays)  # columns that only matching needs are dropped from this copy
     manifest = cols.manifest
@@ -387,21 +406,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     row_coll = np.full(n, -1, np.int32)
     row_coll[coll["rows"]] = np.repeat(np.arange(len(coll["comm"])), np.diff(coll["off"]))
 
-    host_of_rank = np.arange(nranks)
-    hosts = manifest.get("hosts")
-    nodes = (manifest.get("network") or {}).get("node_of_rank")
-    if nodes is not None:
-        # A testbed run: its ranks share one machine (and one clock), but each testbed node is
-        # a host of the network the run crossed, with its own link (docs/testbed.md).
-        host_of_rank = np.asarray(nodes, np.int64)
-    elif isinstance(hosts, dict) and hosts:
-        for h, (name, rs) in enumerate(sorted(hosts.items())):
-            for r in rs:
-                if 0 <= int(r) < nranks:
-                    host_of_rank[int(r)] = h
-        # hosts are numbered after the ranks' order so neighbours share leaves
-        _, host_of_rank = np.unique(host_of_rank, return_inverse=True)
-
+    host_of_rank = host_placement(manifest, nranks)
     rows = dict(rank=rank, seq=seq, op=op, t_start=t_start, t_end=t_end, region=burst_region,
                 cont=cont, kind=kind, msg=row_msg, msg2=msg2, burst=burst,
                 ratio=ratio.astype(np.float32),  # a CPU/wall fraction: 7 digits are plenty
@@ -412,7 +417,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
                 recv_row=recv_post, send_done=match.send_done_row,
                 recv_done=match.recv_done_row)
     return Prepared(trace_dir, manifest, nranks, rows, region_names, trail, t0, msgs, coll,
-                    comm_members, host_of_rank.astype(np.int64), problems)
+                    comm_members, host_of_rank, problems)
 
 
 def _group_ids(*cols: np.ndarray) -> np.ndarray:

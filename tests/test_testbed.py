@@ -259,3 +259,24 @@ def test_cross_rows_in_errors_csv_and_report(tmp_path):
     assert "| sorting | pipeline | 2 | s | shm | slow | 4.0000 | -10.0 | +25.0 |" in md
     # the same-network tables do not mix in the cross row
     assert "Cells worse than 15 %: 0 of 2 rows." in md
+
+
+def test_cross_prediction_places_ranks_as_the_predicted_network_does(tmp_path):
+    """A trace whose ranks shared a host, predicted onto a two-node testbed: M/M/1 must place
+    the ranks on the testbed's nodes (messages cross the switch), as runs there did."""
+    from types import SimpleNamespace
+
+    from replay.synthetic import simulate_to_dir
+    from validation.validate import replay_predictions
+
+    progs = [[("send", 1, 100_000)] * 20, [("recv", 0)] * 20]
+    trace = simulate_to_dir(tmp_path / "t", progs, hosts={"machine": [0, 1]})
+    spec = SimpleNamespace(replay=["mm1"], replay_set={"mm1": ["C=1Gbit/s", "C_host=1Gbit/s",
+                                                               "Tcomp=10ms"]})
+    manifest = {"makespan_ns": 0}
+    own = replay_predictions(trace, manifest, {}, spec)[0]["predicted_s"]
+    testbed = {"network": {"node_of_rank": [0, 1]}}
+    moved = replay_predictions(trace, manifest, {}, spec, placement=testbed)[0]["predicted_s"]
+    # on one host a message is a pure delay k/C; across the switch its link is a queue
+    # (analytic utilisation 8 / 10 ms x 800 us = 0.64: 2.2 ms per message)
+    assert moved > 2 * own

@@ -411,11 +411,19 @@ def collect_reps(cell: Cell, spec: Spec, out: Path, log: Callable[[str], None]) 
 
 
 def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
-                       profile_path: Path | None = None) -> list[dict]:
-    """Replay one trace under every replay model of the spec with one network's profile."""
+                       profile_path: Path | None = None,
+                       placement: dict | None = None) -> list[dict]:
+    """Replay one trace under every replay model of the spec with one network's profile;
+    ``placement`` is the manifest of a run on the predicted network, whose rank-to-host
+    placement the replay takes (M/M/1 is the model that depends on it)."""
+    import dataclasses
+
     import replay
+    from replay.prepare import host_placement
 
     prep = replay.prepare(trace)
+    if placement is not None:
+        prep = dataclasses.replace(prep, host_of_rank=host_placement(placement, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     preds = []
     for model in spec.replay:
@@ -515,9 +523,12 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
 
     reps = range(len(a["traces"])) if spec.replay_all else [a["replayed_rep"]]
     profile = read_profile(profile_path)
+    # The predicted run's ranks sit where runs on that network put them (two testbed nodes, or
+    # one machine), not where the traced run's did.
+    target = tf.read_manifest(out / b["traces"][b["replayed_rep"]])
     preds = combine_reps([replay_predictions(out / a["traces"][k],
                                              tf.read_manifest(out / a["traces"][k]), profile, spec,
-                                             profile_path)
+                                             profile_path, placement=target)
                           for k in reps], spec.actual)
     for p in preds:
         q, act = p["predicted_s"], b["actual_s"]
