@@ -191,15 +191,17 @@ def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), max(len(uniq), 1)
 
 
-def _factorize_channels(src, dst, comm, tag, nranks):
-    """One dense id per (src, dst, comm, tag), by hashing (linear time); ``tag=None`` leaves
-    the tag out of the key (the coarse channels of ``_pair_messages``).
+def _channel_ids(src, dst, comm, tag, nranks):
+    """(ids of the sends, ids of the receives, id count): one dense id per channel (src, dst,
+    comm, tag); ``tag=None`` leaves the tag out (the coarse channels of ``_pair_messages``).
 
-    Each argument is a pair (sends' values, receives' values); the result covers the sends, then
-    the receives. Only the int64 channel keys are concatenated, to keep memory low."""
+    Each argument is a pair (sends' values, receives' values). When few channels are possible
+    the compiled direct key is the id (the pairing's counters are no larger than the rows, and
+    nothing is hashed); else the keys are hashed (linear time)."""
     P = max(int(nranks), 1)
     if tag is None:
-        tag = tuple(np.zeros(len(x), np.int8) for x in src)
+        tag = (np.zeros(0, np.int32),) * 2  # no tag in the key (nt = 1)
+    ns = len(src[0])
     lo_c = min((int(x.min()) for x in comm if len(x)), default=0)
     hi_c = max((int(x.max()) for x in comm if len(x)), default=0)
     lo_t = min((int(x.min()) for x in tag if len(x)), default=0)
@@ -207,31 +209,35 @@ def _factorize_channels(src, dst, comm, tag, nranks):
     nc, nt = hi_c - lo_c + 1, hi_t - lo_t + 1
     space = float(P) * P * nc * nt
     if space < 2.0 ** 62:  # a direct key: no hashing of comm and tag
-        key = np.concatenate([((s.astype(np.int64) * P + d) * nc + (c - lo_c)) * nt + (t - lo_t)
-                              for s, d, c, t in zip(src, dst, comm, tag)])
-        if space <= max(len(key), 1 << 16):
-            # few possible channels for the rows: the key is the id (the pairing's counters
-            # are no larger than the rows, and nothing is hashed)
-            return key, int(space)
-        gid, uniq = pd.factorize(key)
-        return gid.astype(np.int64, copy=False), len(uniq)
-    src, dst, comm, tag = (np.concatenate(x) for x in (src, dst, comm, tag))
+        keys = [_direct_keys(s, d, c, t, P, lo_c, nc, lo_t, nt)
+                for s, d, c, t in zip(src, dst, comm, tag)]
+        if space <= max(ns + len(src[1]), 1 << 16):
+            return keys[0], keys[1], int(space)
+        gid, uniq = pd.factorize(np.concatenate(keys))
+        gid = gid.astype(np.int64, copy=False)
+        return gid[:ns], gid[ns:], len(uniq)
+    src, dst, comm = (np.concatenate(x) for x in (src, dst, comm))
     ci, nc = _small_codes(comm)
-    ti, nt = _small_codes(tag)
+    ti, nt = _small_codes(np.concatenate(tag)) if len(tag[0]) + len(tag[1]) else \
+        (np.zeros(len(src), np.int64), 1)
     if float(P) * P * nc * nt < 2.0 ** 62:
         key = ((src.astype(np.int64) * P + dst) * nc + ci) * nt + ti
         gid, uniq = pd.factorize(key)
-        return gid.astype(np.int64, copy=False), len(uniq)
+        gid = gid.astype(np.int64, copy=False)
+        return gid[:ns], gid[ns:], len(uniq)
     df = pd.DataFrame({"s": src, "d": dst, "c": ci, "t": ti})
     gid = df.groupby(["s", "d", "c", "t"], sort=False).ngroup().to_numpy(np.int64)
-    return gid, int(gid.max()) + 1 if len(gid) else 0
+    return gid[:ns], gid[ns:], int(gid.max()) + 1 if len(gid) else 0
 
 
 @nb.njit(cache=True, nogil=True)
-def _direct_keys(src, dst, comm, P, lo_c, nc):
+def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt):
+    """Mixed-radix channel keys; an empty ``tag`` leaves the tag out."""
     out = np.empty(len(src), np.int64)
+    with_tag = len(tag) > 0
     for i in range(len(src)):
-        out[i] = (np.int64(src[i]) * P + dst[i]) * nc + (comm[i] - lo_c)
+        k = (np.int64(src[i]) * P + dst[i]) * nc + (comm[i] - lo_c)
+        out[i] = k * nt + (tag[i] - lo_t) if with_tag else k
     return out
 
 
@@ -297,25 +303,13 @@ def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nra
     the k-th send with tag t is the k-th receive with tag t. Checking the tags costs one pass;
     the full channel key, whose tag range can be as large as the trace, is built only when a
     pair disagrees."""
-    ns = len(s_src)
-    P = max(int(nranks), 1)
-    lo_c = min((int(x.min()) for x in (s_comm, r_comm) if len(x)), default=0)
-    nc = max((int(x.max()) for x in (s_comm, r_comm) if len(x)), default=0) - lo_c + 1
-    if float(P) * P * nc <= max(ns + len(r_src), 1 << 16):
-        # few possible coarse channels: the key is the id, computed without temporaries
-        match_of_send, recv_matched = _pair_channels(
-            _direct_keys(s_src, s_dst, s_comm, P, lo_c, nc),
-            _direct_keys(r_src, r_dst, r_comm, P, lo_c, nc), P * P * nc)
-    else:
-        gid, ngroups = _factorize_channels((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm),
-                                           None, nranks)
-        match_of_send, recv_matched = _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
-        del gid
+    sides = ((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm))
+    ids_s, ids_r, n = _channel_ids(*sides, None, nranks)
+    match_of_send, recv_matched = _pair_channels(ids_s, ids_r, max(n, 1))
     if _tags_agree(match_of_send, s_tag, r_tag):
         return match_of_send, recv_matched
-    gid, ngroups = _factorize_channels((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm),
-                                       (s_tag, r_tag), nranks)
-    return _pair_channels(gid[:ns], gid[ns:], max(ngroups, 1))
+    ids_s, ids_r, n = _channel_ids(*sides, (s_tag, r_tag), nranks)
+    return _pair_channels(ids_s, ids_r, max(n, 1))
 
 
 def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[str]]:
