@@ -321,10 +321,6 @@ def _short(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-
-
 def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
     """Locate every rank's data: its merged file, or the staged parts a dead rank left behind."""
     trace_dir = Path(trace_dir)
@@ -592,7 +588,7 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         return pos - start, names
 
     if threads is None:
-        threads = _usable_cores()
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     threads = max(1, min(threads, len(files)))
     if threads > 1:
         with ThreadPoolExecutor(threads) as ex:

@@ -276,7 +276,7 @@ def test_cross_prediction_places_ranks_as_the_predicted_network_does(tmp_path):
     manifest = {"makespan_ns": 0}
     own = replay_predictions(trace, manifest, {}, spec)[0]["predicted_s"]
     testbed = {"network": {"node_of_rank": [0, 1]}}
-    moved = replay_predictions(trace, manifest, {}, spec, placement=testbed)[0]["predicted_s"]
+    moved = replay_predictions(trace, manifest, {}, spec, placed_like=testbed)[0]["predicted_s"]
     # on one host a message is a pure delay k/C; across the switch its link is a queue
     # (analytic utilisation 8 / 10 ms x 800 us = 0.64: 2.2 ms per message)
     assert moved > 2 * own

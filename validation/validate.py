@@ -412,9 +412,9 @@ def collect_reps(cell: Cell, spec: Spec, out: Path, log: Callable[[str], None]) 
 
 def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
                        profile_path: Path | None = None,
-                       placement: dict | None = None) -> list[dict]:
+                       placed_like: dict | None = None) -> list[dict]:
     """Replay one trace under every replay model of the spec with one network's profile;
-    ``placement`` is the manifest of a run on the predicted network, whose rank-to-host
+    ``placed_like`` is the manifest of a run on the predicted network, whose rank-to-host
     placement the replay takes (M/M/1 is the model that depends on it)."""
     import dataclasses
 
@@ -422,8 +422,8 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
     from replay.prepare import host_placement
 
     prep = replay.prepare(trace)
-    if placement is not None:
-        prep = dataclasses.replace(prep, host_of_rank=host_placement(placement, prep.nranks))
+    if placed_like is not None:
+        prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     preds = []
     for model in spec.replay:
@@ -528,7 +528,7 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     target = tf.read_manifest(out / b["traces"][b["replayed_rep"]])
     preds = combine_reps([replay_predictions(out / a["traces"][k],
                                              tf.read_manifest(out / a["traces"][k]), profile, spec,
-                                             profile_path, placement=target)
+                                             profile_path, placed_like=target)
                           for k in reps], spec.actual)
     for p in preds:
         q, act = p["predicted_s"], b["actual_s"]
