@@ -706,14 +706,12 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
         msg[first[crow]] = inst_of
         coll_n = np.diff(coll["off"]).astype(np.int64)
     elif ninst:
-        crow = coll["rows"]
-        inst_of = np.repeat(np.arange(ninst), np.diff(coll["off"]))
         base = M0
         nb_row = np.maximum(rows["nbytes"], 0).astype(float)
         for g, pt in pats.items():
-            insts = np.flatnonzero(inst_pat == g)
             if pt is None:
                 continue
+            insts = np.flatnonzero(inst_pat == g)
             (src, dst, owner, mult, poff, pkind, pmsg), mem = pt
             Mp = len(src)
             ni = len(insts)
@@ -738,8 +736,6 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
                           np.asarray(pkind, np.int8), np.asarray(pmsg, np.int64), base, Mp)
             base += ni * Mp
         assert base == nmsg  # the messages counted before the layout are all written
-        leftover = crow[kind[first[crow]] == 0]
-        kind[first[leftover]] = K.NOP
     m_send_op, m_recv_op = _message_ops(kind, msg, nmsg, _index_proto(len(kind)))
 
     loc = np.zeros(0)
