@@ -67,6 +67,7 @@ OPS: tuple[str, ...] = (
     "Comm_split", "Comm_dup", "Comm_create",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
+_OPS_ARRAY = pa.array(OPS, pa.string())  # the op dictionary of the files hindsight writes
 
 SEND_OPS = frozenset({"Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend",
                       "Sendrecv_send"})
@@ -132,12 +133,12 @@ _NUMPY_TYPES = {f.name: np.dtype(str(f.type)) for f in SCHEMA if pa.types.is_int
 INT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("op", "region"))
 
 # Monotone or slowly varying integer columns compress best with delta encoding; the rest with
-# dictionaries; zstd on top. Measured: 2.3 to 4.4 bytes per event on large traces
-# (benchmarks/instrument_overhead.py); small traces are dominated by the ~6 KiB footer.
+# dictionaries; LZ4 (the interoperable LZ4_RAW codec) on top. zstd made files 1.2-1.25x smaller
+# but decoded 1.5x slower, and its per-column-chunk cost (a decoder context per page) was half of
+# the whole read of a 64-rank trace of small files (docs/trace-format.md, "Compression").
 _DELTA_COLUMNS = ("seq", "t_start", "t_end")
 WRITE_OPTIONS: dict[str, Any] = dict(
-    compression="zstd",
-    compression_level=3,
+    compression="lz4",
     use_dictionary=[c for c in COLUMNS if c not in _DELTA_COLUMNS],
     column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
     write_statistics=True,
@@ -290,7 +291,8 @@ class RankSource:
     status: str
     metadata: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    footer: Any = field(default=None, repr=False)  # the merged file's pq.FileMetaData
+    #: the merged file opened from its bytes in memory (``rank_sources(..., keep_open=True)``)
+    parquet: Any = field(default=None, repr=False)
 
 
 def file_metadata(path: Path) -> dict[str, Any]:
@@ -298,11 +300,20 @@ def file_metadata(path: Path) -> dict[str, Any]:
     return _read_footer(path)[0]
 
 
-def _read_footer(path: Path) -> tuple[dict[str, Any], pq.FileMetaData]:
-    """(hindsight metadata, the Parquet footer) of one file; the footer is kept so that the
-    file is opened for reading without parsing it a second time."""
+def _read_footer(path: Path, keep_open: bool = False
+                 ) -> tuple[dict[str, Any], pq.FileMetaData, pq.ParquetFile | None]:
+    """(hindsight metadata, the Parquet footer, the file opened if ``keep_open``). A file kept
+    open is read whole, once, and decoded from memory: that skips pyarrow's filesystem layer,
+    its reads per column chunk and a second parse of the footer."""
+    pf = None
     try:
-        footer = pq.read_metadata(path)
+        if keep_open:
+            # (pre-buffering coalesces reads of a file on disk; from memory it is overhead)
+            pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(path.read_bytes())),
+                                pre_buffer=False, **READ_OPTIONS)
+            footer = pf.metadata
+        else:
+            footer = pq.read_metadata(path)
     except READ_ERRORS as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
     kv = footer.metadata or {}
@@ -314,15 +325,17 @@ def _read_footer(path: Path) -> tuple[dict[str, Any], pq.FileMetaData]:
         raise TraceError(f"{path}: corrupt hindsight metadata") from None
     if not isinstance(meta, dict):
         raise TraceError(f"{path}: corrupt hindsight metadata (not a JSON object)")
-    return meta, footer
+    return meta, footer, pf
 
 
 def _short(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
 
 
-def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
-    """Locate every rank's data: its merged file, or the staged parts a dead rank left behind."""
+def rank_sources(trace_dir: Path, manifest: dict[str, Any],
+                 keep_open: bool = False) -> list[RankSource]:
+    """Locate every rank's data: its merged file, or the staged parts a dead rank left behind.
+    With ``keep_open`` each merged file is read into memory and kept open for decoding."""
     trace_dir = Path(trace_dir)
     nranks = int(manifest["ranks"])
     sources = []
@@ -335,9 +348,9 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any]) -> list[RankSource]:
         path = trace_dir / rank_file_name(rank)
         if path.is_file():
             # (Parsing the footers in threads measured slower: most of it holds the GIL.)
-            meta, footer = _read_footer(path)
+            meta, footer, pf = _read_footer(path, keep_open)
             src = RankSource(rank, [path], meta.get("status") == "complete",
-                             str(meta.get("status", "unknown")), meta, footer=footer)
+                             str(meta.get("status", "unknown")), meta, parquet=pf)
             run = meta.get("run") if isinstance(meta.get("run"), dict) else {}
             if run.get("ranks") is not None and run.get("ranks") != nranks:
                 # Checked before the run id: "another rank count" says more than "another run".
@@ -392,10 +405,11 @@ class Trace:
         return [s.rank for s in self.sources if not s.complete]
 
 
-def _open(trace_dir: Path, allow_partial: bool) -> tuple[dict[str, Any], list[RankSource]]:
+def _open(trace_dir: Path, allow_partial: bool,
+          keep_open: bool = False) -> tuple[dict[str, Any], list[RankSource]]:
     """Manifest and rank sources; refuses an incomplete trace unless ``allow_partial``."""
     manifest = read_manifest(trace_dir)
-    sources = rank_sources(trace_dir, manifest)
+    sources = rank_sources(trace_dir, manifest, keep_open)
     incomplete = [s.rank for s in sources if not s.complete]
     if incomplete and not allow_partial:
         raise TraceError(f"{trace_dir}: incomplete trace (ranks {_ranges(incomplete)} did not "
@@ -471,9 +485,12 @@ def _dict_codes(chunk: pa.Array, lut_of: dict[str, int], path: Path, name: str,
         out = np.empty(len(chunk), np.int16)
     if len(chunk) == 0:
         return out
-    names = chunk.dictionary.to_pylist()
-    lut = np.array([-1 if x is None else lut_of.setdefault(x, len(lut_of)) if grow
-                    else lut_of.get(x, -1) for x in names], out.dtype)
+    if lut_of is OP_CODE and chunk.dictionary.equals(_OPS_ARRAY):
+        lut = np.arange(len(OPS), dtype=out.dtype)  # written by hindsight: codes are OP_CODE
+    else:
+        names = chunk.dictionary.to_pylist()
+        lut = np.array([-1 if x is None else lut_of.setdefault(x, len(lut_of)) if grow
+                        else lut_of.get(x, -1) for x in names], out.dtype)
     idx = chunk.indices
     validity, data = idx.buffers()[:2]
     codes = np.frombuffer(data, np.dtype(idx.type.to_pandas_dtype()),
@@ -529,22 +546,26 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     from concurrent.futures import ThreadPoolExecutor
 
     trace_dir = Path(trace_dir)
-    manifest, sources = _open(trace_dir, allow_partial)
+    manifest, sources = _open(trace_dir, allow_partial, keep_open=True)
     columns = list(columns or COLUMNS)
     files = []
-    checked: list[pq.ParquetSchema] = []
+    # per distinct schema: each requested column's leaf index in the file (converting a footer's
+    # schema to Arrow costs more than comparing it with one already checked)
+    checked: list[tuple[pq.ParquetSchema, dict[str, int]]] = []
     total = 0
     for src in sources:
         for path in src.files:
-            # A merged rank file's footer was read with the sources (the file is opened in the
-            # decoding thread); a staged part of a dead rank is opened here.
-            footer = src.footer if src.files == [path] else _open_parquet(path).metadata
-            # One check per distinct schema (converting a footer's schema to Arrow costs more
-            # than comparing it with one already checked).
-            if not any(footer.schema.equals(ok) for ok in checked):
+            # A merged rank file was opened (from its bytes) with the sources; a staged part of
+            # a dead rank is opened here.
+            pf = src.parquet if src.files == [path] else _open_parquet(path)
+            footer = pf.metadata
+            leaf = next((ix for sch, ix in checked if footer.schema.equals(sch)), None)
+            if leaf is None:
                 check_schema(path, footer.schema.to_arrow_schema(), columns)
-                checked.append(footer.schema)
-            files.append((path, footer, src.rank, total))
+                names = footer.schema.names
+                leaf = {c: names.index(c) for c in columns}
+                checked.append((footer.schema, leaf))
+            files.append((path, pf, leaf, src.rank, total))
             total += footer.num_rows
     out: dict[str, np.ndarray] = {}
     for c in columns:
@@ -553,22 +574,33 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
 
     def read_file(item) -> tuple[int, list[str]]:
         """Decode one file into its slice; returns (rows read, its region names by code)."""
-        path, footer, file_rank, pos = item
-        pf = _open_parquet(path, footer)
+        path, pf, leaf, file_rank, pos = item
+        footer = pf.metadata
         region_of: dict[str, int] = {}
         start = pos
-        for g in range(pf.metadata.num_row_groups):
+        for g in range(footer.num_row_groups):
+            meta = footer.row_group(g)
+            n = meta.num_rows
+            if pos + n > start + footer.num_rows:
+                raise TraceError(f"{path}: row group {g} holds more rows than its footer says")
+            decode = []
+            for c in columns:
+                value = _constant(meta.column(leaf[c]), n, c in ("op", "region"))
+                if value is None:
+                    decode.append(c)
+                else:
+                    out[c][pos:pos + n] = value
             try:
-                rg = pf.read_row_group(g, columns=columns, use_threads=False)
+                rg = pf.read_row_group(g, columns=decode, use_threads=False) if decode else None
             except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data in row group {g} "
                                  f"({_short(exc)})") from None
-            n = rg.num_rows
-            if pos + n > start + pf.metadata.num_rows:
-                raise TraceError(f"{path}: row group {g} holds more rows than its footer says")
-            for c in columns:
+            if rg is not None and rg.num_rows != n:
+                raise TraceError(f"{path}: row group {g} holds {rg.num_rows} rows, its footer "
+                                 f"says {n}")
+            for c, col in zip(decode, rg.columns if rg is not None else ()):
                 at = pos
-                for chunk in rg.column(c).chunks:
+                for chunk in col.chunks:
                     dst = out[c][at:at + len(chunk)]
                     at += len(chunk)
                     if c == "op":
@@ -595,11 +627,13 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
             results = list(ex.map(read_file, files))
     else:
         results = [read_file(f) for f in files]
+    for src in sources:
+        src.parquet = None  # the files' bytes are decoded: free them
     got = sum(r[0] for r in results)
     if got != total:
         raise TraceError(f"{trace_dir}: the rank files hold {got} rows, their footers say {total}")
     region_of: dict[str, int] = {}
-    for (path, _, _, pos), (n, names) in zip(files, results):
+    for (path, _, _, _, pos), (n, names) in zip(files, results):
         if "region" not in out or not names:
             continue
         lut = np.array([region_of.setdefault(x, len(region_of)) for x in names] + [-1], np.int16)
@@ -612,9 +646,27 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     return Columns(trace_dir, manifest, out, names, sources)
 
 
-def _open_parquet(path: Path, footer: pq.FileMetaData | None = None) -> pq.ParquetFile:
+def _constant(chunk_meta: pq.ColumnChunkMetaData, rows: int, dictionary: bool) -> int | None:
+    """The value of every row of a column chunk when its footer statistics say there is one
+    (integer columns: no nulls, min == max; a dictionary column with only nulls: -1), else
+    None. Such chunks are filled, not decoded: in a rank's file, ``rank`` is constant and
+    ``request``, ``root``, ``comm`` often are, and decoding a small chunk costs far more than
+    its values (measured: 7 of 13 columns of a 64-rank ring, a third of its read time).
+    Integer statistics are exact (Parquet truncates only byte-array ones); a skipped chunk's
+    values come from the footer, so its data pages are not read at all."""
+    st = chunk_meta.statistics
+    if st is None or not st.has_null_count:
+        return None
+    if dictionary:
+        return -1 if st.null_count == rows else None
+    if st.null_count or not st.has_min_max or st.min != st.max:
+        return None
+    return st.min
+
+
+def _open_parquet(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path, metadata=footer, **READ_OPTIONS)
+        return pq.ParquetFile(path, **READ_OPTIONS)
     except READ_ERRORS as exc:
         raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") from None
 

@@ -142,41 +142,72 @@ _CLASSES = _classes()
 
 
 @nb.njit(cache=True, nogil=True)
-def _row_classes(op, peer, request, cls):
-    """Row indices of: request posts (with a request id), completions (with one), sends and
-    blocking receives (with a peer), Irecvs. A pass that marks and counts, a pass that fills
-    one index array the five share (no full-length masks)."""
+def _row_marks(op, peer, request, cls):
+    """Per row its matching classes as bits (``_classes``; a request bit only with a request
+    id, a send or receive bit only with a peer), and how many rows carry each of the 32 bit
+    combinations."""
     n = len(op)
     last = len(cls) - 1
-    marks = np.zeros(n, np.int8)
-    counts = np.zeros(5, np.int64)
+    marks = np.empty(n, np.int8)
+    count = np.zeros(32, np.int64)
     for i in range(n):
-        c = cls[op[i] if 0 <= op[i] < last else last]
-        if c == 0:
-            continue
-        m = c & 16  # an Irecv, with or without a request id
-        if request[i] >= 0:
-            m |= c & 3
-        if peer[i] >= 0:
-            m |= c & 12
+        o = op[i]
+        c = np.int32(cls[o if 0 <= o < last else last])
+        # branch-free: the classes of neighbouring rows alternate (send, receive, ...)
+        m = (c & 16) | ((c & 3) * np.int32(request[i] >= 0)) | ((c & 12) * np.int32(peer[i] >= 0))
         marks[i] = m
-        for k in range(5):
-            counts[k] += (m >> k) & 1
-    off = np.zeros(6, np.int64)
-    for k in range(5):
-        off[k + 1] = off[k] + counts[k]
-    out = np.empty(off[5], np.int64)
-    pos = off[:5].copy()
-    for i in range(n):
-        m = marks[i]
-        if m == 0:
-            continue
-        for k in range(5):
-            if (m >> k) & 1:
-                out[pos[k]] = i
-                pos[k] += 1
-    return (out[off[0]:off[1]], out[off[1]:off[2]], out[off[2]:off[3]], out[off[3]:off[4]],
-            out[off[4]:off[5]])
+        count[m] += 1
+    return marks, count
+
+
+@nb.njit(cache=True, nogil=True)
+def _rows_with(marks, bit, count):
+    """The rows whose mark has ``bit`` (``count`` of them)."""
+    out = np.empty(count, np.int64)
+    k = 0
+    for i in range(len(marks)):
+        if marks[i] & bit:
+            out[k] = i
+            k += 1
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather_rows(marks, bit, count, a, b, c, d, e):
+    """The rows whose mark has ``bit``, and ``a``... ``e`` at those rows, in one pass (the
+    gathers after the fact each read the row indices again: most of matching's time)."""
+    rows = np.empty(count, np.int64)
+    oa = np.empty(count, a.dtype)
+    ob = np.empty(count, b.dtype)
+    oc = np.empty(count, c.dtype)
+    od = np.empty(count, d.dtype)
+    oe = np.empty(count, e.dtype)
+    k = 0
+    for i in range(len(marks)):
+        if marks[i] & bit:
+            rows[k] = i
+            oa[k] = a[i]
+            ob[k] = b[i]
+            oc[k] = c[i]
+            od[k] = d[i]
+            oe[k] = e[i]
+            k += 1
+    return rows, oa, ob, oc, od, oe
+
+
+def _row_classes(op, peer, request, rank, tag, comm, nbytes):
+    """The rows that take part in matching (a pass that marks and counts, then one pass per
+    class; no full-length masks): row indices of request posts (with a request id),
+    completions (with one) and Irecvs; the sends (with a peer) with their source,
+    destination, communicator, tag and op; the blocking receives (with a peer) with their
+    source, tag, bytes, destination and communicator."""
+    marks, count = _row_marks(op, peer, request, _CLASSES)
+    per_bit = [int(count[np.arange(32) & (1 << k) > 0].sum()) for k in range(5)]
+    post, comp, irecv = (_rows_with(marks, 1 << k, per_bit[k]) if per_bit[k] else
+                         np.zeros(0, np.int64) for k in (0, 1, 4))
+    sends = _gather_rows(marks, 4, per_bit[2], rank, peer, comm, tag, op)
+    brecvs = _gather_rows(marks, 8, per_bit[3], peer, tag, nbytes, rank, comm)
+    return post, comp, irecv, sends, brecvs
 
 
 def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -242,8 +273,8 @@ def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt):
 
 
 @nb.njit(cache=True, nogil=True)
-def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_done, comm,
-             tag, nbytes):
+def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_comm, s_tag, s_done, r_nb,
+             r_done, nbytes):
     """The columns of the matched messages in send order, in one pass (they were eleven
     gathers): source, destination, communicator, tag, bytes (the send's, else what the
     receive got), send row, its completion, receive row, its completion; and the positions
@@ -254,8 +285,8 @@ def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_
             m += 1
     src = np.empty(m, s_src.dtype)
     dst = np.empty(m, s_dst.dtype)
-    cm = np.empty(m, comm.dtype)
-    tg = np.empty(m, tag.dtype)
+    cm = np.empty(m, s_comm.dtype)
+    tg = np.empty(m, s_tag.dtype)
     nb_ = np.empty(m, np.int64)
     srow = np.empty(m, np.int64)
     sdone = np.empty(m, np.int64)
@@ -270,8 +301,8 @@ def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_
         s = send_rows[i]
         src[k] = s_src[i]
         dst[k] = s_dst[i]
-        cm[k] = comm[s]
-        tg[k] = tag[s]
+        cm[k] = s_comm[i]
+        tg[k] = s_tag[i]
         snb = nbytes[s]
         rnb = r_nb[j]
         nb_[k] = snb if snb >= 0 else max(rnb, 0)
@@ -347,7 +378,11 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
         return tf.OPS[op[r]] if op[r] >= 0 else "?"
 
     # ---- the rows that take part, in one pass
-    post_rows, comp_rows, send_rows, brecv, irecv = _row_classes(op, peer, request, _CLASSES)
+    post_rows, comp_rows, irecv, sends, brecvs = _row_classes(op, peer, request, rank, tag, comm,
+                                                              nbytes)
+    send_rows, s_src, s_dst, s_comm, s_tag, s_op = sends
+    brecv, r_src, r_tag, r_nb, r_dst, r_comm = brecvs
+    del sends, brecvs
 
     # ---- requests: post row <-> completion row
     rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \
@@ -384,8 +419,8 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
         return np.where(post_rows[at] == rows, done_at_post[at], -1)
 
     # ---- sends (record order on the source = row order)
-    s_src, s_dst = rank[send_rows], peer[send_rows]
-    nbs = tf.op_mask(op[send_rows], tf.NONBLOCKING_SEND_OPS)
+    nbs = tf.op_mask(s_op, tf.NONBLOCKING_SEND_OPS)
+    del s_op
     s_done = send_rows
     if nbs.any():
         s_done = send_rows.copy()
@@ -404,22 +439,21 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     i_nb = np.where(has, nbytes[np.maximum(idone, 0)], nbytes[irecv])
     keep = i_src >= 0
     keep &= i_tag >= 0
+    recv_rows = r_done = brecv  # a blocking receive row completes itself
     if keep.any():
-        recv_rows = np.concatenate([brecv, irecv[keep]])
-        r_src = np.concatenate([peer[brecv], i_src[keep]])
-        r_tag = np.concatenate([tag[brecv], i_tag[keep]])
-        r_nb = np.concatenate([nbytes[brecv], i_nb[keep]])
+        ik = irecv[keep]
+        recv_rows = np.concatenate([brecv, ik])
+        r_src = np.concatenate([r_src, i_src[keep]])
+        r_tag = np.concatenate([r_tag, i_tag[keep]])
+        r_nb = np.concatenate([r_nb, i_nb[keep]])
+        r_dst = np.concatenate([r_dst, rank[ik]])
+        r_comm = np.concatenate([r_comm, comm[ik]])
         r_done = np.concatenate([brecv, idone[keep]])
-    else:  # blocking receives only: no copies (the receive row completes itself)
-        recv_rows = r_done = brecv
-        r_src, r_tag, r_nb = peer[brecv], tag[brecv], nbytes[brecv]
-    mixed = len(brecv) > 0 and bool(keep.any())
+        if len(brecv):  # both kinds present: merge them into posting order
+            order = np.argsort(recv_rows, kind="stable")
+            recv_rows, r_src, r_tag, r_nb, r_done, r_dst, r_comm = (
+                a[order] for a in (recv_rows, r_src, r_tag, r_nb, r_done, r_dst, r_comm))
     del brecv, i_src, i_tag, i_nb
-    if mixed:  # both kinds present: merge them into posting order
-        order = np.argsort(recv_rows, kind="stable")
-        recv_rows, r_src, r_tag, r_nb, r_done = (a[order] for a in
-                                                 (recv_rows, r_src, r_tag, r_nb, r_done))
-    r_dst = rank[recv_rows]
 
     # The row order must be (rank, seq) order for "record order" to mean anything.
     if not tf.in_rank_seq_order(rank, seq):
@@ -427,14 +461,15 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
         inv = np.empty(n, np.int64)
         inv[sort] = np.arange(n)
         so = np.argsort(inv[send_rows], kind="stable")
-        send_rows, s_src, s_dst, s_done = (a[so] for a in (send_rows, s_src, s_dst, s_done))
+        send_rows, s_src, s_dst, s_comm, s_tag, s_done = (
+            a[so] for a in (send_rows, s_src, s_dst, s_comm, s_tag, s_done))
         ro = np.argsort(inv[recv_rows], kind="stable")
-        recv_rows, r_src, r_tag, r_nb, r_done, r_dst = (
-            a[ro] for a in (recv_rows, r_src, r_tag, r_nb, r_done, r_dst))
+        recv_rows, r_src, r_tag, r_nb, r_done, r_dst, r_comm = (
+            a[ro] for a in (recv_rows, r_src, r_tag, r_nb, r_done, r_dst, r_comm))
 
-    match_of_send, recv_matched = _pair_messages(
-        s_src, s_dst, comm[send_rows], tag[send_rows], r_src, r_dst, comm[recv_rows], r_tag,
-        nranks)
+    match_of_send, recv_matched = _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst,
+                                                 r_comm, r_tag, nranks)
+    del r_comm
 
     um_s = send_rows[match_of_send < 0]
     um_r = recv_rows[~recv_matched]
@@ -450,8 +485,8 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
                             "has no matching receive")
 
     (m_src, m_dst, m_comm, m_tag, m_nb, m_send, m_sdone, m_recv, m_rdone,
-     too_big) = _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_done,
-                         comm, tag, nbytes)
+     too_big) = _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_comm, s_tag, s_done,
+                         r_nb, r_done, nbytes)
     too_big = np.flatnonzero(too_big)
     if len(too_big):
         rnb = r_nb[match_of_send[match_of_send >= 0]]

@@ -35,7 +35,7 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 9
+CACHE_VERSION = 10
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
@@ -48,7 +48,7 @@ class ReplayError(Exception):
 def _tables() -> tuple[np.ndarray, ...]:
     """Per op code (index len(OPS) stands for -1, an unknown op): the kernel kind of a row that
     carries a matched message; whether it is a collective (or communicator creation); whether
-    it completes requests; and the codes of the two Sendrecv halves."""
+    it completes requests; and the codes of the two Sendrecv halves and of Probe."""
     size = len(tf.OPS) + 1
     kind = np.zeros(size, np.int8)
     for names, k in ((("Send", "Ssend", "Bsend", "Rsend"), K.SEND),
@@ -60,63 +60,93 @@ def _tables() -> tuple[np.ndarray, ...]:
     compl = np.zeros(size, bool)
     compl[[tf.OP_CODE[x] for x in tf.COMPLETION_OPS]] = True
     return (kind, coll, compl, np.int64(tf.OP_CODE["Sendrecv_send"]),
-            np.int64(tf.OP_CODE["Sendrecv_recv"]))
+            np.int64(tf.OP_CODE["Sendrecv_recv"]), np.int64(tf.OP_CODE["Probe"]))
 
 
 _KIND_TABLES = _tables()
 
 
 @nb.njit(cache=True)
-def _row_kinds(op, row_msg, rank, t_start, t_end, kind_of, coll_of, compl_of, sr_send, sr_recv):
-    """One pass over the rows: the kernel kind of each (by op, for rows with a matched message;
-    COLL for collectives; completions are set by the caller), the send half's message of a
-    Sendrecv_recv (``msg2``), and ``cont``: the row continues the call of the row before it
-    (the rows of one Waitall/Testall..., or a Sendrecv's receive half; same rank and times)."""
+def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, kind_of, coll_of,
+              compl_of, sr_send, sr_recv, probe):
+    """One forward pass over the rows, each column read once:
+
+    * ``kind``: the kernel kind of each row (by op, for rows with a matched message; COLL for
+      collectives; completions are set by the caller). A blocking ``Probe`` whose rank's next
+      row is a blocking receive of the same peer, tag and communicator is that message's
+      PROBE (``row_msg`` of the probe is set to the message): the matched-probe half of a
+      traced pickle-API recv, or a program's own Probe / allocate / Recv;
+    * ``msg2``: the send half's message of a Sendrecv_recv;
+    * ``cont``: the row continues the call of the row before it (the rows of one Waitall /
+      Testall..., or a Sendrecv's receive half; same rank and times);
+    * ``burst``: the gap before each MPI row since the end of the rank's previous MPI rows (or
+      ``t0``), 0 for a row that continues its call; ``trail``: per rank, the time from its last
+      MPI row to its last event."""
     n = len(op)
     last = len(kind_of) - 1
-    kind = np.zeros(n, np.int8)
-    msg2 = np.full(n, -1, np.int32)  # message ids fit 32 bits; int32 halves a per-row array
-    cont = np.zeros(n, np.bool_)
-    for i in range(n):
-        o = op[i] if op[i] >= 0 else last
-        if coll_of[o]:
-            kind[i] = K.COLL
-        elif row_msg[i] >= 0:
-            kind[i] = kind_of[o]
-        if i == 0 or rank[i - 1] != rank[i]:
-            continue
-        p = op[i - 1]
-        if o == sr_recv and p == sr_send:
-            msg2[i] = row_msg[i - 1]
-        if t_start[i] == t_start[i - 1] and t_end[i] == t_end[i - 1] and \
-                ((compl_of[o] and p == op[i]) or (o == sr_recv and p == sr_send)):
-            cont[i] = True
-    return kind, msg2, cont
-
-
-@nb.njit(cache=True)
-def _bursts(rank, op, cont, t_start, t_end, t0, nranks):
-    """Gap before each MPI row since the end of the rank's previous MPI rows (or t0), 0 for a
-    row that continues its call, and the time from the last MPI row to the rank's last event
-    (trailing burst)."""
-    n = len(rank)
-    burst = np.zeros(n)
-    prev_end = np.full(nranks, t0, np.int64)
-    last_any = np.full(nranks, t0, np.int64)
-    for i in range(n):
-        r = rank[i]
-        if t_end[i] > last_any[r]:
-            last_any[r] = t_end[i]
-        if op[i] > 0:  # an MPI row (0 = region row, -1 = unknown op)
-            g = t_start[i] - prev_end[r]
-            burst[i] = g if g > 0 and not cont[i] else 0.0
-            if t_end[i] > prev_end[r]:
-                prev_end[r] = t_end[i]
+    kind = np.empty(n, np.int8)
+    msg2 = np.empty(n, np.int32)  # message ids fit 32 bits; int32 halves a per-row array
+    cont = np.empty(n, np.bool_)
+    burst = np.empty(n)
     trail = np.zeros(nranks)
-    for r in range(nranks):
-        g = last_any[r] - prev_end[r]
+    # The running rank's state in locals (rows come rank by rank): state kept in per-rank
+    # arrays made every row wait for the store of the row before.
+    r = -1
+    prev_end = t0   # end of the rank's latest MPI row so far
+    last_any = t0   # end of the rank's latest row so far
+    p = -2          # op of the row before, in the same rank (-2: none)
+    ts_p = np.int64(0)
+    te_p = np.int64(0)
+    for i in range(n):
+        if rank[i] != r:
+            if r >= 0:
+                g = last_any - prev_end
+                trail[r] = g if g > 0 else 0.0
+            r = rank[i]
+            prev_end = t0
+            last_any = t0
+            p = -2
+        oi = op[i]
+        o = oi if oi >= 0 else last
+        k = 0
+        if coll_of[o]:
+            k = K.COLL
+        elif row_msg[i] >= 0:
+            k = kind_of[o]
+        kind[i] = k
+        ts = t_start[i]
+        te = t_end[i]
+        m2 = -1
+        c = False
+        if p != -2:
+            sendrecv = o == sr_recv and p == sr_send
+            if sendrecv:
+                m2 = row_msg[i - 1]
+            if ts == ts_p and te == te_p and ((compl_of[o] and p == oi) or sendrecv):
+                c = True
+            if k == K.RECV and p == probe and peer[i - 1] == peer[i] and \
+                    tag[i - 1] == tag[i] and comm[i - 1] == comm[i]:
+                kind[i - 1] = K.PROBE
+                row_msg[i - 1] = row_msg[i]
+        msg2[i] = m2
+        cont[i] = c
+        if te > last_any:
+            last_any = te
+        b = 0.0
+        if oi > 0:  # an MPI row (0 = region row, -1 = unknown op)
+            g = ts - prev_end
+            if g > 0 and not c:
+                b = g
+            if te > prev_end:
+                prev_end = te
+        burst[i] = b
+        p = oi
+        ts_p = ts
+        te_p = te
+    if r >= 0:
+        g = last_any - prev_end
         trail[r] = g if g > 0 else 0.0
-    return burst, trail
+    return kind, msg2, cont, burst, trail
 
 
 @nb.njit(cache=True)
@@ -368,34 +398,27 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
 
     # ---- row -> message and kernel kind
     M = len(match)
-    row_msg = np.full(n, -1, np.int64)
-    mids = np.arange(M)
+    row_msg = np.full(n, -1, _index_proto(M).dtype)  # int32 when it fits: a per-row array
+    mids = np.arange(M, dtype=row_msg.dtype)
     row_msg[match.send_row] = mids
     row_msg[match.recv_row] = mids
     cpost = match.completion_post_row
     crow = match.completion_row
     row_msg[crow] = row_msg[cpost]
-    name_code = tf.OP_CODE
-    kind, msg2, cont = _row_kinds(op, row_msg, rank, t_start, t_end, *_KIND_TABLES)
+    t0 = int(t_start.min()) if n else 0
+    kind, msg2, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start,
+                                               t_end, t0, nranks, *_KIND_TABLES)
+    del peer, tag
     post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
     ok = row_msg[crow] >= 0
     kind[crow[ok & post_is_send]] = K.WSEND
     kind[crow[ok & ~post_is_send]] = K.WRECV
-    # A blocking probe whose message the rank's next row receives (same peer, tag and
-    # communicator): the matched-probe half of a traced pickle-API recv, or a program's own
-    # Probe / allocate / Recv. It waits for that message's envelope (kernel PROBE); what the rank
-    # does between the two rows (allocating the buffer) is its own work, a burst.
-    pr = tf.probes_before_receives(op == name_code["Probe"], kind == K.RECV, rank, peer, tag,
-                                   comm)
-    kind[pr] = K.PROBE
-    row_msg[pr] = row_msg[pr + 1]
-    del peer, tag
-
-    # ---- bursts (none before a row that continues its call)
-    t0 = int(t_start.min()) if n else 0
-    burst, trail = _bursts(rank, op, cont, t_start, t_end, t0, nranks)
-    ratio = _cpu_ratio(rank, op, region, t_start, t_end, cpu, len(region_names))
-    burst_region = _burst_regions(rank, op, region, t_start, t_end, cpu, ratio)
+    if region_names:
+        ratio = _cpu_ratio(rank, op, region, t_start, t_end, cpu, len(region_names))
+        burst_region = _burst_regions(rank, op, region, t_start, t_end, cpu, ratio)
+    else:  # no regions recorded: bursts have no region and no CPU samples
+        ratio = np.ones(n)
+        burst_region = region
 
     # ---- collective instances: the k-th collective a rank makes on a communicator
     comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
@@ -412,8 +435,9 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
                 ratio=ratio.astype(np.float32),  # a CPU/wall fraction: 7 digits are plenty
                 coll=row_coll, nbytes=nbytes)
     recv_post = match.recv_row
-    msgs = dict(bytes=match.nbytes.astype(np.float64), src=match.src.astype(np.int64),
-                dst=match.dst.astype(np.int64), send_row=match.send_row,
+    # As matching made them (no conversion copies): the stream converts bytes to float and
+    # keeps ranks int32 as it copies them.
+    msgs = dict(bytes=match.nbytes, src=match.src, dst=match.dst, send_row=match.send_row,
                 recv_row=recv_post, send_done=match.send_done_row,
                 recv_done=match.recv_done_row)
     return Prepared(trace_dir, manifest, nranks, rows, region_names, trail, t0, msgs, coll,

@@ -522,3 +522,43 @@ def test_dictionary_codes_of_sliced_chunks_with_nulls_and_unknown_names():
                                           dictionary=names)
     with pytest.raises(tf.TraceError, match="f: column 'op' has dictionary indices out of range"):
         tf._dict_codes(bad, tf.OP_CODE, Path("f"), "op", np.empty(2, np.int8), grow=False)
+
+
+def test_constant_column_chunks_read_from_statistics_equal_decoding(tmp_path):
+    """Column chunks whose footer statistics give one value (no nulls, min == max; a region
+    column of nulls only) are filled, not decoded. The result must equal decoding: the same
+    trace with its files rewritten without statistics, and the Arrow-table reader. Row groups
+    differ (a column constant in one and not in the next), and the rank check still holds."""
+    import pyarrow.parquet as pq
+
+    from replay.synthetic import write_trace
+
+    def rank_cols(rank, n):
+        t = np.arange(n, dtype=np.int64) * 10
+        tag = np.zeros(n, np.int64)
+        tag[n // 2 + 3:] = 7  # constant in the first row group only
+        return {"op": ["Send" if rank == 0 else "Recv"] * n, "region": [None] * n,
+                "t_start": t, "t_end": t + 5, "cpu_ns": np.full(n, -1),
+                "peer": np.full(n, 1 - rank), "tag": tag, "comm": np.zeros(n, np.int64),
+                "nbytes": np.full(n, 64), "request": np.full(n, -1), "root": np.full(n, -1)}
+
+    d = write_trace(tmp_path / "t", [rank_cols(0, 40), rank_cols(1, 40)])
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / tf.MANIFEST_NAME).write_bytes((d / tf.MANIFEST_NAME).read_bytes())
+    for f in sorted(d.glob("rank-*.parquet")):
+        table = pq.read_table(f)
+        opts = dict(tf.WRITE_OPTIONS, write_statistics=False)
+        with pq.ParquetWriter(plain / f.name, table.schema, **opts) as w:
+            for part in (table.slice(0, 20), table.slice(20)):  # two row groups
+                w.write_table(part)
+        stats = pq.read_metadata(f).row_group(0).column(0).statistics
+        assert stats is not None and stats.min == stats.max  # the fast path is taken
+        assert pq.read_metadata(plain / f.name).row_group(0).column(0).statistics is None
+    fast = tf.read_columns(d)
+    slow = tf.read_columns(plain)
+    ref, _ = tf.table_columns(tf.read_trace(d).table)
+    for c in tf.COLUMNS:
+        assert np.array_equal(fast.arrays[c], slow.arrays[c]), c
+        assert np.array_equal(fast.arrays[c], ref[c]), c
+    assert fast.arrays["tag"].tolist()[:40] == [0] * 23 + [7] * 17
