@@ -169,7 +169,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="up to 1e7 operations and 8192 ranks")
     ap.add_argument("--sweep", type=int, default=0, help="also time a sweep of N configurations")
-    ap.add_argument("--load-rows", type=int, default=1_000_000, help="rows of the Parquet case")
+    ap.add_argument("--load-rows", type=int, nargs="+", default=[1_000_000, 5_200_000],
+                    help="rows of the Parquet ring cases (default: 1M, and 5.2M, the size of "
+                         "the reference simulator's 64-rank ring)")
     ap.add_argument("--release-memory", action="store_true",
                     help="let glibc return freed memory to the kernel (the default of a plain "
                          "Python process; the hindsight CLI keeps it, see hindsight/memory.py)")
@@ -210,29 +212,35 @@ def main() -> None:
     from replay.synthetic import ring_columns, write_trace
     with tempfile.TemporaryDirectory() as d:
         P = 64
-        iters = max(1, args.load_rows // (2 * P))
-        write_trace(Path(d) / "ring", ring_columns(P, iters))
-        rows = 2 * P * iters
+        cases = []
+        for rows in args.load_rows:
+            iters = max(1, rows // (2 * P))
+            write_trace(Path(d) / f"ring-{rows}", ring_columns(P, iters))
+            cases.append((f"ring-{rows}", "ring", 2 * P * iters))
         # the same with an Allreduce per iteration (as hindsight/examples/ring.py): a third of
         # the rows are collectives, each instance decomposed into its algorithm's messages
-        iters_c = max(1, args.load_rows // (3 * P))
+        iters_c = max(1, args.load_rows[0] // (3 * P))
         write_trace(Path(d) / "ring-allreduce", ring_columns(P, iters_c, allreduce=True))
-        for name, n in (("ring", rows), ("ring-allreduce", 3 * P * iters_c)):
+        cases.append(("ring-allreduce", "ring-allreduce", 3 * P * iters_c))
+        for dirname, name, n in cases:
 
             def load(use_cache: bool) -> float:
                 t = time.perf_counter()
-                replay.prepare(Path(d) / name, use_cache=use_cache).stream(True)
+                replay.prepare(Path(d) / dirname, use_cache=use_cache).stream(True)
                 return time.perf_counter() - t
 
             # cold: the process's first load of the trace (fresh memory, faulted in page by
-            # page); warm: best of three more, as in a sweep or a later command of a session
+            # page); warm: five more, as in a sweep or a later command of a session (best and
+            # median: this VM's speed swings)
             t_cold = load(False)
-            t_warm = min(load(False) for _ in range(3))
-            replay.prepare(Path(d) / name)  # writes the cache
+            warm = sorted(load(False) for _ in range(5))
+            t_warm, t_med = warm[0], warm[2]
+            replay.prepare(Path(d) / dirname)  # writes the cache
             t_cache = min(load(True) for _ in range(3))
             print(f"load Parquet -> prepared arrays, {name} P={P}, {n:,} events: first "
-                  f"{t_cold * 1e3:.0f} ms ({n / t_cold / 1e6:.2f} M events/s), warm "
-                  f"{t_warm * 1e3:.0f} ms ({n / t_warm / 1e6:.2f} M events/s); from the cache "
+                  f"{t_cold * 1e3:.0f} ms ({n / t_cold / 1e6:.2f} M events/s), warm best "
+                  f"{t_warm * 1e3:.0f} ms ({n / t_warm / 1e6:.2f} M events/s), median "
+                  f"{t_med * 1e3:.0f} ms ({n / t_med / 1e6:.2f} M events/s); from the cache "
                   f"{t_cache * 1e3:.0f} ms ({n / t_cache / 1e6:.2f} M events/s)")
         if args.sweep:
             from replay.engine import sweep

@@ -584,34 +584,27 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
             if pos + n > start + footer.num_rows:
                 raise TraceError(f"{path}: row group {g} holds more rows than its footer says")
             decode = []
+            check_rank = "rank" in out
             for c in columns:
-                value = _constant(meta.column(leaf[c]), n, c in ("op", "region"))
+                value = _constant(meta.column(leaf[c]), n, c == "op" or c == "region")
                 if value is None:
                     decode.append(c)
-                else:
-                    out[c][pos:pos + n] = value
+                    continue
+                out[c][pos:pos + n] = value
+                if c == "rank":
+                    check_rank = value != file_rank  # (then the check below says so)
             try:
                 rg = pf.read_row_group(g, columns=decode, use_threads=False) if decode else None
             except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data in row group {g} "
                                  f"({_short(exc)})") from None
-            if rg is not None and rg.num_rows != n:
-                raise TraceError(f"{path}: row group {g} holds {rg.num_rows} rows, its footer "
-                                 f"says {n}")
-            for c, col in zip(decode, rg.columns if rg is not None else ()):
-                at = pos
-                for chunk in col.chunks:
-                    dst = out[c][at:at + len(chunk)]
-                    at += len(chunk)
-                    if c == "op":
-                        _dict_codes(chunk, OP_CODE, path, c, dst, grow=False)
-                    elif c == "region":
-                        _dict_codes(chunk, region_of, path, c, dst)
-                    elif chunk.null_count:
-                        raise TraceError(f"{path}: column '{c}' has null values")
-                    else:
-                        dst[:] = chunk.to_numpy(zero_copy_only=False)
-            if "rank" in out:
+            if rg is not None:
+                if rg.num_rows != n:
+                    raise TraceError(f"{path}: row group {g} holds {rg.num_rows} rows, its "
+                                     f"footer says {n}")
+                for c, col in zip(decode, rg.columns):
+                    _copy_column(col, out[c], pos, path, c, region_of)
+            if check_rank:
                 _check_rank_column(path, out["rank"][pos:pos + n], file_rank)
             pos += n
         names = [""] * len(region_of)
@@ -623,8 +616,14 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     threads = max(1, min(threads, len(files)))
     if threads > 1:
-        with ThreadPoolExecutor(threads) as ex:
-            results = list(ex.map(read_file, files))
+        import sys
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-4)
+        try:
+            with ThreadPoolExecutor(threads) as ex:
+                results = list(ex.map(read_file, files))
+        finally:
+            sys.setswitchinterval(switch)
     else:
         results = [read_file(f) for f in files]
     for src in sources:
@@ -644,6 +643,23 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     for k, v in region_of.items():
         names[v] = k
     return Columns(trace_dir, manifest, out, names, sources)
+
+
+def _copy_column(col: pa.ChunkedArray, out: np.ndarray, pos: int, path: Path, name: str,
+                 region_of: dict[str, int]) -> None:
+    """The decoded column ``col`` into ``out[pos:]``: codes for ``op`` and ``region`` (region
+    names numbered in ``region_of``), values for the integer columns (which have no nulls)."""
+    for chunk in col.chunks:
+        dst = out[pos:pos + len(chunk)]
+        pos += len(chunk)
+        if name == "op":
+            _dict_codes(chunk, OP_CODE, path, name, dst, grow=False)
+        elif name == "region":
+            _dict_codes(chunk, region_of, path, name, dst)
+        elif chunk.null_count:
+            raise TraceError(f"{path}: column '{name}' has null values")
+        else:
+            dst[:] = chunk.to_numpy(zero_copy_only=False)
 
 
 def _constant(chunk_meta: pq.ColumnChunkMetaData, rows: int, dictionary: bool) -> int | None:

@@ -68,13 +68,13 @@ class MessageMatch:
     ``recv_row``: the receive's posting row (Recv row, or Irecv post); ``recv_done_row``: the row
     that completes it (the Recv row, or the Wait/Test row of the Irecv; -1 if never completed).
     ``nbytes`` is the size sent. ``completion_row``/``completion_post_row`` pair every completion
-    row with the post row of the request it completes.
+    row with the post row of the request it completes. ``comm`` and ``tag`` are the sends'
+    (gathered when asked for: replay needs neither). Row indices are int32 when the input has
+    fewer than 2**31 rows.
     """
 
     src: np.ndarray
     dst: np.ndarray
-    comm: np.ndarray
-    tag: np.ndarray
     nbytes: np.ndarray
     send_row: np.ndarray
     send_done_row: np.ndarray
@@ -86,6 +86,16 @@ class MessageMatch:
     completion_post_row: np.ndarray
     problem_count: int = 0
     extra: dict = field(default_factory=dict)
+    _comm_of_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
+    _tag_of_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
+
+    @property
+    def comm(self) -> np.ndarray:
+        return self._comm_of_row[self.send_row]
+
+    @property
+    def tag(self) -> np.ndarray:
+        return self._tag_of_row[self.send_row]
 
     def __len__(self) -> int:
         return len(self.send_row)
@@ -161,9 +171,9 @@ def _row_marks(op, peer, request, cls):
 
 
 @nb.njit(cache=True, nogil=True)
-def _rows_with(marks, bit, count):
-    """The rows whose mark has ``bit`` (``count`` of them)."""
-    out = np.empty(count, np.int64)
+def _rows_with(marks, bit, count, row_proto):
+    """The rows whose mark has ``bit`` (``count`` of them, of the type of ``row_proto``)."""
+    out = np.empty(count, row_proto.dtype)
     k = 0
     for i in range(len(marks)):
         if marks[i] & bit:
@@ -173,10 +183,11 @@ def _rows_with(marks, bit, count):
 
 
 @nb.njit(cache=True, nogil=True)
-def _gather_rows(marks, bit, count, a, b, c, d, e):
-    """The rows whose mark has ``bit``, and ``a``... ``e`` at those rows, in one pass (the
-    gathers after the fact each read the row indices again: most of matching's time)."""
-    rows = np.empty(count, np.int64)
+def _gather_rows(marks, bit, count, row_proto, a, b, c, d, e):
+    """The rows whose mark has ``bit`` (of the type of ``row_proto``), and ``a``... ``e`` at
+    those rows, in one pass (the gathers after the fact each read the row indices again: most
+    of matching's time)."""
+    rows = np.empty(count, row_proto.dtype)
     oa = np.empty(count, a.dtype)
     ob = np.empty(count, b.dtype)
     oc = np.empty(count, c.dtype)
@@ -203,10 +214,12 @@ def _row_classes(op, peer, request, rank, tag, comm, nbytes):
     source, tag, bytes, destination and communicator."""
     marks, count = _row_marks(op, peer, request, _CLASSES)
     per_bit = [int(count[np.arange(32) & (1 << k) > 0].sum()) for k in range(5)]
-    post, comp, irecv = (_rows_with(marks, 1 << k, per_bit[k]) if per_bit[k] else
-                         np.zeros(0, np.int64) for k in (0, 1, 4))
-    sends = _gather_rows(marks, 4, per_bit[2], rank, peer, comm, tag, op)
-    brecvs = _gather_rows(marks, 8, per_bit[3], peer, tag, nbytes, rank, comm)
+    # row numbers as int32 when they fit: they are most of the bytes matching writes
+    proto = np.zeros(0, np.int32 if len(op) < 2**31 - 1 else np.int64)
+    post, comp, irecv = (_rows_with(marks, 1 << k, per_bit[k], proto) if per_bit[k] else
+                         proto.copy() for k in (0, 1, 4))
+    sends = _gather_rows(marks, 4, per_bit[2], proto, rank, peer, comm, tag, op)
+    brecvs = _gather_rows(marks, 8, per_bit[3], proto, peer, tag, nbytes, rank, comm)
     return post, comp, irecv, sends, brecvs
 
 
@@ -273,25 +286,22 @@ def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt):
 
 
 @nb.njit(cache=True, nogil=True)
-def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_comm, s_tag, s_done, r_nb,
-             r_done, nbytes):
+def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_done, nbytes):
     """The columns of the matched messages in send order, in one pass (they were eleven
-    gathers): source, destination, communicator, tag, bytes (the send's, else what the
-    receive got), send row, its completion, receive row, its completion; and the positions
-    where the receive got more bytes than the send sent."""
+    gathers): source, destination, bytes (the send's, else what the receive got), send row,
+    its completion, receive row, its completion (rows of the types of ``send_rows`` and
+    ``recv_rows``); and the positions where the receive got more bytes than the send sent."""
     m = 0
     for i in range(len(match_of_send)):
         if match_of_send[i] >= 0:
             m += 1
     src = np.empty(m, s_src.dtype)
     dst = np.empty(m, s_dst.dtype)
-    cm = np.empty(m, s_comm.dtype)
-    tg = np.empty(m, s_tag.dtype)
     nb_ = np.empty(m, np.int64)
-    srow = np.empty(m, np.int64)
-    sdone = np.empty(m, np.int64)
-    rrow = np.empty(m, np.int64)
-    rdone = np.empty(m, np.int64)
+    srow = np.empty(m, send_rows.dtype)
+    sdone = np.empty(m, send_rows.dtype)
+    rrow = np.empty(m, recv_rows.dtype)
+    rdone = np.empty(m, recv_rows.dtype)
     too_big = np.zeros(m, np.bool_)
     k = 0
     for i in range(len(match_of_send)):
@@ -301,8 +311,6 @@ def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_comm, s_tag, s
         s = send_rows[i]
         src[k] = s_src[i]
         dst[k] = s_dst[i]
-        cm[k] = s_comm[i]
-        tg[k] = s_tag[i]
         snb = nbytes[s]
         rnb = r_nb[j]
         nb_[k] = snb if snb >= 0 else max(rnb, 0)
@@ -312,7 +320,7 @@ def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_comm, s_tag, s
         rrow[k] = recv_rows[j]
         rdone[k] = r_done[j]
         k += 1
-    return src, dst, cm, tg, nb_, srow, sdone, rrow, rdone, too_big
+    return src, dst, nb_, srow, sdone, rrow, rdone, too_big
 
 
 @nb.njit(cache=True, nogil=True)
@@ -469,7 +477,7 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
 
     match_of_send, recv_matched = _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst,
                                                  r_comm, r_tag, nranks)
-    del r_comm
+    del s_comm, s_tag, r_comm
 
     um_s = send_rows[match_of_send < 0]
     um_r = recv_rows[~recv_matched]
@@ -484,9 +492,8 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     problem(um_s, lambda r: f"{name(r)} to {peer[r]} tag {tag[r]} comm {comm[r]} "
                             "has no matching receive")
 
-    (m_src, m_dst, m_comm, m_tag, m_nb, m_send, m_sdone, m_recv, m_rdone,
-     too_big) = _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_comm, s_tag, s_done,
-                         r_nb, r_done, nbytes)
+    m_src, m_dst, m_nb, m_send, m_sdone, m_recv, m_rdone, too_big = _matched(
+        match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_done, nbytes)
     too_big = np.flatnonzero(too_big)
     if len(too_big):
         rnb = r_nb[match_of_send[match_of_send >= 0]]
@@ -498,11 +505,11 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
             f"{nbytes[m_send[bad[r]]]}"))
 
     match = MessageMatch(
-        src=m_src, dst=m_dst, comm=m_comm, tag=m_tag, nbytes=m_nb,
+        src=m_src, dst=m_dst, nbytes=m_nb,
         send_row=m_send, send_done_row=m_sdone, recv_row=m_recv, recv_done_row=m_rdone,
         unmatched_send_rows=um_s, unmatched_recv_rows=um_r,
         completion_row=completion_row, completion_post_row=completion_post_row,
-        problem_count=counts["n"])
+        problem_count=counts["n"], _comm_of_row=comm, _tag_of_row=tag)
     issues.sort()
     lines = [f"rank {rank[r]} seq {seq[r]}: {text}" for r, text in issues]
     if counts["n"] > len(lines):

@@ -39,6 +39,9 @@ CACHE_VERSION = 10
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
+#: per op code (the last slot: -1, an unknown op): a synchronous-mode send
+_SYNC_OF = np.zeros(len(tf.OPS) + 1, np.bool_)
+_SYNC_OF[[tf.OP_CODE[x] for x in SYNC_SEND_OPS]] = True
 
 
 class ReplayError(Exception):
@@ -575,15 +578,31 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
     n = len(op)
     expanded = len(per_row) > 0
     off = np.empty(n + 1, np.int64)
-    off[0] = 0
+    rank_off = np.zeros(nranks + 1, np.int64)
+    # Running totals in locals: reading back the array entry written one row before made
+    # every row wait for that store (rows come rank by rank, so a rank's count is one local).
+    tot = 0
+    r = -1
+    start_r = 0
     for i in range(n):
         c = 0
         if op[i] > 0:  # an MPI row (0 = region row, -1 = an op this version does not know)
             c = 2 if msg2[i] >= 0 else 1
             if expanded and per_row[i] > 0:
                 c = per_row[i]
-        off[i + 1] = off[i] + c
-    nops = off[n]
+        if rank[i] != r:
+            if r >= 0:
+                rank_off[r + 1] += tot - start_r
+            r = rank[i]
+            start_r = tot
+        off[i] = tot
+        tot += c
+    off[n] = tot
+    if r >= 0:
+        rank_off[r + 1] += tot - start_r
+    for q in range(nranks):
+        rank_off[q + 1] += rank_off[q]
+    nops = tot
     # Every position belongs to one row and is written once below (no zero-filling first:
     # that was a third of the pass's memory traffic).
     kind = np.empty(nops, np.int8)
@@ -592,31 +611,34 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
     reg = np.empty(nops, np.int16)
     burst = np.empty(nops)
     burst_cpu = burst if cpu_shared else np.empty(nops)
-    rank_off = np.zeros(nranks + 1, np.int64)
     for i in range(n):
-        a, b = off[i], off[i + 1]
+        a = off[i]
+        b = off[i + 1]
         if a == b:
             continue
-        rank_off[rank[i] + 1] += b - a
-        for p in range(a, b):
+        g = region[i]
+        k = K.NOP
+        m = -1
+        if kind_row[i] != K.COLL and msg_row[i] >= 0:
+            k = kind_row[i]
+            m = msg_row[i]
+        kind[a] = k
+        msg[a] = m
+        op_row[a] = i
+        reg[a] = g
+        burst[a] = burst_row[i]
+        if not cpu_shared:
+            burst_cpu[a] = burst_row[i] * ratio[i]
+        for p in range(a + 1, b):  # the further operations of the row
             op_row[p] = i
-            reg[p] = region[i]
+            reg[p] = g
             kind[p] = K.NOP
             msg[p] = -1
             burst[p] = 0.0
             burst_cpu[p] = 0.0
-        burst[a] = burst_row[i]
-        if not cpu_shared:
-            burst_cpu[a] = burst_row[i] * ratio[i]
-        if kind_row[i] != K.COLL:
-            if msg_row[i] >= 0:
-                kind[a] = kind_row[i]
-                msg[a] = msg_row[i]
-            if msg2[i] >= 0:
-                kind[a + 1] = K.WSEND
-                msg[a + 1] = msg2[i]
-    for r in range(nranks):
-        rank_off[r + 1] += rank_off[r]
+        if kind_row[i] != K.COLL and msg2[i] >= 0:
+            kind[a + 1] = K.WSEND
+            msg[a + 1] = msg2[i]
     return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
 
 
@@ -642,18 +664,22 @@ def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
 
 
 @nb.njit(cache=True)
-def _message_ops(kind, msg, nmsg, op_proto):
+def _message_ops(kind, msg, nmsg, op_proto, op_row, row_op, sync_of):
     """Per message, the operation that posts its send and the one that posts its receive (of
-    the integer type of the empty ``op_proto``)."""
+    the integer type of the empty ``op_proto``), and whether its send is synchronous-mode
+    (``sync_of`` by the send row's op code; a collective's messages come from collective rows,
+    never synchronous)."""
     send_op = np.full(nmsg, -1, op_proto.dtype)
     recv_op = np.full(nmsg, -1, op_proto.dtype)
+    sync = np.zeros(nmsg, np.bool_)
     for p in range(len(kind)):
         k = kind[p]
         if k == K.SEND or k == K.ISEND:
             send_op[msg[p]] = p
+            sync[msg[p]] = sync_of[row_op[op_row[p]]]
         elif k == K.RECV or k == K.IRECV:
             recv_op[msg[p]] = p
-    return send_op, recv_op
+    return send_op, recv_op, sync
 
 
 def _index_proto(count: int) -> np.ndarray:
@@ -760,14 +786,13 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
                           np.asarray(pkind, np.int8), np.asarray(pmsg, np.int64), base, Mp)
             base += ni * Mp
         assert base == nmsg  # the messages counted before the layout are all written
-    m_send_op, m_recv_op = _message_ops(kind, msg, nmsg, _index_proto(len(kind)))
+    m_send_op, m_recv_op, m_sync = _message_ops(kind, msg, nmsg, _index_proto(len(kind)),
+                                                op_row, rows["op"], _SYNC_OF)
 
     loc = np.zeros(0)
     dep_lat = np.zeros(0)
     if not expand:
         loc, dep_lat = _measured_costs(prep, kind, msg, op_row, first, coll_n)
-    m_sync = np.zeros(nmsg, bool)  # collective messages are never synchronous-mode
-    m_sync[:M0] = tf.op_mask(rows["op"][prep.msgs["send_row"]], SYNC_SEND_OPS)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
                   m_sync)
