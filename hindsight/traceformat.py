@@ -112,12 +112,15 @@ def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
     return np.flatnonzero(ok)
 
 
-# The columns in file order. `op` and `region` are dictionary-encoded strings.
+# The columns in file order. `op` and `region` are dictionary-encoded strings. Their Arrow
+# indices are int32, the width Parquet's reader decodes to: narrower ones (int8 and int16 until
+# 2026-11-23) cost a cast per column chunk, half the time of reading `op` from a small file.
+# Readers accept any index width.
 SCHEMA = pa.schema([
     pa.field("rank", pa.int32(), nullable=False),
     pa.field("seq", pa.int64(), nullable=False),
-    pa.field("op", pa.dictionary(pa.int8(), pa.string()), nullable=False),
-    pa.field("region", pa.dictionary(pa.int16(), pa.string()), nullable=True),
+    pa.field("op", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+    pa.field("region", pa.dictionary(pa.int32(), pa.string()), nullable=True),
     pa.field("t_start", pa.int64(), nullable=False),
     pa.field("t_end", pa.int64(), nullable=False),
     pa.field("cpu_ns", pa.int64(), nullable=False),
@@ -187,8 +190,9 @@ def rows_to_table(rank: int, seq0: int, cols: dict[str, np.ndarray], op_codes: n
     `op_codes` index OPS; `region_codes` index `regions` (-1 means no region).
     """
     n = len(op_codes)
-    op = pa.DictionaryArray.from_arrays(pa.array(op_codes, pa.int8()), pa.array(OPS, pa.string()))
-    reg_idx = pa.array(region_codes.astype(np.int16), pa.int16(), mask=region_codes < 0)
+    op = pa.DictionaryArray.from_arrays(pa.array(op_codes.astype(np.int32), pa.int32()),
+                                        _OPS_ARRAY)
+    reg_idx = pa.array(region_codes.astype(np.int32), pa.int32(), mask=region_codes < 0)
     region = pa.DictionaryArray.from_arrays(reg_idx, pa.array(regions or [""], pa.string()))
     arrays = [
         pa.array(np.full(n, rank, np.int32)),

@@ -562,3 +562,29 @@ def test_constant_column_chunks_read_from_statistics_equal_decoding(tmp_path):
         assert np.array_equal(fast.arrays[c], slow.arrays[c]), c
         assert np.array_equal(fast.arrays[c], ref[c]), c
     assert fast.arrays["tag"].tolist()[:40] == [0] * 23 + [7] * 17
+
+
+def test_files_with_narrow_dictionary_indices_read_the_same(tmp_path):
+    """Files written before 2026-11-23 store `op` and `region` with int8 and int16 Arrow
+    indices (now int32): both read to the same arrays."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from replay.synthetic import ring_columns, write_trace
+
+    new = write_trace(tmp_path / "new", ring_columns(3, 5, allreduce=True))
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / tf.MANIFEST_NAME).write_bytes((new / tf.MANIFEST_NAME).read_bytes())
+    for f in sorted(new.glob("rank-*.parquet")):
+        t = pq.read_table(f)
+        for name, width in (("op", pa.int8()), ("region", pa.int16())):
+            i = t.schema.get_field_index(name)
+            col = t.column(name).cast(pa.dictionary(width, pa.string()))
+            t = t.set_column(i, pa.field(name, col.type, nullable=name == "region"), col)
+        t = t.replace_schema_metadata(pq.read_table(f).schema.metadata)
+        pq.write_table(t, old / f.name, **tf.WRITE_OPTIONS)
+        assert pq.read_schema(old / f.name).field("op").type.index_type == pa.int8()
+    a, b = tf.read_columns(new), tf.read_columns(old)
+    for c in tf.COLUMNS:
+        assert np.array_equal(a.arrays[c], b.arrays[c]), c
