@@ -106,29 +106,32 @@ class MessageMatch:
 
 
 @nb.njit(cache=True, nogil=True)
-def _pair_channels(gid_s, gid_r, ngroups):
-    """k-th send of each channel with the k-th receive of the same channel (non-overtaking)."""
+def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
+    """k-th send of each channel with the k-th receive of the same channel (non-overtaking).
+    Receive positions are of the integer type of the empty ``idx_proto`` (int32 when they
+    fit: these passes are bound by the bytes they move)."""
     ns = len(gid_s)
     nr = len(gid_r)
     cnt_s = np.zeros(ngroups, np.int64)
     cnt_r = np.zeros(ngroups, np.int64)
-    occ_r = np.empty(nr, np.int64)
     for j in range(nr):
-        g = gid_r[j]
-        occ_r[j] = cnt_r[g]
-        cnt_r[g] += 1
+        cnt_r[gid_r[j]] += 1
     off = np.zeros(ngroups + 1, np.int64)
     for g in range(ngroups):
         off[g + 1] = off[g] + cnt_r[g]
-    pos = np.empty(nr, np.int64)
+    # receives grouped by channel, in posting order within one (a stable counting sort)
+    pos = np.empty(nr, idx_proto.dtype)
+    fill = off[:-1].copy()
     for j in range(nr):
-        pos[off[gid_r[j]] + occ_r[j]] = j
-    match_of_send = np.full(ns, -1, np.int64)
+        g = gid_r[j]
+        pos[fill[g]] = j
+        fill[g] += 1
+    match_of_send = np.full(ns, -1, idx_proto.dtype)
     recv_matched = np.zeros(nr, np.bool_)
     for i in range(ns):
         g = gid_s[i]
         k = cnt_s[g]
-        cnt_s[g] += 1
+        cnt_s[g] = k + 1
         if k < cnt_r[g]:
             j = pos[off[g] + k]
             match_of_send[i] = j
@@ -253,7 +256,8 @@ def _channel_ids(src, dst, comm, tag, nranks):
     nc, nt = hi_c - lo_c + 1, hi_t - lo_t + 1
     space = float(P) * P * nc * nt
     if space < 2.0 ** 62:  # a direct key: no hashing of comm and tag
-        keys = [_direct_keys(s, d, c, t, P, lo_c, nc, lo_t, nt)
+        proto = np.zeros(0, np.int32 if space < 2.0 ** 31 else np.int64)
+        keys = [_direct_keys(s, d, c, t, P, lo_c, nc, lo_t, nt, proto)
                 for s, d, c, t in zip(src, dst, comm, tag)]
         if space <= max(ns + len(src[1]), 1 << 16):
             return keys[0], keys[1], int(space)
@@ -275,9 +279,10 @@ def _channel_ids(src, dst, comm, tag, nranks):
 
 
 @nb.njit(cache=True, nogil=True)
-def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt):
-    """Mixed-radix channel keys; an empty ``tag`` leaves the tag out."""
-    out = np.empty(len(src), np.int64)
+def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt, key_proto):
+    """Mixed-radix channel keys (of the type of the empty ``key_proto``); an empty ``tag``
+    leaves the tag out."""
+    out = np.empty(len(src), key_proto.dtype)
     with_tag = len(tag) > 0
     for i in range(len(src)):
         k = (np.int64(src[i]) * P + dst[i]) * nc + (comm[i] - lo_c)
@@ -344,20 +349,23 @@ def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nra
     pair disagrees."""
     sides = ((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm))
     ids_s, ids_r, n = _channel_ids(*sides, None, nranks)
-    match_of_send, recv_matched = _pair_channels(ids_s, ids_r, max(n, 1))
+    proto = np.zeros(0, np.int32 if len(r_src) < 2**31 - 1 else np.int64)
+    match_of_send, recv_matched = _pair_channels(ids_s, ids_r, max(n, 1), proto)
     if _tags_agree(match_of_send, s_tag, r_tag):
         return match_of_send, recv_matched
     ids_s, ids_r, n = _channel_ids(*sides, (s_tag, r_tag), nranks)
-    return _pair_channels(ids_s, ids_r, max(n, 1))
+    return _pair_channels(ids_s, ids_r, max(n, 1), proto)
 
 
-def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[str]]:
+def match_messages(table, max_problems: int = 1000,
+                   _in_order: bool = False) -> tuple[MessageMatch, list[str]]:
     """Match every receive to its send. Returns (matches, problems).
 
     ``problems`` are readable lines such as
     ``"rank 1 seq 7: Recv from 0 tag 5 comm 0 has no matching send"``; at most ``max_problems``
     are formatted (then one line saying how many more). The function does not raise on a bad
-    trace; row indices in the result refer to ``table``'s row order.
+    trace; row indices in the result refer to ``table``'s row order. ``_in_order``: the caller
+    has put the rows in (rank, seq) order already (``prepare`` does), so it is not checked again.
     """
     cols = tf.table_columns(table)[0] if isinstance(table, pa.Table) else table
     n = len(cols["rank"])
@@ -464,7 +472,7 @@ def match_messages(table, max_problems: int = 1000) -> tuple[MessageMatch, list[
     del brecv, i_src, i_tag, i_nb
 
     # The row order must be (rank, seq) order for "record order" to mean anything.
-    if not tf.in_rank_seq_order(rank, seq):
+    if not _in_order and not tf.in_rank_seq_order(rank, seq):  # (prepare has sorted them)
         sort = np.lexsort((seq, rank))
         inv = np.empty(n, np.int64)
         inv[sort] = np.arange(n)

@@ -70,6 +70,19 @@ _KIND_TABLES = _tables()
 
 
 @nb.njit(cache=True)
+def _row_messages(n, send_row, recv_row, crow, cpost, msg_proto):
+    """Per row the message it sends or receives (-1: none), a completion row taking its
+    request's post row's (of the type of the empty ``msg_proto``)."""
+    row_msg = np.full(n, -1, msg_proto.dtype)
+    for m in range(len(send_row)):
+        row_msg[send_row[m]] = m
+        row_msg[recv_row[m]] = m
+    for k in range(len(crow)):
+        row_msg[crow[k]] = row_msg[cpost[k]]
+    return row_msg
+
+
+@nb.njit(cache=True)
 def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, kind_of, coll_of,
               compl_of, sr_send, sr_recv, probe):
     """One forward pass over the rows, each column read once:
@@ -390,7 +403,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     nbytes, comm, root = a["nbytes"], a["comm"], a["root"]
     region, region_names = a["region"], cols.region_names
 
-    match, problems = match_messages(a)
+    match, problems = match_messages(a, _in_order=True)
     peer, tag = a["peer"], a["tag"]       # for the probes below, then freed
     for k in ("peer", "tag", "request"):  # only matching needs them; free them early
         a.pop(k, None)
@@ -401,13 +414,10 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
 
     # ---- row -> message and kernel kind
     M = len(match)
-    row_msg = np.full(n, -1, _index_proto(M).dtype)  # int32 when it fits: a per-row array
-    mids = np.arange(M, dtype=row_msg.dtype)
-    row_msg[match.send_row] = mids
-    row_msg[match.recv_row] = mids
     cpost = match.completion_post_row
     crow = match.completion_row
-    row_msg[crow] = row_msg[cpost]
+    row_msg = _row_messages(n, match.send_row, match.recv_row, crow, cpost,
+                            _index_proto(M))  # int32 when it fits: a per-row array
     t0 = int(t_start.min()) if n else 0
     kind, msg2, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start,
                                                t_end, t0, nranks, *_KIND_TABLES)
@@ -420,7 +430,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
         ratio = _cpu_ratio(rank, op, region, t_start, t_end, cpu, len(region_names))
         burst_region = _burst_regions(rank, op, region, t_start, t_end, cpu, ratio)
     else:  # no regions recorded: bursts have no region and no CPU samples
-        ratio = np.ones(n)
+        ratio = np.ones(n, np.float32)
         burst_region = region
 
     # ---- collective instances: the k-th collective a rank makes on a communicator
@@ -435,7 +445,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     host_of_rank = host_placement(manifest, nranks)
     rows = dict(rank=rank, seq=seq, op=op, t_start=t_start, t_end=t_end, region=burst_region,
                 cont=cont, kind=kind, msg=row_msg, msg2=msg2, burst=burst,
-                ratio=ratio.astype(np.float32),  # a CPU/wall fraction: 7 digits are plenty
+                ratio=ratio.astype(np.float32, copy=False),  # a CPU/wall fraction: 7 digits do
                 coll=row_coll, nbytes=nbytes)
     recv_post = match.recv_row
     # As matching made them (no conversion copies): the stream converts bytes to float and
