@@ -667,29 +667,60 @@ def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
         for x in range(ni):
             if by_local[x, q] < 0:
                 continue
-            f = first[by_local[x, q]]
+            f = first[by_local[x, q]] - poff[q]
             for j in range(poff[q], poff[q + 1]):
-                kind[f + j - poff[q]] = pkind[j]
-                msg[f + j - poff[q]] = base + x * Mp + pmsg[j]
+                kind[f + j] = pkind[j]
+                msg[f + j] = base + x * Mp + pmsg[j]
 
 
 @nb.njit(cache=True)
-def _message_ops(kind, msg, nmsg, op_proto, op_row, row_op, sync_of):
-    """Per message, the operation that posts its send and the one that posts its receive (of
-    the integer type of the empty ``op_proto``), and whether its send is synchronous-mode
-    (``sync_of`` by the send row's op code; a collective's messages come from collective rows,
-    never synchronous)."""
-    send_op = np.full(nmsg, -1, op_proto.dtype)
-    recv_op = np.full(nmsg, -1, op_proto.dtype)
-    sync = np.zeros(nmsg, np.bool_)
-    for p in range(len(kind)):
-        k = kind[p]
-        if k == K.SEND or k == K.ISEND:
-            send_op[msg[p]] = p
-            sync[msg[p]] = sync_of[row_op[op_row[p]]]
-        elif k == K.RECV or k == K.IRECV:
-            recv_op[msg[p]] = p
-    return send_op, recv_op, sync
+def _pattern_ops(send_op, recv_op, first, by_local, base, s_member, s_step, r_member, r_step):
+    """For each instance's messages of a pattern, the operations that post the send and the
+    receive: message j is sent by member ``s_member[j]`` at its step ``s_step[j]`` and
+    received by ``r_member[j]`` at ``r_step[j]`` (-1 for a member a partial trace lacks).
+
+    Instance by instance, so the writes walk the message arrays forward (member by member
+    they jumped by a pattern's length at each write)."""
+    ni = by_local.shape[0]
+    Mp = len(s_member)
+    for x in range(ni):
+        for j in range(Mp):
+            m = base + x * Mp + j
+            rs = by_local[x, s_member[j]]
+            rr = by_local[x, r_member[j]]
+            send_op[m] = first[rs] + s_step[j] if rs >= 0 else -1
+            recv_op[m] = first[rr] + r_step[j] if rr >= 0 else -1
+
+
+@nb.njit(cache=True)
+def _pattern_bytes(m_bytes, base, by_local, owner, mult, nbytes):
+    """Bytes of a pattern's messages for each of its instances: message j of instance x
+    carries ``mult[j]`` times the bytes of its owner's row (``by_local[x, owner[j]]``; 0 for
+    a member a partial trace did not record)."""
+    ni = by_local.shape[0]
+    Mp = len(owner)
+    for x in range(ni):
+        for j in range(Mp):
+            r = by_local[x, owner[j]]
+            nb = float(max(nbytes[r], 0)) if r >= 0 else 0.0
+            m_bytes[base + x * Mp + j] = mult[j] * nb
+
+
+def _message_steps(poff: np.ndarray, pkind: np.ndarray, pmsg: np.ndarray,
+                   Mp: int) -> tuple[np.ndarray, ...]:
+    """Per message of a pattern: the member that sends it and the step (counted within that
+    member's steps) that does, then the same for the receive."""
+    member = np.repeat(np.arange(len(poff) - 1), np.diff(poff))
+    step = np.arange(len(pkind)) - poff[member]
+    out = []
+    for kinds in ((K.SEND, K.ISEND), (K.RECV, K.IRECV)):
+        sel = np.isin(pkind, kinds)
+        who = np.zeros(Mp, np.int64)
+        at = np.zeros(Mp, np.int64)
+        who[pmsg[sel]] = member[sel]
+        at[pmsg[sel]] = step[sel]
+        out += [who, at]
+    return tuple(out)
 
 
 def _index_proto(count: int) -> np.ndarray:
@@ -758,6 +789,17 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     m_bytes[:M0] = prep.msgs["bytes"]
     m_src[:M0] = prep.msgs["src"]
     m_dst[:M0] = prep.msgs["dst"]
+    # per message, the operations that post its send and its receive, and whether the send
+    # is synchronous-mode: a trace message's are its rows' first operations (its send row's
+    # is the SEND or ISEND, its receive row's the RECV or IRECV); a collective's are filled
+    # with its pattern (never synchronous); -1 for a member a partial trace lacks
+    op_proto = _index_proto(len(kind))
+    m_send_op = np.full(nmsg, -1, op_proto.dtype)
+    m_recv_op = np.full(nmsg, -1, op_proto.dtype)
+    m_send_op[:M0] = first[prep.msgs["send_row"]]
+    m_recv_op[:M0] = first[prep.msgs["recv_row"]]
+    m_sync = np.zeros(nmsg, bool)
+    m_sync[:M0] = _SYNC_OF[rows["op"][prep.msgs["send_row"]]]
     coll_n = np.zeros(0, np.int64)
     if ninst and not expand:
         crow = coll["rows"]
@@ -767,7 +809,6 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
         coll_n = np.diff(coll["off"]).astype(np.int64)
     elif ninst:
         base = M0
-        nb_row = np.maximum(rows["nbytes"], 0).astype(float)
         for g, pt in pats.items():
             if pt is None:
                 continue
@@ -786,18 +827,19 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
                 for q_i, i in enumerate(insts.tolist()):
                     rs = coll["rows"][offs[i]:offs[i + 1]]
                     by_local[q_i, coll["local"][offs[i]:offs[i + 1]]] = rs
-            owner_row = by_local[:, owner]
             block = slice(base, base + ni * Mp)
-            np.multiply(mult[None, :], np.where(owner_row >= 0, nb_row[owner_row], 0.0),
-                        out=m_bytes[block].reshape(ni, Mp))
+            _pattern_bytes(m_bytes, base, by_local, np.asarray(owner, np.int64),
+                           np.asarray(mult, np.float64), rows["nbytes"])
             m_src[block].reshape(ni, Mp)[:] = mem_arr[src][None, :]
             m_dst[block].reshape(ni, Mp)[:] = mem_arr[dst][None, :]
-            _fill_pattern(kind, msg, first, by_local, np.asarray(poff, np.int64),
-                          np.asarray(pkind, np.int8), np.asarray(pmsg, np.int64), base, Mp)
+            poff = np.asarray(poff, np.int64)
+            pkind = np.asarray(pkind, np.int8)
+            pmsg = np.asarray(pmsg, np.int64)
+            _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp)
+            _pattern_ops(m_send_op, m_recv_op, first, by_local, base,
+                         *_message_steps(poff, pkind, pmsg, Mp))
             base += ni * Mp
         assert base == nmsg  # the messages counted before the layout are all written
-    m_send_op, m_recv_op, m_sync = _message_ops(kind, msg, nmsg, _index_proto(len(kind)),
-                                                op_row, rows["op"], _SYNC_OF)
 
     loc = np.zeros(0)
     dep_lat = np.zeros(0)
