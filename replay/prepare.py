@@ -35,7 +35,7 @@ from replay import kernel as K
 from replay.matching import match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 10
+CACHE_VERSION = 11
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
@@ -92,7 +92,6 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
       row is a blocking receive of the same peer, tag and communicator is that message's
       PROBE (``row_msg`` of the probe is set to the message): the matched-probe half of a
       traced pickle-API recv, or a program's own Probe / allocate / Recv;
-    * ``msg2``: the send half's message of a Sendrecv_recv;
     * ``cont``: the row continues the call of the row before it (the rows of one Waitall /
       Testall..., or a Sendrecv's receive half; same rank and times);
     * ``burst``: the gap before each MPI row since the end of the rank's previous MPI rows (or
@@ -101,7 +100,6 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
     n = len(op)
     last = len(kind_of) - 1
     kind = np.empty(n, np.int8)
-    msg2 = np.empty(n, np.int32)  # message ids fit 32 bits; int32 halves a per-row array
     cont = np.empty(n, np.bool_)
     burst = np.empty(n)
     trail = np.zeros(nranks)
@@ -132,19 +130,15 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
         kind[i] = k
         ts = t_start[i]
         te = t_end[i]
-        m2 = -1
         c = False
         if p != -2:
             sendrecv = o == sr_recv and p == sr_send
-            if sendrecv:
-                m2 = row_msg[i - 1]
             if ts == ts_p and te == te_p and ((compl_of[o] and p == oi) or sendrecv):
                 c = True
             if k == K.RECV and p == probe and peer[i - 1] == peer[i] and \
                     tag[i - 1] == tag[i] and comm[i - 1] == comm[i]:
                 kind[i - 1] = K.PROBE
                 row_msg[i - 1] = row_msg[i]
-        msg2[i] = m2
         cont[i] = c
         if te > last_any:
             last_any = te
@@ -162,7 +156,7 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
     if r >= 0:
         g = last_any - prev_end
         trail[r] = g if g > 0 else 0.0
-    return kind, msg2, cont, burst, trail
+    return kind, cont, burst, trail
 
 
 @nb.njit(cache=True)
@@ -261,7 +255,7 @@ class Prepared:
     path: Path | None
     manifest: dict[str, Any]
     nranks: int
-    rows: dict[str, np.ndarray]          # rank seq op t_start t_end region cont kind msg msg2 burst ratio coll
+    rows: dict[str, np.ndarray]          # rank seq op t_start t_end region cont kind msg burst ratio coll
     region_names: list[str]
     trail: np.ndarray
     t0: int
@@ -419,7 +413,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     row_msg = _row_messages(n, match.send_row, match.recv_row, crow, cpost,
                             _index_proto(M))  # int32 when it fits: a per-row array
     t0 = int(t_start.min()) if n else 0
-    kind, msg2, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start,
+    kind, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start,
                                                t_end, t0, nranks, *_KIND_TABLES)
     del peer, tag
     post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
@@ -444,7 +438,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
 
     host_of_rank = host_placement(manifest, nranks)
     rows = dict(rank=rank, seq=seq, op=op, t_start=t_start, t_end=t_end, region=burst_region,
-                cont=cont, kind=kind, msg=row_msg, msg2=msg2, burst=burst,
+                cont=cont, kind=kind, msg=row_msg, burst=burst,
                 ratio=ratio.astype(np.float32, copy=False),  # a CPU/wall fraction: 7 digits do
                 coll=row_coll, nbytes=nbytes)
     recv_post = match.recv_row
@@ -575,11 +569,21 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
 # ------------------------------------------------------------------------------------------------
 
 
+@nb.njit(cache=True, inline="always")
+def _send_half(op, msg_row, rank, i, sr_send, sr_recv):
+    """The message of a Sendrecv_recv row's send half (the row before, same rank), else -1:
+    it completes with the receive."""
+    if i > 0 and op[i] == sr_recv and op[i - 1] == sr_send and rank[i - 1] == rank[i]:
+        return msg_row[i - 1]
+    return -1
+
+
 @nb.njit(cache=True)
-def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, rank, nranks,
-             cpu_shared, msg_proto, row_proto):
+def _lay_out(op, kind_row, msg_row, per_row, burst_row, ratio, region, rank, nranks,
+             cpu_shared, msg_proto, row_proto, sr_send, sr_recv):
     """The operation arrays of the rows, in one pass each way: per row its operations (one per
-    MPI row; two for a Sendrecv_recv, whose send half completes there; ``per_row[i]`` for an
+    MPI row; two for a Sendrecv_recv whose send half, the row before, has a message: that send
+    completes there (``_send_half``); ``per_row[i]`` for an
     expanded collective), each carrying the row's region, the first one its burst, and the
     row's kind and message unless it is a collective (filled in by the caller). Rows of
     unmatched messages stay NOP. Returns (off, kind, msg, op_row, burst, burst_cpu, reg,
@@ -597,7 +601,7 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
     for i in range(n):
         c = 0
         if op[i] > 0:  # an MPI row (0 = region row, -1 = an op this version does not know)
-            c = 2 if msg2[i] >= 0 else 1
+            c = 2 if _send_half(op, msg_row, rank, i, sr_send, sr_recv) >= 0 else 1
             if expanded and per_row[i] > 0:
                 c = per_row[i]
         if rank[i] != r:
@@ -646,9 +650,11 @@ def _lay_out(op, kind_row, msg_row, msg2, per_row, burst_row, ratio, region, ran
             msg[p] = -1
             burst[p] = 0.0
             burst_cpu[p] = 0.0
-        if kind_row[i] != K.COLL and msg2[i] >= 0:
-            kind[a + 1] = K.WSEND
-            msg[a + 1] = msg2[i]
+        if b - a == 2 and kind_row[i] != K.COLL:
+            m2 = _send_half(op, msg_row, rank, i, sr_send, sr_recv)
+            if m2 >= 0:
+                kind[a + 1] = K.WSEND
+                msg[a + 1] = m2
     return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
 
 
@@ -777,10 +783,10 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
         per_pat = np.bincount(inst_pat, minlength=len(pats))
         nmsg += sum(int(per_pat[g]) * len(pt[0][0]) for g, pt in pats.items() if pt is not None)
     off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
-        rows["op"], kind_row, rows["msg"], rows["msg2"], per_row, rows["burst"], rows["ratio"],
+        rows["op"], kind_row, rows["msg"], per_row, rows["burst"], rows["ratio"],
         rows["region"], rows["rank"], prep.nranks, cpu_shared,
         _index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
-        _index_proto(n))
+        _index_proto(n), *_KIND_TABLES[3:5])
     first = off[:-1]
     # per message: the trace's messages, then each pattern's instances x steps
     m_bytes = np.empty(nmsg)
