@@ -652,6 +652,20 @@ def _lay_out(op, kind_row, msg_row, per_row, burst_row, ratio, region, rank, nra
 
 
 @nb.njit(cache=True)
+def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sync_of):
+    """For the trace's messages (the first ``len(send_row)``): the operations that post the
+    send and the receive, their rows' first operations, and whether the send is
+    synchronous-mode (``sync_of`` by op code; one pass, where NumPy's gathers first widened
+    the int32 row numbers)."""
+    for m in range(len(send_row)):
+        s = send_row[m]
+        send_op[m] = first[s]
+        recv_op[m] = first[recv_row[m]]
+        o = op[s]
+        sync[m] = sync_of[o if o >= 0 else len(sync_of) - 1]
+
+
+@nb.njit(cache=True)
 def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
     """The operations of a collective's pattern for each of its instances: member q of instance
     x (its row ``by_local[x, q]``) gets the pattern's steps ``poff[q]..poff[q+1]``, their
@@ -795,10 +809,9 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     op_proto = _index_proto(len(kind))
     m_send_op = np.full(nmsg, -1, op_proto.dtype)
     m_recv_op = np.full(nmsg, -1, op_proto.dtype)
-    m_send_op[:M0] = first[prep.msgs["send_row"]]
-    m_recv_op[:M0] = first[prep.msgs["recv_row"]]
     m_sync = np.zeros(nmsg, bool)
-    m_sync[:M0] = _SYNC_OF[rows["op"][prep.msgs["send_row"]]]
+    _trace_message_ops(m_send_op, m_recv_op, m_sync, first, prep.msgs["send_row"],
+                       prep.msgs["recv_row"], rows["op"], _SYNC_OF)
     coll_n = np.zeros(0, np.int64)
     if ninst and not expand:
         crow = coll["rows"]
