@@ -136,9 +136,10 @@ _NUMPY_TYPES = {f.name: np.dtype(str(f.type)) for f in SCHEMA if pa.types.is_int
 INT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("op", "region"))
 
 # Monotone or slowly varying integer columns compress best with delta encoding; the rest with
-# dictionaries; LZ4 (the interoperable LZ4_RAW codec) on top. zstd made files 1.2-1.25x smaller
-# but decoded 1.5x slower, and its per-column-chunk cost (a decoder context per page) was half of
-# the whole read of a 64-rank trace of small files (docs/trace-format.md, "Compression").
+# dictionaries; LZ4 (the interoperable LZ4_RAW codec) on top: 3.3 bytes per event on the
+# workloads of benchmarks/instrument_overhead.py. zstd made files 1.2-1.25x smaller but decoded
+# 1.5x slower, and its set-up per column chunk was half of the read of a 64-rank trace of small
+# files (docs/trace-format.md, "Encodings and compression").
 _DELTA_COLUMNS = ("seq", "t_start", "t_end")
 WRITE_OPTIONS: dict[str, Any] = dict(
     compression="lz4",
