@@ -621,14 +621,8 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     threads = max(1, min(threads, len(files)))
     if threads > 1:
-        import sys
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(1e-4)
-        try:
-            with ThreadPoolExecutor(threads) as ex:
-                results = list(ex.map(read_file, files))
-        finally:
-            sys.setswitchinterval(switch)
+        with ThreadPoolExecutor(threads) as ex:
+            results = list(ex.map(read_file, files))
     else:
         results = [read_file(f) for f in files]
     for src in sources:
