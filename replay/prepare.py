@@ -91,7 +91,9 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
       collectives; completions are set by the caller). A blocking ``Probe`` whose rank's next
       row is a blocking receive of the same peer, tag and communicator is that message's
       PROBE (``row_msg`` of the probe is set to the message): the matched-probe half of a
-      traced pickle-API recv, or a program's own Probe / allocate / Recv;
+      traced pickle-API recv, or a program's own Probe / allocate / Recv. It waits for that
+      message's envelope; what the rank does between the two rows (allocating the buffer) is
+      its own work, a burst;
     * ``cont``: the row continues the call of the row before it (the rows of one Waitall /
       Testall..., or a Sendrecv's receive half; same rank and times);
     * ``burst``: the gap before each MPI row since the end of the rank's previous MPI rows (or
@@ -413,8 +415,8 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     row_msg = _row_messages(n, match.send_row, match.recv_row, crow, cpost,
                             _index_proto(M))  # int32 when it fits: a per-row array
     t0 = int(t_start.min()) if n else 0
-    kind, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start,
-                                               t_end, t0, nranks, *_KIND_TABLES)
+    kind, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end,
+                                         t0, nranks, *_KIND_TABLES)
     del peer, tag
     post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
     ok = row_msg[crow] >= 0
@@ -574,9 +576,9 @@ def _lay_out(op, kind_row, msg_row, per_row, burst_row, ratio, region, rank, nra
              cpu_shared, msg_proto, row_proto, sr_send, sr_recv):
     """The operation arrays of the rows, in one pass each way: per row its operations (one per
     MPI row; two for a Sendrecv_recv whose send half, the row before, has a message: that send
-    completes there; ``per_row[i]`` for an
-    expanded collective), each carrying the row's region, the first one its burst, and the
-    row's kind and message unless it is a collective (filled in by the caller). Rows of
+    completes there; ``per_row[i]`` for an expanded collective), each carrying the row's
+    region, the first one its burst, and the row's kind and message unless it is a collective
+    (filled in by the caller). Rows of
     unmatched messages stay NOP. Returns (off, kind, msg, op_row, burst, burst_cpu, reg,
     rank_off); ``burst_cpu`` is ``burst`` itself when ``cpu_shared``. ``msg`` and ``op_row``
     take the integer types of the empty ``msg_proto`` and ``row_proto``."""
