@@ -83,15 +83,21 @@ ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scat
 COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
 
 
+def op_lut(names) -> np.ndarray:
+    """Per op code, whether it is one of ``names``; the extra last slot, what code -1 (an op
+    this version does not know) indexes, is False."""
+    lut = np.zeros(len(OPS) + 1, bool)
+    lut[[OP_CODE[x] for x in names]] = True
+    return lut
+
+
 def op_mask(codes: np.ndarray, names) -> np.ndarray:
     """Boolean mask of the rows whose op code is one of ``names``; -1 (unknown op) is never in.
 
     A lookup table indexed by code: one compiled gather per row (``np.isin`` sorts, and
     NumPy's own gather first widens the int8 codes to a full-size index array)."""
-    lut = np.zeros(len(OPS) + 1, bool)  # the extra last slot is what code -1 indexes
-    lut[[OP_CODE[x] for x in names]] = True
     from hindsight import rowscan  # numba: imported on first use, not by every traced rank
-    return rowscan.gather_mask(lut, np.asarray(codes))
+    return rowscan.gather_mask(op_lut(names), np.asarray(codes))
 
 
 def in_rank_seq_order(rank: np.ndarray, seq: np.ndarray) -> bool:

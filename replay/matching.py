@@ -32,6 +32,12 @@ from hindsight import traceformat as tf
 IRECV = tf.OP_CODE["Irecv"]
 
 
+def index_proto(count: int) -> np.ndarray:
+    """An empty array of the integer type that numbers ``count`` things (and -1): int32 when
+    it fits, since the passes that write such numbers are bound by the bytes they move."""
+    return np.zeros(0, np.int32 if count < 2**31 - 1 else np.int64)
+
+
 def op_codes(table: pa.Table) -> np.ndarray:
     """The ``op`` column as codes into ``traceformat.OPS`` (-1 for names this version lacks).
 
@@ -218,7 +224,7 @@ def _row_classes(op, peer, request, rank, tag, comm, nbytes):
     marks, count = _row_marks(op, peer, request, _CLASSES)
     per_bit = [int(count[np.arange(32) & (1 << k) > 0].sum()) for k in range(5)]
     # row numbers as int32 when they fit: they are most of the bytes matching writes
-    proto = np.zeros(0, np.int32 if len(op) < 2**31 - 1 else np.int64)
+    proto = index_proto(len(op))
     post, comp, irecv = (_rows_with(marks, 1 << k, per_bit[k], proto) if per_bit[k] else
                          proto.copy() for k in (0, 1, 4))
     sends = _gather_rows(marks, 4, per_bit[2], proto, rank, peer, comm, tag, op)
@@ -256,7 +262,7 @@ def _channel_ids(src, dst, comm, tag, nranks):
     nc, nt = hi_c - lo_c + 1, hi_t - lo_t + 1
     space = float(P) * P * nc * nt
     if space < 2.0 ** 62:  # a direct key: no hashing of comm and tag
-        proto = np.zeros(0, np.int32 if space < 2.0 ** 31 else np.int64)
+        proto = index_proto(int(space))
         keys = [_direct_keys(s, d, c, t, P, lo_c, nc, lo_t, nt, proto)
                 for s, d, c, t in zip(src, dst, comm, tag)]
         if space <= max(ns + len(src[1]), 1 << 16):
@@ -349,7 +355,7 @@ def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nra
     pair disagrees."""
     sides = ((s_src, r_src), (s_dst, r_dst), (s_comm, r_comm))
     ids_s, ids_r, n = _channel_ids(*sides, None, nranks)
-    proto = np.zeros(0, np.int32 if len(r_src) < 2**31 - 1 else np.int64)
+    proto = index_proto(len(r_src))
     match_of_send, recv_matched = _pair_channels(ids_s, ids_r, max(n, 1), proto)
     if _tags_agree(match_of_send, s_tag, r_tag):
         return match_of_send, recv_matched

@@ -32,16 +32,14 @@ import pyarrow as pa
 from hindsight import traceformat as tf
 from replay import collectives as C
 from replay import kernel as K
-from replay.matching import match_messages, op_codes
+from replay.matching import index_proto, match_messages, op_codes
 
 CACHE_DIR = ".replay-cache"
 CACHE_VERSION = 11
 
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
-#: per op code (the last slot: -1, an unknown op): a synchronous-mode send
-_SYNC_OF = np.zeros(len(tf.OPS) + 1, np.bool_)
-_SYNC_OF[[tf.OP_CODE[x] for x in SYNC_SEND_OPS]] = True
+_SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
 
 
 class ReplayError(Exception):
@@ -413,7 +411,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     cpost = match.completion_post_row
     crow = match.completion_row
     row_msg = _row_messages(n, match.send_row, match.recv_row, crow, cpost,
-                            _index_proto(M))  # int32 when it fits: a per-row array
+                            index_proto(M))  # int32 when it fits: a per-row array
     t0 = int(t_start.min()) if n else 0
     kind, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end,
                                          t0, nranks, *_KIND_TABLES)
@@ -738,11 +736,6 @@ def _message_steps(poff: np.ndarray, pkind: np.ndarray, pmsg: np.ndarray,
     return tuple(out)
 
 
-def _index_proto(count: int) -> np.ndarray:
-    """An empty array of the integer type that numbers ``count`` things (and -1)."""
-    return np.zeros(0, np.int32 if count < 2**31 - 1 else np.int64)
-
-
 def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream:
     rows = prep.rows
     n = prep.nrows
@@ -794,8 +787,8 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
         rows["op"], kind_row, rows["msg"], per_row, rows["burst"], rows["ratio"],
         rows["region"], rows["rank"], prep.nranks, cpu_shared,
-        _index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
-        _index_proto(n), *_KIND_TABLES[3:5])
+        index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
+        index_proto(n), *_KIND_TABLES[3:5])
     first = off[:-1]
     # per message: the trace's messages, then each pattern's instances x steps
     m_bytes = np.empty(nmsg)
@@ -808,7 +801,7 @@ def _build_stream(prep: Prepared, expand: bool, algos: dict[str, str]) -> Stream
     # is synchronous-mode: a trace message's are its rows' first operations (its send row's
     # is the SEND or ISEND, its receive row's the RECV or IRECV); a collective's are filled
     # with its pattern (never synchronous); -1 for a member a partial trace lacks
-    op_proto = _index_proto(len(kind))
+    op_proto = index_proto(len(kind))
     m_send_op = np.full(nmsg, -1, op_proto.dtype)
     m_recv_op = np.full(nmsg, -1, op_proto.dtype)
     m_sync = np.zeros(nmsg, bool)
