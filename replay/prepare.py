@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hindsight import traceformat as tf
+from hindsight.memory import gc_paused
 from replay import collectives as C
 from replay import kernel as K
 from replay.matching import index_proto, match_messages, op_codes
@@ -380,6 +381,7 @@ def host_placement(manifest: dict, nranks: int) -> np.ndarray:
     return host_of_rank.astype(np.int64)
 
 
+@gc_paused()
 def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     a = dict(cols.arrays)  # columns that only matching needs are dropped from this copy
     manifest = cols.manifest
