@@ -8,6 +8,7 @@ Parquet trace into the prepared arrays, and an optional sweep times many configu
     .venv/bin/python benchmarks/replay_throughput.py             # 1e5..1e6 operations
     .venv/bin/python benchmarks/replay_throughput.py --full      # up to 1e7 operations, 8192 ranks
     .venv/bin/python benchmarks/replay_throughput.py --sweep 1000
+    .venv/bin/python benchmarks/replay_throughput.py --one-core  # the targets are per core
 
 "Operations" are kernel operations (a send, a receive, a post or a wait; compute bursts ride on
 them and are not counted separately).
@@ -16,6 +17,7 @@ them and are not counted separately).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -172,10 +174,17 @@ def main() -> None:
     ap.add_argument("--load-rows", type=int, nargs="+", default=[1_000_000, 5_200_000],
                     help="rows of the Parquet ring cases (default: 1M, and 5.2M, the size of "
                          "the reference simulator's 64-rank ring)")
+    ap.add_argument("--one-core", action="store_true",
+                    help="run on one core (the issue's targets are per core; loading then "
+                         "decodes in one thread)")
     ap.add_argument("--release-memory", action="store_true",
                     help="let glibc return freed memory to the kernel (the default of a plain "
                          "Python process; the hindsight CLI keeps it, see hindsight/memory.py)")
     args = ap.parse_args()
+    if args.one_core:
+        core = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {core})
+        print(f"pinned to core {core}")
     if not args.release_memory:
         print(f"freed memory kept for reuse, as the CLI does: {keep_freed_memory()}")
 
@@ -222,26 +231,34 @@ def main() -> None:
         iters_c = max(1, args.load_rows[0] // (3 * P))
         write_trace(Path(d) / "ring-allreduce", ring_columns(P, iters_c, allreduce=True))
         cases.append(("ring-allreduce", "ring-allreduce", 3 * P * iters_c))
+        print("load Parquet -> prepared arrays (the prepared form, as cached) -> the kernel's "
+              "operations; M events/s (ms)")
+        print(f"{'trace':<26}{'events':>10}  {'first':>14}  {'warm best':>14}  {'median':>14}  "
+              f"{'prepared only':>14}  {'from cache':>14}")
         for dirname, name, n in cases:
 
-            def load(use_cache: bool) -> float:
+            def load(use_cache: bool) -> tuple[float, float]:
+                """(seconds to the prepared arrays, seconds to the kernel's operations)"""
                 t = time.perf_counter()
-                replay.prepare(Path(d) / dirname, use_cache=use_cache).stream(True)
-                return time.perf_counter() - t
+                prep = replay.prepare(Path(d) / dirname, use_cache=use_cache)
+                t_prep = time.perf_counter() - t
+                prep.stream(True)
+                return t_prep, time.perf_counter() - t
 
-            # cold: the process's first load of the trace (fresh memory, faulted in page by
-            # page); warm: five more, as in a sweep or a later command of a session (best and
-            # median: this VM's speed swings)
-            t_cold = load(False)
-            warm = sorted(load(False) for _ in range(5))
-            t_warm, t_med = warm[0], warm[2]
+            def rate(seconds: float) -> str:
+                return f"{n / seconds / 1e6:6.2f} ({seconds * 1e3:4.0f})"
+
+            # first: the process's first load of the trace (fresh memory, faulted in page by
+            # page); warm: five more in the same process (memory reused, as in a sweep or a
+            # notebook; best and median: this VM's speed swings)
+            t_first = load(False)[1]
+            warm = [load(False) for _ in range(5)]
+            whole = sorted(w[1] for w in warm)
+            prepared = min(w[0] for w in warm)
             replay.prepare(Path(d) / dirname)  # writes the cache
-            t_cache = min(load(True) for _ in range(3))
-            print(f"load Parquet -> prepared arrays, {name} P={P}, {n:,} events: first "
-                  f"{t_cold * 1e3:.0f} ms ({n / t_cold / 1e6:.2f} M events/s), warm best "
-                  f"{t_warm * 1e3:.0f} ms ({n / t_warm / 1e6:.2f} M events/s), median "
-                  f"{t_med * 1e3:.0f} ms ({n / t_med / 1e6:.2f} M events/s); from the cache "
-                  f"{t_cache * 1e3:.0f} ms ({n / t_cache / 1e6:.2f} M events/s)")
+            t_cache = min(load(True)[1] for _ in range(3))
+            print(f"{name + f' P={P}':<26}{n:>10,}  {rate(t_first):>14}  {rate(whole[0]):>14}  "
+                  f"{rate(whole[2]):>14}  {rate(prepared):>14}  {rate(t_cache):>14}")
         if args.sweep:
             from replay.engine import sweep
             target = 1_000_000
