@@ -472,7 +472,8 @@ def _number_instances(rank_comm, nrc, ccode, nc, is_self):
     """Collective instances of the collective rows (in (rank, seq) order): an instance is the
     k-th collective of each member on a communicator, and every COMM_SELF call is one of its
     own. Returns (instance of each row, numbered in order of first appearance; the rows
-    sorted by instance, stable, so by rank within one; the instance count)."""
+    sorted by instance, stable, so by rank within one; where each instance's rows start in
+    that order, and the total)."""
     n = len(ccode)
     occ = np.empty(n, np.int64)
     seen = np.zeros(nrc, np.int64)
@@ -504,11 +505,24 @@ def _number_instances(rank_comm, nrc, ccode, nc, is_self):
         cnt[inst[i] + 1] += 1
     for x in range(ninst):
         cnt[x + 1] += cnt[x]
+    off = cnt.copy()
     order = np.empty(n, np.int64)
     for i in range(n):
         order[cnt[inst[i]]] = i
         cnt[inst[i]] += 1
-    return inst, order, ninst
+    return inst, order, off
+
+
+@nb.njit(cache=True)
+def _first_disagreeing(crows, inst, op, root, i_op, i_root):
+    """The first of the collective rows ``crows`` whose op or root is not its instance's
+    (``inst``; ``i_op``, ``i_root`` per instance), or -1. In row order: the rows of one instance
+    lie a rank's rows apart, and visiting them instance by instance missed the cache."""
+    for k in range(len(crows)):
+        x = inst[k]
+        if op[crows[k]] != i_op[x] or root[crows[k]] != i_root[x]:
+            return k
+    return -1
 
 
 def _instances(crows, rank, op, comm, root, members, problems, partial):
@@ -517,38 +531,38 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
         return dict(comm=e, op=e, root=e, rows=e, off=np.zeros(1, np.int64), local=e)
     c = comm[crows]
     r = rank[crows]
-    ccode, uc = pd.factorize(c)
-    nc = max(len(uc), 1)
+    lo, hi = int(c.min()), int(c.max())
+    if hi - lo < 1 << 16:  # communicator codes by offset: no hashing (ids are small but
+        ccode, nc = c.astype(np.int64) - lo, hi - lo + 1  # for derived communicators')
+    else:
+        ccode, uc = pd.factorize(c)
+        nc = max(len(uc), 1)
     if float(int(r.max()) + 1) * nc <= max(len(crows), 1 << 16):
         rank_comm = r.astype(np.int64) * nc + ccode  # direct: no hashing
         nrc = (int(r.max()) + 1) * nc
     else:
         rank_comm = _group_ids(r, ccode)
         nrc = int(rank_comm.max()) + 1
-    inst, order, ninst = _number_instances(rank_comm, nrc, ccode, nc, c == tf.COMM_SELF_ID)
+    inst, order, off = _number_instances(rank_comm, nrc, ccode, nc, c == tf.COMM_SELF_ID)
     rows = crows[order]
-    inst_sorted = inst[order]
-    cnt = np.bincount(inst_sorted, minlength=ninst)
-    off = np.zeros(ninst + 1, np.int64)
-    off[1:] = np.cumsum(cnt)
+    cnt = np.diff(off)
     first = rows[off[:-1]]
     i_comm, i_op, i_root = comm[first], op[first], root[first]
-    bad_op = op[rows] != np.repeat(i_op, cnt)
-    bad_root = root[rows] != np.repeat(i_root, cnt)
-    for j in np.flatnonzero(bad_op | bad_root)[:5]:
-        rw = rows[j]
-        i = inst_sorted[j]
+    k = _first_disagreeing(crows, inst, op, root, i_op, i_root)
+    if k >= 0:
+        rw = crows[k]
+        i = inst[k]
         problems.append(f"rank {rank[rw]}: collective #{i} on comm {comm[rw]} is "
                         f"{tf.OPS[op[rw]]} (root {root[rw]}) but rank {rank[first[i]]} calls "
                         f"{tf.OPS[i_op[i]]} (root {i_root[i]})")
-    if (bad_op | bad_root).any():
         raise ReplayError("cannot replay: " + problems[-1])
+    ucomm, comm_of_inst = np.unique(i_comm, return_inverse=True)
+    comms = ucomm.tolist()
     # members of a communicator the manifest does not describe: the ranks that used it
-    for cid in np.unique(i_comm).tolist():
+    for cid in comms:
         if cid == tf.COMM_SELF_ID or cid in members:
             continue
-        members[cid] = sorted(set(rank[crows[comm[crows] == cid]].tolist()))
-    ucomm, comm_of_inst = np.unique(i_comm, return_inverse=True)
+        members[cid] = sorted(set(r[c == cid].tolist()))
     size = np.array([1 if cc == tf.COMM_SELF_ID else len(members[cc]) for cc in ucomm.tolist()],
                     np.int64)[comm_of_inst]
     short = np.flatnonzero(cnt != size)
@@ -557,14 +571,17 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
         raise ReplayError(f"cannot replay: collective {tf.OPS[i_op[i]]} on comm {i_comm[i]} has "
                           f"{cnt[i]} of its {size[i]} members in the trace")
     # local rank (within the communicator) of each row
-    local = np.zeros(len(rows), np.int64)
-    for cid in np.unique(i_comm).tolist():
-        sel = np.repeat(i_comm == cid, cnt)
+    local = np.zeros(len(rows), np.int64)  # (0 on COMM_SELF)
+    for cid in comms:
         if cid == tf.COMM_SELF_ID:
             continue
-        lut = np.full(max(max(members[cid], default=0), int(rank.max())) + 1, -1, np.int64)
+        lut = np.full(max(max(members[cid], default=0), int(r.max())) + 1, -1, np.int64)
         lut[members[cid]] = np.arange(len(members[cid]))
-        local[sel] = lut[rank[rows[sel]]]
+        if len(comms) == 1:  # (one communicator, often WORLD: no mask of the rows)
+            local = lut[r[order]]  # (r[order] is rank[rows], from a smaller array)
+        else:
+            sel = np.repeat(i_comm == cid, cnt)
+            local[sel] = lut[rank[rows[sel]]]
     return dict(comm=i_comm, op=i_op, root=i_root, rows=rows, off=off, local=local, size=size)
 
 

@@ -218,6 +218,16 @@ def test_unmatched_message_is_a_clear_error(tmp_path):
         replay.prepare(d, use_cache=False)
 
 
+def test_ranks_disagreeing_on_a_collective_is_a_clear_error(tmp_path):
+    # the second collective of the two ranks: Allreduce on rank 0, Barrier on rank 1
+    d = _manual(tmp_path, [[("Barrier", 0, 10, -1, -1, 0), ("Allreduce", 10, 20, -1, -1, 8)],
+                           [("Barrier", 0, 10, -1, -1, 0), ("Barrier", 10, 20, -1, -1, 0)]])
+    with pytest.raises(replay.ReplayError,
+                       match=r"rank 1: collective #1 on comm 0 is Barrier .* but rank 0 calls "
+                             r"Allreduce"):
+        replay.prepare(d, use_cache=False)
+
+
 def test_cyclic_dependencies_are_a_clear_error(tmp_path):
     # both ranks receive first: matched messages, but each waits for the other forever
     d = _manual(tmp_path, [[("Recv", 0, 10, 1, 0, 8), ("Send", 10, 20, 1, 0, 8)],

@@ -101,7 +101,7 @@ def test_collective_instances_are_kth_call_per_communicator():
     """prepare's compiled numbering of collective instances against its definition: the k-th
     collective of each rank on a communicator is instance (communicator, k), every COMM_SELF
     call is one of its own; ids in order of first appearance, rows sorted by instance then
-    rank."""
+    rank, and where each instance's rows start in that order."""
     import importlib
 
     import numpy as np
@@ -115,7 +115,7 @@ def test_collective_instances_are_kth_call_per_communicator():
         rank = np.sort(rng.integers(0, 5, n))
         comm = rng.choice([0, COMM_SELF_ID, 7, 123456789], n)
         ccode, uc = prep_mod.pd.factorize(comm)
-        inst, order, ninst = prep_mod._number_instances(
+        inst, order, off = prep_mod._number_instances(
             rank * len(uc) + ccode, 5 * len(uc), ccode, len(uc), comm == COMM_SELF_ID)
         keys, want = {}, []
         seen: dict = {}
@@ -124,5 +124,6 @@ def test_collective_instances_are_kth_call_per_communicator():
             seen[(rank[i], comm[i])] = k + 1
             key = (comm[i], k, rank[i] if comm[i] == COMM_SELF_ID else -1)
             want.append(keys.setdefault(key, len(keys)))
-        assert inst.tolist() == want and ninst == len(keys)
+        assert inst.tolist() == want and len(off) - 1 == len(keys)
         assert order.tolist() == sorted(range(n), key=lambda i: (want[i], rank[i]))
+        assert off[0] == 0 and np.diff(off).tolist() == [want.count(x) for x in range(len(keys))]
