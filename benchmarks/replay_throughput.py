@@ -221,21 +221,26 @@ def main() -> None:
     from replay.synthetic import ring_columns, write_trace
     with tempfile.TemporaryDirectory() as d:
         P = 64
-        cases = []
-        for rows in args.load_rows:
-            iters = max(1, rows // (2 * P))
-            write_trace(Path(d) / f"ring-{rows}", ring_columns(P, iters))
-            cases.append((f"ring-{rows}", "ring", 2 * P * iters))
+        cases = []  # (directory, name, ranks, events)
+        # the first size also from 8 and 256 rank files: a load costs a fixed time per file
+        # plus a time per event, and these two give both
+        sizes = [(rows, P) for rows in args.load_rows]
+        sizes[1:1] = [(args.load_rows[0], 8), (args.load_rows[0], 256)]
+        for rows, ranks in sizes:
+            iters = max(1, rows // (2 * ranks))
+            write_trace(Path(d) / f"ring-{rows}-{ranks}", ring_columns(ranks, iters))
+            cases.append((f"ring-{rows}-{ranks}", "ring", ranks, 2 * ranks * iters))
         # the same with an Allreduce per iteration (as hindsight/examples/ring.py): a third of
         # the rows are collectives, each instance decomposed into its algorithm's messages
         iters_c = max(1, args.load_rows[0] // (3 * P))
         write_trace(Path(d) / "ring-allreduce", ring_columns(P, iters_c, allreduce=True))
-        cases.append(("ring-allreduce", "ring-allreduce", 3 * P * iters_c))
+        cases.append(("ring-allreduce", "ring-allreduce", P, 3 * P * iters_c))
+        best = {}
         print("load Parquet -> prepared arrays (the prepared form, as cached) -> the kernel's "
               "operations; M events/s (ms)")
         print(f"{'trace':<26}{'events':>10}  {'first':>14}  {'warm best':>14}  {'median':>14}  "
               f"{'prepared only':>14}  {'from cache':>14}")
-        for dirname, name, n in cases:
+        for dirname, name, ranks, n in cases:
 
             def load(use_cache: bool) -> tuple[float, float]:
                 """(seconds to the prepared arrays, seconds to the kernel's operations)"""
@@ -257,8 +262,15 @@ def main() -> None:
             prepared = min(w[0] for w in warm)
             replay.prepare(Path(d) / dirname)  # writes the cache
             t_cache = min(load(True)[1] for _ in range(3))
-            print(f"{name + f' P={P}':<26}{n:>10,}  {rate(t_first):>14}  {rate(whole[0]):>14}  "
+            best[dirname] = (ranks, n, whole[0])
+            print(f"{name + f' P={ranks}':<26}{n:>10,}  {rate(t_first):>14}  {rate(whole[0]):>14}  "
                   f"{rate(whole[2]):>14}  {rate(prepared):>14}  {rate(t_cache):>14}")
+        (f8, n8, t8), (f256, n256, t256) = (best[f"ring-{args.load_rows[0]}-{r}"] for r in (8, 256))
+        per_file = (t256 - t8 - (n256 - n8) * t8 / n8) / (f256 - f8)
+        per_event = (t8 - f8 * per_file) / n8
+        print(f"a warm load costs {per_file * 1e3:.2f} ms per rank file + {per_event * 1e9:.0f} ns "
+              f"per event (fit to the rings of 8 and 256 ranks): {1e-6 / per_event:.1f} M events/s "
+              "when files are few")
         if args.sweep:
             from replay.engine import sweep
             target = 1_000_000
