@@ -171,7 +171,7 @@ def _classify(op, peer, request, rank, tag, comm, nbytes, cls, row_proto):
     Each output is allocated for every row and returned cut to what was written: pages never
     written are never touched, and one pass replaces a pass that marked and counted the rows
     and one pass per class (which read the columns again: 1.4x slower on a ring, 1.8x on a
-    trace of Isend/Irecv/Waitall)."""
+    real trace of Sendrecv and Allreduce)."""
     n = len(op)
     last = len(cls) - 1
     rt = row_proto.dtype
