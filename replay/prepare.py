@@ -532,8 +532,10 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
     c = comm[crows]
     r = rank[crows]
     lo, hi = int(c.min()), int(c.max())
-    if hi - lo < 1 << 16:  # communicator codes by offset: no hashing (ids are small but
-        ccode, nc = c.astype(np.int64) - lo, hi - lo + 1  # for derived communicators')
+    # Communicator codes: by offset when the ids span little (WORLD and SELF are 0 and 1), no
+    # hashing; hashed when a derived communicator's large id is among them.
+    if hi - lo < 1 << 16:
+        ccode, nc = c.astype(np.int64) - lo, hi - lo + 1
     else:
         ccode, uc = pd.factorize(c)
         nc = max(len(uc), 1)
