@@ -228,7 +228,7 @@ def _classify(op, peer, request, rank, tag, comm, nbytes, cls, row_proto):
             (r_row[:nr], r_src[:nr], r_tag[:nr], r_nb[:nr], r_dst[:nr], r_comm[:nr]))
 
 
-def _small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
+def small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense codes of communicator or tag values: an offset when their range is small (no
     hashing, no extra memory), pandas' hashing otherwise (derived communicator ids are large)."""
     if len(x) == 0:
@@ -267,8 +267,8 @@ def _channel_ids(src, dst, comm, tag, nranks):
         gid = gid.astype(np.int64, copy=False)
         return gid[:ns], gid[ns:], len(uniq)
     src, dst, comm = (np.concatenate(x) for x in (src, dst, comm))
-    ci, nc = _small_codes(comm)
-    ti, nt = _small_codes(np.concatenate(tag)) if len(tag[0]) + len(tag[1]) else \
+    ci, nc = small_codes(comm)
+    ti, nt = small_codes(np.concatenate(tag)) if len(tag[0]) + len(tag[1]) else \
         (np.zeros(len(src), np.int64), 1)
     if float(P) * P * nc * nt < 2.0 ** 62:
         key = ((src.astype(np.int64) * P + dst) * nc + ci) * nt + ti

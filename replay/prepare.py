@@ -33,7 +33,7 @@ from hindsight import traceformat as tf
 from hindsight.memory import gc_paused
 from replay import collectives as C
 from replay import kernel as K
-from replay.matching import index_proto, match_messages, op_codes
+from replay.matching import index_proto, match_messages, op_codes, small_codes
 
 CACHE_DIR = ".replay-cache"
 CACHE_VERSION = 11
@@ -88,7 +88,8 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
 
     * ``kind``: the kernel kind of each row (by op, for rows with a matched message; COLL for
       collectives; completions are set by the caller). A blocking ``Probe`` whose rank's next
-      row is a blocking receive of the same peer, tag and communicator is that message's
+      row is a blocking receive of the same peer, tag and communicator (the rule of
+      ``traceformat.probes_before_receives``, which predict uses) is that message's
       PROBE (``row_msg`` of the probe is set to the message): the matched-probe half of a
       traced pickle-API recv, or a program's own Probe / allocate / Recv. It waits for that
       message's envelope; what the rank does between the two rows (allocating the buffer) is
@@ -531,14 +532,8 @@ def _instances(crows, rank, op, comm, root, members, problems, partial):
         return dict(comm=e, op=e, root=e, rows=e, off=np.zeros(1, np.int64), local=e)
     c = comm[crows]
     r = rank[crows]
-    lo, hi = int(c.min()), int(c.max())
-    # Communicator codes: by offset when the ids span little (WORLD and SELF are 0 and 1), no
-    # hashing; hashed when a derived communicator's large id is among them.
-    if hi - lo < 1 << 16:
-        ccode, nc = c.astype(np.int64) - lo, hi - lo + 1
-    else:
-        ccode, uc = pd.factorize(c)
-        nc = max(len(uc), 1)
+    # (by offset when the ids span little, WORLD and SELF; hashed with a derived communicator)
+    ccode, nc = small_codes(c)
     if float(int(r.max()) + 1) * nc <= max(len(crows), 1 << 16):
         rank_comm = r.astype(np.int64) * nc + ccode  # direct: no hashing
         nrc = (int(r.max()) + 1) * nc
