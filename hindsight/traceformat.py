@@ -314,14 +314,13 @@ def file_metadata(path: Path) -> dict[str, Any]:
 
 
 def _read_footer(path: Path, keep_open: bool = False
-                 ) -> tuple[dict[str, Any], pq.FileMetaData, pq.ParquetFile | None]:
+                 ) -> tuple[dict[str, Any], pq.FileMetaData, pq.ParquetReader | None]:
     """(hindsight metadata, the Parquet footer, the file opened if ``keep_open``). A file kept
     open is read whole, once, and decoded from memory: that skips pyarrow's filesystem layer,
     its reads per column chunk and a second parse of the footer."""
     pf = None
     try:
         if keep_open:
-            # (pre-buffering coalesces reads of a file on disk; from memory it is overhead)
             pf = _reader(pa.BufferReader(pa.py_buffer(path.read_bytes())))
             footer = pf.metadata
         else:
@@ -646,9 +645,9 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         # GIL) outweighs the per-file work under the GIL. Measured on 1M-event rings, 2
         # threads against 1: 10 % slower at 4 k and 16 k rows a file, even at 31 k, 7-30 %
         # faster from 62 k.
+        from hindsight.collect import usable_cores  # (collect imports this module)
         big = total >= _THREADED_ROWS_PER_FILE * max(len(files), 1)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        threads = cores if big else 1
+        threads = usable_cores() if big else 1
     threads = max(1, min(threads, len(files)))
     if threads > 1:
         with ThreadPoolExecutor(threads) as ex:
@@ -718,6 +717,8 @@ def _reader(source) -> pq.ParquetReader:
     small file's footer (measured: 94 against 62 µs a file of a 64-rank ring). Columns are
     chosen by leaf index here anyway. Column names are decoded only when asked for."""
     reader = pq.ParquetReader()
+    # (pre-buffering coalesces the reads of a file on disk; from memory, or for the staged
+    # parts read here once each, it is overhead)
     reader.open(source, pre_buffer=False, **READ_OPTIONS)
     return reader
 

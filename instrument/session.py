@@ -30,6 +30,7 @@ from typing import Any
 from mpi4py import MPI
 
 from hindsight import traceformat as tf
+from hindsight.collect import usable_cores
 from instrument import comm as tcomm
 from instrument.tracer import DEFAULT_CAPACITY, Tracer, TraceWriteError
 
@@ -194,7 +195,7 @@ def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampli
     by_host: dict[str, list[int]] = {}
     for r, h in enumerate(hosts):
         by_host.setdefault(h, []).append(r)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     import mpi4py
     return {
         "format_version": tf.FORMAT_VERSION,

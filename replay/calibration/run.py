@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hindsight.collect import TRANSPORTS, CollectError, _git_revision, find_mpiexec, launch_env
+from hindsight.collect import (TRANSPORTS, CollectError, _git_revision, find_mpiexec,
+                               launch_env, usable_cores)
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration.profile import FORMAT
@@ -229,7 +230,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     ks = parse_sizes(sizes)
     if overhead_ranks is None:
         overhead_ranks = [nprocs, 3 if nprocs == 2 else 2]
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = usable_cores()
         if not testbed and cores and max(overhead_ranks) > cores:
             # More ranks than cores measures the scheduler (an idle rank polls in MPI_Barrier on
             # a communicating rank's core), not o_b: keep the rank counts that fit.
