@@ -18,6 +18,8 @@ def check_trace(trace_dir: Path | str) -> list[str]:
     trace_dir = Path(trace_dir)
     try:
         trace = tf.read_columns(trace_dir)
+    except tf.UntracedRunError:
+        raise
     except tf.TraceError as exc:
         return [str(exc)]
     problems: list[str] = []

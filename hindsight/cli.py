@@ -69,7 +69,8 @@ def main() -> None:
 @click.option("--paradigm", default=None,
               help="execution paradigm: pipeline, master-worker, tree, hypercube")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="trace directory [traces/<app>-<paradigm>-n<P>]")
+              help="trace directory [traces/<app>-<paradigm>-n<P>, -untraced appended with "
+                   "--untraced]")
 @click.option("--program", type=click.Path(dir_okay=False), default=None,
               help="trace this unmodified mpi4py program instead of an application")
 @click.option("--transport", type=click.Choice(["shm", "tcp"]), default="shm", show_default=True,
@@ -80,10 +81,14 @@ def main() -> None:
               help="stop the run after this many seconds")
 @click.option("--testbed", default=None, metavar="NAME",
               help="run the ranks inside the nodes of testbed NAME, MPI over TCP (docs/testbed.md)")
+@click.option("--untraced", is_flag=True,
+              help="launch the same run without tracing; OUT/manifest.json gets its wall time "
+                   "only (the ground truth a traced run is compared with)")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
 @_user_errors
-def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, words):
-    """Run APP (or --program prog.py) under mpiexec with tracing on.
+def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, untraced,
+            words):
+    """Run APP (or --program prog.py) under mpiexec with tracing on (or off: --untraced).
 
     Arguments after `--` go to the application or program, for example
     `hindsight collect sorting -n 4 --paradigm pipeline -- --size 100000`.
@@ -94,15 +99,23 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
 
     if out is None:
         name = app or Path(program or "program").stem
-        out = Path("traces") / f"{name}{'-' + paradigm if paradigm else ''}-n{nprocs}"
+        # An untraced run gets a folder of its own: it must not replace the trace it measures.
+        out = Path("traces") / (f"{name}{'-' + paradigm if paradigm else ''}-n{nprocs}"
+                                + ("-untraced" if untraced else ""))
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
                                args=list(app_args), transport=transport,
-                               cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed)
-    events = sum(e for e in (manifest.get("events") or []) if e)
+                               cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed,
+                               untraced=untraced)
     state = "complete" if manifest.get("complete") else "INCOMPLETE"
-    click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
-               + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
-                  if manifest.get("makespan_ns") else ""))
+    if untraced:
+        click.echo(f"untraced run {out}: {manifest.get('ranks')} ranks, {state}"
+                   + (f", wall time {manifest['makespan_ns'] / 1e9:.4f} s"
+                      if manifest.get("makespan_ns") else ""))
+    else:
+        events = sum(e for e in (manifest.get("events") or []) if e)
+        click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
+                   + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
+                      if manifest.get("makespan_ns") else ""))
     if rc != 0 or not manifest.get("complete"):
         bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status", []))
                if s != "complete"]

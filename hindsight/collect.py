@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from hindsight import traceformat as tf
 
@@ -183,11 +185,14 @@ def _stop(proc: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
 def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None = None,
             program: str | None = None, args: list[str] = (), transport: str = "shm",
             cpu_sampling: str = "regions", timeout: float | None = None,
-            quiet: bool = False, testbed: str | None = None) -> tuple[int, dict]:
+            quiet: bool = False, testbed: str | None = None,
+            untraced: bool = False) -> tuple[int, dict]:
     """Run the job under mpiexec and return (exit code, final manifest).
 
     With ``testbed`` (the name of a testbed that is up, docs/testbed.md) the ranks run inside its
-    nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored."""
+    nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored.
+    With ``untraced`` the run is launched the same way but records nothing: ``out`` receives a
+    manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only."""
     from instrument.session import finalize_manifest
     from instrument.tracer import TraceWriteError
 
@@ -203,6 +208,12 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
 
         cmd, env, state, network = testbed_launch(cmd, env, nprocs, testbed)
         before = tb.counters(state)
+    if untraced:
+        # Read by instrument.start in every rank: same launch, same start barrier, no recording.
+        env["HINDSIGHT_UNTRACED"] = "1"
+        # What an earlier run left here must not pass for this run's result if this one dies
+        # before rank 0 writes its manifest.
+        _clear_run(out)
     stdout = subprocess.DEVNULL if quiet else None
     # A session of its own, so a timeout can stop mpiexec and every rank together.
     proc = subprocess.Popen(cmd, env=env, stdout=stdout, start_new_session=True)
@@ -220,14 +231,16 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-    if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
-        raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     if state is not None:
         # Evidence that the ranks' bytes went through the shaped links: the kernel's counters.
         try:
             network["veth_bytes"] = tb.counters_delta(before, tb.counters(state))
         except tb.TestbedError:
             network["veth_bytes"] = None          # the testbed went down during the run
+    if untraced:
+        return rc, _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args)
+    if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
+        raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}
     if rc != 0 or not manifest.get("complete"):
         try:
@@ -241,3 +254,54 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         manifest["network"] = network
         tf.write_manifest(out, manifest)
     return rc, manifest
+
+
+def _clear_run(out: Path) -> None:
+    """Remove an earlier run's manifest, rank files and staging area from ``out``; anything
+    else there is left alone."""
+    if not out.is_dir():
+        return
+    for old in list(out.glob("rank-*.parquet")) + [out / tf.MANIFEST_NAME]:
+        old.unlink(missing_ok=True)
+    shutil.rmtree(out / tf.STAGING_DIR, ignore_errors=True)
+
+
+def _finish_untraced(out: Path, rc: int, nprocs: int, network: dict, app: str | None,
+                     paradigm: str | None, program: str | None, args: list[str]) -> dict:
+    """The final manifest of an untraced run. There are no rank files to seal: rank 0's manifest
+    is the record, corrected by the launcher's verdict; when the ranks wrote none (a rank died
+    before the start barrier, rank 0 before the end), one is written that says the run is
+    incomplete, so a failed run is never mistaken for a measured one."""
+    manifest: dict[str, Any] = {}
+    if (out / tf.MANIFEST_NAME).is_file():
+        try:
+            manifest = tf.read_manifest(out)
+        except tf.TraceError:
+            manifest = {}                   # half-written or foreign: replaced below
+    if manifest.get("traced") is not False:
+        manifest = {"format_version": tf.FORMAT_VERSION, "run_id": secrets.token_hex(8),
+                    "app": app or (Path(program).name if program else None),
+                    "paradigm": paradigm, "args": {"argv": list(args)},
+                    "program": str(Path(program).resolve()) if program else None,
+                    "ranks": nprocs, "rank_status": ["missing"] * nprocs,
+                    "makespan_ns": None, "complete": False}
+    manifest["traced"] = False
+    manifest["launcher_exit_code"] = rc
+    if rc != 0:
+        manifest["complete"] = False
+    if not manifest.get("complete"):
+        status = manifest.get("rank_status") or ["missing"] * nprocs
+        # A rank that never reported its end did not finish; how it ended only mpiexec knew.
+        manifest["rank_status"] = [s if s == "complete" else
+                                   ("terminated" if rc in (124, 130) else "missing")
+                                   for s in status]
+    manifest["network"] = network
+    # The ranks prepare the folder as for a trace; an untraced run leaves nothing staged there.
+    shutil.rmtree(out / tf.STAGING_DIR, ignore_errors=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tf.write_manifest(out, manifest)
+    except OSError as exc:
+        raise CollectError(f"{out}: cannot write the manifest of the untraced run "
+                           f"({exc.strerror or exc}; mpiexec exit code {rc})") from None
+    return manifest

@@ -343,11 +343,20 @@ def _short(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
 
 
+class UntracedRunError(TraceError):
+    """The directory holds an untraced run's manifest (`collect --untraced`), no events: not a
+    damaged trace, so `trace check` reports it as an error rather than as a problem found."""
+
+
 def rank_sources(trace_dir: Path, manifest: dict[str, Any],
                  keep_open: bool = False) -> list[RankSource]:
     """Locate every rank's data: its merged file, or the staged parts a dead rank left behind.
     With ``keep_open`` each merged file is read into memory and kept open for decoding."""
     trace_dir = Path(trace_dir)
+    if manifest.get("traced") is False:
+        # `hindsight collect --untraced`: a manifest with a wall time and no events (a manifest
+        # without the key is a traced run's)
+        raise UntracedRunError(f"{trace_dir}: an untraced run (wall time only): nothing to replay")
     nranks = int(manifest["ranks"])
     sources = []
     # One listing of the directory, not a stat per rank (a tenth of the footer work of a trace

@@ -312,3 +312,64 @@ def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
     assert rows["kind"][i_probe] == K.PROBE
     assert rows["msg"][i_probe] == rows["msg"][i_probe + 1] >= 0
     assert replay.run(prep, "measured").rel_error_pct == pytest.approx(0.0, abs=0.01)
+
+
+# -- untraced runs (`collect --untraced`) --------------------------------------------------------
+
+
+def _untraced_manifest(d, makespan_ns=123_456_789):
+    """What `collect --untraced` leaves: a manifest with the wall time, no rank files."""
+    d.mkdir(parents=True, exist_ok=True)
+    tf.write_manifest(d, {"format_version": tf.FORMAT_VERSION, "run_id": "abc", "ranks": 2,
+                          "traced": False, "complete": True, "makespan_ns": makespan_ns,
+                          "rank_status": ["complete", "complete"], "app": "ring.py"})
+    return d
+
+
+@pytest.mark.parametrize("cmd", [("trace", "info"), ("trace", "check"), ("replay",),
+                                 ("export", "--format", "perfetto")])
+def test_readers_refuse_an_untraced_run_in_one_line(tmp_path, cmd):
+    d = _untraced_manifest(tmp_path / "u")
+    args = [*cmd[:2], d, *cmd[2:]] if cmd[0] == "trace" else [cmd[0], d, *cmd[1:]]
+    res = hindsight(*args)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stderr.strip() == f"Error: {d}: an untraced run (wall time only): nothing to replay"
+    assert "Traceback" not in res.stderr
+
+
+def test_collect_untraced_writes_the_wall_time_only(tmp_path):
+    """A real untraced run: same launch, a manifest saying traced = false with a positive
+    makespan, no rank files; an earlier trace in the folder is replaced."""
+    out = tmp_path / "u"
+    res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
+                    "--out", out, "--", "--rounds", 5, "--bytes", 100)
+    assert res.returncode == 0, res.stderr
+    traced = tf.read_manifest(out)
+    assert traced["traced"] is True and list(out.glob("rank-*.parquet"))
+    res = hindsight("collect", "-n", 2, "--untraced", "--program",
+                    ROOT / "hindsight/examples/ring.py", "--out", out, "--", "--rounds", 5,
+                    "--bytes", 100)
+    assert res.returncode == 0, res.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["traced"] is False and m["complete"] is True
+    assert m["makespan_ns"] > 0 and m["ranks"] == 2 and m["run_id"] != traced["run_id"]
+    assert m["rank_status"] == ["complete", "complete"] and m["launcher_exit_code"] == 0
+    assert m["network"]["transport"] == "shm"
+    assert not list(out.glob("rank-*.parquet")) and not (out / tf.STAGING_DIR).exists()
+    assert res.stdout.strip().splitlines()[-1] == (
+        f"untraced run {out}: 2 ranks, complete, wall time {m['makespan_ns'] / 1e9:.4f} s")
+    res = hindsight("replay", out)
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"Error: {out}: an untraced run (wall time only): nothing to replay"
+
+
+def test_collect_untraced_crash_is_an_incomplete_manifest(tmp_path):
+    """A rank that dies: the untraced manifest says incomplete, with mpiexec's exit code."""
+    out = tmp_path / "u"
+    res = hindsight("collect", "-n", 2, "--untraced", "--program", PROGRAMS / "crash.py",
+                    "--out", out, "--timeout", 60)
+    assert res.returncode == 1
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("Error: run failed")
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["traced"] is False and m["complete"] is False
+    assert m["launcher_exit_code"] != 0 and "complete" not in set(m["rank_status"][1:])

@@ -54,6 +54,7 @@ def test_default_spec_parses():
     (('replay = ["loggps", "hockney"]', 'replay = ["warp"]'), "unknown replay model"),
     (('profile = "prof.toml"', 'profile = "missing.toml"'), "profile not found"),
     (('repetitions = 1', 'repetitions = = 1'), "not valid TOML"),
+    (('repetitions = 1', 'repetitions = 1\nground_truth = "wall"'), "ground_truth must be"),
 ])
 def test_bad_specs_are_one_line_errors(tmp_path, edit, msg):
     p = _spec(tmp_path, SPEC.replace(*edit))
@@ -101,22 +102,31 @@ def test_errors_csv_and_report_tables(tmp_path):
     paths = report(tmp_path, tmp_path / "rep")
     md = (tmp_path / "rep" / "report.md").read_text()
     # the papers' summary rows: average +2.5, average absolute 7.5, minimum -5, maximum +10
-    assert "| Average Relative Error | | | | | | +2.50 |" in md
-    assert "| Average Absolute Relative Error | | | | | | 7.50 |" in md
-    assert "| Minimum Relative Error | | | | | | -5.00 |" in md
-    assert "| Maximum Relative Error | | | | | | +10.00 |" in md
+    assert "| Average Relative Error | | | | | | | +2.50 |" in md
+    assert "| Average Absolute Relative Error | | | | | | | 7.50 |" in md
+    assert "| Minimum Relative Error | | | | | | | -5.00 |" in md
+    assert "| Maximum Relative Error | | | | | | | +10.00 |" in md
+    # cells without untraced runs measured the traced ones; no perturbation to show
+    assert set(df.ground_truth) == {"traced"} and df.perturbation_pct.isna().all()
+    assert "| 2 | s | shm | 2.0000 | 0.0100 | - | 2.2000 | +10.00 |" in md
+    assert "No untraced runs" in md
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "data:image/png;base64," in page and "src='rel_error.png'" not in page
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
 
 
 def test_tiny_real_validation_and_resume(tmp_path):
-    """One real cell end to end (collect, replay, analytic), then a re-run that reuses it."""
-    sp = load_spec(_spec(tmp_path))
+    """One real cell end to end (collect, replay, analytic), then a re-run that reuses it.
+    ``ground_truth = "traced"``: the traced runs are the actual time, no untraced runs."""
+    sp = load_spec(_spec(tmp_path, SPEC.replace("repetitions = 1",
+                                                'repetitions = 1\nground_truth = "traced"')))
     out = tmp_path / "v"
     s1 = validate(sp, out, progress=False, log=lambda m: None)
     assert s1["run"] == 1 and s1["failed"] == 0
     cell = json.loads(next((out / "cells").glob("*.json")).read_text())
+    assert cell["ground_truth"] == "traced" and not (out / "untraced").exists()
+    assert cell["actual_runs_s"] == cell["traced_runs_s"] and cell["untraced"] == []
+    assert math.isnan(cell["perturbation_pct"])
     assert (out / cell["traces"][0] / "manifest.json").is_file()
     assert (out / "profiles" / "shm.toml").is_file()
     preds = {p["predictor"]: p for p in cell["predictions"]}
@@ -164,10 +174,80 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
         for k, q in enumerate(pred["per_rep_s"]):
             prep = replay.prepare(out / cell["traces"][k])
             r = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof))
-            mk = tf.read_manifest(out / cell["traces"][k])["makespan_ns"]
+            m = tf.read_manifest(out / cell["traces"][k])
+            mk = m["makespan_ns"]
             lead = (mk - prep.measured_makespan_ns) / 1e9
-            assert q == pytest.approx(r.makespan_ns / 1e9 + lead)
+            # the actual time is the untraced runs' wall time (start barrier to the end of the
+            # program): the traced run's time after its last event is added to the prediction
+            tail = (m["wall_ns"] - mk) / 1e9
+            assert tail >= 0
+            assert q == pytest.approx(r.makespan_ns / 1e9 + lead + tail)
     trace = out / cell["traces"][1]
     r = run_hindsight("replay", str(trace), "--model", "loggps", "--profile", str(prof), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["predicted_makespan_s"] > 0
+
+
+def test_actual_time_is_the_untraced_runs(tmp_path):
+    """The default ground truth: every repetition is a traced run followed by an untraced one
+    (DIR/untraced/<cell>/rep<k>/manifest.json, traced = false); the actual time, the errors and
+    the tracing perturbation are computed from the untraced runs' manifests; errors.csv and the
+    report carry the perturbation; a re-run reuses every run."""
+    import statistics
+
+    import pandas as pd
+
+    from hindsight import traceformat as tf
+    from validation.report import report
+
+    sp = load_spec(_spec(tmp_path, SPEC.replace("repetitions = 1",
+                                                'repetitions = 2\nactual = "median"')))
+    assert sp.ground_truth == "untraced"
+    out = tmp_path / "v"
+    s1 = validate(sp, out, progress=False, log=lambda m: None)
+    assert s1["run"] == 1 and s1["failed"] == 0
+    cell = json.loads(next((out / "cells").glob("*.json")).read_text())
+    assert cell["ground_truth"] == "untraced" and len(cell["untraced"]) == 2
+    untraced, traced = [], []
+    for k in range(2):
+        u = out / cell["untraced"][k]
+        m = json.loads((u / "manifest.json").read_text())
+        assert m["traced"] is False and m["complete"] and m["makespan_ns"] > 0
+        assert u == out / "untraced" / cell_key(cell) / f"rep{k}"
+        assert not list(u.glob("rank-*.parquet"))
+        untraced.append(m["makespan_ns"] / 1e9)
+        assert m["makespan_ns"] == m["wall_ns"]
+        mt = tf.read_manifest(out / cell["traces"][k])
+        assert mt["traced"] is True
+        # the same interval of the traced run: start barrier to the end of the program
+        assert mt["wall_ns"] >= mt["makespan_ns"]
+        traced.append(mt["wall_ns"] / 1e9)
+        # interleaved: the untraced run of a repetition started after its traced run ended
+        assert m["start_unix"] >= mt["end_unix"]
+    assert cell["actual_runs_s"] == pytest.approx(untraced)
+    assert cell["actual_s"] == pytest.approx(statistics.median(untraced))
+    assert cell["traced_s"] == pytest.approx(statistics.median(traced))
+    pert = (statistics.median(traced) / statistics.median(untraced) - 1) * 100
+    assert cell["perturbation_pct"] == pytest.approx(pert)
+    df = pd.read_csv(out / "errors.csv")
+    assert list(df.columns) == ERRORS_COLUMNS
+    for p in cell["predictions"]:
+        row = df[df.predictor == p["predictor"]].iloc[0]
+        assert row.actual_s == pytest.approx(statistics.median(untraced), abs=1e-6)
+        assert row.traced_s == pytest.approx(statistics.median(traced), abs=1e-6)
+        assert row.perturbation_pct == pytest.approx(pert, abs=1e-3)
+        assert row.ground_truth == "untraced"
+        if not math.isnan(p["predicted_s"]):
+            assert row.rel_error_pct == pytest.approx(
+                (p["predicted_s"] - statistics.median(untraced)) / statistics.median(untraced)
+                * 100, abs=1e-3)
+    report(out, out / "report")
+    md = (out / "report" / "report.md").read_text()
+    assert "## Tracing perturbation" in md and "Tracing %" in md
+    assert f"| {pert:+.1f} |" in md
+    s2 = validate(sp, out, progress=False, log=lambda m: None)
+    assert s2["run"] == 0 and s2["skipped"] == 1
+
+
+def cell_key(cell: dict) -> str:
+    return f"{cell['app']}-{cell['paradigm']}-n{cell['ranks']}-{cell['size']}-{cell['network']}"

@@ -29,6 +29,9 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     cells = [json.loads(f.read_text()) for f in sorted((vdir / "cells").glob("*.json"))]
     if err.empty:
         raise ReportError(f"{vdir}: errors.csv has no rows yet")
+    # errors.csv written before untraced runs were measured: the actual time was the traced one
+    if "ground_truth" not in err.columns:
+        err = err.assign(ground_truth="traced", traced_s=err["actual_s"], perturbation_pct=math.nan)
     return err, cells
 
 
@@ -117,16 +120,63 @@ def _summary_rows(e: pd.Series) -> list[tuple[str, float]]:
             ("Minimum Relative Error", e.min()), ("Maximum Relative Error", e.max())]
 
 
+def _pct(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:+.1f}"
+
+
 def _table_md(g: pd.DataFrame) -> str:
-    lines = ["| Num Proc | Input Size | Network | Actual (s) | sd (s) | Pred (s) | Rel Error % |",
-             "|---:|---|---|---:|---:|---:|---:|"]
+    lines = ["| Num Proc | Input Size | Network | Actual (s) | sd (s) | Tracing % | Pred (s) | "
+             "Rel Error % |", "|---:|---|---|---:|---:|---:|---:|---:|"]
     for _, r in g.sort_values(["ranks", "size", "network"]).iterrows():
         lines.append(f"| {r.ranks} | {r['size']} | {r.network} | {r.actual_s:.4f} | "
-                     f"{r.actual_sd_s:.4f} | {r.predicted_s:.4f} | {r.rel_error_pct:+.2f} |")
+                     f"{r.actual_sd_s:.4f} | {_pct(r.perturbation_pct)} | {r.predicted_s:.4f} | "
+                     f"{r.rel_error_pct:+.2f} |")
     for name, v in _summary_rows(g["rel_error_pct"]):
-        lines.append(f"| {name} | | | | | | {v:.2f} |" if "Absolute" in name
-                     else f"| {name} | | | | | | {v:+.2f} |")
+        lines.append(f"| {name} | | | | | | | {v:.2f} |" if "Absolute" in name
+                     else f"| {name} | | | | | | | {v:+.2f} |")
     return "\n".join(lines)
+
+
+def perturbation_table(cells: list[dict]) -> pd.DataFrame:
+    """One row per cell with untraced runs: the untraced and traced median times and the tracing
+    perturbation (median traced / median untraced - 1, in %)."""
+    import statistics
+
+    rows = []
+    for c in cells:
+        un, tr = c.get("untraced_runs_s") or [], c.get("traced_runs_s") or []
+        if not un or not tr:
+            continue
+        rows.append({"app": c["app"], "paradigm": c["paradigm"], "ranks": c["ranks"],
+                     "size": c["size"], "network": c["network"], "runs": len(un),
+                     "untraced_median_s": statistics.median(un),
+                     "traced_median_s": statistics.median(tr),
+                     "perturbation_pct": c.get("perturbation_pct", math.nan)})
+    return pd.DataFrame(rows)
+
+
+def _perturbation_md(tab: pd.DataFrame) -> list[str]:
+    if tab.empty:
+        return ["## Tracing perturbation", "",
+                "No untraced runs (spec `ground_truth = \"traced\"`, or results written before "
+                "untraced runs were measured): the actual times are the traced runs' and the "
+                "tracer's effect on them is not measured.", ""]
+    p = tab.perturbation_pct.dropna()
+    md = ["## Tracing perturbation", "",
+          "How much slower (+) or faster (-) the traced runs were than the untraced runs of the "
+          "same cell, launched alternately: median traced / median untraced - 1. The error "
+          "tables' actual times are the untraced runs'; a prediction replays a traced run's "
+          "trace, so a "
+          "perturbation shows up in its error. "
+          + (f"Mean |perturbation| {p.abs().mean():.1f} %, worst "
+             f"{_pct(p.loc[p.abs().idxmax()])} % ({len(p)} cells)." if len(p) else ""), "",
+          "| app | paradigm | P | size | network | runs | untraced median (s) | "
+          "traced median (s) | perturbation % |", "|---|---|---:|---|---|---:|---:|---:|---:|"]
+    for _, r in tab.sort_values(["app", "paradigm", "ranks", "size", "network"]).iterrows():
+        md.append(f"| {r.app} | {r.paradigm} | {r.ranks} | {r['size']} | {r.network} | {r.runs} | "
+                  f"{r.untraced_median_s:.4f} | {r.traced_median_s:.4f} | "
+                  f"{_pct(r.perturbation_pct)} |")
+    return md + [""]
 
 
 def _cross_html(same: pd.DataFrame, cross: pd.DataFrame) -> str:
@@ -140,14 +190,15 @@ def _cross_html(same: pd.DataFrame, cross: pd.DataFrame) -> str:
 
 def _table_html(g: pd.DataFrame) -> str:
     rows = ["<tr><th>Num Proc</th><th>Input Size</th><th>Network</th><th>Actual (s)</th>"
-            "<th>sd (s)</th><th>Pred (s)</th><th>Rel Error %</th></tr>"]
+            "<th>sd (s)</th><th>Tracing %</th><th>Pred (s)</th><th>Rel Error %</th></tr>"]
     for _, r in g.sort_values(["ranks", "size", "network"]).iterrows():
         bad = ' class="miss"' if abs(r.rel_error_pct) > TARGET_CELL else ""
         rows.append(f"<tr><td>{r.ranks}</td><td>{html.escape(str(r['size']))}</td>"
                     f"<td>{r.network}</td><td>{r.actual_s:.4f}</td><td>{r.actual_sd_s:.4f}</td>"
+                    f"<td>{_pct(r.perturbation_pct)}</td>"
                     f"<td>{r.predicted_s:.4f}</td><td{bad}>{r.rel_error_pct:+.2f}</td></tr>")
     for name, v in _summary_rows(g["rel_error_pct"]):
-        rows.append(f'<tr class="sum"><td colspan="6">{name}</td><td>{v:+.2f}</td></tr>')
+        rows.append(f'<tr class="sum"><td colspan="7">{name}</td><td>{v:+.2f}</td></tr>')
     return "<table>" + "".join(rows) + "</table>"
 
 
@@ -301,6 +352,7 @@ def _method_text(vdir: Path) -> str:
     except (OSError, tomllib.TOMLDecodeError):
         raw = {}
     stat = "median" if raw.get("actual") == "median" else "mean"
+    truth = raw.get("ground_truth", "untraced")
     rep = raw.get("replay_rep", 0)
     if rep == "all":
         how = (f"every repetition is predicted from its own trace and the prediction is the {stat} "
@@ -309,8 +361,11 @@ def _method_text(vdir: Path) -> str:
         how = "replay and analytic predictions use the trace of the median run"
     else:
         how = f"replay and analytic predictions use the trace of repetition {rep}"
-    return (f"Relative error = (predicted - actual) / actual × 100; actual = {stat} measured "
-            f"makespan over the repetitions (sd shown); {how}.")
+    runs = ("untraced runs (each launched right after the traced run of its repetition; "
+            "Tracing % = median traced / median untraced - 1)" if truth == "untraced" else
+            "traced runs (spec ground_truth = \"traced\": the tracer's effect is not measured)")
+    return (f"Relative error = (predicted - actual) / actual × 100; actual = {stat} makespan of "
+            f"the {runs} over the repetitions (sd shown); {how}.")
 
 
 def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
@@ -417,6 +472,8 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
     body_html = []
     cross_md = _cross_md(err, cross) if len(cross) else []
     md += cross_md
+    pert = perturbation_table(cells)
+    md += _perturbation_md(pert)
     md += ["## Error tables (one per app × paradigm × predictor)", ""]
     for (app, par, pred), g in err.groupby(["app", "paradigm", "predictor"]):
         md += [f"### {app} / {par} / {pred}", "", _table_md(g), ""]
@@ -439,6 +496,8 @@ td.miss{{color:#b00;font-weight:bold}}img{{max-width:100%;border:1px solid #ddd}
 <body><h1>Validation report: {html.escape(str(vdir))}</h1>
 <p>{html.escape(method)} Red: a cell worse than {TARGET_CELL:g} %.</p><p>{target_html}</p>
 <h2>Summary per predictor</h2>{summ_html}{_cross_html(err, cross) if len(cross) else ''}
+<h2>Tracing perturbation</h2>{pert.to_html(index=False, float_format=lambda v: f"{v:.4f}")
+                              if len(pert) else "<p>No untraced runs.</p>"}
 <h2>Error tables</h2>{''.join(body_html)}
 <h2>Plots</h2>{imgs}</body></html>"""
     html_path = out / "report.html"

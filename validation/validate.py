@@ -5,12 +5,15 @@ Layout of the output directory (every number traceable to its run)::
     DIR/spec.toml                 the spec used (copied)
     DIR/profiles/<network>.toml   network profile, produced once per run and reused
     DIR/traces/<cell>/rep<k>/     the collected traces
+    DIR/untraced/<cell>/rep<k>/   the untraced runs (manifest.json with the wall time only)
     DIR/cells/<cell>.json         per-cell results (written atomically: resume unit)
     DIR/cross/<cell>--<net>.json  cross-network predictions (spec ``predict_on``)
     DIR/errors.csv                one row per (cell, predictor) and per cross prediction
 
-A cell is (app, paradigm, ranks, size, network). Actual time = the trace's measured makespan
-(manifest ``makespan_ns``), mean and sample sd over the repetitions. Replay and analytic
+A cell is (app, paradigm, ranks, size, network). Actual time = the makespan (manifest
+``makespan_ns``) of the untraced runs, each launched right after the traced run of the same
+repetition, mean and sample sd over the repetitions (``ground_truth = "traced"``: of the traced
+runs, and no untraced runs). Replay and analytic
 predictions use the trace of repetition ``replay_rep`` (default 0; ``"median"``: the median run;
 ``"all"``: every repetition is predicted from its own trace and the predictions are averaged as
 the actual time is).
@@ -34,9 +37,14 @@ from typing import Any, Callable
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 ERRORS_COLUMNS = ["app", "paradigm", "ranks", "size", "network", "predictor", "actual_s",
-                  "actual_sd_s", "predicted_s", "rel_error_pct", "trace_network"]
+                  "actual_sd_s", "predicted_s", "rel_error_pct", "trace_network", "ground_truth",
+                  "traced_s", "perturbation_pct"]
 #: `network` is where the actual run and the profile come from; `trace_network` is where the
-#: replayed trace was collected (equal for same-network rows, different for cross-network rows)
+#: replayed trace was collected (equal for same-network rows, different for cross-network rows);
+#: `ground_truth` says whose times `actual_s` is ("untraced" or "traced" runs), `traced_s` is the
+#: traced runs' time (same statistic) and `perturbation_pct` the tracing perturbation of the
+#: network's cell (median traced / median untraced - 1, in %)
+GROUND_TRUTHS = ("untraced", "traced")
 REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured")
 #: a network's ``calibrate`` -> `hindsight calibrate --api`; "hindsight" and "pingpong" are the
 #: names older specs used for the buffer and the pickle ping-pong
@@ -78,6 +86,7 @@ class Spec:
     source: Path | None = None
     raw: dict = field(default_factory=dict)
     actual: str = "mean"            # "median": actual = median run (noisy shared machines)
+    ground_truth: str = "untraced"  # whose runs give the actual time: "untraced" or "traced"
 
     @property
     def replay_median(self) -> bool:
@@ -214,6 +223,10 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     actual = raw.get("actual", "mean")
     if actual not in ("mean", "median"):
         raise SpecError(f"spec {path}: actual must be \"mean\" or \"median\"")
+    ground_truth = raw.get("ground_truth", "untraced")
+    if ground_truth not in GROUND_TRUTHS:
+        raise SpecError(f"spec {path}: ground_truth must be \"untraced\" or \"traced\", not "
+                        f"{ground_truth!r}")
     seen: dict[str, Cell] = {}
     unique = []
     for c in cells:
@@ -226,7 +239,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
                 replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
                 analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
-                actual=actual)
+                actual=actual, ground_truth=ground_truth)
 
 
 def _check_testbed(path: Path, name: str, n: dict[str, Any]) -> None:
@@ -379,35 +392,49 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _trace_ok(d: Path) -> dict | None:
+def _trace_ok(d: Path, untraced: bool = False) -> dict | None:
+    """The manifest of a complete run in ``d`` of the kind asked for, else None."""
     from hindsight import traceformat as tf
     try:
         m = tf.read_manifest(d)
     except Exception:
         return None
+    if (m.get("traced") is False) != untraced:
+        return None
     return m if m.get("complete") and m.get("makespan_ns") else None
 
 
-def collect_reps(cell: Cell, spec: Spec, out: Path, log: Callable[[str], None]) -> list[dict]:
-    """Collect (or reuse complete) traces of every repetition; returns their manifests."""
+def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
+    """One repetition's run in ``d`` (reused if complete); returns its manifest."""
     from hindsight.collect import collect
 
-    manifests = []
+    m = _trace_ok(d, untraced)
+    if m is None:
+        if d.exists():
+            shutil.rmtree(d)                # a partial run from an interruption
+        d.parent.mkdir(parents=True, exist_ok=True)
+        net = spec.networks[cell.network]
+        rc, m = collect(cell.ranks, d, app=cell.app, paradigm=cell.paradigm,
+                        args=list(cell.args), transport=net["transport"],
+                        timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"),
+                        untraced=untraced)
+        if rc != 0 or not m.get("complete") or not m.get("makespan_ns"):
+            raise RuntimeError(f"{cell.key} {'untraced ' if untraced else ''}{d.name}: run "
+                               f"failed (exit code {rc})")
+    return m
+
+
+def collect_reps(cell: Cell, spec: Spec, out: Path,
+                 log: Callable[[str], None]) -> tuple[list[dict], list[dict]]:
+    """Collect (or reuse complete) runs of every repetition: the traced run, then (ground truth
+    "untraced") the untraced one, alternately, so that a drift of the machine's speed during the
+    cell hits both kinds alike. Returns (traced manifests, untraced manifests)."""
+    traced, untraced = [], []
     for k in range(spec.repetitions):
-        d = out / "traces" / cell.key / f"rep{k}"
-        m = _trace_ok(d)
-        if m is None:
-            if d.exists():
-                shutil.rmtree(d)            # a partial run from an interruption
-            d.parent.mkdir(parents=True, exist_ok=True)
-            net = spec.networks[cell.network]
-            rc, m = collect(cell.ranks, d, app=cell.app, paradigm=cell.paradigm,
-                            args=list(cell.args), transport=net["transport"],
-                            timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"))
-            if rc != 0 or not m.get("complete"):
-                raise RuntimeError(f"{cell.key} rep{k}: run failed (exit code {rc})")
-        manifests.append(m)
-    return manifests
+        traced.append(_run_rep(cell, spec, out / "traces" / cell.key / f"rep{k}", False))
+        if spec.ground_truth == "untraced":
+            untraced.append(_run_rep(cell, spec, out / "untraced" / cell.key / f"rep{k}", True))
+    return traced, untraced
 
 
 def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
@@ -445,24 +472,37 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
              log: Callable[[str], None]) -> dict[str, Any]:
     import replay
 
-    manifests = collect_reps(cell, spec, out, log)
-    times = [m["makespan_ns"] / 1e9 for m in manifests]
+    manifests, untraced = collect_reps(cell, spec, out, log)
+    to_end = spec.ground_truth == "untraced"
+    # Like with like: an untraced run's time runs from the start barrier to the end of the
+    # program (`wall_ns`), so the traced runs are compared by the same interval; the old ground
+    # truth is the traced makespan (start barrier to the last recorded event).
+    traced_times = [(wall_s(m) if to_end else m["makespan_ns"] / 1e9) for m in manifests]
+    untraced_times = [wall_s(m) for m in untraced]
+    times = untraced_times if to_end else traced_times
+    stat = statistics.median if spec.actual == "median" else statistics.mean
     if isinstance(spec.replay_rep, int):
         rep = spec.replay_rep
     else:
-        # the run in the middle (also the one shown when every run is replayed): on a shared
-        # machine, a run disturbed by other jobs carries the disturbance in its compute times,
-        # which every replay of its trace would inherit
-        rep = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
+        # the traced run in the middle (also the one shown when every run is replayed): on a
+        # shared machine, a run disturbed by other jobs carries the disturbance in its compute
+        # times, which every replay of its trace would inherit
+        rep = sorted(range(len(traced_times)), key=traced_times.__getitem__)[
+            (len(traced_times) - 1) // 2]
     res: dict[str, Any] = {
         "app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
         "args": cell.args, "network": cell.network, "baseline": cell.baseline,
-        "repetitions": len(times), "actual_runs_s": times,
-        "actual_s": statistics.median(times) if spec.actual == "median" else statistics.mean(times),
-        "actual_stat": spec.actual,
+        "repetitions": len(times), "ground_truth": spec.ground_truth, "actual_runs_s": times,
+        "actual_s": stat(times), "actual_stat": spec.actual,
         "actual_sd_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+        "traced_runs_s": traced_times, "traced_s": stat(traced_times),
+        "traced_sd_s": statistics.stdev(traced_times) if len(traced_times) > 1 else 0.0,
+        "untraced_runs_s": untraced_times,
+        "perturbation_pct": perturbation_pct(traced_times, untraced_times),
         "replayed_rep": rep,
-        "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(times))],
+        "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(traced_times))],
+        "untraced": [str(Path("untraced") / cell.key / f"rep{k}")
+                     for k in range(len(untraced_times))],
         "profile": str(profile_path.relative_to(out)), "predictions": []}
     if cell.baseline:
         return res
@@ -475,12 +515,40 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
         if spec.analytic:
             from validation.params import analytic
             preds += analytic(cell.app, cell.paradigm, trace, profile)
-        per_rep.append(preds)
+        per_rep.append(add_tail(preds, manifests[k], to_end))
     res["predictions"] = combine_reps(per_rep, spec.actual)
     for p in res["predictions"]:
         a, q = res["actual_s"], p["predicted_s"]
         p["rel_error_pct"] = (q - a) / a * 100 if a > 0 and not math.isnan(q) else math.nan
     return res
+
+
+def wall_s(manifest: dict) -> float:
+    """A run's wall time: start barrier to the end of the program on the last rank to end
+    (manifest ``wall_ns``); a manifest without it gives its makespan."""
+    return (manifest.get("wall_ns") or manifest["makespan_ns"]) / 1e9
+
+
+def add_tail(preds: list[dict], manifest: dict, to_end: bool) -> list[dict]:
+    """Extend predictions (start barrier to the last event) to the end of the program when the
+    actual time is a wall time: the traced run's time from its last event to its program's end
+    (compute after the last MPI call, which no model changes) is added unchanged, as the
+    lead-in is. ``tail_s`` records it (0 for the traced ground truth)."""
+    tail = wall_s(manifest) - manifest["makespan_ns"] / 1e9 if to_end else 0.0
+    for p in preds:
+        p["tail_s"] = tail
+        if not math.isnan(p["predicted_s"]):
+            p["predicted_s"] += tail
+    return preds
+
+
+def perturbation_pct(traced_s: list[float], untraced_s: list[float]) -> float:
+    """How much tracing changed the program's time: median traced / median untraced - 1, in %
+    (positive: the traced runs were slower); nan without untraced runs. Medians, so that one run
+    disturbed by another job does not pass for an effect of the tracer."""
+    if not traced_s or not untraced_s or statistics.median(untraced_s) <= 0:
+        return math.nan
+    return (statistics.median(traced_s) / statistics.median(untraced_s) - 1) * 100
 
 
 def combine_reps(per_rep: list[list[dict]], stat: str) -> list[dict]:
@@ -526,10 +594,13 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     # The predicted run's ranks sit where runs on that network put them (two testbed nodes, or
     # one machine), not where the traced run's did.
     target = tf.read_manifest(out / b["traces"][b["replayed_rep"]])
-    preds = combine_reps([replay_predictions(out / a["traces"][k],
-                                             tf.read_manifest(out / a["traces"][k]), profile, spec,
-                                             profile_path, placed_like=target)
-                          for k in reps], spec.actual)
+    to_end = b.get("ground_truth", "traced") == "untraced"
+    per_rep = []
+    for k in reps:
+        m = tf.read_manifest(out / a["traces"][k])
+        per_rep.append(add_tail(replay_predictions(out / a["traces"][k], m, profile, spec,
+                                                   profile_path, placed_like=target), m, to_end))
+    preds = combine_reps(per_rep, spec.actual)
     for p in preds:
         q, act = p["predicted_s"], b["actual_s"]
         p["rel_error_pct"] = (q - act) / act * 100 if act > 0 and not math.isnan(q) else math.nan
@@ -537,8 +608,10 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
             "network": network, "trace_network": cell.network,
             "trace": a["traces"][a["replayed_rep"]] if len(reps) == 1 else a["traces"],
             "actual_cell": f"cells/{other.key}.json", "actual_s": b["actual_s"],
-            "actual_sd_s": b["actual_sd_s"], "profile": str(profile_path.relative_to(out)),
-            "predictions": preds}
+            "actual_sd_s": b["actual_sd_s"], "ground_truth": b.get("ground_truth", "traced"),
+            "traced_s": b.get("traced_s", b["actual_s"]),
+            "perturbation_pct": b.get("perturbation_pct", math.nan),
+            "profile": str(profile_path.relative_to(out)), "predictions": preds}
 
 
 def write_errors(out: Path) -> Path:
@@ -548,13 +621,18 @@ def write_errors(out: Path) -> Path:
     files = sorted((out / "cells").glob("*.json")) + sorted((out / "cross").glob("*.json"))
     for f in files:
         c = json.loads(f.read_text())
+        # A cell written without untraced runs measured the traced ones.
+        truth = c.get("ground_truth", "traced")
+        traced = c.get("traced_s", c["actual_s"] if truth == "traced" else math.nan)
         for p in c.get("predictions", []):
             rows.append({"app": c["app"], "paradigm": c["paradigm"], "ranks": c["ranks"],
                          "size": c["size"], "network": c["network"], "predictor": p["predictor"],
                          "actual_s": f"{c['actual_s']:.6f}", "actual_sd_s": f"{c['actual_sd_s']:.6f}",
                          "predicted_s": f"{p['predicted_s']:.6f}",
                          "rel_error_pct": f"{p['rel_error_pct']:.3f}",
-                         "trace_network": c.get("trace_network", c["network"])})
+                         "trace_network": c.get("trace_network", c["network"]),
+                         "ground_truth": truth, "traced_s": f"{traced:.6f}",
+                         "perturbation_pct": f"{c.get('perturbation_pct', math.nan):.3f}"})
     path = out / "errors.csv"
     tmp = path.with_name("errors.csv.tmp")
     with open(tmp, "w", newline="") as fh:
@@ -563,6 +641,16 @@ def write_errors(out: Path) -> Path:
         w.writerows(rows)
     os.replace(tmp, path)
     return path
+
+
+def _ground_truth_of(cell_json: Path) -> str | None:
+    """Whose runs a cell file's actual time comes from (files without the key: the traced
+    runs); None if unreadable. A cell measured against another ground truth is redone, reusing
+    its traces."""
+    try:
+        return json.loads(cell_json.read_text()).get("ground_truth", "traced")
+    except (OSError, ValueError):
+        return None
 
 
 def validate(spec: Spec, out: Path, force: bool = False, progress: bool = True,
@@ -594,11 +682,12 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
     for cell in bar:
         bar.set_postfix_str(cell.key)
         dest = out / "cells" / f"{cell.key}.json"
-        if dest.is_file() and not force:
+        if dest.is_file() and not force and _ground_truth_of(dest) == spec.ground_truth:
             skipped += 1
             continue
         if force:
             shutil.rmtree(out / "traces" / cell.key, ignore_errors=True)
+            shutil.rmtree(out / "untraced" / cell.key, ignore_errors=True)
         try:
             res = run_cell(cell, spec, out, profiles[cell.network], log)
         except RuntimeError as exc:
