@@ -135,13 +135,47 @@ def trace() -> None:
 @trace.command()
 @click.argument("trace_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--noise", "noise", is_flag=True,
+              help="also the time every rank was inside MPI calls at once (reads the whole trace)")
+@click.option("--profile", type=click.Path(path_type=Path), default=None,
+              help="calibrated network profile: also the in-MPI time its network cannot explain "
+                   "(implies --noise)")
+@click.option("--model", "model_name", default="loggps", show_default=True,
+              help="network model of --profile")
 @_user_errors
-def info(trace_dir, as_json):
+def info(trace_dir, as_json, noise, profile, model_name):
     """Ranks, events per op, bytes, makespan, completeness and run metadata."""
     from hindsight.info import format_info, trace_info
 
     data = trace_info(trace_dir)
-    click.echo(json.dumps(data, indent=2, default=str) if as_json else format_info(data))
+    if noise or profile is not None:
+        data["noise"] = _noise_info(trace_dir, profile, model_name)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    click.echo(format_info(data))
+    if "noise" in data:
+        from hindsight.info import format_noise
+        click.echo(format_noise(data["noise"]))
+
+
+def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
+    """``noise_info`` with its errors as one line: the profile or model as usage (exit 2), an
+    unreplayable trace as data (exit 1)."""
+    from hindsight.info import noise_info
+    from replay import models as M
+    from replay.prepare import ReplayError
+
+    if profile is not None and not profile.is_file():
+        raise click.UsageError(f"--profile {profile}: no such file")
+    try:
+        return noise_info(trace_dir, profile, model_name)
+    except M.ParamError as exc:
+        flag = "--model" if str(exc).startswith("unknown model") else "--profile"
+        raise click.UsageError(f"{flag}: {exc}") from None
+    except ReplayError as exc:
+        raise click.ClickException(f"{trace_dir}: {exc}" if str(trace_dir) not in str(exc)
+                                   else str(exc)) from None
 
 
 @trace.command()

@@ -109,3 +109,62 @@ def format_info(info: dict[str, Any]) -> str:
     if info["transport"]:
         lines.append("transport   " + " ".join(f"{k}={v}" for k, v in info["transport"].items()))
     return "\n".join(lines)
+
+
+def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
+               model: str = "loggps") -> dict[str, Any]:
+    """What the trace tells about noise inside MPI calls (replay/noise.py, docs/replay.md
+    "Noise"): without a profile, the time every rank was inside an MPI call at once; with a
+    calibrated profile, also the in-MPI time that profile's network cannot explain, and how much
+    of it was on several ranks at once. Reads and prepares the whole trace (the replay cache),
+    so it runs only when asked. Raises ``TraceError``, ``ReplayError`` or models' ``ParamError``."""
+    from replay import models as M
+    from replay import noise as N
+    from replay.engine import run
+    from replay.prepare import prepare
+
+    trace_dir = Path(trace_dir)
+    complete = bool(tf.read_manifest(trace_dir).get("complete"))
+    prep = prepare(trace_dir, allow_partial=not complete)
+    out: dict[str, Any] = {"without_model": N.in_mpi_overlap(prep)}
+    if profile is not None:
+        mod = M.get_model(model)
+        values = M.resolve(mod, {}, M.load_profile(profile, mod))
+        res = run(prep, mod, resolved=values, record=True)
+        rep = N.analyse(prep, res)
+        out["with_model"] = rep.summary()
+        out["with_model"]["profile"] = str(profile)
+        out["with_model"]["predicted_makespan_s"] = res.makespan_ns / 1e9
+        out["with_model"]["line"] = rep.line()
+    return out
+
+
+def format_noise(noise: dict[str, Any]) -> str:
+    """The text of ``trace info --noise`` / ``--profile``."""
+    def ms(s: float) -> str:
+        return f"{s * 1e3:.3f} ms"
+
+    w = noise["without_model"]
+    lines = [f"in MPI      {ms(w['in_mpi_s'])} summed over ranks (per rank "
+             + ", ".join(f"{x * 1e3:.3f}" for x in w["per_rank_in_mpi_s"][:8])
+             + (" ..." if len(w["per_rank_in_mpi_s"]) > 8 else "") + " ms)",
+             f"all in MPI  {ms(w['all_ranks_in_mpi_s'])} in {w['all_ranks_in_mpi_intervals']} "
+             f"stretches with every rank inside an MPI call (of {ms(w['makespan_s'])})"]
+    for st in w["longest_all_in_mpi"][:5]:
+        lines.append(f"  at {ms(st['start_s'])}: {ms(st['duration_s'])}")
+    m = noise.get("with_model")
+    if m:
+        lines.append(m["line"] + f"  [profile {m['profile']}]")
+        lines.append(f"  single rank {ms(m['single_rank_s'])}, several ranks at once "
+                     f"{ms(m['machine_wide_s'])} ({ms(m['several_ranks_wall_s'])} wall time)")
+        for st in m["stalls"][:5]:
+            lines.append(f"  stall at {ms(st['start_s'])}: {ms(st['duration_s'])} on ranks "
+                         + ",".join(str(r) for r in st["ranks"])
+                         + ("..." if st["nranks"] > len(st["ranks"]) else ""))
+        hist = [h for h in m["histogram"] if h["count"]]
+        if hist:
+            lines.append("  stalls by duration: " + "; ".join(
+                (f">= {ms(h['from_s'])}" if h["to_s"] is None
+                 else f"{ms(h['from_s'])}-{ms(h['to_s'])}")
+                + f": {h['count']} ({ms(h['rank_time_s'])} rank-time)" for h in hist))
+    return "\n".join(lines)

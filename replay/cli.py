@@ -112,7 +112,7 @@ def _note_mismatch(profile: Path, manifest: dict) -> None:
 @click.option("--out", type=click.Path(path_type=Path),
               help="write the replayed timeline as a trace directory")
 def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-               allow_partial, as_json, out):
+               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed):
     """Replay TRACE under a network model; print predicted vs measured makespan."""
     from replay.engine import run
     from replay.prepare import ReplayError
@@ -120,36 +120,63 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if not math.isfinite(compute_scale) or compute_scale < 0:
         raise click.UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
     try:
-        res = run(prep, mod, resolved=values, compute_scale=compute_scale,
-                  region_scale=_region_scale(region_scale), cpu_time=cpu_time,
-                  algorithms=_kv(algo, "--algo"), record=True)
+        res = run(prep, mod, record=True, **kw)
+        noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
     except ReplayError as exc:
         raise click.ClickException(str(exc)) from None
     if out:
-        res.write(out)
+        shown_res.write(out)
+@click.option("--noise", "noise_mode", type=click.Choice(["none", "trace", "sample"]),
+              default="none", show_default=True,
+              help="put measured noise back: 'trace' adds each call's unexplained time to that "
+                   "call; 'sample' draws it from the trace's stalls, --noise-runs times")
+@click.option("--noise-runs", type=click.IntRange(min=1), default=None,
+              help="replays with sampled noise (with --noise sample; default 20)")
+@click.option("--noise-seed", type=int, default=None,
+              help="random seed of --noise sample (default 0)")
     if as_json:
         doc = res.summary()
         doc["trace"] = str(trace)
         if prep.manifest.get("partial_cut"):
             doc["partial_cut"] = prep.manifest["partial_cut"]
+    if noise_mode != "sample" and (noise_runs is not None or noise_seed is not None):
+        raise click.UsageError("--noise-runs/--noise-seed: only with --noise sample")
         if out:
             doc["out"] = str(out)
         click.echo(json.dumps(doc, indent=2, default=float))
+    if noise_mode != "none" and mod.MODE == "measured":
+        raise click.UsageError("--noise: the measured model keeps every call's measured duration,"
+                               " noise included; choose a network model")
+    if noise_mode != "none" and values.get("semantics") == "loggopsim":
+        raise click.UsageError("--noise: not available with semantics=loggopsim")
+    kw = dict(resolved=values, compute_scale=compute_scale,
+              region_scale=_region_scale(region_scale), cpu_time=cpu_time,
+              algorithms=_kv(algo, "--algo"))
         return
     click.echo(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
                f"{res.messages} messages)")
     click.echo(f"model      {res.model}  " +
                " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in res.params.items()))
+    # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
+    shown_res = injected["result"] if injected and "result" in injected else res
     click.echo(f"measured   {fmt_time(res.measured_makespan_ns)}")
     click.echo(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
     if res.info.get("saturated_messages"):
         click.echo(f"saturation {res.info['saturated_messages']} messages crossed a link with "
                    f"rho >= 1 (max rho {res.info['max_rho']:.3g}); rho capped")
-    df = res.breakdown()
+    if noise is not None:
+        click.echo(noise.line())
+    if injected:
+        click.echo(_injected_line(injected))
+    df = shown_res.breakdown()
     click.echo("rank   end        compute    comm       wait       critical")
     shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
     for r in shown.itertuples():
+        if noise is not None:
+            doc["noise"] = noise.summary()
+        if injected:
+            doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         click.echo(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
                    f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
                    # no critical path under semantics=loggopsim: "-" rather than 0
@@ -176,6 +203,54 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
 def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
               allow_partial, vary, out, plot, workers, executor):
     """Replay TRACE for every configuration of a parameter grid; one CSV row each."""
+def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: dict):
+    """The noise report of ``res`` (None under the measured model, which explains everything
+    by construction) and, with ``--noise trace|sample``, the replays with noise put back."""
+    import numpy as np
+
+    from replay import noise as N
+    from replay.engine import run
+    if mod.MODE == "measured":
+        return None, None
+    report = N.analyse(prep, res)
+    meas = res.measured_makespan_ns
+
+    def err(x: float) -> float:
+        return 100.0 * (x - meas) / meas if meas > 0 else float("nan")
+
+    if mode == "trace":
+        r = run(prep, mod, record=True, delay_ns=N.trace_delays(report), **kw)
+        return report, {"mode": "trace", "predicted_makespan_s": r.makespan_ns / 1e9,
+                        "rel_error_pct": err(r.makespan_ns),
+                        "injected_s": report.total_unexplained / 1e9,
+                        "breakdown": r.summary()["breakdown"], "result": r}
+    if mode == "sample":
+        runs = 20 if runs is None else runs
+        seed = 0 if seed is None else seed
+        rng = np.random.default_rng(seed)
+        spans = np.array([run(prep, mod, record=False,
+                              delay_ns=N.sample_delays(report, res, rng), **kw).makespan_ns
+                          for _ in range(runs)])
+        q = {"min": float(spans.min()), "median": float(np.median(spans)),
+             "max": float(spans.max())}
+        return report, {"mode": "sample", "runs": runs, "seed": seed,
+                        "predicted_makespan_s": {k: v / 1e9 for k, v in q.items()},
+                        "rel_error_pct": {k: err(v) for k, v in q.items()},
+                        "runs_makespan_s": (spans / 1e9).tolist()}
+    return report, None
+
+
+def _injected_line(inj: dict) -> str:
+    if inj["mode"] == "trace":
+        return (f"with noise {fmt_time(inj['predicted_makespan_s'] * 1e9)}  "
+                f"({inj['rel_error_pct']:+.2f} %; each call's unexplained time put back)")
+    p, e = inj["predicted_makespan_s"], inj["rel_error_pct"]
+    return (f"with noise {fmt_time(p['min'] * 1e9)} / {fmt_time(p['median'] * 1e9)} / "
+            f"{fmt_time(p['max'] * 1e9)}  ({e['min']:+.2f} % / {e['median']:+.2f} % / "
+            f"{e['max']:+.2f} %; min / median / max of {inj['runs']} runs with stalls drawn "
+            f"from the trace, seed {inj['seed']})")
+
+
     from tqdm import tqdm
 
     from replay.engine import sweep

@@ -236,16 +236,21 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
         profile: Mapping[str, Any] | None = None, compute_scale: float = 1.0,
         region_scale: Mapping[str, float] | None = None, cpu_time: bool = False,
         algorithms: Mapping[str, str] | None = None, record: bool = True,
-        resolved: dict[str, Any] | None = None) -> Result:
+        resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
     over the model defaults and ``profile``; ``resolved`` skips parsing (internal units).
-    ``record`` keeps per-event times and computes the critical path.
+    ``record`` keeps per-event times and computes the critical path. ``delay_ns`` (per prepared
+    row, ns) holds the rank that long just before it enters the row's call (injected noise,
+    ``replay.noise``): added to the burst before the call's first operation, unscaled by
+    ``compute_scale``, and reported as ``noise_injected_s`` rather than as compute.
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     if values.get("semantics") == "loggopsim":
+        if delay_ns is not None:
+            raise ReplayError("injected delays are not supported with semantics=loggopsim")
         # LogGOPSim's event-driven rules on the trace's GOAL schedule (a separate kernel).
         from replay.loggopsim import run_replay
         return run_replay(prep, mod, values, _display(mod, values), compute_scale=compute_scale,
@@ -259,6 +264,10 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
     info: dict[str, Any] = {}
     delay_fn = getattr(mod, "message_delay", None)
     ctx = _Ctx(prep, st)
+    trail = prep.trail
+    injected = None
+    if delay_ns is not None:
+        st, scale, trail, injected = _with_delays(prep, st, scale, cpu_time, delay_ns)
     m_delay = np.zeros(max(st.nmsg, 1))
     passes = mod.passes(values) if hasattr(mod, "passes") else 1
     out = None
@@ -270,7 +279,7 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
             if len(m_delay) == 0:
                 m_delay = np.zeros(1)
         last = p == passes - 1
-        out = _kernel(st, prm, mode, scale, prep.trail, cpu_time, m_delay, record and last)
+        out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last)
         if out.status:
             raise ReplayError(_deadlock_message(prep, st) + f" ({out.status} ranks stuck)")
     res = Result(
@@ -281,9 +290,38 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
         rank_wait_ns=out.wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
         info=info, prepared=prep)
+    if injected is not None:
+        # the kernel counted the delays as bursts; they are the machine's, not the program's
+        res.rank_compute_ns = out.comp - injected
+        res.info["noise_injected_s"] = float(injected.sum()) / 1e9
     if record:
         _attach_rows(res, prep, st, out, scale, cpu_time)
     return res
+
+
+def _with_delays(prep: Prepared, st: Stream, scale: np.ndarray, cpu: bool,
+                 delay_ns: np.ndarray) -> tuple[Stream, np.ndarray, np.ndarray, np.ndarray]:
+    """A copy of ``st`` whose bursts are already scaled and carry ``delay_ns`` (per row) before
+    each row's first operation, with a scale of ones: a delay is the machine's time, not a
+    computation that ``compute_scale`` may shrink. Returns (stream, scale, trail, per-rank
+    injected ns)."""
+    import dataclasses
+
+    delay_ns = np.asarray(delay_ns, np.float64)
+    if delay_ns.shape != (prep.nrows,) or not np.all(np.isfinite(delay_ns)) \
+            or (delay_ns < 0).any():
+        raise ReplayError("delay_ns: one finite delay >= 0 per prepared row is needed")
+    base = st.burst_cpu if cpu else st.burst
+    eff = base * scale[st.reg.astype(np.int64) + 1]
+    rows = np.flatnonzero(delay_ns > 0)
+    first = np.searchsorted(st.op_row, rows, side="left")
+    ok = first < len(st.op_row)
+    ok[ok] = st.op_row[first[ok]] == rows[ok]
+    eff[first[ok]] += delay_ns[rows[ok]]
+    injected = np.bincount(prep.rows["rank"][rows[ok]], weights=delay_ns[rows[ok]],
+                           minlength=prep.nranks)[:prep.nranks]
+    st2 = dataclasses.replace(st, burst=eff, burst_cpu=eff)
+    return st2, np.ones_like(scale), prep.trail * scale[0], injected
 
 
 class _Ctx:

@@ -121,10 +121,13 @@ class _RankState:
     next_req: int = 0
     reqs: dict = field(default_factory=dict)
     cols: dict = field(default_factory=empty_columns)
+    stall: tuple | None = None   # (pc of the stalled call, time the rank entered it)
 
 
 def _row(st: _RankState, op: str, t0: float, t1: float, peer=-1, tag=-1, comm=0, nbytes=-1,
          request=-1, root=-1, region=None, cpu=-1) -> None:
+    if st.stall is not None and st.stall[0] == st.pc:
+        t0 = st.stall[1]  # the call was entered before the stall
     append_row(st.cols, op, t0, t1, peer, tag, comm, nbytes, request, root, region, cpu)
 
 
@@ -159,6 +162,9 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
       ("wait", [req, ...])                        Wait (one) or Waitall (several) rows
       ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
       ("coll", name, nbytes[, root[, comm]])      any collective from traceformat.COLLECTIVE_OPS
+      ("stall", ns)                               the next operation (an MPI call) is entered,
+                                                  then the rank is held ns (preemption) before
+                                                  it acts: its rows start ns earlier
     """
     net = net or StandIn()
     P = len(programs)
@@ -198,6 +204,9 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                         cpu = op[3] if len(op) > 3 else dt
                         _row(s, "region", s.t, s.t + dt, region=op[2], cpu=cpu)
                     s.t += dt
+                elif kind == "stall":
+                    s.stall = (s.pc + 1, s.t)
+                    s.t += float(op[1])
                 elif kind == "send":
                     dst, nb = op[1], op[2]
                     tag = op[3] if len(op) > 3 else 0
