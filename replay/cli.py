@@ -111,21 +111,6 @@ def _note_mismatch(profile: Path, manifest: dict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
 @click.option("--out", type=click.Path(path_type=Path),
               help="write the replayed timeline as a trace directory")
-def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed):
-    """Replay TRACE under a network model; print predicted vs measured makespan."""
-    from replay.engine import run
-    from replay.prepare import ReplayError
-    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
-    if not math.isfinite(compute_scale) or compute_scale < 0:
-        raise click.UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
-    try:
-        res = run(prep, mod, record=True, **kw)
-        noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
-    except ReplayError as exc:
-        raise click.ClickException(str(exc)) from None
-    if out:
-        shown_res.write(out)
 @click.option("--noise", "noise_mode", type=click.Choice(["none", "trace", "sample"]),
               default="none", show_default=True,
               help="put measured noise back: 'trace' adds each call's unexplained time to that "
@@ -134,16 +119,16 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
               help="replays with sampled noise (with --noise sample; default 20)")
 @click.option("--noise-seed", type=int, default=None,
               help="random seed of --noise sample (default 0)")
-    if as_json:
-        doc = res.summary()
-        doc["trace"] = str(trace)
-        if prep.manifest.get("partial_cut"):
-            doc["partial_cut"] = prep.manifest["partial_cut"]
+def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
+               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed):
+    """Replay TRACE under a network model; print predicted vs measured makespan."""
+    from replay.engine import run
+    from replay.prepare import ReplayError
     if noise_mode != "sample" and (noise_runs is not None or noise_seed is not None):
         raise click.UsageError("--noise-runs/--noise-seed: only with --noise sample")
-        if out:
-            doc["out"] = str(out)
-        click.echo(json.dumps(doc, indent=2, default=float))
+    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
+    if not math.isfinite(compute_scale) or compute_scale < 0:
+        raise click.UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
     if noise_mode != "none" and mod.MODE == "measured":
         raise click.UsageError("--noise: the measured model keeps every call's measured duration,"
                                " noise included; choose a network model")
@@ -152,14 +137,33 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     kw = dict(resolved=values, compute_scale=compute_scale,
               region_scale=_region_scale(region_scale), cpu_time=cpu_time,
               algorithms=_kv(algo, "--algo"))
+    try:
+        res = run(prep, mod, record=True, **kw)
+        noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
+    except ReplayError as exc:
+        raise click.ClickException(str(exc)) from None
+    # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
+    shown_res = injected["result"] if injected and "result" in injected else res
+    if out:
+        shown_res.write(out)
+    if as_json:
+        doc = res.summary()
+        doc["trace"] = str(trace)
+        if prep.manifest.get("partial_cut"):
+            doc["partial_cut"] = prep.manifest["partial_cut"]
+        if out:
+            doc["out"] = str(out)
+        if noise is not None:
+            doc["noise"] = noise.summary()
+        if injected:
+            doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
+        click.echo(json.dumps(doc, indent=2, default=float))
         return
     click.echo(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
                f"{res.messages} messages)")
     click.echo(f"model      {res.model}  " +
                " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in res.params.items()))
-    # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
-    shown_res = injected["result"] if injected and "result" in injected else res
     click.echo(f"measured   {fmt_time(res.measured_makespan_ns)}")
     click.echo(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
     if res.info.get("saturated_messages"):
@@ -173,10 +177,6 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     click.echo("rank   end        compute    comm       wait       critical")
     shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
     for r in shown.itertuples():
-        if noise is not None:
-            doc["noise"] = noise.summary()
-        if injected:
-            doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         click.echo(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
                    f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
                    # no critical path under semantics=loggopsim: "-" rather than 0
@@ -187,22 +187,6 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         click.echo(f"replayed timeline written to {out}")
 
 
-@click.command("sweep")
-@_common
-@click.option("--vary", multiple=True, required=True, metavar="NAME=LO..HI:log|lin:N",
-              help="parameter range (or NAME=V1,V2,...); several --vary make a grid")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="CSV file")
-@click.option("--plot", type=click.Path(path_type=Path), help="PNG of the predicted makespan")
-@click.option("--workers", type=int, default=0,
-              help="threads (default: all cores); with --executor mpi outside mpi4py.futures, "
-                   "the number of MPI processes to spawn")
-@click.option("--executor", type=click.Choice(["local", "mpi"]), default="local",
-              show_default=True,
-              help="local threads, or MPI processes via mpi4py.futures (run under `mpiexec -n K "
-                   "python -m mpi4py.futures -m hindsight.cli sweep ...`, docs/replay.md)")
-def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-              allow_partial, vary, out, plot, workers, executor):
-    """Replay TRACE for every configuration of a parameter grid; one CSV row each."""
 def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: dict):
     """The noise report of ``res`` (None under the measured model, which explains everything
     by construction) and, with ``--noise trace|sample``, the replays with noise put back."""
@@ -251,6 +235,22 @@ def _injected_line(inj: dict) -> str:
             f"from the trace, seed {inj['seed']})")
 
 
+@click.command("sweep")
+@_common
+@click.option("--vary", multiple=True, required=True, metavar="NAME=LO..HI:log|lin:N",
+              help="parameter range (or NAME=V1,V2,...); several --vary make a grid")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="CSV file")
+@click.option("--plot", type=click.Path(path_type=Path), help="PNG of the predicted makespan")
+@click.option("--workers", type=int, default=0,
+              help="threads (default: all cores); with --executor mpi outside mpi4py.futures, "
+                   "the number of MPI processes to spawn")
+@click.option("--executor", type=click.Choice(["local", "mpi"]), default="local",
+              show_default=True,
+              help="local threads, or MPI processes via mpi4py.futures (run under `mpiexec -n K "
+                   "python -m mpi4py.futures -m hindsight.cli sweep ...`, docs/replay.md)")
+def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
+              allow_partial, vary, out, plot, workers, executor):
+    """Replay TRACE for every configuration of a parameter grid; one CSV row each."""
     from tqdm import tqdm
 
     from replay.engine import sweep
