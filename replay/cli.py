@@ -88,6 +88,7 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
                                    else str(exc)) from None
     if profile:
         _note_mismatch(profile, prep.manifest)
+        _warn_noisy(profile)
     return mod, values, prof, assignments, prep
 
 
@@ -104,6 +105,21 @@ def _note_mismatch(profile: Path, manifest: dict) -> None:
     if diffs:
         click.echo(f"note: profile {profile} was measured on another network than the trace: "
                    + "; ".join(diffs), err=True)
+
+
+def _warn_noisy(profile: Path) -> None:
+    """One line on stderr when the profile's fit misses its own measurements or it was taken
+    under load (replay.calibration.quality): the prediction inherits that noise."""
+    import tomllib
+
+    from replay.calibration.quality import profile_problems
+    try:
+        data = tomllib.loads(Path(profile).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return                  # JSON profiles carry no record to judge
+    problems = profile_problems(data)
+    if problems:
+        click.echo(f"warning: profile {profile} is noisy: " + "; ".join(problems), err=True)
 
 
 @click.command("replay")

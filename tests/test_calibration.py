@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from replay import models as M
 from replay.calibration import fit as F
 from replay.calibration.profile import FORMAT, ProfileError, read_profile, write_profile
+from replay.calibration.quality import profile_problems
 from replay.calibration.run import CalibrationError, parse_sizes, verify_transport
 
 SIZES = np.array([2.0 ** i for i in range(0, 25)])          # 1 B .. 16 MiB
@@ -248,12 +249,28 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_real_two_rank_calibration(run_hindsight, tmp_path):
     out = tmp_path / "shm.toml"
     t0 = time.monotonic()
+    # --accept-noisy: other work on the machine may make the measurement noisy; the profile then
+    # says so (refusal and retries: tests/test_calibration_quality.py)
     r = run_hindsight("calibrate", "-n", "2", "--sizes", "1B..4MiB:4", "--repeat", "50",
-                      "--overhead-ranks", "2", "--out", str(out), timeout=120)
+                      "--overhead-ranks", "2", "--accept-noisy", "--out", str(out), timeout=240)
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
-    assert elapsed < 60
     prof = read_profile(out)
+    # one attempt of a quiet machine took 1-4 s; a noisy one is measured up to 3 times
+    assert elapsed < 60 * prof["fit"]["check"]["attempts"]
+    problems = profile_problems(prof)
+    assert (prof["quality"] == "noisy") == bool(problems)
+    assert ("warning: profile" in r.stderr) == bool(problems)
+    cond, chk = prof["conditions"], prof["fit"]["check"]
+    assert cond["cores"] >= 1 and cond["seconds"] > 0 and "loadavg_1m_before" in cond
+    assert [x["rank"] for x in cond["ranks"]] == [0, 1]
+    for x in cond["ranks"]:
+        assert 0 <= x["run_queue_wait_fraction"] <= 1 and x["involuntary_ctx_switches"] >= 0
+        assert 0 < x["seconds"] < elapsed
+    assert 1 <= chk["attempts"] <= 3 and len(chk["failed_attempts"]) == chk["attempts"] - \
+        (prof["quality"] == "ok")
+    assert 4 * 2 ** 20 in chk["judged_sizes"] and 1 in chk["judged_sizes"]
+    assert abs(chk["residual_worst"]) >= chk["residual_median"] >= 0
     lg, m = prof["loggps"], prof["measured_on"]
     # L = T - o_s - o_r (LogP) is a small difference of noisy numbers on shared memory: on this
     # 2-core machine it came out between 0 (noted in the profile) and ~1 us. What is robust is
@@ -280,7 +297,8 @@ def test_real_pickle_api_calibration(run_hindsight, tmp_path):
     4 MiB)."""
     out = tmp_path / "pk.toml"
     r = run_hindsight("calibrate", "-n", "2", "--api", "pickle", "--sizes", "1B..4MiB:4",
-                      "--repeat", "30", "--overhead-ranks", "2", "--out", str(out), timeout=120)
+                      "--repeat", "30", "--overhead-ranks", "2", "--accept-noisy", "--out",
+                      str(out), timeout=240)
     assert r.returncode == 0, r.stderr
     prof = read_profile(out)
     lg, fit = prof["loggps"], prof["fit"]

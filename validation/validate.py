@@ -142,6 +142,9 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     from apps import APPS
 
     nets_raw = raw.get("networks", {"shm": {"transport": "shm"}})
+    accept_noisy = raw.get("accept_noisy_profiles", False)
+    if not isinstance(accept_noisy, bool):
+        raise SpecError(f"spec {path}: accept_noisy_profiles must be true or false")
     if not isinstance(nets_raw, dict) or not nets_raw:
         raise SpecError(f"spec {path}: [networks] must name at least one network")
     networks = {}
@@ -155,6 +158,10 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
             _check_testbed(path, name, n)
         if n.get("calibrate", "pickle") not in CALIBRATE_API:
             raise SpecError(f"spec {path}: network {name}: calibrate must be 'pickle' or 'buffer'")
+        n.setdefault("accept_noisy_profiles", accept_noisy)
+        if not isinstance(n["accept_noisy_profiles"], bool):
+            raise SpecError(f"spec {path}: network {name}: accept_noisy_profiles must be true or "
+                            "false")
         if "profile" in n:
             p = Path(n["profile"])
             n["profile"] = str(p if p.is_absolute() else (path.parent / p))
@@ -333,13 +340,31 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
     """The profile of one network, produced once per validation run and reused: the spec's
     ``profile`` if given (copied), else `hindsight calibrate` on the network's transport (or
     testbed). ``calibrate = "pickle"`` times mpi4py's pickle API the way the tracer records it
-    (``--api pickle``: the path the applications' messages take), ``"buffer"`` the buffer API."""
+    (``--api pickle``: the path the applications' messages take), ``"buffer"`` the buffer API.
+
+    A noisy profile (replay.calibration.quality.profile_problems: its fit misses its own
+    measurements, or it was taken under load) is not used silently: one it calibrated is
+    calibrated once more, and if that is noisy too, or the spec's own profile is, this stops
+    (SpecError) unless the spec says ``accept_noisy_profiles = true`` (then a warning is logged)."""
     dest = out / "profiles" / f"{net_name}.toml"
+    accept = bool(net.get("accept_noisy_profiles"))
     if dest.is_file() and not force:
-        return dest
+        problems = _profile_problems(dest)
+        if not problems:
+            return dest
+        if accept:
+            log(f"warning: profile {dest} of network {net_name} is noisy: {'; '.join(problems)}")
+            return dest
+        # left by a run that stopped on it: produce it again
     dest.parent.mkdir(parents=True, exist_ok=True)
     if net.get("profile"):
         src = Path(net["profile"])
+        problems = _profile_problems(src)
+        if problems and not accept:
+            raise SpecError(f"profile {src} of network {net_name} is noisy: {'; '.join(problems)}"
+                            " (accept_noisy_profiles = true in the spec uses it anyway)")
+        if problems:
+            log(f"warning: profile {src} of network {net_name} is noisy: {'; '.join(problems)}")
         if src.suffix == ".toml":
             # Copied as is: `hindsight calibrate` profiles have top-level keys and nested tables
             # that write_profile's flat [section] layout cannot hold.
@@ -356,11 +381,36 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
         cmd += ["--sizes", str(net["calibrate_sizes"])]
     if net.get("testbed_name"):
         cmd += ["--testbed", net["testbed_name"]]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0 or not dest.is_file():
-        raise SpecError(f"calibration of network {net_name} failed: "
-                        f"{(r.stderr or r.stdout).strip()[-300:]}")
-    return dest
+    # --accept-noisy: a noisy profile is written (marked) and judged here, so that it is kept
+    # for inspection and the spec decides.
+    cmd.append("--accept-noisy")
+    for attempt in (1, 2):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 or not dest.is_file():
+            raise SpecError(f"calibration of network {net_name} failed: "
+                            f"{(r.stderr or r.stdout).strip()[-300:]}")
+        problems = _profile_problems(dest)
+        if not problems:
+            return dest
+        if attempt == 1:
+            log(f"profile of network {net_name} is noisy ({'; '.join(problems)}): calibrating "
+                "once more")
+    if accept:
+        log(f"warning: profile {dest} of network {net_name} is noisy: {'; '.join(problems)}")
+        return dest
+    raise SpecError(f"profile {dest} of network {net_name} is noisy after 2 calibrations: "
+                    f"{'; '.join(problems)} (accept_noisy_profiles = true in the spec uses it "
+                    "anyway)")
+
+
+def _profile_problems(path: Path) -> list[str]:
+    """replay.calibration.quality.profile_problems of a profile file (an unreadable one is left
+    to the readers that report it)."""
+    from replay.calibration.quality import profile_problems
+    try:
+        return profile_problems(read_profile(path))
+    except (OSError, ValueError):
+        return []
 
 
 def replay_params(model: str, profile: dict[str, dict[str, Any]],

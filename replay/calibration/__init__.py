@@ -2,6 +2,7 @@
 write a profile for `hindsight replay --profile` (docs/calibration.md).
 
 ``bench`` is the mpi4py micro-benchmark (run under mpiexec), ``fit`` the fitting, ``run`` the
-orchestration (launch, transport verification, profile), ``profile`` the TOML file, ``plot`` the
-PNG, ``cli`` the `hindsight calibrate` command.
+orchestration (launch, transport verification, profile), ``quality`` the checks of a profile's
+fit and conditions, ``profile`` the TOML file, ``plot`` the PNG, ``cli`` the `hindsight calibrate`
+command.
 """

@@ -49,6 +49,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from hindsight import conditions
+
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
 
@@ -165,6 +167,10 @@ def main(argv: list[str] | None = None) -> None:
                 json.dump({"error": "the benchmark needs at least 2 ranks"}, f)
         return
     comm.Barrier()
+    # Each rank's context switches over the measurement: an involuntary one means the kernel
+    # gave its core to something else mid-measurement (run.py judges the rate).
+    switches0, t_start = conditions.ctx_switches(), time.monotonic()
+    waited0 = conditions.run_queue_wait_ns()
     result: dict = {"ranks": size, "sizes": sizes, "repeat": a.repeat, "api": a.api}
     if rank >= 2:
         comm.Barrier()          # idle: paper 004 Fig. 3
@@ -339,6 +345,12 @@ def main(argv: list[str] | None = None) -> None:
                 "lo_tx_bytes": None if before is None or after is None else after - before}
         comm.Barrier()          # release the idle ranks
     me["last_cpu"] = _last_cpu()
+    switches1, waited1 = conditions.ctx_switches(), conditions.run_queue_wait_ns()
+    me["run_queue_wait_s"] = (waited1 - waited0) / 1e9 if waited0 is not None and waited1 \
+        is not None else None
+    me["measured_s"] = time.monotonic() - t_start
+    me["ctx_switches"] = ([b - a for a, b in zip(switches0, switches1)]
+                          if switches0 and switches1 else None)
     ranks = comm.gather(me, root=0)
     if rank == 0:
         result["rank_info"] = ranks

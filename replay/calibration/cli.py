@@ -37,20 +37,35 @@ def _ranks(text: str | None) -> list[int] | None:
                    "traced by hindsight; use it for applications that send Python objects)")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="PNG of the fit [the profile path with .png]")
-def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed, api, plot_path):
+@click.option("--attempts", type=click.IntRange(min=1), default=3, show_default=True,
+              help="measurements taken until one passes the quality checks")
+@click.option("--accept-noisy", is_flag=True,
+              help="write the profile even if its fit misses its measurements or it was taken "
+                   "under load (marked quality = \"noisy\", with a warning)")
+def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed, api, plot_path,
+                  attempts, accept_noisy):
     """Measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI in use; write a profile.
 
     The profile is what `hindsight replay --profile` reads (docs/calibration.md).
     """
     from replay.calibration.plot import plot_profiles
     from replay.calibration.profile import ProfileError, write_profile
+    from replay.calibration.quality import profile_problems
     from replay.calibration.run import CalibrationError, calibrate
 
     try:
         prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
                          progress=lambda m: click.echo(f"calibrate: {m}", err=True),
-                         testbed=testbed, api=api)
+                         testbed=testbed, api=api, attempts=attempts)
+        problems = profile_problems(prof)
+        n = prof["fit"]["check"]["attempts"]
+        if problems and not accept_noisy:
+            raise CalibrationError(f"no quiet measurement in {n} attempt{'s' * (n > 1)}, {out} "
+                                   f"not written: {'; '.join(problems)} (--accept-noisy writes "
+                                   "it marked noisy)")
         write_profile(prof, out)
+        if problems:
+            click.echo(f"warning: profile {out} is marked noisy: {'; '.join(problems)}", err=True)
     except (CalibrationError, ProfileError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -72,6 +87,13 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                f"o_a={lg['o_a'] * us:.3g}us o_b={lg['o_b'] * us:.3g}us/rank  R2={f['r2_loggp']:.3f}")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
+    chk, waits = f["check"], [r.get("run_queue_wait_fraction")
+                              for r in prof["conditions"].get("ranks", [])]
+    click.echo(f"  quality {prof['quality']}: residual worst "
+               f"{100 * chk['residual_worst']:+.0f}% at {chk['residual_worst_size']}B, median "
+               f"{100 * chk['residual_median']:.0f}% (judged sizes, attempt {chk['attempts']}); "
+               "ranks waited for a core "
+               + "/".join("?" if w is None else f"{100 * w:.1f}%" for w in waits))
     for note in f["notes"]:
         click.echo(f"  note: {note}")
     click.echo(f"plot {png}")

@@ -1,0 +1,131 @@
+"""The machine's conditions while something is measured: cores, load, steal, context switches.
+
+A leaf module (standard library only), so that a traced rank can read it without loading anything
+that would change the program's speed. Everything comes from Linux's /proc; on a system without
+it, the readings are None and the judgement says it could not tell.
+
+    before = conditions.snapshot()
+    ...   # the measurement
+    cond = conditions.between(before, conditions.snapshot())
+    problems = conditions.load_problems(cond, ranks_per_core=...)
+
+`between` gives, over the measured interval: the 1-minute load average at its start and end,
+the share of CPU time the hypervisor stole (`steal_fraction`), and the share that was busy
+(`busy_fraction`). A process's own involuntary context switches (`ctx_switches`) tell that
+the kernel preempted it: something else wanted its core.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+#: Steal above this share of the machine's CPU time: the VM's host took cores away.
+MAX_STEAL_FRACTION = 0.05
+#: A process that waited for a core (runnable, not running) more than this share of the measured
+#: interval was preempted by other work: its timings include that work's.
+MAX_RUN_QUEUE_WAIT = 0.05
+#: A 1-minute load average, before the measurement began, above this share of the usable cores:
+#: other work was running (the measurement's own processes are not running yet then).
+MAX_LOAD_PER_CORE = 0.5
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask), not the machine's total."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _cpu_ticks() -> list[int] | None:
+    """The aggregate `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    return [int(x) for x in fields[1:9]]
+
+
+def snapshot() -> dict[str, Any]:
+    """One reading: monotonic time, load averages, /proc/stat's CPU ticks."""
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {"time_ns": time.monotonic_ns(), "loadavg": load, "cpu_ticks": _cpu_ticks()}
+
+
+def between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The conditions over the interval between two snapshots (JSON-ready)."""
+    out: dict[str, Any] = {
+        "seconds": (after["time_ns"] - before["time_ns"]) / 1e9,
+        "loadavg_1m_before": before["loadavg"][0] if before.get("loadavg") else None,
+        "loadavg_1m_after": after["loadavg"][0] if after.get("loadavg") else None,
+        "cores": usable_cores(),
+        "steal_fraction": None,
+        "busy_fraction": None,
+    }
+    a, b = before.get("cpu_ticks"), after.get("cpu_ticks")
+    if a and b:
+        d = [y - x for x, y in zip(a, b)]
+        total = sum(d)
+        if total > 0:
+            out["steal_fraction"] = round(d[7] / total, 4)
+            out["busy_fraction"] = round(1.0 - (d[3] + d[4]) / total, 4)
+    return out
+
+
+def ctx_switches() -> list[int] | None:
+    """This process's [voluntary, involuntary] context switches so far."""
+    vol = invol = None
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol = int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    invol = int(line.split()[1])
+    except OSError:
+        return None
+    return None if vol is None or invol is None else [vol, invol]
+
+
+def run_queue_wait_ns() -> int | None:
+    """Nanoseconds this process has so far spent runnable but waiting for a core (the second
+    field of /proc/self/schedstat): time the kernel gave its core to something else."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def preemption_problems(waits: dict[Any, float | None]) -> list[str]:
+    """Why processes (``{name: share of the interval spent waiting for a core}``, from
+    `run_queue_wait_ns` differences) did not have their cores to themselves; empty if they did
+    or nothing could be read. Rule: a share above MAX_RUN_QUEUE_WAIT."""
+    return [f"{name} waited for a core {100 * w:.1f} % of the time" for name, w in waits.items()
+            if w is not None and w > MAX_RUN_QUEUE_WAIT]
+
+
+def load_problems(cond: dict[str, Any] | None) -> list[str]:
+    """Why a measurement taken under `cond` (from `between`) should not be trusted as a quiet
+    machine's; empty when nothing says so. Rules (docs/validation.md, "Conditions"):
+
+    - load before: the 1-minute load average when the measurement began exceeded
+      MAX_LOAD_PER_CORE x the usable cores (other work was running);
+    - steal: the hypervisor took more than MAX_STEAL_FRACTION of the CPU time during it.
+    """
+    if not cond:
+        return []
+    problems = []
+    cores = cond.get("cores") or usable_cores()
+    load = cond.get("loadavg_1m_before")
+    if load is not None and load > MAX_LOAD_PER_CORE * cores:
+        problems.append(f"load average {load:.2f} on {cores} cores when it began")
+    steal = cond.get("steal_fraction")
+    if steal is not None and steal > MAX_STEAL_FRACTION:
+        problems.append(f"{100 * steal:.1f} % of the CPU time stolen by the hypervisor")
+    return problems
