@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 from apps import APPS, PARADIGMS
 
+from instrument import end_of_program as _end_of_program
 from instrument import finish as _finish
 from instrument import region as _region
 from instrument import start as _start
@@ -48,6 +49,14 @@ def region(name: str, size: int | None = None):
 def start(trace_dir: str | None, app: str, paradigm: str, args: dict[str, Any]) -> MPI.Intracomm:
     """Start tracing (or not) and return the communicator the application must use."""
     return _start(trace_dir, app=app, paradigm=paradigm, args=args)
+
+
+def end_of_program(written_by_root: bool = False) -> None:
+    """The parallel phase is over on this rank: what follows (checking the result against the
+    reference) is not part of the run's wall time. With `written_by_root`, rank 0 still writes
+    the output and marks the end itself after that."""
+    if not (written_by_root and world_rank() == 0):
+        _end_of_program()
 
 
 def finish(result_verified: bool) -> None:

@@ -30,7 +30,8 @@ def check_trace(trace_dir: Path | str) -> list[str]:
             if where in src.files:
                 held = f"the file holds its {src.metadata.get('events', '?')} events up to then"
             elif src.files:
-                held = f"{len(src.files)} readable part(s) in {tf.STAGING_DIR}/, not sealed"
+                held = (f"its records staged in {tf.STAGING_DIR}/ are readable, not sealed "
+                        f"(`hindsight trace seal {trace_dir}` seals them)")
             else:
                 held = "no data was saved"
             problems.append(f"{where}: rank {src.rank} did not finish (status {src.status}); "

@@ -193,6 +193,28 @@ def check(trace_dir):
     click.echo(f"{trace_dir}: ok")
 
 
+@trace.command()
+@click.argument("trace_dir", type=click.Path(path_type=Path))
+@_user_errors
+def seal(trace_dir):
+    """Write rank files from the staged records of ranks that did not finish (a job started with
+    mpiexec directly and stopped; `hindsight collect` does this itself) and finish the manifest.
+    The trace stays marked incomplete."""
+    from instrument.session import finalize_manifest
+    from instrument.tracer import TraceWriteError
+
+    if not Path(trace_dir).is_dir():
+        raise tf.TraceError(f"{trace_dir}: no such trace directory")
+    try:
+        m = finalize_manifest(trace_dir)
+    except TraceWriteError as exc:
+        raise click.ClickException(f"{trace_dir}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"{trace_dir}: cannot seal: {exc}") from None
+    states = ", ".join(f"rank {r} {s}" for r, s in enumerate(m["rank_status"]) if s != "complete")
+    click.echo(f"{trace_dir}: " + ("complete" if m["complete"] else f"sealed, incomplete ({states})"))
+
+
 # ---------------------------------------------------------------------------------------------
 # demo
 

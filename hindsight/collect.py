@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight import traceformat as tf
+from hindsight.conditions import usable_cores
 
 #: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
 TRANSPORTS: dict[str, dict[str, str]] = {
@@ -36,12 +37,11 @@ def find_mpiexec() -> str:
     return found
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions") -> dict:
-    env = dict(os.environ)
+    import hindsight
+    env = {k: v for k, v in os.environ.items() if k not in hindsight.ENV_ADDED}
     if transport not in TRANSPORTS:
         raise CollectError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
     env.update(TRANSPORTS[transport])

@@ -28,7 +28,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
     for src in sources:
         for path in src.files:
             try:
-                pf = pq.ParquetFile(path)
+                pf = src.open_file(path)
                 tf.check_schema(path, pf.schema_arrow, None)
                 per_rank[src.rank] += pf.metadata.num_rows
                 for g in range(pf.metadata.num_row_groups):

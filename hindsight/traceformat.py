@@ -7,11 +7,11 @@ A trace is a directory::
     DIR/rank-00001.parquet
     ...
 
-While a run is in progress each rank writes its flushed row groups as self-contained Parquet parts
-under ``DIR/.staging/rank-NNNNN/``; a rank that exits cleanly merges them into its
-``rank-NNNNN.parquet`` (write to a temporary name, then rename). A rank that dies leaves its parts:
-they stay readable, and the reader reports that rank as incomplete. Nothing incomplete is ever
-presented as complete.
+While a run is in progress each rank writes raw records (formatcore.RAW_COLUMNS) into
+``DIR/.staging/rank-NNNNN/events.raw``; a rank that finishes turns them into its
+``rank-NNNNN.parquet`` (written to a temporary name, then renamed). A rank that dies leaves its
+raw records: they stay readable (the readers convert them in memory), and the reader reports that
+rank as incomplete. Nothing incomplete is ever presented as complete.
 
 Every column, unit and invariant is documented in docs/trace-format.md; keep the two in step.
 """
@@ -31,58 +31,14 @@ import pyarrow.parquet as pq
 
 from hindsight.memory import gc_paused
 
-FORMAT_VERSION = "1.0"
-#: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
-#: damaged manifest from sending the reader through billions of missing files).
-MAX_RANKS = 1 << 22
-MANIFEST_NAME = "manifest.json"
-STAGING_DIR = ".staging"
-RANK_FILE_RE = re.compile(r"^rank-(\d{5})\.parquet$")
-METADATA_KEY = b"hindsight"
+from hindsight.formatcore import (  # noqa: F401  (re-exported: the format's names)
+    ANY_SOURCE, ANY_TAG, BLOCKING_RECV_OPS, COLLECTIVE_OPS, COMM_OPS, COMM_SELF_ID,
+    COMM_WORLD_ID, COMPLETION_OPS, FORMAT_VERSION, MANIFEST_NAME, MAX_RANKS, METADATA_KEY,
+    NONBLOCKING_SEND_OPS, NONE, OP_CODE, OPS, RANK_FILE_RE, RAW_COLUMNS, RAW_FILE, RAW_META_FILE,
+    RAW_RECORD, ROOTED_OPS, SEND_OPS, STAGING_DIR, TraceError, derived_comm_id, rank_file_name,
+    staging_dir, write_manifest)
 
-# Sentinels for integer columns that do not apply to an event.
-NONE = -1
-#: `peer` of an Irecv post or Probe that named MPI_ANY_SOURCE (the completion row has the real one).
-ANY_SOURCE = -2
-#: `tag` of an Irecv post that named MPI_ANY_TAG.
-ANY_TAG = -2
-
-#: Communicator ids that are fixed; derived communicators get ids from `derived_comm_id`.
-COMM_WORLD_ID = 0
-COMM_SELF_ID = 1
-
-# Op names. The order defines the dictionary codes written to Parquet, so only append.
-OPS: tuple[str, ...] = (
-    "region",
-    # point-to-point
-    "Send", "Ssend", "Bsend", "Rsend", "Recv",
-    "Isend", "Issend", "Ibsend", "Irsend", "Irecv",
-    "Sendrecv_send", "Sendrecv_recv",
-    "Probe", "Iprobe",
-    # completion of non-blocking requests: one row per completed request
-    "Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome",
-    # collectives
-    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
-    "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Scan", "Exscan",
-    "Reduce_scatter", "Reduce_scatter_block",
-    # communicator creation
-    "Comm_split", "Comm_dup", "Comm_create",
-)
-OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 _OPS_ARRAY = pa.array(OPS, pa.string())  # the op dictionary of the files hindsight writes
-
-SEND_OPS = frozenset({"Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend",
-                      "Sendrecv_send"})
-BLOCKING_RECV_OPS = frozenset({"Recv", "Sendrecv_recv"})
-NONBLOCKING_SEND_OPS = frozenset({"Isend", "Issend", "Ibsend", "Irsend"})
-COMPLETION_OPS = frozenset({"Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
-                            "Testany", "Testsome"})
-COLLECTIVE_OPS = frozenset({"Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
-                            "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
-                            "Alltoallv", "Scan", "Exscan", "Reduce_scatter",
-                            "Reduce_scatter_block"})
-ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv"})
-COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
 
 
 def op_lut(names) -> np.ndarray:
@@ -167,31 +123,6 @@ READ_OPTIONS: dict[str, Any] = dict(page_checksum_verification=True)
 READ_ERRORS = (OSError, pa.ArrowException, ValueError)
 
 
-class TraceError(Exception):
-    """A trace that cannot be read or is inconsistent. The message names the file and the problem."""
-
-
-def rank_file_name(rank: int) -> str:
-    return f"rank-{rank:05d}.parquet"
-
-
-def staging_dir(trace_dir: Path, rank: int) -> Path:
-    return Path(trace_dir) / STAGING_DIR / f"rank-{rank:05d}"
-
-
-def derived_comm_id(parent: int, creation_index: int, lowest_world_rank: int) -> int:
-    """A communicator id that every member computes alike without communicating.
-
-    Members of a new communicator agree on the parent, on how many communicators were created
-    from that parent before (creation is collective, so the count is the same everywhere), and on
-    the lowest world rank among them, which tells apart the communicators one Split creates.
-    """
-    import zlib
-
-    key = f"{parent}/{creation_index}/{lowest_world_rank}".encode()
-    return 2 + zlib.crc32(key) % (2**31 - 3)
-
-
 def rows_to_table(rank: int, seq0: int, cols: dict[str, np.ndarray], op_codes: np.ndarray,
                   region_codes: np.ndarray, regions: list[str]) -> pa.Table:
     """Build one row group from flat columns prepared by the instrumentation buffer.
@@ -210,6 +141,69 @@ def rows_to_table(rank: int, seq0: int, cols: dict[str, np.ndarray], op_codes: n
         region,
     ] + [pa.array(cols[c].astype(_NUMPY_TYPES[c], copy=False)) for c in COLUMNS[4:]]
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def raw_records(path: Path) -> np.ndarray:
+    """The written records of a raw staging file (formatcore.RAW_COLUMNS), memory-mapped, as an
+    (n, fields) int64 array: up to the first record whose `t_end` is 0 (never written, or being
+    written when the rank was killed)."""
+    k = len(RAW_COLUMNS)
+    size = path.stat().st_size // (8 * k)
+    if size == 0:
+        return np.zeros((0, k), np.int64)
+    data = np.memmap(path, dtype="<i8", mode="r", shape=(size, k))
+    t_end = data[:, k - 1]
+    n = size
+    step = 1 << 16
+    for lo in range(0, size, step):      # windows are filled in order: find the first gap
+        zero = np.flatnonzero(t_end[lo:lo + step] == 0)
+        if len(zero):
+            n = lo + int(zero[0])
+            break
+    return data[:n]
+
+
+def raw_tables(path: Path, rank: int, names: dict[str, Any], drift: float = 0.0,
+               group: int = 65536):
+    """Tables of `group` rows each from a rank's raw staging file; `names` is the rank's raw
+    metadata (formatcore.RAW_META_FILE: epoch, region names). Clock readings become run time."""
+    records = raw_records(path) if path.is_file() else np.zeros((0, len(RAW_COLUMNS)), np.int64)
+    epoch = int(names.get("epoch_ns") or 0)
+    regions = list(names.get("regions") or [])
+    col = {c: i for i, c in enumerate(RAW_COLUMNS)}
+    if len(records) == 0:
+        yield rows_to_table(rank, 0, {c: np.zeros(0, np.int64) for c in RAW_COLUMNS},
+                            np.zeros(0, np.int64), np.zeros(0, np.int64), regions)
+        return
+    for lo in range(0, len(records), group):
+        chunk = np.array(records[lo:lo + group])
+        cols = {c: chunk[:, i] for c, i in col.items()}
+        for name in ("t_start", "t_end"):
+            t = cols[name] - epoch
+            if drift:
+                t = np.rint(t * (1.0 - drift)).astype(np.int64)
+            cols[name] = t
+        if len(regions) and int(cols["region"].max()) >= len(regions):
+            raise TraceError(f"{path}: a record names region {int(cols['region'].max())}, "
+                             f"but only {len(regions)} region names were saved")
+        yield rows_to_table(rank, lo, cols, cols["op"], cols["region"], regions)
+
+
+def staged_parquet(stage: Path, rank: int) -> pa.Buffer | None:
+    """A dead rank's raw staged records as the bytes of a Parquet file in memory, so that every
+    reader reads them as it reads a sealed file; None if nothing was staged."""
+    raw = stage / RAW_FILE
+    if not raw.is_file():
+        return None
+    try:
+        names = json.loads((stage / RAW_META_FILE).read_text())
+    except (OSError, ValueError):
+        names = {}
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, SCHEMA, **WRITE_OPTIONS) as writer:
+        for table in raw_tables(raw, rank, names):
+            writer.write_table(table)
+    return sink.getvalue()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,14 +276,6 @@ _MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
-    """Write atomically, so a reader never sees half a manifest."""
-    path = Path(trace_dir) / MANIFEST_NAME
-    tmp = path.with_name(f".{MANIFEST_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
-
-
 # ----------------------------------------------------------------------------------------------
 # Reading
 
@@ -306,6 +292,14 @@ class RankSource:
     problems: list[str] = field(default_factory=list)
     #: the merged file opened from its bytes in memory (``rank_sources(..., keep_open=True)``)
     parquet: Any = field(default=None, repr=False)
+    #: a dead rank's raw staged records, as the bytes of a Parquet file (``staged_parquet``)
+    staged: Any = field(default=None, repr=False)
+
+    def open_file(self, path: Path) -> pq.ParquetFile:
+        """One of ``files`` opened as a ParquetFile (a dead rank's staged records from memory)."""
+        if self.staged is not None:
+            return pq.ParquetFile(pa.BufferReader(self.staged), **READ_OPTIONS)
+        return pq.ParquetFile(path, **READ_OPTIONS)
 
 
 def file_metadata(path: Path) -> dict[str, Any]:
@@ -389,20 +383,19 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any],
             if meta.get("rank") != rank:
                 raise TraceError(f"{path}: file says it is rank {meta.get('rank')}")
         else:
-            parts = sorted(staging_dir(trace_dir, rank).glob("part-*.parquet"))
-            readable = []
+            stage = staging_dir(trace_dir, rank)
             problems = []
-            for part in parts:
-                try:
-                    pq.read_metadata(part)
-                    readable.append(part)
-                except READ_ERRORS:
-                    problems.append(f"{part}: unreadable staged part ignored")
-                    break
+            try:
+                staged = staged_parquet(stage, rank)
+            except (TraceError, *READ_ERRORS) as exc:
+                staged = None
+                problems.append(f"{stage / RAW_FILE}: unreadable staged records ignored "
+                                f"({_short(exc)})")
+            readable = [stage / RAW_FILE] if staged is not None else []
             recorded = (manifest.get("rank_status") or [None] * nranks)[rank]
             status = recorded if recorded not in (None, "complete", "running") else \
-                ("incomplete" if parts else "missing")
-            src = RankSource(rank, readable, False, status, {}, problems)
+                ("incomplete" if readable else "missing")
+            src = RankSource(rank, readable, False, status, {}, problems, staged=staged)
         sources.append(src)
     return sources
 
@@ -458,7 +451,7 @@ def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
             try:
                 # ParquetFile.read skips the dataset layer of pq.read_table: 2x faster on
                 # many small rank files.
-                t = pq.ParquetFile(path, **READ_OPTIONS).read(columns=columns)
+                t = src.open_file(path).read(columns=columns)
             except READ_ERRORS as exc:
                 raise TraceError(f"{path}: corrupt or truncated Parquet data ({_short(exc)})") \
                     from None
@@ -588,9 +581,11 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
     total = 0
     for src in sources:
         for path in src.files:
-            # A merged rank file was opened (from its bytes) with the sources; a staged part of
-            # a dead rank is opened here.
-            pf = src.parquet if src.files == [path] else _open_parquet(path)
+            # A merged rank file was opened (from its bytes) with the sources; a dead rank's
+            # staged records were converted in memory.
+            pf = (src.parquet if src.parquet is not None else
+                  _reader(pa.BufferReader(src.staged)) if src.staged is not None else
+                  _open_parquet(path))
             footer = pf.metadata
             leaf = next((ix for sch, ix in checked if footer.schema.equals(sch)), None)
             if leaf is None:
@@ -654,7 +649,7 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
         # GIL) outweighs the per-file work under the GIL. Measured on 1M-event rings, 2
         # threads against 1: 10 % slower at 4 k and 16 k rows a file, even at 31 k, 7-30 %
         # faster from 62 k.
-        from hindsight.collect import usable_cores  # (collect imports this module)
+        from hindsight.conditions import usable_cores
         big = total >= _THREADED_ROWS_PER_FILE * max(len(files), 1)
         threads = usable_cores() if big else 1
     threads = max(1, min(threads, len(files)))

@@ -10,8 +10,9 @@ Unmodified programs: ``mpiexec -n P python -m instrument.run --trace DIR prog.py
 """
 
 from instrument.comm import TracedComm, TracedRequest
-from instrument.session import active, finish, region, start
+from instrument.session import active, end_of_program, finish, region, start
 
 Request = TracedRequest
 
-__all__ = ["TracedComm", "TracedRequest", "Request", "active", "finish", "region", "start"]
+__all__ = ["TracedComm", "TracedRequest", "Request", "active", "end_of_program", "finish", "region",
+           "start"]

@@ -14,12 +14,14 @@ intercommunicators.
 
 from __future__ import annotations
 
+import pickle as _pickle
 from time import perf_counter_ns as _now, thread_time_ns as _cpu
 from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hindsight import traceformat as tf
+from hindsight import formatcore as tf
+from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm
 _R = MPI.Request
@@ -73,8 +75,30 @@ def _nbytes(buf: Any) -> int:
         return -1
 
 
-def _status_nbytes(st: MPI.Status) -> int:
-    return st.Get_count(_BYTE)
+class _ByteCounter:
+    """A file that only counts what is written to it."""
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data) -> None:
+        self.n += memoryview(data).nbytes
+
+
+_counter = _ByteCounter()
+_sizer = _pickle.Pickler(_counter, protocol=MPI.pickle.PROTOCOL)
+
+
+def _pickled_size(obj: Any) -> int:
+    """The length of mpi4py's pickle of `obj`, without building it: the pickler streams to a
+    counter in frames of at most 64 KiB and hands large buffers over without copying, so the
+    size of a large object costs no large allocation (one would change the program's malloc
+    thresholds: docs/robustness.md, "No observer effect")."""
+    _counter.n = 0
+    _sizer.clear_memo()
+    _sizer.dump(obj)
+    return _counter.n
 
 
 class TracedComm(_C):
@@ -96,9 +120,13 @@ class TracedComm(_C):
 
     def _rec(self, op, t0, t1, c, peer=-1, tag=-1, nbytes=-1, request=-1, root=-1):
         T = _T
-        T.rows.extend((op, T.region, t0, t1, c, self._world(peer), tag, self._id, nbytes, request,
-                       self._world(root)))
-        T.maybe_flush()
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, c, self._world(peer), tag, self._id, nbytes, request,
+              self._world(root), t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
 
     def _world(self, r: int) -> int:
         return r if self._w is None or r < 0 else self._w[r]
@@ -115,11 +143,14 @@ class TracedComm(_C):
         t1 = _now()
         n = getattr(buf, "nbytes", None)
         w = self._w
-        T.rows.extend((op, T.region, t0, t1, _cpu() - c0 if cpu else -1,
-                       dest if w is None or dest < 0 else w[dest], tag, self._id,
-                       _nbytes(buf) if n is None else n, -1, -1))
-        if len(T.rows) >= T.limit:
-            T.flush()
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, _cpu() - c0 if cpu else -1,
+              dest if w is None or dest < 0 else w[dest], tag, self._id,
+              _nbytes(buf) if n is None else n, -1, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
 
     def Send(self, buf, dest: int, tag: int = 0) -> None:
         self._traced_send(_SEND, _C.Send, buf, dest, tag)
@@ -144,11 +175,14 @@ class TracedComm(_C):
         t1 = _now()
         src = st.Get_source()
         w = self._w
-        T.rows.extend((_RECV, T.region, t0, t1, _cpu() - c0 if cpu else -1,
-                       src if w is None or src < 0 else w[src], st.Get_tag(), self._id,
-                       st.Get_count(_BYTE), -1, -1))
-        if len(T.rows) >= T.limit:
-            T.flush()
+        o = T.off
+        _pack(T.buf, o, _RECV, T.region, t0, _cpu() - c0 if cpu else -1,
+              src if w is None or src < 0 else w[src], st.Get_tag(), self._id,
+              st.Get_count(_BYTE), -1, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
 
     # Pickle API: pickle once here so the wire size is known, then send the bytes exactly as
     # mpi4py's own send does (one message of MPI.BYTE), so receivers of either kind interoperate.
@@ -291,7 +325,7 @@ class TracedComm(_C):
         out = fn(self, *args)
         t1 = _now()
         if size_of_result:
-            nbytes = len(_dumps(out))
+            nbytes = _pickled_size(out)
         self._rec(OP[op_name], t0, t1, _cpu() - c0 if cpu else -1, -1, -1, nbytes, -1, root)
         return out
 
@@ -370,28 +404,28 @@ class TracedComm(_C):
         return self._coll("Bcast", _C.bcast, (obj, root), -1, root, size_of_result=True)
 
     def reduce(self, sendobj: Any, op=MPI.SUM, root: int = 0) -> Any:
-        return self._coll("Reduce", _C.reduce, (sendobj, op, root), len(_dumps(sendobj)), root)
+        return self._coll("Reduce", _C.reduce, (sendobj, op, root), _pickled_size(sendobj), root)
 
     def allreduce(self, sendobj: Any, op=MPI.SUM) -> Any:
-        return self._coll("Allreduce", _C.allreduce, (sendobj, op), len(_dumps(sendobj)))
+        return self._coll("Allreduce", _C.allreduce, (sendobj, op), _pickled_size(sendobj))
 
     def scan(self, sendobj: Any, op=MPI.SUM) -> Any:
-        return self._coll("Scan", _C.scan, (sendobj, op), len(_dumps(sendobj)))
+        return self._coll("Scan", _C.scan, (sendobj, op), _pickled_size(sendobj))
 
     def exscan(self, sendobj: Any, op=MPI.SUM) -> Any:
-        return self._coll("Exscan", _C.exscan, (sendobj, op), len(_dumps(sendobj)))
+        return self._coll("Exscan", _C.exscan, (sendobj, op), _pickled_size(sendobj))
 
     def gather(self, sendobj: Any, root: int = 0) -> Any:
-        return self._coll("Gather", _C.gather, (sendobj, root), len(_dumps(sendobj)), root)
+        return self._coll("Gather", _C.gather, (sendobj, root), _pickled_size(sendobj), root)
 
     def allgather(self, sendobj: Any) -> Any:
-        return self._coll("Allgather", _C.allgather, (sendobj,), len(_dumps(sendobj)))
+        return self._coll("Allgather", _C.allgather, (sendobj,), _pickled_size(sendobj))
 
     def scatter(self, sendobj: Any, root: int = 0) -> Any:
         return self._coll("Scatter", _C.scatter, (sendobj, root), -1, root, size_of_result=True)
 
     def alltoall(self, sendobj: Any) -> Any:
-        n = sum(len(_dumps(o)) for o in sendobj) // max(1, len(sendobj))
+        n = sum(_pickled_size(o) for o in sendobj) // max(1, len(sendobj))
         return self._coll("Alltoall", _C.alltoall, (sendobj,), n)
 
     # -- communicator creation ------------------------------------------------------------------------
@@ -409,11 +443,16 @@ class TracedComm(_C):
                                             MPI.COMM_WORLD.Get_group())
         members = [int(m) for m in members]
         cid = tf.derived_comm_id(self._id, index, min(members))
-        _T.communicators[cid] = members
+        T = _T
+        T.add_communicator(cid, members)
         # `peer` of a comm-creation row holds the child's id (see docs/trace-format.md), so it
         # bypasses _rec's rank translation.
-        _T.rows.extend((OP[op_name], _T.region, t0, t1, -1, cid, -1, self._id, -1, -1, -1))
-        _T.maybe_flush()
+        o = T.off
+        _pack(T.buf, o, OP[op_name], T.region, t0, -1, cid, -1, self._id, -1, -1, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
         return TracedComm(new, cid, members)
 
     def Split(self, color: int = 0, key: int = 0):
@@ -456,11 +495,14 @@ def _complete_rows(op: int, t0: int, t1: int, c0: int, done: list,
             peer, tag, nbytes, cid = -1, -1, -1, r._cid
         if comm is not None:
             cid = comm._id
-        T.rows.extend((op, T.region, t0, t1, cpu, peer, tag, cid, nbytes, hid, -1))
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, cpu, peer, tag, cid, nbytes, hid, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
         cpu = -1    # the call's CPU time goes on its first row only
         r._hid = -1
-    if len(T.rows) >= T.limit:
-        T.flush()
 
 
 def _statuses(requests) -> list:

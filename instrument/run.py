@@ -4,7 +4,8 @@
 
 `mpi4py.MPI` is replaced, for the program, by a view of the real module in which `COMM_WORLD` is
 traced and `Request` is the traced request class (so `MPI.Request.Waitall(...)` is recorded too).
-Everything else is the real module.
+Everything else is the real module. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`)
+the program runs on the real module and only its wall time is written (instrument.session).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import types
 from mpi4py import MPI
 
 import instrument
-from instrument.session import start, finish
+from instrument.session import end_of_program, finish, start
 
 
 class _TracedMPI(types.ModuleType):
@@ -47,10 +48,14 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     world = start(ns.trace, app=ns.app or os.path.basename(ns.program), paradigm=ns.paradigm,
                   args={"argv": ns.args}, program=os.path.abspath(ns.program))
+    traced = instrument.active()
     import mpi4py
-    proxy = _TracedMPI(MPI, world)
-    sys.modules["mpi4py.MPI"] = proxy
-    mpi4py.MPI = proxy
+    if traced:
+        proxy = _TracedMPI(MPI, world)
+        sys.modules["mpi4py.MPI"] = proxy
+        mpi4py.MPI = proxy
+    # As `python prog.py` does: the program's folder first on the path, its own argv.
+    sys.path[0] = os.path.dirname(os.path.abspath(ns.program))
     sys.argv = [ns.program] + ns.args
     try:
         runpy.run_path(ns.program, run_name="__main__")
@@ -58,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         if exc.code not in (None, 0):
             raise
     finally:
+        end_of_program()
         sys.modules["mpi4py.MPI"] = MPI
         mpi4py.MPI = MPI
     finish()

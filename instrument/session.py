@@ -29,10 +29,11 @@ from typing import Any
 
 from mpi4py import MPI
 
-from hindsight import traceformat as tf
-from hindsight.collect import usable_cores
+from hindsight import conditions
+from hindsight import formatcore as tf
 from instrument import comm as tcomm
-from instrument.tracer import DEFAULT_CAPACITY, Tracer, TraceWriteError
+from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
+from instrument.tracer import pack as _pack
 
 #: Environment variables that change how MPI moves data; recorded in the manifest.
 TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
@@ -41,6 +42,11 @@ _tracer: Tracer | None = None
 _world: tcomm.TracedComm | None = None
 _status = "running"
 _lock = threading.Lock()
+#: An untraced run (HINDSIGHT_UNTRACED=1): what `finish` needs to write its wall time.
+_untraced: dict[str, Any] | None = None
+#: This rank's clock reading when the program ended (`end_of_program`), and at its start.
+_program_end: int | None = None
+_conditions_start: dict[str, Any] = {}
 _region_op = tf.OP_CODE["region"]
 #: How long a signalled rank waits after saving its data before it exits (see _flush_on_signal).
 SIGNAL_GRACE_S = 1.0
@@ -61,13 +67,20 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     """Begin tracing this process; returns the traced COMM_WORLD (plain COMM_WORLD if off).
 
     Every rank must call it. With `trace_dir` None tracing is off and `region`/`finish` are no-ops.
+    With HINDSIGHT_UNTRACED=1 in the environment (`hindsight collect --untraced`) nothing is
+    recorded: the run's wall time, measured as a traced run's is, goes into `trace_dir`'s
+    manifest (`"traced": false`) and no rank files are written.
+
+    Nothing heavier than the standard library and mpi4py is loaded here or while the program
+    runs (docs/robustness.md, "No observer effect").
     """
-    global _tracer, _world
+    global _tracer, _world, _untraced
     world = MPI.COMM_WORLD
     if trace_dir is None:
         return world
-    if _tracer is not None:
+    if _tracer is not None or _untraced is not None:
         raise RuntimeError("instrument.start() called twice in one process")
+    untraced = os.environ.get("HINDSIGHT_UNTRACED") == "1"
     cpu_sampling = cpu_sampling or os.environ.get("HINDSIGHT_CPU_SAMPLING", "regions")
     if cpu_sampling not in ("regions", "all"):
         raise ValueError(f"cpu sampling must be 'regions' or 'all', not {cpu_sampling!r}")
@@ -89,15 +102,24 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
         world.Barrier()
         raise SystemExit(2)
 
-    # pyarrow imports pandas on its first array conversion (about a second): pay it here, before
-    # the epoch, rather than at the first flush in the middle of the application.
-    _warm_up()
     hosts = world.allgather(host)
     run_id = world.bcast(secrets.token_hex(8) if rank == 0 else None, root=0)
+    _conditions_start.update(snapshot=conditions.snapshot() if rank == 0 else None,
+                             ctx=conditions.ctx_switches())
     world.Barrier()
     epoch0 = world.bcast(perf_counter_ns() if rank == 0 else None, root=0)
     offsets, errors = _clock_offsets(world, hosts)
     epoch = epoch0 + offsets[rank]      # this rank's clock reading at rank 0's epoch
+
+    if untraced:
+        _untraced = {"trace_dir": trace_dir, "epoch": epoch, "hosts": hosts}
+        if rank == 0:
+            manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
+                                      cpu_sampling, offsets, errors)
+            manifest.update(traced=False, cpu_sampling=None)
+            tf.write_manifest(trace_dir, manifest)
+        _install_exit_paths(signals=False)
+        return world
 
     t = Tracer(trace_dir, rank, run_id, epoch, capacity, cpu_sampling == "all")
     t.host = host
@@ -117,13 +139,6 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     t.run_meta = world.bcast(manifest, root=0)
     _install_exit_paths()
     return _world
-
-
-def _warm_up() -> None:
-    import numpy as np
-
-    zeros = {c: np.zeros(1, np.int64) for c in tf.INT_COLUMNS}
-    tf.rows_to_table(0, 0, zeros, np.zeros(1, np.int64), np.zeros(1, np.int64), ["warm-up"])
 
 
 def _prepare_dir(trace_dir: Path) -> str | None:
@@ -195,11 +210,12 @@ def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampli
     by_host: dict[str, list[int]] = {}
     for r, h in enumerate(hosts):
         by_host.setdefault(h, []).append(r)
-    cores = usable_cores()
+    cores = conditions.usable_cores()
     import mpi4py
     return {
         "format_version": tf.FORMAT_VERSION,
         "run_id": run_id,
+        "traced": True,
         "app": app,
         "paradigm": paradigm,
         "args": args or {},
@@ -291,8 +307,12 @@ class _Region(contextlib.ContextDecorator):
         t1 = perf_counter_ns()
         cpu = time.thread_time_ns() - self._c0
         t.region = self._saved
-        t.rows.extend((_region_op, self._code, self._t0, t1, cpu, -1, -1, -1, self.size, -1, -1))
-        t.maybe_flush()
+        o = t.off
+        _pack(t.buf, o, _region_op, self._code, self._t0, cpu, -1, -1, -1, self.size, -1, -1, t1)
+        o += _RECORD
+        t.off = o
+        if o >= t.end:
+            t.roll()
         del self._t0
         return False
 
@@ -312,24 +332,84 @@ def region(name: str, size: int = -1) -> _Region:
 # Finishing
 
 
+def end_of_program() -> None:
+    """Mark the end of the measured program on this rank (the first call counts).
+
+    A run's wall time (manifest ``wall_ns``, traced or not) is the largest time from the start
+    barrier to this mark over the ranks. `python -m instrument.run` marks it when the program
+    returns; an application that checks its result after the parallel phase marks it before
+    the check, and `finish` marks it if nobody did."""
+    global _program_end
+    if _program_end is None:
+        _program_end = perf_counter_ns()
+
+
+def _rank_conditions() -> dict[str, Any]:
+    """This rank's own conditions since `start`: its involuntary context switches."""
+    now, before = conditions.ctx_switches(), _conditions_start.get("ctx")
+    return {"ctx_switches": [a - b for a, b in zip(now, before)] if now and before else None}
+
+
+def _run_conditions(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """The machine's conditions over the run (rank 0's view) and each rank's context switches."""
+    before = _conditions_start.get("snapshot")
+    cond = conditions.between(before, conditions.snapshot()) if before else {}
+    cond["rank_ctx_switches"] = [r.get("ctx_switches") for r in per_rank]
+    cond["problems"] = conditions.load_problems(cond)
+    return cond
+
+
 def finish(result_verified: bool | None = None, extra: dict[str, Any] | None = None) -> None:
-    """Collective: flush, merge this rank's file, and (rank 0) write the final manifest."""
+    """Collective: seal this rank's file, and (rank 0) write the final manifest."""
     global _status
+    end_of_program()
+    if _untraced is not None:
+        _finish_untraced(result_verified, extra)
+        return
     t = _tracer
     if t is None or t.closed:
         return
+    t.program_end_ns = _program_end - t.epoch_ns
     world = MPI.COMM_WORLD
     _end_clock_alignment(world, t)
+    mine = {"program_end_ns": t.program_end_ns, **_rank_conditions()}
     with _lock:
         _status = "complete"
         t.close("complete")
     # Status, events, end time and communicators are read back from the rank files by
     # finalize_manifest; only what the files do not say travels here.
     summary = {"result_verified": result_verified, "end_offset_ns": t.end_offset_ns,
-               "drift": t.drift}
+               "drift": t.drift, **mine}
     summaries = world.gather(summary, root=0)
     if world.Get_rank() == 0:
+        ends = [s["program_end_ns"] for s in summaries]
+        extra = dict(extra or {}, wall_ns=max(ends), program_end_ns=ends,
+                     conditions=_run_conditions(summaries))
         finalize_manifest(t.trace_dir, summaries=summaries, extra=extra)
+    world.Barrier()
+
+
+def _finish_untraced(result_verified: bool | None, extra: dict[str, Any] | None) -> None:
+    """An untraced run's finish: gather each rank's program end, rank 0 writes the wall time."""
+    global _status, _untraced
+    run, _untraced = _untraced, None
+    world = MPI.COMM_WORLD
+    mine = {"program_end_ns": _program_end - run["epoch"], "result_verified": result_verified,
+            **_rank_conditions()}
+    summaries = world.gather(mine, root=0)
+    _status = "complete"
+    if world.Get_rank() == 0:
+        manifest = json.loads((Path(run["trace_dir"]) / tf.MANIFEST_NAME).read_text())
+        ends = [s["program_end_ns"] for s in summaries]
+        verified = [s["result_verified"] for s in summaries if s["result_verified"] is not None]
+        manifest.update(
+            wall_ns=max(ends), makespan_ns=max(ends), program_end_ns=ends,
+            rank_status=["complete"] * len(ends), complete=True, end_unix=time.time(),
+            result_verified=all(verified) if verified else None,
+            conditions=_run_conditions(summaries), **(extra or {}))
+        tf.write_manifest(run["trace_dir"], manifest)
+        import shutil
+        shutil.rmtree(Path(run["trace_dir"]) / tf.STAGING_DIR, ignore_errors=True)
     world.Barrier()
 
 
@@ -354,6 +434,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     Used by rank 0 at a clean finish and by `hindsight collect` after mpiexec returns, so a
     crashed run is described by what is actually on disk.
     """
+    from hindsight import traceformat as tf   # pyarrow: the program has finished
+
     trace_dir = Path(trace_dir)
     start_path = trace_dir / tf.STAGING_DIR / "start.json"
     try:
@@ -418,31 +500,19 @@ def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str) -> None:
     Its status is the one it left beside its parts (`terminated` after a signal), else `killed`.
     Unreadable parts (a rank killed while writing one) end the file: later parts would leave a gap.
     """
-    import pyarrow.parquet as pq
-
     from instrument.tracer import seal_rank
 
     stage = tf.staging_dir(trace_dir, rank)
-    parts = sorted(stage.glob("part-*.parquet"))
-    if not parts:
+    if not (stage / tf.RAW_FILE).is_file():
         return
-    events = 0
-    for i, part in enumerate(parts):
-        try:
-            events += pq.read_metadata(part).num_rows
-        except Exception:          # unreadable: keep the parts before it only
-            for bad in parts[i:]:
-                bad.rename(bad.with_name("." + bad.name + ".unreadable"))
-            break
     meta = {"format_version": tf.FORMAT_VERSION, "run_id": run_id, "rank": rank,
-            "status": "killed", "events": events, "communicators": {}}
+            "status": "killed", "communicators": {}}
     status_file = stage / "status.json"
     if status_file.is_file():
         try:
             meta.update(json.loads(status_file.read_text()))
         except (OSError, json.JSONDecodeError):
             pass
-    meta["events"] = events
     meta["sealed_by"] = "hindsight collect"
     seal_rank(trace_dir, rank, meta)
 
@@ -488,16 +558,18 @@ def _flush_on_signal() -> None:
             return
         _status = "terminated"
         try:
-            t.flush()
+            # The records are in the kernel's pages of the staging file already: only the
+            # status is left to save.
             t.mark("terminated")
-            t.closed = True
+            t.release()
         except (Exception, TraceWriteError) as exc:
             sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
     time.sleep(SIGNAL_GRACE_S)
 
 
-def _install_exit_paths() -> None:
-    # Normal interpreter exit without finish(): the rank's file is written, marked by how it ended.
+def _install_exit_paths(signals: bool = True) -> None:
+    """Exits that skip `finish`: the rank's file is written, marked by how it ended; a rank that
+    raises aborts the job. With `signals` (a traced run), SIGTERM/SIGINT save the status too."""
     atexit.register(lambda: _close_abnormally(_status if _status != "running" else "exited"))
 
     previous_hook = sys.excepthook
@@ -516,6 +588,8 @@ def _install_exit_paths() -> None:
         if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
             MPI.COMM_WORLD.Abort(1)
     sys.excepthook = hook
+    if not signals:
+        return
 
     # SIGTERM/SIGINT: a rank blocked inside an MPI call never returns to Python to run a handler,
     # so the C-level handler writes to a wake-up pipe and a watcher thread does the flushing.

@@ -1,31 +1,49 @@
-"""Per-rank event buffer: records rows cheaply, flushes them as Parquet parts, merges them at exit.
+"""Per-rank event recorder: raw records into a memory-mapped staging file, Parquet at the end.
 
-Hot path: an MPI wrapper extends the flat list `Tracer.rows` by the event's FIELDS integers (one
-`list.extend` of a tuple costs about 0.2 us; writing eleven NumPy cells costs over 1 us, and a list
-of tuples is slower to convert). The flat list becomes columns only at flush time, once per
-`capacity` events, with one `np.array` call.
+While the program runs, the tracer must not change its speed (docs/robustness.md, "No observer
+effect"). So, until the rank finishes, it:
+
+- imports the standard library only (no NumPy, no pyarrow: loading a library that allocates and
+  frees a large block raises glibc's dynamic mmap threshold, and a NumPy program whose temporaries
+  were mmapped and page-faulted afresh each time untraced then runs up to 4x faster traced);
+- keeps its buffer out of malloc: records go into a shared mapping of the staging file
+  ``DIR/.staging/rank-NNNNN/events.raw`` (one window of ``capacity`` records at a time, the
+  file's blocks reserved before a window is used, so a full disk is an error at that moment, not
+  a SIGBUS later);
+- does no conversion: a record is the call's integers packed by one ``struct.pack_into``.
+
+The kernel owns the mapped pages, so a rank that is killed loses nothing it recorded. When the
+rank finishes (or `hindsight collect` / `hindsight trace seal` seals a rank that died), the raw
+records become ``rank-NNNNN.parquet`` (`seal_rank`).
+
+Hot path, as the MPI wrappers write it (``T`` the tracer)::
+
+    o = T.off
+    _pack(T.buf, o, op, T.region, t0, cpu, peer, tag, comm, nbytes, request, root, t1)
+    o += RECORD
+    T.off = o
+    if o >= T.end:
+        T.roll()
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+from hindsight import formatcore as fc
 
-from hindsight import traceformat as tf
-
-# Row layout in the buffer (the order of the tuple an MPI wrapper appends).
-_ROW_COLUMNS = ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm", "nbytes",
-                "request", "root")
-FIELDS = len(_ROW_COLUMNS)
+#: The record packer and its size (the layout is the trace format's: formatcore.RAW_COLUMNS).
+pack = fc.RAW_RECORD.pack_into
+RECORD = fc.RAW_RECORD.size
 
 DEFAULT_CAPACITY = 65536
+#: A window's bytes must be a multiple of the page size (an mmap offset): with 88-byte records
+#: that makes the capacity a multiple of 512.
+_GRANULE = mmap.ALLOCATIONGRANULARITY // 8
 
 
 class TraceWriteError(BaseException):
@@ -33,6 +51,12 @@ class TraceWriteError(BaseException):
 
     A BaseException, like KeyboardInterrupt, so that an application's `except Exception` cannot
     swallow it and go on producing a trace with a silent gap: the run stops (docs/robustness.md)."""
+
+
+def window_capacity(capacity: int) -> int:
+    """Records per mapped window: `capacity` rounded up to a whole number of pages."""
+    capacity = max(1, int(capacity))
+    return -(-capacity // _GRANULE) * _GRANULE
 
 
 class Tracer:
@@ -44,18 +68,12 @@ class Tracer:
         self.rank = rank
         self.run_id = run_id
         self.epoch_ns = epoch_ns          # local clock reading that maps to run time 0
-        self.capacity = max(16, int(capacity))
-        self.limit = self.capacity * FIELDS      # flush when the flat buffer holds this many
+        self.capacity = window_capacity(capacity)
         self.cpu_all = cpu_all
-        self.rows: list[int] = []                # flat: FIELDS integers per event
         self.region = -1                  # code of the innermost open region
         self.region_names: list[str] = []
         self.region_codes: dict[str, int] = {}
         self.next_request = 0
-        self.seq0 = 0                     # seq of rows[0]
-        self.parts = 0
-        self.events = 0
-        self.max_t_end = 0
         self.communicators: dict[int, list[int]] = {}
         self.closed = False
         self.host = ""
@@ -65,10 +83,52 @@ class Tracer:
         self.drift = 0.0                  # clock drift against rank 0 (ns per ns), see session
         self.hosts: list[str] = []
         self.run_meta: dict[str, Any] | None = None
-        self.stage = tf.staging_dir(self.trace_dir, rank)
+        self.program_end_ns: int | None = None   # run time at which the program ended
+        self.events_at_close: int | None = None
+        self.stage = fc.staging_dir(self.trace_dir, rank)
         self.stage.mkdir(parents=True, exist_ok=True)
+        self.window_bytes = self.capacity * RECORD
+        self.windows = 0                  # windows mapped so far
+        self.buf: Any = None
+        self.off = 0                      # next record's byte offset in the current window
+        self.end = 0
+        self._fd = os.open(self.stage / fc.RAW_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._map_next()
+        self.save_names()
 
     # -- recording -------------------------------------------------------------------------------
+
+    def _map_next(self) -> None:
+        if self.buf is not None:
+            self.buf.close()
+            self.buf = None
+        start = self.windows * self.window_bytes
+        try:
+            # Reserve the blocks now: writing into a sparse mapping on a full disk is a SIGBUS.
+            os.posix_fallocate(self._fd, start, self.window_bytes)
+            self.buf = mmap.mmap(self._fd, self.window_bytes, offset=start)
+        except OSError as exc:
+            self._stop()
+            raise TraceWriteError(f"rank {self.rank}: cannot write "
+                                  f"{self.stage / fc.RAW_FILE}: {exc.strerror or exc}") from None
+        self.windows += 1
+        self.off = 0
+        self.end = self.window_bytes
+
+    def _stop(self) -> None:
+        """Record nothing more: later records go to a scratch slot (the trace has a gap now)."""
+        self.events_at_close = self.windows * self.capacity    # every mapped window was full
+        self.closed = True
+        self.buf = bytearray(RECORD)
+        self.off = 0
+        self.end = RECORD
+
+    def roll(self) -> None:
+        """The current window is full: map the next one."""
+        if self.closed:
+            self.off = 0
+            return
+        self._map_next()
 
     def region_code(self, name: str) -> int:
         code = self.region_codes.get(name)
@@ -78,7 +138,12 @@ class Tracer:
             code = len(self.region_names)
             self.region_names.append(name)
             self.region_codes[name] = code
+            self.save_names()
         return code
+
+    def add_communicator(self, cid: int, members: list[int]) -> None:
+        self.communicators[cid] = members
+        self.save_names()
 
     def new_request(self) -> int:
         rid = self.next_request
@@ -86,107 +151,111 @@ class Tracer:
         return rid
 
     def recorded(self) -> int:
-        """Events recorded so far, flushed or still buffered."""
-        return self.events + len(self.rows) // FIELDS
+        """Events recorded so far."""
+        if self.events_at_close is not None:
+            return self.events_at_close
+        return (self.windows - 1) * self.capacity + self.off // RECORD
 
-    def maybe_flush(self) -> None:
-        if len(self.rows) >= self.limit:
-            self.flush()
+    def save_names(self) -> None:
+        """What turns this rank's raw records into rows, beside them: the epoch, the region
+        names and the communicators (small, and rewritten only when one is added)."""
+        _write_json(self.stage / fc.RAW_META_FILE, {
+            "epoch_ns": self.epoch_ns, "regions": self.region_names, "rank": self.rank,
+            "run_id": self.run_id, "capacity": self.capacity,
+            "communicators": {str(k): v for k, v in self.communicators.items()}})
 
-    # -- writing ---------------------------------------------------------------------------------
-
-    def flush(self) -> None:
-        """Write buffered rows as one self-contained Parquet part (atomically: temp then rename)."""
-        rows, self.rows = self.rows, []
-        if not rows:
-            return
-        data = np.array(rows, dtype=np.int64).reshape(-1, FIELDS)
-        cols = {name: data[:, i] for i, name in enumerate(_ROW_COLUMNS)}
-        # Raw clock readings become run time here, once per row group instead of once per event.
-        cols["t_start"] = cols["t_start"] - self.epoch_ns
-        cols["t_end"] = cols["t_end"] - self.epoch_ns
-        table = tf.rows_to_table(self.rank, self.seq0, cols, cols["op"], cols["region"],
-                                 list(self.region_names))
-        self.seq0 += len(data)
-        self.events += len(data)
-        self.max_t_end = max(self.max_t_end, int(cols["t_end"].max()))
-        path = self.stage / f"part-{self.parts:06d}.parquet"
-        tmp = self.stage / f".part-{self.parts:06d}.tmp"
-        try:
-            pq.write_table(table, tmp, **tf.WRITE_OPTIONS)
-            os.replace(tmp, path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)      # never leave half a part behind
-            self.closed = True               # record nothing more: the trace has a gap now
-            raise TraceWriteError(f"rank {self.rank}: cannot write {path}: "
-                                  f"{exc.strerror or exc}") from None
-        self.parts += 1
+    # -- finishing -------------------------------------------------------------------------------
 
     def file_metadata(self, status: str) -> dict[str, Any]:
+        import time
         return {
-            "format_version": tf.FORMAT_VERSION,
+            "format_version": fc.FORMAT_VERSION,
             "run_id": self.run_id,
             "rank": self.rank,
             "status": status,
-            "events": self.events,
+            "events": self.recorded(),
             "host": self.host,
             "clock_offset_ns": self.clock_offset_ns,
             "clock_end_offset_ns": self.end_offset_ns,
             "clock_drift": self.drift,
-            "max_t_end_ns": self.max_t_end,
+            "program_end_ns": self.program_end_ns,
             "communicators": {str(k): v for k, v in self.communicators.items()},
             "closed_unix": time.time(),
             "run": self.run_meta,
         }
 
     def mark(self, status: str) -> None:
-        """Leave this rank's status beside its staged parts (for a rank that cannot merge them)."""
-        (self.stage / "status.json").write_text(json.dumps(self.file_metadata(status)))
+        """Leave this rank's status beside its staged records (for a rank that cannot seal them)."""
+        _write_json(self.stage / "status.json", self.file_metadata(status))
+
+    def release(self) -> None:
+        """Unmap the window and close the file; what was recorded stays in it."""
+        self.events_at_close = self.recorded()
+        if self.buf is not None and not isinstance(self.buf, bytearray):
+            self.buf.close()
+        self.buf = bytearray(RECORD)
+        self.off, self.end = 0, RECORD
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.closed = True
 
     def close(self, status: str) -> None:
-        """Flush and merge the parts into rank-NNNNN.parquet (one row group per part)."""
+        """Stop recording and seal the raw records into rank-NNNNN.parquet."""
         if self.closed:
             return
-        self.closed = True
-        self.flush()
-        seal_rank(self.trace_dir, self.rank, self.file_metadata(status), self.capacity,
-                  self.drift)
+        meta = self.file_metadata(status)
+        self.release()
+        seal_rank(self.trace_dir, self.rank, meta, self.drift)
 
 
-def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any],
-              row_group_size: int = DEFAULT_CAPACITY, drift: float = 0.0) -> Path:
-    """Merge a rank's staged parts into rank-NNNNN.parquet carrying `meta`, then drop the parts.
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
 
-    A non-zero `drift` (this clock's rate error against rank 0's, measured between the start and
-    the end of the run) is removed from the timestamps: t_true = t * (1 - drift).
 
-    Written under a temporary name and renamed, so a reader sees the old parts or the whole file.
+def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0.0) -> Path:
+    """Turn a rank's raw staged records into rank-NNNNN.parquet carrying `meta`, then drop them.
+
+    Raw clock readings become run time (minus the epoch); a non-zero `drift` (this clock's rate
+    error against rank 0's, measured between the start and the end of the run) is removed:
+    t_true = t * (1 - drift). `meta`'s `events` and `max_t_end_ns` are set from the records.
+    Written under a temporary name and renamed, so a reader sees the staged records or the whole
+    file. Imports NumPy and pyarrow: it runs after the program has finished.
     """
+    import pyarrow.parquet as pq
+
+    from hindsight import traceformat as tf
+
     trace_dir = Path(trace_dir)
-    stage = tf.staging_dir(trace_dir, rank)
-    schema = tf.SCHEMA.with_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
-    final = trace_dir / tf.rank_file_name(rank)
-    tmp = trace_dir / f".{tf.rank_file_name(rank)}.tmp"
-    parts = sorted(stage.glob("part-*.parquet"))
+    stage = fc.staging_dir(trace_dir, rank)
+    final = trace_dir / fc.rank_file_name(rank)
+    tmp = trace_dir / f".{fc.rank_file_name(rank)}.tmp"
     try:
+        names = json.loads((stage / fc.RAW_META_FILE).read_text())
+    except (OSError, ValueError):
+        names = {"epoch_ns": 0, "regions": [], "communicators": {}, "capacity": DEFAULT_CAPACITY}
+    meta = dict(meta)
+    meta.setdefault("communicators", {}).update(names.get("communicators") or {})
+    group = int(names.get("capacity") or DEFAULT_CAPACITY)
+    try:
+        chunks = list(tf.raw_tables(stage / fc.RAW_FILE, rank, names, drift, group))
+        meta["events"] = sum(len(c) for c in chunks)
+        meta["max_t_end_ns"] = max((int(c.column("t_end").to_numpy().max()) for c in chunks
+                                    if len(c)), default=0)
+        schema = tf.SCHEMA.with_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
         with pq.ParquetWriter(tmp, schema, **tf.WRITE_OPTIONS) as writer:
-            for part in parts:
-                table = pq.read_table(part).cast(tf.SCHEMA)
-                if drift:
-                    for name in ("t_start", "t_end"):
-                        t = table.column(name).to_numpy()
-                        fixed = np.rint(t * (1.0 - drift)).astype(np.int64)
-                        table = table.set_column(table.schema.get_field_index(name),
-                                                 tf.SCHEMA.field(name), pa.array(fixed))
-                writer.write_table(table, row_group_size=row_group_size)
+            for table in chunks:
+                writer.write_table(table, row_group_size=group)
         os.replace(tmp, final)
     except OSError as exc:
-        # The staged parts stay (they are the data); only the half-merged file goes.
+        # The staged records stay (they are the data); only the half-written file goes.
         tmp.unlink(missing_ok=True)
         raise TraceWriteError(f"rank {rank}: cannot write {final}: {exc.strerror or exc}") \
             from None
-    for leftover in parts + [stage / "status.json"]:
-        leftover.unlink(missing_ok=True)
+    for leftover in (fc.RAW_FILE, fc.RAW_META_FILE, "status.json"):
+        (stage / leftover).unlink(missing_ok=True)
     try:
         stage.rmdir()
         stage.parent.rmdir()   # succeeds for the last rank to finish

@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
                      c.group_size)
 
     elapsed = MPI.Wtime() - t0
+    common.end_of_program(written_by_root=bool(c.output))
     ok = None
     if me == 0:
         assert graph is not None
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
             with region("io", size=result.size):
                 with open(c.output, "wb") as f:
                     np.save(f, result)
+        common.end_of_program()
         ok = bool(np.array_equal(result, graphs.reference_roots(n, edges)))
         ncomp = int(np.count_nonzero(result == np.arange(n)))
         print(f"components: n={n} m={edges.shape[0]} -> {ncomp} components, paradigm "

@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         result = run(c.paradigm, comm, reduction_app(directory, names, n_docs, ns.docs_per_task),
                      c.group_size)
     elapsed = MPI.Wtime() - t0
+    common.end_of_program(written_by_root=bool(c.output))
 
     ok = None
     if comm.Get_rank() == 0:
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         if c.output:
             with region("io", size=len(result)):
                 dictionary.write_parquet(result, names[:n_docs], c.output)
+        common.end_of_program()
         ok = dictionary.equal(result, reference(directory, names, n_docs))
         print(f"feature_extraction: {n_docs} documents -> {len(result)} phrases, "
               f"{int(result.freq.sum())} occurrences, paradigm {c.paradigm}, "

@@ -138,11 +138,13 @@ def main(argv: list[str] | None = None) -> None:
         result = run(c.paradigm, comm, reduction_app(src, ns.array_size), c.group_size)
 
     elapsed = MPI.Wtime() - t0
+    common.end_of_program(written_by_root=bool(c.output))
     ok = None
     if comm.Get_rank() == 0:
         if c.output and c.paradigm != "master-worker":  # master-worker wrote it while merging
             with region("io", size=result.size):
                 data.write(c.output, result)
+        common.end_of_program()
         got = np.fromfile(c.output, dtype=data.DTYPE) if c.output else result
         ok = bool(np.array_equal(got, np.sort(src.read(0, src.total))))
         print(f"sorting: {src.total} integers, paradigm {c.paradigm}, "

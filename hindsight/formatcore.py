@@ -1,0 +1,118 @@
+"""The trace format's dependency-free core: op codes, sentinels, names, the manifest writer and
+the raw staging record a traced rank writes while the program runs.
+
+Standard library only: a traced rank imports this and nothing heavier until the program has
+finished, because whatever a traced process loads runs inside the program too (a library that
+allocates and frees one large block changes glibc's malloc thresholds, and with them the speed
+of a NumPy program: docs/robustness.md, "No observer effect"). `hindsight.traceformat` re-exports
+every name here and adds the Parquet side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = "1.0"
+#: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
+#: damaged manifest from sending the reader through billions of missing files).
+MAX_RANKS = 1 << 22
+MANIFEST_NAME = "manifest.json"
+STAGING_DIR = ".staging"
+RANK_FILE_RE = re.compile(r"^rank-(\d{5})\.parquet$")
+METADATA_KEY = b"hindsight"
+
+# Sentinels for integer columns that do not apply to an event.
+NONE = -1
+#: `peer` of an Irecv post or Probe that named MPI_ANY_SOURCE (the completion row has the real one).
+ANY_SOURCE = -2
+#: `tag` of an Irecv post that named MPI_ANY_TAG.
+ANY_TAG = -2
+
+#: Communicator ids that are fixed; derived communicators get ids from `derived_comm_id`.
+COMM_WORLD_ID = 0
+COMM_SELF_ID = 1
+
+# Op names. The order defines the dictionary codes written to Parquet, so only append.
+OPS: tuple[str, ...] = (
+    "region",
+    # point-to-point
+    "Send", "Ssend", "Bsend", "Rsend", "Recv",
+    "Isend", "Issend", "Ibsend", "Irsend", "Irecv",
+    "Sendrecv_send", "Sendrecv_recv",
+    "Probe", "Iprobe",
+    # completion of non-blocking requests: one row per completed request
+    "Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome",
+    # collectives
+    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
+    "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Scan", "Exscan",
+    "Reduce_scatter", "Reduce_scatter_block",
+    # communicator creation
+    "Comm_split", "Comm_dup", "Comm_create",
+)
+OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
+
+SEND_OPS = frozenset({"Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend",
+                      "Sendrecv_send"})
+BLOCKING_RECV_OPS = frozenset({"Recv", "Sendrecv_recv"})
+NONBLOCKING_SEND_OPS = frozenset({"Isend", "Issend", "Ibsend", "Irsend"})
+COMPLETION_OPS = frozenset({"Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
+                            "Testany", "Testsome"})
+COLLECTIVE_OPS = frozenset({"Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
+                            "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
+                            "Alltoallv", "Scan", "Exscan", "Reduce_scatter",
+                            "Reduce_scatter_block"})
+ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv"})
+COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
+
+
+# The raw staging record: one per event, written by the tracer into a memory-mapped file while the
+# program runs and turned into Parquet when the rank finishes (or by `hindsight collect` / `trace
+# seal` for a rank that died). Little-endian int64 fields; `t_start` and `t_end` are the rank's raw
+# CLOCK_MONOTONIC readings; `t_end` comes last and is never 0, so a record whose `t_end` is 0 was
+# never written (the file's unwritten tail is zeros), and one that is being written when the rank
+# is killed has no `t_end` yet: the reader stops at the first such record.
+RAW_COLUMNS: tuple[str, ...] = ("op", "region", "t_start", "cpu_ns", "peer", "tag", "comm",
+                                "nbytes", "request", "root", "t_end")
+RAW_RECORD = struct.Struct("<" + "q" * len(RAW_COLUMNS))
+RAW_FILE = "events.raw"
+#: Beside the raw file: the rank's epoch, region names and communicators (rewritten when one is
+#: added, so a killed rank's records can still be named).
+RAW_META_FILE = "raw.json"
+
+
+class TraceError(Exception):
+    """A trace that cannot be read or is inconsistent. The message names the file and the problem."""
+
+
+def rank_file_name(rank: int) -> str:
+    return f"rank-{rank:05d}.parquet"
+
+
+def staging_dir(trace_dir: Path, rank: int) -> Path:
+    return Path(trace_dir) / STAGING_DIR / f"rank-{rank:05d}"
+
+
+def derived_comm_id(parent: int, creation_index: int, lowest_world_rank: int) -> int:
+    """A communicator id that every member computes alike without communicating.
+
+    Members of a new communicator agree on the parent, on how many communicators were created
+    from that parent before (creation is collective, so the count is the same everywhere), and on
+    the lowest world rank among them, which tells apart the communicators one Split creates.
+    """
+    import zlib
+
+    key = f"{parent}/{creation_index}/{lowest_world_rank}".encode()
+    return 2 + zlib.crc32(key) % (2**31 - 3)
+
+
+def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write atomically, so a reader never sees half a manifest."""
+    path = Path(trace_dir) / MANIFEST_NAME
+    tmp = path.with_name(f".{MANIFEST_NAME}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
