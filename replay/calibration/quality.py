@@ -122,6 +122,22 @@ def attempt_problems(check: dict[str, Any], cond: dict[str, Any]) -> list[str]:
     return list(check["misses"]) + list(cond["problems"])
 
 
+def _summary(check: dict[str, Any]) -> str:
+    """A fit check's misses in one short phrase: all of them when few, else the count and the
+    worst (the profile keeps the whole list)."""
+    misses = list(check["misses"])
+    if len(misses) <= 3:
+        return "; ".join(misses)
+    sizes = [m for m in misses if not m.startswith("median")]
+    worst_r = check.get("residual_worst")
+    worst = (f", worst {_size(check['residual_worst_size'])} {miss_factor(worst_r):.1f}x "
+             f"{'above' if worst_r > 0 else 'below'}") if worst_r is not None else ""
+    median = [m for m in misses if m.startswith("median")]
+    return (f"{len(sizes)} of {len(check.get('judged_sizes') or sizes)} judged sizes off by more "
+            f"than {check.get('max_factor', MAX_FACTOR):g}x{worst}" +
+            (f"; {median[0]}" if median else ""))
+
+
 def profile_problems(profile: dict[str, Any]) -> list[str]:
     """Why a profile (as read from its TOML) should not be trusted as a quiet machine's fit; empty
     if nothing says so. The rules of `calibrate` applied to what the profile recorded; a profile
@@ -138,7 +154,7 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
             if res and sizes and len(res) == len(sizes):
                 check = fit_check(sizes, res, fit.get("one_way_s"), float(S))
         if isinstance(check, dict) and check.get("misses"):
-            out.append("the fit misses its own measurements: " + "; ".join(check["misses"]))
+            out.append("the fit misses its own measurements: " + _summary(check))
     except (TypeError, ValueError, KeyError):
         out.append("its fit record is unreadable")
     load = conditions_problems(profile.get("conditions"))
