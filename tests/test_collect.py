@@ -373,3 +373,17 @@ def test_collect_untraced_crash_is_an_incomplete_manifest(tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     assert m["traced"] is False and m["complete"] is False
     assert m["launcher_exit_code"] != 0 and "complete" not in set(m["rank_status"][1:])
+
+
+def test_untraced_run_that_wrote_nothing_is_described_as_failed(tmp_path):
+    """Ranks that died before rank 0 wrote its manifest: collect writes one saying so."""
+    from hindsight.collect import _finish_untraced
+
+    out = tmp_path / "u"
+    m = _finish_untraced(out, 137, 2, {"transport": "shm"}, None, None, "prog.py", ["-x"])
+    assert m == tf.read_manifest(out)
+    assert m["traced"] is False and m["complete"] is False and m["makespan_ns"] is None
+    assert m["rank_status"] == ["missing", "missing"] and m["launcher_exit_code"] == 137
+    assert m["ranks"] == 2 and m["program"].endswith("prog.py")
+    res = hindsight("trace", "info", out)
+    assert res.returncode == 1 and "an untraced run (wall time only)" in res.stderr

@@ -361,11 +361,13 @@ def _method_text(vdir: Path) -> str:
         how = "replay and analytic predictions use the trace of the median run"
     else:
         how = f"replay and analytic predictions use the trace of repetition {rep}"
-    runs = ("untraced runs (each launched right after the traced run of its repetition; "
-            "Tracing % = median traced / median untraced - 1)" if truth == "untraced" else
-            "traced runs (spec ground_truth = \"traced\": the tracer's effect is not measured)")
-    return (f"Relative error = (predicted - actual) / actual × 100; actual = {stat} makespan of "
-            f"the {runs} over the repetitions (sd shown); {how}.")
+    runs = ("wall time (start barrier to the end of the program) of the untraced runs (each "
+            "launched right after the traced run of its repetition; Tracing % = median traced / "
+            "median untraced wall time - 1)" if truth == "untraced" else
+            "makespan of the traced runs (spec ground_truth = \"traced\": the tracer's effect "
+            "is not measured)")
+    return (f"Relative error = (predicted - actual) / actual × 100; actual = {stat} {runs} over "
+            f"the repetitions (sd shown); {how}.")
 
 
 def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
