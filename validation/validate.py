@@ -10,13 +10,13 @@ Layout of the output directory (every number traceable to its run)::
     DIR/cross/<cell>--<net>.json  cross-network predictions (spec ``predict_on``)
     DIR/errors.csv                one row per (cell, predictor) and per cross prediction
 
-A cell is (app, paradigm, ranks, size, network). Actual time = the makespan (manifest
-``makespan_ns``) of the untraced runs, each launched right after the traced run of the same
-repetition, mean and sample sd over the repetitions (``ground_truth = "traced"``: of the traced
-runs, and no untraced runs). Replay and analytic
-predictions use the trace of repetition ``replay_rep`` (default 0; ``"median"``: the median run;
-``"all"``: every repetition is predicted from its own trace and the predictions are averaged as
-the actual time is).
+A cell is (app, paradigm, ranks, size, network). Actual time = the wall time (manifest
+``wall_ns``: start barrier to the end of the program) of the untraced runs, each launched right
+after the traced run of the same repetition, mean and sample sd over the repetitions
+(``ground_truth = "traced"``: the traced runs' ``makespan_ns``, and no untraced runs). Replay and
+analytic predictions use the trace of repetition ``replay_rep`` (default 0; ``"median"``: the
+median run; ``"all"``: every repetition is predicted from its own trace and the predictions are
+averaged as the actual time is).
 """
 
 from __future__ import annotations
