@@ -211,7 +211,7 @@ def test_actual_time_is_the_untraced_runs(tmp_path):
     assert s1["run"] == 1 and s1["failed"] == 0
     cell = json.loads(next((out / "cells").glob("*.json")).read_text())
     assert cell["ground_truth"] == "untraced" and len(cell["untraced"]) == 2
-    untraced, traced = [], []
+    untraced, traced, makespans = [], [], []
     for k in range(2):
         u = out / cell["untraced"][k]
         m = json.loads((u / "manifest.json").read_text())
@@ -225,6 +225,7 @@ def test_actual_time_is_the_untraced_runs(tmp_path):
         # the same interval of the traced run: start barrier to the end of the program
         assert mt["wall_ns"] >= mt["makespan_ns"]
         traced.append(mt["wall_ns"] / 1e9)
+        makespans.append(mt["makespan_ns"] / 1e9)
         # interleaved: the untraced run of a repetition started after its traced run ended
         assert m["start_unix"] >= mt["end_unix"]
     assert cell["actual_runs_s"] == pytest.approx(untraced)
@@ -238,6 +239,7 @@ def test_actual_time_is_the_untraced_runs(tmp_path):
         row = df[df.predictor == p["predictor"]].iloc[0]
         assert row.actual_s == pytest.approx(statistics.median(untraced), abs=1e-6)
         assert row.traced_s == pytest.approx(statistics.median(traced), abs=1e-6)
+        assert row.traced_makespan_s == pytest.approx(statistics.median(makespans), abs=1e-6)
         assert row.perturbation_pct == pytest.approx(pert, abs=1e-3)
         assert row.ground_truth == "untraced"
         if not math.isnan(p["predicted_s"]):

@@ -38,11 +38,12 @@ from typing import Any, Callable
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 ERRORS_COLUMNS = ["app", "paradigm", "ranks", "size", "network", "predictor", "actual_s",
                   "actual_sd_s", "predicted_s", "rel_error_pct", "trace_network", "ground_truth",
-                  "traced_s", "perturbation_pct"]
+                  "traced_s", "traced_makespan_s", "perturbation_pct"]
 #: `network` is where the actual run and the profile come from; `trace_network` is where the
 #: replayed trace was collected (equal for same-network rows, different for cross-network rows);
 #: `ground_truth` says whose times `actual_s` is ("untraced" or "traced" runs), `traced_s` is the
-#: traced runs' time (same statistic) and `perturbation_pct` the tracing perturbation of the
+#: traced runs' time over the same interval (same statistic), `traced_makespan_s` their makespan
+#: (start barrier to the last event) and `perturbation_pct` the tracing perturbation of the
 #: network's cell (median traced / median untraced - 1, in %)
 GROUND_TRUTHS = ("untraced", "traced")
 REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured")
@@ -546,6 +547,8 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
         "actual_s": stat(times), "actual_stat": spec.actual,
         "actual_sd_s": statistics.stdev(times) if len(times) > 1 else 0.0,
         "traced_runs_s": traced_times, "traced_s": stat(traced_times),
+        "traced_makespan_runs_s": [m["makespan_ns"] / 1e9 for m in manifests],
+        "traced_makespan_s": stat([m["makespan_ns"] / 1e9 for m in manifests]),
         "traced_sd_s": statistics.stdev(traced_times) if len(traced_times) > 1 else 0.0,
         "untraced_runs_s": untraced_times,
         "perturbation_pct": perturbation_pct(traced_times, untraced_times),
@@ -660,6 +663,7 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
             "actual_cell": f"cells/{other.key}.json", "actual_s": b["actual_s"],
             "actual_sd_s": b["actual_sd_s"], "ground_truth": b.get("ground_truth", "traced"),
             "traced_s": b.get("traced_s", b["actual_s"]),
+            "traced_makespan_s": b.get("traced_makespan_s", b.get("traced_s", b["actual_s"])),
             "perturbation_pct": b.get("perturbation_pct", math.nan),
             "profile": str(profile_path.relative_to(out)), "predictions": preds}
 
@@ -674,6 +678,7 @@ def write_errors(out: Path) -> Path:
         # A cell written without untraced runs measured the traced ones.
         truth = c.get("ground_truth", "traced")
         traced = c.get("traced_s", c["actual_s"] if truth == "traced" else math.nan)
+        makespan = c.get("traced_makespan_s", traced)
         for p in c.get("predictions", []):
             rows.append({"app": c["app"], "paradigm": c["paradigm"], "ranks": c["ranks"],
                          "size": c["size"], "network": c["network"], "predictor": p["predictor"],
@@ -682,6 +687,7 @@ def write_errors(out: Path) -> Path:
                          "rel_error_pct": f"{p['rel_error_pct']:.3f}",
                          "trace_network": c.get("trace_network", c["network"]),
                          "ground_truth": truth, "traced_s": f"{traced:.6f}",
+                         "traced_makespan_s": f"{makespan:.6f}",
                          "perturbation_pct": f"{c.get('perturbation_pct', math.nan):.3f}"})
     path = out / "errors.csv"
     tmp = path.with_name("errors.csv.tmp")
