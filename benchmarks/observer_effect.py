@@ -246,18 +246,19 @@ def _cond_text(cond: dict[str, Any] | None) -> str:
 
 def table(results: list[Result], summaries: list[dict[str, Any]]) -> str:
     head = (f"{'program':<24} {'untraced s: median [min, max]':<30} "
-            f"{'traced s: median [min, max]':<30} {'ratio':>6} {'3 %':>5} "
+            f"{'traced s: median [min, max]':<30} {'ratio: median [min, max]':<24} {'3 %':>4} "
             f"{'wall ratio':>10} {'min ratio':>9} {'spread':>7} {'us/event':>8}  conditions")
     lines = [head, "-" * len(head)]
     for res, s in zip(results, summaries):
-        ratio = f"{s['ratio_median']:.3f}" if s["ratio_median"] is not None else "-"
+        ratio = (f"{s['ratio_median']:.3f} [{min(s['ratios']):.2f}, {max(s['ratios']):.2f}]"
+                 if s["ratio_median"] is not None else "-")
         wall = f"{s['wall_ratio_median']:.3f}" if s["wall_ratio_median"] is not None else "-"
         spread = f"{100 * s['untraced_spread']:.0f} %" if s["untraced_spread"] is not None else "-"
         low = f"{s['min_ratio']:.3f}" if s["min_ratio"] is not None else "-"
         per = f"{s['added_us_per_event']:.2f}" if s["added_us_per_event"] is not None else "-"
         cond = "taken under load" if s["load_problems"] else "quiet"
         lines.append(f"{res.program.name:<24} {_spread(s['untraced_s']):<30} "
-                     f"{_spread(s['traced_s']):<30} {ratio:>6} {s['verdict']:>5} {wall:>10} "
+                     f"{_spread(s['traced_s']):<30} {ratio:<24} {s['verdict']:>4} {wall:>10} "
                      f"{low:>9} {spread:>7} {per:>8}  {cond}")
     return "\n".join(lines)
 
@@ -285,8 +286,8 @@ def report(results: list[Result], overall: dict[str, Any] | None, tracer: str, n
     print()
     print(table(results, summaries))
     print()
-    print("ratio: median of the per-pair ratios traced/untraced of the program's own printed time "
-          f"(target within {100 * TARGET:.0f} %); wall ratio: the same for the whole mpiexec "
+    print("ratio: median [min, max] of the per-pair ratios traced/untraced of the program's own "
+          f"printed time (target: median within {100 * TARGET:.0f} %); wall ratio: the same for the whole mpiexec "
           "process, start-up included; min ratio: fastest traced / fastest untraced (other work "
           "only adds time, so under load this is the steadier estimate); spread: (max - min) / "
           "median of the untraced times, the run-to-run noise the ratio is read against; "
