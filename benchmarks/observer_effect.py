@@ -288,11 +288,11 @@ def report(results: list[Result], overall: dict[str, Any] | None, tracer: str, n
     print()
     print("ratio: median [min, max] of the per-pair ratios traced/untraced of the program's own "
           f"printed time (target: median within {100 * TARGET:.0f} %); wall ratio: the same for "
-          "the whole mpiexec process, start-up included; min ratio: fastest traced / fastest untraced (other work "
-          "only adds time, so under load this is the steadier estimate); spread: (max - min) / "
-          "median of the untraced times, the run-to-run noise the ratio is read against; "
-          "us/event: (traced - untraced median) / events recorded per rank, the per-call cost "
-          "the difference amounts to.")
+          "the whole mpiexec process, start-up included; min ratio: fastest traced / fastest "
+          "untraced (other work only adds time, so under load this is the steadier estimate); "
+          "spread: (max - min) / median of the untraced times, the run-to-run noise the ratio is "
+          "read against; us/event: (traced - untraced median) / events recorded per rank, the "
+          "per-call cost the difference amounts to.")
     for res, s in zip(results, summaries):
         notes = []
         if s["load_problems"]:
