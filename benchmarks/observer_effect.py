@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -96,6 +97,7 @@ class Run:
     trace_complete: bool | None = None
     events: int | None = None
     error: str | None = None
+    minor_faults: int | None = None     # of mpiexec and every process it waited for
 
 
 @dataclass
@@ -145,6 +147,7 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
     try:
         tail = prog.traced(root, trace_dir) if variant == "traced" else prog.untraced(root)
         cmd = [find_mpiexec(), "-n", str(nprocs), sys.executable, *tail]
+        faults0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root,
@@ -153,12 +156,13 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
             return Run(variant, pair, None, time.perf_counter() - t0, -1, False,
                        error=f"timed out after {RUN_TIMEOUT_S:.0f} s")
         wall = time.perf_counter() - t0
+        faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults0
         out = proc.stdout + "\n" + proc.stderr
         found = (_WORKLOAD_TIME if prog.kind == "workload" else _APP_TIME).search(
             proc.stdout if prog.kind == "workload" else proc.stderr)
         verified = proc.returncode == 0 and "verified" in out and "WRONG" not in out
         run = Run(variant, pair, float(found.group(1)) if found and verified else None, wall,
-                  proc.returncode, verified)
+                  proc.returncode, verified, minor_faults=faults)
         if run.time_s is None:
             tail_lines = [line for line in out.strip().splitlines() if line.strip()][-3:]
             run.error = f"exit {proc.returncode}: " + " | ".join(tail_lines)
@@ -224,6 +228,11 @@ def summarize(res: Result, nprocs: int) -> dict[str, Any]:
                                     or [0]),
         "load_problems": conditions.load_problems(res.conditions),
     }
+    # Page faults tell whether the two processes use memory alike (a fresh mmap per numpy
+    # temporary in one of them was the observer effect this benchmark was written for).
+    for variant in ("untraced", "traced"):
+        counts = [r.minor_faults for r in res.measured(variant) if r.minor_faults is not None]
+        out[f"minor_faults_{variant}"] = statistics.median(counts) if counts else None
     # What tracing added per recorded event of a rank, if all the difference were the tracer's:
     # the per-call cost that a fine-grained program's ratio is made of.
     per_rank = out["events"] / nprocs if nprocs else 0
@@ -302,8 +311,12 @@ def report(results: list[Result], overall: dict[str, Any] | None, tracer: str, n
             notes.append(f"{s['failed_runs']} run(s) failed: " + "; ".join(sorted(errors))[:400])
         if s["incomplete_traces"]:
             notes.append(f"{s['incomplete_traces']} trace(s) without a complete manifest")
+        faults = ""
+        if s.get("minor_faults_untraced") is not None and s.get("minor_faults_traced") is not None:
+            faults = (f"; minor page faults per run {s['minor_faults_untraced']:.0f} untraced, "
+                      f"{s['minor_faults_traced']:.0f} traced")
         print(f"  {res.program.name}: {_cond_text(res.conditions)}; "
-              f"{s['events']:.0f} events per traced run"
+              f"{s['events']:.0f} events per traced run{faults}"
               + ("; " + "; ".join(notes) if notes else ""))
 
 
