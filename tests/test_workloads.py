@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,29 @@ def test_tracing_does_not_change_the_stencils_speed(tmp_path: Path) -> None:
     assert SLOWDOWN_BOUNDS[0] <= ratio <= SLOWDOWN_BOUNDS[1], (
         f"fastest traced / fastest untraced time of the stencil: {ratio:.2f} "
         f"(untraced {[round(t, 3) for t in untraced]} s, traced {[round(t, 3) for t in traced]} s)")
+
+
+def _faults(program: str, args: list[str], trace: Path | None = None) -> int:
+    """Minor page faults of one run: mpiexec and every process it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+    timed(run(program, args, trace=trace))
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "a traced stencil page-faults ~28 times per iteration and rank, the untraced one not at all: "
+    "whether numpy's 268 KB temporaries are mmapped (or the heap top trimmed) afresh each "
+    "iteration depends on glibc's dynamic thresholds, i.e. on the process's allocation history, "
+    "which `python -m instrument.run` changes (so does `python -c 'from mpi4py import MPI; "
+    "runpy.run_path(...)'`); costless where page faults are cheap, the 4x effect where not"))
+def test_traced_stencil_touches_fresh_memory_like_the_untraced_one(tmp_path: Path) -> None:
+    """Page faults per iteration, untraced and traced: the mechanism of the observer effect,
+    counted instead of timed, so it shows even on a machine where faults happen to be cheap."""
+    slopes = {}
+    for label, trace in (("untraced", None), ("traced", tmp_path)):
+        short = _faults("stencil", ["--fine", "--iters", "100"],
+                        trace=trace / "short" if trace else None)
+        long = _faults("stencil", ["--fine", "--iters", "1100"],
+                       trace=trace / "long" if trace else None)
+        slopes[label] = (long - short) / 1000
+    assert slopes["traced"] <= slopes["untraced"] + 10, slopes
