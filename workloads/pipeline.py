@@ -24,7 +24,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-SETTINGS = {"fine": {"size": 2_000, "blocks": 8_000}, "coarse": {"size": 30_000, "blocks": 150}}
+SETTINGS = {"fine": {"size": 2_000, "blocks": 4_000}, "coarse": {"size": 30_000, "blocks": 150}}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
