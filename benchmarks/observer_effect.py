@@ -22,8 +22,10 @@ The machine's conditions (1-minute load average, the share of CPU time stolen by
 are read over each program and over the whole benchmark with hindsight/conditions.py; figures
 taken while they say the machine was not quiet are labelled "taken under load".
 
-`--root DIR` runs the ranks against another checkout's `instrument` and `apps` (for example a
-`git archive` of a given commit); the workloads always come from this repository.
+`--root DIR` runs the ranks against another checkout's `instrument` and `apps`; `--revision REV`
+against the committed tree at REV (extracted with `git archive` into a temporary directory), so
+that edits in progress in the working tree do not leak into the measurement. The workloads always
+come from this repository's working tree.
 """
 
 from __future__ import annotations
@@ -344,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                         "-fine/-coarse selects both settings")
     p.add_argument("--root", type=Path, default=ROOT,
                    help="checkout whose instrument/ and apps/ the ranks run (default this one)")
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="run the ranks against this commit of the repository (git archive)")
     p.add_argument("--label", default=None,
                    help="how to name the tracer in the output (default: --root and its revision)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the raw numbers")
@@ -368,12 +372,25 @@ def main(argv: list[str] | None = None) -> int:
     else:
         chosen = PROGRAMS
     root = ns.root.resolve()
+    snapshot = None
+    if ns.revision:
+        rev = _git(root, "rev-parse", "--short", ns.revision)
+        if not rev:
+            p.error(f"--revision {ns.revision}: not a commit of {root}")
+        snapshot = Path(tempfile.mkdtemp(prefix="hindsight-observer-rev-"))
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(snapshot)], input=archive, check=True)
+        tracer = f"{root} at {rev} (committed tree)"
+        dirty = None
+        root = snapshot
+    else:
+        rev = _git(root, "rev-parse", "--short", "HEAD")
+        dirty = (_git(root, "status", "--porcelain", "--", "instrument", "hindsight")
+                 if rev else None)
+        tracer = f"{root}" + (f" at {rev}" + (" with uncommitted changes in instrument/ or "
+                                              "hindsight/" if dirty else "") if rev else "")
     env = launch_env(root, ns.n)
-
-    rev = _git(root, "rev-parse", "--short", "HEAD")
-    dirty = _git(root, "status", "--porcelain", "--", "instrument", "hindsight") if rev else None
-    tracer = f"{root}" + (f" at {rev}" + (" with uncommitted changes in instrument/ or "
-                                          "hindsight/" if dirty else "") if rev else "")
     if ns.label:
         tracer = f"{ns.label} ({root})"
 
@@ -407,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                 } for r, s in zip(results, summaries)
             },
         }, indent=1))
+    if snapshot is not None:
+        shutil.rmtree(snapshot, ignore_errors=True)
     return 1 if any(s["verdict"] == "FAIL" for s in summaries) else 0
 
 
