@@ -43,7 +43,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
@@ -61,12 +61,12 @@ class Program:
     target: str             # workload file name, or the app's module
     args: tuple[str, ...] = ()
 
-    def untraced(self, root: Path) -> list[str]:
+    def untraced(self) -> list[str]:
         if self.kind == "workload":
             return [str(WORKLOADS / self.target), *self.args]
         return ["-m", self.target, *self.args]
 
-    def traced(self, root: Path, trace_dir: Path) -> list[str]:
+    def traced(self, trace_dir: Path) -> list[str]:
         if self.kind == "workload":
             return ["-m", "instrument.run", "--trace", str(trace_dir),
                     str(WORKLOADS / self.target), *self.args]
@@ -147,7 +147,7 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
              env: dict[str, str]) -> Run:
     trace_dir = Path(tempfile.mkdtemp(prefix="hindsight-observer-")) / "trace"
     try:
-        tail = prog.traced(root, trace_dir) if variant == "traced" else prog.untraced(root)
+        tail = prog.traced(trace_dir) if variant == "traced" else prog.untraced()
         cmd = [find_mpiexec(), "-n", str(nprocs), sys.executable, *tail]
         faults0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
         t0 = time.perf_counter()
@@ -183,7 +183,7 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
 
 
 def measure(prog: Program, root: Path, nprocs: int, pairs: int, warmup: int,
-            env: dict[str, str], log) -> Result:
+            env: dict[str, str], log: Callable[[str], None]) -> Result:
     res = Result(prog)
     before = conditions.snapshot()
     for pair in [-1] * warmup + list(range(pairs)):
@@ -416,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
             "conditions": overall, "load_problems": problems,
             "programs": {
                 r.program.name: {
-                    "untraced_cmd": r.program.untraced(root),
-                    "traced_cmd": r.program.traced(root, Path("TRACE_DIR")),
+                    "untraced_cmd": r.program.untraced(),
+                    "traced_cmd": r.program.traced(Path("TRACE_DIR")),
                     "runs": [vars(run) for run in r.runs],
                     "conditions": r.conditions,
                     **s,
