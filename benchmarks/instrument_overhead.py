@@ -157,7 +157,8 @@ def main() -> None:
     if rank == 0:
         files = sorted(Path(trace_dir).glob("rank-*.parquet"))
         size = sum(f.stat().st_size for f in files)
-        events = sum(session.tf.file_metadata(f)["events"] for f in files)
+        from hindsight import traceformat as tf
+        events = sum(tf.file_metadata(f)["events"] for f in files)
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
               f"MPI: {MPI.Get_library_version().splitlines()[0]}")
         print("wrapper alone, 200,000 calls to MPI_PROC_NULL each, per call:")

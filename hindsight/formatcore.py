@@ -80,9 +80,37 @@ RAW_COLUMNS: tuple[str, ...] = ("op", "region", "t_start", "cpu_ns", "peer", "ta
                                 "nbytes", "request", "root", "t_end")
 RAW_RECORD = struct.Struct("<" + "q" * len(RAW_COLUMNS))
 RAW_FILE = "events.raw"
-#: Beside the raw file: the rank's epoch, region names and communicators (rewritten when one is
-#: added, so a killed rank's records can still be named).
-RAW_META_FILE = "raw.json"
+#: Beside the raw file, one JSON array a line, appended as they become known (one small write
+#: each, so a killed rank's records can still be named): ["rank", rank, run_id, capacity],
+#: ["epoch", ns], ["region", code, name], ["comm", id, [world ranks]].
+RAW_NAMES_FILE = "names.jsonl"
+
+
+def read_raw_names(stage: Path) -> dict[str, Any]:
+    """What a rank's names file says: epoch_ns, regions (by code), communicators, capacity.
+    A line cut short by a kill is ignored."""
+    out: dict[str, Any] = {"epoch_ns": 0, "regions": [], "communicators": {}, "capacity": None}
+    try:
+        lines = (Path(stage) / RAW_NAMES_FILE).read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        kind = item[0] if isinstance(item, list) and item else None
+        if kind == "epoch":
+            out["epoch_ns"] = int(item[1])
+        elif kind == "region":
+            regions = out["regions"]
+            regions.extend([""] * (int(item[1]) + 1 - len(regions)))
+            regions[int(item[1])] = str(item[2])
+        elif kind == "comm":
+            out["communicators"][str(item[1])] = list(item[2])
+        elif kind == "rank":
+            out["capacity"] = int(item[3])
+    return out
 
 
 class TraceError(Exception):

@@ -32,6 +32,8 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
                 tf.check_schema(path, pf.schema_arrow, None)
                 per_rank[src.rank] += pf.metadata.num_rows
                 for g in range(pf.metadata.num_row_groups):
+                    if pf.metadata.row_group(g).num_rows == 0:
+                        continue
                     lo, hi = _time_range(pf, g)
                     t_lo = lo if t_lo is None else min(t_lo, lo)
                     t_hi = hi if t_hi is None else max(t_hi, hi)

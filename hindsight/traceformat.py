@@ -34,9 +34,9 @@ from hindsight.memory import gc_paused
 from hindsight.formatcore import (  # noqa: F401  (re-exported: the format's names)
     ANY_SOURCE, ANY_TAG, BLOCKING_RECV_OPS, COLLECTIVE_OPS, COMM_OPS, COMM_SELF_ID,
     COMM_WORLD_ID, COMPLETION_OPS, FORMAT_VERSION, MANIFEST_NAME, MAX_RANKS, METADATA_KEY,
-    NONBLOCKING_SEND_OPS, NONE, OP_CODE, OPS, RANK_FILE_RE, RAW_COLUMNS, RAW_FILE, RAW_META_FILE,
+    NONBLOCKING_SEND_OPS, NONE, OP_CODE, OPS, RANK_FILE_RE, RAW_COLUMNS, RAW_FILE, RAW_NAMES_FILE,
     RAW_RECORD, ROOTED_OPS, SEND_OPS, STAGING_DIR, TraceError, derived_comm_id, rank_file_name,
-    staging_dir, write_manifest)
+    read_raw_names, staging_dir, write_manifest)
 
 _OPS_ARRAY = pa.array(OPS, pa.string())  # the op dictionary of the files hindsight writes
 
@@ -165,16 +165,13 @@ def raw_records(path: Path) -> np.ndarray:
 
 def raw_tables(path: Path, rank: int, names: dict[str, Any], drift: float = 0.0,
                group: int = 65536):
-    """Tables of `group` rows each from a rank's raw staging file; `names` is the rank's raw
-    metadata (formatcore.RAW_META_FILE: epoch, region names). Clock readings become run time."""
+    """Tables of `group` rows each (none if nothing was recorded) from a rank's raw staging
+    file; `names` is the rank's raw
+    names (formatcore.read_raw_names: epoch, region names). Clock readings become run time."""
     records = raw_records(path) if path.is_file() else np.zeros((0, len(RAW_COLUMNS)), np.int64)
     epoch = int(names.get("epoch_ns") or 0)
     regions = list(names.get("regions") or [])
     col = {c: i for i, c in enumerate(RAW_COLUMNS)}
-    if len(records) == 0:
-        yield rows_to_table(rank, 0, {c: np.zeros(0, np.int64) for c in RAW_COLUMNS},
-                            np.zeros(0, np.int64), np.zeros(0, np.int64), regions)
-        return
     for lo in range(0, len(records), group):
         chunk = np.array(records[lo:lo + group])
         cols = {c: chunk[:, i] for c, i in col.items()}
@@ -195,10 +192,7 @@ def staged_parquet(stage: Path, rank: int) -> pa.Buffer | None:
     raw = stage / RAW_FILE
     if not raw.is_file():
         return None
-    try:
-        names = json.loads((stage / RAW_META_FILE).read_text())
-    except (OSError, ValueError):
-        names = {}
+    names = read_raw_names(stage)
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, SCHEMA, **WRITE_OPTIONS) as writer:
         for table in raw_tables(raw, rank, names):

@@ -104,40 +104,50 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
 
     hosts = world.allgather(host)
     run_id = world.bcast(secrets.token_hex(8) if rank == 0 else None, root=0)
+    manifest = None
+    if rank == 0:
+        manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
+                                  cpu_sampling, [0] * size, [0] * size)
+        if untraced:
+            manifest.update(traced=False, cpu_sampling=None)
+        else:
+            (trace_dir / tf.STAGING_DIR / "start.json").write_text(json.dumps(manifest))
+    manifest = world.bcast(manifest, root=0)
+
+    # The tracer's set-up (its staging file, the first window's pages faulted in: the first write
+    # into a new file mapping costs milliseconds here) happens before the epoch, so that the run's
+    # measured time holds the same work traced and untraced.
+    if not untraced:
+        t = Tracer(trace_dir, rank, run_id, 0, capacity, cpu_sampling == "all")
+        t.prefault()
+        t.host = host
+        t.hosts = hosts
+        # Every rank file carries the run's metadata too, so one file describes its run.
+        t.run_meta = manifest
+        _tracer = t
+        tcomm.set_tracer(t)
+        _world = tcomm.TracedComm(world)
+        _install_exit_paths()
+    else:
+        _install_exit_paths(signals=False)
+
     _conditions_start.update(snapshot=conditions.snapshot() if rank == 0 else None,
                              ctx=conditions.ctx_switches())
     world.Barrier()
     epoch0 = world.bcast(perf_counter_ns() if rank == 0 else None, root=0)
     offsets, errors = _clock_offsets(world, hosts)
     epoch = epoch0 + offsets[rank]      # this rank's clock reading at rank 0's epoch
+    if rank == 0:
+        clock = manifest["clock"]
+        clock.update(start_offset_ns=offsets, start_uncertainty_ns=errors, epoch_reading_ns=epoch0)
+        tf.write_manifest(trace_dir, manifest)
 
     if untraced:
         _untraced = {"trace_dir": trace_dir, "epoch": epoch, "hosts": hosts}
-        if rank == 0:
-            manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
-                                      cpu_sampling, offsets, errors)
-            manifest.update(traced=False, cpu_sampling=None)
-            tf.write_manifest(trace_dir, manifest)
-        _install_exit_paths(signals=False)
         return world
-
-    t = Tracer(trace_dir, rank, run_id, epoch, capacity, cpu_sampling == "all")
-    t.host = host
+    t.set_epoch(epoch)
     t.clock_offset_ns = offsets[rank]
     t.clock_error_ns = errors[rank]
-    _tracer = t
-    tcomm.set_tracer(t)
-    _world = tcomm.TracedComm(world)
-    t.hosts = hosts
-    manifest = None
-    if rank == 0:
-        manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
-                                  cpu_sampling, offsets, errors)
-        tf.write_manifest(trace_dir, manifest)
-        (trace_dir / tf.STAGING_DIR / "start.json").write_text(json.dumps(manifest))
-    # Every rank file carries the run's metadata too, so one file describes its run.
-    t.run_meta = world.bcast(manifest, root=0)
-    _install_exit_paths()
     return _world
 
 
@@ -449,7 +459,7 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     for rank in range(nranks):
         path = trace_dir / tf.rank_file_name(rank)
         if not path.is_file():
-            _seal_dead_rank(trace_dir, rank, manifest["run_id"])
+            _seal_dead_rank(trace_dir, rank, manifest["run_id"], _epoch_of(manifest, rank))
         meta = None
         if path.is_file():
             try:
@@ -494,7 +504,16 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     return manifest
 
 
-def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str) -> None:
+def _epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
+    """A rank's clock reading at the run's epoch, from the manifest (None if it does not say)."""
+    clock = manifest.get("clock") or {}
+    epoch0, offsets = clock.get("epoch_reading_ns"), clock.get("start_offset_ns") or []
+    if epoch0 is None or rank >= len(offsets):
+        return None
+    return int(epoch0) + int(offsets[rank])
+
+
+def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | None) -> None:
     """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
 
     Its status is the one it left beside its parts (`terminated` after a signal), else `killed`.
@@ -514,7 +533,7 @@ def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str) -> None:
         except (OSError, json.JSONDecodeError):
             pass
     meta["sealed_by"] = "hindsight collect"
-    seal_rank(trace_dir, rank, meta)
+    seal_rank(trace_dir, rank, meta, epoch_ns=epoch_ns)
 
 
 def _close_abnormally(status: str) -> None:
