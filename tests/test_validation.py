@@ -256,3 +256,19 @@ def test_actual_time_is_the_untraced_runs(tmp_path):
 
 def cell_key(cell: dict) -> str:
     return f"{cell['app']}-{cell['paradigm']}-n{cell['ranks']}-{cell['size']}-{cell['network']}"
+
+
+def test_cells_taken_under_load_are_labelled():
+    """A run's recorded load problems reach its cell (and the report's perturbation table)."""
+    from validation.report import _perturbation_md, perturbation_table
+    from validation.validate import under_load
+
+    quiet = {"conditions": {"problems": []}}
+    loaded = {"conditions": {"problems": ["load average 3.10 on 2 cores when it began"]}}
+    assert under_load([quiet, {}]) == []
+    assert under_load([quiet, loaded, loaded]) == ["load average 3.10 on 2 cores when it began"]
+    cell = {"app": "a", "paradigm": "p", "ranks": 2, "size": "s", "network": "shm",
+            "untraced_runs_s": [1.0], "traced_runs_s": [1.1], "perturbation_pct": 10.0,
+            "under_load": under_load([loaded])}
+    md = "\n".join(_perturbation_md(perturbation_table([cell])))
+    assert "load average 3.10 on 2 cores" in md

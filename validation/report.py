@@ -151,7 +151,8 @@ def perturbation_table(cells: list[dict]) -> pd.DataFrame:
                      "size": c["size"], "network": c["network"], "runs": len(un),
                      "untraced_median_s": statistics.median(un),
                      "traced_median_s": statistics.median(tr),
-                     "perturbation_pct": c.get("perturbation_pct", math.nan)})
+                     "perturbation_pct": c.get("perturbation_pct", math.nan),
+                     "under_load": "; ".join(c.get("under_load") or [])})
     return pd.DataFrame(rows)
 
 
@@ -171,11 +172,12 @@ def _perturbation_md(tab: pd.DataFrame) -> list[str]:
           + (f"Mean |perturbation| {p.abs().mean():.1f} %, worst "
              f"{_pct(p.loc[p.abs().idxmax()])} % ({len(p)} cells)." if len(p) else ""), "",
           "| app | paradigm | P | size | network | runs | untraced median (s) | "
-          "traced median (s) | perturbation % |", "|---|---|---:|---|---|---:|---:|---:|---:|"]
+          "traced median (s) | perturbation % | under load |",
+          "|---|---|---:|---|---|---:|---:|---:|---:|---|"]
     for _, r in tab.sort_values(["app", "paradigm", "ranks", "size", "network"]).iterrows():
         md.append(f"| {r.app} | {r.paradigm} | {r.ranks} | {r['size']} | {r.network} | {r.runs} | "
                   f"{r.untraced_median_s:.4f} | {r.traced_median_s:.4f} | "
-                  f"{_pct(r.perturbation_pct)} |")
+                  f"{_pct(r.perturbation_pct)} | {r.under_load or 'no'} |")
     return md + [""]
 
 

@@ -552,6 +552,7 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
         "traced_sd_s": statistics.stdev(traced_times) if len(traced_times) > 1 else 0.0,
         "untraced_runs_s": untraced_times,
         "perturbation_pct": perturbation_pct(traced_times, untraced_times),
+        "under_load": under_load(manifests + untraced),
         "replayed_rep": rep,
         "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(traced_times))],
         "untraced": [str(Path("untraced") / cell.key / f"rep{k}")
@@ -574,6 +575,17 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path,
         a, q = res["actual_s"], p["predicted_s"]
         p["rel_error_pct"] = (q - a) / a * 100 if a > 0 and not math.isnan(q) else math.nan
     return res
+
+
+def under_load(manifests: list[dict]) -> list[str]:
+    """Why some of a cell's runs were not a quiet machine's (the manifests' `conditions`, see
+    hindsight/conditions.py), one line per distinct reason; empty when none says so."""
+    seen: list[str] = []
+    for m in manifests:
+        for p in (m.get("conditions") or {}).get("problems") or []:
+            if p not in seen:
+                seen.append(p)
+    return seen
 
 
 def wall_s(manifest: dict) -> float:
@@ -751,6 +763,9 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
             tqdm.write(f"cell {cell.key} failed: {exc}", file=sys.stderr)
             continue
         _atomic_write(dest, json.dumps(res, indent=1, default=float))
+        if res.get("under_load"):
+            tqdm.write(f"warning: cell {cell.key} ran under load ({'; '.join(res['under_load'])})"
+                       ": its times are not a quiet machine's", file=sys.stderr)
         done += 1
         write_errors(out)
     # Cross-network predictions, once both cells of a pair have their results.
