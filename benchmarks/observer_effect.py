@@ -107,6 +107,7 @@ class Result:
     program: Program
     runs: list[Run] = field(default_factory=list)
     conditions: dict[str, Any] | None = None
+    first_program: bool = False
 
     def measured(self, variant: str) -> list[Run]:
         return [r for r in self.runs if r.variant == variant and r.pair >= 0]
@@ -203,6 +204,19 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
 
 
+def program_load_problems(res: Result, nprocs: int) -> list[str]:
+    """hindsight.conditions' verdict on one program's measurement, less the benchmark's own ranks:
+    the previous program's P ranks ran until just before, and the 1-minute load average still
+    counts them (up to P), so P is taken off the load it began with, except for the first program
+    (`first_program`), whose start no rank of this benchmark preceded."""
+    cond = res.conditions
+    if not cond or res.first_program or cond.get("loadavg_1m_before") is None:
+        return conditions.load_problems(cond)
+    own = dict(cond, loadavg_1m_before=max(0.0, cond["loadavg_1m_before"] - nprocs))
+    return [f"{problem} (less the benchmark's own {nprocs} ranks)"
+            for problem in conditions.load_problems(own)]
+
+
 def summarize(res: Result, nprocs: int) -> dict[str, Any]:
     pairs = res.pairs()
     u = [a.time_s for a, _ in pairs]
@@ -228,7 +242,7 @@ def summarize(res: Result, nprocs: int) -> dict[str, Any]:
         "verdict": verdict, "failed_runs": len(failed), "incomplete_traces": len(incomplete),
         "events": statistics.median([r.events for r in res.measured("traced") if r.events]
                                     or [0]),
-        "load_problems": conditions.load_problems(res.conditions),
+        "load_problems": program_load_problems(res, nprocs),
     }
     # Page faults tell whether the two processes use memory alike (a fresh mmap per numpy
     # temporary in one of them was the observer effect this benchmark was written for).
@@ -288,12 +302,16 @@ def report(results: list[Result], overall: dict[str, Any] | None, tracer: str, n
     """Print the table, the conditions and the per-program notes."""
     summaries = [summarize(r, nprocs) for r in results]
     problems = conditions.load_problems(overall)
+    loaded = [r.program.name for r, s in zip(results, summaries) if s["load_problems"]]
     title = (f"Observer effect, -n {nprocs}, {pairs} alternating pairs per program; tracer "
              f"{tracer}")
     print(title)
     print(f"conditions over the benchmark: {_cond_text(overall)}")
     if problems:
         print("TAKEN UNDER LOAD: " + "; ".join(problems))
+    elif loaded:
+        print(f"PARTLY TAKEN UNDER LOAD: {', '.join(loaded)} (other work began during the "
+              "benchmark)")
     print()
     print(table(results, summaries))
     print()
@@ -328,7 +346,8 @@ def load_json(path: Path) -> tuple[list[Result], dict[str, Any], str, int, int]:
     by_name = {pr.name: pr for pr in PROGRAMS}
     results = []
     for name, entry in data["programs"].items():
-        res = Result(by_name[name], [Run(**run) for run in entry["runs"]], entry["conditions"])
+        res = Result(by_name[name], [Run(**run) for run in entry["runs"]], entry["conditions"],
+                     first_program=not results)
         results.append(res)
     return results, data["conditions"], data.get("tracer", data["tracer_root"]), \
         data["nprocs"], data["pairs"]
@@ -402,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     before = conditions.snapshot()
     results = [measure(pr, root, ns.n, ns.pairs, ns.warmup, env, log) for pr in chosen]
+    results[0].first_program = True
     overall = conditions.between(before, conditions.snapshot())
     report(results, overall, tracer, ns.n, ns.pairs)
     summaries = [summarize(r, ns.n) for r in results]
