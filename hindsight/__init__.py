@@ -8,9 +8,11 @@ ENV_ADDED: dict[str, str] = {}
 # pyarrow's allocator (mimalloc) faults its memory in 4 KiB pages unless allowed 2 MiB ones; on
 # this kind of VM that made the first read of a 10-million-event trace 2x slower (2.2-3.6 s
 # against 1.2-1.3 s, benchmarks/scale.py). It must be set before pyarrow loads; users may override.
-# Not inside an MPI rank (PMI_RANK is the launcher's): a traced program must see the environment
-# it would see untraced.
-if "MIMALLOC_ALLOW_LARGE_OS_PAGES" not in os.environ and "PMI_RANK" not in os.environ:
+# Not inside an MPI rank (the launchers' rank variables: MPICH/Hydra, PMIx, Open MPI, Slurm): a
+# traced program must see the environment it would see untraced.
+_RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+if "MIMALLOC_ALLOW_LARGE_OS_PAGES" not in os.environ and \
+        not any(v in os.environ for v in _RANK_VARIABLES):
     os.environ["MIMALLOC_ALLOW_LARGE_OS_PAGES"] = ENV_ADDED["MIMALLOC_ALLOW_LARGE_OS_PAGES"] = "1"
 
 __version__ = "0.1.0"

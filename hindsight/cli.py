@@ -201,10 +201,19 @@ def seal(trace_dir):
     mpiexec directly and stopped; `hindsight collect` does this itself) and finish the manifest.
     The trace stays marked incomplete."""
     from instrument.session import finalize_manifest
-    from instrument.tracer import TraceWriteError
+    from instrument.tracer import TraceWriteError, still_recording
 
     if not Path(trace_dir).is_dir():
         raise tf.TraceError(f"{trace_dir}: no such trace directory")
+    if (Path(trace_dir) / tf.MANIFEST_NAME).is_file():
+        if tf.read_manifest(trace_dir).get("traced") is False:
+            raise tf.UntracedRunError(f"{trace_dir}: an untraced run (wall time only): "
+                                      "nothing to seal")
+    live = sorted(int(p.name.split("-")[1]) for p in (Path(trace_dir) / tf.STAGING_DIR).glob(
+        "rank-*") if still_recording(p))
+    if live:
+        raise click.ClickException(f"{trace_dir}: rank {live[0]} is still running (its tracer "
+                                   "holds its staged records); stop the job first")
     try:
         m = finalize_manifest(trace_dir)
     except TraceWriteError as exc:

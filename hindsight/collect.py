@@ -246,7 +246,7 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         try:
             manifest = finalize_manifest(out, launcher_exit=rc, extra={"network": network})
         except (OSError, TraceWriteError) as exc:
-            # Disk full or directory unwritable: the staged parts stay, the manifest stays
+            # Disk full or directory unwritable: the staged records stay, the manifest stays
             # "incomplete"; nothing half-written is presented as a trace (docs/robustness.md).
             raise CollectError(f"{out}: cannot finish the trace ({exc}); it stays incomplete "
                                f"(mpiexec exit code {rc})") from None

@@ -7,7 +7,7 @@ it, the readings are None and the judgement says it could not tell.
     before = conditions.snapshot()
     ...   # the measurement
     cond = conditions.between(before, conditions.snapshot())
-    problems = conditions.load_problems(cond, ranks_per_core=...)
+    problems = conditions.load_problems(cond)
 
 `between` gives, over the measured interval: the 1-minute load average at its start and end,
 the share of CPU time the hypervisor stole (`steal_fraction`), and the share that was busy

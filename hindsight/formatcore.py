@@ -86,6 +86,16 @@ RAW_FILE = "events.raw"
 RAW_NAMES_FILE = "names.jsonl"
 
 
+def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
+    """A rank's raw clock reading at the run's epoch, from the manifest (rank 0's reading plus
+    the rank's start offset); None if the manifest does not say."""
+    clock = manifest.get("clock") or {}
+    epoch0, offsets = clock.get("epoch_reading_ns"), clock.get("start_offset_ns") or []
+    if not isinstance(epoch0, int) or rank >= len(offsets):
+        return None
+    return epoch0 + int(offsets[rank])
+
+
 def read_raw_names(stage: Path) -> dict[str, Any]:
     """What a rank's names file says: epoch_ns, regions (by code), communicators, capacity.
     A line cut short by a kill is ignored."""

@@ -36,7 +36,7 @@ from hindsight.formatcore import (  # noqa: F401  (re-exported: the format's nam
     COMM_WORLD_ID, COMPLETION_OPS, FORMAT_VERSION, MANIFEST_NAME, MAX_RANKS, METADATA_KEY,
     NONBLOCKING_SEND_OPS, NONE, OP_CODE, OPS, RANK_FILE_RE, RAW_COLUMNS, RAW_FILE, RAW_NAMES_FILE,
     RAW_RECORD, ROOTED_OPS, SEND_OPS, STAGING_DIR, TraceError, derived_comm_id, rank_file_name,
-    read_raw_names, staging_dir, write_manifest)
+    epoch_of, read_raw_names, staging_dir, write_manifest)
 
 _OPS_ARRAY = pa.array(OPS, pa.string())  # the op dictionary of the files hindsight writes
 
@@ -180,19 +180,25 @@ def raw_tables(path: Path, rank: int, names: dict[str, Any], drift: float = 0.0,
             if drift:
                 t = np.rint(t * (1.0 - drift)).astype(np.int64)
             cols[name] = t
-        if len(regions) and int(cols["region"].max()) >= len(regions):
+        if int(cols["region"].max()) >= len(regions):
             raise TraceError(f"{path}: a record names region {int(cols['region'].max())}, "
                              f"but only {len(regions)} region names were saved")
         yield rows_to_table(rank, lo, cols, cols["op"], cols["region"], regions)
 
 
-def staged_parquet(stage: Path, rank: int) -> pa.Buffer | None:
+def staged_parquet(stage: Path, rank: int, epoch_ns: int | None = None) -> pa.Buffer | None:
     """A dead rank's raw staged records as the bytes of a Parquet file in memory, so that every
-    reader reads them as it reads a sealed file; None if nothing was staged."""
+    reader reads them as it reads a sealed file; None if nothing was staged. `epoch_ns` (from
+    the manifest) is used where the names file does not give the epoch."""
     raw = stage / RAW_FILE
     if not raw.is_file():
         return None
     names = read_raw_names(stage)
+    if not names["epoch_ns"]:
+        if epoch_ns is None:
+            raise TraceError(f"{stage}: neither the names file nor the manifest gives this "
+                             "rank's epoch")
+        names["epoch_ns"] = epoch_ns
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, SCHEMA, **WRITE_OPTIONS) as writer:
         for table in raw_tables(raw, rank, names):
@@ -338,7 +344,7 @@ class UntracedRunError(TraceError):
 
 def rank_sources(trace_dir: Path, manifest: dict[str, Any],
                  keep_open: bool = False) -> list[RankSource]:
-    """Locate every rank's data: its merged file, or the staged parts a dead rank left behind.
+    """Locate every rank's data: its sealed file, or the staged records a dead rank left.
     With ``keep_open`` each merged file is read into memory and kept open for decoding."""
     trace_dir = Path(trace_dir)
     if manifest.get("traced") is False:
@@ -380,7 +386,7 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any],
             stage = staging_dir(trace_dir, rank)
             problems = []
             try:
-                staged = staged_parquet(stage, rank)
+                staged = staged_parquet(stage, rank, epoch_of(manifest, rank))
             except (TraceError, *READ_ERRORS) as exc:
                 staged = None
                 problems.append(f"{stage / RAW_FILE}: unreadable staged records ignored "

@@ -94,11 +94,20 @@ def _pickled_size(obj: Any) -> int:
     """The length of mpi4py's pickle of `obj`, without building it: the pickler streams to a
     counter in frames of at most 64 KiB and hands large buffers over without copying, so the
     size of a large object costs no large allocation (one would change the program's malloc
-    thresholds: docs/robustness.md, "No observer effect")."""
+    thresholds: docs/robustness.md, "No observer effect"). An object the standard pickler
+    refuses (a program may have given mpi4py another pickler, e.g. cloudpickle's) is sized by
+    mpi4py's own; one neither can pickle is recorded as -1 (unknown), never an error in the
+    program."""
     _counter.n = 0
-    _sizer.clear_memo()
-    _sizer.dump(obj)
-    return _counter.n
+    try:
+        _sizer.clear_memo()
+        _sizer.dump(obj)
+        return _counter.n
+    except Exception:
+        try:
+            return len(_dumps(obj))
+        except Exception:
+            return -1
 
 
 class TracedComm(_C):

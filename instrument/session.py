@@ -47,8 +47,9 @@ _untraced: dict[str, Any] | None = None
 #: This rank's clock reading when the program ended (`end_of_program`), and at its start.
 _program_end: int | None = None
 _conditions_start: dict[str, Any] = {}
+_conditions_end: dict[str, Any] = {}
 _region_op = tf.OP_CODE["region"]
-#: How long a signalled rank waits after saving its data before it exits (see _flush_on_signal).
+#: How long a signalled rank waits after saving its status before it exits (_flush_on_signal).
 SIGNAL_GRACE_S = 1.0
 
 
@@ -118,8 +119,22 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     # into a new file mapping costs milliseconds here) happens before the epoch, so that the run's
     # measured time holds the same work traced and untraced.
     if not untraced:
-        t = Tracer(trace_dir, rank, run_id, 0, capacity, cpu_sampling == "all")
-        t.prefault()
+        try:
+            t = Tracer(trace_dir, rank, run_id, 0, capacity, cpu_sampling == "all")
+            t.prefault()
+            problem = None
+        except (OSError, TraceWriteError) as exc:
+            problem = f"rank {rank}: cannot set up the trace in {trace_dir}: " \
+                      f"{getattr(exc, 'strerror', None) or exc}"
+        problems = [p for p in world.allgather(problem) if p]
+        if problems:
+            if rank == 0:
+                sys.stderr.write(f"hindsight: {problems[0]}\n")
+            raise SystemExit(2)
+        if MPI.Query_thread() == MPI.THREAD_MULTIPLE and rank == 0:
+            sys.stderr.write("hindsight: warning: MPI_THREAD_MULTIPLE: the tracer assumes one "
+                             "thread calls MPI at a time; calls from several threads at once "
+                             "are not recorded correctly\n")
         t.host = host
         t.hosts = hosts
         # Every rank file carries the run's metadata too, so one file describes its run.
@@ -352,18 +367,21 @@ def end_of_program() -> None:
     global _program_end
     if _program_end is None:
         _program_end = perf_counter_ns()
+        _conditions_end.update(ctx=conditions.ctx_switches(),
+                               snapshot=conditions.snapshot()
+                               if _conditions_start.get("snapshot") else None)
 
 
 def _rank_conditions() -> dict[str, Any]:
     """This rank's own conditions since `start`: its involuntary context switches."""
-    now, before = conditions.ctx_switches(), _conditions_start.get("ctx")
+    now, before = _conditions_end.get("ctx"), _conditions_start.get("ctx")
     return {"ctx_switches": [a - b for a, b in zip(now, before)] if now and before else None}
 
 
 def _run_conditions(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """The machine's conditions over the run (rank 0's view) and each rank's context switches."""
-    before = _conditions_start.get("snapshot")
-    cond = conditions.between(before, conditions.snapshot()) if before else {}
+    before, after = _conditions_start.get("snapshot"), _conditions_end.get("snapshot")
+    cond = conditions.between(before, after) if before and after else {}
     cond["rank_ctx_switches"] = [r.get("ctx_switches") for r in per_rank]
     cond["problems"] = conditions.load_problems(cond)
     return cond
@@ -379,9 +397,10 @@ def finish(result_verified: bool | None = None, extra: dict[str, Any] | None = N
     t = _tracer
     if t is None or t.closed:
         return
-    t.program_end_ns = _program_end - t.epoch_ns
     world = MPI.COMM_WORLD
     _end_clock_alignment(world, t)
+    # Corrected for this clock's drift, as the rank's timestamps are when its file is sealed.
+    t.program_end_ns = round((_program_end - t.epoch_ns) * (1.0 - t.drift))
     mine = {"program_end_ns": t.program_end_ns, **_rank_conditions()}
     with _lock:
         _status = "complete"
@@ -459,7 +478,7 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     for rank in range(nranks):
         path = trace_dir / tf.rank_file_name(rank)
         if not path.is_file():
-            _seal_dead_rank(trace_dir, rank, manifest["run_id"], _epoch_of(manifest, rank))
+            _seal_dead_rank(trace_dir, rank, manifest["run_id"], tf.epoch_of(manifest, rank))
         meta = None
         if path.is_file():
             try:
@@ -504,25 +523,16 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     return manifest
 
 
-def _epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
-    """A rank's clock reading at the run's epoch, from the manifest (None if it does not say)."""
-    clock = manifest.get("clock") or {}
-    epoch0, offsets = clock.get("epoch_reading_ns"), clock.get("start_offset_ns") or []
-    if epoch0 is None or rank >= len(offsets):
-        return None
-    return int(epoch0) + int(offsets[rank])
-
-
 def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | None) -> None:
     """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
 
-    Its status is the one it left beside its parts (`terminated` after a signal), else `killed`.
-    Unreadable parts (a rank killed while writing one) end the file: later parts would leave a gap.
+    Its status is the one it left beside its records (`terminated` after a signal), else
+    `killed`. A record being written when the rank was killed ends the data (formatcore).
     """
-    from instrument.tracer import seal_rank
+    from instrument.tracer import seal_rank, still_recording
 
     stage = tf.staging_dir(trace_dir, rank)
-    if not (stage / tf.RAW_FILE).is_file():
+    if not (stage / tf.RAW_FILE).is_file() or still_recording(stage):
         return
     meta = {"format_version": tf.FORMAT_VERSION, "run_id": run_id, "rank": rank,
             "status": "killed", "communicators": {}}
@@ -551,7 +561,7 @@ def _close_abnormally(status: str) -> None:
 
 
 def _mark_write_error() -> None:
-    """Leave status `write-error` beside the staged parts if the disk still takes a small file."""
+    """Leave status `write-error` beside the staged records if the disk still takes a small file."""
     global _status
     with _lock:
         _status = "write-error"
@@ -564,11 +574,13 @@ def _mark_write_error() -> None:
 
 
 def _flush_on_signal() -> None:
-    """Save what is buffered as one more staged part and leave the status beside it.
+    """Leave the rank's status beside its staged records (they are in the kernel's pages of the
+    staging file already), wait a moment, exit.
 
-    Merging is left to `hindsight collect` (or the reader): when one rank exits, mpiexec kills
+    Sealing is left to `hindsight collect` (or `trace seal`): when one rank exits, mpiexec kills
     the others at once, so each rank does the least work that makes its data safe, then waits a
-    moment so that ranks signalled together all get that far before the first one exits.
+    moment so that ranks signalled together all get that far before the first one exits. The
+    tracer stays open: the program runs on in the main thread meanwhile, and may still record.
     """
     global _status
     with _lock:
@@ -577,10 +589,7 @@ def _flush_on_signal() -> None:
             return
         _status = "terminated"
         try:
-            # The records are in the kernel's pages of the staging file already: only the
-            # status is left to save.
             t.mark("terminated")
-            t.release()
         except (Exception, TraceWriteError) as exc:
             sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
     time.sleep(SIGNAL_GRACE_S)
@@ -596,7 +605,7 @@ def _install_exit_paths(signals: bool = True) -> None:
     def hook(exc_type, exc, tb):
         if issubclass(exc_type, TraceWriteError):
             # Disk full or output directory gone: stop the run with one line, no traceback. The
-            # parts already written stay readable; the trace is marked incomplete, never complete.
+            # records already written stay readable; the trace is marked incomplete, never complete.
             sys.stderr.write(f"hindsight: {exc}; stopping the run (the trace stays incomplete)\n")
             _mark_write_error()
         else:
@@ -611,7 +620,7 @@ def _install_exit_paths(signals: bool = True) -> None:
         return
 
     # SIGTERM/SIGINT: a rank blocked inside an MPI call never returns to Python to run a handler,
-    # so the C-level handler writes to a wake-up pipe and a watcher thread does the flushing.
+    # so the C-level handler writes to a wake-up pipe and a watcher thread saves the status.
     if threading.current_thread() is not threading.main_thread():
         return
     rfd, wfd = os.pipe()

@@ -28,6 +28,7 @@ Hot path, as the MPI wrappers write it (``T`` the tracer)::
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
 import os
@@ -92,10 +93,19 @@ class Tracer:
         self.buf: Any = None
         self.off = 0                      # next record's byte offset in the current window
         self.end = 0
-        self._fd = os.open(self.stage / fc.RAW_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        self._names = os.open(self.stage / fc.RAW_NAMES_FILE,
-                              os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        self._map_next()
+        self._fd = self._names = -1
+        try:
+            self._fd = os.open(self.stage / fc.RAW_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+                               0o644)
+            # Held while the rank lives (the kernel drops it when the process dies, however it
+            # dies): `trace seal` tells a rank that is still running from a dead one by it.
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._names = os.open(self.stage / fc.RAW_NAMES_FILE,
+                                  os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            self._map_next()
+        except BaseException:
+            self._close_files()
+            raise
         self._name("rank", rank, run_id, self.capacity)
 
     # -- recording -------------------------------------------------------------------------------
@@ -121,9 +131,18 @@ class Tracer:
         """Record nothing more: later records go to a scratch slot (the trace has a gap now)."""
         self.events_at_close = self.windows * self.capacity    # every mapped window was full
         self.closed = True
+        if self.buf is not None and not isinstance(self.buf, bytearray):
+            self.buf.close()
         self.buf = bytearray(RECORD)
         self.off = 0
         self.end = RECORD
+        self._close_files()
+
+    def _close_files(self) -> None:
+        for fd in (self._fd, self._names):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._names = -1
 
     def roll(self) -> None:
         """The current window is full: map the next one."""
@@ -173,8 +192,17 @@ class Tracer:
     def _name(self, *item: Any) -> None:
         """Append what names the raw records (formatcore.RAW_NAMES_FILE): one write, no rename
         (a rename costs about 250 us on this machine's file system)."""
-        if self._names >= 0:
-            os.write(self._names, (json.dumps(item) + "\n").encode())
+        if self._names < 0:
+            return
+        line = (json.dumps(item) + "\n").encode()
+        try:
+            while line:
+                line = line[os.write(self._names, line):]
+        except OSError as exc:
+            self._stop()
+            raise TraceWriteError(f"rank {self.rank}: cannot write "
+                                  f"{self.stage / fc.RAW_NAMES_FILE}: {exc.strerror or exc}") \
+                from None
 
     # -- finishing -------------------------------------------------------------------------------
 
@@ -207,10 +235,7 @@ class Tracer:
             self.buf.close()
         self.buf = bytearray(RECORD)
         self.off, self.end = 0, RECORD
-        if self._fd >= 0:
-            os.close(self._fd)
-            os.close(self._names)
-            self._fd = self._names = -1
+        self._close_files()
         self.closed = True
 
     def close(self, status: str) -> None:
@@ -220,6 +245,21 @@ class Tracer:
         meta = self.file_metadata(status)
         self.release()
         seal_rank(self.trace_dir, self.rank, meta, self.drift, self.epoch_ns)
+
+
+def still_recording(stage: Path) -> bool:
+    """Whether a live rank's tracer holds the staged records in `stage` (its lock on them)."""
+    try:
+        fd = os.open(Path(stage) / fc.RAW_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
@@ -248,6 +288,10 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
     stage = fc.staging_dir(trace_dir, rank)
     final = trace_dir / fc.rank_file_name(rank)
     tmp = trace_dir / f".{fc.rank_file_name(rank)}.tmp"
+    raw = stage / fc.RAW_FILE
+    if not raw.is_file():
+        raise TraceWriteError(f"rank {rank}: its staged records {raw} are gone (sealed by "
+                              "another process?)")
     names = fc.read_raw_names(stage)
     if epoch_ns is not None:
         names["epoch_ns"] = epoch_ns
@@ -255,13 +299,16 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
     meta.setdefault("communicators", {}).update(names.get("communicators") or {})
     group = int(names.get("capacity") or DEFAULT_CAPACITY)
     try:
-        chunks = list(tf.raw_tables(stage / fc.RAW_FILE, rank, names, drift, group))
-        meta["events"] = sum(len(c) for c in chunks)
-        meta["max_t_end_ns"] = max((int(c.column("t_end").to_numpy().max()) for c in chunks
-                                    if len(c)), default=0)
+        # The footer's counts first, from the mapped records, then the row groups one at a
+        # time: a large rank is never held in memory whole.
+        records = tf.raw_records(raw)
+        meta["events"] = len(records)
+        last = int(records[:, -1].max()) - int(names["epoch_ns"]) if len(records) else 0
+        meta["max_t_end_ns"] = round(last * (1.0 - drift)) if drift else last
+        del records
         schema = tf.SCHEMA.with_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
         with pq.ParquetWriter(tmp, schema, **tf.WRITE_OPTIONS) as writer:
-            for table in chunks:
+            for table in tf.raw_tables(raw, rank, names, drift, group):
                 writer.write_table(table, row_group_size=group)
         os.replace(tmp, final)
     except OSError as exc:
@@ -269,6 +316,9 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
         tmp.unlink(missing_ok=True)
         raise TraceWriteError(f"rank {rank}: cannot write {final}: {exc.strerror or exc}") \
             from None
+    except tf.TraceError as exc:
+        tmp.unlink(missing_ok=True)
+        raise TraceWriteError(f"rank {rank}: cannot seal its staged records: {exc}") from None
     for leftover in (fc.RAW_FILE, fc.RAW_NAMES_FILE, "status.json"):
         (stage / leftover).unlink(missing_ok=True)
     try:

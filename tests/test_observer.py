@@ -70,3 +70,40 @@ def test_traced_manifest_records_wall_time_and_conditions(tmp_path):
     cond = m["conditions"]
     assert cond["loadavg_1m_before"] is None or cond["loadavg_1m_before"] >= 0
     assert all(len(c) == 2 and min(c) >= 0 for c in cond["rank_ctx_switches"])
+
+
+def test_trace_seal_refuses_a_live_job_and_seals_a_killed_one(tmp_path):
+    """A job started with mpiexec directly leaves raw records when killed; `trace seal` writes
+    them as rank files, but never while a rank's tracer still holds them."""
+    import signal
+    import time
+
+    from tests.conftest import hindsight
+
+    out = tmp_path / "t"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    job = subprocess.Popen([mpiexec, "-n", "2", sys.executable, "-m", "instrument.run",
+                            "--trace", str(out), str(PROGRAMS / "hang.py")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                           cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(list(out.glob(".staging/rank-*/names.jsonl"))) < 2:
+            time.sleep(0.2)
+        time.sleep(2)                        # the ranks reach their receive that never completes
+        live = hindsight("trace", "seal", out)
+        assert live.returncode == 1 and "still running" in live.stderr
+        assert not list(out.glob("rank-*.parquet"))
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        subprocess.run(["pkill", "-KILL", "-f", str(out)], check=False)
+    time.sleep(0.5)
+    sealed = hindsight("trace", "seal", out)
+    assert sealed.returncode == 0 and "incomplete" in sealed.stdout, sealed.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["complete"] is False and set(m["rank_status"]) == {"killed"}
+    assert all(n > 0 for n in m["events"])
+    check = hindsight("trace", "check", out)
+    assert check.returncode == 1 and "status killed" in check.stdout
