@@ -162,8 +162,8 @@ def info(trace_dir, as_json, noise, profile, model_name):
 def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
     """``noise_info`` with its errors as one line: the profile or model as usage (exit 2), an
     unreplayable trace as data (exit 1)."""
-    from hindsight.info import noise_info
     from replay import models as M
+    from replay.noise import noise_info
     from replay.prepare import ReplayError
 
     if profile is not None and not profile.is_file():

@@ -113,34 +113,6 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
-               model: str = "loggps") -> dict[str, Any]:
-    """What the trace tells about noise inside MPI calls (replay/noise.py, docs/replay.md
-    "Noise"): without a profile, the time every rank was inside an MPI call at once; with a
-    calibrated profile, also the in-MPI time that profile's network cannot explain, and how much
-    of it was on several ranks at once. Reads and prepares the whole trace (the replay cache),
-    so it runs only when asked. Raises ``TraceError``, ``ReplayError`` or models' ``ParamError``."""
-    from replay import models as M
-    from replay import noise as N
-    from replay.engine import run
-    from replay.prepare import prepare
-
-    trace_dir = Path(trace_dir)
-    complete = bool(tf.read_manifest(trace_dir).get("complete"))
-    prep = prepare(trace_dir, allow_partial=not complete)
-    out: dict[str, Any] = {"without_model": N.in_mpi_overlap(prep)}
-    if profile is not None:
-        mod = M.get_model(model)
-        values = M.resolve(mod, {}, M.load_profile(profile, mod))
-        res = run(prep, mod, resolved=values, record=True)
-        rep = N.analyse(prep, res)
-        out["with_model"] = rep.summary()
-        out["with_model"]["profile"] = str(profile)
-        out["with_model"]["predicted_makespan_s"] = res.makespan_ns / 1e9
-        out["with_model"]["line"] = rep.line()
-    return out
-
-
 def format_noise(noise: dict[str, Any]) -> str:
     """The text of ``trace info --noise`` / ``--profile``."""
     def ms(s: float) -> str:
