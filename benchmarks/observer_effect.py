@@ -100,6 +100,7 @@ class Run:
     events: int | None = None
     error: str | None = None
     minor_faults: int | None = None     # of mpiexec and every process it waited for
+    others_running: int | None = None   # runnable tasks of other work when the run began
 
 
 @dataclass
@@ -144,12 +145,27 @@ def launch_env(root: Path, nprocs: int) -> dict[str, str]:
     return env
 
 
+def others_running() -> int | None:
+    """Tasks running or runnable right now besides this one (/proc/stat's procs_running), read
+    between two runs, when none of this benchmark's ranks exist: other work on the machine, seen
+    at once, where the 1-minute load average trails by a minute and counts our own ranks."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("procs_running "):
+                    return max(0, int(line.split()[1]) - 1)
+    except OSError:
+        pass
+    return None
+
+
 def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
              env: dict[str, str]) -> Run:
     trace_dir = Path(tempfile.mkdtemp(prefix="hindsight-observer-")) / "trace"
     try:
         tail = prog.traced(trace_dir) if variant == "traced" else prog.untraced()
         cmd = [find_mpiexec(), "-n", str(nprocs), sys.executable, *tail]
+        others = others_running()
         faults0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
         t0 = time.perf_counter()
         try:
@@ -157,7 +173,7 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
                                   timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return Run(variant, pair, None, time.perf_counter() - t0, -1, False,
-                       error=f"timed out after {RUN_TIMEOUT_S:.0f} s")
+                       error=f"timed out after {RUN_TIMEOUT_S:.0f} s", others_running=others)
         wall = time.perf_counter() - t0
         faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults0
         out = proc.stdout + "\n" + proc.stderr
@@ -165,7 +181,7 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
             proc.stdout if prog.kind == "workload" else proc.stderr)
         verified = proc.returncode == 0 and "verified" in out and "WRONG" not in out
         run = Run(variant, pair, float(found.group(1)) if found and verified else None, wall,
-                  proc.returncode, verified, minor_faults=faults)
+                  proc.returncode, verified, minor_faults=faults, others_running=others)
         if run.time_s is None:
             tail_lines = [line for line in out.strip().splitlines() if line.strip()][-3:]
             run.error = f"exit {proc.returncode}: " + " | ".join(tail_lines)
@@ -205,16 +221,26 @@ def _spread(values: list[float]) -> str:
 
 
 def program_load_problems(res: Result, nprocs: int) -> list[str]:
-    """hindsight.conditions' verdict on one program's measurement, less the benchmark's own ranks:
-    the previous program's P ranks ran until just before, and the 1-minute load average still
-    counts them (up to P), so P is taken off the load it began with, except for the first program
-    (`first_program`), whose start no rank of this benchmark preceded."""
+    """Why one program's figures are not a quiet machine's: hindsight.conditions' verdict (steal,
+    and the 1-minute load average it began with, less the benchmark's own P ranks, which ran
+    until just before and which that average still counts, except for the first program), and
+    the other work found runnable when its runs began (median over them, against the same
+    per-core limit as the load average)."""
     cond = res.conditions
-    if not cond or res.first_program or cond.get("loadavg_1m_before") is None:
-        return conditions.load_problems(cond)
-    own = dict(cond, loadavg_1m_before=max(0.0, cond["loadavg_1m_before"] - nprocs))
-    return [f"{problem} (less the benchmark's own {nprocs} ranks)"
-            for problem in conditions.load_problems(own)]
+    if not cond:
+        problems = []
+    elif res.first_program or cond.get("loadavg_1m_before") is None:
+        problems = conditions.load_problems(cond)
+    else:
+        own = dict(cond, loadavg_1m_before=max(0.0, cond["loadavg_1m_before"] - nprocs))
+        problems = [f"{problem} (less the benchmark's own {nprocs} ranks)"
+                    for problem in conditions.load_problems(own)]
+    seen = [r.others_running for r in res.runs if r.others_running is not None]
+    cores = (cond or {}).get("cores") or conditions.usable_cores()
+    if seen and statistics.median(seen) > conditions.MAX_LOAD_PER_CORE * cores:
+        problems.append(f"{statistics.median(seen):g} other tasks runnable when its runs began "
+                        f"(median; up to {max(seen)})")
+    return problems
 
 
 def summarize(res: Result, nprocs: int) -> dict[str, Any]:
