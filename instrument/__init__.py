@@ -7,12 +7,27 @@
     instrument.finish(result_verified=True)
 
 Unmodified programs: ``mpiexec -n P python -m instrument.run --trace DIR prog.py ARGS``.
+
+The names below load on first use (PEP 562): importing the package, as `python -m
+instrument.run` does, must not import mpi4py.MPI (which initialises MPI) before the program does.
 """
 
-from instrument.comm import TracedComm, TracedRequest
-from instrument.session import active, end_of_program, finish, region, start
+from __future__ import annotations
 
-Request = TracedRequest
+_NAMES = {"TracedComm": "instrument.comm", "TracedRequest": "instrument.comm",
+          "Request": "instrument.comm", "active": "instrument.session",
+          "end_of_program": "instrument.session", "finish": "instrument.session",
+          "region": "instrument.session", "start": "instrument.session"}
 
-__all__ = ["TracedComm", "TracedRequest", "Request", "active", "end_of_program", "finish", "region",
-           "start"]
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'instrument' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), "TracedRequest" if name == "Request"
+                    else name)
+    globals()[name] = value
+    return value

@@ -1,71 +1,149 @@
 """Trace an unmodified mpi4py program:
 
-    mpiexec -n P python -m instrument.run --trace DIR [--app NAME] prog.py [ARGS ...]
+    mpiexec -n P python -m instrument.run --trace DIR [--app NAME] [--paradigm NAME] prog.py [ARGS]
 
-`mpi4py.MPI` is replaced, for the program, by a view of the real module in which `COMM_WORLD` is
-traced and `Request` is the traced request class (so `MPI.Request.Waitall(...)` is recorded too).
-Everything else is the real module. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`)
-the program runs on the real module and only its wall time is written (instrument.session).
+The program runs as under ``python prog.py`` (its folder first on `sys.path`, its own `argv`),
+and MPI is initialised when *the program* imports `mpi4py.MPI`, not before: tracing starts
+inside that import. Until then this launcher has loaded a handful of standard-library modules
+and nothing else, so the program's own imports (NumPy, ...) and MPI's initialisation shape the
+process's heap in the order they do untraced. That order matters: with MPI initialised before
+NumPy was imported, a NumPy stencil's temporaries were page-faulted afresh every iteration (186k
+faults a run against 15k untraced), the observer effect of docs/robustness.md.
+
+For the program, `mpi4py.MPI` is then a view of the real module in which `COMM_WORLD` is traced
+and `Request` is the traced request class (so `MPI.Request.Waitall(...)` is recorded too);
+everything else is the real module. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`)
+the program gets the real module and only its wall time is written (instrument.session).
 """
 
 from __future__ import annotations
 
-import argparse
-import runpy
+import os
 import sys
-import types
 
-from mpi4py import MPI
-
-import instrument
-from instrument.session import end_of_program, finish, start
+USAGE = ("usage: python -m instrument.run --trace DIR [--app NAME] [--paradigm NAME] "
+         "prog.py [ARGS ...]")
 
 
-class _TracedMPI(types.ModuleType):
-    def __init__(self, real, world):
-        super().__init__(real.__name__, real.__doc__)
-        self.__dict__["_real"] = real
-        self.__dict__["COMM_WORLD"] = world
-        self.__dict__["Request"] = instrument.TracedRequest
+def _fail(message: str) -> None:
+    # Every rank sees the same mistake; before MPI is up, the launcher's rank variable tells
+    # which one speaks.
+    if os.environ.get("PMI_RANK", "0") == "0":
+        sys.stderr.write(f"python -m instrument.run: {message}\n{USAGE}\n")
+    raise SystemExit(2)
 
-    def __getattr__(self, name):
-        return getattr(self.__dict__["_real"], name)
+
+def _parse(argv: list[str]) -> dict:
+    """The launcher's own flags, then the program and its arguments (argparse is not loaded:
+    every module the launcher imports runs before the program)."""
+    opts: dict = {"trace": None, "app": None, "paradigm": None}
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE + "\n\n" + __doc__.split("\n\n")[1] + "\n")
+            raise SystemExit(0)
+        name, eq, value = arg[2:].partition("=")
+        if arg[:2] != "--" or name not in opts:
+            _fail(f"unknown option {arg}")
+        if not eq:
+            i += 1
+            if i >= len(argv):
+                _fail(f"{arg} needs a value")
+            value = argv[i]
+        opts[name] = value
+        i += 1
+    if opts["trace"] is None:
+        _fail("--trace DIR is required")
+    if i >= len(argv):
+        _fail("name the program to run")
+    opts["program"], opts["args"] = argv[i], argv[i + 1:]
+    return opts
+
+
+class _TraceOnImport:
+    """A meta-path finder that lets `mpi4py.MPI` load as usual, then starts tracing (a
+    collective: every rank imports it) and hands the program the traced view of it."""
+
+    def __init__(self, opts: dict) -> None:
+        self.opts = opts
+        self.world = None
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "mpi4py.MPI" or self.world is not None:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            import importlib.util
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None:
+            return None
+        real_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            real_exec(module)
+            # The import system returns what sys.modules holds once the module has run.
+            sys.modules[name] = self.started(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+    def started(self, mpi):
+        """Called once the real module is loaded (MPI is initialised): start the run and return
+        what the program gets as `mpi4py.MPI`."""
+        import types
+
+        import instrument
+        from instrument.session import start
+
+        o = self.opts
+        self.world = start(o["trace"], app=o["app"] or os.path.basename(o["program"]),
+                           paradigm=o["paradigm"], args={"argv": o["args"]},
+                           program=os.path.abspath(o["program"]))
+        if not instrument.active():
+            return mpi
+
+        class TracedMPI(types.ModuleType):
+            def __getattr__(self, attr):
+                return getattr(mpi, attr)
+
+        view = TracedMPI(mpi.__name__, mpi.__doc__)
+        view.COMM_WORLD = self.world
+        view.Request = instrument.TracedRequest
+        return view
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m instrument.run",
-                                     description="Trace an unmodified mpi4py program.")
-    parser.add_argument("--trace", required=True, metavar="DIR", help="trace directory to write")
-    parser.add_argument("--app", default=None, help="application name for the manifest")
-    parser.add_argument("--paradigm", default=None, help="paradigm name for the manifest")
-    parser.add_argument("program", help="the mpi4py program (a .py file)")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
-    ns = parser.parse_args(argv)
-    import os
-    if not os.path.isfile(ns.program):
-        if MPI.COMM_WORLD.Get_rank() == 0:
-            sys.stderr.write(f"hindsight: program not found: {ns.program}\n")
+    opts = _parse(sys.argv[1:] if argv is None else argv)
+    program = opts["program"]
+    if not os.path.isfile(program):
+        if os.environ.get("PMI_RANK", "0") == "0":
+            sys.stderr.write(f"hindsight: program not found: {program}\n")
         raise SystemExit(2)
-    world = start(ns.trace, app=ns.app or os.path.basename(ns.program), paradigm=ns.paradigm,
-                  args={"argv": ns.args}, program=os.path.abspath(ns.program))
-    traced = instrument.active()
-    import mpi4py
-    if traced:
-        proxy = _TracedMPI(MPI, world)
-        sys.modules["mpi4py.MPI"] = proxy
-        mpi4py.MPI = proxy
+    hook = _TraceOnImport(opts)
+    sys.meta_path.insert(0, hook)
     # As `python prog.py` does: the program's folder first on the path, its own argv.
-    sys.path[0] = os.path.dirname(os.path.abspath(ns.program))
-    sys.argv = [ns.program] + ns.args
+    sys.path[0] = os.path.dirname(os.path.abspath(program))
+    sys.argv = [program] + opts["args"]
+    import runpy
     try:
-        runpy.run_path(ns.program, run_name="__main__")
+        runpy.run_path(program, run_name="__main__")
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise
     finally:
-        end_of_program()
-        sys.modules["mpi4py.MPI"] = MPI
-        mpi4py.MPI = MPI
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+    from instrument.session import end_of_program, finish
+    end_of_program()
+    if hook.world is None:
+        # The program never imported mpi4py.MPI: nothing ran under MPI, nothing was traced.
+        if os.environ.get("PMI_RANK", "0") == "0":
+            sys.stderr.write(f"hindsight: {program} never imported mpi4py.MPI: no trace "
+                             "written\n")
+        raise SystemExit(1)
     finish()
 
 

@@ -17,9 +17,7 @@ import atexit
 import contextlib
 import json
 import os
-import secrets
 import signal
-import socket
 import sys
 import threading
 import time
@@ -90,7 +88,7 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     trace_dir = Path(trace_dir)
     # HINDSIGHT_HOSTNAME stands in for the host name where ranks share one (network namespaces
     # of the testbed, or tests of the multi-host clock alignment).
-    host = os.environ.get("HINDSIGHT_HOSTNAME") or socket.gethostname()
+    host = os.environ.get("HINDSIGHT_HOSTNAME") or os.uname().nodename
 
     # Rank 0 prepares the directory; the others wait so that no one writes into a stale trace.
     error = None
@@ -104,7 +102,7 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
         raise SystemExit(2)
 
     hosts = world.allgather(host)
-    run_id = world.bcast(secrets.token_hex(8) if rank == 0 else None, root=0)
+    run_id = world.bcast(os.urandom(8).hex() if rank == 0 else None, root=0)
     manifest = None
     if rank == 0:
         manifest = _base_manifest(run_id, size, hosts, app, paradigm, args, program,
@@ -131,10 +129,6 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
             if rank == 0:
                 sys.stderr.write(f"hindsight: {problems[0]}\n")
             raise SystemExit(2)
-        if MPI.Query_thread() == MPI.THREAD_MULTIPLE and rank == 0:
-            sys.stderr.write("hindsight: warning: MPI_THREAD_MULTIPLE: the tracer assumes one "
-                             "thread calls MPI at a time; calls from several threads at once "
-                             "are not recorded correctly\n")
         t.host = host
         t.hosts = hosts
         # Every rank file carries the run's metadata too, so one file describes its run.
