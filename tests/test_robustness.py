@@ -277,7 +277,9 @@ def test_disk_full_stops_the_run_cleanly(tmp_path):
         assert res.returncode != 0
         assert "Traceback" not in text
         assert "No space left on device" in text and "stopping the run" in text
-        assert "cannot finish the trace" in res.stderr and str(out) in res.stderr
+        # collect then seals what the ranks staged; where even that finds no room it says so
+        sealed = all((out / tf.rank_file_name(r)).is_file() for r in range(2))
+        assert sealed or ("cannot finish the trace" in res.stderr and str(out) in res.stderr)
         # Nothing half-written: no temporary files, and no trace presented as complete.
         assert not list(out.glob(".*.tmp")) and not list(out.glob("rank-*.parquet.tmp"))
         manifest = json.loads((out / tf.MANIFEST_NAME).read_text())

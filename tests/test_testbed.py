@@ -158,7 +158,10 @@ def test_collect_across_a_two_node_testbed(tmp_path):
         prof = tmp_path / "tb.toml"
         p = subprocess.run([sys.executable, "-m", "hindsight.cli", "calibrate", "--testbed", name,
                             "--api", "pickle", "--sizes", "1B..1MiB:4", "--repeat", "20",
-                            "--overhead-ranks", "2", "--out", str(prof)],
+                            "--overhead-ranks", "2", "--out", str(prof),
+                            # what is checked here is the link's rate; a token-bucket link's
+                            # small sizes sit far off the LogGPS line (median residual 74-79 %)
+                            "--accept-noisy"],
                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
         from replay.calibration.profile import read_profile
