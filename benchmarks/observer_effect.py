@@ -122,14 +122,12 @@ class Result:
 
 
 def find_mpiexec() -> str:
-    """The mpiexec beside this Python (the environment's own MPI), else the one on PATH."""
-    here = Path(sys.executable).parent / "mpiexec"
-    if here.exists():
-        return str(here)
-    found = shutil.which("mpiexec")
-    if not found:
-        raise SystemExit("observer_effect: no mpiexec found")
-    return found
+    """hindsight collect's mpiexec (the environment's own MPI, else the one on PATH)."""
+    from hindsight.collect import CollectError, find_mpiexec as collect_mpiexec
+    try:
+        return collect_mpiexec()
+    except CollectError as exc:
+        raise SystemExit(f"observer_effect: {exc}") from None
 
 
 def launch_env(root: Path, nprocs: int) -> dict[str, str]:

@@ -25,6 +25,8 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+import workload_args
+
 SETTINGS = {"fine": {"size": 2_000, "iters": 8_000}, "coarse": {"size": 200_000, "iters": 100}}
 PARAMS = 8
 SUMMARY = 16
@@ -33,22 +35,9 @@ CHECKED = 20
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--fine", dest="setting", action="store_const", const="fine",
-                   help="2,000 doubles per rank, iterations of ~50-100 us (default)")
-    g.add_argument("--coarse", dest="setting", action="store_const", const="coarse",
-                   help="200,000 doubles per rank, iterations of several ms")
-    p.add_argument("--size", type=int, help="doubles per rank (overrides the setting)")
-    p.add_argument("--iters", type=int, help="timed iterations (overrides the setting)")
-    p.set_defaults(setting="fine")
-    ns = p.parse_args(argv)
-    for key, value in SETTINGS[ns.setting].items():
-        if getattr(ns, key) is None:
-            setattr(ns, key, value)
-    if ns.size < SUMMARY or ns.iters < 1:
-        p.error(f"--size must be at least {SUMMARY} and --iters positive")
-    return ns
+    return workload_args.parse(__doc__, SETTINGS, fine="2,000 doubles per rank, iterations of ~50-100 us",
+                          coarse="200,000 doubles per rank, iterations of several ms",
+                          helps={"size": "doubles per rank", "iters": "timed iterations"}, minimum={"size": SUMMARY}, argv=argv)
 
 
 def data_of(rank: int, n: int) -> np.ndarray:

@@ -25,28 +25,17 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+import workload_args
+
 SETTINGS = {"fine": {"size": 1_000, "tasks": 5_000}, "coarse": {"size": 20_000, "tasks": 200}}
 IN_FLIGHT = 2
 TASK, RESULT, STOP = 1, 2, 3
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--fine", dest="setting", action="store_const", const="fine",
-                   help="tasks of 1,000 doubles, ~50-100 us each (default)")
-    g.add_argument("--coarse", dest="setting", action="store_const", const="coarse",
-                   help="tasks of 20,000 doubles, several ms each")
-    p.add_argument("--size", type=int, help="doubles per task (overrides the setting)")
-    p.add_argument("--tasks", type=int, help="number of tasks (overrides the setting)")
-    p.set_defaults(setting="fine")
-    ns = p.parse_args(argv)
-    for key, value in SETTINGS[ns.setting].items():
-        if getattr(ns, key) is None:
-            setattr(ns, key, value)
-    if ns.size < 1 or ns.tasks < 1:
-        p.error("--size and --tasks must be positive")
-    return ns
+    return workload_args.parse(__doc__, SETTINGS, fine="tasks of 1,000 doubles, ~50-100 us each",
+                          coarse="tasks of 20,000 doubles, several ms each",
+                          helps={"size": "doubles per task", "tasks": "number of tasks"}, minimum=None, argv=argv)
 
 
 def base_data(n: int) -> np.ndarray:

@@ -24,26 +24,15 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+import workload_args
+
 SETTINGS = {"fine": {"size": 2_000, "blocks": 4_000}, "coarse": {"size": 30_000, "blocks": 150}}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--fine", dest="setting", action="store_const", const="fine",
-                   help="blocks of 2,000 doubles, stages of ~50-100 us (default)")
-    g.add_argument("--coarse", dest="setting", action="store_const", const="coarse",
-                   help="blocks of 30,000 doubles, stages of several ms")
-    p.add_argument("--size", type=int, help="doubles per block (overrides the setting)")
-    p.add_argument("--blocks", type=int, help="number of blocks (overrides the setting)")
-    p.set_defaults(setting="fine")
-    ns = p.parse_args(argv)
-    for key, value in SETTINGS[ns.setting].items():
-        if getattr(ns, key) is None:
-            setattr(ns, key, value)
-    if ns.size < 1 or ns.blocks < 1:
-        p.error("--size and --blocks must be positive")
-    return ns
+    return workload_args.parse(__doc__, SETTINGS, fine="blocks of 2,000 doubles, stages of ~50-100 us",
+                          coarse="blocks of 30,000 doubles, stages of several ms",
+                          helps={"size": "doubles per block", "blocks": "number of blocks"}, minimum=None, argv=argv)
 
 
 def source(b: int, n: int) -> np.ndarray:

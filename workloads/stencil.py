@@ -26,28 +26,17 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+import workload_args
+
 SETTINGS = {"fine": {"size": 256, "iters": 3000}, "coarse": {"size": 1024, "iters": 150}}
 RESIDUAL_EVERY = 10
 WARMUP = 10
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--fine", dest="setting", action="store_const", const="fine",
-                   help="256 x 256 grid, iterations of ~100 us (default)")
-    g.add_argument("--coarse", dest="setting", action="store_const", const="coarse",
-                   help="1024 x 1024 grid, iterations of several ms")
-    p.add_argument("--size", type=int, help="interior grid size N (overrides the setting)")
-    p.add_argument("--iters", type=int, help="timed iterations (overrides the setting)")
-    p.set_defaults(setting="fine")
-    ns = p.parse_args(argv)
-    for key, value in SETTINGS[ns.setting].items():
-        if getattr(ns, key) is None:
-            setattr(ns, key, value)
-    if ns.size < 1 or ns.iters < 1:
-        p.error("--size and --iters must be positive")
-    return ns
+    return workload_args.parse(__doc__, SETTINGS, fine="256 x 256 grid, iterations of ~100 us",
+                          coarse="1024 x 1024 grid, iterations of several ms",
+                          helps={"size": "interior grid size N", "iters": "timed iterations"}, minimum=None, argv=argv)
 
 
 def initial(n: int) -> np.ndarray:
