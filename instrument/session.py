@@ -141,7 +141,8 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
         _install_exit_paths(signals=False)
 
     _conditions_start.update(snapshot=conditions.snapshot() if rank == 0 else None,
-                             ctx=conditions.ctx_switches())
+                             ctx=conditions.ctx_switches(), wait=conditions.run_queue_wait_ns(),
+                             t=perf_counter_ns(), oversubscribed=manifest["oversubscribed"])
     world.Barrier()
     epoch0 = world.bcast(perf_counter_ns() if rank == 0 else None, root=0)
     offsets, errors = _clock_offsets(world, hosts)
@@ -361,15 +362,21 @@ def end_of_program() -> None:
     global _program_end
     if _program_end is None:
         _program_end = perf_counter_ns()
-        _conditions_end.update(ctx=conditions.ctx_switches(),
+        _conditions_end.update(ctx=conditions.ctx_switches(), wait=conditions.run_queue_wait_ns(),
                                snapshot=conditions.snapshot()
                                if _conditions_start.get("snapshot") else None)
 
 
 def _rank_conditions() -> dict[str, Any]:
-    """This rank's own conditions since `start`: its involuntary context switches."""
+    """This rank's own conditions from `start` to the program's end: its context switches and
+    the share of the time it was runnable but waiting for a core."""
     now, before = _conditions_end.get("ctx"), _conditions_start.get("ctx")
-    return {"ctx_switches": [a - b for a, b in zip(now, before)] if now and before else None}
+    w0, w1, t0 = _conditions_start.get("wait"), _conditions_end.get("wait"), \
+        _conditions_start.get("t")
+    wait = round((w1 - w0) / (_program_end - t0), 4) \
+        if None not in (w0, w1, t0, _program_end) and _program_end > t0 else None
+    return {"ctx_switches": [a - b for a, b in zip(now, before)] if now and before else None,
+            "run_queue_wait": wait}
 
 
 def _run_conditions(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
@@ -377,7 +384,12 @@ def _run_conditions(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     before, after = _conditions_start.get("snapshot"), _conditions_end.get("snapshot")
     cond = conditions.between(before, after) if before and after else {}
     cond["rank_ctx_switches"] = [r.get("ctx_switches") for r in per_rank]
+    cond["rank_run_queue_wait"] = [r.get("run_queue_wait") for r in per_rank]
     cond["problems"] = conditions.load_problems(cond)
+    # An oversubscribed run's ranks wait for cores by construction (the manifest says so).
+    if not _conditions_start.get("oversubscribed"):
+        cond["problems"] += conditions.preemption_problems(
+            {f"rank {r}": w for r, w in enumerate(cond["rank_run_queue_wait"])})
     return cond
 
 

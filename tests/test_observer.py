@@ -70,6 +70,8 @@ def test_traced_manifest_records_wall_time_and_conditions(tmp_path):
     cond = m["conditions"]
     assert cond["loadavg_1m_before"] is None or cond["loadavg_1m_before"] >= 0
     assert all(len(c) == 2 and min(c) >= 0 for c in cond["rank_ctx_switches"])
+    assert all(w is None or 0 <= w <= 1 for w in cond["rank_run_queue_wait"])
+    assert len(cond["rank_run_queue_wait"]) == 2
 
 
 def test_trace_seal_refuses_a_live_job_and_seals_a_killed_one(tmp_path):
