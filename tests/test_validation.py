@@ -102,13 +102,13 @@ def test_errors_csv_and_report_tables(tmp_path):
     paths = report(tmp_path, tmp_path / "rep")
     md = (tmp_path / "rep" / "report.md").read_text()
     # the papers' summary rows: average +2.5, average absolute 7.5, minimum -5, maximum +10
-    assert "| Average Relative Error | | | | | | | +2.50 |" in md
-    assert "| Average Absolute Relative Error | | | | | | | 7.50 |" in md
-    assert "| Minimum Relative Error | | | | | | | -5.00 |" in md
-    assert "| Maximum Relative Error | | | | | | | +10.00 |" in md
+    assert "| Average Relative Error | | | | | | | | +2.50 |" in md
+    assert "| Average Absolute Relative Error | | | | | | | | 7.50 |" in md
+    assert "| Minimum Relative Error | | | | | | | | -5.00 |" in md
+    assert "| Maximum Relative Error | | | | | | | | +10.00 |" in md
     # cells without untraced runs measured the traced ones; no perturbation to show
     assert set(df.ground_truth) == {"traced"} and df.perturbation_pct.isna().all()
-    assert "| 2 | s | shm | 2.0000 | 0.0100 | - | 2.2000 | +10.00 |" in md
+    assert "| 2 | s | shm | 2.0000 | 0.0100 | - | 2.2000 | - | +10.00 |" in md
     assert "No untraced runs" in md
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "data:image/png;base64," in page and "src='rel_error.png'" not in page
@@ -272,3 +272,25 @@ def test_cells_taken_under_load_are_labelled():
             "under_load": under_load([loaded])}
     md = "\n".join(_perturbation_md(perturbation_table([cell])))
     assert "load average 3.10 on 2 cores" in md
+
+
+def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
+    """Every repetition predicted from its own trace: errors.csv carries their range beside the
+    mean, and the report prints it."""
+    import csv
+
+    from validation.report import _load, _table_md
+    from validation.validate import write_errors
+
+    (tmp_path / "cells").mkdir()
+    cell = {"app": "a", "paradigm": "p", "ranks": 2, "size": "s", "network": "shm",
+            "actual_s": 1.0, "actual_sd_s": 0.1, "ground_truth": "untraced", "traced_s": 1.05,
+            "perturbation_pct": 5.0,
+            "predictions": [{"predictor": "replay:loggps", "predicted_s": 0.95,
+                             "per_rep_s": [0.9, 0.95, 1.0], "rel_error_pct": -5.0}]}
+    (tmp_path / "cells" / "a.json").write_text(json.dumps(cell))
+    write_errors(tmp_path)
+    row = next(csv.DictReader(open(tmp_path / "errors.csv")))
+    assert float(row["predicted_min_s"]) == 0.9 and float(row["predicted_max_s"]) == 1.0
+    err, _ = _load(tmp_path)
+    assert "0.9000-1.0000" in _table_md(err)

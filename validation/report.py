@@ -32,6 +32,8 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     # errors.csv written before untraced runs were measured: the actual time was the traced one
     if "ground_truth" not in err.columns:
         err = err.assign(ground_truth="traced", traced_s=err["actual_s"], perturbation_pct=math.nan)
+    if "predicted_min_s" not in err.columns:
+        err = err.assign(predicted_min_s=err["predicted_s"], predicted_max_s=err["predicted_s"])
     return err, cells
 
 
@@ -126,14 +128,16 @@ def _pct(v: float) -> str:
 
 def _table_md(g: pd.DataFrame) -> str:
     lines = ["| Num Proc | Input Size | Network | Actual (s) | sd (s) | Tracing % | Pred (s) | "
-             "Rel Error % |", "|---:|---|---|---:|---:|---:|---:|---:|"]
+             "Pred range (s) | Rel Error % |", "|---:|---|---|---:|---:|---:|---:|---|---:|"]
     for _, r in g.sort_values(["ranks", "size", "network"]).iterrows():
+        spread = ("-" if r.predicted_min_s == r.predicted_max_s or math.isnan(r.predicted_min_s)
+                  else f"{r.predicted_min_s:.4f}-{r.predicted_max_s:.4f}")
         lines.append(f"| {r.ranks} | {r['size']} | {r.network} | {r.actual_s:.4f} | "
                      f"{r.actual_sd_s:.4f} | {_pct(r.perturbation_pct)} | {r.predicted_s:.4f} | "
-                     f"{r.rel_error_pct:+.2f} |")
+                     f"{spread} | {r.rel_error_pct:+.2f} |")
     for name, v in _summary_rows(g["rel_error_pct"]):
-        lines.append(f"| {name} | | | | | | | {v:.2f} |" if "Absolute" in name
-                     else f"| {name} | | | | | | | {v:+.2f} |")
+        lines.append(f"| {name} | | | | | | | | {v:.2f} |" if "Absolute" in name
+                     else f"| {name} | | | | | | | | {v:+.2f} |")
     return "\n".join(lines)
 
 

@@ -38,7 +38,8 @@ from typing import Any, Callable
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 ERRORS_COLUMNS = ["app", "paradigm", "ranks", "size", "network", "predictor", "actual_s",
                   "actual_sd_s", "predicted_s", "rel_error_pct", "trace_network", "ground_truth",
-                  "traced_s", "traced_makespan_s", "perturbation_pct"]
+                  "traced_s", "traced_makespan_s", "perturbation_pct", "predicted_min_s",
+                  "predicted_max_s"]
 #: `network` is where the actual run and the profile come from; `trace_network` is where the
 #: replayed trace was collected (equal for same-network rows, different for cross-network rows);
 #: `ground_truth` says whose times `actual_s` is ("untraced" or "traced" runs), `traced_s` is the
@@ -692,6 +693,10 @@ def write_errors(out: Path) -> Path:
         traced = c.get("traced_s", c["actual_s"] if truth == "traced" else math.nan)
         makespan = c.get("traced_makespan_s", traced)
         for p in c.get("predictions", []):
+            # Each repetition predicted from its own trace: the predictions' range, not only
+            # their mean (equal to it when one trace was replayed).
+            reps = [v for v in p.get("per_rep_s") or [p["predicted_s"]] if not math.isnan(v)]
+            lo, hi = (min(reps), max(reps)) if reps else (math.nan, math.nan)
             rows.append({"app": c["app"], "paradigm": c["paradigm"], "ranks": c["ranks"],
                          "size": c["size"], "network": c["network"], "predictor": p["predictor"],
                          "actual_s": f"{c['actual_s']:.6f}", "actual_sd_s": f"{c['actual_sd_s']:.6f}",
@@ -700,7 +705,8 @@ def write_errors(out: Path) -> Path:
                          "trace_network": c.get("trace_network", c["network"]),
                          "ground_truth": truth, "traced_s": f"{traced:.6f}",
                          "traced_makespan_s": f"{makespan:.6f}",
-                         "perturbation_pct": f"{c.get('perturbation_pct', math.nan):.3f}"})
+                         "perturbation_pct": f"{c.get('perturbation_pct', math.nan):.3f}",
+                         "predicted_min_s": f"{lo:.6f}", "predicted_max_s": f"{hi:.6f}"})
     path = out / "errors.csv"
     tmp = path.with_name("errors.csv.tmp")
     with open(tmp, "w", newline="") as fh:
