@@ -213,7 +213,8 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         env["HINDSIGHT_UNTRACED"] = "1"
         # What an earlier run left here must not pass for this run's result if this one dies
         # before rank 0 writes its manifest.
-        _clear_run(out)
+        if out.is_dir():
+            tf.clear_run(out)
     stdout = subprocess.DEVNULL if quiet else None
     # A session of its own, so a timeout can stop mpiexec and every rank together.
     proc = subprocess.Popen(cmd, env=env, stdout=stdout, start_new_session=True)
@@ -254,16 +255,6 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         manifest["network"] = network
         tf.write_manifest(out, manifest)
     return rc, manifest
-
-
-def _clear_run(out: Path) -> None:
-    """Remove an earlier run's manifest, rank files and staging area from ``out``; anything
-    else there is left alone."""
-    if not out.is_dir():
-        return
-    for old in list(out.glob("rank-*.parquet")) + [out / tf.MANIFEST_NAME]:
-        old.unlink(missing_ok=True)
-    shutil.rmtree(out / tf.STAGING_DIR, ignore_errors=True)
 
 
 def _finish_untraced(out: Path, rc: int, nprocs: int, network: dict, app: str | None,

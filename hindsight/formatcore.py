@@ -148,9 +148,25 @@ def derived_comm_id(parent: int, creation_index: int, lowest_world_rank: int) ->
     return 2 + zlib.crc32(key) % (2**31 - 3)
 
 
-def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
-    """Write atomically, so a reader never sees half a manifest."""
-    path = Path(trace_dir) / MANIFEST_NAME
-    tmp = path.with_name(f".{MANIFEST_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+def write_json(path: Path, obj: Any, **dumps: Any) -> None:
+    """Write `obj` as JSON to `path` atomically (a temporary file, then a rename), so a reader
+    never sees half of it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, **dumps) + "\n")
     os.replace(tmp, path)
+
+
+def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
+    write_json(Path(trace_dir) / MANIFEST_NAME, manifest, indent=2, sort_keys=True, default=str)
+
+
+def clear_run(trace_dir: Path) -> None:
+    """Remove an earlier run's manifest, rank files and staging area from `trace_dir`; anything
+    else there is left alone."""
+    import shutil
+
+    trace_dir = Path(trace_dir)
+    for old in list(trace_dir.glob("rank-*.parquet")) + [trace_dir / MANIFEST_NAME]:
+        old.unlink(missing_ok=True)
+    shutil.rmtree(trace_dir / STAGING_DIR, ignore_errors=True)

@@ -25,11 +25,15 @@ USAGE = ("usage: python -m instrument.run --trace DIR [--app NAME] [--paradigm N
          "prog.py [ARGS ...]")
 
 
-def _fail(message: str) -> None:
-    # Every rank sees the same mistake; before MPI is up, the launcher's rank variable tells
-    # which one speaks.
+def _say(text: str) -> None:
+    """One line on stderr from rank 0 only: every rank sees the same mistake, and before MPI is
+    up the launcher's rank variable tells which one speaks."""
     if os.environ.get("PMI_RANK", "0") == "0":
-        sys.stderr.write(f"python -m instrument.run: {message}\n{USAGE}\n")
+        sys.stderr.write(text + "\n")
+
+
+def _fail(message: str) -> None:
+    _say(f"python -m instrument.run: {message}\n{USAGE}")
     raise SystemExit(2)
 
 
@@ -119,8 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     opts = _parse(sys.argv[1:] if argv is None else argv)
     program = opts["program"]
     if not os.path.isfile(program):
-        if os.environ.get("PMI_RANK", "0") == "0":
-            sys.stderr.write(f"hindsight: program not found: {program}\n")
+        _say(f"hindsight: program not found: {program}")
         raise SystemExit(2)
     hook = _TraceOnImport(opts)
     sys.meta_path.insert(0, hook)
@@ -140,9 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     end_of_program()
     if hook.world is None:
         # The program never imported mpi4py.MPI: nothing ran under MPI, nothing was traced.
-        if os.environ.get("PMI_RANK", "0") == "0":
-            sys.stderr.write(f"hindsight: {program} never imported mpi4py.MPI: no trace "
-                             "written\n")
+        _say(f"hindsight: {program} never imported mpi4py.MPI: no trace written")
         raise SystemExit(1)
     finish()
 

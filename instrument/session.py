@@ -169,14 +169,8 @@ def _prepare_dir(trace_dir: Path) -> str | None:
     if not os.access(trace_dir, os.W_OK):
         return f"trace directory {trace_dir} is not writable"
     # A new run replaces an old trace in the same folder; anything else there is left alone.
-    for old in list(trace_dir.glob("rank-*.parquet")) + [trace_dir / tf.MANIFEST_NAME]:
-        if old.exists():
-            old.unlink()
-    stage = trace_dir / tf.STAGING_DIR
-    if stage.exists():
-        import shutil
-        shutil.rmtree(stage)
-    stage.mkdir()
+    tf.clear_run(trace_dir)
+    (trace_dir / tf.STAGING_DIR).mkdir()
     return None
 
 

@@ -130,13 +130,7 @@ class Tracer:
     def _stop(self) -> None:
         """Record nothing more: later records go to a scratch slot (the trace has a gap now)."""
         self.events_at_close = self.windows * self.capacity    # every mapped window was full
-        self.closed = True
-        if self.buf is not None and not isinstance(self.buf, bytearray):
-            self.buf.close()
-        self.buf = bytearray(RECORD)
-        self.off = 0
-        self.end = RECORD
-        self._close_files()
+        self.release()
 
     def _close_files(self) -> None:
         for fd in (self._fd, self._names):
@@ -226,7 +220,7 @@ class Tracer:
 
     def mark(self, status: str) -> None:
         """Leave this rank's status beside its staged records (for a rank that cannot seal them)."""
-        _write_json(self.stage / "status.json", self.file_metadata(status))
+        fc.write_json(self.stage / "status.json", self.file_metadata(status))
 
     def release(self) -> None:
         """Unmap the window and close the file; what was recorded stays in it."""
@@ -262,12 +256,6 @@ def still_recording(stage: Path) -> bool:
         os.close(fd)
 
 
-def _write_json(path: Path, obj: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
-
-
 def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0.0,
               epoch_ns: int | None = None) -> Path:
     """Turn a rank's raw staged records into rank-NNNNN.parquet carrying `meta`, then drop them.
@@ -280,8 +268,6 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
     Written under a temporary name and renamed, so a reader sees the staged records or the whole
     file. Imports NumPy and pyarrow: it runs after the program has finished.
     """
-    import pyarrow.parquet as pq
-
     from hindsight import traceformat as tf
 
     trace_dir = Path(trace_dir)
@@ -292,24 +278,8 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
     if not raw.is_file():
         raise TraceWriteError(f"rank {rank}: its staged records {raw} are gone (sealed by "
                               "another process?)")
-    names = fc.read_raw_names(stage)
-    if epoch_ns is not None:
-        names["epoch_ns"] = epoch_ns
-    meta = dict(meta)
-    meta.setdefault("communicators", {}).update(names.get("communicators") or {})
-    group = int(names.get("capacity") or DEFAULT_CAPACITY)
     try:
-        # The footer's counts first, from the mapped records, then the row groups one at a
-        # time: a large rank is never held in memory whole.
-        records = tf.raw_records(raw)
-        meta["events"] = len(records)
-        last = int(records[:, -1].max()) - int(names["epoch_ns"]) if len(records) else 0
-        meta["max_t_end_ns"] = round(last * (1.0 - drift)) if drift else last
-        del records
-        schema = tf.SCHEMA.with_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
-        with pq.ParquetWriter(tmp, schema, **tf.WRITE_OPTIONS) as writer:
-            for table in tf.raw_tables(raw, rank, names, drift, group):
-                writer.write_table(table, row_group_size=group)
+        tf.write_staged(stage, rank, str(tmp), meta, drift, epoch_ns)
         os.replace(tmp, final)
     except OSError as exc:
         # The staged records stay (they are the data); only the half-written file goes.

@@ -355,7 +355,7 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
         if not problems:
             return dest
         if accept:
-            log(f"warning: profile {dest} of network {net_name} is noisy: {'; '.join(problems)}")
+            log(f"warning: {_noisy(dest, net_name, problems)}")
             return dest
         # left by a run that stopped on it: produce it again
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -363,10 +363,9 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
         src = Path(net["profile"])
         problems = _profile_problems(src)
         if problems and not accept:
-            raise SpecError(f"profile {src} of network {net_name} is noisy: {'; '.join(problems)}"
-                            " (accept_noisy_profiles = true in the spec uses it anyway)")
+            raise SpecError(f"{_noisy(src, net_name, problems)} {_ACCEPT_HINT}")
         if problems:
-            log(f"warning: profile {src} of network {net_name} is noisy: {'; '.join(problems)}")
+            log(f"warning: {_noisy(src, net_name, problems)}")
         if src.suffix == ".toml":
             # Copied as is: `hindsight calibrate` profiles have top-level keys and nested tables
             # that write_profile's flat [section] layout cannot hold.
@@ -398,11 +397,17 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
             log(f"profile of network {net_name} is noisy ({'; '.join(problems)}): calibrating "
                 "once more")
     if accept:
-        log(f"warning: profile {dest} of network {net_name} is noisy: {'; '.join(problems)}")
+        log(f"warning: {_noisy(dest, net_name, problems)}")
         return dest
-    raise SpecError(f"profile {dest} of network {net_name} is noisy after 2 calibrations: "
-                    f"{'; '.join(problems)} (accept_noisy_profiles = true in the spec uses it "
-                    "anyway)")
+    raise SpecError(f"{_noisy(dest, net_name, problems, ' after 2 calibrations')} "
+                    f"{_ACCEPT_HINT}")
+
+
+_ACCEPT_HINT = "(accept_noisy_profiles = true in the spec uses it anyway)"
+
+
+def _noisy(path: Path, net_name: str, problems: list[str], when: str = "") -> str:
+    return f"profile {path} of network {net_name} is noisy{when}: {'; '.join(problems)}"
 
 
 def _profile_problems(path: Path) -> list[str]:

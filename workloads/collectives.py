@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     comm.Barrier()
     elapsed = MPI.Wtime() - t0
 
-    ok = True
+    ok, told = True, None
     if rank == 0:
         print(f"time_s={elapsed:.6f}", flush=True)
         everyone = [data_of(r, ns.size) for r in range(size)]
@@ -96,10 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                     and np.array_equal(got_max, each.max(axis=0))):
                 ok = False
                 break
-        print(f"collectives: {ns.size} doubles per rank, {ns.iters} iterations, P={size}, "
-              f"{len(kept)} iterations checked: {'verified' if ok else 'WRONG'}", flush=True)
-    ok = comm.bcast(ok, root=0)
-    return 0 if ok else 1
+        told = (f"collectives: {ns.size} doubles per rank, {ns.iters} iterations, P={size}, "
+                f"{len(kept)} iterations checked")
+    return workload_args.verdict(comm, ok, told)
 
 
 if __name__ == "__main__":

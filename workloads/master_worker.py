@@ -111,16 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     comm.Barrier()
     elapsed = MPI.Wtime() - t0
 
-    ok = True
+    ok, told = True, None
     if rank == 0:
         print(f"time_s={elapsed:.6f}", flush=True)
         ok = sorted(results) == list(range(ns.tasks)) and all(
             results[i]["value"] == work(make_task(i, ns.size), base) for i in range(ns.tasks))
         used = len({r["worker"] for r in results.values() if "worker" in r})
-        print(f"master_worker: {ns.tasks} tasks of {ns.size} doubles on {used} workers, P={size}: "
-              f"{'verified' if ok else 'WRONG'}", flush=True)
-    ok = comm.bcast(ok, root=0)
-    return 0 if ok else 1
+        told = f"master_worker: {ns.tasks} tasks of {ns.size} doubles on {used} workers, P={size}"
+    return workload_args.verdict(comm, ok, told)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             comm.send(sums, dest=0, tag=1)
         elif rank == 0:
             sums = comm.recv(source=last, tag=1)
-    ok = True
+    ok, told = True, None
     if rank == 0:
         print(f"time_s={elapsed:.6f}", flush=True)
         expected = np.empty(ns.blocks)
@@ -89,10 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                 x = stage(s, x)
             expected[b] = checksum(x)
         ok = bool(np.array_equal(sums, expected))
-        print(f"pipeline: {ns.blocks} blocks of {ns.size} doubles through {size} stages: "
-              f"{'verified' if ok else 'WRONG'}", flush=True)
-    ok = comm.bcast(ok, root=0)
-    return 0 if ok else 1
+        told = f"pipeline: {ns.blocks} blocks of {ns.size} doubles through {size} stages"
+    return workload_args.verdict(comm, ok, told)
 
 
 if __name__ == "__main__":

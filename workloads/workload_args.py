@@ -1,4 +1,5 @@
-"""The command line every workload shares: a fine or coarse setting, overridable per value.
+"""What every workload shares: its command line (a fine or coarse setting, overridable per value)
+and the telling of its self-check (`verdict`).
 
     ns = workload_args.parse(__doc__, {"fine": {"size": 256, "iters": 3000}, "coarse": {...}},
                         fine="256 x 256 grid, ...", coarse="...",
@@ -9,6 +10,7 @@ Standard library only, beside the programs (a script's own folder is on its path
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def parse(doc: str, settings: dict[str, dict[str, int]], fine: str, coarse: str,
@@ -33,3 +35,11 @@ def parse(doc: str, settings: dict[str, dict[str, int]], fine: str, coarse: str,
         if getattr(ns, key) < low:
             p.error(f"--{key} must be at least {low}")
     return ns
+
+
+def verdict(comm: Any, ok: bool, summary: str | None) -> int:
+    """Rank 0's self-check told and shared: rank 0 (which passes `summary`) prints
+    `SUMMARY: verified` or `SUMMARY: WRONG`; every rank returns the exit code, 0 or 1."""
+    if summary is not None:
+        print(f"{summary}: {'verified' if ok else 'WRONG'}", flush=True)
+    return 0 if comm.bcast(ok, root=0) else 1
