@@ -157,7 +157,7 @@ def main() -> None:
     if rank == 0:
         files = sorted(Path(trace_dir).glob("rank-*.parquet"))
         size = sum(f.stat().st_size for f in files)
-        from hindsight import traceformat as tf
+        from hindsight import trace as tf
         events = sum(tf.file_metadata(f)["events"] for f in files)
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
               f"MPI: {MPI.Get_library_version().splitlines()[0]}")

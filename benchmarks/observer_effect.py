@@ -54,7 +54,7 @@ MAX_LOAD_PER_CORE = 0.5
 RUN_TIMEOUT_S = 600.0
 
 sys.path.insert(0, str(ROOT))
-from hindsight import conditions  # noqa: E402  (a leaf module: standard library only)
+from hindsight import conditions, system  # noqa: E402  (leaf modules: standard library only)
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def launch_env(root: Path, nprocs: int) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    if nprocs > conditions.usable_cores():
+    if nprocs > system.usable_cores():
         # Oversubscribed, waiting ranks would spin on the cores the working ranks need; the same
         # setting `hindsight collect` uses, applied to both variants alike.
         env.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1")
@@ -229,7 +229,7 @@ def program_load_problems(res: Result, nprocs: int) -> list[str]:
     per-core limit as the load average)."""
     cond = res.conditions
     problems = conditions.load_problems(cond)           # the hypervisor's steal
-    cores = (cond or {}).get("cores") or conditions.usable_cores()
+    cores = (cond or {}).get("cores") or system.usable_cores()
     load = (cond or {}).get("loadavg_1m_before")
     if load is not None:
         own = 0 if res.first_program else nprocs

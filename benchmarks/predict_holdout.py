@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import replay  # noqa: E402
-from hindsight import traceformat as tf  # noqa: E402
+from hindsight import trace as tf  # noqa: E402
 from predict import costmodel as C  # noqa: E402
 from predict import synthesize as S  # noqa: E402
 from replay import models as M  # noqa: E402

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hindsight.memory import keep_freed_memory  # noqa: E402
+from hindsight.system import keep_freed_memory  # noqa: E402
 from replay import collectives as C  # noqa: E402
 from replay import kernel as K  # noqa: E402
 from replay import models as M  # noqa: E402

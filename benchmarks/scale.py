@@ -27,7 +27,7 @@ STEPS = {
     # name: code run in a fresh interpreter with `d` = trace directory; it sets `n` (events)
     "info": "from hindsight.info import trace_info; n = trace_info(d)['events']",
     "check": "from hindsight.check import check_trace; p = check_trace(d); assert not p, p[:3]; "
-             "from hindsight import traceformat as tf; "
+             "from hindsight import trace as tf; "
              "n = sum(tf.read_manifest(d)['events'])",
     "prepare": "import replay; p = replay.prepare(d, use_cache=False); st = p.stream(True); "
                "n = p.nrows",

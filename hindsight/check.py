@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from replay.matching import match_messages
 
 MAX_LINES_PER_KIND = 10

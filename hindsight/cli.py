@@ -9,22 +9,16 @@ from pathlib import Path
 
 import click
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
+from hindsight.errors import UserError
 
 
-def _user_errors(fn):
-    """Turn the library's user-facing exceptions into click errors (one line, exit 1)."""
-    import functools
+class CommandFailed(click.ClickException):
+    """One ``Error: <message>`` line on stderr and ``exit_code``; no usage text, no traceback."""
 
-    from hindsight.collect import CollectError
-
-    @functools.wraps(fn)
-    def inner(*a, **kw):
-        try:
-            return fn(*a, **kw)
-        except (tf.TraceError, CollectError) as exc:
-            raise click.ClickException(str(exc)) from None
-    return inner
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class LazyGroup(click.Group):
@@ -39,6 +33,15 @@ class LazyGroup(click.Group):
             "import": "hindsight.interop.cli:import_cmd",
             "predict": "predict.cli:predict_cmd",
             "testbed": "hindsight.testbed:testbed_cmd"}
+
+    def invoke(self, ctx):
+        """Run the command; the library's user errors (``hindsight.errors``) become one line,
+        ``Error: <message>``, with their exit code (2 usage, 1 data). Here, once, for every
+        command."""
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            raise CommandFailed(str(exc), exc.exit_code) from None
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))
@@ -56,7 +59,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="hindsight")
 def main() -> None:
     """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
-    from hindsight.memory import keep_freed_memory
+    from hindsight.system import keep_freed_memory
     keep_freed_memory()  # replay allocates and frees large arrays pass after pass
 
 
@@ -85,7 +88,6 @@ def main() -> None:
               help="launch the same run without tracing; OUT/manifest.json gets its wall time "
                    "only (the ground truth a traced run is compared with)")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
-@_user_errors
 def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, untraced,
             words):
     """Run APP (or --program prog.py) under mpiexec with tracing on (or off: --untraced).
@@ -142,7 +144,6 @@ def trace() -> None:
                    "(implies --noise)")
 @click.option("--model", "model_name", default="loggps", show_default=True,
               help="network model of --profile")
-@_user_errors
 def info(trace_dir, as_json, noise, profile, model_name):
     """Ranks, events per op, bytes, makespan, completeness and run metadata."""
     from hindsight.info import format_info, trace_info
@@ -180,7 +181,6 @@ def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
 
 @trace.command()
 @click.argument("trace_dir", type=click.Path(path_type=Path))
-@_user_errors
 def check(trace_dir):
     """Verify schema, ordering and message matching; exit 0 only if complete and consistent."""
     from hindsight.check import check_trace
@@ -195,7 +195,6 @@ def check(trace_dir):
 
 @trace.command()
 @click.argument("trace_dir", type=click.Path(path_type=Path))
-@_user_errors
 def seal(trace_dir):
     """Write rank files from the staged records of ranks that did not finish (a job started with
     mpiexec directly and stopped; `hindsight collect` does this itself) and finish the manifest.
@@ -237,7 +236,6 @@ DEMO_APP = ("feature_extraction", "pipeline", ["--docs", "400", "--docs-per-task
               default=Path("traces/demo"), show_default=True)
 @click.option("--validation/--no-validation", default=True, show_default=True,
               help="also run the default validation matrix and its report (a few minutes)")
-@_user_errors
 def demo(nprocs, out, validation):
     """The main job on built-in inputs: collect, describe, check and replay a trace.
 

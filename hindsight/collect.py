@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hindsight import traceformat as tf
-from hindsight.conditions import usable_cores
+from hindsight import trace as tf
+from hindsight.system import git_revision, usable_cores
+from hindsight.errors import UserError
 
 #: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
 TRANSPORTS: dict[str, dict[str, str]] = {
@@ -21,7 +22,7 @@ TRANSPORTS: dict[str, dict[str, str]] = {
 }
 
 
-class CollectError(Exception):
+class CollectError(UserError):
     """A problem the user can fix (bad flag, missing program, no MPI)."""
 
 
@@ -48,7 +49,7 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
     env["HINDSIGHT_CPU_SAMPLING"] = cpu_sampling
     env["HINDSIGHT_LAUNCHER"] = "hindsight collect"
     env["HINDSIGHT_TRANSPORT"] = transport
-    rev = _git_revision()
+    rev = git_revision()
     if rev:
         env["HINDSIGHT_GIT_REVISION"] = rev
     if nprocs > usable_cores():
@@ -61,18 +62,6 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
-
-
-def _git_revision() -> str | None:
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,

@@ -18,6 +18,8 @@ the kernel preempted it: something else wanted its core.
 from __future__ import annotations
 
 import os
+
+from hindsight.system import usable_cores
 import time
 from typing import Any
 
@@ -26,11 +28,6 @@ MAX_STEAL_FRACTION = 0.05
 #: A process that waited for a core (runnable, not running) more than this share of the measured
 #: interval was preempted by other work: its timings include that work's.
 MAX_RUN_QUEUE_WAIT = 0.05
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask), not the machine's total."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _cpu_ticks() -> list[int] | None:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 
 
 def trace_info(trace_dir: Path | str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hindsight import formatcore as tf
+from hindsight.trace import core as tf
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm

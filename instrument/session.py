@@ -27,8 +27,8 @@ from typing import Any
 
 from mpi4py import MPI
 
-from hindsight import conditions
-from hindsight import formatcore as tf
+from hindsight import conditions, system
+from hindsight.trace import core as tf
 from instrument import comm as tcomm
 from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
 from instrument.tracer import pack as _pack
@@ -224,7 +224,7 @@ def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampli
     by_host: dict[str, list[int]] = {}
     for r, h in enumerate(hosts):
         by_host.setdefault(h, []).append(r)
-    cores = conditions.usable_cores()
+    cores = system.usable_cores()
     import mpi4py
     return {
         "format_version": tf.FORMAT_VERSION,
@@ -262,32 +262,10 @@ def _base_manifest(run_id, size, hosts, app, paradigm, args, program, cpu_sampli
         "complete": False,
         "result_verified": None,
         "communicators": {"0": list(range(size))},   # COMM_SELF (1): each rank alone
-        "git_revision": os.environ.get("HINDSIGHT_GIT_REVISION") or _git_revision(),
+        "git_revision": os.environ.get("HINDSIGHT_GIT_REVISION") or system.git_revision(),
         "events": None,
         "launcher": os.environ.get("HINDSIGHT_LAUNCHER", "mpiexec"),
     }
-
-
-def _git_revision() -> str | None:
-    """hindsight's revision, read from .git without starting a process (fork after MPI_Init is
-    unsafe with some transports)."""
-    git = Path(__file__).resolve().parent.parent / ".git"
-    try:
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref: "):
-            return head
-        ref = head[5:]
-        path = git / ref
-        if path.is_file():
-            return path.read_text().strip()
-        packed = git / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text().splitlines():
-                if line.endswith(" " + ref):
-                    return line.split()[0]
-    except OSError:
-        pass
-    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -463,7 +441,7 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     Used by rank 0 at a clean finish and by `hindsight collect` after mpiexec returns, so a
     crashed run is described by what is actually on disk.
     """
-    from hindsight import traceformat as tf   # pyarrow: the program has finished
+    from hindsight import trace as tf   # pyarrow: the program has finished
 
     trace_dir = Path(trace_dir)
     start_path = trace_dir / tf.STAGING_DIR / "start.json"
@@ -527,7 +505,7 @@ def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | Non
     """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
 
     Its status is the one it left beside its records (`terminated` after a signal), else
-    `killed`. A record being written when the rank was killed ends the data (formatcore).
+    `killed`. A record being written when the rank was killed ends the data (hindsight.trace.core).
     """
     from instrument.tracer import seal_rank, still_recording
 

@@ -35,9 +35,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hindsight import formatcore as fc
+from hindsight.trace import core as fc
 
-#: The record packer and its size (the layout is the trace format's: formatcore.RAW_COLUMNS).
+#: The record packer and its size (the layout is the trace format's: core.RAW_COLUMNS).
 pack = fc.RAW_RECORD.pack_into
 RECORD = fc.RAW_RECORD.size
 
@@ -184,7 +184,7 @@ class Tracer:
         return (self.windows - 1) * self.capacity + self.off // RECORD
 
     def _name(self, *item: Any) -> None:
-        """Append what names the raw records (formatcore.RAW_NAMES_FILE): one write, no rename
+        """Append what names the raw records (core.RAW_NAMES_FILE): one write, no rename
         (a rename costs about 250 us on this machine's file system)."""
         if self._names < 0:
             return
@@ -268,7 +268,7 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
     Written under a temporary name and renamed, so a reader sees the staged records or the whole
     file. Imports NumPy and pyarrow: it runs after the program has finished.
     """
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
 
     trace_dir = Path(trace_dir)
     stage = fc.staging_dir(trace_dir, rank)

@@ -39,11 +39,12 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from predict import synthesize as S
+from hindsight.errors import DataError
 
 
-class FitError(ValueError):
+class FitError(DataError, ValueError):
     """A trace that cannot be used, or a prediction from a fit too poor to trust."""
 
 
@@ -300,7 +301,7 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
 
 def _merge_probes(rows: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, float]]:
     """One rank's rows with each traced pickle-API recv as one row again: a Probe row followed by
-    the Recv of the same message (``traceformat.probes_before_receives``) becomes that Recv
+    the Recv of the same message (``hindsight.trace.probes_before_receives``) becomes that Recv
     starting at the probe (the skeletons
     describe the program's calls, not mpi4py's inner ones). Returns the rows and, per merged
     Recv (by seq), the seconds between the two rows (allocating the receive buffer), which the

@@ -31,11 +31,12 @@ import numpy as np
 
 from apps.skeletons import hypercube, master_worker, pipeline, tree
 from apps.skeletons.base import TAG_SERVER
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from replay.synthetic import append_row, write_trace
+from hindsight.errors import UserError
 
 
-class SynthesisError(ValueError):
+class SynthesisError(UserError, ValueError):
     """A configuration that cannot be synthesized; the message says why."""
 
 

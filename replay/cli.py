@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hindsight.traceformat import TraceError
+from hindsight.trace import TraceError
 from replay import models as M
 from replay.units import fmt_time
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from replay import kernel as K
 from replay import models as M
 from replay.prepare import Prepared, ReplayError, Stream

@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable
+from hindsight.errors import UserError
 
 EXECUTORS = ("local", "mpi")
 
 
-class ExecutorError(Exception):
+class ExecutorError(UserError):
     """The executor cannot run here (mpi4py missing, no MPI workers); one readable line."""
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numba as nb
 import numpy as np
+from hindsight.errors import DataError
 
 # Operation types. The values are LogGOPSim's, and their order is its tie-break order.
 SEND, RECV, CALC = 1, 2, 3
@@ -87,7 +88,7 @@ class SimResult:
     not_done: int             # operations that never completed (0 = success)
 
 
-class ScheduleError(ValueError):
+class ScheduleError(DataError, ValueError):
     """A schedule that cannot run (deadlock, unmatched messages); readable message."""
 
 
@@ -466,7 +467,7 @@ def schedule_from_trace(prep, scale: np.ndarray, cpu_time: bool = False,
 
 def _message_tags(prep, st) -> np.ndarray:
     """A tag per message of the stream (see ``schedule_from_trace``)."""
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
 
     M0 = len(prep.msgs["send_row"])
     tags = np.full(st.nmsg, -1, np.int64)
@@ -692,7 +693,7 @@ def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, 
 def _row_times_from_sidecar(prep, sched: Schedule, sim: SimResult):
     """Rows of a trace imported from GOAL: Isend/Irecv/Wait rows carry their operation's index
     (on its rank) as request id; ``calc`` region rows take the rank's calcs in replayed order."""
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
 
     rows = prep.rows
     n = prep.nrows

@@ -13,7 +13,7 @@ are numbered directly when there are few possible ones, else grouped by hashing
 (pandas.factorize), and a compiled pass pairs the k-th send with the
 k-th receive of each channel. No per-message Python.
 
-``match_messages(table)`` is reused by ``hindsight trace check``; it takes an Arrow table or the flat arrays of ``traceformat.Columns``
+``match_messages(table)`` is reused by ``hindsight trace check``; it takes an Arrow table or the flat arrays of ``hindsight.trace.Columns``
 (``op`` as codes); it never raises on a bad trace,
 it returns the problems as readable lines.
 """
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 
 IRECV = tf.OP_CODE["Irecv"]
 
@@ -39,7 +39,7 @@ def index_proto(count: int) -> np.ndarray:
 
 
 def op_codes(table: pa.Table) -> np.ndarray:
-    """The ``op`` column as codes into ``traceformat.OPS`` (-1 for names this version lacks).
+    """The ``op`` column as codes into ``hindsight.trace.OPS`` (-1 for names this version lacks).
 
     Chunks may carry different dictionaries (files written by other tools), so each chunk's
     dictionary is translated rather than trusting its indices.

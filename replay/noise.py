@@ -50,7 +50,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from replay import kernel as K
 from replay.prepare import Prepared, ReplayError
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from replay.matching import match_messages
 
 _SR_SEND = tf.OP_CODE["Sendrecv_send"]
@@ -53,7 +53,7 @@ class Cut:
         """One line for stderr: the user must know the replay is of a cut, not of the run."""
         front = (f"t = {self.frontier_ns / 1e9:.6f} s" if self.frontier_ns is not None
                  else "no time frontier")
-        return (f"note: {trace_dir} is incomplete (ranks {_ranges(self.incomplete_ranks)} did not "
+        return (f"note: {trace_dir} is incomplete (ranks {rank_ranges(self.incomplete_ranks)} did not "
                 f"finish); replaying its last consistent cut ({front}): "
                 f"{sum(self.rows_kept)} of {sum(self.rows_before)} events kept, "
                 f"{self.dropped} dropped")
@@ -64,8 +64,8 @@ class Cut:
                 "kept_per_rank": self.rows_kept, "closure_rounds": self.rounds}
 
 
-def _ranges(ranks: list[int]) -> str:
-    return tf._ranges(ranks) if ranks else "none"
+def rank_ranges(ranks: list[int]) -> str:
+    return tf.rank_ranges(ranks) if ranks else "none"
 
 
 def consistent_cut(cols: dict[str, np.ndarray], nranks: int, incomplete: list[int],

@@ -29,11 +29,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hindsight import traceformat as tf
-from hindsight.memory import gc_paused
+from hindsight import trace as tf
+from hindsight.system import gc_paused
 from replay import collectives as C
 from replay import kernel as K
 from replay.matching import index_proto, match_messages, op_codes, small_codes
+from hindsight.errors import DataError
 
 CACHE_DIR = ".replay-cache"
 CACHE_VERSION = 11
@@ -43,7 +44,7 @@ SYNC_SEND_OPS = ("Ssend", "Issend")
 _SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
 
 
-class ReplayError(Exception):
+class ReplayError(DataError):
     """A trace that cannot be replayed (unmatched messages, deadlock, ...); readable message."""
 
 
@@ -89,7 +90,7 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
     * ``kind``: the kernel kind of each row (by op, for rows with a matched message; COLL for
       collectives; completions are set by the caller). A blocking ``Probe`` whose rank's next
       row is a blocking receive of the same peer, tag and communicator (the rule of
-      ``traceformat.probes_before_receives``, which predict uses) is that message's
+      ``hindsight.trace.probes_before_receives``, which predict uses) is that message's
       PROBE (``row_msg`` of the probe is set to the message): the matched-probe half of a
       traced pickle-API recv, or a program's own Probe / allocate / Recv. It waits for that
       message's envelope; what the rank does between the two rows (allocating the buffer) is

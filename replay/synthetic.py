@@ -10,7 +10,7 @@ Two ways to make one:
   as NumPy arrays (no per-event Python), for the throughput benchmark.
 
 Either result is written with ``write_trace(dir, per_rank_columns, ...)``, which uses
-``hindsight.traceformat.rows_to_table`` and ``write_manifest`` exactly like the collector does.
+``hindsight.trace.rows_to_table`` and ``write_manifest`` exactly like the collector does.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 
 ANY = tf.ANY_SOURCE
 
@@ -161,7 +161,7 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
       ("probe", src[, tag[, comm]])               blocking Probe: waits for the message, leaves it
       ("wait", [req, ...])                        Wait (one) or Waitall (several) rows
       ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
-      ("coll", name, nbytes[, root[, comm]])      any collective from traceformat.COLLECTIVE_OPS
+      ("coll", name, nbytes[, root[, comm]])      any collective from hindsight.trace.COLLECTIVE_OPS
       ("stall", ns)                               the next operation (an MPI call) is entered,
                                                   then the rank is held ns (preemption) before
                                                   it acts: its rows start ns earlier

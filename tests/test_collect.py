@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from tests.conftest import PROGRAMS, ROOT, hindsight
 
 

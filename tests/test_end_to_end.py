@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apps import APPS
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from hindsight.check import check_trace
 from tests.conftest import hindsight
 

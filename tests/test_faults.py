@@ -8,7 +8,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from tests.conftest import PROGRAMS, ROOT, hindsight
 
 

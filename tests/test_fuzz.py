@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.info import trace_info
 from tests.conftest import ROOT, hindsight

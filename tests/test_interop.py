@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import replay
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.interop import goal as G
 from hindsight.interop import otf2 as X

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import replay
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.cli import main as cli
 from predict import costmodel as C

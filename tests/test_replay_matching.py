@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from hindsight.traceformat import read_trace
+from hindsight.trace import read_trace
 from replay.matching import match_messages
 from replay.synthetic import ANY, simulate, simulate_to_dir, write_trace
 

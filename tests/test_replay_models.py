@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import replay
-from hindsight.traceformat import TraceError
+from hindsight.trace import TraceError
 from replay.synthetic import simulate_to_dir, write_trace, empty_columns
 
 prep_mod = importlib.import_module("replay.prepare")  # the module (replay.prepare is the function)
@@ -187,7 +187,7 @@ def test_measured_model_reproduces(tmp_path):
 
 
 def test_written_replay_reads_back(tmp_path):
-    from hindsight.traceformat import read_trace
+    from hindsight.trace import read_trace
     prep = _prep(tmp_path, PINGPONG)
     res = replay.run(prep, "loggp", compute_scale=0.0)
     out = res.write(tmp_path / "out")

@@ -106,7 +106,7 @@ def test_collective_instances_are_kth_call_per_communicator():
 
     import numpy as np
 
-    from hindsight.traceformat import COMM_SELF_ID
+    from hindsight.trace import COMM_SELF_ID
 
     prep_mod = importlib.import_module("replay.prepare")
     rng = np.random.default_rng(3)

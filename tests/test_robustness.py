@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from tests.conftest import PROGRAMS, ROOT, hindsight
 from tests.test_faults import _damaged, _no_traceback
 
@@ -510,12 +510,12 @@ def test_dictionary_codes_of_sliced_chunks_with_nulls_and_unknown_names():
     names = pa.array(["Send", "MPI_Future", "Recv"])
     idx = pa.array([2, 0, None, 1, 2, None, 0, 0, 1, 2, None], pa.int8())
     chunk = pa.DictionaryArray.from_arrays(idx, names).slice(3, 7)
-    got = tf._dict_codes(chunk, tf.OP_CODE, Path("f"), "op", np.empty(7, np.int8), grow=False)
+    got = tf.dict_codes(chunk, tf.OP_CODE, Path("f"), "op", np.empty(7, np.int8), grow=False)
     want = [-1, tf.OP_CODE["Recv"], -1, tf.OP_CODE["Send"], tf.OP_CODE["Send"], -1,
             tf.OP_CODE["Recv"]]
     assert got.tolist() == want
     regions: dict[str, int] = {"io": 0}
-    got = tf._dict_codes(pa.DictionaryArray.from_arrays(idx, pa.array(["a", "io", "b"])),
+    got = tf.dict_codes(pa.DictionaryArray.from_arrays(idx, pa.array(["a", "io", "b"])),
                          regions, Path("f"), "region")
     assert regions == {"io": 0, "a": 1, "b": 2}  # new names numbered in dictionary order
     assert got.tolist() == [2, 1, -1, 0, 2, -1, 1, 1, 0, 2, -1]
@@ -523,7 +523,7 @@ def test_dictionary_codes_of_sliced_chunks_with_nulls_and_unknown_names():
                                           [None, pa.py_buffer(np.array([0, 5], np.int8))],
                                           dictionary=names)
     with pytest.raises(tf.TraceError, match="f: column 'op' has dictionary indices out of range"):
-        tf._dict_codes(bad, tf.OP_CODE, Path("f"), "op", np.empty(2, np.int8), grow=False)
+        tf.dict_codes(bad, tf.OP_CODE, Path("f"), "op", np.empty(2, np.int8), grow=False)
 
 
 def test_constant_column_chunks_read_from_statistics_equal_decoding(tmp_path):

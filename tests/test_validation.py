@@ -167,7 +167,7 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
     prof = out / "profiles" / "shm.toml"
     assert read_profile(prof)["measured_on"]["api"] == "pickle"
     import replay
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
     from validation.validate import replay_params
     for pred in cell["predictions"]:
         if pred["predictor"] != "replay:loggps":
@@ -200,7 +200,7 @@ def test_actual_time_is_the_untraced_runs(tmp_path):
 
     import pandas as pd
 
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
     from validation.report import report
 
     sp = load_spec(_spec(tmp_path, SPEC.replace("repetitions = 1",

@@ -92,7 +92,7 @@ def model_cmd(name, params, list_, as_json):
 def validate_cmd(spec, out, force, no_progress):
     """Run the experiment matrix of SPEC.toml (default: specs/default.toml) and compare measured
     runs with replayed and analytic predictions; an interrupted run resumes where it stopped."""
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
     from hindsight.collect import CollectError
     from validation.validate import SpecError, load_spec, validate
 

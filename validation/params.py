@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from validation.models import ModelError, paper000, paper002, paper003, paper004
 
 SEND_OPS = ("Send", "Isend", "Ssend", "Issend", "Bsend", "Rsend", "Sendrecv_send")

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from hindsight.errors import DataError
 
 TARGET_MEAN, TARGET_CELL = 5.0, 15.0
 PAPERS = "paper 000: 11.5 % (feature extraction), 15.8 % (sorting); paper 002: 8.8 %; " \
          "paper 003: under 6 % in most cells; paper 004: 3-10 %"
 
 
-class ReportError(ValueError):
+class ReportError(DataError, ValueError):
     """Missing or unreadable validation directory; one readable line."""
 
 
@@ -379,7 +380,7 @@ def _method_text(vdir: Path) -> str:
 def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
     """Measured vs replayed (LogGPS) per-rank timeline of one run."""
     import replay
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
     from validation.validate import read_profile, replay_params
 
     cand = [c for c in cells if not c["baseline"] and c["ranks"] >= 2]

@@ -34,6 +34,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from hindsight.errors import UserError
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 ERRORS_COLUMNS = ["app", "paradigm", "ranks", "size", "network", "predictor", "actual_s",
@@ -54,7 +55,7 @@ CALIBRATE_API = {"pickle": "pickle", "buffer": "buffer", "pingpong": "pickle",
                  "hindsight": "buffer"}
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A bad spec or output directory; one readable line."""
 
 
@@ -451,7 +452,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def _trace_ok(d: Path, untraced: bool = False) -> dict | None:
     """The manifest of a complete run in ``d`` of the kind asked for, else None."""
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
     try:
         m = tf.read_manifest(d)
     except Exception:
@@ -658,7 +659,7 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     if not (a_path.is_file() and b_path.is_file()):
         return None
     a, b = json.loads(a_path.read_text()), json.loads(b_path.read_text())
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
 
     reps = range(len(a["traces"])) if spec.replay_all else [a["replayed_rep"]]
     profile = read_profile(profile_path)

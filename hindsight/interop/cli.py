@@ -23,7 +23,7 @@ def _user_errors(fn):
     def inner(*a, **kw):
         from hindsight.interop.goal import GoalError
         from hindsight.interop.otf2 import OtfError
-        from hindsight.traceformat import TraceError
+        from hindsight.trace import TraceError
         from replay.loggopsim import ScheduleError
         from replay.models import ParamError
         from replay.prepare import ReplayError
@@ -74,7 +74,7 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     hindsight export TRACE --format otf2 --out DIR                 for Vampir / otf2-print
     hindsight export TRACE --format goal --out s.goal              for LogGOPSim
     """
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
 
     replayed = model_name is not None or bool(sets) or profile is not None
     if (sets or profile) and model_name is None:
@@ -156,7 +156,7 @@ def import_cmd(fmt, source, out, sets):
     hindsight import otf2 scorep-run/traces.otf2 --out traces/app   (or the archive directory)
     hindsight import goal allreduce.goal --out traces/allreduce
     """
-    from hindsight import traceformat as tf
+    from hindsight import trace as tf
     from hindsight.check import check_trace
 
     if fmt == "otf2":

@@ -30,8 +30,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 from replay import loggopsim as LG
+from hindsight.errors import DataError
 
 SIDECAR = "schedule.goal"
 # LogGOPSim's own defaults (its simulator.ggo), used when importing without parameters.
@@ -39,7 +40,7 @@ LOGGOPSIM_DEFAULTS = {"L": "2500ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "
                       "S": "65535B"}
 
 
-class GoalError(ValueError):
+class GoalError(DataError, ValueError):
     """A GOAL file that cannot be read; the message names the file, line and problem."""
 
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
+from hindsight.errors import DataError
 
 ARCHIVE_NAME = "traces"
 # hindsight collective op -> OTF2 CollectiveOp name; the per-process "block" of hindsight's nbytes
@@ -45,7 +46,7 @@ UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a r
 _TIMES_P = {"Gather", "Scatter", "Allgather", "Alltoall", "Reduce_scatter_block"}
 
 
-class OtfError(ValueError):
+class OtfError(DataError, ValueError):
     """An OTF2 archive that cannot be imported; the message names the file and the problem."""
 
 

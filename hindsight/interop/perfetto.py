@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 
 PID_STRIDE = 100000
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hindsight import traceformat as tf
+from hindsight import trace as tf
 
 PIPIT_COLUMNS = ["Timestamp (ns)", "Event Type", "Name", "Thread", "Process", "Attributes"]
 

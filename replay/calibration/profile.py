@@ -9,6 +9,7 @@ import math
 import tomllib
 from pathlib import Path
 from typing import Any
+from hindsight.errors import DataError
 
 FORMAT = "hindsight-profile/1"
 
@@ -20,7 +21,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
-class ProfileError(ValueError):
+class ProfileError(DataError, ValueError):
     """A profile that cannot be read; the message names the file and the problem."""
 
 

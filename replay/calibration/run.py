@@ -19,19 +19,20 @@ from pathlib import Path
 import numpy as np
 
 from hindsight import conditions
-from hindsight.collect import (TRANSPORTS, CollectError, _git_revision, find_mpiexec,
-                               launch_env, usable_cores)
+from hindsight.collect import TRANSPORTS, CollectError, find_mpiexec, launch_env
+from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
 from replay.calibration.profile import FORMAT
+from hindsight.errors import UserError
 
 DEFAULT_SIZES = "1B..16MiB"
 #: sizes (bytes) whose overheads give o' at each rank count: small, eager on every transport here
 SMALL = (1, 8, 64, 512)
 
 
-class CalibrationError(Exception):
+class CalibrationError(UserError):
     """A problem the user can fix or must know about (bad flag, failed run, wrong transport)."""
 
 
@@ -311,7 +312,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "transport_verified": verified["how"],
             "hosts": hosts, "ranks": nprocs, "placement": placement(run),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "hindsight_revision": _git_revision() or "unknown",
+            "hindsight_revision": git_revision() or "unknown",
         },
         "loggps": {**lg.params, "o_a": o_a, "o_b": o_b},
         "hockney": {"l": hk["l"], "g": hk["g"]},

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any, Mapping
 
 from replay import units
+from hindsight.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Param:
     choices: tuple[str, ...] = ()
 
 
-class ParamError(ValueError):
+class ParamError(UsageError, ValueError):
     """A bad model parameter; the message names the parameter."""
 
 

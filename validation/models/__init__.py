@@ -12,9 +12,10 @@ from __future__ import annotations
 import inspect
 from types import ModuleType
 from typing import Any, Callable
+from hindsight.errors import UsageError
 
 
-class ModelError(ValueError):
+class ModelError(UsageError, ValueError):
     """An impossible input (e.g. an M/M/1 utilisation >= 1); the message says which."""
 
 

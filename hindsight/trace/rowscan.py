@@ -1,4 +1,4 @@
-"""Compiled passes over trace rows for ``traceformat`` (kept apart so that importing the trace
+"""Compiled passes over trace rows for ``hindsight.trace`` (kept apart so that importing the trace
 format, as the tracer does in every rank, does not import numba)."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def gather_mask(lut, codes):
 
 @nb.njit(cache=True, nogil=True)
 def in_rank_seq_order(rank, seq):
-    """See ``traceformat.in_rank_seq_order``."""
+    """See ``hindsight.trace.in_rank_seq_order``."""
     for i in range(1, len(rank)):
         if rank[i] < rank[i - 1] or (rank[i] == rank[i - 1] and seq[i] <= seq[i - 1]):
             return False

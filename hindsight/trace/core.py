@@ -4,8 +4,7 @@ the raw staging record a traced rank writes while the program runs.
 Standard library only: a traced rank imports this and nothing heavier until the program has
 finished, because whatever a traced process loads runs inside the program too (a library that
 allocates and frees one large block changes glibc's malloc thresholds, and with them the speed
-of a NumPy program: docs/robustness.md, "No observer effect"). `hindsight.traceformat` re-exports
-every name here and adds the Parquet side.
+of a NumPy program: docs/robustness.md, "No observer effect").
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import re
 import struct
 from pathlib import Path
 from typing import Any
+from hindsight.errors import DataError
 
 FORMAT_VERSION = "1.0"
 #: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
@@ -123,7 +123,7 @@ def read_raw_names(stage: Path) -> dict[str, Any]:
     return out
 
 
-class TraceError(Exception):
+class TraceError(DataError):
     """A trace that cannot be read or is inconsistent. The message names the file and the problem."""
 
 

@@ -1,0 +1,84 @@
+"""The machine as hindsight's processes see it: usable cores, the project's git revision, and how
+freed memory is kept. A leaf module (standard library only).
+
+Keeping freed memory: on the virtual machines this project runs on (Firecracker guests),
+touching memory the process has not used before costs 1-2 ns per byte: the host backs the page
+on first use, and glibc hands large freed arrays back to the kernel (``munmap``, heap
+trimming), whose free pages go back to the host. Replay allocates a few dozen bytes per event
+and frees them again, pass after pass, so on such a machine that cost was most of the time of
+preparing a warm trace. Raising glibc's mmap and trim thresholds keeps freed blocks in the heap
+for reuse. The cost: the process's resident size stays at its peak until it exits, which a
+command-line run does soon. Opt out with ``HINDSIGHT_KEEP_FREED_MEMORY=0``.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_LIMIT = 1 << 30  # blocks up to 1 GiB come from (and return to) the heap
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse (see the module docstring). Returns whether the
+    setting took effect (False on other C libraries, or when opted out)."""
+    if os.environ.get("HINDSIGHT_KEEP_FREED_MEMORY", "1") == "0":
+        return False
+    import ctypes.util      # here, not at the top: a traced rank imports this module
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = getattr(libc, "mallopt", None)
+    except OSError:
+        return False
+    if mallopt is None:
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, _LIMIT))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a block (also a decorator); back on after
+    it if it was on. Loading a trace makes thousands of short-lived objects (a few dozen
+    pyarrow objects a rank file) and no cycles to collect, and the collections they trigger,
+    each a walk over every tracked object, were 5-10 % of loading a trace of small files
+    (measured: 64 and 256 ranks of a 1M-event ring; docs/replay.md, "Speed")."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask), not the machine's total."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def git_revision() -> str | None:
+    """hindsight's revision, read from .git without starting a process (a traced rank calls
+    this, and fork after MPI_Init is unsafe with some transports); None outside a checkout."""
+    git = Path(__file__).resolve().parent.parent / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        path = git / ref
+        if path.is_file():
+            return path.read_text().strip()
+        packed = git / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0]
+    except OSError:
+        pass
+    return None

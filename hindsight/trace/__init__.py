@@ -1,0 +1,50 @@
+"""The hindsight trace format, the bottom layer: the contract docs/trace-format.md describes.
+
+A trace is a directory::
+
+    DIR/manifest.json          run metadata (JSON)
+    DIR/rank-00000.parquet     one Parquet file per rank, one row per event
+    ...
+
+While a run is in progress each rank writes raw records (``core.RAW_COLUMNS``) into
+``DIR/.staging/rank-NNNNN/events.raw``; a rank that finishes seals them into its Parquet file. A
+rank that dies leaves its raw records: the readers convert them in memory and report that rank
+as incomplete. Nothing incomplete is ever presented as complete.
+
+Modules, each importing only those above it in this list:
+
+- ``core``: op names and codes, sentinels, the raw record, manifest writing (standard library
+  only: a traced rank loads nothing heavier while the program runs);
+- ``schema``: the Parquet schema, write/read options, op lookup tables, row-order rules;
+- ``manifest``: reading and checking ``manifest.json``;
+- ``raw``: raw staging records read back as Arrow tables;
+- ``write``: the one writer (``RankEvents``, ``write_trace``, sealing staged records);
+- ``read``: locating each rank's data and reading a trace as one Arrow table;
+- ``columns``: the fast reader into flat NumPy arrays.
+
+Every public name of these modules is also an attribute of this package, loaded on first use
+(``from hindsight import trace as tf; tf.read_trace(...)``), so that importing ``trace.core``
+does not load pyarrow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_MODULES = ("core", "schema", "manifest", "raw", "write", "read", "columns")
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name in _MODULES or name == "rowscan":
+        # `from hindsight.trace import core` asks for the attribute first: load that module only
+        return importlib.import_module(f"{__name__}.{name}")
+    for mod in _MODULES:
+        module = importlib.import_module(f"{__name__}.{mod}")
+        if hasattr(module, name) and not name.startswith("_"):
+            value = getattr(module, name)
+            globals()[name] = value          # found once; later lookups skip this function
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,81 @@
+"""Reading and checking a trace directory's ``manifest.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+from hindsight.trace.core import (
+    FORMAT_VERSION, MANIFEST_NAME, MAX_RANKS, TraceError)
+
+
+# ----------------------------------------------------------------------------------------------
+# Manifest
+
+
+def read_manifest(trace_dir: Path) -> dict[str, Any]:
+    path = Path(trace_dir) / MANIFEST_NAME
+    if not Path(trace_dir).is_dir():
+        raise TraceError(f"{trace_dir}: no such trace directory")
+    if not path.is_file():
+        raise TraceError(f"{path}: missing manifest (not a hindsight trace directory?)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceError(f"{path}: unreadable manifest: {exc}") from None
+    if not isinstance(manifest, dict) or "format_version" not in manifest:
+        raise TraceError(f"{path}: not a hindsight manifest (no format_version)")
+    major = str(manifest["format_version"]).split(".")[0]
+    if major != FORMAT_VERSION.split(".")[0]:
+        raise TraceError(f"{path}: format version {manifest['format_version']} is not supported "
+                         f"(this hindsight reads {FORMAT_VERSION})")
+    for key in ("ranks", "run_id"):
+        if key not in manifest:
+            raise TraceError(f"{path}: manifest lacks '{key}'")
+    # Types are checked here, once, so that a damaged manifest is one clear error rather than a
+    # TypeError deep in a reader.
+    ranks = manifest["ranks"]
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or not 1 <= ranks <= MAX_RANKS:
+        raise TraceError(f"{path}: 'ranks' must be an integer in 1..{MAX_RANKS}, not {ranks!r}")
+    if not isinstance(manifest["run_id"], str):
+        raise TraceError(f"{path}: 'run_id' must be a string")
+    status = manifest.get("rank_status")
+    if status is not None and not (isinstance(status, list) and len(status) == ranks
+                                   and all(isinstance(x, str) or x is None for x in status)):
+        raise TraceError(f"{path}: 'rank_status' must list one status per rank ({ranks})")
+    comms = manifest.get("communicators")
+    if comms is not None and not (isinstance(comms, dict) and all(
+            v is None or (isinstance(v, list) and v and all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r < ranks for r in v))
+            for v in comms.values())):
+        raise TraceError(f"{path}: 'communicators' must map ids to non-empty lists of ranks "
+                         f"below {ranks}")
+    if comms is not None and not all(k.isdigit() for k in comms):
+        raise TraceError(f"{path}: 'communicators' ids must be non-negative integers")
+    for key, kind in _MANIFEST_TYPES.items():
+        v = manifest.get(key)
+        if v is not None and (not isinstance(v, kind) or (isinstance(v, bool) and bool not in
+                                                           (kind if isinstance(kind, tuple)
+                                                            else (kind,)))):
+            raise TraceError(f"{path}: '{key}' has the wrong type ({type(v).__name__})")
+    nodes = (manifest.get("network") or {}).get("node_of_rank")
+    if nodes is not None and not (isinstance(nodes, list) and len(nodes) == ranks and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < ranks for x in nodes)):
+        raise TraceError(f"{path}: 'network.node_of_rank' must list one node number (0.."
+                         f"{ranks - 1}) per rank")
+    hosts = manifest.get("hosts") or {}
+    if not all(isinstance(rs, list) and all(isinstance(r, int) and not isinstance(r, bool)
+                                            for r in rs) for rs in hosts.values()):
+        raise TraceError(f"{path}: 'hosts' must map host names to lists of ranks")
+    return manifest
+
+
+#: Types of the optional manifest keys that readers use (None is always allowed).
+_MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
+    "complete": bool, "result_verified": bool, "clock": dict, "hosts": dict,
+    "ranks_per_host": dict, "transport": dict, "args": dict, "collective_algorithms": dict,
+    "network": dict, "events": list, "makespan_ns": (int, float), "start_unix": (int, float),
+    "end_unix": (int, float),
+}

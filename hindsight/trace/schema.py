@@ -1,0 +1,121 @@
+"""The Parquet side of the trace format: the schema, its write and read options, op lookup
+tables and the row-order rules every reader checks (docs/trace-format.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from hindsight.trace.core import (
+    OP_CODE, OPS)
+
+
+OPS_ARRAY = pa.array(OPS, pa.string())  # the op dictionary of the files hindsight writes
+
+
+def op_lut(names) -> np.ndarray:
+    """Per op code, whether it is one of ``names``; the extra last slot, what code -1 (an op
+    this version does not know) indexes, is False."""
+    lut = np.zeros(len(OPS) + 1, bool)
+    lut[[OP_CODE[x] for x in names]] = True
+    return lut
+
+
+def op_mask(codes: np.ndarray, names) -> np.ndarray:
+    """Boolean mask of the rows whose op code is one of ``names``; -1 (unknown op) is never in.
+
+    A lookup table indexed by code: one compiled gather per row (``np.isin`` sorts, and
+    NumPy's own gather first widens the int8 codes to a full-size index array)."""
+    from hindsight.trace import rowscan  # numba: imported on first use, not by every traced rank
+    return rowscan.gather_mask(op_lut(names), np.asarray(codes))
+
+
+def in_rank_seq_order(rank: np.ndarray, seq: np.ndarray) -> bool:
+    """Whether rows are in (rank, seq) order, seq strictly rising within a rank: the order the
+    readers produce and matching's "k-th send meets k-th receive" relies on."""
+    from hindsight.trace import rowscan
+    return bool(rowscan.in_rank_seq_order(rank, seq))
+
+def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
+                           *same: np.ndarray) -> np.ndarray:
+    """Rows that are a probe whose next row is the receive of the same message: ``is_probe`` at
+    i, ``is_recv`` at i + 1, and every array of ``same`` (rank, peer, tag, communicator) equal
+    at both. A traced pickle-API ``recv`` is such a pair (the matched probe, then the receive,
+    the buffer allocation between them); so is a program's own Probe / allocate / Recv."""
+    ok = is_probe[:-1] & is_recv[1:]
+    for col in same:
+        ok &= col[:-1] == col[1:]
+    return np.flatnonzero(ok)
+
+
+# The columns in file order. `op` and `region` are dictionary-encoded strings. Their Arrow
+# indices are int32, the width Parquet's reader decodes to: narrower ones (int8 and int16 until
+# 2026-11-23) cost a cast per column chunk, half the time of reading `op` from a small file.
+# Readers accept any index width.
+SCHEMA = pa.schema([
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("seq", pa.int64(), nullable=False),
+    pa.field("op", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+    pa.field("region", pa.dictionary(pa.int32(), pa.string()), nullable=True),
+    pa.field("t_start", pa.int64(), nullable=False),
+    pa.field("t_end", pa.int64(), nullable=False),
+    pa.field("cpu_ns", pa.int64(), nullable=False),
+    pa.field("peer", pa.int32(), nullable=False),
+    pa.field("tag", pa.int32(), nullable=False),
+    pa.field("comm", pa.int32(), nullable=False),
+    pa.field("nbytes", pa.int64(), nullable=False),
+    pa.field("request", pa.int64(), nullable=False),
+    pa.field("root", pa.int32(), nullable=False),
+])
+COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+NUMPY_TYPES = {f.name: np.dtype(str(f.type)) for f in SCHEMA if pa.types.is_integer(f.type)}
+INT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("op", "region"))
+
+# Monotone or slowly varying integer columns compress best with delta encoding; the rest with
+# dictionaries; LZ4 (the interoperable LZ4_RAW codec) on top: 3.3 bytes per event on the
+# workloads of benchmarks/instrument_overhead.py. zstd made files 1.2-1.25x smaller but decoded
+# 1.5x slower, and its set-up per column chunk was half of the read of a 64-rank trace of small
+# files (docs/trace-format.md, "Encodings and compression").
+_DELTA_COLUMNS = ("seq", "t_start", "t_end")
+WRITE_OPTIONS: dict[str, Any] = dict(
+    compression="lz4",
+    use_dictionary=[c for c in COLUMNS if c not in _DELTA_COLUMNS],
+    column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
+    write_statistics=True,
+    # A CRC32 per page: flipped bytes in the data are an error on reading (the readers below
+    # verify it), not silently different timestamps. Costs well under 1 % of the write.
+    write_page_checksum=True,
+)
+#: Options of every ParquetFile the readers open (pages without a checksum are read as before).
+READ_OPTIONS: dict[str, Any] = dict(page_checksum_verification=True)
+
+
+#: What pyarrow raises on a damaged file: IO errors, Arrow errors, and ValueError (a
+#: UnicodeDecodeError of a column name or metadata string in a corrupt footer).
+READ_ERRORS = (OSError, pa.ArrowException, ValueError)
+
+
+def rows_to_table(rank: int, seq0: int, cols: dict[str, np.ndarray], op_codes: np.ndarray,
+                  region_codes: np.ndarray, regions: list[str]) -> pa.Table:
+    """Build one row group from flat columns prepared by the instrumentation buffer.
+
+    `op_codes` index OPS; `region_codes` index `regions` (-1 means no region).
+    """
+    n = len(op_codes)
+    op = pa.DictionaryArray.from_arrays(pa.array(op_codes.astype(np.int32), pa.int32()),
+                                        OPS_ARRAY)
+    reg_idx = pa.array(region_codes.astype(np.int32), pa.int32(), mask=region_codes < 0)
+    region = pa.DictionaryArray.from_arrays(reg_idx, pa.array(regions or [""], pa.string()))
+    arrays = [
+        pa.array(np.full(n, rank, np.int32)),
+        pa.array(np.arange(seq0, seq0 + n, dtype=np.int64)),
+        op,
+        region,
+    ] + [pa.array(cols[c].astype(NUMPY_TYPES[c], copy=False)) for c in COLUMNS[4:]]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def short_error(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
