@@ -82,3 +82,15 @@ def git_revision() -> str | None:
     except OSError:
         pass
     return None
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary name in the same folder and a rename, so a
+    reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from replay import models as M
 from replay.calibration import fit as F
-from replay.calibration.profile import FORMAT, ProfileError, read_profile, write_profile
+from replay.profile import FORMAT, ProfileError, read_profile, write_profile
 from replay.calibration.quality import profile_problems
 from replay.calibration.run import CalibrationError, parse_sizes, verify_transport
 

@@ -141,7 +141,7 @@ PROFILE = next(p for p in [ROOT / "docs" / "calibration" / "shm.toml",
 @given(muts=mutations)
 def test_fuzz_profile(tmp_path, muts):
     from replay import models as M
-    from replay.calibration.profile import ProfileError, read_profile
+    from replay.profile import ProfileError, read_profile
 
     path = tmp_path / "profile.toml"
     path.write_bytes(_mutate(PROFILE.read_bytes(), muts))
@@ -231,7 +231,7 @@ def test_fuzz_profile_values(tmp_path, choice, value):
     import tomllib
 
     from replay import models as M
-    from replay.calibration.profile import ProfileError, read_profile
+    from replay.profile import ProfileError, read_profile
 
     doc = _replace_at(tomllib.loads(PROFILE.read_text()), choice, value)
     path = tmp_path / "profile.toml"

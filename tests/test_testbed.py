@@ -164,7 +164,7 @@ def test_collect_across_a_two_node_testbed(tmp_path):
                             "--accept-noisy"],
                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
-        from replay.calibration.profile import read_profile
+        from replay.profile import read_profile
         pr = read_profile(prof)
         assert pr["measured_on"]["network"]["testbed"] == name
         assert pr["measured_on"]["api"] == "pickle"

@@ -10,11 +10,12 @@ of a NumPy program: docs/robustness.md, "No observer effect").
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 from pathlib import Path
 from typing import Any
+
+from hindsight.system import write_text_atomic
 from hindsight.errors import DataError
 
 FORMAT_VERSION = "1.0"
@@ -151,10 +152,7 @@ def derived_comm_id(parent: int, creation_index: int, lowest_world_rank: int) ->
 def write_json(path: Path, obj: Any, **dumps: Any) -> None:
     """Write `obj` as JSON to `path` atomically (a temporary file, then a rename), so a reader
     never sees half of it."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, **dumps) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(obj, **dumps) + "\n")
 
 
 def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:

@@ -49,7 +49,7 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     The profile is what `hindsight replay --profile` reads (docs/calibration.md).
     """
     from replay.calibration.plot import plot_profiles
-    from replay.calibration.profile import ProfileError, write_profile
+    from replay.profile import ProfileError, write_profile
     from replay.calibration.quality import profile_problems
     from replay.calibration.run import CalibrationError, calibrate
 

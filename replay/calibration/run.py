@@ -24,7 +24,7 @@ from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
-from replay.calibration.profile import FORMAT
+from replay.profile import FORMAT
 from hindsight.errors import UserError
 
 DEFAULT_SIZES = "1B..16MiB"

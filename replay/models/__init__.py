@@ -1,58 +1,39 @@
 """Network models for replay: one small module each, formula and source in its docstring.
 
-Every model exposes ``NAME``, ``PARAMS`` (name -> ``Param``), ``ALIASES`` (a name that sets several
-others, e.g. ``o`` sets ``o_send`` and ``o_recv``), ``MODE`` (``"network"``: messages cost what the
-formula says; ``"measured"``: messages keep the times of the trace) and
-``kernel_params(values, ctx) -> np.ndarray`` (the flat parameter vector of ``replay.kernel``).
-A model may also define ``message_delay(values, ctx, send_times) -> np.ndarray`` (an extra
-per-message delay in ns) and ``passes(values) -> int`` (how many fixed-point replays it needs).
+The contract (``NetworkModel``) and the registry are in ``replay.models.base``; this package
+registers the models and gives the functions the rest of hindsight uses: ``names()``,
+``get_model(name)``, ``resolve(model, assignments, profile)`` (defaults, then a profile, then
+``--set`` values, validated, in internal units), ``parse_assignments``, ``load_profile``.
+Adding a model: docs/extending.md.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Mapping
 
-from replay import units
-from hindsight.errors import UsageError
+from replay import profile, units
+from replay.models.base import REGISTRY, NetworkModel, Param, ParamError, register  # noqa: F401
 
 
-@dataclass(frozen=True)
-class Param:
-    kind: str                 # a key of replay.units.PARSERS, or "choice"
-    default: Any
-    doc: str
-    minimum: float = 0.0      # values below are impossible
-    strict: bool = False      # the minimum itself is impossible too (e.g. a bandwidth of 0)
-    allow_inf: bool = False
-    choices: tuple[str, ...] = ()
-
-
-class ParamError(UsageError, ValueError):
-    """A bad model parameter; the message names the parameter."""
-
-
-def _registry() -> dict[str, ModuleType]:
-    from replay.models import hockney, loggp, loggps, measured, mm1
-    return {m.NAME: m for m in (loggp, loggps, hockney, mm1, measured)}
+def _registry() -> dict[str, NetworkModel]:
+    from replay.models import hockney, loggp, loggps, measured, mm1  # noqa: F401  (register)
+    return REGISTRY
 
 
 def names() -> list[str]:
     return list(_registry())
 
 
-def get_model(name: str) -> ModuleType:
+def get_model(name: str) -> NetworkModel:
     reg = _registry()
     if name not in reg:
         raise ParamError(f"unknown model '{name}' (choose from {', '.join(reg)})")
     return reg[name]
 
 
-def _parse_one(model: ModuleType, name: str, value: Any) -> Any:
+def _parse_one(model: NetworkModel, name: str, value: Any) -> Any:
     spec: Param = model.PARAMS[name]
     if spec.kind == "choice":
         v = str(value)
@@ -71,10 +52,10 @@ def _parse_one(model: ModuleType, name: str, value: Any) -> Any:
     return v
 
 
-def _expand(model: ModuleType, name: str) -> list[str]:
+def _expand(model: NetworkModel, name: str) -> list[str]:
     if name in model.PARAMS:
         return [name]
-    aliases = getattr(model, "ALIASES", {})
+    aliases = model.ALIASES
     if name in aliases:
         return list(aliases[name])
     known = sorted(list(model.PARAMS) + list(aliases))
@@ -94,86 +75,7 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
     return out
 
 
-PROFILE_FORMAT = "hindsight-profile/1"
-
-
-def _read_profile_file(path: Path) -> tuple[str, Any]:
-    """("toml", dict) for a hindsight-profile TOML file, ("json", data) for the older JSON shapes."""
-    import tomllib
-
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ParamError(f"profile {path}: unreadable ({exc})") from None
-    if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
-        try:
-            return "json", json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ParamError(f"profile {path}: unreadable ({exc})") from None
-    try:
-        return "toml", tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ParamError(f"profile {path}: not valid TOML ({exc})") from None
-
-
-def _section(data: dict, path: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    sec = data.get(name)
-    if not isinstance(sec, dict):
-        raise ParamError(f"profile {path}: has no [{name}] section")
-    missing = [k for k in keys if k not in sec]
-    if missing:
-        raise ParamError(f"profile {path}: [{name}] lacks {', '.join(missing)}")
-    for k in keys:
-        if isinstance(sec[k], bool) or not isinstance(sec[k], (int, float)):
-            raise ParamError(f"profile {path}: [{name}] {k} = {sec[k]!r} is not a number")
-    return sec
-
-
-def _from_calibration(data: dict, path: Path, model: ModuleType) -> dict[str, Any]:
-    """Map a hindsight-profile/1 file (docs/calibration.md) onto ``model``'s parameters."""
-    if data.get("format") != PROFILE_FORMAT:
-        raise ParamError(f"profile {path}: format is {data.get('format')!r}, expected "
-                         f"'{PROFILE_FORMAT}'")
-    measured_on = data.get("measured_on") or {}
-    if not isinstance(measured_on, dict):
-        raise ParamError(f"profile {path}: [measured_on] must be a table")
-    if model.NAME in ("loggp", "loggps"):
-        sec = _section(data, path, "loggps", ("L", "o_send", "o_recv", "g", "G", "O", "o_b", "S"))
-        # The profile's o_send/o_recv are the overheads measured with `ranks` ranks; the models
-        # add o_b·P themselves (paper 004: o = o'_a + o'_b·P + O·k), so remove o_b·ranks here.
-        ranks = measured_on.get("ranks")
-        p_cal = float(ranks) if isinstance(ranks, (int, float)) and ranks > 0 else 2.0
-        o_b = float(sec["o_b"])
-        # o_b·P_cal may exceed a side's measured overhead (o_a < 0, a fit over few P): then that
-        # side grows by what it has, so the overhead at P_cal stays the measured one.
-        o_b_s = min(o_b, float(sec["o_send"]) / p_cal)
-        o_b_r = min(o_b, float(sec["o_recv"]) / p_cal)
-        # per-side per-byte overheads (profiles since the pickle API); older ones have O only
-        O_s, O_r = sec.get("O_send", sec["O"]), sec.get("O_recv", sec["O"])
-        out = {"L": sec["L"], "g": sec["g"], "G": sec["G"], "O_send": O_s, "O_recv": O_r,
-               "o_b_send": o_b_s, "o_b_recv": o_b_r,
-               "o_send": float(sec["o_send"]) - o_b_s * p_cal,
-               "o_recv": float(sec["o_recv"]) - o_b_r * p_cal}
-        if "S" in model.PARAMS:
-            out["S"] = sec["S"]
-        return out
-    if model.NAME == "hockney":
-        sec = _section(data, path, "hockney", ("l", "g"))
-        return {"l": sec["l"], "g": sec["g"]}
-    if model.NAME == "mm1":
-        sec = _section(data, path, "mm1", ("C", "tau"))
-        out = {"C": sec["C"], "tau": sec["tau"]}
-        hosts = measured_on.get("hosts")
-        if isinstance(hosts, list) and len(hosts) == 1:
-            # Measured between ranks of one host: that path is the model's host-internal one
-            # (L_host + k/C_host); without this a one-host trace would get free messages.
-            out.update({"L_host": sec["tau"], "C_host": sec["C"]})
-        return out
-    raise ParamError(f"profile {path}: a calibration profile has no parameters for model "
-                     f"{model.NAME}")
-
-
-def load_profile(path: Path | str, model: ModuleType) -> dict[str, Any]:
+def load_profile(path: Path | str, model: NetworkModel) -> dict[str, Any]:
     """Parameters for ``model`` from a network profile file.
 
     The format `hindsight calibrate` writes (TOML, ``format = "hindsight-profile/1"``; sections
@@ -182,11 +84,19 @@ def load_profile(path: Path | str, model: ModuleType) -> dict[str, Any]:
     flat ``{NAME: VALUE}`` are still read. Values are numbers in SI base units or strings with
     units. Errors are ParamError naming the file."""
     path = Path(path)
-    kind, data = _read_profile_file(path)
+    try:
+        kind, data = profile.read_any(path)
+    except profile.ProfileError as exc:
+        raise ParamError(str(exc)) from None
     if not isinstance(data, dict):
         raise ParamError(f"profile {path}: expected a JSON object")
     if kind == "toml":
-        out = _from_calibration(data, path, model)
+        if data.get("format") != profile.FORMAT:
+            raise ParamError(f"profile {path}: format is {data.get('format')!r}, expected "
+                             f"'{profile.FORMAT}'")
+        if not isinstance(data.get("measured_on") or {}, dict):
+            raise ParamError(f"profile {path}: [measured_on] must be a table")
+        out = model.from_profile(data, path)
         for name, raw in out.items():       # validate here so the error names the file
             for target in _expand(model, name):
                 try:
@@ -208,16 +118,11 @@ def load_profile(path: Path | str, model: ModuleType) -> dict[str, Any]:
 
 
 def profile_measured_on(path: Path | str) -> dict[str, Any]:
-    """The [measured_on] table of a calibration profile ({} for the older JSON profiles)."""
-    try:
-        kind, data = _read_profile_file(Path(path))
-    except ParamError:
-        return {}
-    on = data.get("measured_on") if kind == "toml" and isinstance(data, dict) else None
-    return dict(on) if isinstance(on, dict) else {}
+    """The [measured_on] table of a calibration profile ({} for the JSON parameter files)."""
+    return profile.measured_on(path)
 
 
-def resolve(model: ModuleType, assignments: Mapping[str, Any] | list[tuple[str, Any]] = (),
+def resolve(model: NetworkModel, assignments: Mapping[str, Any] | list[tuple[str, Any]] = (),
             profile: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Defaults, then the profile, then ``assignments`` (later wins); validated and in internal
     units."""
@@ -230,7 +135,5 @@ def resolve(model: ModuleType, assignments: Mapping[str, Any] | list[tuple[str, 
     for name, raw in items:
         for target in _expand(model, name):
             values[target] = _parse_one(model, target, raw)
-    check = getattr(model, "check", None)
-    if check:
-        check(values)
+    model.check(values)
     return values

@@ -8,20 +8,26 @@ messages (a send, then the reply) cost a rank; the tests check it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from replay.models import Param
-
-NAME = "hockney"
-MODE = "network"
-PARAMS: dict[str, Param] = {
-    "l": Param("time", "1us", "latency (start-up cost) per message"),
-    "g": Param("time_per_byte", "0.1ns", "time per byte (inverse bandwidth)"),
-}
-ALIASES: dict[str, tuple[str, ...]] = {}
+from replay.models.base import NetworkModel, Param, profile_section, register
 
 
-def kernel_params(v: dict, ctx) -> np.ndarray:
-    from replay.kernel import make_params
-    return make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=v["l"], G=v["g"],
-                       gap=0.0, S=float("inf"), kshift=0.0, P=float(ctx.nranks))
+@register
+class Hockney(NetworkModel):
+    NAME = "hockney"
+    PARAMS: dict[str, Param] = {
+        "l": Param("time", "1us", "latency (start-up cost) per message"),
+        "g": Param("time_per_byte", "0.1ns", "time per byte (inverse bandwidth)"),
+    }
+
+    def kernel_params(self, v: dict, ctx) -> np.ndarray:
+        from replay.kernel import make_params
+        return make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=v["l"],
+                           G=v["g"], gap=0.0, S=float("inf"), kshift=0.0, P=float(ctx.nranks))
+
+    def from_profile(self, data: dict, path: Path) -> dict:
+        sec = profile_section(data, path, "hockney", ("l", "g"))
+        return {"l": sec["l"], "g": sec["g"]}

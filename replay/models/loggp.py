@@ -16,30 +16,55 @@ L = 50 us, G = 0.0268 us/byte, o = 12.1 + 0.182·P + 0.0708·k us.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
-from replay.models import Param
-
-NAME = "loggp"
-MODE = "network"
-PARAMS: dict[str, Param] = {
-    "L": Param("time", "1us", "latency"),
-    "o_send": Param("time", "0.5us", "send overhead o'_a (per message)"),
-    "o_recv": Param("time", "0.5us", "receive overhead o'_a (per message)"),
-    "o_b_send": Param("time", 0.0, "send overhead per process o'_b (paper 004)"),
-    "o_b_recv": Param("time", 0.0, "receive overhead per process o'_b (paper 004)"),
-    "O_send": Param("time_per_byte", 0.0, "send overhead per byte O"),
-    "O_recv": Param("time_per_byte", 0.0, "receive overhead per byte O"),
-    "g": Param("time", 0.0, "gap between consecutive messages of one NIC"),
-    "G": Param("time_per_byte", "0.1ns", "gap per byte (inverse bandwidth)"),
-}
-ALIASES = {"o": ("o_send", "o_recv"), "o_b": ("o_b_send", "o_b_recv"),
-           "O": ("O_send", "O_recv"), "o_a": ("o_send", "o_recv")}
+from replay.models.base import NetworkModel, Param, profile_section, register
 
 
-def kernel_params(v: dict, ctx) -> np.ndarray:
-    from replay.kernel import make_params
-    return make_params(os0=v["o_send"], osP=v["o_b_send"], Os=v["O_send"], or0=v["o_recv"],
-                       orP=v["o_b_recv"], Or=v["O_recv"], L=v["L"], G=v["G"], gap=v["g"],
-                       S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks))
+@register
+class LogGP(NetworkModel):
+    NAME = "loggp"
+    PARAMS: dict[str, Param] = {
+        "L": Param("time", "1us", "latency"),
+        "o_send": Param("time", "0.5us", "send overhead o'_a (per message)"),
+        "o_recv": Param("time", "0.5us", "receive overhead o'_a (per message)"),
+        "o_b_send": Param("time", 0.0, "send overhead per process o'_b (paper 004)"),
+        "o_b_recv": Param("time", 0.0, "receive overhead per process o'_b (paper 004)"),
+        "O_send": Param("time_per_byte", 0.0, "send overhead per byte O"),
+        "O_recv": Param("time_per_byte", 0.0, "receive overhead per byte O"),
+        "g": Param("time", 0.0, "gap between consecutive messages of one NIC"),
+        "G": Param("time_per_byte", "0.1ns", "gap per byte (inverse bandwidth)"),
+    }
+    ALIASES = {"o": ("o_send", "o_recv"), "o_b": ("o_b_send", "o_b_recv"),
+               "O": ("O_send", "O_recv"), "o_a": ("o_send", "o_recv")}
+
+    def kernel_params(self, v: dict, ctx) -> np.ndarray:
+        from replay.kernel import make_params
+        return make_params(os0=v["o_send"], osP=v["o_b_send"], Os=v["O_send"], or0=v["o_recv"],
+                           orP=v["o_b_recv"], Or=v["O_recv"], L=v["L"], G=v["G"], gap=v["g"],
+                           S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks))
+
+    def from_profile(self, data: dict, path: Path) -> dict:
+        """The profile's [loggps] section. Its o_send/o_recv are the overheads measured with
+        ``measured_on.ranks`` ranks; the model adds o_b·P itself (paper 004: o = o'_a + o'_b·P +
+        O·k), so o_b·ranks is taken off here."""
+        sec = profile_section(data, path, "loggps",
+                              ("L", "o_send", "o_recv", "g", "G", "O", "o_b", "S"))
+        ranks = (data.get("measured_on") or {}).get("ranks")
+        p_cal = float(ranks) if isinstance(ranks, (int, float)) and ranks > 0 else 2.0
+        o_b = float(sec["o_b"])
+        # o_b·P_cal may exceed a side's measured overhead (o_a < 0, a fit over few P): then that
+        # side grows by what it has, so the overhead at P_cal stays the measured one.
+        o_b_s = min(o_b, float(sec["o_send"]) / p_cal)
+        o_b_r = min(o_b, float(sec["o_recv"]) / p_cal)
+        # per-side per-byte overheads where the profile has them, else the shared O
+        O_s, O_r = sec.get("O_send", sec["O"]), sec.get("O_recv", sec["O"])
+        out = {"L": sec["L"], "g": sec["g"], "G": sec["G"], "O_send": O_s, "O_recv": O_r,
+               "o_b_send": o_b_s, "o_b_recv": o_b_r,
+               "o_send": float(sec["o_send"]) - o_b_s * p_cal,
+               "o_recv": float(sec["o_recv"]) - o_b_r * p_cal}
+        if "S" in self.PARAMS:
+            out["S"] = sec["S"]
+        return out

@@ -18,16 +18,18 @@ instead (``replay.loggopsim``; differences in docs/interop.md).
 
 from __future__ import annotations
 
-from replay.models import Param, loggp
+from replay.models.base import Param, register
+from replay.models.loggp import LogGP
 
-NAME = "loggps"
-MODE = "network"
-PARAMS: dict[str, Param] = dict(loggp.PARAMS)
-PARAMS["S"] = Param("bytes", "64KiB", "rendezvous threshold: larger messages synchronise",
-                    allow_inf=True)
-# Which rules turn the parameters into times: hindsight's (above) or the LogGOPSim simulator's
-# (replay.loggopsim), so that GOAL schedules give that simulator's end times to the nanosecond.
-PARAMS["semantics"] = Param("choice", "hindsight", "hindsight or loggopsim (LogGOPSim's rules)",
-                            choices=("hindsight", "loggopsim"))
-ALIASES = dict(loggp.ALIASES)
-kernel_params = loggp.kernel_params
+
+@register
+class LogGPS(LogGP):
+    NAME = "loggps"
+    PARAMS: dict[str, Param] = dict(LogGP.PARAMS)
+    PARAMS["S"] = Param("bytes", "64KiB", "rendezvous threshold: larger messages synchronise",
+                        allow_inf=True)
+    # Which rules turn the parameters into times: hindsight's (above) or the LogGOPSim
+    # simulator's (replay.loggopsim), so that GOAL schedules give that simulator's end times to
+    # the nanosecond.
+    PARAMS["semantics"] = Param("choice", "hindsight", "hindsight or loggopsim (LogGOPSim's rules)",
+                                choices=("hindsight", "loggopsim"))

@@ -20,17 +20,18 @@ import math
 
 import numpy as np
 
-from replay.models import Param
-
-NAME = "measured"
-MODE = "measured"
-PARAMS: dict[str, Param] = {
-    "S": Param("bytes", "inf", "sends above S bytes wait for the receive (rendezvous)",
-               allow_inf=True),
-}
-ALIASES: dict[str, tuple[str, ...]] = {}
+from replay.models.base import NetworkModel, Param, register
 
 
-def kernel_params(v: dict, ctx) -> np.ndarray:
-    from replay.kernel import make_params
-    return make_params(S=v.get("S", math.inf), P=float(ctx.nranks))
+@register
+class Measured(NetworkModel):
+    NAME = "measured"
+    MODE = "measured"
+    PARAMS: dict[str, Param] = {
+        "S": Param("bytes", "inf", "sends above S bytes wait for the receive (rendezvous)",
+                   allow_inf=True),
+    }
+
+    def kernel_params(self, v: dict, ctx) -> np.ndarray:
+        from replay.kernel import make_params
+        return make_params(S=v.get("S", math.inf), P=float(ctx.nranks))

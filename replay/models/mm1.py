@@ -30,46 +30,107 @@ from __future__ import annotations
 
 import math
 
+from pathlib import Path
+
 import numba as nb
 import numpy as np
 
-from replay.models import Param, ParamError
-
-NAME = "mm1"
-MODE = "network"
-PARAMS: dict[str, Param] = {
-    "C": Param("bandwidth", "10Gbit/s", "link capacity", strict=True, allow_inf=True),
-    "tau": Param("time", 0.0, "propagation delay per stage (the paper sets 0)"),
-    "hosts_per_leaf": Param("count", 8, "hosts per leaf switch (fan-in of leaf1)", minimum=1),
-    "spines": Param("count", 8, "spine switches (fan-in of leaf2)", minimum=1),
-    "leaves": Param("count", 16, "leaf links into each spine (fan-in of the spine stage)",
-                    minimum=1),
-    "ranks_per_host": Param("count", 0, "ranks per host; 0 = the manifest's placement or 1"),
-    "rho": Param("choice", "analytic", "utilisation: analytic (paper) or measured (replayed)",
-                 choices=("analytic", "measured")),
-    "Tcomp": Param("time", 0.0, "T_comp for analytic rho; 0 = total compute / messages"),
-    "window": Param("time", "10us", "sliding window for measured rho", strict=True),
-    "passes": Param("count", 3, "replays for measured rho (fixed-point)", minimum=1),
-    "rho_max": Param("factor", 0.99, "cap on rho when a link saturates", strict=True),
-    "L_host": Param("time", 0.0, "latency between ranks on one host"),
-    "C_host": Param("bandwidth", "inf", "bandwidth between ranks on one host", strict=True,
-                    allow_inf=True),
-}
-ALIASES: dict[str, tuple[str, ...]] = {}
+from replay.models.base import NetworkModel, Param, ParamError, profile_section, register
 
 
-def check(v: dict) -> None:
-    if v["rho_max"] >= 1.0:
-        raise ParamError(f"rho_max={v['rho_max']}: must be below 1")
+@register
+class MM1(NetworkModel):
+    NAME = "mm1"
+    PARAMS: dict[str, Param] = {
+        "C": Param("bandwidth", "10Gbit/s", "link capacity", strict=True, allow_inf=True),
+        "tau": Param("time", 0.0, "propagation delay per stage (the paper sets 0)"),
+        "hosts_per_leaf": Param("count", 8, "hosts per leaf switch (fan-in of leaf1)", minimum=1),
+        "spines": Param("count", 8, "spine switches (fan-in of leaf2)", minimum=1),
+        "leaves": Param("count", 16, "leaf links into each spine (fan-in of the spine stage)",
+                        minimum=1),
+        "ranks_per_host": Param("count", 0, "ranks per host; 0 = the manifest's placement or 1"),
+        "rho": Param("choice", "analytic", "utilisation: analytic (paper) or measured (replayed)",
+                     choices=("analytic", "measured")),
+        "Tcomp": Param("time", 0.0, "T_comp for analytic rho; 0 = total compute / messages"),
+        "window": Param("time", "10us", "sliding window for measured rho", strict=True),
+        "passes": Param("count", 3, "replays for measured rho (fixed-point)", minimum=1),
+        "rho_max": Param("factor", 0.99, "cap on rho when a link saturates", strict=True),
+        "L_host": Param("time", 0.0, "latency between ranks on one host"),
+        "C_host": Param("bandwidth", "inf", "bandwidth between ranks on one host", strict=True,
+                        allow_inf=True),
+    }
 
+    def check(self, v: dict) -> None:
+        if v["rho_max"] >= 1.0:
+            raise ParamError(f"rho_max={v['rho_max']}: must be below 1")
 
-def kernel_params(v: dict, ctx) -> np.ndarray:
-    from replay.kernel import make_params
-    return make_params(P=float(ctx.nranks))
+    def kernel_params(self, v: dict, ctx) -> np.ndarray:
+        from replay.kernel import make_params
+        return make_params(P=float(ctx.nranks))
 
+    def passes(self, v: dict) -> int:
+        return int(v["passes"]) if v["rho"] == "measured" else 1
 
-def passes(v: dict) -> int:
-    return int(v["passes"]) if v["rho"] == "measured" else 1
+    def message_delay(self, v: dict, ctx, send_times: np.ndarray | None = None,
+                          horizon: float = 0.0) -> tuple[np.ndarray, dict]:
+        """Per-message network delay (ns) and saturation statistics."""
+        k = ctx.m_bytes
+        C = v["C"]
+        svc = k / C if math.isfinite(C) else np.zeros_like(k)
+        # The topology does not change between the passes of one replay: compute the paths once.
+        key = (v["ranks_per_host"], v["hosts_per_leaf"], v["spines"], v["leaves"])
+        cached = getattr(ctx, "_mm1_paths", None)
+        if cached is None or cached[0] != key:
+            cached = _keep(ctx, "_mm1_paths", (key, _paths(v, ctx)))
+        (up, mid, down), fan, down_fan, same_host, nlinks = cached[1]
+        stages = [(up, fan[0]), (mid, fan[1]), (down, down_fan)]
+        if v["rho"] == "analytic":
+            delay = np.zeros(len(k))
+            saturated = np.zeros(len(k), bool)
+            max_rho = 0.0
+            tcomp = v["Tcomp"] or ctx.default_tcomp()
+            for links, fanin in stages:
+                on = links >= 0
+                rho = fanin / max(tcomp, 1e-300) * svc if tcomp > 0 else np.zeros_like(svc)
+                saturated |= on & (rho >= 1.0)
+                max_rho = max(max_rho, float(np.max(np.where(on, rho, 0.0), initial=0.0)))
+                rho = np.minimum(rho, v["rho_max"])
+                delay += np.where(on, svc / (1.0 - rho) + v["tau"], 0.0)
+            n_sat = int(saturated.sum())
+        else:
+            W = float(v["window"])
+            if send_times is None:  # first pass: no traffic known yet, so rho = 0 (infinite capacity)
+                send_times, nb, cap = np.zeros(len(k)), 1, math.inf
+            else:
+                nb = int(horizon // W) + 2
+                # Keep the histogram to at most ~16M cells; widen the window if needed (reported).
+                if nb * nlinks > 1 << 24:
+                    W = horizon / max((1 << 24) // max(nlinks, 1) - 2, 1)
+                    nb = int(horizon // W) + 2
+                cap = (C * W) if math.isfinite(C) else math.inf
+            # The histogram (up to 128 MB) is kept for the next pass: first-touching fresh memory
+            # for it cost more than the pass's arithmetic (page faults; 2.6x on tree-allreduce P=512).
+            need = nb * max(nlinks, 1)
+            hist = getattr(ctx, "_mm1_hist", None)
+            if hist is None or len(hist) < need:
+                hist = _keep(ctx, "_mm1_hist", np.empty(need))
+            delay, n_sat, max_rho = _measured_delay(k, svc, up, mid, down, send_times, W, nb, nlinks,
+                                                    cap, float(v["rho_max"]), float(v["tau"]),
+                                                    hist[:need])
+        host_cost = v["L_host"] + (k / v["C_host"] if math.isfinite(v["C_host"]) else 0.0)
+        delay = np.where(same_host, host_cost, delay)
+        return delay, {"saturated_messages": n_sat, "max_rho": max_rho,
+                       "links": int(nlinks)}
+
+    def from_profile(self, data: dict, path: Path) -> dict:
+        sec = profile_section(data, path, "mm1", ("C", "tau"))
+        out = {"C": sec["C"], "tau": sec["tau"]}
+        hosts = (data.get("measured_on") or {}).get("hosts")
+        if isinstance(hosts, list) and len(hosts) == 1:
+            # Measured between ranks of one host: that path is the model's host-internal one
+            # (L_host + k/C_host); without this a one-host trace would get free messages.
+            out.update({"L_host": sec["tau"], "C_host": sec["C"]})
+        return out
 
 
 def _paths(v: dict, ctx):
@@ -105,58 +166,6 @@ def _keep(ctx, name: str, value):
     except AttributeError:
         pass
     return value
-
-
-def message_delay(v: dict, ctx, send_times: np.ndarray | None = None,
-                  horizon: float = 0.0) -> tuple[np.ndarray, dict]:
-    """Per-message network delay (ns) and saturation statistics."""
-    k = ctx.m_bytes
-    C = v["C"]
-    svc = k / C if math.isfinite(C) else np.zeros_like(k)
-    # The topology does not change between the passes of one replay: compute the paths once.
-    key = (v["ranks_per_host"], v["hosts_per_leaf"], v["spines"], v["leaves"])
-    cached = getattr(ctx, "_mm1_paths", None)
-    if cached is None or cached[0] != key:
-        cached = _keep(ctx, "_mm1_paths", (key, _paths(v, ctx)))
-    (up, mid, down), fan, down_fan, same_host, nlinks = cached[1]
-    stages = [(up, fan[0]), (mid, fan[1]), (down, down_fan)]
-    if v["rho"] == "analytic":
-        delay = np.zeros(len(k))
-        saturated = np.zeros(len(k), bool)
-        max_rho = 0.0
-        tcomp = v["Tcomp"] or ctx.default_tcomp()
-        for links, fanin in stages:
-            on = links >= 0
-            rho = fanin / max(tcomp, 1e-300) * svc if tcomp > 0 else np.zeros_like(svc)
-            saturated |= on & (rho >= 1.0)
-            max_rho = max(max_rho, float(np.max(np.where(on, rho, 0.0), initial=0.0)))
-            rho = np.minimum(rho, v["rho_max"])
-            delay += np.where(on, svc / (1.0 - rho) + v["tau"], 0.0)
-        n_sat = int(saturated.sum())
-    else:
-        W = float(v["window"])
-        if send_times is None:  # first pass: no traffic known yet, so rho = 0 (infinite capacity)
-            send_times, nb, cap = np.zeros(len(k)), 1, math.inf
-        else:
-            nb = int(horizon // W) + 2
-            # Keep the histogram to at most ~16M cells; widen the window if needed (reported).
-            if nb * nlinks > 1 << 24:
-                W = horizon / max((1 << 24) // max(nlinks, 1) - 2, 1)
-                nb = int(horizon // W) + 2
-            cap = (C * W) if math.isfinite(C) else math.inf
-        # The histogram (up to 128 MB) is kept for the next pass: first-touching fresh memory
-        # for it cost more than the pass's arithmetic (page faults; 2.6x on tree-allreduce P=512).
-        need = nb * max(nlinks, 1)
-        hist = getattr(ctx, "_mm1_hist", None)
-        if hist is None or len(hist) < need:
-            hist = _keep(ctx, "_mm1_hist", np.empty(need))
-        delay, n_sat, max_rho = _measured_delay(k, svc, up, mid, down, send_times, W, nb, nlinks,
-                                                cap, float(v["rho_max"]), float(v["tau"]),
-                                                hist[:need])
-    host_cost = v["L_host"] + (k / v["C_host"] if math.isfinite(v["C_host"]) else 0.0)
-    delay = np.where(same_host, host_cost, delay)
-    return delay, {"saturated_messages": n_sat, "max_rho": max_rho,
-                   "links": int(nlinks)}
 
 
 @nb.njit(cache=True, nogil=True)

@@ -1,0 +1,117 @@
+"""The contract every network model meets, and the registry the CLI builds its choices from.
+
+A model is a subclass of ``NetworkModel`` decorated with ``@register``; its module docstring (or
+class docstring) gives its formula and source. It declares:
+
+- ``NAME``: the ``--model`` name;
+- ``PARAMS``: name -> ``Param`` (kind and unit, default, doc, bounds); ``ALIASES``: a name that
+  sets several others (``o`` sets ``o_send`` and ``o_recv``);
+- ``MODE``: ``"network"`` (messages cost what the formula says; collectives become their
+  algorithm's messages) or ``"measured"`` (messages keep the times of the trace);
+- ``kernel_params(values, ctx)``: the flat parameter vector of ``replay.kernel`` (``make_params``):
+  the kernel applies the LogGPS rules (``replay.kernel``), and a model says what its parameters
+  mean in those terms (Hockney: L = l, G = g, no overheads, no rendezvous).
+
+and may override:
+
+- ``message_delay(values, ctx, send_times, horizon)``: an extra delay per message (ns), e.g.
+  M/M/1 queueing; the default adds none;
+- ``passes(values)``: replays for a fixed point (a delay that depends on the previous pass);
+- ``check(values)``: cross-parameter rules (raise ``ParamError``);
+- ``from_profile(data, path)``: this model's parameters from a calibration profile
+  (``replay.profile``); the default says the profile has none for this model;
+- ``run_replay(prep, values, display, **options)``: replay with a simulator of its own instead of
+  the kernel (LogGOPSim's rules); ``OWN_SIMULATOR = True`` marks such a model.
+
+``ctx`` (``replay.engine``) gives what a model may look at: ``nranks``, per message
+``m_bytes``, ``m_src``, ``m_dst``, ``host_of_rank`` and ``default_tcomp()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hindsight.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: str                 # a key of replay.units.PARSERS, or "choice"
+    default: Any
+    doc: str
+    minimum: float = 0.0      # values below are impossible
+    strict: bool = False      # the minimum itself is impossible too (e.g. a bandwidth of 0)
+    allow_inf: bool = False
+    choices: tuple[str, ...] = ()
+
+
+class ParamError(UsageError, ValueError):
+    """A bad model parameter or parameter file; the message names the parameter or the file."""
+
+
+class NetworkModel:
+    """Base class of the network models (see the module docstring for the contract)."""
+
+    NAME: ClassVar[str] = ""
+    MODE: ClassVar[str] = "network"
+    PARAMS: ClassVar[dict[str, Param]] = {}
+    ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {}
+    OWN_SIMULATOR: ClassVar[bool] = False
+
+    def kernel_params(self, values: dict[str, Any], ctx: Any) -> np.ndarray:
+        raise NotImplementedError(f"model {self.NAME} does not define kernel_params")
+
+    def message_delay(self, values: dict[str, Any], ctx: Any, send_times: np.ndarray | None,
+                      horizon: float) -> tuple[np.ndarray, dict[str, Any]]:
+        """Extra delay per message (ns) and facts for ``Result.info``; none by default."""
+        return np.zeros(max(len(ctx.m_bytes), 1)), {}
+
+    def passes(self, values: dict[str, Any]) -> int:
+        return 1
+
+    def check(self, values: dict[str, Any]) -> None:
+        """Rules between parameters; each parameter's own bounds are in its ``Param``."""
+
+    def from_profile(self, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        raise ParamError(f"profile {path}: a calibration profile has no parameters for model "
+                         f"{self.NAME}")
+
+    def run_replay(self, prep: Any, values: dict[str, Any], display: dict[str, Any],
+                   **options: Any) -> Any:
+        raise NotImplementedError(f"model {self.NAME} replays with the kernel")
+
+    def __repr__(self) -> str:
+        return f"<network model {self.NAME}>"
+
+
+#: name -> model instance, in registration order (the order ``--model`` lists them)
+REGISTRY: dict[str, NetworkModel] = {}
+
+
+def register(cls: type[NetworkModel]) -> type[NetworkModel]:
+    """Class decorator: add one instance of ``cls`` to ``REGISTRY`` under ``cls.NAME``."""
+    if not cls.NAME or cls.NAME in REGISTRY:
+        raise ValueError(f"model {cls.__name__}: NAME {cls.NAME!r} is empty or taken")
+    if cls.MODE not in ("network", "measured"):
+        raise ValueError(f"model {cls.NAME}: MODE must be 'network' or 'measured'")
+    REGISTRY[cls.NAME] = cls()
+    return cls
+
+
+def profile_section(data: dict[str, Any], path: Path, name: str,
+                    keys: tuple[str, ...]) -> dict[str, Any]:
+    """Section ``name`` of a calibration profile, with ``keys`` present and numeric."""
+    sec = data.get(name)
+    if not isinstance(sec, dict):
+        raise ParamError(f"profile {path}: has no [{name}] section")
+    missing = [k for k in keys if k not in sec]
+    if missing:
+        raise ParamError(f"profile {path}: [{name}] lacks {', '.join(missing)}")
+    for k in keys:
+        if isinstance(sec[k], bool) or not isinstance(sec[k], (int, float)):
+            raise ParamError(f"profile {path}: [{name}] {k} = {sec[k]!r} is not a number")
+    return sec
