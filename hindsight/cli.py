@@ -199,7 +199,7 @@ def seal(trace_dir):
     """Write rank files from the staged records of ranks that did not finish (a job started with
     mpiexec directly and stopped; `hindsight collect` does this itself) and finish the manifest.
     The trace stays marked incomplete."""
-    from instrument.session import finalize_manifest
+    from instrument.seal import finalize_manifest
     from instrument.tracer import TraceWriteError, still_recording
 
     if not Path(trace_dir).is_dir():

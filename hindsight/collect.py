@@ -182,7 +182,7 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored.
     With ``untraced`` the run is launched the same way but records nothing: ``out`` receives a
     manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only."""
-    from instrument.session import finalize_manifest
+    from instrument.seal import finalize_manifest
     from instrument.tracer import TraceWriteError
 
     if cpu_sampling not in ("regions", "all"):

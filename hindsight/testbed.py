@@ -28,6 +28,8 @@ from typing import Any
 
 import click
 
+from hindsight.errors import UserError
+
 STATE_DIR = Path(os.environ.get("HINDSIGHT_TESTBED_STATE_DIR", "/run"))
 DEFAULT_NAME = "hs"
 DEFAULT_SUBNET = "10.77.0.0/24"
@@ -42,7 +44,7 @@ RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 TBF_LATENCY = "100ms"
 
 
-class TestbedError(Exception):
+class TestbedError(UserError):
     """A problem the user can fix (not root, bad flag, leftovers, testbed not up)."""
 
 

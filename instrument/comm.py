@@ -21,10 +21,11 @@ from typing import Any, Sequence
 from mpi4py import MPI
 
 from hindsight.trace import core as tf
+from instrument import completion as _completion
+from instrument.completion import TracedRequest
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm
-_R = MPI.Request
 _dumps = MPI.pickle.dumps
 _loads = MPI.pickle.loads
 _BYTE = MPI.BYTE
@@ -34,10 +35,9 @@ _IN_PLACE = MPI.IN_PLACE
 
 OP = tf.OP_CODE
 (_SEND, _SSEND, _BSEND, _RSEND, _RECV, _ISEND, _ISSEND, _IRECV, _SR_SEND, _SR_RECV, _PROBE,
- _IPROBE, _WAIT, _WAITALL, _WAITANY, _WAITSOME, _TEST, _TESTALL, _TESTANY, _TESTSOME) = (
+ _IPROBE) = (
     OP[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Irecv",
-                    "Sendrecv_send", "Sendrecv_recv", "Probe", "Iprobe", "Wait", "Waitall",
-                    "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome"))
+                    "Sendrecv_send", "Sendrecv_recv", "Probe", "Iprobe"))
 
 # The tracer of this process; set by instrument.session.start(). Module global: the cheapest
 # lookup from a wrapper.
@@ -45,8 +45,10 @@ _T = None
 
 
 def set_tracer(tracer) -> None:
+    """Record into ``tracer`` from now on (None: stop), here and in ``instrument.completion``."""
     global _T
     _T = tracer
+    _completion.set_tracer(tracer)
 
 
 def _nbytes(buf: Any) -> int:
@@ -490,149 +492,3 @@ class TracedComm(_C):
 
     def Create_group(self, group, tag: int = 0):
         return self._derive("Comm_create", _C.Create_group, (group, tag))
-
-
-# ---------------------------------------------------------------------------------------------
-# Requests
-
-
-def _complete_rows(op: int, t0: int, t1: int, c0: int, done: list,
-                   statuses: list | None) -> None:
-    """Append one completion row per traced request that just completed."""
-    T = _T
-    cpu = _cpu() - c0 if T.cpu_all else -1
-    for i, r in done:
-        hid = getattr(r, "_hid", -1)
-        if hid < 0:
-            continue
-        comm = r._comm
-        if comm is not None:
-            cid = comm._id
-            if statuses is not None:
-                st = statuses[i]
-                peer, w = st.Get_source(), comm._w
-                if w is not None and peer >= 0:
-                    peer = w[peer]
-                tag, nbytes = st.Get_tag(), st.Get_count(_BYTE)
-            else:
-                peer = tag = nbytes = -1
-        else:
-            peer = tag = nbytes = -1
-            cid = r._cid
-        o = T.off
-        _pack(T.buf, o, op, T.region, t0, cpu, peer, tag, cid, nbytes, hid, -1, t1)
-        o += _ROW
-        T.off = o
-        if o >= T.end:
-            T.roll()
-        cpu = -1    # the call's CPU time goes on its first row only
-        r._hid = -1
-
-
-def _statuses(requests) -> list:
-    return [MPI.Status() for _ in requests]
-
-
-def _measure(fn, *args):
-    """Call an MPI completion function; return its result with start/end time and start CPU."""
-    c0 = _cpu() if _T.cpu_all else 0
-    t0 = _now()
-    out = fn(*args)
-    return out, t0, _now(), c0
-
-
-# The completion calls come in four families that differ only in how they report what completed.
-# Each factory below builds the traced method from mpi4py's own one.
-
-def _single(op: int, fn, done):
-    """Wait/wait/Test/test on one request; `done(result)` tells whether it completed."""
-    def method(self, status: MPI.Status | None = None):
-        if self._hid < 0:                 # untraced or already completed: nothing to record
-            return fn(self, status)
-        st = status if status is not None else MPI.Status()
-        out, t0, t1, c0 = _measure(fn, self, st)
-        if done(out):
-            _complete_rows(op, t0, t1, c0, [(0, self)], [st])
-        return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
-
-
-def _all(op: int, fn, done):
-    """Waitall/waitall/Testall/testall: every request completes together, or none."""
-    def method(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        out, t0, t1, c0 = _measure(fn, requests, sts)
-        if done(out):
-            _complete_rows(op, t0, t1, c0, list(enumerate(requests)), sts)
-        return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return classmethod(method)
-
-
-def _any(op: int, fn, index):
-    """Waitany/waitany/Testany/testany: `index(result)` is the completed request or None."""
-    def method(cls, requests, status=None):
-        st = status if status is not None else MPI.Status()
-        out, t0, t1, c0 = _measure(fn, requests, st)
-        i = index(out)
-        if i is not None and i != MPI.UNDEFINED:
-            _complete_rows(op, t0, t1, c0, [(0, requests[i])], [st])
-        return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return classmethod(method)
-
-
-def _some(op: int, fn, indices):
-    """Waitsome/Testsome (and lower case): `indices(result)` lists the completed requests; their
-    statuses are the first entries of the status list, in the same order."""
-    def method(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        out, t0, t1, c0 = _measure(fn, requests, sts)
-        idx = indices(out)
-        if idx:
-            _complete_rows(op, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
-        return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return classmethod(method)
-
-
-def _always(_out) -> bool:
-    return True
-
-
-class TracedRequest(_R):
-    """A request whose completion is recorded (one row per request, see docs/trace-format.md)."""
-
-    __slots__ = ("_hid", "_comm", "_cid")
-
-    def __new__(cls, request=None):
-        self = super().__new__(cls, request)
-        self._hid = -1
-        self._comm = None
-        self._cid = -1
-        return self
-
-    Wait = _single(_WAIT, _R.Wait, _always)
-    wait = _single(_WAIT, _R.wait, _always)
-    Test = _single(_TEST, _R.Test, bool)
-    test = _single(_TEST, _R.test, lambda out: out[0])
-
-    Waitall = _all(_WAITALL, _R.Waitall, _always)
-    waitall = _all(_WAITALL, _R.waitall, _always)
-    Testall = _all(_TESTALL, _R.Testall, bool)
-    testall = _all(_TESTALL, _R.testall, lambda out: out[0])
-
-    Waitany = _any(_WAITANY, _R.Waitany, lambda i: i)
-    waitany = _any(_WAITANY, _R.waitany, lambda out: out[0])
-    Testany = _any(_TESTANY, _R.Testany, lambda out: out[0] if out[1] else None)
-    testany = _any(_TESTANY, _R.testany, lambda out: out[0] if out[1] else None)
-
-    Waitsome = _some(_WAITSOME, _R.Waitsome, lambda idx: idx)
-    waitsome = _some(_WAITSOME, _R.waitsome, lambda out: out[0])
-    Testsome = _some(_TESTSOME, _R.Testsome, lambda idx: idx)
-    testsome = _some(_TESTSOME, _R.testsome, lambda out: out[0])

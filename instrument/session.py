@@ -32,6 +32,7 @@ from hindsight.trace import core as tf
 from instrument import comm as tcomm
 from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
 from instrument.tracer import pack as _pack
+from instrument.seal import finalize_manifest
 
 #: Environment variables that change how MPI moves data; recorded in the manifest.
 TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
@@ -431,97 +432,6 @@ def _end_clock_alignment(world: MPI.Intracomm, t: Tracer) -> None:
     # would distort the timestamps more than it mends them.
     if abs(change) > t.clock_error_ns + errors[t.rank] and elapsed > 0:
         t.drift = change / elapsed
-
-
-def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
-                      extra: dict[str, Any] | None = None,
-                      launcher_exit: int | None = None) -> dict[str, Any]:
-    """Write the final manifest from the ranks' own files (and gathered summaries if any).
-
-    Used by rank 0 at a clean finish and by `hindsight collect` after mpiexec returns, so a
-    crashed run is described by what is actually on disk.
-    """
-    from hindsight import trace as tf   # pyarrow: the program has finished
-
-    trace_dir = Path(trace_dir)
-    start_path = trace_dir / tf.STAGING_DIR / "start.json"
-    try:
-        manifest = tf.read_manifest(trace_dir)
-    except tf.TraceError:
-        if not start_path.is_file():
-            raise
-        manifest = json.loads(start_path.read_text())
-    nranks = int(manifest["ranks"])
-    status, events, comms, ends, verified = [], [], dict(manifest.get("communicators") or {}), [], []
-    for rank in range(nranks):
-        path = trace_dir / tf.rank_file_name(rank)
-        if not path.is_file():
-            _seal_dead_rank(trace_dir, rank, manifest["run_id"], tf.epoch_of(manifest, rank))
-        meta = None
-        if path.is_file():
-            try:
-                meta = tf.file_metadata(path)
-            except tf.TraceError:
-                meta = None
-        if meta is not None and meta.get("run_id") == manifest["run_id"]:
-            status.append(meta["status"])
-            events.append(meta["events"])
-            ends.append(meta.get("max_t_end_ns", 0))
-            comms.update(meta.get("communicators", {}))
-        else:
-            status.append("missing")
-            events.append(None)
-        if summaries:
-            verified.append(summaries[rank].get("result_verified"))
-    manifest["rank_status"] = status
-    manifest["events"] = events
-    manifest["communicators"] = comms
-    manifest["end_unix"] = time.time()
-    manifest["makespan_ns"] = max(ends) if ends else None
-    manifest["complete"] = all(s == "complete" for s in status)
-    if summaries:
-        clock = manifest.setdefault("clock", {})
-        clock["end_offset_ns"] = [s.get("end_offset_ns", 0) for s in summaries]
-        clock["drift_ppm"] = [1e6 * s.get("drift", 0.0) for s in summaries]
-        clock["drift_correction"] = ("linear, applied to t_start/t_end when each rank file was "
-                                     "merged, where the offset changed by more than the "
-                                     "measurements' uncertainty")
-    if verified and any(v is not None for v in verified):
-        manifest["result_verified"] = all(v is True for v in verified if v is not None)
-    if launcher_exit is not None:
-        manifest["launcher_exit_code"] = launcher_exit
-        if launcher_exit != 0:
-            manifest["complete"] = False
-    if extra:
-        manifest.update(extra)
-    tf.write_manifest(trace_dir, manifest)
-    if manifest["complete"]:
-        import shutil
-        shutil.rmtree(trace_dir / tf.STAGING_DIR, ignore_errors=True)
-    return manifest
-
-
-def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | None) -> None:
-    """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
-
-    Its status is the one it left beside its records (`terminated` after a signal), else
-    `killed`. A record being written when the rank was killed ends the data (hindsight.trace.core).
-    """
-    from instrument.tracer import seal_rank, still_recording
-
-    stage = tf.staging_dir(trace_dir, rank)
-    if not (stage / tf.RAW_FILE).is_file() or still_recording(stage):
-        return
-    meta = {"format_version": tf.FORMAT_VERSION, "run_id": run_id, "rank": rank,
-            "status": "killed", "communicators": {}}
-    status_file = stage / "status.json"
-    if status_file.is_file():
-        try:
-            meta.update(json.loads(status_file.read_text()))
-        except (OSError, json.JSONDecodeError):
-            pass
-    meta["sealed_by"] = "hindsight collect"
-    seal_rank(trace_dir, rank, meta, epoch_ns=epoch_ns)
 
 
 def _close_abnormally(status: str) -> None:

@@ -1,8 +1,23 @@
-"""Writing traces: a rank's staged records sealed as its Parquet file."""
+"""Writing traces: the one writer of rank files and manifests, and the in-memory form of a rank.
+
+- ``RankEvents``: one rank's events as flat NumPy columns (op codes into ``OPS``, region codes
+  into ``region_names``); ``to_table()`` / ``from_table()`` convert to and from the Arrow table
+  of a rank file. ``EventRows`` builds one row by row (importers, synthesized runs).
+- ``write_trace(dir, ranks, ...)``: every rank file plus ``manifest.json``, for traces made in
+  memory (importers, synthesized and replayed runs, tests).
+- ``write_staged(stage, ...)``: a traced rank's raw staged records sealed as its rank file,
+  streamed one row group at a time.
+
+Both go through ``write_rank_file``: the schema, the options and the per-file metadata are
+written in one place.
+"""
 
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +25,178 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hindsight.trace.core import (
-    METADATA_KEY,
-    RAW_COLUMNS, RAW_FILE, TraceError, read_raw_names)
+from hindsight.trace.core import (FORMAT_VERSION, METADATA_KEY, OP_CODE, RAW_COLUMNS,
+                                  RAW_FILE, TraceError, rank_file_name, read_raw_names,
+                                  write_manifest)
 from hindsight.trace.raw import raw_records, raw_tables
-from hindsight.trace.schema import SCHEMA, WRITE_OPTIONS
+from hindsight.trace.schema import COLUMNS, SCHEMA, WRITE_OPTIONS, rows_to_table
+
+#: The integer columns of a rank, in file order (after rank, seq, op, region).
+INT_FIELDS: tuple[str, ...] = COLUMNS[4:]
+
+
+@dataclass
+class RankEvents:
+    """One rank's events in memory, in ``seq`` order: the form every writer takes.
+
+    ``op`` holds codes into ``OPS``; ``region`` codes into ``region_names`` (-1: no region); the
+    other columns are the schema's integer columns (ns, bytes, ids; -1 where one does not
+    apply: docs/trace-format.md)."""
+
+    rank: int
+    op: np.ndarray
+    region: np.ndarray
+    ints: dict[str, np.ndarray]              # INT_FIELDS -> int64 array
+    region_names: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    @classmethod
+    def from_columns(cls, rank: int, cols: Mapping[str, Any]) -> "RankEvents":
+        """From per-column sequences: ``op`` as names or codes, ``region`` as names (None for
+        no region) or as codes with ``region_names``, and the integer columns."""
+        ops = cols["op"]
+        if len(ops) and isinstance(ops[0], str):
+            try:
+                codes = np.fromiter((OP_CODE[o] for o in ops), np.int8, len(ops))
+            except KeyError as exc:
+                raise TraceError(f"rank {rank}: unknown op {exc.args[0]!r}") from None
+        else:
+            codes = np.asarray(ops, dtype=np.int8)
+        names = cols.get("region")
+        if names is None or len(names) == 0:
+            regions: list[str] = []
+            reg = np.full(len(codes), -1, np.int64)
+        elif isinstance(names, np.ndarray) and names.dtype.kind in "iu":
+            regions = list(cols.get("region_names", []))
+            reg = names.astype(np.int64)
+        else:
+            regions = sorted({r for r in names if r is not None})
+            idx = {r: i for i, r in enumerate(regions)}
+            reg = np.array([idx[r] if r is not None else -1 for r in names], np.int64)
+        ints = {c: np.asarray(cols[c], dtype=np.int64) for c in INT_FIELDS}
+        return cls(rank, codes, reg, ints, regions)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, rank: int | None = None) -> "RankEvents":
+        """From the Arrow table of one rank (the schema's columns; dictionary or plain strings)."""
+        if rank is None:
+            rank = int(table.column("rank")[0].as_py()) if table.num_rows else 0
+        ops = table.column("op").combine_chunks()
+        regions = table.column("region").combine_chunks()
+        op_names = ops.dictionary.to_pylist() if pa.types.is_dictionary(ops.type) else None
+        if op_names is not None:
+            lut = np.array([OP_CODE.get(o, -1) for o in op_names] + [-1], np.int8)
+            idx = ops.indices.to_numpy(zero_copy_only=False)
+            codes = lut[np.where(ops.is_null().to_numpy(zero_copy_only=False), -1, idx)]
+        else:
+            codes = np.array([OP_CODE.get(o, -1) for o in ops.to_pylist()], np.int8)
+        if pa.types.is_dictionary(regions.type):
+            names = [str(x) for x in regions.dictionary.to_pylist()]
+            reg = regions.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        else:
+            values = regions.to_pylist()
+            names = sorted({r for r in values if r is not None})
+            pos = {r: i for i, r in enumerate(names)}
+            reg = np.array([pos[r] if r is not None else -1 for r in values], np.int64)
+        ints = {c: table.column(c).to_numpy().astype(np.int64) for c in INT_FIELDS}
+        return cls(rank, codes, reg, ints, names)
+
+    def to_table(self, seq0: int = 0) -> pa.Table:
+        """The Arrow table of this rank's file (``seq`` numbered from ``seq0``)."""
+        return rows_to_table(self.rank, seq0, self.ints, self.op, self.region, self.region_names)
+
+
+class EventRows:
+    """Builds one rank's events row by row: ``append(op, t_start, t_end, ...)``, then
+    ``events(rank)``. Times are rounded to whole nanoseconds."""
+
+    def __init__(self) -> None:
+        self.op: list[str] = []
+        self.region: list[str | None] = []
+        self.cols: dict[str, list[int]] = {c: [] for c in INT_FIELDS}
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    def append(self, op: str, t_start: float, t_end: float, peer: int = -1, tag: int = -1,
+               comm: int = 0, nbytes: int = -1, request: int = -1, root: int = -1,
+               region: str | None = None, cpu: int = -1) -> None:
+        self.op.append(op)
+        self.region.append(region)
+        c = self.cols
+        c["t_start"].append(int(round(t_start)))
+        c["t_end"].append(int(round(t_end)))
+        c["cpu_ns"].append(int(cpu))
+        c["peer"].append(peer)
+        c["tag"].append(tag)
+        c["comm"].append(comm)
+        c["nbytes"].append(nbytes)
+        c["request"].append(request)
+        c["root"].append(root)
+
+    def events(self, rank: int) -> RankEvents:
+        return RankEvents.from_columns(rank, {"op": self.op, "region": self.region, **self.cols})
+
+
+def write_rank_file(where: Any, tables: Iterable[pa.Table], meta: dict[str, Any] | None,
+                    row_group_size: int | None = None) -> None:
+    """Write one rank file to ``where`` (a path or an Arrow output stream): ``tables`` in order
+    as its row groups, ``meta`` as its hindsight key-value metadata (docs/trace-format.md)."""
+    schema = SCHEMA if meta is None else SCHEMA.with_metadata(
+        {METADATA_KEY: json.dumps(meta).encode()})
+    with pq.ParquetWriter(where, schema, **WRITE_OPTIONS) as writer:
+        for table in tables:
+            writer.write_table(table.replace_schema_metadata(schema.metadata),
+                               row_group_size=row_group_size)
+
+
+def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | Mapping[str, Any]],
+                *, run_id: str | None = None, manifest: Mapping[str, Any] | None = None,
+                communicators: Mapping[int, list[int]] | None = None,
+                hosts: Mapping[str, list[int]] | None = None,
+                incomplete_ranks: Sequence[int] = ()) -> Path:
+    """Write a whole trace made in memory: one rank file per entry of ``ranks`` (``RankEvents``,
+    a rank's Arrow table, or per-column sequences for ``RankEvents.from_columns``) and
+    ``manifest.json``. The manifest gets the format's required keys (run id, ranks, status,
+    events, makespan from the rows, communicators with COMM_WORLD); ``manifest`` adds to them
+    or overrides them (``app``, ``makespan_ns``, a ``replay`` section...)."""
+    trace_dir = Path(trace_dir)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    run_id = run_id or uuid.uuid4().hex[:12]
+    nranks = len(ranks)
+    events, t_lo, t_hi = [], None, 0
+    for rank, data in enumerate(ranks):
+        if isinstance(data, pa.Table):
+            table = data
+        else:
+            ev = data if isinstance(data, RankEvents) else RankEvents.from_columns(rank, data)
+            table = ev.to_table()
+        status = "incomplete" if rank in incomplete_ranks else "complete"
+        meta = {"run_id": run_id, "rank": rank, "status": status, "events": table.num_rows,
+                "format_version": FORMAT_VERSION}
+        write_rank_file(trace_dir / rank_file_name(rank), [table], meta)
+        if table.num_rows:
+            t_hi = max(t_hi, int(pa.compute.max(table.column("t_end")).as_py()))
+            lo = int(pa.compute.min(table.column("t_start")).as_py())
+            t_lo = lo if t_lo is None else min(t_lo, lo)
+        events.append(table.num_rows)
+    comms = {0: list(range(nranks))}
+    comms.update(communicators or {})
+    out = {
+        "format_version": FORMAT_VERSION, "run_id": run_id, "ranks": nranks,
+        "complete": not incomplete_ranks, "makespan_ns": t_hi - (t_lo or 0),
+        "rank_status": ["incomplete" if r in incomplete_ranks else "complete"
+                        for r in range(nranks)],
+        "communicators": {str(k): v for k, v in comms.items()}, "events": events,
+        "app": "synthetic",
+    }
+    if hosts:
+        out["hosts"] = dict(hosts)
+    out.update(manifest or {})
+    write_manifest(trace_dir, out)
+    return trace_dir
 
 
 def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None = None,
@@ -32,7 +214,6 @@ def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None
                          "epoch")
     group = int(names.get("capacity") or 65536)
     raw = stage / RAW_FILE
-    schema = SCHEMA
     if meta is not None:
         meta = dict(meta)
         meta.setdefault("communicators", {}).update(names.get("communicators") or {})
@@ -41,10 +222,7 @@ def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None
         last = int(records[:, -1].max()) - int(names["epoch_ns"]) if len(records) else 0
         meta["max_t_end_ns"] = round(last * (1.0 - drift)) if drift else last
         del records
-        schema = SCHEMA.with_metadata({METADATA_KEY: json.dumps(meta).encode()})
-    with pq.ParquetWriter(where, schema, **WRITE_OPTIONS) as writer:
-        for table in raw_tables(raw, rank, names, drift, group):
-            writer.write_table(table, row_group_size=group)
+    write_rank_file(where, raw_tables(raw, rank, names, drift, group), meta, row_group_size=group)
 
 
 def staged_parquet(stage: Path, rank: int, epoch_ns: int | None = None) -> pa.Buffer | None:

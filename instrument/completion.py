@@ -1,0 +1,174 @@
+"""The traced request: completions of non-blocking operations, one row per completed request.
+
+``instrument.comm`` posts the requests (Isend, Irecv...) and returns ``TracedRequest`` objects;
+this module records their completion (Wait, Test and their -all/-any/-some forms), with the
+peer, tag and size read from the completion's status for receives.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns as _now, thread_time_ns as _cpu
+
+from mpi4py import MPI
+
+from hindsight.trace import core as tf
+from instrument.tracer import RECORD as _ROW, pack as _pack
+
+_R = MPI.Request
+_BYTE = MPI.BYTE
+
+OP = tf.OP_CODE
+(_WAIT, _WAITALL, _WAITANY, _WAITSOME, _TEST, _TESTALL, _TESTANY, _TESTSOME) = (
+    OP[n] for n in ("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany",
+                    "Testsome"))
+
+# The tracer of this process, set with ``instrument.comm.set_tracer``. Module global: the
+# cheapest lookup from a wrapper.
+_T = None
+
+
+def set_tracer(tracer) -> None:
+    global _T
+    _T = tracer
+
+
+def _complete_rows(op: int, t0: int, t1: int, c0: int, done: list,
+                   statuses: list | None) -> None:
+    """Append one completion row per traced request that just completed."""
+    T = _T
+    cpu = _cpu() - c0 if T.cpu_all else -1
+    for i, r in done:
+        hid = getattr(r, "_hid", -1)
+        if hid < 0:
+            continue
+        comm = r._comm
+        if comm is not None:
+            cid = comm._id
+            if statuses is not None:
+                st = statuses[i]
+                peer, w = st.Get_source(), comm._w
+                if w is not None and peer >= 0:
+                    peer = w[peer]
+                tag, nbytes = st.Get_tag(), st.Get_count(_BYTE)
+            else:
+                peer = tag = nbytes = -1
+        else:
+            peer = tag = nbytes = -1
+            cid = r._cid
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, cpu, peer, tag, cid, nbytes, hid, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+        cpu = -1    # the call's CPU time goes on its first row only
+        r._hid = -1
+
+
+def _statuses(requests) -> list:
+    return [MPI.Status() for _ in requests]
+
+
+def _measure(fn, *args):
+    """Call an MPI completion function; return its result with start/end time and start CPU."""
+    c0 = _cpu() if _T.cpu_all else 0
+    t0 = _now()
+    out = fn(*args)
+    return out, t0, _now(), c0
+
+
+# The completion calls come in four families that differ only in how they report what completed.
+# Each factory below builds the traced method from mpi4py's own one.
+
+def _single(op: int, fn, done):
+    """Wait/wait/Test/test on one request; `done(result)` tells whether it completed."""
+    def method(self, status: MPI.Status | None = None):
+        if self._hid < 0:                 # untraced or already completed: nothing to record
+            return fn(self, status)
+        st = status if status is not None else MPI.Status()
+        out, t0, t1, c0 = _measure(fn, self, st)
+        if done(out):
+            _complete_rows(op, t0, t1, c0, [(0, self)], [st])
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _all(op: int, fn, done):
+    """Waitall/waitall/Testall/testall: every request completes together, or none."""
+    def method(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        out, t0, t1, c0 = _measure(fn, requests, sts)
+        if done(out):
+            _complete_rows(op, t0, t1, c0, list(enumerate(requests)), sts)
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return classmethod(method)
+
+
+def _any(op: int, fn, index):
+    """Waitany/waitany/Testany/testany: `index(result)` is the completed request or None."""
+    def method(cls, requests, status=None):
+        st = status if status is not None else MPI.Status()
+        out, t0, t1, c0 = _measure(fn, requests, st)
+        i = index(out)
+        if i is not None and i != MPI.UNDEFINED:
+            _complete_rows(op, t0, t1, c0, [(0, requests[i])], [st])
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return classmethod(method)
+
+
+def _some(op: int, fn, indices):
+    """Waitsome/Testsome (and lower case): `indices(result)` lists the completed requests; their
+    statuses are the first entries of the status list, in the same order."""
+    def method(cls, requests, statuses=None):
+        sts = statuses if statuses is not None else _statuses(requests)
+        out, t0, t1, c0 = _measure(fn, requests, sts)
+        idx = indices(out)
+        if idx:
+            _complete_rows(op, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
+        return out
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return classmethod(method)
+
+
+def _always(_out) -> bool:
+    return True
+
+
+class TracedRequest(_R):
+    """A request whose completion is recorded (one row per request, see docs/trace-format.md)."""
+
+    __slots__ = ("_hid", "_comm", "_cid")
+
+    def __new__(cls, request=None):
+        self = super().__new__(cls, request)
+        self._hid = -1
+        self._comm = None
+        self._cid = -1
+        return self
+
+    Wait = _single(_WAIT, _R.Wait, _always)
+    wait = _single(_WAIT, _R.wait, _always)
+    Test = _single(_TEST, _R.Test, bool)
+    test = _single(_TEST, _R.test, lambda out: out[0])
+
+    Waitall = _all(_WAITALL, _R.Waitall, _always)
+    waitall = _all(_WAITALL, _R.waitall, _always)
+    Testall = _all(_TESTALL, _R.Testall, bool)
+    testall = _all(_TESTALL, _R.testall, lambda out: out[0])
+
+    Waitany = _any(_WAITANY, _R.Waitany, lambda i: i)
+    waitany = _any(_WAITANY, _R.waitany, lambda out: out[0])
+    Testany = _any(_TESTANY, _R.Testany, lambda out: out[0] if out[1] else None)
+    testany = _any(_TESTANY, _R.testany, lambda out: out[0] if out[1] else None)
+
+    Waitsome = _some(_WAITSOME, _R.Waitsome, lambda idx: idx)
+    waitsome = _some(_WAITSOME, _R.waitsome, lambda out: out[0])
+    Testsome = _some(_TESTSOME, _R.Testsome, lambda idx: idx)
+    testsome = _some(_TESTSOME, _R.testsome, lambda out: out[0])
