@@ -1,4 +1,4 @@
-"""Hold-out evidence for `hindsight predict` (issue 10).
+"""Hold-out evidence for `hindsight predict`.
 
 For each case: collect traces at small sizes (P = 1 and 2), fit the cost models on them, then
 predict a larger size at P = 2 that was *not* fitted and compare with a measured run of it.
@@ -33,6 +33,7 @@ import replay  # noqa: E402
 from hindsight import trace as tf  # noqa: E402
 from predict import costmodel as C  # noqa: E402
 from predict import synthesize as S  # noqa: E402
+from predict.config import spec_from_manifest  # noqa: E402
 from replay import models as M  # noqa: E402
 
 PROFILE = ROOT / "docs" / "calibration" / "shm-pickle.toml"   # `calibrate --api pickle`: the apps send objects
@@ -104,7 +105,7 @@ def main() -> None:
         by_cfg: dict[tuple, list] = {}
         for d, role in rows:
             man = tf.read_manifest(d)
-            spec = S.spec_from_manifest(man, str(d))
+            spec = spec_from_manifest(man, str(d))
             meas, rep = makespans(d, mod, prof)
             _, rep_cpu = makespans(d, mod, prof, cpu_time=True)
             _, syn = makespans(S.trace(spec, cm.cost), mod, prof)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from apps.skeletons import SKELETONS
+
 
 def parse_ranks(spec: str) -> list[int]:
     """``1,2,8``, ``2..4096`` (the powers of two in between, ends included) or ``2..64:2``
@@ -62,7 +64,8 @@ def parse_sizes(spec: str) -> list[int]:
 @click.command("predict")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--app", default=None, help="use only the traces of this application")
-@click.option("--paradigm", default=None, help="use only the traces of this paradigm")
+@click.option("--paradigm", default=None,
+              help=f"use only the traces of this paradigm ({', '.join(SKELETONS)})")
 @click.option("--ranks", "ranks_spec", default="1..64", show_default=True,
               help="rank counts: 1,2,8 or 2..4096 (powers of two) or 2..64:2")
 @click.option("--size", "size_spec", default=None,
@@ -95,11 +98,11 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
                 target_e, max_fit_error, accept_bad_fit, out, keep_traces) -> None:
     """Predict run time, speedup, efficiency and the best P for other rank counts and sizes,
     from cost models fitted to TRACES (trace directories, or directories of them)."""
+    from apps.skeletons import skeleton, uses_block_stream
     from predict import costmodel as C
     from predict import scaling
-    from predict.synthesize import UNIT_NAMES, SynthesisError
+    from predict.config import UNIT_NAMES
     from replay import models as M
-    from replay.prepare import ReplayError
 
     Ps = parse_ranks(ranks_spec)
     if not (0 < within < 1000):
@@ -124,29 +127,23 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
             try:
                 profile_doc = tomllib.loads(Path(profile).read_text())
             except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
-                profile_doc = None  # an older JSON profile: analytic constants from the model
+                profile_doc = None  # a JSON parameter file: analytic constants from the model
     except M.ParamError as exc:
         flag = "--profile" if str(exc).startswith("profile") else "--set"
         raise click.UsageError(f"{flag}: {exc}") from None
 
-    try:
-        cm = C.fit_traces(traces, app, paradigm, cpu_time)
-    except C.FitError as exc:
-        raise click.ClickException(str(exc)) from None
+    cm = C.fit_traces(traces, app, paradigm, cpu_time)
     Ns = parse_sizes(size_spec) if size_spec else [max(n for _, n in cm.configs)]
-    if cm.paradigm == "hypercube":
+    if skeleton(cm.paradigm).power_of_two:
         bad = [p for p in Ps if p & (p - 1)]
         if bad:
-            raise click.BadParameter(f"the hypercube needs powers of two; {bad[0]} is not",
+            raise click.BadParameter(f"the {cm.paradigm} needs powers of two; {bad[0]} is not",
                                      param_hint="--ranks")
     net = scaling.net_constants(mod, values, profile_doc)
     keep = (out / "traces") if keep_traces else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    try:
-        df = scaling.predict_grid(cm, Ps, Ns, mod, values, net, keep)
-    except (SynthesisError, ReplayError) as exc:
-        raise click.ClickException(str(exc)) from None
+    df = scaling.predict_grid(cm, Ps, Ns, mod, values, net, keep)
     errors, warnings = cm.check(max_fit_error / 100)
     unit = UNIT_NAMES[cm.app]
     fits = cm.table()
@@ -173,7 +170,8 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
             click.echo(f"warning: bad fit extrapolated (--accept-bad-fit): {e}", err=True)
 
     opt = scaling.optimum(df, within)
-    demand_driven = cm.paradigm == "master-worker" and cm.app != "sorting"  # not the block sort
+    demand_driven = (skeleton(cm.paradigm).demand_driven
+                     and not uses_block_stream(cm.app, cm.paradigm))
     sat = scaling.saturation(df, cm, net) if demand_driven else None
     iso = scaling.isoefficiency(df, target_e)
     click.echo("")

@@ -25,7 +25,7 @@ data: the pickle API pickles before a send and unpickles after a receive, so it 
 against those bytes); ``bytes:result`` / ``bytes:problem`` / ``bytes:block`` / ``bytes:part`` /
 ``bytes:control`` (message sizes of a partial result, of a divided problem, of a dealt block, of
 a sorted part, of a task index or request). The unit counts of each measured block come from the
-same skeleton event generator that synthesis uses (``predict.synthesize.events``), aligned row by
+same skeleton event generator that synthesis uses (``predict.events.events``), aligned row by
 row with the trace.
 """
 from __future__ import annotations
@@ -40,8 +40,10 @@ import numpy as np
 import pandas as pd
 
 from hindsight import trace as tf
-from predict import synthesize as S
 from hindsight.errors import DataError
+from predict.config import UNIT_NAMES, Spec, SynthesisError, spec_from_manifest
+from predict.events import Ev, events
+from predict.order import measured_order
 
 
 class FitError(DataError, ValueError):
@@ -222,12 +224,12 @@ def fit(quantity: str, u: Sequence[float], P: Sequence[float], y: Sequence[float
 # Samples from traces
 
 
-def _expected_rows(evs: list[S.Ev]) -> list[S.Ev]:
+def _expected_rows(evs: list[Ev]) -> list[Ev]:
     """The trace rows an event list produces, in order (regions at their exit)."""
     return [e for e in evs if e.kind != "enter"]
 
 
-def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.DataFrame]:
+def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[Spec, pd.DataFrame]:
     """(spec, samples) of one measured trace: columns quantity, u, P, y, trace.
 
     ``cpu_time`` takes region durations from their CPU time (``cpu_ns``) instead of the wall
@@ -241,15 +243,15 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
     if tr.manifest.get("synthetic"):
         raise FitError(f"{trace_dir}: a synthetic trace; fit from measured runs")
     try:
-        spec = S.spec_from_manifest(tr.manifest, str(trace_dir))
-    except S.SynthesisError as exc:
+        spec = spec_from_manifest(tr.manifest, str(trace_dir))
+    except SynthesisError as exc:
         raise FitError(str(exc)) from None
     df = tr.to_pandas()
     df["op"] = df["op"].astype(str)
     df["region"] = df["region"].astype(object)
     try:
-        evs = S.events(spec, S.measured_order(spec, df))
-    except S.SynthesisError as exc:
+        evs = events(spec, measured_order(spec, df))
+    except SynthesisError as exc:
         raise FitError(f"{trace_dir}: {exc}") from None
     out: list[tuple[str, float, int, float]] = []
     P = spec.P
@@ -258,7 +260,7 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[S.Spec, pd.D
         exp = _expected_rows(evs[r])
         if len(rows) != len(exp):
             raise FitError(f"{trace_dir}: rank {r} has {len(rows)} events, the {spec.paradigm} "
-                           f"skeleton gives {len(exp)} for {spec.N} {S.UNIT_NAMES[spec.app]} "
+                           f"skeleton gives {len(exp)} for {spec.N} {UNIT_NAMES[spec.app]} "
                            "(a trace of another program or version?)")
         last_end = None
         unpickle = 0.0  # bytes received by the previous call: unpickled after it returns
@@ -360,8 +362,8 @@ class CostModel:
             self.negative[quantity] = (u, P, y)
         return max(0.0, y)
 
-    def spec(self, P: int, N: int) -> S.Spec:
-        return S.Spec(self.app, self.paradigm, P, N, self.per_task)
+    def spec(self, P: int, N: int) -> Spec:
+        return Spec(self.app, self.paradigm, P, N, self.per_task)
 
     def check(self, max_rel_err: float) -> tuple[list[str], list[str]]:
         """(errors, warnings) about the queries made so far: extrapolating from a bad fit is an

@@ -24,10 +24,12 @@ from typing import Any, Sequence
 import pandas as pd
 
 import replay
+from apps.skeletons import analytic_paper
 from predict import synthesize as S
 from predict.costmodel import CostModel
-from validation.models import (ModelError, paper000, paper001, paper002, paper003,
-                               paper004)
+from predict.events import merge_work
+from validation.models import ModelError, paper000, paper001, paper002, paper003, paper004
+from validation.params import profile_net
 
 #: master/worker is saturated when the master waits less than this share of the run
 SATURATED_WAIT = 0.10
@@ -52,11 +54,10 @@ def predict_one(cm: CostModel, P: int, N: int, model: ModuleType, values: dict[s
 def net_constants(model: ModuleType, values: dict[str, Any],
                   profile_doc: dict[str, Any] | None) -> dict[str, float]:
     """Network constants for the analytic models (seconds, bytes): from the profile file like
-    ``hindsight validate`` (``validation.params._profile_net``), else from the replay model's
+    ``hindsight validate`` (``validation.params.profile_net``), else from the replay model's
     own parameters (ns internally)."""
-    from validation.params import _profile_net
     if profile_doc:
-        return _profile_net(profile_doc)
+        return profile_net(profile_doc)
     ns = 1e-9
     if model.NAME in ("loggp", "loggps"):
         L, G = values["L"] * ns, values["G"] * ns
@@ -70,51 +71,74 @@ def net_constants(model: ModuleType, values: dict[str, Any],
             "g": 1e-10}
 
 
+def _pipeline_paper000(cm: CostModel, P: int, N: int, n: int, t_comp: float,
+                       net: dict[str, float]) -> tuple[str, float]:
+    c, u = cm.cost, cm.per_task
+    t_merge = c("merge", 2 * u, P)
+    if P == 1:
+        return "paper000 eq. 1", paper000.t_seq(n, t_comp, t_merge)
+    L = c("bytes:result", u, P)
+    t_comm = paper000.mm1_delay(L, 8.0 / net["g"], (P / 2) / t_comp, net["l"])
+    return "paper000 eq. 6", paper000.t_total(n, P, t_comp, t_comm, t_merge)
+
+
+def _block_sort_paper003(cm: CostModel, P: int, N: int, n: int, t_comp: float,
+                         net: dict[str, float]) -> tuple[str, float]:
+    """Eq. 17 with the fitted blocks: c_q from one block's sort (t_proc = c_q·s·ln s), c_m from
+    a rank's local merge of N/P elements in (N/P)/s ways (eq. 8), b_io from reading one block,
+    b_n from the block message's bytes per element."""
+    c, u = cm.cost, cm.per_task
+    n_loc = max(N / P, 1.0)
+    c_q = c("task", u, P) / (u * math.log(max(u, 2)))
+    c_m = c("merge", merge_work(n_loc, math.ceil(n_loc / u)), P) / (n_loc * max(n_loc / u, 1.0))
+    t_io = c("io", u, P)
+    b_io = u / t_io if t_io > 0 else math.inf
+    b_n = u / max(c("bytes:block", u, P) * net["g"], 1e-300)
+    r = paper003.t_total(N, P, u, c_q, c_m, b_io, net["l"], b_n, b_n)
+    return "paper003 eq. 17", r["t_total_s"]
+
+
+def _master_worker_paper004(cm: CostModel, P: int, N: int, n: int, t_comp: float,
+                            net: dict[str, float]) -> tuple[str, float]:
+    c, u = cm.cost, cm.per_task
+    merges = sum(c("merge", (k + 1) * u, P) for k in range(1, n))
+    if P == 1:
+        return "paper004 T(P)", n * t_comp + merges
+    r = paper004.t_ms(n, P, t_comp, c("bytes:control", 0, P), c("bytes:result", u, P),
+                      net["L"], net["G"], net["o_send"], net["o_b"], net["O"], net["O"])
+    return "paper004 T(P)", max(r["T_master_s"] + merges, r["T_worker_s"])
+
+
+def _hypercube_paper002(cm: CostModel, P: int, N: int, n: int, t_comp: float,
+                        net: dict[str, float]) -> tuple[str, float]:
+    c = cm.cost
+    d = int(round(math.log2(P)))
+    t = c("load", N, P) + c("conquer", N / P, P)
+    for j in range(d):
+        t += c("divide", N / 2 ** j, P) + c("combine", N / 2 ** j, P)
+        t += paper002.exchange(c("bytes:result", N / 2 ** (j + 1), P), net["l"], net["g"])
+    return "paper002 §5", t
+
+
+#: paper -> its closed form with fitted block costs; which paper applies:
+#: apps.skeletons.analytic_paper
+_CLOSED_FORMS = {"paper000": _pipeline_paper000, "paper003": _block_sort_paper003,
+                 "paper004": _master_worker_paper004, "paper002": _hypercube_paper002}
+
+
 def analytic(cm: CostModel, P: int, N: int, net: dict[str, float]) -> tuple[str, float]:
     """(model name, predicted seconds) of the paper's closed form for this paradigm, with the
-    fitted block costs; nan where the model has no answer (e.g. an M/M/1 queue that saturates)."""
-    c = cm.cost
-    u = cm.per_task
-    n = cm.spec(P, N).n_tasks
+    fitted block costs; nan where the model has no answer (e.g. an M/M/1 queue that saturates)
+    and ("", nan) where the papers have none (the tree)."""
+    paper = analytic_paper(cm.app, cm.paradigm)
+    if paper is None:
+        return "", math.nan
+    c, u = cm.cost, cm.per_task
     t_comp = c("io", u, P) + c("task", u, P) + 2 * c("other", 0, P)
     try:
-        if cm.paradigm == "pipeline":
-            t_merge = c("merge", 2 * u, P)
-            if P == 1:
-                return "paper000 eq. 1", paper000.t_seq(n, t_comp, t_merge)
-            L = c("bytes:result", u, P)
-            t_comm = paper000.mm1_delay(L, 8.0 / net["g"], (P / 2) / t_comp, net["l"])
-            return "paper000 eq. 6", paper000.t_total(n, P, t_comp, t_comm, t_merge)
-        if cm.app == "sorting" and cm.paradigm == "master-worker":  # paper 003's block sort
-            # eq. 17 with the fitted blocks: c_q from one block's sort (t_proc = c_q·s·ln s),
-            # c_m from a rank's local merge of N/P elements in (N/P)/s ways (eq. 8), b_io from
-            # reading one block, b_n from the block message's bytes per element
-            n_loc = max(N / P, 1.0)
-            c_q = c("task", u, P) / (u * math.log(max(u, 2)))
-            c_m = c("merge", S.merge_work(n_loc, math.ceil(n_loc / u)), P) / \
-                (n_loc * max(n_loc / u, 1.0))
-            t_io = c("io", u, P)
-            b_io = u / t_io if t_io > 0 else math.inf
-            b_n = u / max(c("bytes:block", u, P) * net["g"], 1e-300)
-            r = paper003.t_total(N, P, u, c_q, c_m, b_io, net["l"], b_n, b_n)
-            return "paper003 eq. 17", r["t_total_s"]
-        if cm.paradigm == "master-worker":
-            merges = sum(c("merge", (k + 1) * u, P) for k in range(1, n))
-            if P == 1:
-                return "paper004 T(P)", n * t_comp + merges
-            r = paper004.t_ms(n, P, t_comp, c("bytes:control", 0, P), c("bytes:result", u, P),
-                              net["L"], net["G"], net["o_send"], net["o_b"], net["O"], net["O"])
-            return "paper004 T(P)", max(r["T_master_s"] + merges, r["T_worker_s"])
-        if cm.paradigm == "hypercube":
-            d = int(round(math.log2(P)))
-            t = c("load", N, P) + c("conquer", N / P, P)
-            for j in range(d):
-                t += c("divide", N / 2 ** j, P) + c("combine", N / 2 ** j, P)
-                t += paper002.exchange(c("bytes:result", N / 2 ** (j + 1), P), net["l"], net["g"])
-            return "paper002 §5", t
+        return _CLOSED_FORMS[paper](cm, P, N, cm.spec(P, N).n_tasks, t_comp, net)
     except ModelError:
         return "analytic", math.nan
-    return "", math.nan
 
 
 def predict_grid(cm: CostModel, Ps: Sequence[int], Ns: Sequence[int], model: ModuleType,

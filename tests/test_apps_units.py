@@ -26,6 +26,22 @@ def test_apps_registry() -> None:
         assert set(paradigms) <= set(PARADIGMS)
 
 
+def test_paradigm_registry_keeps_its_contract() -> None:
+    """Every registered skeleton module has ``run`` and, unless demand-driven, a pure
+    ``schedule``; the registry is the one list of paradigm names."""
+    from apps.skeletons import SKELETONS, analytic_paper, skeleton
+    assert PARADIGMS == tuple(SKELETONS)
+    for name, sk in SKELETONS.items():
+        mod = sk.load()
+        assert sk.paradigm == name and callable(mod.run)
+        assert sk.demand_driven or callable(mod.schedule)
+    assert analytic_paper("sorting", "master-worker") == "paper003"
+    assert analytic_paper("components", "master-worker") == "paper004"
+    assert analytic_paper("sorting", "tree") is None
+    with pytest.raises(ValueError, match="choose from pipeline, master-worker, tree, hypercube"):
+        skeleton("ring")
+
+
 @pytest.mark.parametrize("n", range(1, 10))
 @pytest.mark.parametrize("n_tasks", [0, 1, 2, 5, 17, 40])
 def test_pipeline_schedule_runs_every_task_once_and_drains_to_root(n: int, n_tasks: int) -> None:

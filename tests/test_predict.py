@@ -1,4 +1,4 @@
-"""Prediction beyond the measured run (issue 10): cost-model fits, skeleton-driven synthesis,
+"""Prediction beyond the measured run: cost-model fits, skeleton-driven synthesis,
 `hindsight predict`. Three short `mpiexec -n 2` runs; everything else is in-process."""
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.cli import main as cli
 from predict import costmodel as C
+from predict import config as K
+from predict import events as E
+from predict import order as O
 from predict import synthesize as S
 from tests.conftest import hindsight
 
@@ -91,6 +94,11 @@ def test_one_small_message_among_large_ones_still_gives_the_byte_slope() -> None
     assert f(4 << 20, 2) == pytest.approx(5e-6 + 4e-10 * (4 << 20), rel=0.1)
 
 
+def test_every_registered_paradigm_has_an_event_generator() -> None:
+    from apps.skeletons import SKELETONS
+    assert set(E._EVENTS) == set(SKELETONS)
+
+
 def test_tree_schedule_runs_every_task_once_and_reaches_rank_0() -> None:
     from apps.skeletons import tree
     for n in range(1, 10):
@@ -155,13 +163,13 @@ def test_synthesized_trace_passes_check_and_replays(tmp_path: Path, paradigm: st
 
 def test_hypercube_block_units_follow_the_halving() -> None:
     # 11 units on 4 ranks: 6 | 5 -> 3,3 | 3,2
-    assert [S._block_units(11, 4, r, 1) for r in range(4)] == [3, 3, 3, 2]
-    assert S._block_units(11, 4, 2, 2) == 5
+    assert [E._block_units(11, 4, r, 1) for r in range(4)] == [3, 3, 3, 2]
+    assert E._block_units(11, 4, 2, 2) == 5
 
 
 def test_master_worker_arrival_simulation_favours_fast_workers() -> None:
     cm = toy_model("components", "master-worker", 1000)
-    order = S.simulate_arrivals(cm.spec(4, 20_000), cm.cost)
+    order = O.simulate_arrivals(cm.spec(4, 20_000), cm.cost)
     # bare requests (3), one result per task (20), and one final result per worker... each
     # worker's last message is answered with STOP: 3 + 20 messages in all
     assert len(order) == 3 + 20
@@ -194,14 +202,14 @@ def _real_merge_steps(values: list[np.ndarray], s: int) -> list[tuple[int, list[
 
 @pytest.mark.parametrize("P,N,s", [(1, 10_000, 1000), (3, 300_000, 4096), (6, 500_000, 2000)])
 def test_block_sort_merge_steps_match_the_real_merge_on_random_data(P: int, N: int, s: int) -> None:
-    spec = S.Spec("sorting", "master-worker", P, N, s)
-    sampled = S.merge_steps(spec)
-    assert sampled == S.merge_steps(spec)  # seeded
+    spec = K.Spec("sorting", "master-worker", P, N, s)
+    sampled = O.merge_steps(spec)
+    assert sampled == O.merge_steps(spec)  # seeded
     assert sum(u for u, _ in sampled) == N
-    S.events(spec, sampled)  # consistent with the dealing: every part pulled exactly once
+    E.events(spec, sampled)  # consistent with the dealing: every part pulled exactly once
     # the real merge of uniformly random data dealt the same way (several draws)
     rng = np.random.default_rng(7)
-    held = S._dealt(spec)
+    held = E.dealt(spec)
     real = [_real_merge_steps([np.sort(rng.integers(0, 1 << 31, h)) for h in held], s)
             for _ in range(5)]
     n_real = [len(r) for r in real]
@@ -219,8 +227,8 @@ def test_block_sort_merge_steps_match_the_real_merge_on_random_data(P: int, N: i
     assert len(got) == len(want)
     if len(got):
         assert np.abs(got - want).max() <= 3 * s * max(P, 1)
-    with pytest.raises(S.SynthesisError, match="another configuration"):
-        S.events(S.Spec("sorting", "master-worker", P, N + s, s), sampled)
+    with pytest.raises(K.SynthesisError, match="another configuration"):
+        E.events(K.Spec("sorting", "master-worker", P, N + s, s), sampled)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,11 +270,11 @@ def test_synthesis_of_a_measured_config_has_its_op_sequence(measured, tmp_path: 
     d = measured[name]
     cm = C.fit_traces([d])
     man = tf.read_manifest(d)
-    spec = S.spec_from_manifest(man)
+    spec = K.spec_from_manifest(man)
     t = tf.read_trace(d).to_pandas()
     t["op"] = t["op"].astype(str)
     # master/worker's arrivals or the block sort's merge steps, as the fit aligns them
-    out = S.write(tmp_path / "syn", spec, cm.cost, order=S.measured_order(spec, t))
+    out = S.write(tmp_path / "syn", spec, cm.cost, order=O.measured_order(spec, t))
     assert _ops(out) == _ops(d)
     assert check_trace(out) == []
     # region sizes of the tasks agree too (sorting: elements; components: edges)

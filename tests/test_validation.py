@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from validation.validate import (ERRORS_COLUMNS, SpecError, load_spec, read_profile, validate,
-                                 write_errors, write_profile)
+from hindsight.cli import main as cli
+from validation.errors_table import ERRORS_COLUMNS, write_errors
+from validation.profiles import ensure_profile, read_profile
+from validation.spec import SpecError, load_spec
+from validation.validate import validate
 
 SPEC = """
 name = "t"
@@ -32,6 +35,12 @@ PROFILE = {"loggps": {"L": 5e-6, "o_send": 2e-6, "o_recv": 2e-6, "g": 0.0, "G": 
                       "S": 65536.0},
            "hockney": {"l": 9e-6, "g": 2e-9}, "mm1": {"C": 5e8, "tau": 9e-6},
            "measured_on": {"transport": "shm"}}
+
+
+def write_profile(path: Path, sections: dict) -> None:
+    """A flat profile file (model sections, no format tag)."""
+    import tomli_w
+    path.write_text(tomli_w.dumps(sections))
 
 
 def _spec(tmp_path, text=SPEC):
@@ -66,16 +75,22 @@ def test_bad_specs_are_one_line_errors(tmp_path, edit, msg):
 
 
 def test_cli_errors_have_no_traceback(tmp_path):
-    from validation.cli import report_cmd, validate_cmd
-    r = CliRunner().invoke(validate_cmd, [str(tmp_path / "none.toml"), "--out", str(tmp_path)])
+    r = CliRunner().invoke(cli, ["validate", str(tmp_path / "none.toml"), "--out", str(tmp_path)])
     assert r.exit_code == 1 and "spec not found" in r.output and "Traceback" not in r.output
-    r = CliRunner().invoke(report_cmd, [str(tmp_path / "empty")])
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "empty")])
     assert r.exit_code == 1 and "no errors.csv" in r.output
 
 
 def test_profile_roundtrip(tmp_path):
     write_profile(tmp_path / "p.toml", PROFILE)
     assert read_profile(tmp_path / "p.toml")["loggps"]["G"] == 2e-9
+    # a JSON parameter file given as a network's profile is copied as a TOML one
+    (tmp_path / "p.json").write_text(json.dumps({"models": PROFILE}))
+    net = {"profile": str(tmp_path / "p.json"), "accept_noisy_profiles": True}
+    dest = ensure_profile(tmp_path / "v", "shm", net, lambda m: None)
+    copied = read_profile(dest)
+    assert copied["loggps"] == PROFILE["loggps"] and copied["mm1"] == PROFILE["mm1"]
+    assert copied["validation_source"]["profile"] == str(tmp_path / "p.json")
 
 
 def _fake_cell(out: Path, key: str, actual: float, preds: dict[str, float], ranks=2):
@@ -168,7 +183,7 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
     assert read_profile(prof)["measured_on"]["api"] == "pickle"
     import replay
     from hindsight import trace as tf
-    from validation.validate import replay_params
+    from validation.profiles import replay_params
     for pred in cell["predictions"]:
         if pred["predictor"] != "replay:loggps":
             continue
@@ -261,7 +276,7 @@ def cell_key(cell: dict) -> str:
 def test_cells_taken_under_load_are_labelled():
     """A run's recorded load problems reach its cell (and the report's perturbation table)."""
     from validation.report import _perturbation_md, perturbation_table
-    from validation.validate import under_load
+    from validation.matrix import under_load
 
     quiet = {"conditions": {"problems": []}}
     loaded = {"conditions": {"problems": ["load average 3.10 on 2 cores when it began"]}}
@@ -280,7 +295,6 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     import csv
 
     from validation.report import _load, _table_md
-    from validation.validate import write_errors
 
     (tmp_path / "cells").mkdir()
     cell = {"app": "a", "paradigm": "p", "ranks": 2, "size": "s", "network": "shm",

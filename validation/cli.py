@@ -1,5 +1,6 @@
 """Click commands of the validation package: `hindsight model`, `hindsight validate`,
-`hindsight report` (registered lazily in hindsight/cli.py). User errors are one line, exit 1."""
+`hindsight report` (registered lazily in hindsight/cli.py). Library errors (``UserError``) are
+turned into one line by the CLI group."""
 
 from __future__ import annotations
 
@@ -92,18 +93,14 @@ def model_cmd(name, params, list_, as_json):
 def validate_cmd(spec, out, force, no_progress):
     """Run the experiment matrix of SPEC.toml (default: specs/default.toml) and compare measured
     runs with replayed and analytic predictions; an interrupted run resumes where it stopped."""
-    from hindsight import trace as tf
-    from hindsight.collect import CollectError
-    from validation.validate import SpecError, load_spec, validate
+    from validation.spec import load_spec
+    from validation.validate import validate
 
-    try:
-        sp = load_spec(spec)
-        click.echo(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions "
-                   f"-> {out}", err=True)
-        summary = validate(sp, out, force=force, progress=not no_progress,
-                           log=lambda m: click.echo(m, err=True))
-    except (SpecError, CollectError, tf.TraceError) as exc:
-        raise click.ClickException(str(exc)) from None
+    sp = load_spec(spec)
+    click.echo(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions -> {out}",
+               err=True)
+    summary = validate(sp, out, force=force, progress=not no_progress,
+                       log=lambda m: click.echo(m, err=True))
     click.echo(f"{summary['run']} cells run, {summary['skipped']} reused, {summary['failed']} "
                f"failed; {summary['errors_csv']}")
     if summary["failed"]:
@@ -116,11 +113,7 @@ def validate_cmd(spec, out, force, no_progress):
               help="report directory [VDIR/report]")
 def report_cmd(vdir, out):
     """Markdown + self-contained HTML report with the papers' error tables and plots."""
-    from validation.report import ReportError, report
+    from validation.report import report
 
-    try:
-        paths = report(vdir, out or Path(vdir) / "report")
-    except ReportError as exc:
-        raise click.ClickException(str(exc)) from None
-    for p in paths:
+    for p in report(vdir, out or Path(vdir) / "report"):
         click.echo(str(p))

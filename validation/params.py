@@ -11,11 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from apps.skeletons import analytic_paper
 from hindsight import trace as tf
 from validation.models import ModelError, paper000, paper002, paper003, paper004
-
-SEND_OPS = ("Send", "Isend", "Ssend", "Issend", "Bsend", "Rsend", "Sendrecv_send")
-APP_REGIONS = ("task", "merge", "divide", "conquer", "combine", "io", "send_to_server")
 
 
 def load(trace_dir: Path) -> tuple[pd.DataFrame, dict]:
@@ -38,7 +36,7 @@ def lead_in_s(df: pd.DataFrame) -> float:
     return float(df["t_start"].min()) / 1e9 if len(df) else 0.0
 
 
-def _profile_net(profile: dict[str, dict[str, float]]) -> dict[str, float]:
+def profile_net(profile: dict[str, dict[str, float]]) -> dict[str, float]:
     """Network constants for the analytic models. Bandwidth-latency models (papers 000, 002,
     003) take the Hockney fit (l, g); paper 004 takes the LogGPS section (o_a, o_b, O when the
     profile has them: o = o_a + o_b·P + O·k)."""
@@ -63,21 +61,14 @@ def analytic(app: str, paradigm: str, trace_dir: Path,
     P = int(manifest.get("ranks") or df["rank"].max() + 1)
     if P < 2:
         return []
-    net = _profile_net(profile)
-    out = []
+    net = profile_net(profile)
+    paper = analytic_paper(app, paradigm)
+    if paper is None:
+        return []
     try:
-        if paradigm == "pipeline":
-            out.append(_paper000(df, P, net))
-        elif paradigm == "master-worker" and app == "sorting":
-            out.append(_paper003(df, manifest, P, net))
-        elif paradigm == "master-worker":
-            out.append(_paper004(df, P, net))
-        elif paradigm == "hypercube":
-            out.append(_paper002(app, df, manifest, P, net))
+        out = [_FROM_TRACE[paper](app, df, manifest, P, net)]
     except ModelError as exc:
-        name = {"pipeline": "analytic:paper000", "hypercube": "analytic:paper002"}.get(
-            paradigm, "analytic:paper003" if app == "sorting" else "analytic:paper004")
-        out.append({"predictor": name, "predicted_s": math.nan, "note": str(exc)})
+        out = [{"predictor": f"analytic:{paper}", "predicted_s": math.nan, "note": str(exc)}]
     lead = lead_in_s(df)
     for o in out:
         if not math.isnan(o["predicted_s"]):
@@ -87,10 +78,10 @@ def analytic(app: str, paradigm: str, trace_dir: Path,
 
 
 def _sends(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["op"].isin(SEND_OPS) & (df["nbytes"] > 0)]
+    return df[df["op"].isin(tf.SEND_OPS) & (df["nbytes"] > 0)]
 
 
-def _paper000(df: pd.DataFrame, P: int, net: dict) -> dict[str, Any]:
+def _paper000(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> dict[str, Any]:
     """Eq. 6 with measured T_Comp (task + input per task), T_Merge (mean merge) and T_Comm from
     eq. 7 with one queue: ranks share one host, so the Myrinet leaf/spine hops (eqs. 8-10) become
     a single stage whose arrival rate is the P/2 senders of a pipeline step, λ = (P/2)/T_Comp,
@@ -110,7 +101,7 @@ def _paper000(df: pd.DataFrame, P: int, net: dict) -> dict[str, Any]:
             "terms": {"T_comm_s": t_comm, "model_s": total}}
 
 
-def _paper003(df: pd.DataFrame, manifest: dict, P: int, net: dict) -> dict[str, Any]:
+def _paper003(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> dict[str, Any]:
     """Eq. 17 with c_q from the task regions (Σ t / Σ s·ln s), c_m from the workers' local
     merges (Σ t / Σ elements·ways), b_io from rank 0's io regions (elements/s), b_n, l_n from the
     profile's Hockney fit (8-byte elements) and b_gather = b_n (no separate gather measurement)."""
@@ -140,7 +131,7 @@ def _paper003(df: pd.DataFrame, manifest: dict, P: int, net: dict) -> dict[str, 
             "terms": {k: v for k, v in r.items()}}
 
 
-def _paper004(df: pd.DataFrame, P: int, net: dict) -> dict[str, Any]:
+def _paper004(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> dict[str, Any]:
     """max(T_master, T_worker) with the master's own merges added to T_master (this skeleton's
     master merges each result after replying; paper 004's programs have no merge). t_task =
     (task + input time) per task; message sizes = the master's mean send / receive sizes."""
@@ -205,3 +196,8 @@ def _paper002(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> 
                        "fit_sequential": f_seq.as_dict()},
             "terms": {"divide_s": t_div, "combine_s": t_comb, "sequential_s": t_seq,
                       "exchange_s": t_ex, "load_s": load, "model_s": total}}
+
+
+#: paper -> its model's prediction from a trace; which paper applies: apps.skeletons.analytic_paper
+_FROM_TRACE = {"paper000": _paper000, "paper002": _paper002, "paper003": _paper003,
+               "paper004": _paper004}

@@ -30,7 +30,7 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     cells = [json.loads(f.read_text()) for f in sorted((vdir / "cells").glob("*.json"))]
     if err.empty:
         raise ReportError(f"{vdir}: errors.csv has no rows yet")
-    # errors.csv written before untraced runs were measured: the actual time was the traced one
+    # an errors.csv without the ground-truth columns measured the traced runs only
     if "ground_truth" not in err.columns:
         err = err.assign(ground_truth="traced", traced_s=err["actual_s"], perturbation_pct=math.nan)
     if "predicted_min_s" not in err.columns:
@@ -38,12 +38,12 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     return err, cells
 
 
-TARGET_CROSS = 10.0     # issue 6: cross-network mean |error| per model
+TARGET_CROSS = 10.0     # cross-network mean |error| per model
 
 
 def split_cross(err: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(same-network rows, cross-network rows). errors.csv files written before the
-    `trace_network` column existed have only same-network rows."""
+    """(same-network rows, cross-network rows); an errors.csv without the `trace_network`
+    column has only same-network rows."""
     if "trace_network" not in err.columns:
         return err, err.iloc[0:0].assign(trace_network=[])
     tn = err["trace_network"].fillna(err["network"])
@@ -381,7 +381,7 @@ def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
     """Measured vs replayed (LogGPS) per-rank timeline of one run."""
     import replay
     from hindsight import trace as tf
-    from validation.validate import read_profile, replay_params
+    from validation.profiles import read_profile, replay_params
 
     cand = [c for c in cells if not c["baseline"] and c["ranks"] >= 2]
     if not cand:

@@ -18,7 +18,7 @@ from typing import Any
 from mpi4py import MPI
 
 from apps.common import region
-from apps.skeletons.base import DivideConquer
+from apps.skeletons.bundles import DivideConquer
 
 TAG_DIVIDE = 40
 TAG_COMBINE = 41

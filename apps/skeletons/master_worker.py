@@ -16,7 +16,9 @@ from typing import Any, Callable, Iterable, Iterator
 from mpi4py import MPI
 
 from apps.common import region
-from apps.skeletons.base import Reduction, make_groups, merge, run_task, send_to_server
+from apps.skeletons import SKELETONS
+from apps.skeletons.base import make_groups, merge, run_task, send_to_server
+from apps.skeletons.bundles import Reduction
 
 TAG_WORK = 30
 TAG_RESULT = 31
@@ -56,7 +58,7 @@ def run(world: MPI.Intracomm, app: Reduction, group_size: int = 0) -> Any:
             if i == STOP:
                 break
             result = run_task(app, i)
-    return send_to_server(world, app, groups, acc, group_root=0)
+    return send_to_server(world, app, groups, acc, group_root=SKELETONS["master-worker"].result_root)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-from apps.skeletons.base import Reduction, make_groups, merge, run_task, send_to_server
+from apps.skeletons import SKELETONS
+from apps.skeletons.base import make_groups, merge, run_task, send_to_server
+from apps.skeletons.bundles import Reduction
 
 TAG_PIPE = 10
 
@@ -82,4 +84,4 @@ def run(world: MPI.Intracomm, app: Reduction, group_size: int = 0) -> Any:
             acc = merge(app, acc, comm.recv(source=arg, tag=TAG_PIPE))
     if pending is not None:
         pending.wait()
-    return send_to_server(world, app, groups, acc, group_root=-1)
+    return send_to_server(world, app, groups, acc, group_root=SKELETONS["pipeline"].result_root)

@@ -14,7 +14,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-from apps.skeletons.base import Reduction, make_groups, merge, run_task, send_to_server
+from apps.skeletons import SKELETONS
+from apps.skeletons.base import make_groups, merge, run_task, send_to_server
+from apps.skeletons.bundles import Reduction
 
 TAG_TREE = 20
 
@@ -64,4 +66,4 @@ def run(world: MPI.Intracomm, app: Reduction, group_size: int = 0) -> Any:
         else:
             acc = merge(app, acc, part)
             part = None
-    return send_to_server(world, app, groups, acc, group_root=0)
+    return send_to_server(world, app, groups, acc, group_root=SKELETONS["tree"].result_root)

@@ -2,9 +2,10 @@
 
 Every module has plain functions with the paper's equation numbers in their docstrings and an
 ``EVALUATORS`` dict: name -> function whose keyword arguments default to the paper's published
-worked-example inputs, returning a dict of named results. ``hindsight model NAME`` looks the
-name up in ``registry()`` (``paper000`` is the module's main evaluator, ``paper000.t_comm`` a
-named one).
+worked-example inputs, returning a dict of named results; ``MAIN`` names the main evaluator.
+``hindsight model NAME`` looks the name up in ``registry()`` (``paper000`` is the module's main
+evaluator, ``paper000.t_comm`` a named one). A new paper module is registered by adding it to
+``PAPERS``.
 """
 
 from __future__ import annotations
@@ -12,22 +13,19 @@ from __future__ import annotations
 import inspect
 from types import ModuleType
 from typing import Any, Callable
-from hindsight.errors import UsageError
 
+from validation.models import paper000, paper001, paper002, paper003, paper004
+from validation.models.base import ModelError
 
-class ModelError(UsageError, ValueError):
-    """An impossible input (e.g. an M/M/1 utilisation >= 1); the message says which."""
+__all__ = ["ModelError", "PAPERS", "parameters", "registry"]
 
-
-def _modules() -> list[ModuleType]:
-    from validation.models import paper000, paper001, paper002, paper003, paper004
-    return [paper000, paper001, paper002, paper003, paper004]
+PAPERS: tuple[ModuleType, ...] = (paper000, paper001, paper002, paper003, paper004)
 
 
 def registry() -> dict[str, Callable[..., dict[str, Any]]]:
     """Evaluator name -> function. ``paperNNN`` is the module's ``MAIN`` evaluator."""
     out: dict[str, Callable[..., dict[str, Any]]] = {}
-    for mod in _modules():
+    for mod in PAPERS:
         short = mod.__name__.rsplit(".", 1)[1]
         for name, fn in mod.EVALUATORS.items():
             out[f"{short}.{name}"] = fn

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from validation.models import ModelError
+from validation.models.base import ModelError
 
 MAIN = "t_total"
 

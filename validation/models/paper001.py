@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from validation.models import ModelError
+from validation.models.base import ModelError
 
 MAIN = "metrics"
 

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from validation.models import ModelError
+from validation.models.base import ModelError
 
 MAIN = "t_hdc"
 

@@ -1,0 +1,256 @@
+"""Running one cell of the validation matrix and predicting it: its traced and untraced runs,
+the actual time (the ground truth), the replay and analytic predictions, and cross-network
+predictions from one network's trace to another network.
+
+Actual time = the wall time (manifest ``wall_ns``: start barrier to the end of the program) of
+the untraced runs, each launched right after the traced run of the same repetition, mean (or
+median, spec ``actual``) and sample sd over the repetitions (``ground_truth = "traced"``: the
+traced runs' ``makespan_ns``, and no untraced runs). Replay and analytic predictions use the
+trace of repetition ``replay_rep`` (default 0; ``"median"``: the median run; ``"all"``: every
+repetition is predicted from its own trace and the predictions are averaged as the actual time
+is).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+import replay
+from hindsight import trace as tf
+from hindsight.collect import collect
+from replay.prepare import host_placement
+from validation.params import analytic
+from validation.profiles import read_profile, replay_params
+from validation.spec import Cell, Spec
+
+
+def _trace_ok(d: Path, untraced: bool = False) -> dict | None:
+    """The manifest of a complete run in ``d`` of the kind asked for, else None."""
+    try:
+        m = tf.read_manifest(d)
+    except Exception:
+        return None
+    if (m.get("traced") is False) != untraced:
+        return None
+    return m if m.get("complete") and m.get("makespan_ns") else None
+
+
+def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
+    """One repetition's run in ``d`` (reused if complete); returns its manifest."""
+    m = _trace_ok(d, untraced)
+    if m is None:
+        if d.exists():
+            shutil.rmtree(d)                # a partial run from an interruption
+        d.parent.mkdir(parents=True, exist_ok=True)
+        net = spec.networks[cell.network]
+        rc, m = collect(cell.ranks, d, app=cell.app, paradigm=cell.paradigm,
+                        args=list(cell.args), transport=net["transport"],
+                        timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"),
+                        untraced=untraced)
+        if rc != 0 or not m.get("complete") or not m.get("makespan_ns"):
+            raise RuntimeError(f"{cell.key} {'untraced ' if untraced else ''}{d.name}: run "
+                               f"failed (exit code {rc})")
+    return m
+
+
+def collect_reps(cell: Cell, spec: Spec, out: Path) -> tuple[list[dict], list[dict]]:
+    """Collect (or reuse complete) runs of every repetition: the traced run, then (ground truth
+    "untraced") the untraced one, alternately, so that a drift of the machine's speed during the
+    cell hits both kinds alike. Returns (traced manifests, untraced manifests)."""
+    traced, untraced = [], []
+    for k in range(spec.repetitions):
+        traced.append(_run_rep(cell, spec, out / "traces" / cell.key / f"rep{k}", False))
+        if spec.ground_truth == "untraced":
+            untraced.append(_run_rep(cell, spec, out / "untraced" / cell.key / f"rep{k}", True))
+    return traced, untraced
+
+
+def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
+                       profile_path: Path | None = None,
+                       placed_like: dict | None = None) -> list[dict]:
+    """Replay one trace under every replay model of the spec with one network's profile;
+    ``placed_like`` is the manifest of a run on the predicted network, whose rank-to-host
+    placement the replay takes (M/M/1 is the model that depends on it)."""
+    prep = replay.prepare(trace)
+    if placed_like is not None:
+        prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
+    lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
+    preds = []
+    for model in spec.replay:
+        params = replay_params(model, profile, profile_path)
+        assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
+        try:
+            r = replay.run(prep, model, assigns, profile=params, record=False)
+            pred = r.makespan_ns / 1e9 + lead
+            note = ""
+        except (replay.ReplayError, replay.ParamError) as exc:
+            pred, note = math.nan, str(exc)
+        preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
+                      "params": params, "set": spec.replay_set.get(model, []),
+                      "lead_in_s": lead, "note": note})
+    return preds
+
+
+def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str, Any]:
+    """Run (or reuse) every repetition of ``cell`` and predict it: the per-cell result written
+    to DIR/cells/<cell>.json (actual times, traced times, perturbation, predictions with their
+    relative error (predicted - actual) / actual in %)."""
+    manifests, untraced = collect_reps(cell, spec, out)
+    to_end = spec.ground_truth == "untraced"
+    # Like with like: an untraced run's time runs from the start barrier to the end of the
+    # program (`wall_ns`), so the traced runs are compared by the same interval; the traced
+    # ground truth is the traced makespan (start barrier to the last recorded event).
+    traced_times = [(wall_s(m) if to_end else m["makespan_ns"] / 1e9) for m in manifests]
+    untraced_times = [wall_s(m) for m in untraced]
+    times = untraced_times if to_end else traced_times
+    stat = statistics.median if spec.actual == "median" else statistics.mean
+    if isinstance(spec.replay_rep, int):
+        rep = spec.replay_rep
+    else:
+        # the traced run in the middle (also the one shown when every run is replayed): on a
+        # shared machine, a run disturbed by other jobs carries the disturbance in its compute
+        # times, which every replay of its trace would inherit
+        rep = sorted(range(len(traced_times)), key=traced_times.__getitem__)[
+            (len(traced_times) - 1) // 2]
+    res: dict[str, Any] = {
+        "app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
+        "args": cell.args, "network": cell.network, "baseline": cell.baseline,
+        "repetitions": len(times), "ground_truth": spec.ground_truth, "actual_runs_s": times,
+        "actual_s": stat(times), "actual_stat": spec.actual,
+        "actual_sd_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+        "traced_runs_s": traced_times, "traced_s": stat(traced_times),
+        "traced_makespan_runs_s": [m["makespan_ns"] / 1e9 for m in manifests],
+        "traced_makespan_s": stat([m["makespan_ns"] / 1e9 for m in manifests]),
+        "traced_sd_s": statistics.stdev(traced_times) if len(traced_times) > 1 else 0.0,
+        "untraced_runs_s": untraced_times,
+        "perturbation_pct": perturbation_pct(traced_times, untraced_times),
+        "under_load": under_load(manifests + untraced),
+        "replayed_rep": rep,
+        "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(traced_times))],
+        "untraced": [str(Path("untraced") / cell.key / f"rep{k}")
+                     for k in range(len(untraced_times))],
+        "profile": str(profile_path.relative_to(out)), "predictions": []}
+    if cell.baseline:
+        return res
+    profile = read_profile(profile_path)
+    reps = range(len(times)) if spec.replay_all else [rep]
+    per_rep = []
+    for k in reps:
+        trace = out / "traces" / cell.key / f"rep{k}"
+        preds = replay_predictions(trace, manifests[k], profile, spec, profile_path)
+        if spec.analytic:
+            preds += analytic(cell.app, cell.paradigm, trace, profile)
+        per_rep.append(add_tail(preds, manifests[k], to_end))
+    res["predictions"] = combine_reps(per_rep, spec.actual)
+    for p in res["predictions"]:
+        a, q = res["actual_s"], p["predicted_s"]
+        p["rel_error_pct"] = (q - a) / a * 100 if a > 0 and not math.isnan(q) else math.nan
+    return res
+
+
+def under_load(manifests: list[dict]) -> list[str]:
+    """Why some of a cell's runs were not a quiet machine's (the manifests' `conditions`, see
+    hindsight/conditions.py), one line per distinct reason; empty when none says so."""
+    seen: list[str] = []
+    for m in manifests:
+        for p in (m.get("conditions") or {}).get("problems") or []:
+            if p not in seen:
+                seen.append(p)
+    return seen
+
+
+def wall_s(manifest: dict) -> float:
+    """A run's wall time: start barrier to the end of the program on the last rank to end
+    (manifest ``wall_ns``); a manifest without it gives its makespan."""
+    return (manifest.get("wall_ns") or manifest["makespan_ns"]) / 1e9
+
+
+def add_tail(preds: list[dict], manifest: dict, to_end: bool) -> list[dict]:
+    """Extend predictions (start barrier to the last event) to the end of the program when the
+    actual time is a wall time: the traced run's time from its last event to its program's end
+    (compute after the last MPI call, which no model changes) is added unchanged, as the
+    lead-in is. ``tail_s`` records it (0 for the traced ground truth)."""
+    tail = wall_s(manifest) - manifest["makespan_ns"] / 1e9 if to_end else 0.0
+    for p in preds:
+        p["tail_s"] = tail
+        if not math.isnan(p["predicted_s"]):
+            p["predicted_s"] += tail
+    return preds
+
+
+def perturbation_pct(traced_s: list[float], untraced_s: list[float]) -> float:
+    """How much tracing changed the program's time: median traced / median untraced - 1, in %
+    (positive: the traced runs were slower); nan without untraced runs. Medians, so that one run
+    disturbed by another job does not pass for an effect of the tracer."""
+    if not traced_s or not untraced_s or statistics.median(untraced_s) <= 0:
+        return math.nan
+    return (statistics.median(traced_s) / statistics.median(untraced_s) - 1) * 100
+
+
+def combine_reps(per_rep: list[list[dict]], stat: str) -> list[dict]:
+    """One prediction per predictor from the predictions of several repetitions' traces: their
+    mean (or median, as the actual time is), each repetition's value kept in ``per_rep_s``.
+    Predicting every run from its own trace and averaging compares like with like: the actual
+    time is an average over the same runs."""
+    if len(per_rep) == 1:
+        return per_rep[0]
+    out = []
+    for i, p in enumerate(per_rep[0]):
+        vals = [preds[i]["predicted_s"] for preds in per_rep]
+        ok = [v for v in vals if not math.isnan(v)]
+        q = dict(p)
+        q["per_rep_s"] = vals
+        if len(ok) < len(vals):
+            q["predicted_s"] = math.nan
+            q["note"] = next(preds[i].get("note", "") for preds in per_rep
+                             if math.isnan(preds[i]["predicted_s"])) or p.get("note", "")
+        else:
+            q["predicted_s"] = statistics.median(ok) if stat == "median" else statistics.mean(ok)
+        out.append(q)
+    return out
+
+
+def cross_key(cell: Cell, network: str) -> str:
+    return f"{cell.key}--{network}"
+
+
+def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Path) -> dict | None:
+    """Predict ``network`` from the trace ``cell`` collected on its own network: replay that
+    trace with ``network``'s profile and compare with the run of the same cell on ``network``.
+    None while one of the two cells has no result yet."""
+    other = Cell(cell.app, cell.paradigm, cell.ranks, cell.size, cell.args, network)
+    a_path, b_path = out / "cells" / f"{cell.key}.json", out / "cells" / f"{other.key}.json"
+    if not (a_path.is_file() and b_path.is_file()):
+        return None
+    a, b = json.loads(a_path.read_text()), json.loads(b_path.read_text())
+
+    reps = range(len(a["traces"])) if spec.replay_all else [a["replayed_rep"]]
+    profile = read_profile(profile_path)
+    # The predicted run's ranks sit where runs on that network put them (two testbed nodes, or
+    # one machine), not where the traced run's did.
+    target = tf.read_manifest(out / b["traces"][b["replayed_rep"]])
+    to_end = b.get("ground_truth", "traced") == "untraced"
+    per_rep = []
+    for k in reps:
+        m = tf.read_manifest(out / a["traces"][k])
+        per_rep.append(add_tail(replay_predictions(out / a["traces"][k], m, profile, spec,
+                                                   profile_path, placed_like=target), m, to_end))
+    preds = combine_reps(per_rep, spec.actual)
+    for p in preds:
+        q, act = p["predicted_s"], b["actual_s"]
+        p["rel_error_pct"] = (q - act) / act * 100 if act > 0 and not math.isnan(q) else math.nan
+    return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
+            "network": network, "trace_network": cell.network,
+            "trace": a["traces"][a["replayed_rep"]] if len(reps) == 1 else a["traces"],
+            "actual_cell": f"cells/{other.key}.json", "actual_s": b["actual_s"],
+            "actual_sd_s": b["actual_sd_s"], "ground_truth": b.get("ground_truth", "traced"),
+            "traced_s": b.get("traced_s", b["actual_s"]),
+            "traced_makespan_s": b.get("traced_makespan_s", b.get("traced_s", b["actual_s"])),
+            "perturbation_pct": b.get("perturbation_pct", math.nan),
+            "profile": str(profile_path.relative_to(out)), "predictions": preds}

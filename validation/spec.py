@@ -1,0 +1,243 @@
+"""The experiment matrix of `hindsight validate`: reading and checking a spec (docs/validation.md).
+
+A cell is (app, paradigm, ranks, size, network); ``load_spec`` expands a spec's experiments
+into its cells and refuses, in one line (``SpecError``), anything the run would trip over later.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apps import APPS
+from apps.skeletons import skeleton
+from hindsight import testbed as tb
+from hindsight.errors import UserError
+
+DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
+GROUND_TRUTHS = ("untraced", "traced")
+REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured")
+#: a network's ``calibrate`` -> `hindsight calibrate --api`; "pingpong" and "hindsight" are
+#: accepted as other names of the pickle and the buffer ping-pong
+CALIBRATE_API = {"pickle": "pickle", "buffer": "buffer", "pingpong": "pickle",
+                 "hindsight": "buffer"}
+
+
+class SpecError(UserError, ValueError):
+    """A bad spec or output directory; one readable line."""
+
+
+@dataclass
+class Cell:
+    app: str
+    paradigm: str
+    ranks: int
+    size: str
+    args: list[str]
+    network: str
+    baseline: bool = False          # P = 1 run for speedup / efficiency only (no predictions)
+    predict_on: list[str] = field(default_factory=list)  # networks to predict from this trace
+
+    @property
+    def key(self) -> str:
+        return f"{self.app}-{self.paradigm}-n{self.ranks}-{self.size}-{self.network}"
+
+
+@dataclass
+class Spec:
+    name: str
+    repetitions: int
+    replay_rep: int | str           # a repetition, "median" (the median run) or "all"
+    timeout: float
+    cells: list[Cell]
+    networks: dict[str, dict[str, Any]]
+    replay: list[str]
+    replay_set: dict[str, list[str]]
+    analytic: bool
+    source: Path | None = None
+    raw: dict = field(default_factory=dict)
+    actual: str = "mean"            # "median": actual = median run (noisy shared machines)
+    ground_truth: str = "untraced"  # whose runs give the actual time: "untraced" or "traced"
+
+    @property
+    def replay_median(self) -> bool:
+        """Replay the run whose makespan is the median."""
+        return self.replay_rep == "median"
+
+    @property
+    def replay_all(self) -> bool:
+        """Replay every repetition; the prediction is their mean (or median, as ``actual``)."""
+        return self.replay_rep == "all"
+
+
+def _req(d: dict, key: str, kind, where: str):
+    if key not in d:
+        raise SpecError(f"{where}: missing '{key}'")
+    v = d[key]
+    if kind is list and not isinstance(v, list):
+        raise SpecError(f"{where}: '{key}' must be a list")
+    return v
+
+
+def load_spec(path: Path | None) -> Spec:
+    """Read and check a spec (see docs/validation.md for the format)."""
+    path = Path(path) if path else DEFAULT_SPEC
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"spec not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"spec {path}: not valid TOML ({exc})") from None
+    try:
+        return _parse_spec(path, raw)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        # A value of the wrong kind somewhere (a string where a table belongs, ...): one line.
+        raise SpecError(f"spec {path}: malformed ({type(exc).__name__}: {exc})") from None
+
+
+#: Network names and size labels become parts of file and directory names under the output
+#: directory; a "/" (or "\\", NUL) in one could name a path outside it (../../somewhere).
+_SAFE_NAME = re.compile(r"^[^/\\\x00]{1,100}$")
+
+
+def _safe_name(path: Path, what: str, name) -> str:
+    if not isinstance(name, str) or not _SAFE_NAME.match(name) or name in (".", ".."):
+        raise SpecError(f"spec {path}: {what} {name!r} may not contain '/', '\\' or NUL, nor "
+                        "be '.' or '..' (it becomes part of a file name)")
+    return name
+
+
+def _parse_spec(path: Path, raw: dict) -> Spec:
+
+    nets_raw = raw.get("networks", {"shm": {"transport": "shm"}})
+    accept_noisy = raw.get("accept_noisy_profiles", False)
+    if not isinstance(accept_noisy, bool):
+        raise SpecError(f"spec {path}: accept_noisy_profiles must be true or false")
+    if not isinstance(nets_raw, dict) or not nets_raw:
+        raise SpecError(f"spec {path}: [networks] must name at least one network")
+    networks = {}
+    for name, n in nets_raw.items():
+        _safe_name(path, "network name", name)
+        n = dict(n) if isinstance(n, dict) else {}
+        n.setdefault("transport", "tcp" if "testbed" in n else name)
+        if n["transport"] not in ("shm", "tcp"):
+            raise SpecError(f"spec {path}: network {name}: transport must be shm or tcp")
+        if "testbed" in n:
+            _check_testbed(path, name, n)
+        if n.get("calibrate", "pickle") not in CALIBRATE_API:
+            raise SpecError(f"spec {path}: network {name}: calibrate must be 'pickle' or 'buffer'")
+        n.setdefault("accept_noisy_profiles", accept_noisy)
+        if not isinstance(n["accept_noisy_profiles"], bool):
+            raise SpecError(f"spec {path}: network {name}: accept_noisy_profiles must be true or "
+                            "false")
+        if "profile" in n:
+            p = Path(n["profile"])
+            n["profile"] = str(p if p.is_absolute() else (path.parent / p))
+            if not Path(n["profile"]).is_file():
+                raise SpecError(f"spec {path}: network {name}: profile not found: {n['profile']}")
+        networks[name] = n
+    cells: list[Cell] = []
+    exps = raw.get("experiment", [])
+    if not isinstance(exps, list) or not exps:
+        raise SpecError(f"spec {path}: needs at least one [[experiment]]")
+    for i, e in enumerate(exps):
+        where = f"spec {path}: experiment {i + 1}"
+        app = _req(e, "app", str, where)
+        if app not in APPS:
+            raise SpecError(f"{where}: unknown app {app!r} (choose from {', '.join(APPS)})")
+        paradigms = _req(e, "paradigms", list, where)
+        for p in paradigms:
+            if p not in APPS[app]:
+                raise SpecError(f"{where}: {app} does not run on paradigm {p!r}")
+        ranks = _req(e, "ranks", list, where)
+        if not all(isinstance(r, int) and r >= 2 for r in ranks):
+            raise SpecError(f"{where}: ranks must be integers >= 2 (P = 1 is 'baseline')")
+        sizes = _req(e, "sizes", dict, where)
+        if not isinstance(sizes, dict) or not sizes:
+            raise SpecError(f"{where}: [experiment.sizes] must map a label to argument lists")
+        nets = e.get("networks", list(networks))
+        predict_on = e.get("predict_on", [])
+        if not isinstance(predict_on, list):
+            raise SpecError(f"{where}: 'predict_on' must be a list of network names")
+        # Every network predicted on is also run on: its measured time is the actual.
+        nets = list(nets) + [n for n in predict_on if n not in nets]
+        for n in nets:
+            if n not in networks:
+                raise SpecError(f"{where}: unknown network {n!r} (define it under [networks])")
+        for label, args in sizes.items():
+            _safe_name(path, "size label", label)
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise SpecError(f"{where}: size {label!r} must be a list of strings")
+            for net in nets:
+                if e.get("baseline", True):
+                    cells.append(Cell(app, "pipeline", 1, label, args, net, baseline=True))
+                for p in paradigms:
+                    for r in ranks:
+                        if skeleton(p).power_of_two and r & (r - 1):
+                            raise SpecError(f"{where}: {p} needs power-of-two ranks, not {r}")
+                        cells.append(Cell(app, p, r, label, args, net,
+                                          predict_on=[b for b in predict_on if b != net]))
+    pred = raw.get("predictors", {})
+    replay = pred.get("replay", ["loggps", "hockney", "mm1"])
+    for m in replay:
+        if m not in REPLAY_MODELS:
+            raise SpecError(f"spec {path}: unknown replay model {m!r} "
+                            f"(choose from {', '.join(REPLAY_MODELS)})")
+    reps = int(raw.get("repetitions", 2))
+    if reps < 1:
+        raise SpecError(f"spec {path}: repetitions must be >= 1")
+    replay_rep = raw.get("replay_rep", 0)
+    if replay_rep not in ("median", "all"):
+        try:
+            replay_rep = int(replay_rep)
+        except (TypeError, ValueError):
+            raise SpecError(f"spec {path}: replay_rep must be a repetition number, \"median\" "
+                            "or \"all\"") from None
+        if not 0 <= replay_rep < reps:
+            raise SpecError(f"spec {path}: replay_rep must be in 0..{reps - 1}")
+    actual = raw.get("actual", "mean")
+    if actual not in ("mean", "median"):
+        raise SpecError(f"spec {path}: actual must be \"mean\" or \"median\"")
+    ground_truth = raw.get("ground_truth", "untraced")
+    if ground_truth not in GROUND_TRUTHS:
+        raise SpecError(f"spec {path}: ground_truth must be \"untraced\" or \"traced\", not "
+                        f"{ground_truth!r}")
+    seen: dict[str, Cell] = {}
+    unique = []
+    for c in cells:
+        if c.key not in seen:
+            seen[c.key] = c
+            unique.append(c)
+        else:
+            seen[c.key].predict_on += [b for b in c.predict_on if b not in seen[c.key].predict_on]
+    return Spec(name=str(raw.get("name", path.stem)), repetitions=reps, replay_rep=replay_rep,
+                timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
+                replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
+                analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
+                actual=actual, ground_truth=ground_truth)
+
+
+def _check_testbed(path: Path, name: str, n: dict[str, Any]) -> None:
+    """``testbed = "NAME"`` (a testbed that is up) or ``testbed = {nodes = 2, rate = "1gbit"}``
+    (brought up by `hindsight validate` for the run and removed afterwards)."""
+    t = n["testbed"]
+    try:
+        if isinstance(t, str):
+            n["testbed_name"] = tb.check_name(t)
+        elif isinstance(t, dict):
+            tb.check_nodes(int(t.get("nodes", 2)))
+            tb.parse_rate(str(t.get("rate", "")))
+            n["testbed_name"] = "v" + "".join(ch for ch in name.lower() if ch.isalnum())[:11]
+            n["testbed_managed"] = True
+        else:
+            raise tb.TestbedError("testbed must be a name or a table {nodes = N, rate = R}")
+    except tb.TestbedError as exc:
+        raise SpecError(f"spec {path}: network {name}: {exc}") from None
+    if n["transport"] != "tcp":
+        raise SpecError(f"spec {path}: network {name}: a testbed network runs on tcp")
+
