@@ -12,10 +12,10 @@ Public API (docs/replay.md)::
 
 import hindsight  # noqa: F401  (first: its allocator setting must precede pyarrow's import)
 from replay.engine import Result, run, sweep
+from replay.frame import load
 from replay.matching import MessageMatch, match_messages
 from replay.models import ParamError
 from replay.prepare import Prepared, ReplayError, prepare
-from hindsight.interop.pipit import load  # noqa: E402  (tidy frame; pipit: to_pipit)
 
 __all__ = ["prepare", "run", "sweep", "Result", "Prepared", "ReplayError", "ParamError",
            "match_messages", "MessageMatch", "load"]

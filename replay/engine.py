@@ -248,14 +248,15 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
-    if values.get("semantics") == "loggopsim":
-        if delay_ns is not None:
-            raise ReplayError("injected delays are not supported with semantics=loggopsim")
-        # LogGOPSim's event-driven rules on the trace's GOAL schedule (a separate kernel).
-        from replay.loggopsim import run_replay
-        return run_replay(prep, mod, values, _display(mod, values), compute_scale=compute_scale,
-                          region_scale=region_scale, cpu_time=cpu_time, algorithms=algorithms,
-                          record=record)
+    if mod.OWN_SIMULATOR:
+        # a model with a simulator of its own (loggopsim): it replays, the engine reports
+        out = mod.run_replay(prep, values, scale=_scale_array(prep, compute_scale, region_scale),
+                             cpu_time=cpu_time, algorithms=algorithms, record=record,
+                             delay_ns=delay_ns)
+        return Result(model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
+                      measured_makespan_ns=prep.measured_makespan_ns,
+                      measured_rank_end_ns=prep.measured_rank_end_ns, events=prep.nrows,
+                      prepared=prep, **out._asdict())
     measured = mod.MODE == "measured"
     st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
     prm = mod.kernel_params(values, _Ctx(prep, st))

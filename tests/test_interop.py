@@ -1,4 +1,5 @@
-"""Interoperability (issue 9): OTF2, Perfetto JSON, GOAL schedules + LogGOPSim semantics, pipit."""
+"""Interoperability: OTF2, Perfetto JSON, GOAL schedules and the loggopsim model, pipit; the format
+registries of `hindsight export`/`import`."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ import replay
 from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.interop import goal as G
-from hindsight.interop import otf2 as X
+from hindsight.interop.formats import EXPORTERS, IMPORTERS
+from hindsight.interop.otf2 import OtfError
+from hindsight.interop.otf2_export import export_otf2
+from hindsight.interop.otf2_import import import_otf2
 from hindsight.interop.perfetto import to_perfetto
-from hindsight.interop.pipit import load, to_pipit
-from replay import loggopsim as LG
+from hindsight.interop.pipit import to_pipit
+from replay.frame import load
+from replay.loggopsim import simulator as LG
+from replay.loggopsim.goal import GoalError, format_goal, parse_goal, read_goal
 from replay.synthetic import simulate_to_dir
 from tests.conftest import hindsight
 
@@ -34,8 +40,7 @@ rank 1 {
   c requires r
 }
 """
-HAND_PARAMS = {"L": "3000ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "S": "65535B",
-               "semantics": "loggopsim"}
+HAND_PARAMS = {"L": "3000ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "S": "65535B"}
 
 PROGRAM = '''
 import numpy as np
@@ -95,11 +100,11 @@ def _frame(path: Path):
 
 
 # ------------------------------------------------------------------------------------------------
-# LogGOPSim semantics
+# The loggopsim model (LogGOPSim's simulator)
 
 
 def test_loggopsim_hand_example_kernel():
-    s = G.parse_goal(HAND)
+    s = parse_goal(HAND)
     sim = LG.simulate(s, LG.params_vector(L=3000, o_send=1500, o_recv=1500, O_send=0, O_recv=0,
                                           g=1000, G=6, S=65535))
     assert sim.rank_end.tolist() == [2500.0, 13638.0]
@@ -110,9 +115,10 @@ def test_loggopsim_hand_example_through_import_and_replay(tmp_path):
     src.write_text(HAND)
     G.import_goal(src, tmp_path / "t")
     assert check_trace(tmp_path / "t") == []
-    res = replay.run(replay.prepare(tmp_path / "t"), "loggps", HAND_PARAMS)
+    res = replay.run(replay.prepare(tmp_path / "t"), "loggopsim", HAND_PARAMS)
     assert res.rank_end_ns.tolist() == [2500.0, 13638.0]
-    assert res.summary()["semantics"] == "loggopsim"
+    assert res.model == "loggopsim"
+    assert res.summary()["schedule"] == "the GOAL schedule the trace was imported from"
     # per-row times: rank 1's Wait ends when the message was handled, its calc after it
     ev = res.events_frame()
     r1 = ev[ev["rank"] == 1]
@@ -137,7 +143,7 @@ r: recv 1024b from -1 tag -1
 r requires c
 }
 """
-    sim = LG.simulate(G.parse_goal(text), LG.params_vector(3000, 1500, 1500, 0, 0, 1000, 6, S))
+    sim = LG.simulate(parse_goal(text), LG.params_vector(3000, 1500, 1500, 0, 0, 1000, 6, S))
     assert sim.rank_end.tolist() == expect
 
 
@@ -155,24 +161,44 @@ rank 2 {
 r: recv 8b from 0
 }
 """
-    sim = LG.simulate(G.parse_goal(text), LG.params_vector(2500, 1500, 1500, 0, 0, 1000, 6, 65535))
+    sim = LG.simulate(parse_goal(text), LG.params_vector(2500, 1500, 1500, 0, 0, 1000, 6, 65535))
     # send a at 0 (CPU to 1500, NIC to 1042); b at 1500; arrivals at 4000 and 5500
     assert sim.op_start[:2].tolist() == [0.0, 1500.0]
     assert sim.rank_end.tolist() == [3000.0, 4000.0 + 1500 + 42, 5500.0 + 1500 + 42]
 
 
-def test_default_semantics_unchanged_and_loggopsim_differs(tmp_path):
+def test_loggopsim_model_replays_a_trace(tmp_path):
     tr = _synthetic(tmp_path / "syn")
     prep = replay.prepare(tr)
-    base = replay.run(prep, "loggps")
-    again = replay.run(prep, "loggps", {"semantics": "hindsight"})
-    assert base.makespan_ns == again.makespan_ns
-    lg = replay.run(prep, "loggps", {"semantics": "loggopsim"})
+    lg = replay.run(prep, "loggopsim")
     assert lg.makespan_ns > 0 and lg.row_start_ns is not None
     assert np.all(lg.row_end_ns >= lg.row_start_ns)
+    assert lg.makespan_ns != replay.run(prep, "loggps").makespan_ns
+    assert lg.summary()["schedule"] == "the trace's program order as a GOAL schedule"
     # same answer without per-row times
-    assert replay.run(prep, "loggps", {"semantics": "loggopsim"}, record=False).makespan_ns == \
-        lg.makespan_ns
+    assert replay.run(prep, "loggopsim", record=False).makespan_ns == lg.makespan_ns
+    with pytest.raises(replay.ReplayError, match="injected delays"):
+        replay.run(prep, "loggopsim", delay_ns=np.zeros(prep.nrows))
+
+
+def test_loggopsim_is_not_a_parameter_of_loggps(tmp_path):
+    """LogGOPSim's rules are a model of their own: the parameter that once chose them is gone."""
+    tr = _synthetic(tmp_path / "syn")
+    p = hindsight("replay", tr, "--model", "loggps", "--set", "semantics=loggopsim")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "unknown parameter 'semantics' for model loggps" in p.stderr.strip().splitlines()[-1]
+
+
+def test_loggopsim_simulator_imports_nothing_of_hindsight():
+    """The simulator reads as the peer's algorithm: numpy, numba and the standard library."""
+    import ast
+    import sys
+
+    tree = ast.parse(Path(LG.__file__).read_text())
+    top = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+           for a in n.names}
+    top |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert top - {"numpy", "numba"} <= set(sys.stdlib_module_names) | {"__future__"}, top
 
 
 # ------------------------------------------------------------------------------------------------
@@ -184,8 +210,8 @@ def test_goal_format_parse_round_trip(tmp_path):
     out = tmp_path / "s.goal"
     sched = G.export_goal(tr, out)
     text = out.read_text()
-    again = G.parse_goal(text)
-    assert G.format_goal(again) == "\n".join(text.splitlines()[1:]) + "\n"  # minus the header
+    again = parse_goal(text)
+    assert format_goal(again) == "\n".join(text.splitlines()[1:]) + "\n"  # minus the header
     assert again.nops == sched.nops and again.kind.tolist() == sched.kind.tolist()
 
 
@@ -196,16 +222,15 @@ def test_goal_export_import_replays_identically(real_trace, tmp_path):
     assert check_trace(tmp_path / "back") == []
     m = tf.read_manifest(tmp_path / "back")
     assert m["origin"]["format"] == "goal"
-    params = {"semantics": "loggopsim", "L": "2us", "G": "1ns"}
-    a = replay.run(replay.prepare(real_trace), "loggps", params)
-    b = replay.run(replay.prepare(tmp_path / "back"), "loggps", params)
+    params = {"L": "2us", "G": "1ns"}
+    a = replay.run(replay.prepare(real_trace), "loggopsim", params)
+    b = replay.run(replay.prepare(tmp_path / "back"), "loggopsim", params)
     assert a.rank_end_ns.tolist() == b.rank_end_ns.tolist()
-    # the default semantics replays the imported (linearised) trace too
+    # the kernel's models replay the imported (linearised) trace too
     assert replay.run(replay.prepare(tmp_path / "back"), "loggps").makespan_ns > 0
     # and exporting the imported trace gives its schedule back
     G.export_goal(tmp_path / "back", tmp_path / "again.goal")
-    assert G.format_goal(G.read_goal(tmp_path / "again.goal")) == \
-        G.format_goal(G.read_goal(out))
+    assert format_goal(read_goal(tmp_path / "again.goal")) == format_goal(read_goal(out))
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -221,7 +246,7 @@ def test_goal_export_import_replays_identically(real_trace, tmp_path):
 def test_goal_malformed_inputs(tmp_path, text, needle):
     p = tmp_path / "bad.goal"
     p.write_text(text)
-    with pytest.raises(G.GoalError, match=needle) as ei:
+    with pytest.raises(GoalError, match=needle) as ei:
         G.import_goal(p, tmp_path / "out")
     assert str(p) in str(ei.value)
     assert not (tmp_path / "out").exists()
@@ -232,9 +257,9 @@ def test_goal_malformed_inputs(tmp_path, text, needle):
 
 
 def test_otf2_round_trip_real_trace(real_trace, tmp_path):
-    anchor = X.export_otf2(real_trace, tmp_path / "otf2")
+    anchor = export_otf2(real_trace, tmp_path / "otf2")
     assert anchor.name == "traces.otf2"
-    X.import_otf2(tmp_path / "otf2", tmp_path / "back")
+    import_otf2(tmp_path / "otf2", tmp_path / "back")
     assert check_trace(tmp_path / "back") == []
     assert _frame(real_trace) == _frame(tmp_path / "back")
     assert tf.read_manifest(tmp_path / "back")["origin"]["format"] == "otf2"
@@ -246,7 +271,7 @@ def test_otf2_round_trip_real_trace(real_trace, tmp_path):
 def test_otf2_archive_passes_otf2_print(real_trace, tmp_path):
     if shutil.which("otf2-print") is None:
         pytest.skip("otf2-print (Debian otf2-tools) is not installed")
-    anchor = X.export_otf2(real_trace, tmp_path / "otf2")
+    anchor = export_otf2(real_trace, tmp_path / "otf2")
     p = subprocess.run(["otf2-print", str(anchor)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "invalid" not in (p.stdout + p.stderr).lower()
@@ -289,7 +314,7 @@ def _tiny_archive(path: Path, with_groups: bool, with_recv: bool) -> Path:
 
 def test_otf2_import_of_foreign_archive(tmp_path):
     anchor = _tiny_archive(tmp_path / "a", with_groups=True, with_recv=True)
-    X.import_otf2(anchor, tmp_path / "t")
+    import_otf2(anchor, tmp_path / "t")
     rows = _frame(tmp_path / "t")
     assert rows["op"] == ["Send", "Recv"] and rows["peer"] == [1, 0]
     assert rows["t_start"] == [0, 0] and rows["t_end"] == [100, 200]   # relative to first event
@@ -299,21 +324,21 @@ def test_otf2_import_of_foreign_archive(tmp_path):
 def test_otf2_malformed_inputs(tmp_path):
     txt = tmp_path / "x.otf2"
     txt.write_text("num_ranks 2\n")
-    with pytest.raises(X.OtfError, match="wrong magic"):
-        X.import_otf2(txt, tmp_path / "o1")
+    with pytest.raises(OtfError, match="wrong magic"):
+        import_otf2(txt, tmp_path / "o1")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(X.OtfError, match="no \\*.otf2 anchor"):
-        X.import_otf2(tmp_path / "empty", tmp_path / "o2")
+    with pytest.raises(OtfError, match="no \\*.otf2 anchor"):
+        import_otf2(tmp_path / "empty", tmp_path / "o2")
     garbage = tmp_path / "g.otf2"
     garbage.write_bytes(b"\x01\x02\x03" * 100)
-    with pytest.raises(X.OtfError, match="not a readable OTF2 archive|wrong magic"):
-        X.import_otf2(garbage, tmp_path / "o3")
+    with pytest.raises(OtfError, match="not a readable OTF2 archive|wrong magic"):
+        import_otf2(garbage, tmp_path / "o3")
     nogroups = _tiny_archive(tmp_path / "b", with_groups=False, with_recv=False)
-    with pytest.raises(X.OtfError, match="missing definitions"):
-        X.import_otf2(nogroups, tmp_path / "o4")
+    with pytest.raises(OtfError, match="missing definitions"):
+        import_otf2(nogroups, tmp_path / "o4")
     unmatched = _tiny_archive(tmp_path / "c", with_groups=True, with_recv=False)
-    with pytest.raises(X.OtfError, match="messages do not match"):
-        X.import_otf2(unmatched, tmp_path / "o5")
+    with pytest.raises(OtfError, match="messages do not match"):
+        import_otf2(unmatched, tmp_path / "o5")
     for k in range(1, 6):
         assert not (tmp_path / f"o{k}").exists()
 
@@ -406,8 +431,30 @@ def test_cli_import_goal_then_replay(tmp_path):
     src.write_text(HAND)
     p = hindsight("import", "goal", src, "--out", tmp_path / "t")
     assert p.returncode == 0 and "trace check: ok" in p.stdout, p.stderr
-    p = hindsight("replay", tmp_path / "t", "--model", "loggps", "--json",
+    p = hindsight("replay", tmp_path / "t", "--model", "loggopsim", "--json",
                   *[a for k, v in HAND_PARAMS.items() for a in ("--set", f"{k}={v}")])
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["breakdown"]["end_s"] == [2500e-9, 13638e-9]
+
+
+def test_cli_formats_come_from_the_registries(tmp_path):
+    from hindsight.interop.cli import export_cmd, import_cmd
+
+    fmt = next(p for p in export_cmd.params if p.name == "fmt")
+    assert list(fmt.type.choices) == list(EXPORTERS) == ["otf2", "perfetto", "goal", "pipit"]
+    assert list(next(p for p in import_cmd.params if p.name == "fmt").type.choices) == \
+        list(IMPORTERS) == ["otf2", "goal"]
+    assert [e.name for e in EXPORTERS.values() if not e.timeline] == ["goal"]
+    tr = _synthetic(tmp_path / "syn")
+    p = hindsight("export", tr, "--format", "goal", "--model", "loggps")
+    assert p.returncode == 2 and "writes the schedule, not a timeline" in p.stderr
+    p = hindsight("export", tr, "--format", "otf2", "--with-measured")
+    assert p.returncode == 2 and "--with-measured needs --format perfetto and --model" in p.stderr
+    p = hindsight("import", "otf2", tmp_path / "x.otf2", "--out", tmp_path / "o", "--set", "L=1us")
+    assert p.returncode == 2 and "--set applies to GOAL imports only" in p.stderr
+    for name, exporter in EXPORTERS.items():
+        p = hindsight("export", tr, "--format", name)
+        assert p.returncode == 0, p.stderr
+        out = Path(str(tr) + exporter.suffix)
+        assert out.exists() and p.stdout.startswith(f"wrote {out}"), p.stdout

@@ -25,37 +25,17 @@ import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
+from hindsight.interop.timeline import call_heads, read_timeline
+from replay.matching import match_messages
 
 PID_STRIDE = 100000
-
-
-def call_heads(rank: np.ndarray, op: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:
-    """For each row (in rank, seq order), the first row of the MPI call it belongs to: rows of one
-    call (one row per request of a Waitall, the two halves of a Sendrecv) share rank and times."""
-    n = len(rank)
-    if n < 2:
-        return np.arange(n)
-    same = (rank[1:] == rank[:-1]) & (ts[1:] == ts[:-1]) & (te[1:] == te[:-1]) & (op[1:] != 0)
-    same &= (op[1:] == op[:-1]) | ((op[1:] == tf.OP_CODE["Sendrecv_recv"]) &
-                                   (op[:-1] == tf.OP_CODE["Sendrecv_send"]))
-    head = np.r_[True, ~same]
-    return np.maximum.accumulate(np.where(head, np.arange(n), 0))
 
 
 def timeline_events(table: pa.Table, label: str | None = None, pid_base: int = 0,
                     flow_base: int = 0) -> list[dict[str, Any]]:
     """Trace-event dicts for one timeline (a trace table, measured or replayed)."""
-    from replay.matching import match_messages, op_codes
-
-    table = tf.sort_rows(table)
-    n = table.num_rows
-    rank = table.column("rank").to_numpy().astype(np.int64)
-    op = op_codes(table).astype(np.int64)
-    region = table.column("region").to_pylist()
-    ts = table.column("t_start").to_numpy().astype(np.int64)
-    te = table.column("t_end").to_numpy().astype(np.int64)
-    cols = {c: table.column(c).to_numpy() for c in ("peer", "tag", "comm", "nbytes", "request",
-                                                     "root", "seq")}
+    tl = read_timeline(table)
+    n, rank, op, region, ts, te = tl.n, tl.rank, tl.op, tl.region, tl.t_start, tl.t_end
     t0 = int(ts.min()) if n else 0
     us = lambda t: round((int(t) - t0) / 1000.0, 3)  # noqa: E731  (ns -> us, ns precision)
 
@@ -74,8 +54,9 @@ def timeline_events(table: pa.Table, label: str | None = None, pid_base: int = 0
     for i in range(n):
         c = int(call_of_row[i])
         name = tf.OPS[op[i]] if 0 <= op[i] < len(tf.OPS) else "unknown"
-        row_args = {k: int(cols[k][i]) for k in ("seq", "peer", "tag", "comm", "nbytes",
-                                                  "request", "root") if int(cols[k][i]) != -1}
+        row_args = {k: int(getattr(tl, k)[i]) for k in ("seq", "peer", "tag", "comm", "nbytes",
+                                                         "request", "root")
+                    if int(getattr(tl, k)[i]) != -1}
         if c in slices:
             slices[c]["args"]["rows"].append({"op": name, **row_args})
             if op[i] == tf.OP_CODE["Sendrecv_recv"]:
@@ -94,7 +75,7 @@ def timeline_events(table: pa.Table, label: str | None = None, pid_base: int = 0
         slices[c] = ev
     events += list(slices.values())
 
-    match, _ = match_messages(table)
+    match, _ = match_messages(tl.table)
     done = np.asarray(match.recv_done_row)
     recv_end = np.where(done >= 0, done, match.recv_row)
     for k in range(len(match)):

@@ -1,6 +1,6 @@
-"""pandas frames of a trace: a tidy one (``load``) and LLNL pipit's event conventions
-(``to_pipit``), so that pipit's analyses (comm_matrix, message_histogram, time_profile, ...) run
-on hindsight traces.
+"""A trace in LLNL pipit's event conventions (``to_pipit``), so that pipit's analyses
+(comm_matrix, message_histogram, time_profile, ...) run on hindsight traces. The tidy frame of a
+trace, ``load``, is ``replay.frame.load`` (also ``replay.load``).
 
 pipit's ``Trace.events`` (as its OTF2 reader builds it) has one row per event::
 
@@ -28,42 +28,22 @@ import pandas as pd
 import pyarrow as pa
 
 from hindsight import trace as tf
+from hindsight.interop.timeline import call_heads, read_timeline
+from replay.frame import load
+from replay.matching import match_messages
+
+__all__ = ["PIPIT_COLUMNS", "load", "pipit_trace", "to_pipit"]
 
 PIPIT_COLUMNS = ["Timestamp (ns)", "Event Type", "Name", "Thread", "Process", "Attributes"]
-
-
-def load(trace: Path | str | pa.Table) -> pd.DataFrame:
-    """A tidy frame of a trace: one row per event in (rank, seq) order, ``op``/``region`` as
-    categoricals, times in ns since the trace's first event and ``duration_ns``."""
-    table = tf.read_trace(trace).table if not isinstance(trace, pa.Table) else trace
-    df = table.to_pandas()
-    df = df.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)
-    t0 = int(df["t_start"].min()) if len(df) else 0
-    df["t_start"] = df["t_start"] - t0
-    df["t_end"] = df["t_end"] - t0
-    df["duration_ns"] = df["t_end"] - df["t_start"]
-    for c in ("op", "region"):
-        df[c] = df[c].astype("category")
-    return df
 
 
 def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
     """The events of a trace (or of a replayed timeline, ``Result.to_arrow()``) in pipit's
     conventions (see the module docstring)."""
-    from replay.matching import match_messages, op_codes
-
-    table = tf.read_trace(trace).table if not isinstance(trace, pa.Table) else trace
-    table = tf.sort_rows(table)
-    n = table.num_rows
-    rank = table.column("rank").to_numpy().astype(np.int64)
-    op = op_codes(table).astype(np.int64)
-    region = table.column("region").to_pylist()
-    ts = table.column("t_start").to_numpy().astype(np.int64)
-    te = table.column("t_end").to_numpy().astype(np.int64)
-    c = {k: table.column(k).to_numpy().astype(np.int64)
-         for k in ("peer", "tag", "comm", "nbytes", "request")}
+    tl = read_timeline(trace)
+    n, rank, op, region, ts, te = tl.n, tl.rank, tl.op, tl.region, tl.t_start, tl.t_end
     t0 = int(ts.min()) if n else 0
-    match, _ = match_messages(table)
+    match, _ = match_messages(tl.table)
     matched_send = np.zeros(n, bool)
     matched_send[match.send_row] = True
     done = np.asarray(match.recv_done_row)
@@ -79,8 +59,6 @@ def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
     def add(t, r, k, typ, name, attrs, phase=0, tie=0):
         rows.append((int(t) - t0, int(r), phase, tie, k, typ, name, attrs))
 
-    from hindsight.interop.perfetto import call_heads
-
     head = call_heads(rank, op, ts, te)
     k = 0
     for i in range(n):
@@ -94,19 +72,19 @@ def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
         if first:
             add(ts[i], rank[i], k, "Enter", name, {"region": name}, 1, -dur)
             k += 1
-        base = {"communicator": int(c["comm"][i]), "msg_tag": int(c["tag"][i]),
-                "msg_length": int(c["nbytes"][i])}
+        base = {"communicator": int(tl.comm[i]), "msg_tag": int(tl.tag[i]),
+                "msg_length": int(tl.nbytes[i])}
         if matched_send[i]:
             nb = name_op in tf.NONBLOCKING_SEND_OPS
             add(ts[i], rank[i], k, "Instant", "MpiIsend" if nb else "MpiSend",
-                {"receiver": int(c["peer"][i]), **base,
-                 **({"request_id": int(c["request"][i])} if nb else {})}, 2)
+                {"receiver": int(tl.peer[i]), **base,
+                 **({"request_id": int(tl.request[i])} if nb else {})}, 2)
             k += 1
         if matched_recv[i]:
             nb = name_op in tf.COMPLETION_OPS
             add(te[i], rank[i], k, "Instant", "MpiIrecv" if nb else "MpiRecv",
-                {"sender": int(c["peer"][i]), **base,
-                 **({"request_id": int(c["request"][i])} if nb else {})}, -1 if dur else 2)
+                {"sender": int(tl.peer[i]), **base,
+                 **({"request_id": int(tl.request[i])} if nb else {})}, -1 if dur else 2)
             k += 1
         if last:
             add(te[i], rank[i], k, "Leave", name, None, 0 if dur else 3, dur)

@@ -18,7 +18,7 @@ from replay.models.base import REGISTRY, NetworkModel, Param, ParamError, regist
 
 
 def _registry() -> dict[str, NetworkModel]:
-    from replay.models import hockney, loggp, loggps, measured, mm1  # noqa: F401  (register)
+    from replay.models import hockney, loggopsim, loggp, loggps, measured, mm1  # noqa: F401
     return REGISTRY
 
 

@@ -11,9 +11,6 @@ receiver answers when its receive is posted, then the data moves::
     receive completes  max(arrival, receive NIC free) + o_r(k)
 
 Overheads follow paper 004: o = o'_a + o'_b·P + O·k, per side.
-
-``semantics=loggopsim`` replays the trace as a GOAL schedule under the LogGOPSim simulator's rules
-instead (``replay.loggopsim``; differences in docs/interop.md).
 """
 
 from __future__ import annotations
@@ -28,8 +25,3 @@ class LogGPS(LogGP):
     PARAMS: dict[str, Param] = dict(LogGP.PARAMS)
     PARAMS["S"] = Param("bytes", "64KiB", "rendezvous threshold: larger messages synchronise",
                         allow_inf=True)
-    # Which rules turn the parameters into times: hindsight's (above) or the LogGOPSim
-    # simulator's (replay.loggopsim), so that GOAL schedules give that simulator's end times to
-    # the nanosecond.
-    PARAMS["semantics"] = Param("choice", "hindsight", "hindsight or loggopsim (LogGOPSim's rules)",
-                                choices=("hindsight", "loggopsim"))

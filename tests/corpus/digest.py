@@ -29,7 +29,7 @@ CONFIGS: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
     "loggps-slow": ("loggps", {"L": "20us", "G": "1ns", "S": "4KiB", "o": "3us"}, {}),
     "loggps-scaled": ("loggps", {}, {"compute_scale": 0.5}),
     "loggps-cpu": ("loggps", {}, {"cpu_time": True}),
-    "loggopsim": ("loggps", {"semantics": "loggopsim"}, {}),
+    "loggopsim": ("loggopsim", {}, {}),
     "hockney": ("hockney", {}, {}),
     "mm1": ("mm1", {}, {}),
     "measured": ("measured", {}, {}),

@@ -1,0 +1,109 @@
+"""The formats ``hindsight export`` writes and ``hindsight import`` reads: one registry each.
+
+An ``Exporter`` writes one format: ``write(job, out)`` writes ``out`` (a file; for OTF2 a
+directory) and returns the one line the command prints. ``suffix`` names the default output,
+TRACE + suffix (TRACE-replayed + suffix for a replayed timeline). ``timeline`` says whether it
+writes a timeline, which may then be a replayed one (``--model``), or the program itself (GOAL's
+schedule), which no model changes. ``two_timelines``: it can put the measured timeline beside the
+replayed one in one file (``--with-measured``).
+
+An ``Importer`` reads one format: ``read(source, out, params)`` writes the trace directory
+``out``; ``params`` (``--set NAME=VALUE`` pairs) only where ``takes_params``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+
+from hindsight.interop.goal import export_goal, import_goal
+from hindsight.interop.otf2_export import export_otf2
+from hindsight.interop.otf2_import import import_otf2
+from hindsight.interop.perfetto import to_perfetto, write_perfetto
+from hindsight.interop.pipit import to_pipit
+from replay.loggopsim.simulator import SEND
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """What an exporter writes: ``table`` is the timeline of ``trace`` (measured, or replayed
+    under model ``label``; None for a format that writes the program, which ``compute_scale``
+    and ``algorithms`` shape); ``measured`` is the measured timeline to put beside a replayed
+    one (``--with-measured``)."""
+
+    trace: Path
+    compute_scale: float = 1.0
+    algorithms: dict[str, str] = field(default_factory=dict)
+    table: pa.Table | None = None
+    manifest: dict = field(default_factory=dict)
+    nranks: int = 0
+    label: str | None = None
+    measured: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class Exporter:
+    name: str
+    help: str
+    suffix: str
+    timeline: bool
+    write: Callable[[ExportJob, Path], str]
+    two_timelines: bool = False
+
+
+@dataclass(frozen=True)
+class Importer:
+    name: str
+    takes_params: bool
+    read: Callable[[Path, Path, list[tuple[str, str]]], Path]
+
+
+def _otf2(job: ExportJob, out: Path) -> str:
+    anchor = export_otf2(job.trace, out, table=job.table, manifest=job.manifest)
+    return (f"wrote {anchor}: OTF2 archive, {job.nranks} locations, {job.table.num_rows} "
+            "trace rows")
+
+
+def _perfetto(job: ExportJob, out: Path) -> str:
+    timelines = [(job.label, job.table)]
+    if job.measured is not None:
+        timelines = [("measured", job.measured), (job.label, job.table)]
+    doc = to_perfetto(timelines, {"trace": str(job.trace), "ranks": job.nranks,
+                                  "timeline": job.label or "measured"})
+    write_perfetto(doc, out)
+    nflow = sum(1 for e in doc["traceEvents"] if e["ph"] == "s")
+    nx = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
+    return (f"wrote {out}: {job.nranks} ranks, {nx} slices, {nflow} message arrows "
+            "(open in https://ui.perfetto.dev)")
+
+
+def _goal(job: ExportJob, out: Path) -> str:
+    sched = export_goal(job.trace, out, compute_scale=job.compute_scale,
+                        algorithms=job.algorithms)
+    return (f"wrote {out}: GOAL schedule of {sched.nranks} ranks, {sched.nops} operations "
+            f"({int((sched.kind == SEND).sum())} messages)")
+
+
+def _pipit(job: ExportJob, out: Path) -> str:
+    df = to_pipit(job.table)
+    df = df.assign(Attributes=[json.dumps(a) if a is not None else "" for a in df["Attributes"]])
+    df.to_csv(out, index=False)
+    return f"wrote {out}: {len(df)} events in pipit's columns"
+
+
+EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
+    Exporter("otf2", "Score-P/Vampir archive", "-otf2", True, _otf2),
+    Exporter("perfetto", "Chrome trace JSON", ".perfetto.json", True, _perfetto,
+             two_timelines=True),
+    Exporter("goal", "LogGOPSim schedule", ".goal", False, _goal),
+    Exporter("pipit", "CSV of pipit's events frame", ".pipit.csv", True, _pipit),
+)}
+
+IMPORTERS: dict[str, Importer] = {i.name: i for i in (
+    Importer("otf2", False, lambda source, out, params: import_otf2(source, out)),
+    Importer("goal", True, import_goal),
+)}

@@ -1,0 +1,62 @@
+"""The columns every exporter reads from a timeline (a trace table, measured or replayed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from hindsight import trace as tf
+from replay.matching import op_codes
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A timeline's rows in (rank, seq) order, as numpy columns (int64; ``op`` indexes
+    ``tf.OPS``, ``region`` is a list of names or None); ``table`` is the sorted table."""
+
+    table: pa.Table
+    rank: np.ndarray
+    seq: np.ndarray
+    op: np.ndarray
+    region: list[str | None]
+    t_start: np.ndarray
+    t_end: np.ndarray
+    peer: np.ndarray
+    tag: np.ndarray
+    comm: np.ndarray
+    nbytes: np.ndarray
+    request: np.ndarray
+    root: np.ndarray
+    cpu_ns: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.rank)
+
+
+def read_timeline(trace: Path | str | pa.Table) -> Timeline:
+    """The timeline of a trace directory, or of a table (e.g. ``Result.to_arrow()``)."""
+    table = trace if isinstance(trace, pa.Table) else tf.read_trace(trace).table
+    table = tf.sort_rows(table)
+    col = lambda name: table.column(name).to_numpy().astype(np.int64)  # noqa: E731
+    return Timeline(
+        table=table, rank=col("rank"), seq=col("seq"), op=op_codes(table).astype(np.int64),
+        region=table.column("region").to_pylist(), t_start=col("t_start"), t_end=col("t_end"),
+        peer=col("peer"), tag=col("tag"), comm=col("comm"), nbytes=col("nbytes"),
+        request=col("request"), root=col("root"), cpu_ns=col("cpu_ns"))
+
+
+def call_heads(rank: np.ndarray, op: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:
+    """For each row (in rank, seq order), the first row of the MPI call it belongs to: rows of one
+    call (one row per request of a Waitall, the two halves of a Sendrecv) share rank and times."""
+    n = len(rank)
+    if n < 2:
+        return np.arange(n)
+    same = (rank[1:] == rank[:-1]) & (ts[1:] == ts[:-1]) & (te[1:] == te[:-1]) & (op[1:] != 0)
+    same &= (op[1:] == op[:-1]) | ((op[1:] == tf.OP_CODE["Sendrecv_recv"]) &
+                                   (op[:-1] == tf.OP_CODE["Sendrecv_send"]))
+    head = np.r_[True, ~same]
+    return np.maximum.accumulate(np.where(head, np.arange(n), 0))

@@ -1,0 +1,157 @@
+"""Per-row replayed times of a LogGOPSim replay: schedule operations back to trace rows."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from hindsight import trace as tf
+from replay import kernel as K
+from replay.loggopsim.goal import GoalError
+from replay.loggopsim.schedule import TraceSchedule
+from replay.loggopsim.simulator import CALC, RECV, Schedule, SimResult
+from replay.prepare import Prepared
+
+
+def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
+              traced: TraceSchedule | None) -> tuple[np.ndarray, np.ndarray]:
+    """Replayed (start, end) ns of every prepared row. ``traced`` is the schedule's mapping to the
+    trace when ``schedule_from_trace`` made it, None when it is the trace's GOAL sidecar.
+
+    Rows without an operation (regions, unmatched calls) follow the rank's time warp; the rows
+    of one call (a Waitall's requests, a Sendrecv's halves) share its times."""
+    if traced is not None:
+        rs, re = _row_times_from_trace(prep, traced, sim)
+    else:
+        rs, re = _row_times_from_sidecar(prep, sched, sim)
+    rs, re = _fill_rows(prep, rs, re, sim.rank_end)
+    cont = np.asarray(prep.rows["cont"], bool)
+    if cont.any():
+        n = len(rs)
+        grp = np.maximum.accumulate(np.where(cont, 0, np.arange(n)))
+        gend = np.full(n, -np.inf)
+        np.maximum.at(gend, grp, re)
+        rs = rs[grp]
+        re = gend[grp]
+    return rs, np.maximum(re, rs)
+
+
+def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult):
+    """Per trace row: replayed start/end from the schedule operations that stand for it.
+
+    A Wait (no operation of its own) ends when the operation it completes ended, and starts when
+    the rank's previous operation in program order ended."""
+    sched, st, stream_op = traced
+    n = prep.nrows
+    rs = np.full(n, -1.0)
+    re = np.full(n, -1.0)
+    g_of_op = np.full(st.nops, -1, np.int64)
+    has = stream_op >= 0
+    g_of_op[stream_op[has]] = np.flatnonzero(has)
+    g_send = np.full(st.nmsg, -1, np.int64)
+    g_recv = np.full(st.nmsg, -1, np.int64)
+    snd = (st.kind == K.SEND) | (st.kind == K.ISEND)
+    rcv = (st.kind == K.RECV) | (st.kind == K.IRECV)
+    g_send[st.msg[snd]] = g_of_op[snd]
+    g_recv[st.msg[rcv]] = g_of_op[rcv]
+    _rows_kernel(st.rank_off, st.kind.astype(np.int64), st.msg, st.op_row, g_of_op, g_send,
+                 g_recv, sim.op_start, sim.op_end, np.asarray(sched.rank, np.int64),
+                 np.asarray(stream_op, np.int64), rs, re, K.WSEND, K.WRECV)
+    return rs, re
+
+
+@nb.njit(cache=True)
+def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, g_end, g_rank,
+                 g_sop, rs, re, K_WSEND, K_WRECV):
+    P = len(rank_off) - 1
+    gi = 0
+    ng = len(g_rank)
+    for r in range(P):
+        last_end = 0.0
+        while gi < ng and g_rank[gi] < r:
+            gi += 1
+        for i in range(rank_off[r], rank_off[r + 1]):
+            # the schedule ops standing for this stream op: its burst's calc, then its own op
+            while gi < ng and (g_sop[gi] == -2 - i or g_sop[gi] == i):
+                if g_end[gi] > last_end:
+                    last_end = g_end[gi]
+                gi += 1
+            w = op_row[i]
+            g = g_of_op[i]
+            if g >= 0:
+                s0, e0 = g_start[g], g_end[g]
+            elif kind[i] == K_WSEND or kind[i] == K_WRECV:
+                gg = g_send[msg[i]] if kind[i] == K_WSEND else g_recv[msg[i]]
+                e0 = max(g_end[gg], last_end) if gg >= 0 else last_end
+                s0 = last_end
+                last_end = e0
+            else:
+                s0, e0 = last_end, last_end
+            if rs[w] < 0.0 or s0 < rs[w]:
+                rs[w] = s0
+            if e0 > re[w]:
+                re[w] = e0
+
+
+def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
+    """Rows of a trace imported from GOAL: Isend/Irecv/Wait rows carry their operation's index
+    (on its rank) as request id; ``calc`` region rows take the rank's calcs in replayed order."""
+    rows = prep.rows
+    n = prep.nrows
+    rs = np.full(n, -1.0)
+    re = np.full(n, -1.0)
+    t = tf.read_trace(prep.path, columns=["rank", "seq", "request"]).table
+    order = np.lexsort((t.column("seq").to_numpy(), t.column("rank").to_numpy()))
+    req = t.column("request").to_numpy()[order]
+    off = sched.rank_off
+    op = rows["op"]
+    rank = rows["rank"]
+    post = tf.op_mask(op, ("Isend", "Irecv")) & (req >= 0)
+    g = off[rank[post]] + req[post]
+    if (req[post] >= np.diff(off)[rank[post]]).any():
+        raise GoalError(f"{prep.path}: the trace's requests do not match its GOAL schedule")
+    rs[post] = sim.op_start[g]
+    re[post] = np.where(sched.kind[g] == RECV, sim.op_start[g], sim.op_end[g])
+    wait = tf.op_mask(op, tf.COMPLETION_OPS) & (req >= 0)
+    gw = off[rank[wait]] + req[wait]
+    re[wait] = sim.op_end[gw]
+    calc_rows = np.flatnonzero(op == 0)
+    for r in range(prep.nranks):
+        mine = calc_rows[rank[calc_rows] == r]
+        ops = np.flatnonzero((sched.rank == r) & (sched.kind == CALC))
+        ops = ops[np.lexsort((ops, sim.op_start[ops]))]
+        k = min(len(mine), len(ops))
+        rs[mine[:k]] = sim.op_start[ops[:k]]
+        re[mine[:k]] = sim.op_end[ops[:k]]
+    # a Wait starts where the rank's previous row ended
+    for r in range(prep.nranks):
+        idx = np.flatnonzero(rank == r)
+        last = 0.0
+        for w in idx:
+            if wait[w]:
+                rs[w] = min(last, re[w])
+            if re[w] >= 0 and op[w] != 0:
+                last = max(last, re[w])
+    return rs, re
+
+
+def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndarray):
+    """Rows without replayed times (regions, unmatched ops) are mapped through the rank's time
+    warp: piecewise linear between rows that have times (as the default engine does)."""
+    rows = prep.rows
+    rank = rows["rank"]
+    ts = (rows["t_start"] - prep.t0).astype(float)
+    te = (rows["t_end"] - prep.t0).astype(float)
+    for r in range(prep.nranks):
+        idx = np.flatnonzero(rank == r)
+        have = idx[rs[idx] >= 0]
+        miss = idx[rs[idx] < 0]
+        if not len(miss):
+            continue
+        mx = np.concatenate([[0.0], ts[have], te[have], [prep.measured_rank_end_ns[r]]])
+        my = np.concatenate([[0.0], rs[have], np.maximum(re[have], rs[have]), [rank_end[r]]])
+        o = np.lexsort((my, mx))
+        mx, my = mx[o], np.maximum.accumulate(my[o])
+        rs[miss] = np.interp(ts[miss], mx, my)
+        re[miss] = np.interp(te[miss], mx, my)
+    return rs, np.maximum(re, rs)

@@ -1,0 +1,161 @@
+"""A hindsight trace as a LogGOPSim schedule: what ``--model loggopsim`` replays.
+
+``schedule_from_trace`` turns a prepared trace's program order into a GOAL schedule;
+``sidecar_schedule`` gives back the schedule a trace imported from GOAL was made from (kept as
+``TRACE/schedule.goal``), which the replay runs instead, dependency graph and all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, NamedTuple
+
+import numba as nb
+import numpy as np
+
+from hindsight import trace as tf
+from replay import kernel as K
+from replay.loggopsim.goal import GoalError, read_goal
+from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
+from replay.prepare import Prepared, Stream
+
+SIDECAR = "schedule.goal"
+
+
+class TraceSchedule(NamedTuple):
+    """A trace's schedule and how it maps back: ``stream_op[j]`` is the stream operation
+    schedule operation ``j`` stands for (``-2 - i`` for the calc of stream operation i's burst,
+    ``-2 - nops`` for the rank's trailing computation)."""
+
+    schedule: Schedule
+    stream: Stream
+    stream_op: np.ndarray
+
+
+def schedule_from_trace(prep: Prepared, scale: np.ndarray, cpu_time: bool = False,
+                        algorithms: Mapping[str, str] | None = None) -> TraceSchedule:
+    """The GOAL schedule of a prepared trace, bursts multiplied by ``scale`` (per region + 1,
+    ``scale[0]`` for bursts outside regions).
+
+    Each rank's program order becomes a dependency chain: a compute burst is a ``calc``; a
+    blocking send/receive is an operation the next one ``requires``; a non-blocking post is one
+    the next ``irequires`` (it only has to have started) and its Wait adds a ``requires`` on it.
+    Collectives are the point-to-point messages of their algorithms (as in every network model).
+    Tags: a point-to-point message on COMM_WORLD keeps its tag; the others (collectives, other
+    communicators) get tags above every user tag, unique per sender/receiver pair, so
+    LogGOPSim's (source, tag) matching pairs exactly the messages the trace paired.
+    """
+    st = prep.stream(expand=True, algorithms=dict(algorithms or {}))
+    tags = _message_tags(prep, st)
+    burst = (st.burst_cpu if cpu_time else st.burst) * scale[st.reg.astype(np.int64) + 1]
+    trail = prep.trail * scale[0]
+    out = _chain(st.rank_off, st.kind.astype(np.int64), st.msg, burst, trail, st.m_bytes,
+                 st.m_src, st.m_dst, tags, K.SEND, K.RECV, K.ISEND, K.IRECV, K.WSEND, K.WRECV)
+    (rank, kind, size, peer, tag, stream_op, dep_op, dep_on, dep_start) = out
+    z = np.zeros(len(kind), np.int64)
+    sched = Schedule(prep.nranks, rank, kind, size, peer, tag, z, z.copy(), dep_op, dep_on,
+                     dep_start)
+    return TraceSchedule(sched, st, stream_op)
+
+
+def sidecar_schedule(prep: Prepared) -> Schedule | None:
+    """The GOAL schedule a trace was imported from, if it was (kept as TRACE/schedule.goal)."""
+    origin = (prep.manifest or {}).get("origin") or {}
+    if origin.get("format") != "goal" or prep.path is None:
+        return None
+    path = Path(prep.path) / SIDECAR
+    if not path.is_file():
+        raise GoalError(f"{path}: missing; the manifest says this trace was imported from a GOAL "
+                        "schedule kept in that file")
+    return read_goal(path)
+
+
+def _message_tags(prep, st) -> np.ndarray:
+    """A tag per message of the stream (see ``schedule_from_trace``)."""
+    M0 = len(prep.msgs["send_row"])
+    tags = np.full(st.nmsg, -1, np.int64)
+    if M0 and prep.path is not None:
+        t = tf.read_trace(prep.path, columns=["rank", "seq", "tag", "comm"]).table
+        order = np.lexsort((t.column("seq").to_numpy(), t.column("rank").to_numpy()))
+        tag_col = t.column("tag").to_numpy()[order]
+        comm_col = t.column("comm").to_numpy()[order]
+        if len(tag_col) != prep.nrows:
+            raise ValueError("trace rows changed since it was prepared")
+        sr = prep.msgs["send_row"]
+        user = (comm_col[sr] == 0) & (tag_col[sr] >= 0)
+        tags[:M0] = np.where(user, tag_col[sr], -1)
+    base = int(tags.max()) + 1 if len(tags) else 0
+    synth = np.flatnonzero(tags < 0)
+    if len(synth):
+        pair = st.m_src[synth] * (prep.nranks + 1) + st.m_dst[synth]
+        order = np.argsort(pair, kind="stable")
+        ps = pair[order]
+        start = np.r_[0, np.flatnonzero(ps[1:] != ps[:-1]) + 1]
+        rank_in = np.arange(len(ps)) - np.repeat(start, np.diff(np.r_[start, len(ps)]))
+        tags[synth[order]] = base + rank_in
+    return tags
+
+
+@nb.njit(cache=True)
+def _chain(rank_off, kind, msg, burst, trail, m_bytes, m_src, m_dst, tags,
+           K_SEND, K_RECV, K_ISEND, K_IRECV, K_WSEND, K_WRECV):
+    P = len(rank_off) - 1
+    n = len(kind)
+    cap = 2 * n + P
+    rank = np.empty(cap, np.int64)
+    gk = np.empty(cap, np.int64)
+    size = np.empty(cap)
+    peer = np.empty(cap, np.int64)
+    tag = np.empty(cap, np.int64)
+    sop = np.empty(cap, np.int64)
+    dcap = 3 * n + P + 1
+    d_op = np.empty(dcap, np.int64)
+    d_on = np.empty(dcap, np.int64)
+    d_st = np.empty(dcap, np.bool_)
+    nm = len(m_bytes)
+    g_send = np.full(nm, -1, np.int64)
+    g_recv = np.full(nm, -1, np.int64)
+    cur = np.empty(n + 2, np.int64)      # ops the next operation depends on
+    cur_st = np.empty(n + 2, np.bool_)
+    ng = 0
+    nd = 0
+    for r in range(P):
+        nc = 0
+        for i in range(rank_off[r], rank_off[r + 1] + 1):
+            last = i == rank_off[r + 1]
+            b = trail[r] if last else burst[i]
+            if b > 0:
+                rank[ng], gk[ng], size[ng], peer[ng], tag[ng] = r, CALC, b, ANY, 0
+                # a calc remembers the stream op it precedes as -2 - i (the trail: -2 - n)
+                sop[ng] = -2 - i
+                for j in range(nc):
+                    d_op[nd], d_on[nd], d_st[nd] = ng, cur[j], cur_st[j]
+                    nd += 1
+                cur[0], cur_st[0], nc = ng, False, 1
+                ng += 1
+            if last:
+                break
+            k = kind[i]
+            if k == K_SEND or k == K_ISEND or k == K_RECV or k == K_IRECV:
+                m = msg[i]
+                snd = k == K_SEND or k == K_ISEND
+                rank[ng], gk[ng], size[ng], tag[ng] = r, SEND if snd else RECV, m_bytes[m], tags[m]
+                peer[ng] = m_dst[m] if snd else m_src[m]
+                sop[ng] = i
+                if snd:
+                    g_send[m] = ng
+                else:
+                    g_recv[m] = ng
+                for j in range(nc):
+                    d_op[nd], d_on[nd], d_st[nd] = ng, cur[j], cur_st[j]
+                    nd += 1
+                cur[0], cur_st[0], nc = ng, (k == K_ISEND or k == K_IRECV), 1
+                ng += 1
+            elif k == K_WSEND or k == K_WRECV:
+                g = g_send[msg[i]] if k == K_WSEND else g_recv[msg[i]]
+                if g >= 0:
+                    cur[nc], cur_st[nc] = g, False
+                    nc += 1
+    return (rank[:ng].copy(), gk[:ng].copy(), size[:ng].copy(), peer[:ng].copy(),
+            tag[:ng].copy(), sop[:ng].copy(), d_op[:nd].copy(), d_on[:nd].copy(),
+            d_st[:nd].copy())

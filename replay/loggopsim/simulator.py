@@ -1,0 +1,428 @@
+"""LogGOPSim's schedule simulator (Hoefler, Schneider, Lumsdaine, HPDC 2010), on flat arrays.
+
+A *schedule* (the GOAL language LogGOPSim reads, ``replay.loggopsim.goal``) is per rank a graph
+of ``send``/``recv``/``calc`` operations with ``requires`` (after completion) and ``irequires``
+(after start) dependencies. This module runs one with LogGOPSim's event-driven rules and its
+LogGOPS costs, so that a schedule gets that simulator's end times. It is the peer's algorithm
+alone: it imports nothing of hindsight. The rules (all times in ns):
+
+* a send issued at t (when the rank's CPU and its NIC send gap are free) occupies the CPU until
+  t + o + (s-1)·O and the send NIC until t + g + (s-1)·G; its first byte arrives at t + o + L;
+* an arriving message is handled at max(arrival, receiver CPU free, receiver NIC free) and charges
+  the receiver's CPU o + (s-1)·max(O, G) and its receive NIC g + (s-1)·G, posted receive or not;
+* a receive that finds an already-arrived message completes at once at no extra cost; posting a
+  receive is free;
+* messages of at most S bytes are eager (the send completes when issued); larger ones complete the
+  send when matched (no extra handshake latency);
+* matching is first-match on (source, tag) with wildcards (-1), in posted / arrival order;
+* simultaneous events run in time order, then insertion order; operations that become ready
+  together are inserted sends first, then receives, then calcs;
+* an operation that becomes ready starts no earlier than its CPU (sends: and NIC) is free;
+* a rank's end time is its CPU's last busy time.
+
+With whole-ns parameters the arithmetic is exact in float64 and equals LogGOPSim's integer
+arithmetic; fractional parameters are used as given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+# Operation types. The values are LogGOPSim's, and their order is its tie-break order.
+SEND, RECV, CALC = 1, 2, 3
+KIND_NAMES = {SEND: "send", RECV: "recv", CALC: "calc"}
+ANY = -1   # wildcard source / tag
+
+# Parameter vector layout (ns, ns/byte, bytes).
+Q_L, Q_OS, Q_OR, Q_OSB, Q_ORB, Q_GAP, Q_G, Q_S = range(8)
+
+
+@dataclass
+class Schedule:
+    """A GOAL schedule as flat arrays; operations grouped by rank, in schedule order.
+
+    ``size`` is bytes for send/recv and ns for calc. Dependency ``k``: operation ``dep_op[k]``
+    needs ``dep_on[k]`` (same rank) to be complete, or only started if ``dep_start[k]``
+    (``irequires``)."""
+
+    nranks: int
+    rank: np.ndarray
+    kind: np.ndarray
+    size: np.ndarray
+    peer: np.ndarray
+    tag: np.ndarray
+    cpu: np.ndarray
+    nic: np.ndarray
+    dep_op: np.ndarray
+    dep_on: np.ndarray
+    dep_start: np.ndarray
+    labels: list[str] | None = None
+
+    @property
+    def nops(self) -> int:
+        return len(self.kind)
+
+    @property
+    def rank_off(self) -> np.ndarray:
+        return np.searchsorted(self.rank, np.arange(self.nranks + 1)).astype(np.int64)
+
+
+@dataclass
+class SimResult:
+    op_start: np.ndarray      # when each operation started (ns)
+    op_end: np.ndarray        # calc: start+size; send: CPU free after it (rendezvous: >= match);
+                              # recv: when its data was handled (or its start, if already there)
+    match: np.ndarray         # partner operation of each send/recv (-1 for calc)
+    rank_end: np.ndarray      # per rank: last time its CPU was busy
+    rank_cpu_busy: np.ndarray  # per rank: CPU time charged for calcs
+    rank_overhead: np.ndarray  # per rank: CPU time charged for o and O
+    not_done: int             # operations that never completed (0 = success)
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot run (deadlock, unmatched messages); readable message. Callers that
+    read the schedule from a file or a trace say which one."""
+
+
+def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv: float,
+                  g: float, G: float, S: float) -> np.ndarray:
+    """The parameter vector of ``simulate``: LogGOPS with o and O per side (ns, ns/byte, bytes);
+    LogGOPSim's own model is o_send == o_recv and O_send == O_recv."""
+    p = np.zeros(8)
+    p[Q_L], p[Q_OS], p[Q_OR], p[Q_OSB], p[Q_ORB] = L, o_send, o_recv, O_send, O_recv
+    p[Q_GAP], p[Q_G], p[Q_S] = g, G, S
+    return p
+
+
+def _successors(nops: int, dep_op: np.ndarray, dep_on: np.ndarray, dep_start: np.ndarray):
+    """CSR of dependents by the operation they wait for, and each op's count of open deps."""
+    order = np.argsort(dep_on, kind="stable")
+    off = np.zeros(nops + 1, np.int64)
+    np.add.at(off, dep_on + 1, 1)
+    off = np.cumsum(off)
+    cnt = np.zeros(nops, np.int64)
+    np.add.at(cnt, dep_op, 1)
+    return off, dep_op[order].astype(np.int64), dep_start[order].astype(np.bool_), cnt
+
+
+def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
+    """Run the schedule; raise ScheduleError if it cannot finish."""
+    n = s.nops
+    off, succ, succ_start, cnt = _successors(n, np.asarray(s.dep_op, np.int64),
+                                             np.asarray(s.dep_on, np.int64),
+                                             np.asarray(s.dep_start, bool))
+    ncpu = int(s.cpu.max()) + 1 if n else 1
+    nnic = int(s.nic.max()) + 1 if n else 1
+    op_start = np.full(n, -1.0)
+    op_end = np.full(n, -1.0)
+    match = np.full(n, -1, np.int64)
+    rank_end = np.zeros(s.nranks)
+    busy = np.zeros(s.nranks)
+    ovh = np.zeros(s.nranks)
+    not_done, n_rq, n_uq = _simulate(
+        np.asarray(s.rank, np.int64), np.asarray(s.kind, np.int64),
+        np.asarray(s.size, np.float64), np.asarray(s.peer, np.int64),
+        np.asarray(s.tag, np.int64), np.asarray(s.cpu, np.int64), np.asarray(s.nic, np.int64),
+        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm,
+        op_start, op_end, match, rank_end, busy, ovh)
+    if n_rq or n_uq or not_done:
+        what = []
+        if n_uq:
+            what.append(f"{n_uq} message(s) arrived that no receive matches")
+        if n_rq:
+            what.append(f"{n_rq} receive(s) got no message")
+        if not_done and not what:
+            what.append("the dependencies are cyclic")
+        bad = np.flatnonzero(op_end < 0)[:3]
+        where = ", ".join(f"rank {s.rank[i]} {KIND_NAMES[int(s.kind[i])]}"
+                          + (f" {s.labels[i]}" if s.labels else "") for i in bad)
+        raise ScheduleError(f"schedule cannot finish: {'; '.join(what)}; {not_done} operation(s) "
+                            f"never complete (first: {where})")
+    return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)
+
+
+# ------------------------------------------------------------------------------------------------
+# The compiled simulation. Event queue: a binary heap of (time, insertion stamp, code); code >= 0
+# is an operation, code < 0 the message of send operation -code-1. Re-queued events keep their
+# stamp, as in LogGOPSim (its STRICT_ORDER).
+
+
+@nb.njit(cache=True, nogil=True)
+def _less(ht, hs, a, b):
+    return ht[a] < ht[b] or (ht[a] == ht[b] and hs[a] < hs[b])
+
+
+@nb.njit(cache=True, nogil=True)
+def _push(ht, hs, hc, nh, t, stamp, code):
+    i = nh
+    ht[i] = t
+    hs[i] = stamp
+    hc[i] = code
+    while i > 0:
+        p = (i - 1) // 2
+        if _less(ht, hs, i, p):
+            ht[i], ht[p] = ht[p], ht[i]
+            hs[i], hs[p] = hs[p], hs[i]
+            hc[i], hc[p] = hc[p], hc[i]
+            i = p
+        else:
+            break
+    return nh + 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _pop(ht, hs, hc, nh):
+    """Remove the top (returned by the caller reading index 0 first); returns the new size."""
+    nh -= 1
+    ht[0], hs[0], hc[0] = ht[nh], hs[nh], hc[nh]
+    i = 0
+    while True:
+        lft = 2 * i + 1
+        if lft >= nh:
+            break
+        c = lft
+        if lft + 1 < nh and _less(ht, hs, lft + 1, lft):
+            c = lft + 1
+        if _less(ht, hs, c, i):
+            ht[i], ht[c] = ht[c], ht[i]
+            hs[i], hs[c] = hs[c], hs[i]
+            hc[i], hc[c] = hc[c], hc[i]
+            i = c
+        else:
+            break
+    return nh
+
+
+@nb.njit(cache=True, nogil=True)
+def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
+    """Operation x started (start_only) or completed: count down its dependents."""
+    for k in range(off[x], off[x + 1]):
+        if succ_start[k] == start_only:
+            d = succ[k]
+            cnt[d] -= 1
+            if cnt[d] == 0:
+                freed[nf] = d
+                nf += 1
+    return nf
+
+
+@nb.njit(cache=True, nogil=True)
+def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, P, ncpu, nnic,
+              prm, op_start, op_end, match, rank_end, busy, ovh):
+    n = len(kind)
+    L = prm[Q_L]
+    o_s = prm[Q_OS]
+    o_r = prm[Q_OR]
+    O_s = prm[Q_OSB]
+    O_r = prm[Q_ORB]
+    g = prm[Q_GAP]
+    G = prm[Q_G]
+    S = prm[Q_S]
+    nexto = np.zeros(P * ncpu)
+    nextgs = np.zeros(P * nnic)
+    nextgr = np.zeros(P * nnic)
+    cap = 2 * n + 2
+    ht = np.empty(cap)
+    hs = np.empty(cap, np.int64)
+    hc = np.empty(cap, np.int64)
+    nh = 0
+    stamp = 0
+    # receive queue (posted receives) and unexpected queue (arrived messages) per rank:
+    # doubly linked lists threaded through the operation index (recv ops / send ops).
+    qn = np.full(n, -1, np.int64)
+    qp = np.full(n, -1, np.int64)
+    rq_h = np.full(P, -1, np.int64)
+    rq_t = np.full(P, -1, np.int64)
+    uq_h = np.full(P, -1, np.int64)
+    uq_t = np.full(P, -1, np.int64)
+    done = np.zeros(n, np.bool_)
+    freed = np.empty(n + 1, np.int64)
+    nf = 0
+
+    # Operations without dependencies start at time 0, per rank in type order.
+    for i in range(n):
+        if cnt[i] == 0:
+            freed[nf] = i
+            nf += 1
+    first = True
+    while True:
+        if nf > 0:
+            # Queue the newly ready operations: by rank, then type, then schedule order.
+            key = np.empty(nf, np.int64)
+            for j in range(nf):
+                x = freed[j]
+                key[j] = (rank[x] * 4 + kind[x]) * (n + 1) + x
+            key.sort()
+            for j in range(nf):
+                x = key[j] % (n + 1)
+                h = rank[x]
+                if first:
+                    t = 0.0
+                elif kind[x] == SEND:
+                    t = max(nexto[h * ncpu + cpu[x]], nextgs[h * nnic + nic[x]])
+                else:
+                    t = nexto[h * ncpu + cpu[x]]
+                nh = _push(ht, hs, hc, nh, t, stamp, x)
+                stamp += 1
+            nf = 0
+        first = False
+        if nh == 0:
+            break
+        t = ht[0]
+        st = hs[0]
+        code = hc[0]
+        nh = _pop(ht, hs, hc, nh)
+
+        if code >= 0:
+            x = code
+            h = rank[x]
+            ci = h * ncpu + cpu[x]
+            ni = h * nnic + nic[x]
+            k = kind[x]
+            if k == CALC:
+                if nexto[ci] <= t:
+                    nexto[ci] = t + size[x]
+                    busy[h] += size[x]
+                    op_start[x] = t
+                    op_end[x] = t + size[x]
+                    done[x] = True
+                    nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
+                    nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                else:
+                    nh = _push(ht, hs, hc, nh, nexto[ci], st, x)
+            elif k == SEND:
+                free_at = max(nexto[ci], nextgs[ni])
+                if free_at <= t:
+                    op_start[x] = t
+                    nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
+                    s1 = size[x] - 1.0
+                    nexto[ci] = t + o_s + s1 * O_s
+                    ovh[h] += o_s + s1 * O_s
+                    nextgs[ni] = t + g + s1 * G
+                    op_end[x] = nexto[ci]
+                    nh = _push(ht, hs, hc, nh, t + o_s + L, stamp, -x - 1)
+                    stamp += 1
+                    if size[x] <= S:
+                        done[x] = True
+                        nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                else:
+                    nh = _push(ht, hs, hc, nh, free_at, st, x)
+            else:  # RECV: posting is free; an arrived message completes it at once
+                op_start[x] = t
+                nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
+                m = uq_h[h]
+                while m >= 0:
+                    if (peer[x] == ANY or rank[m] == peer[x]) and (tag[x] == ANY or
+                                                                  tag[m] == tag[x]):
+                        break
+                    m = qn[m]
+                if m >= 0:
+                    # unlink m from the unexpected queue
+                    if qp[m] >= 0:
+                        qn[qp[m]] = qn[m]
+                    else:
+                        uq_h[h] = qn[m]
+                    if qn[m] >= 0:
+                        qp[qn[m]] = qp[m]
+                    else:
+                        uq_t[h] = qp[m]
+                    match[x] = m
+                    match[m] = x
+                    if size[x] > S:
+                        # rendezvous: the sender's request completes now (LogGOPSim moves the
+                        # sender's clocks up to now, using this operation's cpu/nic index)
+                        sr = rank[m]
+                        done[m] = True
+                        op_end[m] = max(op_end[m], t)
+                        nf = _release(m, False, off, succ, succ_start, cnt, freed, nf)
+                        if nexto[sr * ncpu + cpu[x]] < t:
+                            nexto[sr * ncpu + cpu[x]] = t
+                        if nextgs[sr * nnic + nic[x]] < t:
+                            nextgs[sr * nnic + nic[x]] = t
+                    op_end[x] = t
+                    done[x] = True
+                    nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                else:
+                    if rq_t[h] >= 0:
+                        qn[rq_t[h]] = x
+                        qp[x] = rq_t[h]
+                    else:
+                        rq_h[h] = x
+                    rq_t[h] = x
+        else:  # a message arrives: code encodes its send operation
+            m = -code - 1
+            h = peer[m]
+            ci = h * ncpu + cpu[m]
+            ni = h * nnic + nic[m]
+            free_at = max(nexto[ci], nextgr[ni])
+            if free_at <= t:
+                s1 = size[m] - 1.0
+                charge = o_r + max(s1 * O_r, s1 * G)
+                nexto[ci] = t + charge
+                ovh[h] += charge
+                nextgr[ni] = t + g + s1 * G
+                x = rq_h[h]
+                while x >= 0:
+                    if (peer[x] == ANY or peer[x] == rank[m]) and (tag[x] == ANY or
+                                                                  tag[x] == tag[m]):
+                        break
+                    x = qn[x]
+                if x >= 0:
+                    if qp[x] >= 0:
+                        qn[qp[x]] = qn[x]
+                    else:
+                        rq_h[h] = qn[x]
+                    if qn[x] >= 0:
+                        qp[qn[x]] = qp[x]
+                    else:
+                        rq_t[h] = qp[x]
+                    match[x] = m
+                    match[m] = x
+                    if size[m] > S:
+                        sr = rank[m]
+                        done[m] = True
+                        op_end[m] = max(op_end[m], t)
+                        nf = _release(m, False, off, succ, succ_start, cnt, freed, nf)
+                        if nexto[sr * ncpu + cpu[m]] < t:
+                            nexto[sr * ncpu + cpu[m]] = t
+                        if nextgs[sr * nnic + nic[m]] < t:
+                            nextgs[sr * nnic + nic[m]] = t
+                    op_end[x] = nexto[ci]
+                    done[x] = True
+                    nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                else:
+                    if uq_t[h] >= 0:
+                        qn[uq_t[h]] = m
+                        qp[m] = uq_t[h]
+                    else:
+                        uq_h[h] = m
+                    uq_t[h] = m
+            else:
+                nh = _push(ht, hs, hc, nh, free_at, st, code)
+
+    for h in range(P):
+        e = 0.0
+        for c in range(ncpu):
+            if nexto[h * ncpu + c] > e:
+                e = nexto[h * ncpu + c]
+        rank_end[h] = e
+    not_done = 0
+    for i in range(n):
+        if not done[i]:
+            not_done += 1
+    n_rq = 0
+    n_uq = 0
+    for h in range(P):
+        x = rq_h[h]
+        while x >= 0:
+            n_rq += 1
+            x = qn[x]
+        x = uq_h[h]
+        while x >= 0:
+            n_uq += 1
+            x = qn[x]
+    return not_done, n_rq, n_uq
+

@@ -1,0 +1,118 @@
+"""LogGOPSim (Hoefler, Schneider, Lumsdaine, "LogGOPSim - Simulating Large-Scale Applications in
+the LogGOPS Model", HPDC 2010): the trace as a GOAL schedule, replayed with that simulator's rules.
+
+Each rank's program order becomes a schedule (``replay.loggopsim.schedule``: bursts are ``calc``,
+a blocking call is ``required`` by the next operation, a non-blocking post ``irequired`` and its
+Wait ``requires`` it; collectives are their algorithms' messages). A trace imported from GOAL
+replays the schedule it came from instead. The simulator (``replay.loggopsim.simulator``)
+charges, for a message of s bytes (times in ns)::
+
+    send issued at t      t >= CPU free and send NIC free
+    sender CPU busy       until t + o_s + (s-1)·O_s           send NIC busy until t + g + (s-1)·G
+    first byte arrives    t + o_s + L
+    message handled at    h = max(arrival, receiver CPU free, receive NIC free), posted or not
+    receiver CPU busy     until h + o_r + (s-1)·max(O_r, G)   receive NIC busy until h + g + (s-1)·G
+    receive completes     then, if it was posted; else when it is posted (posting is free)
+    send completes        when issued if s <= S (eager), else when the receive matches it
+
+Matching is first-match on (source, tag), in posted / arrival order; a rank ends when its CPU was
+last busy. LogGOPSim has one o and one O; hindsight's o_send/o_recv, O_send/O_recv and the o_b·P
+term of paper 004 (o = o'_a + o'_b·P) are kept: with equal sides and o_b = 0 this is LogGOPSim's
+model, and whole-ns parameters give its end times to the nanosecond. Where these rules differ
+from ``loggps``, and why: docs/interop.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from replay.loggopsim.rows import row_times
+from replay.loggopsim.schedule import (
+    TraceSchedule,
+    schedule_from_trace,
+    sidecar_schedule,
+)
+from replay.loggopsim.simulator import (
+    CALC,
+    SEND,
+    ScheduleError,
+    params_vector,
+    simulate,
+)
+from replay.models.base import NetworkModel, Param, register
+from replay.models.loggps import LogGPS
+from replay.prepare import Prepared, ReplayError
+
+
+class Replayed(NamedTuple):
+    """What the simulator computed; ``replay.engine.run`` turns it into a ``Result`` (same field
+    names). Per-rank arrays in ns; per-row arrays (prepared rows) None without ``record``."""
+
+    makespan_ns: float
+    rank_end_ns: np.ndarray
+    rank_compute_ns: np.ndarray
+    rank_comm_ns: np.ndarray
+    rank_wait_ns: np.ndarray
+    operations: int
+    messages: int
+    algorithms: dict[str, str]
+    info: dict[str, Any]
+    row_start_ns: np.ndarray | None
+    row_end_ns: np.ndarray | None
+
+
+def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
+    """The simulator's parameter vector from resolved values (internal units) for ``nranks``."""
+    return params_vector(
+        L=values["L"], o_send=values["o_send"] + values["o_b_send"] * nranks,
+        o_recv=values["o_recv"] + values["o_b_recv"] * nranks, O_send=values["O_send"],
+        O_recv=values["O_recv"], g=values["g"], G=values["G"], S=values["S"])
+
+
+@register
+class LogGOPSim(NetworkModel):
+    NAME = "loggopsim"
+    OWN_SIMULATOR = True
+    # LogGPS's parameters, read from the same [loggps] section of a calibration profile
+    PARAMS: dict[str, Param] = dict(LogGPS.PARAMS)
+    ALIASES = dict(LogGPS.ALIASES)
+
+    def from_profile(self, data: dict, path: Path) -> dict:
+        return LogGPS.from_profile(self, data, path)
+
+    def run_replay(self, prep: Prepared, values: Mapping[str, float], *, scale: np.ndarray,
+                   cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
+                   record: bool = True, delay_ns: np.ndarray | None = None) -> Replayed:
+        """Replay ``prep`` under LogGOPSim's rules; ``scale`` multiplies the bursts (per region
+        + 1, as ``replay.engine`` computes it). Injected delays (``delay_ns``) are not
+        supported."""
+        if delay_ns is not None:
+            raise ReplayError(f"injected delays are not supported by model {self.NAME}")
+        traced: TraceSchedule | None = None
+        sched = sidecar_schedule(prep)
+        if sched is not None:
+            sched.size = np.where(sched.kind == CALC, sched.size * scale[0], sched.size)
+            source = "the GOAL schedule the trace was imported from"
+        else:
+            traced = schedule_from_trace(prep, scale, cpu_time, algorithms)
+            sched = traced.schedule
+            source = "the trace's program order as a GOAL schedule"
+        try:
+            sim = simulate(sched, params_from_values(values, prep.nranks))
+        except ScheduleError as exc:
+            raise ReplayError(f"replay deadlock (model {self.NAME}): {exc}") from None
+        comp = sim.rank_cpu_busy
+        comm = sim.rank_overhead
+        rs = re = None
+        if record:
+            rs, re = row_times(prep, sched, sim, traced)
+        return Replayed(
+            makespan_ns=float(sim.rank_end.max()) if len(sim.rank_end) else 0.0,
+            rank_end_ns=sim.rank_end, rank_compute_ns=comp, rank_comm_ns=comm,
+            rank_wait_ns=np.maximum(sim.rank_end - comp - comm, 0.0), operations=sched.nops,
+            messages=int((sched.kind == SEND).sum()),
+            algorithms=dict(traced.stream.algorithms) if traced is not None else {},
+            info={"schedule": source}, row_start_ns=rs, row_end_ns=re)
