@@ -48,7 +48,7 @@ print(json.dumps(dict(n=int(n), seconds=dt,
 
 
 def write_ring(d: Path, events: int, P: int = 256) -> None:
-    from replay.synthetic import ring_rank_columns, write_trace
+    from tests.synthetic import ring_rank_columns, write_trace
 
     iters = events // (2 * P)
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
+from apps.skeletons import SKELETONS as PARADIGMS  # imports no MPI
 from hindsight import trace as tf
-from hindsight.errors import UserError
+from hindsight.errors import UsageError, UserError
 
 
 class CommandFailed(click.ClickException):
@@ -70,7 +71,7 @@ def main() -> None:
 @main.command()
 @click.option("-n", "nprocs", type=click.IntRange(min=1), required=True, help="number of ranks P")
 @click.option("--paradigm", default=None,
-              help="execution paradigm: pipeline, master-worker, tree, hypercube")
+              help=f"execution paradigm: {', '.join(PARADIGMS)}")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="trace directory [traces/<app>-<paradigm>-n<P>, -untraced appended with "
                    "--untraced]")
@@ -121,7 +122,7 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
     if rc != 0 or not manifest.get("complete"):
         bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status", []))
                if s != "complete"]
-        raise click.ClickException(f"run failed (mpiexec exit code {rc}); ranks not complete: "
+        raise UserError(f"run failed (mpiexec exit code {rc}); ranks not complete: "
                                    f"{' '.join(bad) or 'none'}")
 
 
@@ -168,14 +169,14 @@ def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
     from replay.prepare import ReplayError
 
     if profile is not None and not profile.is_file():
-        raise click.UsageError(f"--profile {profile}: no such file")
+        raise UsageError(f"--profile {profile}: no such file")
     try:
         return noise_info(trace_dir, profile, model_name)
     except M.ParamError as exc:
         flag = "--model" if str(exc).startswith("unknown model") else "--profile"
-        raise click.UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
     except ReplayError as exc:
-        raise click.ClickException(f"{trace_dir}: {exc}" if str(trace_dir) not in str(exc)
+        raise UserError(f"{trace_dir}: {exc}" if str(trace_dir) not in str(exc)
                                    else str(exc)) from None
 
 
@@ -211,14 +212,14 @@ def seal(trace_dir):
     live = sorted(int(p.name.split("-")[1]) for p in (Path(trace_dir) / tf.STAGING_DIR).glob(
         "rank-*") if still_recording(p))
     if live:
-        raise click.ClickException(f"{trace_dir}: rank {live[0]} is still running (its tracer "
+        raise UserError(f"{trace_dir}: rank {live[0]} is still running (its tracer "
                                    "holds its staged records); stop the job first")
     try:
         m = finalize_manifest(trace_dir)
     except TraceWriteError as exc:
-        raise click.ClickException(f"{trace_dir}: {exc}") from None
+        raise UserError(f"{trace_dir}: {exc}") from None
     except (OSError, ValueError) as exc:
-        raise click.ClickException(f"{trace_dir}: cannot seal: {exc}") from None
+        raise UserError(f"{trace_dir}: cannot seal: {exc}") from None
     states = ", ".join(f"rank {r} {s}" for r, s in enumerate(m["rank_status"]) if s != "complete")
     click.echo(f"{trace_dir}: " + ("complete" if m["complete"] else f"sealed, incomplete ({states})"))
 
@@ -252,7 +253,7 @@ def demo(nprocs, out, validation):
                f"-- {' '.join(args)}")
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, args=args)
     if rc != 0 or not manifest.get("complete"):
-        raise click.ClickException(f"demo run failed (exit code {rc})")
+        raise UserError(f"demo run failed (exit code {rc})")
     click.echo(f"\n== 2. hindsight trace info {out}")
     click.echo(format_info(trace_info(out)))
     click.echo(f"\n== 3. hindsight trace check {out}")
@@ -260,7 +261,7 @@ def demo(nprocs, out, validation):
     for line in problems:
         click.echo(line)
     if problems:
-        raise click.ClickException("demo trace failed its check")
+        raise UserError("demo trace failed its check")
     click.echo(f"{out}: ok")
     click.echo(f"\n== 4. hindsight replay {out} --model ...")
     import replay

@@ -407,7 +407,7 @@ def _click(fn):
         try:
             return fn(*a, **kw)
         except TestbedError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise UserError(str(exc)) from None
     return inner
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from hindsight.errors import UsageError, UserError
+
 from apps.skeletons import SKELETONS
 
 
@@ -113,11 +115,11 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     if max_fit_error <= 0:
         raise click.BadParameter(f"{max_fit_error}: must be > 0", param_hint="--max-fit-error")
     if keep_traces and out is None:
-        raise click.UsageError("--keep-traces needs --out DIR")
+        raise UsageError("--keep-traces needs --out DIR")
     try:
         mod = M.get_model(model_name)
     except M.ParamError as exc:
-        raise click.UsageError(f"--model: {exc}") from None
+        raise UsageError(f"--model: {exc}") from None
     profile_doc = None
     try:
         prof = M.load_profile(profile, mod) if profile else None
@@ -130,7 +132,7 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
                 profile_doc = None  # a JSON parameter file: analytic constants from the model
     except M.ParamError as exc:
         flag = "--profile" if str(exc).startswith("profile") else "--set"
-        raise click.UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
 
     cm = C.fit_traces(traces, app, paradigm, cpu_time)
     Ns = parse_sizes(size_spec) if size_spec else [max(n for _, n in cm.configs)]
@@ -162,7 +164,7 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         click.echo(f"warning: {w}", err=True)
     if errors:
         if not accept_bad_fit:
-            raise click.ClickException(
+            raise UserError(
                 f"refusing to extrapolate a bad fit: {errors[0]}"
                 + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
                 + "; measure runs nearer the target, or pass --accept-bad-fit")

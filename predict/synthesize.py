@@ -20,10 +20,10 @@ import pyarrow as pa
 import replay
 from apps.skeletons import skeleton
 from hindsight import trace as tf
+from hindsight.trace.write import EventRows, write_trace
 from predict.config import UNIT_NAMES, Cost, Spec, SynthesisError, group_comm_id, is_block_sort
 from predict.events import Ev, events
 from predict.order import simulate_order
-from replay.synthetic import append_row, write_trace
 
 
 def _gap(cost: Cost, pickled: float, P: int) -> float:
@@ -48,8 +48,7 @@ def rows(spec: Spec, evs: list[list[Ev]], cost: Cost) -> list[dict[str, list]]:
         nbytes_of.append(out)
     cols = []
     for me, ev in enumerate(evs):
-        c = {k: [] for k in ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm",
-                             "nbytes", "request", "root")}
+        c = EventRows()
         t = 0.0
         stack: list[tuple[str, float]] = []
         sizes = iter(nbytes_of[me])
@@ -57,7 +56,7 @@ def rows(spec: Spec, evs: list[list[Ev]], cost: Cost) -> list[dict[str, list]]:
 
         def row(op: str, t0: float, t1: float, region: str | None, peer=-1, tag=-1, comm=-1,
                 nb=-1, req=-1, cpu=-1) -> None:
-            append_row(c, op, t0, t1, peer, tag, comm, nb, req, -1, region, cpu)
+            c.append(op, t0, t1, peer, tag, comm, nb, req, -1, region, cpu)
 
         for e in ev:
             if e.kind == "enter":
@@ -142,30 +141,24 @@ def write(out_dir: Path | str, spec: Spec, cost: Cost, *,
     params = {"l": 0, "g": 0} if params is None and model == "hockney" else params
     res = replay.run(replay.prepare(naive), model, params, record=True, resolved=resolved)
     at = 0
-    for c in cols:  # prepared rows are in (rank, seq) order, as the columns are
-        n = len(c["op"])
+    ranks = [c.events(r) for r, c in enumerate(cols)]
+    for ev in ranks:  # prepared rows are in (rank, seq) order, as the events are
+        n = len(ev)
         ts = np.rint(res.row_start_ns[at:at + n]).astype(np.int64)
-        c["t_start"] = ts
-        c["t_end"] = np.maximum(np.rint(res.row_end_ns[at:at + n]).astype(np.int64), ts)
+        ev.ints["t_start"] = ts
+        ev.ints["t_end"] = np.maximum(np.rint(res.row_end_ns[at:at + n]).astype(np.int64), ts)
         at += n
     info = {"timeline": f"replayed under {res.model} {res.params}", **(extra or {})}
-    return write_trace(out_dir, cols, communicators=_comms(spec),
-                       extra_manifest=_manifest(spec, info))
+    return write_trace(out_dir, ranks, communicators=_comms(spec),
+                       manifest=_manifest(spec, info))
 
 
 def trace(spec: Spec, cost: Cost, *, order: Sequence | None = None,
-          extra: dict[str, Any] | None = None, _cols: list[dict] | None = None) -> tf.Trace:
+          extra: dict[str, Any] | None = None, _cols: list[EventRows] | None = None) -> tf.Trace:
     """The trace in memory (no files), each rank on its own clock (not causal across ranks,
     which replay does not need): what ``hindsight predict`` replays per (P, N)."""
     cols = _cols if _cols is not None else columns(spec, cost, order)
-    tables = []
-    for r, c in enumerate(cols):
-        regions = sorted({x for x in c["region"] if x is not None})
-        idx = {x: i for i, x in enumerate(regions)}
-        reg = np.array([idx[x] if x is not None else -1 for x in c["region"]], np.int64)
-        ops = np.array([tf.OP_CODE[o] for o in c["op"]], np.int8)
-        arr = {k: np.asarray(c[k], np.int64) for k in tf.COLUMNS[4:]}
-        tables.append(tf.rows_to_table(r, 0, arr, ops, reg, regions))
+    tables = [c.events(r).to_table() for r, c in enumerate(cols)]
     table = pa.concat_tables(tables, promote_options="permissive")
     manifest = {"format_version": tf.FORMAT_VERSION, "run_id": "synthetic", "ranks": spec.P,
                 "rank_status": ["complete"] * spec.P,

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from hindsight.errors import UsageError, UserError
+
 from hindsight.trace import TraceError
 from replay import models as M
 from replay.units import fmt_time
@@ -17,7 +19,7 @@ def _kv(items: tuple[str, ...], flag: str) -> dict[str, str]:
     out = {}
     for it in items:
         if "=" not in it or not it.split("=", 1)[0].strip():
-            raise click.UsageError(f"{flag} {it}: expected NAME=VALUE")
+            raise UsageError(f"{flag} {it}: expected NAME=VALUE")
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -29,7 +31,7 @@ def _region_scale(items: tuple[str, ...]) -> dict[str, float]:
         try:
             out[k] = float(v)
         except ValueError:
-            raise click.UsageError(f"--region-scale {k}={v}: not a number") from None
+            raise UsageError(f"--region-scale {k}={v}: not a number") from None
     return out
 
 
@@ -63,14 +65,14 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
     try:
         mod = M.get_model(model_name)
     except M.ParamError as exc:
-        raise click.UsageError(f"--model: {exc}") from None
+        raise UsageError(f"--model: {exc}") from None
     try:
         assignments = M.parse_assignments(list(sets))
         prof = M.load_profile(profile, mod) if profile else None
         values = M.resolve(mod, assignments, prof)
     except M.ParamError as exc:
         flag = "--profile" if str(exc).startswith("profile") else "--set"
-        raise click.UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
     try:
         if allow_partial:
             # An incomplete trace is replayed up to its last consistent cut (replay/partial.py),
@@ -82,9 +84,9 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
         else:
             prep = prepare(trace, allow_partial=False)
     except TraceError as exc:
-        raise click.ClickException(f"{exc}") from None
+        raise UserError(f"{exc}") from None
     except ReplayError as exc:
-        raise click.ClickException(f"{trace}: {exc}" if str(trace) not in str(exc)
+        raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc)
                                    else str(exc)) from None
     if profile:
         _note_mismatch(profile, prep.manifest)
@@ -141,15 +143,15 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     from replay.engine import run
     from replay.prepare import ReplayError
     if noise_mode != "sample" and (noise_runs is not None or noise_seed is not None):
-        raise click.UsageError("--noise-runs/--noise-seed: only with --noise sample")
+        raise UsageError("--noise-runs/--noise-seed: only with --noise sample")
     mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
     if not math.isfinite(compute_scale) or compute_scale < 0:
-        raise click.UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
+        raise UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
     if noise_mode != "none" and mod.MODE == "measured":
-        raise click.UsageError("--noise: the measured model keeps every call's measured duration,"
+        raise UsageError("--noise: the measured model keeps every call's measured duration,"
                                " noise included; choose a network model")
-    if noise_mode != "none" and values.get("semantics") == "loggopsim":
-        raise click.UsageError("--noise: not available with semantics=loggopsim")
+    if noise_mode != "none" and mod.OWN_SIMULATOR:
+        raise UsageError(f"--noise: not available with model {mod.NAME}")
     kw = dict(resolved=values, compute_scale=compute_scale,
               region_scale=_region_scale(region_scale), cpu_time=cpu_time,
               algorithms=_kv(algo, "--algo"))
@@ -157,7 +159,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         res = run(prep, mod, record=True, **kw)
         noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
     except ReplayError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
     shown_res = injected["result"] if injected and "result" in injected else res
     if out:
@@ -195,7 +197,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     for r in shown.itertuples():
         click.echo(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
                    f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
-                   # no critical path under semantics=loggopsim: "-" rather than 0
+                   # no critical path under loggopsim: "-" rather than 0
                    + (fmt_time(r.critical_s * 1e9) if hasattr(r, "critical_s") else "-"))
     if len(df) > 16:
         click.echo(f"... {len(df) - 16} more ranks (use --json)")
@@ -277,7 +279,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         from replay.engine import parse_vary
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:
-        raise click.UsageError(f"--vary: {exc}") from None
+        raise UsageError(f"--vary: {exc}") from None
     total = 1
     for a in axes:
         total *= len(a[1])
@@ -288,11 +290,11 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
                        cpu_time=cpu_time, algorithms=_kv(algo, "--algo"),
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
-        raise click.UsageError(f"--vary: {exc}") from None
+        raise UsageError(f"--vary: {exc}") from None
     except ExecutorError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     except ReplayError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     df.to_csv(out, index=False)
     click.echo(f"{len(df)} configurations written to {out}")
     if plot:

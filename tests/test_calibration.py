@@ -197,20 +197,20 @@ def test_load_profile_errors_name_the_file(tmp_path):
 
 
 def test_replay_notes_a_transport_mismatch(tmp_path):
-    from replay.cli import replay_cmd
-    from replay.synthetic import simulate_to_dir
+    from hindsight.cli import main
+    from synthetic import simulate_to_dir
 
     progs = [[("send", 1, 1000), ("recv", 1)], [("recv", 0), ("send", 0, 1000)]]
-    tr = simulate_to_dir(tmp_path / "t", progs, extra_manifest={
+    tr = simulate_to_dir(tmp_path / "t", progs, manifest={
         "transport_name": "shm", "mpi_library": "MPICH Version: 5.0.2"})
     p = tmp_path / "tcp.toml"
     write_profile(_profile(transport="tcp"), p)
-    r = CliRunner().invoke(replay_cmd, [str(tr), "--model", "loggps", "--profile", str(p)])
+    r = CliRunner().invoke(main, ["replay", str(tr), "--model", "loggps", "--profile", str(p)])
     assert r.exit_code == 0, r.output
     notes = [line for line in r.output.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "'tcp' (profile) vs 'shm' (trace)" in notes[0]
     write_profile(_profile(transport="shm"), p)
-    r = CliRunner().invoke(replay_cmd, [str(tr), "--model", "hockney", "--profile", str(p)])
+    r = CliRunner().invoke(main, ["replay", str(tr), "--model", "hockney", "--profile", str(p)])
     assert r.exit_code == 0 and "note:" not in r.output
 
 
@@ -235,13 +235,13 @@ def test_verify_transport():
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    from replay.calibration.cli import calibrate_cmd
+    from hindsight.cli import main
 
-    r = CliRunner().invoke(calibrate_cmd, ["-n", "1", "--out", str(tmp_path / "p.toml")])
+    r = CliRunner().invoke(main, ["calibrate", "-n", "1", "--out", str(tmp_path / "p.toml")])
     assert r.exit_code == 1 and r.exception is None or isinstance(r.exception, SystemExit)
     assert r.output.strip().splitlines() == ["Error: -n must be at least 2 (two ranks exchange "
                                              "messages), not 1"]
-    r = CliRunner().invoke(calibrate_cmd, ["--sizes", "9..1", "--out", str(tmp_path / "p.toml")])
+    r = CliRunner().invoke(main, ["calibrate", "--sizes", "9..1", "--out", str(tmp_path / "p.toml")])
     assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
     assert "--sizes" in r.output and not (tmp_path / "p.toml").exists()
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
 from replay.calibration import run as R
-from replay.calibration.cli import calibrate_cmd
+from hindsight.cli import main
 
 SIZES = [2 ** i for i in range(0, 25)]                    # 1 B .. 16 MiB
 TRUE = {"L": 1e-6, "o_send": 0.8e-6, "o_recv": 1.1e-6, "g": 1.2e-6, "G": 0.06e-9, "S": 4096.0,
@@ -70,7 +70,7 @@ def fake_bench(monkeypatch):
 
 def _calibrate(tmp_path, *extra: str):
     out = tmp_path / "p.toml"
-    r = CliRunner().invoke(calibrate_cmd, ["-n", "2", "--overhead-ranks", "2", "--out", str(out),
+    r = CliRunner().invoke(main, ["calibrate", "-n", "2", "--overhead-ranks", "2", "--out", str(out),
                                            *extra])
     return r, out
 
@@ -180,16 +180,14 @@ def profiles(fake_bench, tmp_path):
 
 @pytest.mark.parametrize("command", ["replay", "sweep"])
 def test_replay_and_sweep_warn_about_a_noisy_profile(profiles, tmp_path, command):
-    from replay.cli import replay_cmd, sweep_cmd
-    from replay.synthetic import simulate_to_dir
+    from synthetic import simulate_to_dir
 
     progs = [[("send", 1, 1000), ("recv", 1)], [("recv", 0), ("send", 0, 1000)]]
-    tr = simulate_to_dir(tmp_path / "t", progs, extra_manifest={"transport_name": "shm"})
-    cmd, extra = (replay_cmd, []) if command == "replay" else \
-        (sweep_cmd, ["--vary", "L=1us,2us", "--out", str(tmp_path / "s.csv")])
+    tr = simulate_to_dir(tmp_path / "t", progs, manifest={"transport_name": "shm"})
+    extra = [] if command == "replay" else ["--vary", "L=1us,2us", "--out", str(tmp_path / "s.csv")]
     clean, noisy = profiles
     for prof, warned in ((noisy, True), (clean, False)):
-        r = CliRunner().invoke(cmd, [str(tr), "--profile", str(prof), *extra])
+        r = CliRunner().invoke(main, [command, str(tr), "--profile", str(prof), *extra])
         assert r.exit_code == 0, r.output + r.stderr
         warn = [x for x in r.stderr.splitlines() if x.startswith("warning:")]
         assert len(warn) == (1 if warned else 0)
@@ -217,7 +215,7 @@ ranks = [2]
 
 
 def _spec(tmp_path, net: str, accept: bool = False):
-    from validation.validate import load_spec
+    from validation.spec import load_spec
 
     p = tmp_path / "spec.toml"
     p.write_text(SPEC.format(net=net, accept="accept_noisy_profiles = true" if accept else ""))
@@ -225,12 +223,12 @@ def _spec(tmp_path, net: str, accept: bool = False):
 
 
 def test_validate_refuses_a_spec_profile_that_is_noisy(profiles, tmp_path):
-    from validation.cli import validate_cmd
-    from validation.validate import SpecError, ensure_profile
+    from validation.profiles import ensure_profile
+    from validation.spec import SpecError
 
     clean, noisy = profiles
     sp = _spec(tmp_path, f'profile = "{noisy.name}"')
-    r = CliRunner().invoke(validate_cmd, [str(tmp_path / "spec.toml"), "--out",
+    r = CliRunner().invoke(main, ["validate", str(tmp_path / "spec.toml"), "--out",
                                           str(tmp_path / "v"), "--no-progress"])
     assert r.exit_code == 1
     err = [x for x in r.output.splitlines() if x.startswith("Error:")]
@@ -247,7 +245,7 @@ def test_validate_refuses_a_spec_profile_that_is_noisy(profiles, tmp_path):
     assert logs == []
     with pytest.raises(SpecError, match="accept_noisy_profiles must be true or false"):
         (tmp_path / "spec.toml").write_text(SPEC.format(net="", accept='accept_noisy_profiles = 1'))
-        from validation.validate import load_spec
+        from validation.spec import load_spec
         load_spec(tmp_path / "spec.toml")
 
 
@@ -271,7 +269,7 @@ class _Calibrations:
 @pytest.mark.parametrize("accept", [False, True])
 def test_validate_calibrates_once_more_then_stops_on_a_noisy_profile(profiles, tmp_path,
                                                                      monkeypatch, accept):
-    from validation import validate as V
+    from validation import profiles as V
 
     clean, noisy = profiles
     sp = _spec(tmp_path, 'calibrate = "pickle"', accept=accept)

@@ -164,7 +164,7 @@ SPEC = ROOT / "specs" / "default.toml"
 @fuzz(300)
 @given(muts=mutations)
 def test_fuzz_spec(tmp_path, muts):
-    from validation.validate import SpecError, load_spec
+    from validation.spec import SpecError, load_spec
 
     path = tmp_path / "spec.toml"
     path.write_bytes(_mutate(SPEC.read_bytes(), muts))
@@ -255,7 +255,7 @@ def test_fuzz_spec_values(tmp_path, choice, value):
     import tomli_w
     import tomllib
 
-    from validation.validate import SpecError, load_spec
+    from validation.spec import SpecError, load_spec
 
     doc = _replace_at(tomllib.loads(SPEC.read_text()), choice, value)
     path = tmp_path / "spec.toml"
@@ -299,7 +299,7 @@ def otf2_archive(tmp_path_factory):
 @fuzz(60)
 @given(mutations, st.integers(0, 100))
 def test_fuzz_otf2_import(otf2_archive, muts, which):
-    from hindsight.interop import otf2 as X
+    from hindsight.interop import otf2_import as X
 
     src_dir = otf2_archive.parent
     with tempfile.TemporaryDirectory() as d:

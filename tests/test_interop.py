@@ -24,10 +24,10 @@ from hindsight.interop.pipit import to_pipit
 from replay.frame import load
 from replay.loggopsim import simulator as LG
 from replay.loggopsim.goal import GoalError, format_goal, parse_goal, read_goal
-from replay.synthetic import simulate_to_dir
+from synthetic import simulate_to_dir
 from tests.conftest import hindsight
 
-HAND = """// issue 9's hand example
+HAND = """// the hand example
 num_ranks 2
 rank 0 {
   c: calc 1000
@@ -186,7 +186,8 @@ def test_loggopsim_is_not_a_parameter_of_loggps(tmp_path):
     tr = _synthetic(tmp_path / "syn")
     p = hindsight("replay", tr, "--model", "loggps", "--set", "semantics=loggopsim")
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert "unknown parameter 'semantics' for model loggps" in p.stderr.strip().splitlines()[-1]
+    assert p.stderr.strip() == ("Error: --set: parameter 'semantics' is gone from model loggps: "
+                                "LogGOPSim's rules are a model of their own: --model loggopsim")
 
 
 def test_loggopsim_simulator_imports_nothing_of_hindsight():

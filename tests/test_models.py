@@ -180,15 +180,15 @@ def test_paper001_isoefficiency_exponent():
 # -- command line -------------------------------------------------------------------------------
 
 def test_model_command_reproduces_and_rejects():
-    from validation.cli import model_cmd
-    r = CliRunner().invoke(model_cmd, ["paper003.p_opt"])
+    from hindsight.cli import main
+    r = CliRunner().invoke(main, ["model", "paper003.p_opt"])
     assert r.exit_code == 0 and "5.13" in r.output
-    r = CliRunner().invoke(model_cmd, ["paper000", "--param", "N=4096", "--param", "C=1.28G"])
+    r = CliRunner().invoke(main, ["model", "paper000", "--param", "N=4096", "--param", "C=1.28G"])
     assert r.exit_code == 0 and "T_Total_s" in r.output
     for args, msg in ((["nope"], "unknown model"), (["paper000", "-p", "x=1"], "unknown parameter"),
                       (["paper000", "-p", "N=abc"], "not a number"),
                       (["paper000", "-p", "t_comp=1e-5"], "saturates")):
-        r = CliRunner().invoke(model_cmd, args)
+        r = CliRunner().invoke(main, ["model", *args])
         assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
 
 

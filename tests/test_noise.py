@@ -15,7 +15,7 @@ import replay
 from hindsight.cli import main as hindsight_main
 from replay import noise as N
 from replay.cli import replay_cmd
-from replay.synthetic import simulate_to_dir
+from synthetic import simulate_to_dir
 
 MS = 1e6
 # The stand-in network of replay.synthetic, as LogGPS parameters: the replay then explains the

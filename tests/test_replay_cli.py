@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from replay.cli import replay_cmd, sweep_cmd
-from replay.synthetic import simulate_to_dir
+from synthetic import simulate_to_dir
 
 PROGS = [[("compute", 3000), ("send", 1, 1000), ("recv", 1), ("coll", "Allreduce", 64)],
          [("recv", 0), ("compute", 2000), ("send", 0, 1000), ("coll", "Allreduce", 64)]]

@@ -10,7 +10,7 @@ import pytest
 
 import replay
 from hindsight.trace import TraceError
-from replay.synthetic import simulate_to_dir, write_trace, empty_columns
+from synthetic import EventRows, simulate_to_dir, write_trace
 
 prep_mod = importlib.import_module("replay.prepare")  # the module (replay.prepare is the function)
 
@@ -129,7 +129,7 @@ def test_mm1_places_a_testbed_run_by_its_nodes(tmp_path):
     progs = [[("send", 2, 5000)], [("send", 3, 5000)], [("recv", 0)], [("recv", 1)]]
     one_host = {"hosts": {"machine": [0, 1, 2, 3]}}
     flat = _prep(tmp_path, progs, "flat", **one_host)
-    tb = _prep(tmp_path, progs, "tb", **one_host, extra_manifest={
+    tb = _prep(tmp_path, progs, "tb", **one_host, manifest={
         "network": {"transport": "tcp", "node_of_rank": [0, 0, 1, 1]}})
     assert flat.host_of_rank.tolist() == [0, 0, 0, 0]
     assert tb.host_of_rank.tolist() == [0, 0, 1, 1]
@@ -137,7 +137,7 @@ def test_mm1_places_a_testbed_run_by_its_nodes(tmp_path):
     t_flat = replay.run(flat, "mm1", sets, compute_scale=0.0).makespan_ns
     t_tb = replay.run(tb, "mm1", sets, compute_scale=0.0).makespan_ns
     assert t_tb > t_flat  # 0 -> 2 and 1 -> 3 now cross the switch
-    bad = simulate_to_dir(tmp_path / "bad", progs, extra_manifest={
+    bad = simulate_to_dir(tmp_path / "bad", progs, manifest={
         "network": {"node_of_rank": [0, 1]}})
     with pytest.raises(TraceError, match="node_of_rank"):
         replay.prepare(bad, use_cache=False)
@@ -163,7 +163,7 @@ def test_mm1_measured_utilisation_slows_an_incast(tmp_path):
 
 
 def test_measured_model_reproduces(tmp_path):
-    from replay.synthetic import ANY
+    from synthetic import ANY
     progs = [
         [("compute", 1000, "work"), ("send", 1, 100, 0), ("recv", 1, 0), ("isend", 2, 10, 1),
          ("wait", [0]), ("coll", "Allreduce", 8), ("coll", "Bcast", 64, 0)],
@@ -200,16 +200,13 @@ def test_written_replay_reads_back(tmp_path):
 
 
 def _manual(tmp_path, ranks_rows):
-    cols = []
-    for rows in ranks_rows:
-        c = empty_columns()
+    ranks = []
+    for r, rows in enumerate(ranks_rows):
+        c = EventRows()
         for (op, t0, t1, peer, tag, nb) in rows:
-            for k, v in zip(("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm",
-                             "nbytes", "request", "root"),
-                            (op, None, t0, t1, -1, peer, tag, 0, nb, -1, -1)):
-                c[k].append(v)
-        cols.append(c)
-    return write_trace(tmp_path / "m", cols)
+            c.append(op, t0, t1, peer=peer, tag=tag, nbytes=nb)
+        ranks.append(c.events(r))
+    return write_trace(tmp_path / "m", ranks)
 
 
 def test_unmatched_message_is_a_clear_error(tmp_path):
@@ -288,7 +285,7 @@ def test_region_scale_and_cpu_time(tmp_path):
 
 def test_synchronous_sends_always_rendezvous(tmp_path):
     """Ssend completes only once the receive matched: the rendezvous path whatever S is."""
-    from replay.synthetic import simulate
+    from synthetic import simulate
     cols = simulate(PINGPONG)
     for c in cols:
         c["op"] = ["Ssend" if o == "Send" else o for o in c["op"]]

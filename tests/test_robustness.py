@@ -1,4 +1,4 @@
-"""The fault and bad-input matrix of issue 7 (docs/robustness.md), one test per row.
+"""The fault and bad-input matrix of docs/robustness.md, one test per row.
 
 Rows already covered by tests/test_faults.py (SIGKILL after known messages, SIGTERM, an exception
 on one rank, truncated and flipped files, missing or foreign manifest, extra rank file, wrong
@@ -458,7 +458,7 @@ def test_manifest_program_is_never_run(ring2, tmp_path):
 
 @pytest.mark.parametrize("where", ["size", "network"])
 def test_spec_names_cannot_escape_the_output_directory(tmp_path, where):
-    from validation.validate import SpecError, load_spec
+    from validation.spec import SpecError, load_spec
 
     label = "../../../escaped"
     size = label if where == "size" else "small"
@@ -479,7 +479,7 @@ def test_threaded_read_gives_the_same_arrays_and_region_codes(tmp_path):
     """read_columns decodes files in threads with per-file region dictionaries and renumbers them
     in file order: the result must not depend on the thread count (region names first seen in a
     different order on each rank, a region only one rank has)."""
-    from replay.synthetic import write_trace
+    from synthetic import write_trace
 
     def rank_cols(rank, names):
         n = len(names)
@@ -533,7 +533,7 @@ def test_constant_column_chunks_read_from_statistics_equal_decoding(tmp_path):
     differ (a column constant in one and not in the next), and the rank check still holds."""
     import pyarrow.parquet as pq
 
-    from replay.synthetic import write_trace
+    from synthetic import write_trace
 
     def rank_cols(rank, n):
         t = np.arange(n, dtype=np.int64) * 10
@@ -567,12 +567,12 @@ def test_constant_column_chunks_read_from_statistics_equal_decoding(tmp_path):
 
 
 def test_files_with_narrow_dictionary_indices_read_the_same(tmp_path):
-    """Files written before 2026-11-23 store `op` and `region` with int8 and int16 Arrow
+    """Files that store `op` and `region` with int8 and int16 Arrow
     indices (now int32): both read to the same arrays."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from replay.synthetic import ring_columns, write_trace
+    from synthetic import ring_columns, write_trace
 
     new = write_trace(tmp_path / "new", ring_columns(3, 5, allreduce=True))
     old = tmp_path / "old"

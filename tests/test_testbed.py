@@ -211,7 +211,7 @@ predict_on = ["slow"]
 
 
 def test_spec_predict_on_and_testbed_network(tmp_path):
-    from validation.validate import SpecError, load_spec
+    from validation.spec import SpecError, load_spec
 
     (tmp_path / "s.toml").write_text(XSPEC)
     spec = load_spec(tmp_path / "s.toml")
@@ -232,7 +232,7 @@ def test_cross_rows_in_errors_csv_and_report(tmp_path):
     import pandas as pd
 
     from validation.report import cross_summary, report, split_cross
-    from validation.validate import ERRORS_COLUMNS, write_errors
+    from validation.errors_table import ERRORS_COLUMNS, write_errors
 
     def cell(net, actual, preds):
         return {"app": "sorting", "paradigm": "pipeline", "ranks": 2, "size": "s", "network": net,
@@ -269,8 +269,8 @@ def test_cross_prediction_places_ranks_as_the_predicted_network_does(tmp_path):
     the ranks on the testbed's nodes (messages cross the switch), as runs there did."""
     from types import SimpleNamespace
 
-    from replay.synthetic import simulate_to_dir
-    from validation.validate import replay_predictions
+    from synthetic import simulate_to_dir
+    from validation.matrix import replay_predictions
 
     progs = [[("send", 1, 100_000)] * 20, [("recv", 0)] * 20]
     trace = simulate_to_dir(tmp_path / "t", progs, hosts={"machine": [0, 1]})

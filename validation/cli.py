@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from hindsight.errors import UsageError, UserError
+
 _SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20,
            "Gi": 2.0 ** 30, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
 
@@ -51,28 +53,28 @@ def model_cmd(name, params, list_, as_json):
             click.echo(f"{key}: {doc}")
             click.echo("    " + " ".join(f"{k}={_fmt(v)}" for k, v in parameters(fn).items()))
         if not list_:
-            raise click.UsageError("name a model (see the list above)")
+            raise UsageError("name a model (see the list above)")
         return
     if name not in reg:
-        raise click.ClickException(f"unknown model {name!r} (choose from {', '.join(reg)})")
+        raise UserError(f"unknown model {name!r} (choose from {', '.join(reg)})")
     fn = reg[name]
     known = parameters(fn)
     values = {}
     for item in params:
         if "=" not in item:
-            raise click.ClickException(f"--param {item}: expected NAME=VALUE")
+            raise UserError(f"--param {item}: expected NAME=VALUE")
         k, v = (s.strip() for s in item.split("=", 1))
         if k not in known:
-            raise click.ClickException(f"unknown parameter {k!r} for {name} "
+            raise UserError(f"unknown parameter {k!r} for {name} "
                                        f"(known: {', '.join(known)})")
         try:
             values[k] = parse_number(v)
         except ValueError as exc:
-            raise click.ClickException(f"--param {item}: {exc}") from None
+            raise UserError(f"--param {item}: {exc}") from None
     try:
         out = fn(**values)
     except (ModelError, ZeroDivisionError, ValueError) as exc:
-        raise click.ClickException(f"{name}: {exc}") from None
+        raise UserError(f"{name}: {exc}") from None
     inputs = {**known, **values}
     if as_json:
         click.echo(json.dumps({"model": name, "inputs": inputs, "outputs": out}, indent=2,

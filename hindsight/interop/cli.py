@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from hindsight.errors import UsageError, UserError
+
 from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
 from replay.cli import _kv  # NAME=VALUE options, parsed as replay parses them
 
@@ -23,7 +25,7 @@ def _file_errors(fn):
         try:
             return fn(*a, **kw)
         except OSError as exc:
-            raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+            raise UserError(f"{exc.filename or ''}: {exc.strerror or exc}") from None
     return inner
 
 
@@ -62,11 +64,11 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     if (sets or profile) and model_name is None:
         model_name = "loggps"
     if replayed and not exporter.timeline:
-        raise click.UsageError(f"--format {fmt} writes the schedule, not a timeline: --model, "
+        raise UsageError(f"--format {fmt} writes the schedule, not a timeline: --model, "
                                "--set and --profile do not apply")
     if with_measured and not (exporter.two_timelines and replayed):
         both = "/".join(e.name for e in EXPORTERS.values() if e.two_timelines)
-        raise click.UsageError(f"--with-measured needs --format {both} and --model")
+        raise UsageError(f"--with-measured needs --format {both} and --model")
     algorithms = _kv(algo, "--algo")
     out = out or Path(str(trace).rstrip("/") + ("-replayed" if replayed else "")
                       + exporter.suffix)
@@ -120,13 +122,13 @@ def import_cmd(fmt, source, out, sets):
     importer = IMPORTERS[fmt]
     if sets and not importer.takes_params:
         which = ", ".join(i.name.upper() for i in IMPORTERS.values() if i.takes_params)
-        raise click.UsageError(f"--set applies to {which} imports only")
+        raise UsageError(f"--set applies to {which} imports only")
     importer.read(source, out, M.parse_assignments(list(sets)))
     problems = check_trace(out)
     if problems:
         # never leave a trace behind that hindsight itself calls inconsistent
         shutil.rmtree(out, ignore_errors=True)
-        raise click.ClickException(f"{source}: the converted trace is inconsistent: "
+        raise UserError(f"{source}: the converted trace is inconsistent: "
                                    f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
                                                        if len(problems) > 1 else ""))
     m = tf.read_manifest(out)

@@ -32,7 +32,7 @@ from replay.loggopsim.simulator import (
 )
 from replay.models.loggopsim import params_from_values
 from replay.prepare import prepare
-from replay.synthetic import empty_columns, write_trace
+from hindsight.trace.write import INT_FIELDS, write_trace
 
 # LogGOPSim's own defaults (its simulator.ggo), used when importing without parameters.
 LOGGOPSIM_DEFAULTS = {"L": "2500ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "O": "0ns",
@@ -85,7 +85,7 @@ def import_goal(path: Path | str, out: Path | str,
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")
-    write_trace(out, ranks, extra_manifest={
+    write_trace(out, ranks, manifest={
         "app": path.stem, "paradigm": None,
         "origin": {"format": "goal", "source": str(path), "schedule": SIDECAR,
                    "timeline": "simulated with LogGOPSim rules",
@@ -108,7 +108,7 @@ def _rows_from_simulation(s: Schedule, sim: SimResult) -> list[dict[str, list]]:
         if not st:
             req_deps.setdefault(a, []).append(b)
     for r in range(s.nranks):
-        c = empty_columns()
+        c = {c: [] for c in ("op", "region", *INT_FIELDS)}
         lo, hi = int(off[r]), int(off[r + 1])
         order = sorted(range(lo, hi), key=lambda i: (sim.op_start[i], i))
         # request ids are the operation's index on its rank: a replay of the trace under

@@ -29,7 +29,7 @@ from hindsight.interop.otf2 import (
 )
 from hindsight.trace.schema import short_error
 from replay.matching import match_messages
-from replay.synthetic import empty_columns, write_trace
+from hindsight.trace.write import INT_FIELDS, write_trace
 
 
 def _anchor(path: Path) -> Path:
@@ -47,7 +47,7 @@ def _anchor(path: Path) -> Path:
 
 
 def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
-    """Per-rank columns (for ``replay.synthetic.write_trace``) and manifest extras."""
+    """Per-rank columns (for ``hindsight.trace.write_trace``) and manifest extras."""
     import otf2
     from otf2 import events as E
 
@@ -144,7 +144,7 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     def ns(t: int) -> int:
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
-    cols = [empty_columns() for _ in range(nranks)]
+    cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
     state = [dict(stack=[], regions=[], call=None, recs=[], req={}, next_req=0, skipped=0)
              for _ in range(nranks)]
     other_locations = 0
@@ -325,7 +325,7 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         c["t_start"] = [t - t_min for t in c["t_start"]]
         c["t_end"] = [t - t_min for t in c["t_end"]]
     comms = {int(k): v for k, v in extra["communicators"].items()}
-    write_trace(out, cols, communicators=comms, extra_manifest={
+    write_trace(out, cols, communicators=comms, manifest={
         "app": Path(path).stem, "paradigm": None,
         "origin": {"format": "otf2", "source": str(path),
                    "skipped_calls": extra["skipped_calls"],

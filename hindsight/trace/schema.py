@@ -51,9 +51,9 @@ def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
 
 
 # The columns in file order. `op` and `region` are dictionary-encoded strings. Their Arrow
-# indices are int32, the width Parquet's reader decodes to: narrower ones (int8 and int16 until
-# 2026-11-23) cost a cast per column chunk, half the time of reading `op` from a small file.
-# Readers accept any index width.
+# indices are int32, the width Parquet's reader decodes to: narrower ones cost a cast per
+# column chunk, half the time of reading `op` from a small file. Readers accept any index width
+# (files written with int8 and int16 indices read as well).
 SCHEMA = pa.schema([
     pa.field("rank", pa.int32(), nullable=False),
     pa.field("seq", pa.int64(), nullable=False),

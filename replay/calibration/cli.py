@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from hindsight.errors import UsageError, UserError
+
 
 def _ranks(text: str | None) -> list[int] | None:
     if not text:
@@ -13,7 +15,7 @@ def _ranks(text: str | None) -> list[int] | None:
     try:
         return sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise click.UsageError(f"--overhead-ranks {text!r}: expected rank counts like 2,3") from None
+        raise UsageError(f"--overhead-ranks {text!r}: expected rank counts like 2,3") from None
 
 
 @click.command("calibrate")
@@ -67,14 +69,14 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         if problems:
             click.echo(f"warning: profile {out} is marked noisy: {'; '.join(problems)}", err=True)
     except (CalibrationError, ProfileError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot write {out}: {exc}") from None
+        raise UserError(f"cannot write {out}: {exc}") from None
     png = plot_path or out.with_suffix(".png")
     try:
         plot_profiles([prof], png)
     except OSError as exc:
-        raise click.ClickException(f"cannot write {png}: {exc}") from None
+        raise UserError(f"cannot write {png}: {exc}") from None
     m, lg, h, mm, f = (prof["measured_on"], prof["loggps"], prof["hockney"], prof["mm1"],
                        prof["fit"])
     us = 1e6

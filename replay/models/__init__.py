@@ -58,6 +58,9 @@ def _expand(model: NetworkModel, name: str) -> list[str]:
     aliases = model.ALIASES
     if name in aliases:
         return list(aliases[name])
+    if name in model.RETIRED:
+        raise ParamError(f"parameter '{name}' is gone from model {model.NAME}: "
+                         f"{model.RETIRED[name]}")
     known = sorted(list(model.PARAMS) + list(aliases))
     raise ParamError(f"unknown parameter '{name}' for model {model.NAME} "
                      f"(known: {', '.join(known) if known else 'none'})")

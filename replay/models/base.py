@@ -20,8 +20,13 @@ and may override:
 - ``check(values)``: cross-parameter rules (raise ``ParamError``);
 - ``from_profile(data, path)``: this model's parameters from a calibration profile
   (``replay.profile``); the default says the profile has none for this model;
-- ``run_replay(prep, values, display, **options)``: replay with a simulator of its own instead of
-  the kernel (LogGOPSim's rules); ``OWN_SIMULATOR = True`` marks such a model.
+- ``run_replay(prep, values, *, scale, cpu_time, algorithms, record, delay_ns)``: replay with a
+  simulator of its own instead of the kernel (LogGOPSim's rules), returning the ``Result``
+  fields it computed (``replay.models.loggopsim.Replayed``); ``OWN_SIMULATOR = True`` marks
+  such a model.
+
+``RETIRED`` maps a parameter name the model no longer has to what replaces it; setting one is
+an error whose message says so.
 
 ``ctx`` (``replay.engine``) gives what a model may look at: ``nranks``, per message
 ``m_bytes``, ``m_src``, ``m_dst``, ``host_of_rank`` and ``default_tcomp()``.
@@ -61,6 +66,7 @@ class NetworkModel:
     PARAMS: ClassVar[dict[str, Param]] = {}
     ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {}
     OWN_SIMULATOR: ClassVar[bool] = False
+    RETIRED: ClassVar[dict[str, str]] = {}
 
     def kernel_params(self, values: dict[str, Any], ctx: Any) -> np.ndarray:
         raise NotImplementedError(f"model {self.NAME} does not define kernel_params")
@@ -80,8 +86,9 @@ class NetworkModel:
         raise ParamError(f"profile {path}: a calibration profile has no parameters for model "
                          f"{self.NAME}")
 
-    def run_replay(self, prep: Any, values: dict[str, Any], display: dict[str, Any],
-                   **options: Any) -> Any:
+    def run_replay(self, prep: Any, values: dict[str, Any], *, scale: np.ndarray,
+                   cpu_time: bool = False, algorithms: Any = None, record: bool = True,
+                   delay_ns: np.ndarray | None = None) -> Any:
         raise NotImplementedError(f"model {self.NAME} replays with the kernel")
 
     def __repr__(self) -> str:

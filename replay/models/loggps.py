@@ -25,3 +25,4 @@ class LogGPS(LogGP):
     PARAMS: dict[str, Param] = dict(LogGP.PARAMS)
     PARAMS["S"] = Param("bytes", "64KiB", "rendezvous threshold: larger messages synchronise",
                         allow_inf=True)
+    RETIRED = {"semantics": "LogGOPSim's rules are a model of their own: --model loggopsim"}

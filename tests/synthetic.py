@@ -1,4 +1,4 @@
-"""Synthetic traces for tests and benchmarks, written as real trace directories.
+"""Synthetic traces for tests and benchmarks, written as real trace directories (a test helper).
 
 Two ways to make one:
 
@@ -9,96 +9,23 @@ Two ways to make one:
 * ``ring_columns`` / ``pairwise_columns`` / ... build the columns of large regular traces directly
   as NumPy arrays (no per-event Python), for the throughput benchmark.
 
-Either result is written with ``write_trace(dir, per_rank_columns, ...)``, which uses
-``hindsight.trace.rows_to_table`` and ``write_manifest`` exactly like the collector does.
+Either result is written with ``hindsight.trace.write_trace(dir, per_rank_columns, ...)``, the
+writer every trace made in memory goes through (re-exported here for the tests).
 """
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from hindsight import trace as tf
+from hindsight.trace.write import EventRows, write_trace  # noqa: F401  (re-exported)
 
 ANY = tf.ANY_SOURCE
-
-# ------------------------------------------------------------------------------------------------
-# Writing
-
-
-def empty_columns() -> dict[str, list]:
-    return {c: [] for c in ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm",
-                            "nbytes", "request", "root")}
-
-
-def write_trace(trace_dir: Path | str, ranks: Sequence[dict[str, Any]], *,
-                communicators: dict[int, list[int]] | None = None,
-                hosts: dict[str, list[int]] | None = None,
-                extra_manifest: dict[str, Any] | None = None,
-                incomplete_ranks: Sequence[int] = ()) -> Path:
-    """Write one Parquet file per rank plus manifest.json.
-
-    ``ranks[r]`` maps column name to a sequence/array: ``op`` (names), ``region`` (names or None),
-    and the integer columns ``t_start t_end cpu_ns peer tag comm nbytes request root``.
-    """
-    trace_dir = Path(trace_dir)
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    run_id = uuid.uuid4().hex[:12]
-    nranks = len(ranks)
-    makespan = 0
-    t0 = None
-    events = []
-    for rank, cols in enumerate(ranks):
-        ops = np.asarray([tf.OP_CODE[o] for o in cols["op"]] if len(cols["op"]) and
-                         isinstance(cols["op"][0], str) else cols["op"], dtype=np.int8)
-        n = len(ops)
-        reg_names = cols.get("region")
-        if reg_names is None or len(reg_names) == 0:
-            regions: list[str] = []
-            reg_codes = np.full(n, -1, np.int64)
-        elif isinstance(reg_names, np.ndarray) and reg_names.dtype.kind in "iu":
-            regions = list(cols.get("region_names", []))
-            reg_codes = reg_names.astype(np.int64)
-        else:
-            regions = sorted({r for r in reg_names if r is not None})
-            idx = {r: i for i, r in enumerate(regions)}
-            reg_codes = np.array([idx[r] if r is not None else -1 for r in reg_names], np.int64)
-        arr = {c: np.asarray(cols[c], dtype=np.int64) for c in tf.COLUMNS[4:]}
-        table = tf.rows_to_table(rank, 0, arr, ops, reg_codes, regions)
-        status = "incomplete" if rank in incomplete_ranks else "complete"
-        meta = {"run_id": run_id, "rank": rank, "status": status, "events": n,
-                "format_version": tf.FORMAT_VERSION}
-        table = table.replace_schema_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
-        pq.write_table(table, trace_dir / tf.rank_file_name(rank), **tf.WRITE_OPTIONS)
-        if n:
-            makespan = max(makespan, int(arr["t_end"].max()))
-            lo = int(arr["t_start"].min())
-            t0 = lo if t0 is None else min(t0, lo)
-        events.append(n)
-    comms = {0: list(range(nranks))}
-    if communicators:
-        comms.update(communicators)
-    manifest = {
-        "format_version": tf.FORMAT_VERSION, "run_id": run_id, "ranks": nranks,
-        "complete": not incomplete_ranks, "makespan_ns": makespan - (t0 or 0),
-        "rank_status": ["incomplete" if r in incomplete_ranks else "complete"
-                        for r in range(nranks)],
-        "communicators": {str(k): v for k, v in comms.items()}, "events": events,
-        "app": "synthetic",
-    }
-    if hosts:
-        manifest["hosts"] = hosts
-    manifest.update(extra_manifest or {})
-    tf.write_manifest(trace_dir, manifest)
-    return trace_dir
-
 
 # ------------------------------------------------------------------------------------------------
 # A tiny independent simulator for small hand-written programs
@@ -120,7 +47,7 @@ class _RankState:
     t: float = 0.0
     next_req: int = 0
     reqs: dict = field(default_factory=dict)
-    cols: dict = field(default_factory=empty_columns)
+    cols: EventRows = field(default_factory=EventRows)
     stall: tuple | None = None   # (pc of the stalled call, time the rank entered it)
 
 
@@ -128,24 +55,7 @@ def _row(st: _RankState, op: str, t0: float, t1: float, peer=-1, tag=-1, comm=0,
          request=-1, root=-1, region=None, cpu=-1) -> None:
     if st.stall is not None and st.stall[0] == st.pc:
         t0 = st.stall[1]  # the call was entered before the stall
-    append_row(st.cols, op, t0, t1, peer, tag, comm, nbytes, request, root, region, cpu)
-
-
-def append_row(c: dict[str, list], op: str, t0: float, t1: float, peer: int = -1, tag: int = -1,
-               comm: int = 0, nbytes: int = -1, request: int = -1, root: int = -1,
-               region: str | None = None, cpu: int = -1) -> None:
-    """Append one trace row to per-rank columns (``empty_columns()``), times rounded to ns."""
-    c["op"].append(op)
-    c["region"].append(region)
-    c["t_start"].append(int(round(t0)))
-    c["t_end"].append(int(round(t1)))
-    c["cpu_ns"].append(int(cpu))
-    c["peer"].append(peer)
-    c["tag"].append(tag)
-    c["comm"].append(comm)
-    c["nbytes"].append(nbytes)
-    c["request"].append(request)
-    c["root"].append(root)
+    st.cols.append(op, t0, t1, peer, tag, comm, nbytes, request, root, region, cpu)
 
 
 def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
@@ -268,7 +178,7 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                                 t1 = max(t1, got[0])
                                 _row(s, name, s.t, -1, key[0], key[3], info[3], got[1], q)
                         for i in range(len(reqs)):
-                            s.cols["t_end"][-1 - i] = int(round(t1))
+                            s.cols.cols["t_end"][-1 - i] = int(round(t1))
                         s.t = t1
                         s.pc += 1
                         progress = True
@@ -320,7 +230,7 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
     stuck = [r for r in range(P) if st[r].pc < len(programs[r])]
     if stuck:
         raise ValueError(f"synthetic programs deadlock (ranks {stuck} cannot finish)")
-    return [s.cols for s in st]
+    return [{"op": s.cols.op, "region": s.cols.region, **s.cols.cols} for s in st]
 
 
 def simulate_to_dir(trace_dir: Path | str, programs: Sequence[Sequence[tuple]],
