@@ -33,7 +33,7 @@ from replay import collectives as C  # noqa: E402
 from replay import kernel as K  # noqa: E402
 from replay import models as M  # noqa: E402
 from replay.engine import _kernel, _Ctx  # noqa: E402
-from replay.prepare import Stream  # noqa: E402
+from replay.stream import Stream  # noqa: E402
 
 
 def stream_from_messages(P: int, src, dst, nbytes: float, iters: int, burst: float = 2000.0,
@@ -218,7 +218,7 @@ def main() -> None:
 
     # loading a Parquet trace into the prepared arrays
     import replay
-    from replay.synthetic import ring_columns, write_trace
+    from tests.synthetic import ring_columns, write_trace
     with tempfile.TemporaryDirectory() as d:
         P = 64
         cases = []  # (directory, name, ranks, events)

@@ -10,6 +10,7 @@ receives and the sends (so exchanges in both directions cannot deadlock).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -134,16 +135,28 @@ def _messages(op: str, algo: str, p: int, root: int) -> list[tuple]:
     raise ValueError(f"no pattern for collective {op}")
 
 
-@lru_cache(maxsize=256)
-def pattern(op: str, algo: str, p: int, root: int):
-    """(msg_src, msg_dst, msg_owner, msg_mult, op_off, op_kind, op_msg) for p local ranks.
+class Pattern(NamedTuple):
+    """A collective as point-to-point messages among p local ranks, and each member's
+    operations on them, in execution order (per step: post the sends and receives, then wait
+    for the receives and the sends)."""
 
-    ``op_off[q]:op_off[q+1]`` are local rank q's operations, in execution order.
-    """
+    src: np.ndarray      # per message: the local rank that sends it
+    dst: np.ndarray      # ... that receives it
+    owner: np.ndarray    # ... whose block size it carries
+    mult: np.ndarray     # ... that many times (float)
+    op_off: np.ndarray   # local rank q's operations are op_off[q]:op_off[q+1]
+    op_kind: np.ndarray  # per operation: ISEND, IRECV, WRECV or WSEND (int8)
+    op_msg: np.ndarray   # ... the message it posts or completes
+
+
+@lru_cache(maxsize=256)
+def pattern(op: str, algo: str, p: int, root: int) -> Pattern:
+    """The pattern of collective ``op`` by algorithm ``algo`` on p local ranks (``root``: the
+    root's local rank)."""
     msgs = _messages(op, algo, p, root)
     if not msgs:
         e = np.zeros(0, np.int64)
-        return e, e, e, np.zeros(0), np.zeros(p + 1, np.int64), np.zeros(0, np.int8), e
+        return Pattern(e, e, e, np.zeros(0), np.zeros(p + 1, np.int64), np.zeros(0, np.int8), e)
     arr = np.array(msgs, dtype=float)
     step = arr[:, 0].astype(np.int64)
     src = arr[:, 1].astype(np.int64)
@@ -161,4 +174,4 @@ def pattern(op: str, algo: str, p: int, root: int):
     who, kinds, mid = who[srt], kinds[srt], mid[srt]
     off = np.zeros(p + 1, np.int64)
     off[1:] = np.cumsum(np.bincount(who, minlength=p))
-    return src, dst, owner, mult, off, kinds, mid
+    return Pattern(src, dst, owner, mult, off, kinds, mid)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
@@ -21,7 +21,9 @@ import pyarrow.parquet as pq
 from hindsight import trace as tf
 from replay import kernel as K
 from replay import models as M
-from replay.prepare import Prepared, ReplayError, Stream
+from replay.errors import ReplayError
+from replay.prepare import Prepared
+from replay.stream import Stream
 
 
 @dataclass
@@ -75,11 +77,11 @@ class Result:
             raise ReplayError("this result was computed without per-event times (record=False)")
         r = self.prepared.rows
         return pd.DataFrame({
-            "rank": r["rank"], "seq": r["seq"],
-            "op": pd.Categorical.from_codes(np.where(r["op"] >= 0, r["op"], 0),
+            "rank": r.rank, "seq": r.seq,
+            "op": pd.Categorical.from_codes(np.where(r.op >= 0, r.op, 0),
                                             categories=list(tf.OPS)),
-            "measured_start_ns": r["t_start"] - self.prepared.t0,
-            "measured_end_ns": r["t_end"] - self.prepared.t0,
+            "measured_start_ns": r.t_start - self.prepared.t0,
+            "measured_end_ns": r.t_end - self.prepared.t0,
             "start_ns": self.row_start_ns, "end_ns": self.row_end_ns,
             "critical": self.critical_rows,
         })
@@ -187,12 +189,15 @@ def _scale_array(prep: Prepared, compute_scale: float,
 
 @dataclass
 class _Out:
+    """One kernel run: how many ranks could not finish (0: success), then ``K.Outputs``."""
+
     status: int
     rank_end: np.ndarray
-    comp: np.ndarray
-    comm: np.ndarray
-    wait: np.ndarray
+    rank_comp: np.ndarray
+    rank_comm: np.ndarray
+    rank_wait: np.ndarray
     m_sp: np.ndarray
+    m_rp: np.ndarray
     op_start: np.ndarray
     op_end: np.ndarray
     pred: np.ndarray
@@ -201,34 +206,25 @@ class _Out:
 
 def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
             cpu: bool, m_delay: np.ndarray, record: bool) -> _Out:
+    """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio);
+    per-operation outputs only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
-    out = _Out(0, np.zeros(P), np.zeros(P), np.zeros(P), np.zeros(P), np.empty(st.nmsg),
-               np.empty(n), np.empty(n), np.empty(n, np.int8),
-               np.full(len(st.coll_n) if record else 0, -1, np.int64))
-    m_rp = np.empty(st.nmsg)
-    loc = st.loc if len(st.loc) else np.zeros(1)
-    dep = st.dep_lat if len(st.dep_lat) else np.zeros(1)
-    coll_last = out.coll_last if record else np.zeros(max(len(st.coll_n), 1), np.int64)
-    out.status = K.replay_kernel(
-        st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg, scale, trail,
-        st.m_bytes, st.m_src, st.m_dst, m_delay,
-        st.m_sync if st.m_sync is not None else np.zeros(max(st.nmsg, 1), np.bool_),
-        loc, dep, st.coll_n, prm, mode, record,
-        out.op_start, out.op_end, out.pred, coll_last, out.rank_end, out.comp, out.comm,
-        out.wait, out.m_sp, m_rp)
-    return out
+    out = K.Outputs(
+        rank_end=np.zeros(P), rank_comp=np.zeros(P), rank_comm=np.zeros(P),
+        rank_wait=np.zeros(P), m_sp=np.empty(st.nmsg), m_rp=np.empty(st.nmsg),
+        op_start=np.empty(n), op_end=np.empty(n), pred=np.empty(n, np.int8),
+        coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64))
+    ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
+                st.loc, st.dep_lat, st.coll_n)
+    sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
+    msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync)
+    status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
+    return _Out(status, *out)
 
 
-def _deadlock_message(prep: Prepared, st: Stream) -> str:
-    return ("replay deadlock: the dependencies are cyclic or a partner is missing "
-            "(some ranks wait for messages or collectives that can never happen)")
-
-
-def _resolve(model: str | ModuleType, params: Mapping[str, Any] | Sequence | None,
-             profile: Mapping[str, Any] | None) -> tuple[ModuleType, dict[str, Any]]:
-    mod = M.get_model(model) if isinstance(model, str) else model
-    return mod, M.resolve(mod, params or {}, profile)
+_DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
+             "(some ranks wait for messages or collectives that can never happen)")
 
 
 def run(prep: Prepared, model: str | ModuleType = "loggps",
@@ -282,18 +278,18 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
         last = p == passes - 1
         out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last)
         if out.status:
-            raise ReplayError(_deadlock_message(prep, st) + f" ({out.status} ranks stuck)")
+            raise ReplayError(f"{_DEADLOCK} ({out.status} ranks stuck)")
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
         measured_makespan_ns=prep.measured_makespan_ns,
-        rank_end_ns=out.rank_end, rank_compute_ns=out.comp, rank_comm_ns=out.comm,
-        rank_wait_ns=out.wait, measured_rank_end_ns=prep.measured_rank_end_ns,
+        rank_end_ns=out.rank_end, rank_compute_ns=out.rank_comp, rank_comm_ns=out.rank_comm,
+        rank_wait_ns=out.rank_wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
         info=info, prepared=prep)
     if injected is not None:
         # the kernel counted the delays as bursts; they are the machine's, not the program's
-        res.rank_compute_ns = out.comp - injected
+        res.rank_compute_ns = out.rank_comp - injected
         res.info["noise_injected_s"] = float(injected.sum()) / 1e9
     if record:
         _attach_rows(res, prep, st, out, scale, cpu_time)
@@ -306,8 +302,6 @@ def _with_delays(prep: Prepared, st: Stream, scale: np.ndarray, cpu: bool,
     each row's first operation, with a scale of ones: a delay is the machine's time, not a
     computation that ``compute_scale`` may shrink. Returns (stream, scale, trail, per-rank
     injected ns)."""
-    import dataclasses
-
     delay_ns = np.asarray(delay_ns, np.float64)
     if delay_ns.shape != (prep.nrows,) or not np.all(np.isfinite(delay_ns)) \
             or (delay_ns < 0).any():
@@ -319,9 +313,9 @@ def _with_delays(prep: Prepared, st: Stream, scale: np.ndarray, cpu: bool,
     ok = first < len(st.op_row)
     ok[ok] = st.op_row[first[ok]] == rows[ok]
     eff[first[ok]] += delay_ns[rows[ok]]
-    injected = np.bincount(prep.rows["rank"][rows[ok]], weights=delay_ns[rows[ok]],
+    injected = np.bincount(prep.rows.rank[rows[ok]], weights=delay_ns[rows[ok]],
                            minlength=prep.nranks)[:prep.nranks]
-    st2 = dataclasses.replace(st, burst=eff, burst_cpu=eff)
+    st2 = replace(st, burst=eff, burst_cpu=eff)
     return st2, np.ones_like(scale), prep.trail * scale[0], injected
 
 
@@ -362,12 +356,12 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
     n = prep.nrows
     rs = np.full(n, -1.0)
     re = np.full(n, -1.0)
-    K.rows_from_ops(st.op_row, out.op_start, out.op_end, n, rs, re)
+    K.rows_from_ops(st.op_row, out.op_start, out.op_end, rs, re)
     rows = prep.rows
     # A call recorded as several rows starts where its first row starts.
-    cont = np.flatnonzero(rows["cont"])
+    cont = np.flatnonzero(rows.cont)
     if len(cont):
-        grp = np.maximum.accumulate(np.where(rows["cont"], 0, np.arange(n)))
+        grp = np.maximum.accumulate(np.where(rows.cont, 0, np.arange(n)))
         rs[cont] = rs[grp[cont]]
         # ... and all its rows end together, when the last one does
         gend = np.full(n, -1.0)
@@ -378,10 +372,10 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
     has = rs >= 0
     miss = ~has
     if miss.any():
-        rank = rows["rank"]
-        span = float(max(rows["t_end"].max() - prep.t0, 1)) * 4 + 1
-        mx = np.concatenate([(rows["t_start"][has] - prep.t0).astype(float),
-                             (rows["t_end"][has] - prep.t0).astype(float)])
+        rank = rows.rank
+        span = float(max(rows.t_end.max() - prep.t0, 1)) * 4 + 1
+        mx = np.concatenate([(rows.t_start[has] - prep.t0).astype(float),
+                             (rows.t_end[has] - prep.t0).astype(float)])
         my = np.concatenate([rs[has], re[has]])
         mr = np.concatenate([rank[has], rank[has]])
         # per-rank anchors at the start (0 -> 0) and at the rank's end
@@ -393,8 +387,8 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
         o = np.lexsort((my, gx))
         gx, gy = gx[o], my[o]
         gy = np.maximum.accumulate(gy + mr[o] * span) - mr[o] * span
-        qs = (rows["t_start"][miss] - prep.t0) + rank[miss] * span
-        qe = (rows["t_end"][miss] - prep.t0) + rank[miss] * span
+        qs = (rows.t_start[miss] - prep.t0) + rank[miss] * span
+        qe = (rows.t_end[miss] - prep.t0) + rank[miss] * span
         rs[miss] = np.interp(qs, gx, gy + mr[o] * span) - rank[miss] * span
         re[miss] = np.interp(qe, gx, gy + mr[o] * span) - rank[miss] * span
     res.row_start_ns = rs
@@ -408,8 +402,7 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
         order = np.empty(st.nops, np.int64)
         npath = 0
         if st.rank_off[last + 1] > st.rank_off[last]:
-            npath = K.critical_path(st.rank_off, st.kind, st.msg, out.pred, out.op_start,
-                                    out.op_end, st.burst, st.m_send_op, st.m_recv_op,
+            npath = K.critical_path(st.rank_off, st.msg, out.pred, st.m_send_op, st.m_recv_op,
                                     out.coll_last, last, on, order)
         if npath:
             # Each path operation owns the stretch of time from the end of the operation before

@@ -19,17 +19,21 @@ Operation kinds (``kind``):
   NOP    nothing but its burst (and, in measured mode, its measured duration)
 
 Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
+
+The network rules (LogGOPS) are the small functions below, inlined into the loop. Their sums
+are written left to right exactly as the loop needs them: ``t + o + O·k`` and ``t + (o + O·k)``
+round differently, and replayed times are compared bit for bit across versions.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE = range(9)
-KIND_NAMES = ("NOP", "SEND", "RECV", "ISEND", "IRECV", "WSEND", "WRECV", "COLL", "PROBE")
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC = range(12)
@@ -46,20 +50,156 @@ def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0
     return p
 
 
+class Ops(NamedTuple):
+    """The operations, ordered by rank then program order (``Stream`` of ``replay.stream``)."""
+
+    rank_off: np.ndarray   # rank r's operations are rank_off[r]:rank_off[r+1]
+    kind: np.ndarray       # NOP, SEND, ... (int8)
+    msg: np.ndarray        # its message (a collective instance for COLL; -1: none)
+    burst: np.ndarray      # compute before the operation, ns (scaled by scale[reg + 1])
+    reg: np.ndarray        # region code of the burst (-1: none)
+    loc: np.ndarray        # measured mode: the operation's own (local) duration, ns
+    dep_lat: np.ndarray    # measured mode: its lag after the other side's post, ns
+    coll_n: np.ndarray     # measured mode: members of each collective instance
+
+
+class Messages(NamedTuple):
+    """Per message: its size and endpoints, the model's extra delay, synchronous mode."""
+
+    nbytes: np.ndarray     # k, bytes (float)
+    src: np.ndarray        # sending rank
+    dst: np.ndarray        # receiving rank
+    delay: np.ndarray      # extra time on the wire (contention models), ns
+    sync: np.ndarray       # Ssend/Issend: completes only once the receive matched
+
+
+class Outputs(NamedTuple):
+    """What a replay writes. Per rank: end, compute, communication and waiting time; per
+    message: send and receive post times; with ``record``, per operation its start, end and
+    what bound its end (``PRED_*``) and per collective its last entering operation."""
+
+    rank_end: np.ndarray
+    rank_comp: np.ndarray
+    rank_comm: np.ndarray
+    rank_wait: np.ndarray
+    m_sp: np.ndarray
+    m_rp: np.ndarray
+    op_start: np.ndarray
+    op_end: np.ndarray
+    pred: np.ndarray
+    coll_last: np.ndarray
+
+
+# ---- the rules ------------------------------------------------------------------------------
+
+
+@nb.njit(inline="always")
+def send_overhead(o_s, O_s, k):
+    """o_s(k) = o_s + O_s·k: the sender's CPU time for a k-byte message (LogGOPS; the
+    per-message part o_s = o_s0 + o_sP·P is computed once from the parameters)."""
+    return o_s + O_s * k
+
+
+@nb.njit(inline="always")
+def after_overhead(t, o, O, k):
+    """t + o + O·k: the end of a k-byte message's overhead (o + O·k) that starts at t, the
+    sender's (o_s, O_s) or the receiver's (o_r, O_r)."""
+    return t + o + O * k
+
+
+@nb.njit(inline="always")
+def wire_time(k, kshift, G):
+    """(k − kshift)⁺·G: the time a k-byte message's bytes take on the wire beyond the first
+    ``kshift`` (LogGP's (k − 1)G; the latency L is added per hop where the protocol is known)."""
+    return max(k - kshift, 0.0) * G
+
+
+@nb.njit(inline="always")
+def is_rendezvous(k, S, sync):
+    """A message goes by rendezvous above S bytes, or when the send is synchronous-mode
+    (Ssend/Issend: MPI completes it only once the receive matched); else eagerly."""
+    return k > S or sync
+
+
+@nb.njit(inline="always")
+def next_send_slot(ts, gap, wire):
+    """ts + g + wire: when the sender's NIC can start the next message after one that started
+    at ts (LogGP's gap g, plus that message's bytes on the wire)."""
+    return ts + gap + wire
+
+
+@nb.njit(inline="always")
+def eager_arrival(sent, L, wire, delay):
+    """sent + L + wire + delay: an eager message's data is at the receiver (``sent``: the
+    sender's overhead ended)."""
+    return sent + L + wire + delay
+
+
+@nb.njit(inline="always")
+def envelope_arrival(sent, L, delay):
+    """sent + L + delay: a message's envelope (for a rendezvous, its request to send) is at the
+    receiver; what a probe waits for."""
+    return sent + L + delay
+
+
+@nb.njit(inline="always")
+def rendezvous_arrival(sent, L, wire, delay):
+    """sent + 3L + wire + delay: a rendezvous message's data is at a receiver that was ready
+    in time (request to send, clear to send, data: three latencies)."""
+    return sent + 3.0 * L + wire + delay
+
+
+@nb.njit(inline="always")
+def late_receiver_arrival(rp, L, wire, delay):
+    """rp + 2L + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
+    after the request to send arrived (clear to send, data)."""
+    return rp + 2.0 * L + wire + delay
+
+
+@nb.njit(inline="always")
+def rendezvous_sender_done(sent, L, wire):
+    """sent + 2L + wire: a rendezvous send completes, the receiver having been ready (request
+    to send and clear to send, then the bytes leave)."""
+    return sent + 2.0 * L + wire
+
+
+@nb.njit(inline="always")
+def clear_to_send_done(rp, L, wire):
+    """rp + L + wire: a rendezvous send whose receive was posted at rp completes (the clear to
+    send arrives, then the bytes leave)."""
+    return rp + L + wire
+
+
+@nb.njit(inline="always")
+def bound(local_end, dep_end, pred_if_dep):
+    """An operation ends at the later of its own end and its dependency's: (end, time the rank
+    waited = dep_end − local_end when the dependency is later, what bound the end)."""
+    if dep_end > local_end:
+        return dep_end, dep_end - local_end, pred_if_dep
+    return local_end, 0.0, PRED_LOCAL
+
+
+# ---- the loop -------------------------------------------------------------------------------
+
+
 @nb.njit(cache=True, nogil=True)
-def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
-                  m_bytes, m_src, m_dst, m_delay, m_sync,
-                  loc, dep_lat, coll_n,
-                  prm, mode, record,
-                  op_start, op_end, pred, coll_last,
-                  rank_end, rank_comp, rank_comm, rank_wait, m_sp, m_rp):
+def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     """Replay once. Returns the number of ranks that could not finish (0 = success).
 
-    ``m_sync`` marks synchronous-mode messages (Ssend/Issend): they take the rendezvous path
-    whatever their size, because MPI completes such a send only once the receive has matched.
-    Outputs: rank_end/comp/comm/wait (per rank), m_sp/m_rp (message post times); with ``record``
-    also op_start/op_end/pred per operation and coll_last (last entering op per collective).
+    ``ops`` (``Ops``) and ``msgs`` (``Messages``) are the inputs, ``out`` (``Outputs``) is
+    written: rank_end/comp/comm/wait and m_sp/m_rp always; with ``record`` also
+    op_start/op_end/pred per operation and coll_last per collective. ``scale`` multiplies the
+    bursts (index reg + 1; index 0 also scales ``trail``, each rank's time after its last
+    operation); ``prm`` is ``make_params``'s vector; ``mode`` MODE_NETWORK or MODE_MEASURED.
     """
+    rank_off, kind, msg, burst, reg = ops.rank_off, ops.kind, ops.msg, ops.burst, ops.reg
+    loc, dep_lat, coll_n = ops.loc, ops.dep_lat, ops.coll_n
+    m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
+        msgs.sync
+    rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
+        out.rank_wait
+    m_sp, m_rp = out.m_sp, out.m_rp
+    op_start, op_end, pred, coll_last = out.op_start, out.op_end, out.pred, out.coll_last
     P = len(rank_off) - 1
     os0 = prm[P_OS0] + prm[P_OSP] * prm[P_NPROC]
     Os = prm[P_OS]
@@ -126,13 +266,13 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
             if k == SEND or k == ISEND:
                 m = msg[i]
                 kb = m_bytes[m]
-                kg = max(kb - kshift, 0.0) * G
-                osk = os0 + Os * kb
+                kg = wire_time(kb, kshift, G)
+                osk = send_overhead(os0, Os, kb)
                 if m_sp[m] < 0.0:
                     ts = t
                     if not measured:
                         ts = max(t, tx_r)
-                        tx_r = ts + gap + kg
+                        tx_r = next_send_slot(ts, gap, kg)
                     m_sp[m] = ts
                     d = m_dst[m]
                     if wait_on[d] == m:
@@ -141,30 +281,21 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                         top += 1
                 ts = m_sp[m]
                 if measured:
-                    if k == SEND and (kb > S or m_sync[m]):
+                    if k == SEND and is_rendezvous(kb, S, m_sync[m]):
                         if m_rp[m] < 0.0:
                             blocked = m
                         else:
-                            le = start + loc[i]
-                            de = m_rp[m] + dep_lat[i]
-                            t = max(le, de)
-                            if de > le:
-                                waited = de - le
-                                pk = PRED_RECV
+                            t, waited, pk = bound(start + loc[i], m_rp[m] + dep_lat[i],
+                                                  PRED_RECV)
                     else:
                         t = start + loc[i]
-                elif k == ISEND or (kb <= S and not m_sync[m]):
+                elif k == ISEND or not is_rendezvous(kb, S, m_sync[m]):
                     t = ts + osk
+                elif m_rp[m] < 0.0:
+                    blocked = m
                 else:
-                    if m_rp[m] < 0.0:
-                        blocked = m
-                    else:
-                        le = ts + osk + 2.0 * L + kg
-                        de = m_rp[m] + L + kg
-                        t = max(le, de)
-                        if de > le:
-                            waited = de - le
-                            pk = PRED_RECV
+                    t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, kg),
+                                          clear_to_send_done(m_rp[m], L, kg), PRED_RECV)
             elif k == IRECV or k == RECV:
                 m = msg[i]
                 if m_rp[m] < 0.0:
@@ -182,30 +313,18 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
             elif k == WSEND:
                 m = msg[i]
                 kb = m_bytes[m]
-                if measured:
-                    if kb > S or m_sync[m]:
-                        if m_rp[m] < 0.0:
-                            blocked = m
-                        else:
-                            le = start + loc[i]
-                            de = m_rp[m] + dep_lat[i]
-                            t = max(le, de)
-                            if de > le:
-                                waited = de - le
-                                pk = PRED_RECV
-                    else:
+                if not is_rendezvous(kb, S, m_sync[m]):
+                    if measured:
                         t = start + loc[i]
-                elif kb > S or m_sync[m]:
-                    if m_rp[m] < 0.0:
-                        blocked = m
-                    else:
-                        kg = max(kb - kshift, 0.0) * G
-                        le = max(t, m_sp[m] + os0 + Os * kb + 2.0 * L + kg)
-                        de = m_rp[m] + L + kg
-                        t = max(le, de)
-                        if de > le:
-                            waited = de - le
-                            pk = PRED_RECV
+                elif m_rp[m] < 0.0:
+                    blocked = m
+                elif measured:
+                    t, waited, pk = bound(start + loc[i], m_rp[m] + dep_lat[i], PRED_RECV)
+                else:
+                    kg = wire_time(kb, kshift, G)
+                    sent = after_overhead(m_sp[m], os0, Os, kb)
+                    t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, kg)),
+                                          clear_to_send_done(m_rp[m], L, kg), PRED_RECV)
             elif k == WRECV:
                 m = msg[i]
                 if m_sp[m] < 0.0:
@@ -214,22 +333,16 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 m = msg[i]
                 if m_sp[m] < 0.0:
                     blocked = m
+                elif measured:
+                    t, waited, pk = bound(start + loc[i], m_sp[m] + dep_lat[i], PRED_SEND)
                 else:
-                    if measured:
-                        le = start + loc[i]
-                        de = m_sp[m] + dep_lat[i]
-                    else:
-                        kb = m_bytes[m]
-                        le = start
-                        # the envelope: a rendezvous request right after the send's overhead,
-                        # eager data after the transfer as well
-                        de = m_sp[m] + os0 + Os * kb + L + m_delay[m]
-                        if kb <= S and not m_sync[m]:
-                            de += max(kb - kshift, 0.0) * G
-                    t = max(le, de)
-                    if de > le:
-                        waited = de - le
-                        pk = PRED_SEND
+                    kb = m_bytes[m]
+                    # the envelope: a rendezvous request right after the send's overhead,
+                    # eager data after the transfer as well
+                    de = envelope_arrival(after_overhead(m_sp[m], os0, Os, kb), L, m_delay[m])
+                    if not is_rendezvous(kb, S, m_sync[m]):
+                        de += wire_time(kb, kshift, G)
+                    t, waited, pk = bound(start, de, PRED_SEND)
             elif k == COLL:
                 c = msg[i]
                 # Entry is counted once: phase 2 marks "entered, waiting for the others".
@@ -252,12 +365,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                     coll_head[c] = r
                     blocked = -2
                 else:
-                    le = start + loc[i]
-                    de = coll_max[c] + dep_lat[i]
-                    t = max(le, de)
-                    if de > le:
-                        waited = de - le
-                        pk = PRED_COLL
+                    t, waited, pk = bound(start + loc[i], coll_max[c] + dep_lat[i], PRED_COLL)
             else:  # NOP
                 if measured:
                     t = start + loc[i]
@@ -267,26 +375,20 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
                 m = msg[i]
                 kb = m_bytes[m]
                 if measured:
-                    le = start + loc[i]
-                    de = m_sp[m] + dep_lat[i]
+                    t, waited, pk = bound(start + loc[i], m_sp[m] + dep_lat[i], PRED_SEND)
                 else:
-                    kg = max(kb - kshift, 0.0) * G
+                    kg = wire_time(kb, kshift, G)
+                    sent = after_overhead(m_sp[m], os0, Os, kb)
                     le = max(t, rx_r)
-                    if kb > S or m_sync[m]:
+                    if is_rendezvous(kb, S, m_sync[m]):
                         # Rendezvous: the data leaves once both sides are ready.
-                        le = max(le, m_rp[m] + 2.0 * L + kg + m_delay[m])
-                        de = m_sp[m] + os0 + Os * kb + 3.0 * L + kg + m_delay[m]
+                        le = max(le, late_receiver_arrival(m_rp[m], L, kg, m_delay[m]))
+                        de = rendezvous_arrival(sent, L, kg, m_delay[m])
                     else:
-                        de = m_sp[m] + os0 + Os * kb + L + kg + m_delay[m]
-                tr = max(le, de)
-                if de > le:
-                    waited = de - le
-                    pk = PRED_SEND
-                if measured:
-                    t = tr
-                else:
+                        de = eager_arrival(sent, L, kg, m_delay[m])
+                    tr, waited, pk = bound(le, de, PRED_SEND)
                     rx_r = tr + gap
-                    t = tr + or0 + Or * kb
+                    t = after_overhead(tr, or0, Or, kb)
 
             if blocked != -1:
                 if blocked >= 0:
@@ -323,7 +425,7 @@ def replay_kernel(rank_off, kind, msg, burst, reg, scale, trail,
 
 
 @nb.njit(cache=True, nogil=True)
-def rows_from_ops(op_row, op_start, op_end, nrows, row_start, row_end):
+def rows_from_ops(op_row, op_start, op_end, row_start, row_end):
     """Per trace row: start of its first operation, end of its last (rows without ops untouched)."""
     for i in range(len(op_row)):
         rw = op_row[i]
@@ -338,8 +440,8 @@ def rows_from_ops(op_row, op_start, op_end, nrows, row_start, row_end):
 
 
 @nb.njit(cache=True, nogil=True)
-def critical_path(rank_off, kind, msg, pred, op_start, op_end, burst_eff, m_send_op, m_recv_op,
-                  coll_last, last_rank, on_path, order):
+def critical_path(rank_off, msg, pred, m_send_op, m_recv_op, coll_last, last_rank, on_path,
+                  order):
     """Walk back from the last operation of ``last_rank``; mark the operations that determine
     the makespan and write them to ``order`` in walk order (latest first). Returns how many.
 

@@ -10,17 +10,18 @@ receives are resolved as recorded.
 
 The work is linear in the number of rows: the (source, destination, communicator, tag) channels
 are numbered directly when there are few possible ones, else grouped by hashing
-(pandas.factorize), and a compiled pass pairs the k-th send with the
-k-th receive of each channel. No per-message Python.
+(pandas.factorize), and a compiled pass pairs the k-th send with the k-th receive of each
+channel. No per-message Python.
 
-``match_messages(table)`` is reused by ``hindsight trace check``; it takes an Arrow table or the flat arrays of ``hindsight.trace.Columns``
-(``op`` as codes); it never raises on a bad trace,
-it returns the problems as readable lines.
+``match_messages(table)`` is reused by ``hindsight trace check``; it takes an Arrow table or
+the flat arrays of ``hindsight.trace.Columns`` (``op`` as codes); it never raises on a bad
+trace, it returns the problems as readable lines.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
 import numba as nb
 import numpy as np
@@ -39,25 +40,16 @@ def index_proto(count: int) -> np.ndarray:
 
 
 def op_codes(table: pa.Table) -> np.ndarray:
-    """The ``op`` column as codes into ``hindsight.trace.OPS`` (-1 for names this version lacks).
-
-    Chunks may carry different dictionaries (files written by other tools), so each chunk's
-    dictionary is translated rather than trusting its indices.
-    """
+    """The ``op`` column of an Arrow table as codes into ``hindsight.trace.OPS`` (int16; -1 for
+    names this version lacks), each chunk's dictionary translated (``hindsight.trace.dict_codes``:
+    files written by other tools may carry different dictionaries per chunk)."""
     col = table.column("op")
     out = np.empty(len(col), np.int16)
-    pos = 0
+    at = 0
     for chunk in col.chunks:
-        n = len(chunk)
-        if pa.types.is_dictionary(chunk.type):
-            names = chunk.dictionary.to_pylist()
-            lut = np.array([tf.OP_CODE.get(x, -1) for x in names] or [-1], np.int16)
-            idx = chunk.indices.to_numpy(zero_copy_only=False)
-            out[pos:pos + n] = lut[idx.astype(np.int64)] if n else lut[:0]
-        else:
-            names = chunk.to_pylist()
-            out[pos:pos + n] = [tf.OP_CODE.get(x, -1) for x in names]
-        pos += n
+        tf.dict_codes(chunk, tf.OP_CODE, Path("<table>"), "op", out[at:at + len(chunk)],
+                      grow=False)
+        at += len(chunk)
     return out
 
 
@@ -74,8 +66,7 @@ class MessageMatch:
     ``recv_row``: the receive's posting row (Recv row, or Irecv post); ``recv_done_row``: the row
     that completes it (the Recv row, or the Wait/Test row of the Irecv; -1 if never completed).
     ``nbytes`` is the size sent. ``completion_row``/``completion_post_row`` pair every completion
-    row with the post row of the request it completes. ``comm`` and ``tag`` are the sends'
-    (gathered when asked for: replay needs neither). Row indices are int32 when the input has
+    row with the post row of the request it completes. Row indices are int32 when the input has
     fewer than 2**31 rows.
     """
 
@@ -90,25 +81,9 @@ class MessageMatch:
     unmatched_recv_rows: np.ndarray
     completion_row: np.ndarray
     completion_post_row: np.ndarray
-    problem_count: int = 0
-    extra: dict = field(default_factory=dict)
-    _comm_of_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
-    _tag_of_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
-
-    @property
-    def comm(self) -> np.ndarray:
-        return self._comm_of_row[self.send_row]
-
-    @property
-    def tag(self) -> np.ndarray:
-        return self._tag_of_row[self.send_row]
 
     def __len__(self) -> int:
         return len(self.send_row)
-
-    def pairs(self):
-        """(send_row, recv_row) tuples; convenient for small traces and tests."""
-        return list(zip(self.send_row.tolist(), self.recv_row.tolist()))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -519,8 +494,7 @@ def match_messages(table, max_problems: int = 1000,
         src=m_src, dst=m_dst, nbytes=m_nb,
         send_row=m_send, send_done_row=m_sdone, recv_row=m_recv, recv_done_row=m_rdone,
         unmatched_send_rows=um_s, unmatched_recv_rows=um_r,
-        completion_row=completion_row, completion_post_row=completion_post_row,
-        problem_count=counts["n"], _comm_of_row=comm, _tag_of_row=tag)
+        completion_row=completion_row, completion_post_row=completion_post_row)
     issues.sort()
     lines = [f"rank {rank[r]} seq {seq[r]}: {text}" for r, text in issues]
     if counts["n"] > len(lines):

@@ -22,12 +22,14 @@ The result is an ordinary table: `replay.prepare` runs on it unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
 from replay.matching import match_messages
+from replay.prepare import Prepared, prepare
 
 _SR_SEND = tf.OP_CODE["Sendrecv_send"]
 _SR_RECV = tf.OP_CODE["Sendrecv_recv"]
@@ -49,12 +51,13 @@ class Cut:
     def dropped(self) -> int:
         return sum(self.rows_before) - sum(self.rows_kept)
 
-    def describe(self, trace_dir) -> str:
+    def describe(self, trace_dir: str | Path) -> str:
         """One line for stderr: the user must know the replay is of a cut, not of the run."""
         front = (f"t = {self.frontier_ns / 1e9:.6f} s" if self.frontier_ns is not None
                  else "no time frontier")
-        return (f"note: {trace_dir} is incomplete (ranks {rank_ranges(self.incomplete_ranks)} did not "
-                f"finish); replaying its last consistent cut ({front}): "
+        return (f"note: {trace_dir} is incomplete (ranks "
+                f"{_rank_ranges(self.incomplete_ranks)} did not finish); replaying its last "
+                f"consistent cut ({front}): "
                 f"{sum(self.rows_kept)} of {sum(self.rows_before)} events kept, "
                 f"{self.dropped} dropped")
 
@@ -64,7 +67,7 @@ class Cut:
                 "kept_per_rank": self.rows_kept, "closure_rounds": self.rounds}
 
 
-def rank_ranges(ranks: list[int]) -> str:
+def _rank_ranges(ranks: list[int]) -> str:
     return tf.rank_ranges(ranks) if ranks else "none"
 
 
@@ -193,12 +196,10 @@ def cut_table(table: pa.Table, manifest: dict, incomplete: list[int]) -> tuple[p
     return table.take(pa.array(idx)), cut
 
 
-def prepare_partial(trace_dir) -> tuple[object, Cut | None]:
+def prepare_partial(trace_dir: str | Path) -> tuple[Prepared, Cut | None]:
     """`replay.prepare` of a trace, cut to its last consistent state if it is incomplete.
 
     Returns (Prepared, Cut or None for a complete trace). Raises TraceError / ReplayError."""
-    from replay.prepare import prepare
-
     # Footers and manifest only: a complete trace goes straight to prepare (and its cache).
     manifest = tf.read_manifest(trace_dir)
     sources = tf.rank_sources(trace_dir, manifest)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import replay
-from replay.synthetic import simulate_to_dir
+from synthetic import simulate_to_dir
 
 COLLS = ["Barrier", "Bcast", "Allreduce", "Reduce", "Allgather", "Alltoall", "Gather", "Scatter",
          "Scan"]
@@ -102,20 +102,19 @@ def test_collective_instances_are_kth_call_per_communicator():
     collective of each rank on a communicator is instance (communicator, k), every COMM_SELF
     call is one of its own; ids in order of first appearance, rows sorted by instance then
     rank, and where each instance's rows start in that order."""
-    import importlib
-
     import numpy as np
+    import pandas as pd
 
     from hindsight.trace import COMM_SELF_ID
+    from replay.instances import _number_instances
 
-    prep_mod = importlib.import_module("replay.prepare")
     rng = np.random.default_rng(3)
     for _ in range(200):
         n = int(rng.integers(1, 40))
         rank = np.sort(rng.integers(0, 5, n))
         comm = rng.choice([0, COMM_SELF_ID, 7, 123456789], n)
-        ccode, uc = prep_mod.pd.factorize(comm)
-        inst, order, off = prep_mod._number_instances(
+        ccode, uc = pd.factorize(comm)
+        inst, order, off = _number_instances(
             rank * len(uc) + ccode, 5 * len(uc), ccode, len(uc), comm == COMM_SELF_ID)
         keys, want = {}, []
         seen: dict = {}

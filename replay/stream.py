@@ -1,0 +1,388 @@
+"""The kernel's operation stream of a prepared trace, in one of two forms:
+
+* ``expand=False`` (measured model): a collective is one COLL operation (all members meet);
+* ``expand=True`` (network models): a collective becomes the point-to-point pattern of its
+  algorithm (``replay.collectives``).
+
+Per row its operations (one per MPI row; two for a Sendrecv's receive half, whose send half
+completes there; a collective's pattern steps when expanded), each carrying the row's region,
+the first one its burst; then per message its size, endpoints and the operations that post it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba as nb
+import numpy as np
+import pandas as pd
+
+from hindsight import trace as tf
+from replay import collectives as C
+from replay import kernel as K
+from replay.instances import Instances, group_ids
+from replay.matching import index_proto
+from replay.rows import KIND_TABLES, Messages, Rows
+
+SYNC_SEND_OPS = ("Ssend", "Issend")
+_SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
+
+
+@dataclass
+class Stream:
+    """One kernel input form. Operation arrays are ordered by rank, then program order."""
+
+    rank_off: np.ndarray       # rank r's operations are rank_off[r]:rank_off[r+1]
+    kind: np.ndarray           # kernel kind of each operation
+    msg: np.ndarray            # its message (unexpanded COLL: its collective instance; -1 none)
+    burst: np.ndarray          # raw (wall) burst before the operation, ns
+    burst_cpu: np.ndarray      # the same scaled by the enclosing region's CPU/wall ratio
+    reg: np.ndarray            # region code of the burst (-1 = none)
+    op_row: np.ndarray         # trace row of each operation
+    m_bytes: np.ndarray        # per message: bytes (float)
+    m_src: np.ndarray          # sending rank
+    m_dst: np.ndarray          # receiving rank
+    m_send_op: np.ndarray      # the operation that posts the send (-1: not recorded)
+    m_recv_op: np.ndarray      # the operation that posts the receive (-1: not recorded)
+    loc: np.ndarray            # measured form only (else empty): local cost per operation
+    dep_lat: np.ndarray        # measured form only: lag after the other side's post
+    coll_n: np.ndarray         # measured form only: members per collective instance
+    algorithms: dict[str, str] = field(default_factory=dict)
+    m_sync: np.ndarray | None = None   # per message: synchronous send (Ssend/Issend); None = none
+
+    @property
+    def nops(self) -> int:
+        return len(self.kind)
+
+    @property
+    def nmsg(self) -> int:
+        return len(self.m_bytes)
+
+
+def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict[int, list[int]],
+                 nranks: int, expand: bool, algos: dict[str, str]) -> Stream:
+    """The stream of a prepared trace's rows, messages and collective instances; ``algos``
+    names each collective's algorithm (used when ``expand``)."""
+    n = len(rows.rank)
+    ninst = len(coll.comm)
+    M0 = len(msgs.bytes)
+    # operations per row: one per MPI row, two for a Sendrecv_recv (its send half completes
+    # there), a collective's pattern steps when expanded (``per_row``, empty when none)
+    per_row = np.zeros(0, np.int64)
+    pats: dict[int, tuple[C.Pattern, list[int]] | None] = {}
+    inst_pat = np.full(ninst, -1, np.int64)
+    if expand and ninst:
+        # one pattern per (op, size, root, communicator); None: no messages (COMM_SELF, size 1)
+        root = np.where(coll.root >= 0, coll.root, -1)
+        gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0])
+        _, first_inst = np.unique(gid, return_index=True)
+        guniq = zip(coll.op[first_inst].tolist(), coll.size[first_inst].tolist(),
+                    root[first_inst].tolist(), coll.comm[first_inst].tolist())
+        for g, (opc, size, rootw, cid) in enumerate(guniq):
+            name = tf.OPS[opc]
+            if cid == tf.COMM_SELF_ID or size <= 1:
+                pats[g] = None
+                continue
+            mem = comm_members[cid]
+            root_local = mem.index(rootw) if rootw in mem else 0
+            pats[g] = (C.pattern(name, algos.get(name, C.DEFAULT_ALGORITHMS[name]), int(size),
+                                 root_local), mem)
+        inst_pat = gid
+        # per collective row: ops of its member in the pattern (at least one, to carry the burst)
+        inst_of = coll.of_rows()
+        per = np.ones(len(coll.rows), np.int64)
+        for g, pm in pats.items():
+            if pm is None:
+                continue
+            sel = inst_pat[inst_of] == g
+            per[sel] = np.maximum(np.diff(pm[0].op_off)[coll.local[sel]], 1)
+        per_row = np.zeros(n, np.int64)
+        per_row[coll.rows] = per
+    cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
+    # Message and row numbers as int32 when they fit: the operation arrays are most of a
+    # stream's memory, and writing them most of its build time.
+    nmsg = M0
+    if expand and ninst:
+        per_pat = np.bincount(inst_pat, minlength=len(pats))
+        nmsg += sum(int(per_pat[g]) * len(pm[0].src) for g, pm in pats.items() if pm is not None)
+    off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
+        rows.op, rows.kind, rows.msg, per_row, rows.burst, rows.ratio, rows.region, rows.rank,
+        nranks, cpu_shared,
+        index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
+        index_proto(n), KIND_TABLES.sendrecv_send, KIND_TABLES.sendrecv_recv)
+    first = off[:-1]
+    # per message: the trace's messages, then each pattern's instances x steps
+    m_bytes = np.empty(nmsg)
+    m_src = np.empty(nmsg, np.int32)  # ranks (at most tf.MAX_RANKS)
+    m_dst = np.empty(nmsg, np.int32)
+    m_bytes[:M0] = msgs.bytes
+    m_src[:M0] = msgs.src
+    m_dst[:M0] = msgs.dst
+    # per message, the operations that post its send and its receive, and whether the send
+    # is synchronous-mode: a trace message's are its rows' first operations (its send row's
+    # is the SEND or ISEND, its receive row's the RECV or IRECV); a collective's are filled
+    # with its pattern (never synchronous); -1 for a member a partial trace lacks
+    op_proto = index_proto(len(kind))
+    m_send_op = np.full(nmsg, -1, op_proto.dtype)
+    m_recv_op = np.full(nmsg, -1, op_proto.dtype)
+    m_sync = np.zeros(nmsg, bool)
+    _trace_message_ops(m_send_op, m_recv_op, m_sync, first, msgs.send_row, msgs.recv_row,
+                       rows.op, _SYNC_OF)
+    coll_n = np.zeros(0, np.int64)
+    if ninst and not expand:
+        kind[first[coll.rows]] = K.COLL
+        msg[first[coll.rows]] = coll.of_rows()
+        coll_n = np.diff(coll.off).astype(np.int64)
+    elif ninst:
+        base = M0
+        for g, pm in pats.items():
+            if pm is None:
+                continue
+            pat, mem = pm
+            insts = np.flatnonzero(inst_pat == g)
+            Mp = len(pat.src)
+            ni = len(insts)
+            mem_arr = np.asarray(mem, np.int32)
+            by_local = _rows_by_local(coll, insts, len(mem))
+            block = slice(base, base + ni * Mp)
+            _pattern_bytes(m_bytes, base, by_local, np.asarray(pat.owner, np.int64),
+                           np.asarray(pat.mult, np.float64), rows.nbytes)
+            m_src[block].reshape(ni, Mp)[:] = mem_arr[pat.src][None, :]
+            m_dst[block].reshape(ni, Mp)[:] = mem_arr[pat.dst][None, :]
+            poff = np.asarray(pat.op_off, np.int64)
+            pkind = np.asarray(pat.op_kind, np.int8)
+            pmsg = np.asarray(pat.op_msg, np.int64)
+            _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp)
+            _pattern_ops(m_send_op, m_recv_op, first, by_local, base,
+                         *_message_steps(poff, pkind, pmsg, Mp))
+            base += ni * Mp
+        assert base == nmsg  # the messages counted before the layout are all written
+
+    loc = np.zeros(0)
+    dep_lat = np.zeros(0)
+    if not expand:
+        loc, dep_lat = _measured_costs(rows, msgs, kind, msg, op_row, first, coll_n)
+    return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
+                  m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
+                  m_sync)
+
+
+def _rows_by_local(coll: Instances, insts: np.ndarray, nmem: int) -> np.ndarray:
+    """The rows of the instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial
+    trace did not record)."""
+    ni = len(insts)
+    by_local = np.full((ni, nmem), -1, np.int64)
+    offs = coll.off
+    if np.all(offs[insts + 1] - offs[insts] == nmem):  # every member recorded
+        pos = offs[insts][:, None] + np.arange(nmem)[None, :]
+        by_local[np.arange(ni)[:, None], coll.local[pos]] = coll.rows[pos]
+    else:  # a partial trace: some instances lack members
+        for q_i, i in enumerate(insts.tolist()):
+            rs = coll.rows[offs[i]:offs[i + 1]]
+            by_local[q_i, coll.local[offs[i]:offs[i + 1]]] = rs
+    return by_local
+
+
+def _measured_costs(rows: Rows, msgs: Messages, kind: np.ndarray, msg: np.ndarray,
+                    op_row: np.ndarray, first: np.ndarray,
+                    coll_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local cost and dependency lag per operation for the measured model (see its docstring)."""
+    ts, te = rows.t_start.astype(float), rows.t_end.astype(float)
+    d = te[op_row] - ts[op_row]
+    E = te[op_row]
+    is_first = np.zeros(len(kind), bool)
+    is_first[first[first < len(kind)]] = True
+    cont = rows.cont[op_row] | ~is_first
+    d = np.where(cont, 0.0, d)
+    # A Sendrecv is one call over two rows: its duration belongs to the receive half (which can
+    # wait), the send half only posts.
+    opr = rows.op[op_row]
+    d[opr == tf.OP_CODE["Sendrecv_send"]] = 0.0
+    srr = (opr == tf.OP_CODE["Sendrecv_recv"]) & is_first
+    d[srr] = (te - ts)[op_row[srr]]
+    dep_lat = np.full(len(kind), -np.inf)
+    sp_meas = ts[msgs.send_row]
+    rp_meas = ts[msgs.recv_row]
+    rc = (kind == K.RECV) | (kind == K.WRECV) | (kind == K.PROBE)
+    dep_lat[rc] = E[rc] - sp_meas[msg[rc]]
+    sc = (kind == K.SEND) | (kind == K.WSEND)
+    dep_lat[sc] = E[sc] - rp_meas[msg[sc]]
+    cc = kind == K.COLL
+    if cc.any():
+        ninst = len(coll_n)
+        mx = np.full(ninst, -np.inf)
+        np.maximum.at(mx, msg[cc], ts[op_row[cc]])
+        dep_lat[cc] = E[cc] - mx[msg[cc]]
+    loc = d.copy()
+    dep = rc | cc
+    loc[dep] = np.minimum(d[dep], np.maximum(dep_lat[dep], 0.0))
+    # Sends keep their duration unless rendezvous-coupled (decided in the kernel by S); then
+    # the local part is what remains after the receiver was ready.
+    return loc, dep_lat
+
+
+@nb.njit(cache=True)
+def _lay_out(op, kind_row, msg_row, per_row, burst_row, ratio, region, rank, nranks,
+             cpu_shared, msg_proto, row_proto, sr_send, sr_recv):
+    """The operation arrays of the rows, in one pass each way: per row its operations (one per
+    MPI row; two for a Sendrecv_recv whose send half, the row before, has a message: that send
+    completes there; ``per_row[i]`` for an expanded collective), each carrying the row's
+    region, the first one its burst, and the row's kind and message unless it is a collective
+    (filled in by the caller). Rows of
+    unmatched messages stay NOP. Returns (off, kind, msg, op_row, burst, burst_cpu, reg,
+    rank_off); ``burst_cpu`` is ``burst`` itself when ``cpu_shared``. ``msg`` and ``op_row``
+    take the integer types of the empty ``msg_proto`` and ``row_proto``."""
+    n = len(op)
+    expanded = len(per_row) > 0
+    off = np.empty(n + 1, np.int64)
+    rank_off = np.zeros(nranks + 1, np.int64)
+    # Running totals in locals: reading back the array entry written one row before made
+    # every row wait for that store (rows come rank by rank, so a rank's count is one local).
+    tot = 0
+    r = -1
+    start_r = 0
+    for i in range(n):
+        c = 0
+        if op[i] > 0:  # an MPI row (0 = region row, -1 = an op this version does not know)
+            c = 1
+            # (inline: a jitted helper taking the arrays cost 15 ns a row in reference counts)
+            if op[i] == sr_recv and i > 0 and op[i - 1] == sr_send and rank[i - 1] == rank[i] \
+                    and msg_row[i - 1] >= 0:
+                c = 2
+            if expanded and per_row[i] > 0:
+                c = per_row[i]
+        if rank[i] != r:
+            if r >= 0:
+                rank_off[r + 1] += tot - start_r
+            r = rank[i]
+            start_r = tot
+        off[i] = tot
+        tot += c
+    off[n] = tot
+    if r >= 0:
+        rank_off[r + 1] += tot - start_r
+    for q in range(nranks):
+        rank_off[q + 1] += rank_off[q]
+    nops = tot
+    # Every position belongs to one row and is written once below (no zero-filling first:
+    # that was a third of the pass's memory traffic).
+    kind = np.empty(nops, np.int8)
+    msg = np.empty(nops, msg_proto.dtype)
+    op_row = np.empty(nops, row_proto.dtype)
+    reg = np.empty(nops, np.int16)
+    burst = np.empty(nops)
+    burst_cpu = burst if cpu_shared else np.empty(nops)
+    for i in range(n):
+        a = off[i]
+        b = off[i + 1]
+        if a == b:
+            continue
+        g = region[i]
+        k = K.NOP
+        m = -1
+        if kind_row[i] != K.COLL and msg_row[i] >= 0:
+            k = kind_row[i]
+            m = msg_row[i]
+        kind[a] = k
+        msg[a] = m
+        op_row[a] = i
+        reg[a] = g
+        burst[a] = burst_row[i]
+        if not cpu_shared:
+            burst_cpu[a] = burst_row[i] * ratio[i]
+        for p in range(a + 1, b):  # the further operations of the row
+            op_row[p] = i
+            reg[p] = g
+            kind[p] = K.NOP
+            msg[p] = -1
+            burst[p] = 0.0
+            burst_cpu[p] = 0.0
+        if b - a == 2 and kind_row[i] != K.COLL:  # a Sendrecv_recv: its send half completes
+            kind[a + 1] = K.WSEND
+            msg[a + 1] = msg_row[i - 1]
+    return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
+
+
+@nb.njit(cache=True)
+def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sync_of):
+    """For the trace's messages (the first ``len(send_row)``): the operations that post the
+    send and the receive, their rows' first operations, and whether the send is
+    synchronous-mode (``sync_of`` by op code; one pass, where NumPy's gathers first widened
+    the int32 row numbers)."""
+    for m in range(len(send_row)):
+        s = send_row[m]
+        send_op[m] = first[s]
+        recv_op[m] = first[recv_row[m]]
+        o = op[s]
+        sync[m] = sync_of[o if o >= 0 else len(sync_of) - 1]
+
+
+@nb.njit(cache=True)
+def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
+    """The operations of a collective's pattern for each of its instances: member q of instance
+    x (its row ``by_local[x, q]``) gets the pattern's steps ``poff[q]..poff[q+1]``, their
+    messages numbered ``base + x·Mp + pmsg``. A member without steps keeps its single NOP;
+    one a partial trace did not record (row -1) has no operations to fill.
+
+    Member by member: a member's instances are its rank's rows in order, so the writes walk
+    each rank's operations forward (instance by instance, they jumped between ranks: 20 ms
+    against 12 on an 8-rank trace with 336 k Allreduce rows)."""
+    ni, nmem = by_local.shape
+    for q in range(nmem):
+        for x in range(ni):
+            if by_local[x, q] < 0:
+                continue
+            f = first[by_local[x, q]] - poff[q]
+            for j in range(poff[q], poff[q + 1]):
+                kind[f + j] = pkind[j]
+                msg[f + j] = base + x * Mp + pmsg[j]
+
+
+@nb.njit(cache=True)
+def _pattern_ops(send_op, recv_op, first, by_local, base, s_member, s_step, r_member, r_step):
+    """For each instance's messages of a pattern, the operations that post the send and the
+    receive: message j is sent by member ``s_member[j]`` at its step ``s_step[j]`` and
+    received by ``r_member[j]`` at ``r_step[j]`` (-1 for a member a partial trace lacks).
+
+    Instance by instance, so the writes walk the message arrays forward (member by member
+    they jumped by a pattern's length at each write)."""
+    ni = by_local.shape[0]
+    Mp = len(s_member)
+    for x in range(ni):
+        for j in range(Mp):
+            m = base + x * Mp + j
+            rs = by_local[x, s_member[j]]
+            rr = by_local[x, r_member[j]]
+            send_op[m] = first[rs] + s_step[j] if rs >= 0 else -1
+            recv_op[m] = first[rr] + r_step[j] if rr >= 0 else -1
+
+
+@nb.njit(cache=True)
+def _pattern_bytes(m_bytes, base, by_local, owner, mult, nbytes):
+    """Bytes of a pattern's messages for each of its instances: message j of instance x
+    carries ``mult[j]`` times the bytes of its owner's row (``by_local[x, owner[j]]``; 0 for
+    a member a partial trace did not record)."""
+    ni = by_local.shape[0]
+    Mp = len(owner)
+    for x in range(ni):
+        for j in range(Mp):
+            r = by_local[x, owner[j]]
+            nb = float(max(nbytes[r], 0)) if r >= 0 else 0.0
+            m_bytes[base + x * Mp + j] = mult[j] * nb
+
+
+def _message_steps(poff: np.ndarray, pkind: np.ndarray, pmsg: np.ndarray,
+                   Mp: int) -> tuple[np.ndarray, ...]:
+    """Per message of a pattern: the member that sends it and the step (counted within that
+    member's steps) that does, then the same for the receive."""
+    member = np.repeat(np.arange(len(poff) - 1), np.diff(poff))
+    step = np.arange(len(pkind)) - poff[member]
+    out = []
+    for kinds in ((K.SEND, K.ISEND), (K.RECV, K.IRECV)):
+        sel = np.isin(pkind, kinds)
+        who = np.zeros(Mp, np.int64)
+        at = np.zeros(Mp, np.int64)
+        who[pmsg[sel]] = member[sel]
+        at[pmsg[sel]] = step[sel]
+        out += [who, at]
+    return tuple(out)
