@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hindsight.trace import read_trace
 from replay.matching import match_messages
-from replay.synthetic import ANY, simulate, simulate_to_dir, write_trace
+from synthetic import ANY, simulate, simulate_to_dir, write_trace
 
 
 def _rows(table, idx):
