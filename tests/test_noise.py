@@ -14,7 +14,6 @@ from click.testing import CliRunner
 import replay
 from hindsight.cli import main as hindsight_main
 from replay import noise as N
-from replay.cli import replay_cmd
 from synthetic import simulate_to_dir
 
 MS = 1e6
@@ -124,7 +123,7 @@ def test_sample_keeps_episodes_together(traces):
 
 
 def test_cli_line_and_json(traces):
-    r = CliRunner().invoke(replay_cmd, [str(traces["one"]), *SETS, "--noise", "trace"])
+    r = CliRunner().invoke(hindsight_main, ["replay", str(traces["one"]), *SETS, "--noise", "trace"])
     assert r.exit_code == 0, r.output
     m = re.search(r"^noise: ([\d.]+) ms of ([\d.]+) ms inside MPI calls not explained by loggps "
                   r"\(([\d.]+ \w+) on several ranks at once\)$", r.output, re.M)
@@ -132,7 +131,7 @@ def test_cli_line_and_json(traces):
     assert abs(float(m.group(1)) - 5.0) < 0.02 and float(m.group(2)) > 12
     assert m.group(3).endswith("ns")           # well below a microsecond on several ranks
     assert re.search(r"^with noise 15(\.\d+)? ms  \(\+0\.\d\d %", r.output, re.M), r.output
-    r = CliRunner().invoke(replay_cmd, [str(traces["all"]), *SETS, "--json", "--noise", "trace"])
+    r = CliRunner().invoke(hindsight_main, ["replay", str(traces["all"]), *SETS, "--json", "--noise", "trace"])
     doc = json.loads(r.output)
     assert abs(doc["noise"]["machine_wide_s"] - 8e-3) < 2 * TOL / 1e9
     assert doc["noise"]["stalls"][0]["ranks"] == [0, 1]
@@ -144,11 +143,11 @@ def test_cli_line_and_json(traces):
 def test_cli_sample_interval(traces):
     args = [str(traces["one"]), *SETS, "--noise", "sample", "--noise-runs", "6",
             "--noise-seed", "3"]
-    r = CliRunner().invoke(replay_cmd, args)
+    r = CliRunner().invoke(hindsight_main, ["replay", *args])
     assert r.exit_code == 0, r.output
     assert re.search(r"^with noise \S+ \w+ / \S+ \w+ / \S+ \w+  .*min / median / max of 6 runs",
                      r.output, re.M), r.output
-    doc = json.loads(CliRunner().invoke(replay_cmd, args + ["--json"]).output)
+    doc = json.loads(CliRunner().invoke(hindsight_main, ["replay", *args, "--json"]).output)
     inj = doc["noise_injection"]
     p = inj["predicted_makespan_s"]
     runs = inj["runs_makespan_s"]
@@ -156,14 +155,14 @@ def test_cli_sample_interval(traces):
     assert p["min"] == min(runs) and p["max"] == max(runs)
     assert p["min"] >= doc["predicted_makespan_s"] - 1e-9   # noise only adds
     assert p["max"] > p["min"]                 # the two episodes are drawn 0, 1 or 2 times
-    again = json.loads(CliRunner().invoke(replay_cmd, args + ["--json"]).output)
+    again = json.loads(CliRunner().invoke(hindsight_main, ["replay", *args, "--json"]).output)
     assert again["noise_injection"]["runs_makespan_s"] == runs   # the seed fixes the draws
 
 
 def test_cli_errors(traces):
-    r = CliRunner().invoke(replay_cmd, [str(traces["one"]), "--noise-runs", "3"])
+    r = CliRunner().invoke(hindsight_main, ["replay", str(traces["one"]), "--noise-runs", "3"])
     assert r.exit_code == 2 and "Error: --noise-runs" in r.output
-    r = CliRunner().invoke(replay_cmd, [str(traces["one"]), "--model", "measured",
+    r = CliRunner().invoke(hindsight_main, ["replay", str(traces["one"]), "--model", "measured",
                                         "--noise", "trace"])
     assert r.exit_code == 2 and "Error: --noise" in r.output
     r = CliRunner().invoke(hindsight_main, ["trace", "info", str(traces["one"]), "--profile",

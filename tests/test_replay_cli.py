@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from replay.cli import replay_cmd, sweep_cmd
+from hindsight.cli import main
 from synthetic import simulate_to_dir
 
 PROGS = [[("compute", 3000), ("send", 1, 1000), ("recv", 1), ("coll", "Allreduce", 64)],
@@ -20,7 +20,7 @@ def trace(tmp_path_factory):
 
 
 def test_replay_json(trace, tmp_path):
-    r = CliRunner().invoke(replay_cmd, [str(trace), "--model", "measured", "--json",
+    r = CliRunner().invoke(main, ["replay", str(trace), "--model", "measured", "--json",
                                         "--out", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
@@ -32,7 +32,7 @@ def test_replay_json(trace, tmp_path):
 
 
 def test_replay_text_and_sets(trace):
-    r = CliRunner().invoke(replay_cmd, [str(trace), "--model", "loggps", "--set", "L=2.5us",
+    r = CliRunner().invoke(main, ["replay", str(trace), "--model", "loggps", "--set", "L=2.5us",
                                         "--set", "G=0.08ns", "--compute-scale", "0.5"])
     assert r.exit_code == 0, r.output
     assert "predicted" in r.output and "measured" in r.output
@@ -46,28 +46,28 @@ def test_replay_text_and_sets(trace):
     (["--compute-scale", "-1"], "--compute-scale"),
 ])
 def test_replay_user_errors(trace, args, needle):
-    r = CliRunner().invoke(replay_cmd, [str(trace)] + args)
+    r = CliRunner().invoke(main, ["replay", str(trace)] + args)
     assert r.exit_code == 2, r.output
     assert needle in r.output and "Traceback" not in r.output
 
 
 def test_missing_and_incomplete_traces(tmp_path):
-    r = CliRunner().invoke(replay_cmd, [str(tmp_path / "none")])
+    r = CliRunner().invoke(main, ["replay", str(tmp_path / "none")])
     assert r.exit_code == 1 and "no such trace directory" in r.output
     d = simulate_to_dir(tmp_path / "p", PROGS, incomplete_ranks=[1])
-    r = CliRunner().invoke(replay_cmd, [str(d)])
+    r = CliRunner().invoke(main, ["replay", str(d)])
     assert r.exit_code == 1 and "--allow-partial" in r.output
-    r = CliRunner().invoke(replay_cmd, [str(d), "--allow-partial", "--model", "measured"])
+    r = CliRunner().invoke(main, ["replay", str(d), "--allow-partial", "--model", "measured"])
     assert r.exit_code == 0, r.output
 
 
 def test_bad_profile(trace, tmp_path):
     p = tmp_path / "prof.json"
     p.write_text(json.dumps({"model": "hockney", "params": {"l": "1us"}}))
-    r = CliRunner().invoke(replay_cmd, [str(trace), "--model", "loggp", "--profile", str(p)])
+    r = CliRunner().invoke(main, ["replay", str(trace), "--model", "loggp", "--profile", str(p)])
     assert r.exit_code == 2 and "--profile" in r.output
     p.write_text(json.dumps({"model": "loggp", "params": {"L": "3us", "G": 1e-10}}))
-    r = CliRunner().invoke(replay_cmd, [str(trace), "--model", "loggp", "--profile", str(p),
+    r = CliRunner().invoke(main, ["replay", str(trace), "--model", "loggp", "--profile", str(p),
                                         "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["params"]["L"] == pytest.approx(3e-6)
 
@@ -75,7 +75,7 @@ def test_bad_profile(trace, tmp_path):
 def test_sweep_csv_and_plot(trace, tmp_path):
     out = tmp_path / "s.csv"
     png = tmp_path / "s.png"
-    r = CliRunner().invoke(sweep_cmd, [str(trace), "--model", "loggp", "--vary",
+    r = CliRunner().invoke(main, ["sweep", str(trace), "--model", "loggp", "--vary",
                                        "G=0.01ns..10ns:log:5", "--vary", "L=1us,5us",
                                        "--out", str(out), "--plot", str(png)])
     assert r.exit_code == 0, r.output
@@ -86,6 +86,6 @@ def test_sweep_csv_and_plot(trace, tmp_path):
     for _, g in df.groupby("L"):
         assert g.sort_values("G")["predicted_makespan_s"].is_monotonic_increasing
     assert png.stat().st_size > 0
-    r = CliRunner().invoke(sweep_cmd, [str(trace), "--vary", "G=1..2:cubic:3", "--out",
+    r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "G=1..2:cubic:3", "--out",
                                        str(out)])
     assert r.exit_code == 2 and "--vary" in r.output

@@ -262,7 +262,7 @@ def test_cache_is_used_and_invalidated(tmp_path):
     c = replay.prepare(d)
     assert c.nrows == 2
     assert [p.name for p in (d / ".replay-cache").iterdir()] == \
-        [f"prepared-{prep_mod._fingerprint(d)}"]  # older caches are gone
+        [f"prepared-{importlib.import_module('replay.cache').fingerprint(d)}"]  # older caches are gone
 
 
 def test_region_scale_and_cpu_time(tmp_path):
