@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Sequence
 
 import pandas as pd
@@ -30,12 +29,13 @@ from predict.costmodel import CostModel
 from predict.events import merge_work
 from validation.models import ModelError, paper000, paper001, paper002, paper003, paper004
 from validation.params import profile_net
+from replay.models.base import NetworkModel
 
 #: master/worker is saturated when the master waits less than this share of the run
 SATURATED_WAIT = 0.10
 
 
-def predict_one(cm: CostModel, P: int, N: int, model: ModuleType, values: dict[str, Any],
+def predict_one(cm: CostModel, P: int, N: int, model: NetworkModel, values: dict[str, Any],
                 keep: Path | None = None) -> dict[str, Any]:
     """Synthesize (P, N), replay it under ``model``; makespan and the master's waiting share."""
     spec = cm.spec(P, N)
@@ -51,7 +51,7 @@ def predict_one(cm: CostModel, P: int, N: int, model: ModuleType, values: dict[s
             if res.makespan_ns > 0 else math.nan}
 
 
-def net_constants(model: ModuleType, values: dict[str, Any],
+def net_constants(model: NetworkModel, values: dict[str, Any],
                   profile_doc: dict[str, Any] | None) -> dict[str, float]:
     """Network constants for the analytic models (seconds, bytes): from the profile file like
     ``hindsight validate`` (``validation.params.profile_net``), else from the replay model's
@@ -141,7 +141,7 @@ def analytic(cm: CostModel, P: int, N: int, net: dict[str, float]) -> tuple[str,
         return "analytic", math.nan
 
 
-def predict_grid(cm: CostModel, Ps: Sequence[int], Ns: Sequence[int], model: ModuleType,
+def predict_grid(cm: CostModel, Ps: Sequence[int], Ns: Sequence[int], model: NetworkModel,
                  values: dict[str, Any], net: dict[str, float],
                  keep: Path | None = None) -> pd.DataFrame:
     """One row per (N, P), P = 1 always included as the baseline W."""

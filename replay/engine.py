@@ -10,7 +10,6 @@ import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 from hindsight import trace as tf
 from replay import kernel as K
 from replay import models as M
+from replay.models.base import NetworkModel
 from replay.errors import ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream
@@ -172,8 +172,10 @@ class Result:
 # ------------------------------------------------------------------------------------------------
 
 
-def _scale_array(prep: Prepared, compute_scale: float,
-                 region_scale: Mapping[str, float] | None) -> np.ndarray:
+def scale_array(prep: Prepared, compute_scale: float,
+                region_scale: Mapping[str, float] | None) -> np.ndarray:
+    """Compute-scale factor per region code + 1 (index 0: no region): ``compute_scale``, with
+    ``region_scale`` overriding it for the regions it names."""
     if not (compute_scale >= 0 and math.isfinite(compute_scale)):
         raise ReplayError(f"--compute-scale {compute_scale}: must be a finite number >= 0")
     sc = np.full(len(prep.region_names) + 1, float(compute_scale))
@@ -227,7 +229,7 @@ _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missi
              "(some ranks wait for messages or collectives that can never happen)")
 
 
-def run(prep: Prepared, model: str | ModuleType = "loggps",
+def run(prep: Prepared, model: str | NetworkModel = "loggps",
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, *,
         profile: Mapping[str, Any] | None = None, compute_scale: float = 1.0,
         region_scale: Mapping[str, float] | None = None, cpu_time: bool = False,
@@ -246,7 +248,7 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     if mod.OWN_SIMULATOR:
         # a model with a simulator of its own (loggopsim): it replays, the engine reports
-        out = mod.run_replay(prep, values, scale=_scale_array(prep, compute_scale, region_scale),
+        out = mod.run_replay(prep, values, scale=scale_array(prep, compute_scale, region_scale),
                              cpu_time=cpu_time, algorithms=algorithms, record=record,
                              delay_ns=delay_ns)
         return Result(model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
@@ -255,26 +257,23 @@ def run(prep: Prepared, model: str | ModuleType = "loggps",
                       prepared=prep, **out._asdict())
     measured = mod.MODE == "measured"
     st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
-    prm = mod.kernel_params(values, _Ctx(prep, st))
-    scale = _scale_array(prep, compute_scale, region_scale)
-    mode = K.MODE_MEASURED if measured else K.MODE_NETWORK
-    info: dict[str, Any] = {}
-    delay_fn = getattr(mod, "message_delay", None)
     ctx = _Ctx(prep, st)
+    prm = mod.kernel_params(values, ctx)
+    scale = scale_array(prep, compute_scale, region_scale)
+    mode = K.MODE_MEASURED if measured else K.MODE_NETWORK
     trail = prep.trail
     injected = None
     if delay_ns is not None:
         st, scale, trail, injected = _with_delays(prep, st, scale, cpu_time, delay_ns)
-    m_delay = np.zeros(max(st.nmsg, 1))
-    passes = mod.passes(values) if hasattr(mod, "passes") else 1
+    passes = mod.passes(values)
     out = None
     for p in range(passes):
-        if delay_fn is not None:
-            send_times = out.m_sp if out is not None else None
-            horizon = float(out.rank_end.max()) if out is not None and len(out.rank_end) else 0.0
-            m_delay, info = delay_fn(values, ctx, send_times, horizon)
-            if len(m_delay) == 0:
-                m_delay = np.zeros(1)
+        # a model's per-message delay may depend on the previous pass (M/M/1's measured rho)
+        send_times = out.m_sp if out is not None else None
+        horizon = float(out.rank_end.max()) if out is not None and len(out.rank_end) else 0.0
+        m_delay, info = mod.message_delay(values, ctx, send_times, horizon)
+        if len(m_delay) == 0:
+            m_delay = np.zeros(1)
         last = p == passes - 1
         out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last)
         if out.status:
@@ -335,7 +334,7 @@ class _Ctx:
         return float((self._st.burst.sum() + self._prep.trail.sum()) / max(self._st.nmsg, 1))
 
 
-def _display(mod: ModuleType, values: dict[str, Any]) -> dict[str, Any]:
+def _display(mod: NetworkModel, values: dict[str, Any]) -> dict[str, Any]:
     """Parameters in SI base units (seconds, bytes, bytes/s, s/byte) for reports."""
     out = {}
     for k, v in values.items():
@@ -427,7 +426,7 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.n
 # Sweeps
 
 
-def parse_vary(spec: str, mod: ModuleType) -> tuple[str, list[float], list[str]]:
+def parse_vary(spec: str, mod: NetworkModel) -> tuple[str, list[float], list[str]]:
     """``NAME=LO..HI:log|lin:N`` or ``NAME=V1,V2,...`` -> (name, internal values, labels)."""
     if "=" not in spec:
         raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=V1,V2,...")
@@ -488,8 +487,7 @@ class SweepPoint:
             for tgt in M._expand(mod, name):
                 v[tgt] = vals[j]
             row[name] = _display(mod, {M._expand(mod, name)[0]: vals[j]})[M._expand(mod, name)[0]]
-        if hasattr(mod, "check"):
-            mod.check(v)
+        mod.check(v)
         res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
                   region_scale=self.region_scale, cpu_time=self.cpu_time,
                   algorithms=self.algorithms, record=False)

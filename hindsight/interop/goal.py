@@ -17,7 +17,7 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay import models as M
-from replay.engine import _scale_array
+from replay.engine import scale_array
 from replay.loggopsim.goal import GoalError, format_goal, read_goal
 from replay.loggopsim.schedule import SIDECAR, schedule_from_trace, sidecar_schedule
 from replay.loggopsim.simulator import (
@@ -54,7 +54,7 @@ def export_goal(trace_dir: Path | str, out: Path | str, *, compute_scale: float 
         sched = side
         header = f"hindsight export of {trace_dir} (the schedule it was imported from)"
     else:
-        scale = _scale_array(prep, compute_scale, None)
+        scale = scale_array(prep, compute_scale, None)
         sched = schedule_from_trace(prep, scale, cpu_time=False,
                                     algorithms=algorithms).schedule
         header = (f"hindsight export of {trace_dir} ({prep.nranks} ranks, "
