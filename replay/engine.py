@@ -189,27 +189,11 @@ def scale_array(prep: Prepared, compute_scale: float,
     return sc
 
 
-@dataclass
-class _Out:
-    """One kernel run: how many ranks could not finish (0: success), then ``K.Outputs``."""
-
-    status: int
-    rank_end: np.ndarray
-    rank_comp: np.ndarray
-    rank_comm: np.ndarray
-    rank_wait: np.ndarray
-    m_sp: np.ndarray
-    m_rp: np.ndarray
-    op_start: np.ndarray
-    op_end: np.ndarray
-    pred: np.ndarray
-    coll_last: np.ndarray
-
-
 def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
-            cpu: bool, m_delay: np.ndarray, record: bool) -> _Out:
-    """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio);
-    per-operation outputs only with ``record``."""
+            cpu: bool, m_delay: np.ndarray, record: bool) -> tuple[int, K.Outputs]:
+    """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio).
+    Returns how many ranks could not finish (0: success) and the outputs, per operation only
+    with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
@@ -222,7 +206,7 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
     msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync)
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
-    return _Out(status, *out)
+    return status, out
 
 
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
@@ -275,9 +259,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
         last = p == passes - 1
-        out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last)
-        if out.status:
-            raise ReplayError(f"{_DEADLOCK} ({out.status} ranks stuck)")
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last)
+        if stuck:
+            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck)")
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
@@ -350,7 +334,7 @@ def _display(mod: NetworkModel, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _attach_rows(res: Result, prep: Prepared, st: Stream, out: _Out, scale: np.ndarray,
+def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale: np.ndarray,
                  cpu: bool) -> None:
     n = prep.nrows
     rs = np.full(n, -1.0)
