@@ -27,8 +27,7 @@ STAGING_DIR = ".staging"
 RANK_FILE_RE = re.compile(r"^rank-(\d{5})\.parquet$")
 METADATA_KEY = b"hindsight"
 
-# Sentinels for integer columns that do not apply to an event.
-NONE = -1
+# Integer columns that do not apply to an event hold -1; two other sentinels:
 #: `peer` of an Irecv post or Probe that named MPI_ANY_SOURCE (the completion row has the real one).
 ANY_SOURCE = -2
 #: `tag` of an Irecv post that named MPI_ANY_TAG.
