@@ -9,36 +9,38 @@ receives and the sends (so exchanges in both directions cannot deadlock).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
+from hindsight.trace.core import OP_CODE
 from replay import kernel as K
 
-DEFAULT_ALGORITHMS: dict[str, str] = {
-    "Barrier": "dissemination", "Bcast": "binomial", "Reduce": "binomial",
-    "Allreduce": "recursive_doubling", "Gather": "binomial", "Gatherv": "linear",
-    "Scatter": "binomial", "Scatterv": "linear", "Allgather": "ring", "Allgatherv": "ring",
-    "Alltoall": "pairwise", "Alltoallv": "pairwise", "Scan": "recursive_doubling",
-    "Exscan": "recursive_doubling", "Reduce_scatter": "pairwise",
-    "Reduce_scatter_block": "pairwise", "Comm_split": "dissemination",
-    "Comm_dup": "dissemination", "Comm_create": "dissemination",
-}
-ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "Barrier": ("dissemination", "linear"),
-    "Bcast": ("binomial", "linear"),
-    "Reduce": ("binomial", "linear"),
-    "Allreduce": ("recursive_doubling", "ring", "reduce_bcast"),
-    "Gather": ("binomial", "linear"), "Gatherv": ("linear",),
-    "Scatter": ("binomial", "linear"), "Scatterv": ("linear",),
-    "Allgather": ("ring", "recursive_doubling"), "Allgatherv": ("ring",),
-    "Alltoall": ("pairwise", "linear"), "Alltoallv": ("pairwise", "linear"),
-    "Scan": ("recursive_doubling", "linear"), "Exscan": ("recursive_doubling", "linear"),
-    "Reduce_scatter": ("pairwise",), "Reduce_scatter_block": ("pairwise",),
-    "Comm_split": ("dissemination",), "Comm_dup": ("dissemination",),
-    "Comm_create": ("dissemination",),
-}
+#: A message of a pattern: (step, src, dst, owner, mult), ranks local to the communicator.
+Message = tuple
+
+#: (collective, algorithm) -> the function that lists its messages: ``fn(op, p, root)``
+_BUILDERS: dict[tuple[str, str], Callable[[str, int, int], list[Message]]] = {}
+#: collective -> its algorithms, in the order ``--algo`` lists them
+ALGORITHMS: dict[str, tuple[str, ...]] = {}
+#: collective -> the algorithm used unless ``--algo OP=NAME`` says otherwise (MPICH-like)
+DEFAULT_ALGORITHMS: dict[str, str] = {}
+
+
+def algorithm(name: str, *ops: str, default: bool | tuple[str, ...] = False):
+    """Register the decorated ``fn(op, p, root) -> list[Message]`` as algorithm ``name`` of the
+    collectives ``ops``; the default one of each of them with ``default=True``, of those named
+    with ``default=(op, ...)``. Its docstring says which messages it sends, step by step."""
+    def register(fn: Callable[[str, int, int], list[Message]]):
+        for op in ops:
+            _BUILDERS[(op, name)] = fn
+            ALGORITHMS[op] = ALGORITHMS.get(op, ()) + (name,)
+            if default is True or op in (default or ()):
+                DEFAULT_ALGORITHMS[op] = name
+        return fn
+    return register
 
 
 def _log2ceil(p: int) -> int:
@@ -80,59 +82,143 @@ def _recursive_doubling_allreduce(p: int):
     return out
 
 
-def _messages(op: str, algo: str, p: int, root: int) -> list[tuple]:
+_SYNC_OPS = ("Barrier", "Comm_split", "Comm_dup", "Comm_create")
+_ALL_TO_ALL_OPS = ("Alltoall", "Alltoallv", "Reduce_scatter", "Reduce_scatter_block")
+
+
+@algorithm("dissemination", *_SYNC_OPS, default=True)
+def _dissemination(op: str, p: int, root: int) -> list[Message]:
+    """Step i: rank r sends to r + 2^i (mod p); ceil(log2 p) steps. A Barrier's messages carry
+    no data; communicator creation's carry the recorded size."""
+    mult = 0 if op == "Barrier" else 1
+    return [(i, r, (r + (1 << i)) % p, r, mult) for i in range(_log2ceil(p)) for r in range(p)]
+
+
+@algorithm("linear", "Barrier")
+def _linear_barrier(op: str, p: int, root: int) -> list[Message]:
+    """Every rank tells rank 0, then rank 0 tells every rank (empty messages)."""
+    return [(0, r, 0, r, 0) for r in range(p) if r] + [(1, 0, r, 0, 0) for r in range(p) if r]
+
+
+@algorithm("binomial", "Bcast", default=True)
+def _binomial_bcast(op: str, p: int, root: int) -> list[Message]:
+    """Round j: relative rank v < 2^j sends the root's block to v + 2^j."""
+    return _binomial_down(p, root, False)
+
+
+@algorithm("binomial", "Scatter", default=True)
+def _binomial_scatter(op: str, p: int, root: int) -> list[Message]:
+    """As Bcast, each message carrying the blocks of the subtree below its receiver."""
+    return _binomial_down(p, root, True)
+
+
+@algorithm("linear", "Bcast", "Scatter", "Scatterv", default=("Scatterv",))
+def _linear_from_root(op: str, p: int, root: int) -> list[Message]:
+    """The root sends to every other rank in one step (Bcast: its block; Scatter: theirs)."""
+    owner_is_root = op == "Bcast"
+    return [(0, root, r, root if owner_is_root else r, 1) for r in range(p) if r != root]
+
+
+@algorithm("binomial", "Reduce", default=True)
+def _binomial_reduce(op: str, p: int, root: int) -> list[Message]:
+    """Bcast's tree in reverse, leaves first; every message one block."""
+    return _binomial_up(p, root, False)
+
+
+@algorithm("binomial", "Gather", default=True)
+def _binomial_gather(op: str, p: int, root: int) -> list[Message]:
+    """Reduce's tree, each message carrying the blocks of the subtree below its sender."""
+    return _binomial_up(p, root, True)
+
+
+@algorithm("linear", "Reduce", "Gather", "Gatherv", default=("Gatherv",))
+def _linear_to_root(op: str, p: int, root: int) -> list[Message]:
+    """Every other rank sends its block to the root in one step."""
+    return [(0, r, root, r, 1) for r in range(p) if r != root]
+
+
+@algorithm("recursive_doubling", "Allreduce", default=True)
+def _recursive_doubling(op: str, p: int, root: int) -> list[Message]:
+    """Ranks beyond the largest power of two p2 fold into r - p2, then log2(p2) exchanges with
+    r xor 2^i, then the result goes back out."""
+    return _recursive_doubling_allreduce(p)
+
+
+@algorithm("ring", "Allreduce")
+def _ring_allreduce(op: str, p: int, root: int) -> list[Message]:
+    """Reduce-scatter then allgather round a ring: 2(p-1) steps of 1/p of the block each."""
+    return [(s, r, (r + 1) % p, r, 1.0 / p) for s in range(2 * (p - 1)) for r in range(p)]
+
+
+@algorithm("reduce_bcast", "Allreduce")
+def _reduce_bcast(op: str, p: int, root: int) -> list[Message]:
+    """A binomial Reduce to rank 0, then a binomial Bcast from it."""
+    up = _binomial_up(p, 0, False)
+    off = max((m[0] for m in up), default=-1) + 1
+    return up + [(s + off, a, b, o, m) for s, a, b, o, m in _binomial_down(p, 0, False)]
+
+
+@algorithm("ring", "Allgather", "Allgatherv", default=True)
+def _ring_allgather(op: str, p: int, root: int) -> list[Message]:
+    """p - 1 steps: rank r passes the block of rank r - s to r + 1."""
+    return [(s, r, (r + 1) % p, (r - s) % p, 1) for s in range(p - 1) for r in range(p)]
+
+
+@algorithm("recursive_doubling", "Allgather")
+def _recursive_doubling_allgather(op: str, p: int, root: int) -> list[Message]:
+    """Step i: rank r exchanges its 2^i gathered blocks with r xor 2^i. Only for a power of two
+    ranks; otherwise the ring."""
+    if p & (p - 1) == 0:
+        return [(i, r, r ^ (1 << i), r, 1 << i) for i in range(p.bit_length() - 1)
+                for r in range(p)]
+    return _ring_allgather(op, p, root)
+
+
+def _all_to_all(op: str, p: int, step: Callable[[int], int]) -> list[Message]:
+    # Alltoallv records the total a rank sends: split evenly over its peers.
+    mult = 1.0 / (p - 1) if op == "Alltoallv" else 1
+    return [(step(s), r, (r + s) % p, r, mult) for s in range(1, p) for r in range(p)]
+
+
+@algorithm("pairwise", *_ALL_TO_ALL_OPS, default=True)
+def _pairwise(op: str, p: int, root: int) -> list[Message]:
+    """Step s (1..p-1): rank r sends its block for r + s to it."""
+    return _all_to_all(op, p, lambda s: s - 1)
+
+
+@algorithm("linear", "Alltoall", "Alltoallv")
+def _linear_all_to_all(op: str, p: int, root: int) -> list[Message]:
+    """Every rank posts all its p - 1 messages at once."""
+    return _all_to_all(op, p, lambda s: 0)
+
+
+@algorithm("recursive_doubling", "Scan", "Exscan", default=True)
+def _recursive_doubling_scan(op: str, p: int, root: int) -> list[Message]:
+    """Step i: rank r sends its partial result to r + 2^i (when that rank exists)."""
+    return [(i, r, r + (1 << i), r, 1) for i in range(_log2ceil(p)) for r in range(p)
+            if r + (1 << i) < p]
+
+
+@algorithm("linear", "Scan", "Exscan")
+def _linear_scan(op: str, p: int, root: int) -> list[Message]:
+    """A chain: step s, rank s passes its prefix to s + 1."""
+    return [(s, s, s + 1, s, 1) for s in range(p - 1)]
+
+
+# listed in the trace format's op order, whatever the order of registration above
+for _table in (ALGORITHMS, DEFAULT_ALGORITHMS):
+    _ordered = sorted(_table.items(), key=lambda kv: OP_CODE[kv[0]])
+    _table.clear()
+    _table.update(_ordered)
+
+
+def _messages(op: str, algo: str, p: int, root: int) -> list[Message]:
     if p <= 1:
         return []
-    rnd = range(p)
-    if op in ("Barrier", "Comm_split", "Comm_dup", "Comm_create"):
-        mult = 0 if op == "Barrier" else 1
-        if algo == "linear":
-            return [(0, r, 0, r, 0) for r in rnd if r] + [(1, 0, r, 0, 0) for r in rnd if r]
-        return [(i, r, (r + (1 << i)) % p, r, mult) for i in range(_log2ceil(p)) for r in rnd]
-    if op == "Bcast":
-        if algo == "linear":
-            return [(0, root, r, root, 1) for r in rnd if r != root]
-        return _binomial_down(p, root, False)
-    if op == "Scatter":
-        if algo == "linear":
-            return [(0, root, r, r, 1) for r in rnd if r != root]
-        return _binomial_down(p, root, True)
-    if op == "Scatterv":
-        return [(0, root, r, r, 1) for r in rnd if r != root]
-    if op == "Reduce":
-        if algo == "linear":
-            return [(0, r, root, r, 1) for r in rnd if r != root]
-        return _binomial_up(p, root, False)
-    if op == "Gather":
-        if algo == "linear":
-            return [(0, r, root, r, 1) for r in rnd if r != root]
-        return _binomial_up(p, root, True)
-    if op == "Gatherv":
-        return [(0, r, root, r, 1) for r in rnd if r != root]
-    if op == "Allreduce":
-        if algo == "ring":
-            return [(s, r, (r + 1) % p, r, 1.0 / p) for s in range(2 * (p - 1)) for r in rnd]
-        if algo == "reduce_bcast":
-            up = _binomial_up(p, 0, False)
-            off = max((m[0] for m in up), default=-1) + 1
-            return up + [(s + off, a, b, o, m) for s, a, b, o, m in _binomial_down(p, 0, False)]
-        return _recursive_doubling_allreduce(p)
-    if op in ("Allgather", "Allgatherv"):
-        if algo == "recursive_doubling" and p & (p - 1) == 0:
-            return [(i, r, r ^ (1 << i), r, 1 << i) for i in range(p.bit_length() - 1)
-                    for r in rnd]
-        return [(s, r, (r + 1) % p, (r - s) % p, 1) for s in range(p - 1) for r in rnd]
-    if op in ("Alltoall", "Alltoallv", "Reduce_scatter", "Reduce_scatter_block"):
-        # Alltoallv records the total a rank sends: split evenly over its peers.
-        mult = 1.0 / (p - 1) if op == "Alltoallv" else 1
-        step = (lambda s: 0) if algo == "linear" else (lambda s: s - 1)
-        return [(step(s), r, (r + s) % p, r, mult) for s in range(1, p) for r in rnd]
-    if op in ("Scan", "Exscan"):
-        if algo == "linear":
-            return [(s, s, s + 1, s, 1) for s in range(p - 1)]
-        return [(i, r, r + (1 << i), r, 1) for i in range(_log2ceil(p)) for r in rnd
-                if r + (1 << i) < p]
-    raise ValueError(f"no pattern for collective {op}")
+    build = _BUILDERS.get((op, algo))
+    if build is None:
+        raise ValueError(f"no pattern for collective {op} by algorithm {algo}")
+    return build(op, p, root)
 
 
 class Pattern(NamedTuple):

@@ -324,3 +324,23 @@ def test_probe_waits_for_the_envelope_and_the_allocation_delays_the_receive(tmp_
     probe = ev[ev["op"] == "Probe"].iloc[0]
     assert probe["end_ns"] - probe["start_ns"] == pytest.approx(o + L)
     assert replay.run(prep, "measured").rel_error_pct == pytest.approx(0.0, abs=1e-9)
+
+
+def test_collective_algorithm_registry():
+    """Every collective of the trace format has a default algorithm; every registered algorithm
+    documents itself and sends only between the communicator's ranks, each member's block."""
+    from hindsight import trace as tf
+    from replay import collectives as C
+
+    assert set(C.DEFAULT_ALGORITHMS) == set(tf.COLLECTIVE_OPS) | set(tf.COMM_OPS)
+    for op, names in C.ALGORITHMS.items():
+        assert C.DEFAULT_ALGORITHMS[op] in names
+        for name in names:
+            assert C._BUILDERS[(op, name)].__doc__
+            for p in (2, 3, 5, 8):
+                msgs = C._messages(op, name, p, root=p - 1)
+                assert msgs, (op, name, p)
+                assert all(0 <= m[1] < p and 0 <= m[2] < p and m[1] != m[2] and 0 <= m[3] < p
+                           for m in msgs), (op, name, p)
+    with pytest.raises(ValueError, match="no pattern"):
+        C._messages("Bcast", "nonesuch", 4, 0)
