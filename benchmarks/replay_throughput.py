@@ -179,7 +179,7 @@ def main() -> None:
                          "decodes in one thread)")
     ap.add_argument("--release-memory", action="store_true",
                     help="let glibc return freed memory to the kernel (the default of a plain "
-                         "Python process; the hindsight CLI keeps it, see hindsight/memory.py)")
+                         "Python process; the hindsight CLI keeps it, see hindsight/system.py)")
     args = ap.parse_args()
     if args.one_core:
         core = min(os.sched_getaffinity(0))
