@@ -5,8 +5,8 @@ that callers can tell them apart, but all of them derive from ``UserError``: the
 one family in one place (``hindsight.cli``) and prints ``Error: <message>`` with the class's
 exit code, never a traceback. Anything else that escapes is a bug and keeps its traceback.
 
-Exit codes: 2 for usage (a flag, a parameter, a spec key the user typed wrong), 1 for data (a
-trace, profile, archive or run that cannot be used). The message names the file or the flag.
+Exit codes: 2 for usage (a flag or a parameter typed wrong on the command line), 1 for data (a
+trace, profile, spec, archive or run that cannot be used). The message names the file or the flag.
 """
 
 from __future__ import annotations

@@ -64,17 +64,28 @@ def usable_cores() -> int:
 
 def git_revision() -> str | None:
     """hindsight's revision, read from .git without starting a process (a traced rank calls
-    this, and fork after MPI_Init is unsafe with some transports); None outside a checkout."""
-    git = Path(__file__).resolve().parent.parent / ".git"
+    this, and fork after MPI_Init is unsafe with some transports); None outside a checkout.
+    In a worktree or submodule ``.git`` is a file naming the real folder, whose refs may live in
+    the main repository's folder (``commondir``)."""
+    root = Path(__file__).resolve().parent.parent
+    git = root / ".git"
     try:
+        if git.is_file():
+            line = git.read_text().strip()
+            if not line.startswith("gitdir: "):
+                return None
+            git = (root / line[len("gitdir: "):]).resolve()
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
-        ref = head[5:]
-        path = git / ref
-        if path.is_file():
-            return path.read_text().strip()
-        packed = git / "packed-refs"
+        ref = head[len("ref: "):]
+        common = git
+        if (git / "commondir").is_file():
+            common = (git / (git / "commondir").read_text().strip()).resolve()
+        for base in (git, common):
+            if (base / ref).is_file():
+                return (base / ref).read_text().strip()
+        packed = common / "packed-refs"
         if packed.is_file():
             for line in packed.read_text().splitlines():
                 if line.endswith(" " + ref):

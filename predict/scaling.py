@@ -59,7 +59,7 @@ def net_constants(model: NetworkModel, values: dict[str, Any],
     if profile_doc:
         return profile_net(profile_doc)
     ns = 1e-9
-    if model.NAME in ("loggp", "loggps"):
+    if model.NAME in ("loggp", "loggps", "loggopsim"):
         L, G = values["L"] * ns, values["G"] * ns
         o_s, o_r = values["o_send"] * ns, values["o_recv"] * ns
         return {"L": L, "o_send": o_s, "o_recv": o_r, "G": G, "o_b": values["o_b_send"] * ns,

@@ -5,7 +5,6 @@ See docs/replay.md for the semantics. Times in results are ns from the trace's f
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from dataclasses import dataclass, field, replace
@@ -15,7 +14,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from hindsight import trace as tf
 from replay import kernel as K
@@ -140,33 +138,19 @@ class Result:
 
     def write(self, out_dir: Path | str) -> Path:
         """Write the replayed timeline as a trace directory (readable by ``read_trace``)."""
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
         table = self.to_arrow()
-        run_id = "replay-" + uuid.uuid4().hex[:8]
         nr = len(self.rank_end_ns)
-        rank = table.column("rank").to_numpy()
-        bounds = np.searchsorted(rank, np.arange(nr + 1))
-        for r in range(nr):
-            part = table.slice(bounds[r], bounds[r + 1] - bounds[r])
-            meta = {"run_id": run_id, "rank": r, "status": "complete", "events": part.num_rows,
-                    "format_version": tf.FORMAT_VERSION}
-            part = part.replace_schema_metadata({tf.METADATA_KEY: json.dumps(meta).encode()})
-            pq.write_table(part, out_dir / tf.rank_file_name(r), **tf.WRITE_OPTIONS)
+        bounds = np.searchsorted(table.column("rank").to_numpy(), np.arange(nr + 1))
         src = self.prepared.manifest if self.prepared else {}
-        manifest = {
-            "format_version": tf.FORMAT_VERSION, "run_id": run_id, "ranks": nr, "complete": True,
-            "makespan_ns": int(round(self.makespan_ns)),
-            "rank_status": ["complete"] * nr,
-            "communicators": src.get("communicators", {}), "hosts": src.get("hosts"),
-            "app": src.get("app"), "replay": {
-                "of_run_id": src.get("run_id"), "model": self.model,
-                "params": self.params, "compute_scale": self.compute_scale,
-                "algorithms": self.algorithms},
-            "events": np.diff(bounds).tolist(),
-        }
-        tf.write_manifest(out_dir, manifest)
-        return out_dir
+        return tf.write_trace(
+            out_dir, [table.slice(bounds[r], bounds[r + 1] - bounds[r]) for r in range(nr)],
+            run_id="replay-" + uuid.uuid4().hex[:8],
+            manifest={"makespan_ns": int(round(self.makespan_ns)),
+                      "communicators": src.get("communicators", {}), "hosts": src.get("hosts"),
+                      "app": src.get("app"),
+                      "replay": {"of_run_id": src.get("run_id"), "model": self.model,
+                                 "params": self.params, "compute_scale": self.compute_scale,
+                                 "algorithms": self.algorithms}})
 
 
 # ------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from replay import noise as N
 from synthetic import simulate_to_dir
 
 MS = 1e6
-# The stand-in network of replay.synthetic, as LogGPS parameters: the replay then explains the
+# The stand-in network of tests/synthetic.py, as LogGPS parameters: the replay then explains the
 # calls without stalls to within a few microseconds.
 NET = {"L": "2us", "o": "300ns", "G": "0.1ns"}
 SETS = [a for k, v in NET.items() for a in ("--set", f"{k}={v}")]

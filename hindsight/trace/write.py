@@ -148,6 +148,8 @@ def write_rank_file(where: Any, tables: Iterable[pa.Table], meta: dict[str, Any]
         {METADATA_KEY: json.dumps(meta).encode()})
     with pq.ParquetWriter(where, schema, **WRITE_OPTIONS) as writer:
         for table in tables:
+            if not table.schema.equals(schema, check_metadata=False):
+                table = table.cast(SCHEMA)     # e.g. a replayed timeline's nullable columns
             writer.write_table(table.replace_schema_metadata(schema.metadata),
                                row_group_size=row_group_size)
 

@@ -17,9 +17,14 @@ from replay import profile, units
 from replay.models.base import REGISTRY, NetworkModel, Param, ParamError, register  # noqa: F401
 
 
+#: The order ``--model`` lists the models in; models registered by other modules come after.
+ORDER = ("loggp", "loggps", "hockney", "mm1", "measured", "loggopsim")
+
+
 def _registry() -> dict[str, NetworkModel]:
     from replay.models import hockney, loggopsim, loggp, loggps, measured, mm1  # noqa: F401
-    return REGISTRY
+    return {name: REGISTRY[name] for name in sorted(REGISTRY, key=lambda n: (
+        ORDER.index(n) if n in ORDER else len(ORDER), n))}
 
 
 def names() -> list[str]:

@@ -29,6 +29,7 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
+from replay.loggopsim.goal import GoalError
 from replay.loggopsim.rows import row_times
 from replay.loggopsim.schedule import (
     TraceSchedule,
@@ -76,6 +77,7 @@ def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
 class LogGOPSim(NetworkModel):
     NAME = "loggopsim"
     OWN_SIMULATOR = True
+    RETIRED = {"semantics": "this model applies LogGOPSim's rules; nothing to choose"}
     # LogGPS's parameters, read from the same [loggps] section of a calibration profile
     PARAMS: dict[str, Param] = dict(LogGPS.PARAMS)
     ALIASES = dict(LogGPS.ALIASES)
@@ -92,7 +94,10 @@ class LogGOPSim(NetworkModel):
         if delay_ns is not None:
             raise ReplayError(f"injected delays are not supported by model {self.NAME}")
         traced: TraceSchedule | None = None
-        sched = sidecar_schedule(prep)
+        try:
+            sched = sidecar_schedule(prep)
+        except GoalError as exc:        # the trace's own schedule file: a trace problem
+            raise ReplayError(str(exc)) from None
         if sched is not None:
             sched.size = np.where(sched.kind == CALC, sched.size * scale[0], sched.size)
             source = "the GOAL schedule the trace was imported from"
