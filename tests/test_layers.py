@@ -17,7 +17,7 @@ PACKAGES = ("hindsight", "instrument", "replay", "apps", "workloads", "validatio
 #: (layer, module-name prefixes), bottom first; a module belongs to the longest prefix that names it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("format and system", ("hindsight", "hindsight.trace", "hindsight.system",
-                           "hindsight.errors", "hindsight.conditions")),
+                           "hindsight.errors", "hindsight.conditions", "hindsight.outputs")),
     ("tracer", ("instrument",)),
     ("replay core", ("replay",)),
     ("programs, runs and formats", ("apps", "workloads", "hindsight.collect", "hindsight.testbed",
@@ -136,7 +136,7 @@ def test_no_import_cycles():
 def test_the_trace_core_and_system_modules_use_the_standard_library_only():
     # A traced rank loads these while the program runs (docs/robustness.md, "No observer effect").
     for name in ("hindsight.trace.core", "hindsight.system", "hindsight.errors",
-                 "hindsight.conditions"):
+                 "hindsight.conditions", "hindsight.outputs"):
         tree = ast.parse(MODULES[name].read_text())
         top = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import)
                for a in n.names}

@@ -1,0 +1,55 @@
+"""Output paths of the commands: checked before any long work, refused the same way everywhere.
+
+Every command that writes a file or a folder calls ``check_output`` on it first (before it
+measures, replays or prints anything), so that a read-only folder, a missing parent or an
+existing output is one ``Error:`` line naming the flag, not a traceback after minutes of work:
+
+- the parent folder must exist (or be creatable, with ``make_parent``) and be writable;
+- an existing output is refused unless the command was given ``--force`` (``force=True``); a
+  folder the command itself owns and can resume (``validate --out``) passes ``exists_ok=True``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hindsight.errors import DataError, UsageError
+
+
+def check_output(path: Path | str, flag: str, *, force: bool = False, directory: bool = False,
+                 exists_ok: bool = False, make_parent: bool = True) -> Path:
+    """``path`` if the command may write it; otherwise UsageError (an existing output without
+    ``--force``, a file where a folder is wanted) or DataError (a folder that cannot be written),
+    each naming ``flag``."""
+    path = Path(path)
+    if path.exists():
+        if directory and not path.is_dir():
+            raise UsageError(f"{flag} {path}: exists and is not a folder")
+        if not directory and path.is_dir():
+            raise UsageError(f"{flag} {path}: is a folder, expected a file name")
+        if not (force or exists_ok):
+            raise UsageError(f"{flag} {path}: exists; use --force to replace it")
+        target = path if directory else path.parent
+    else:
+        target = path.parent
+    target = target if str(target) else Path(".")
+    if not target.exists():
+        if not make_parent:
+            raise DataError(f"{flag} {path}: folder {target} does not exist")
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataError(f"{flag} {path}: cannot create folder {target} "
+                            f"({exc.strerror or exc})") from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise DataError(f"{flag} {path}: folder {target} is not writable")
+    return path
+
+
+def write_failed(path: Path | str, flag: str, exc: OSError) -> DataError:
+    """The one-line error for an OSError met while writing ``path`` (disk full, a folder removed
+    meanwhile); ``raise write_failed(...) from None``."""
+    return DataError(f"{flag} {path}: cannot write ({exc.strerror or exc})")
