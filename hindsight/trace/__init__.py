@@ -29,22 +29,40 @@ does not load pyarrow.
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 from typing import Any
 
 _MODULES = ("core", "schema", "manifest", "raw", "write", "read", "columns")
+_INDEX: dict[str, str] = {}
+
+
+def _index() -> dict[str, str]:
+    """Public name -> the module that defines it (not one that imports it), read from the
+    modules' source without importing them, so that a lookup loads one module only."""
+    if not _INDEX:
+        here = Path(__file__).parent
+        for mod in reversed(_MODULES):          # a name defined twice belongs to the lower module
+            for node in ast.parse((here / f"{mod}.py").read_text()).body:
+                names = []
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names = [node.name]
+                elif isinstance(node, ast.Assign):
+                    names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    names = [node.target.id]
+                _INDEX.update({n: mod for n in names if not n.startswith("_")})
+    return _INDEX
 
 
 def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
     if name in _MODULES or name == "rowscan":
         # `from hindsight.trace import core` asks for the attribute first: load that module only
         return importlib.import_module(f"{__name__}.{name}")
-    for mod in _MODULES:
-        module = importlib.import_module(f"{__name__}.{mod}")
-        if hasattr(module, name) and not name.startswith("_"):
-            value = getattr(module, name)
-            globals()[name] = value          # found once; later lookups skip this function
-            return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    mod = _index().get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value          # found once; later lookups skip this function
+    return value
