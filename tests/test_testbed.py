@@ -258,7 +258,7 @@ def test_cross_rows_in_errors_csv_and_report(tmp_path):
     assert s.same_mean_abs_pct == pytest.approx(10.0) and s.cross_mean_abs_pct == pytest.approx(25.0)
     report(tmp_path, tmp_path / "rep")
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "## Cross-network predictions" in md and "| replay:loggps | 1 | 10.00 |" in md
+    assert "## Cross-network predictions" in md and "| LogGPS replay | 1 | 10.00 |" in md
     assert "| sorting | pipeline | 2 | s | shm | slow | 4.0000 | -10.0 | +25.0 |" in md
     # the same-network tables do not mix in the cross row
     assert "Cells worse than 15 %: 0 of 2 rows." in md

@@ -116,17 +116,15 @@ def test_errors_csv_and_report_tables(tmp_path):
     assert lg[2] == pytest.approx(10.0) and lg[4] == pytest.approx(-5.0)
     paths = report(tmp_path, tmp_path / "rep")
     md = (tmp_path / "rep" / "report.md").read_text()
-    # the papers' summary rows: average +2.5, average absolute 7.5, minimum -5, maximum +10
-    assert "| Average Relative Error | | | | | | | | +2.50 |" in md
-    assert "| Average Absolute Relative Error | | | | | | | | 7.50 |" in md
-    assert "| Minimum Relative Error | | | | | | | | -5.00 |" in md
-    assert "| Maximum Relative Error | | | | | | | | +10.00 |" in md
+    # one summary per predictor: mean |error| 7.5, worst 10, mean signed +2.5
+    assert "| LogGPS replay | 2 | 0 | 7.5 | 10.0 | 0 | +2.5 |" in md
+    assert "Average Relative Error" not in md
     # cells without untraced runs measured the traced ones; no perturbation to show
     assert set(df.ground_truth) == {"traced"} and df.perturbation_pct.isna().all()
-    assert "| 2 | s | shm | 2.0000 | 0.0100 | - | 2.2000 | - | +10.00 |" in md
+    assert "| pipeline | 2 | 2.0000 | 0.0100 | - | +10.0 | **-50.0** |  |" in md
     assert "No untraced runs" in md
     page = (tmp_path / "rep" / "report.html").read_text()
-    assert "data:image/png;base64," in page and "src='rel_error.png'" not in page
+    assert "<svg" in page and "src='rel_error" not in page
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
 
 
@@ -294,7 +292,8 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     mean, and the report prints it."""
     import csv
 
-    from validation.report import _load, _table_md
+    from validation.report import _load
+    from validation.report_tables import app_tables
 
     (tmp_path / "cells").mkdir()
     cell = {"app": "a", "paradigm": "p", "ranks": 2, "size": "s", "network": "shm",
@@ -307,4 +306,4 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     row = next(csv.DictReader(open(tmp_path / "errors.csv")))
     assert float(row["predicted_min_s"]) == 0.9 and float(row["predicted_max_s"]) == 1.0
     err, _ = _load(tmp_path)
-    assert "0.9000-1.0000" in _table_md(err)
+    assert "0.9000-1.0000" in app_tables(err, [])[0][2].html()

@@ -1,5 +1,11 @@
-"""`hindsight report`: Markdown and a self-contained HTML page (images embedded as base64) from
-a validation directory, with the papers' table layout and plots."""
+"""`hindsight report`: Markdown and a self-contained HTML page from a validation directory.
+
+Reading order, the same in both: a header (when, on what, from which revision, under what load,
+how well each network profile fits), the verdict and a summary per predictor, one table per
+application (predictors as columns), cross-network predictions, charts (inline SVG with each
+point's numbers on hover; SVG files beside the Markdown), the tracing perturbation per cell and
+how the numbers were formed. Tables: report_tables.py; charts: report_plots.py, report_svg.py;
+header: report_facts.py; timeline: report_gantt.py."""
 
 from __future__ import annotations
 
@@ -7,15 +13,42 @@ import base64
 import html
 import json
 import math
+import statistics
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from hindsight.errors import DataError
 
-TARGET_MEAN, TARGET_CELL = 5.0, 15.0
+from hindsight.errors import DataError
+from validation.report_facts import header_items, profile_facts, spec_facts
+from validation.report_gantt import safe_gantt
+from validation.report_plots import Plot, error_plot, paradigms, speedup, time_vs_ranks
+from validation.report_tables import (
+    NOISY_SPREAD_PCT,
+    TARGET_CELL,
+    TARGET_MEAN,
+    Table,
+    Td,
+    app_tables,
+    fmt_pct,
+    load_summary,
+    predictor_name,
+    predictor_summary,
+    summary_table,
+)
+
 PAPERS = "paper 000: 11.5 % (feature extraction), 15.8 % (sorting); paper 002: 8.8 %; " \
          "paper 003: under 6 % in most cells; paper 004: 3-10 %"
+TARGET_CROSS = 10.0     # cross-network mean |error| per model
+
+__all__ = [
+    "ReportError",
+    "cross_summary",
+    "cross_table",
+    "perturbation_table",
+    "predictor_summary",
+    "report",
+    "split_cross",
+]
 
 
 class ReportError(DataError, ValueError):
@@ -26,8 +59,11 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     vdir = Path(vdir)
     if not (vdir / "errors.csv").is_file():
         raise ReportError(f"{vdir}: no errors.csv (run `hindsight validate --out {vdir}` first)")
-    err = pd.read_csv(vdir / "errors.csv")
-    cells = [json.loads(f.read_text()) for f in sorted((vdir / "cells").glob("*.json"))]
+    try:
+        err = pd.read_csv(vdir / "errors.csv")
+        cells = [json.loads(f.read_text()) for f in sorted((vdir / "cells").glob("*.json"))]
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{vdir}: unreadable results ({exc})") from None
     if err.empty:
         raise ReportError(f"{vdir}: errors.csv has no rows yet")
     # an errors.csv without the ground-truth columns measured the traced runs only
@@ -36,9 +72,6 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
     if "predicted_min_s" not in err.columns:
         err = err.assign(predicted_min_s=err["predicted_s"], predicted_max_s=err["predicted_s"])
     return err, cells
-
-
-TARGET_CROSS = 10.0     # cross-network mean |error| per model
 
 
 def split_cross(err: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -87,66 +120,39 @@ def cross_summary(same: pd.DataFrame, cross: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _cross_md(same: pd.DataFrame, cross: pd.DataFrame) -> list[str]:
+def _cross_section(same: pd.DataFrame, cross: pd.DataFrame) -> tuple[str, list[Table]]:
     summ, tab = cross_summary(same, cross), cross_table(same, cross)
-    md = ["## Cross-network predictions", "",
-          "A trace collected on the *trace network*, replayed with the profile of the *predicted "
-          "network*, compared with the run measured on the predicted network. *same*: the "
-          "predicted network's own trace and profile; *cross*: the other network's trace. "
-          f"Target: cross-network mean |error| <= {TARGET_CROSS:g} %.", "",
-          "| model | same rows | same mean abs % | same max abs % | cross rows | "
-          "cross mean abs % | cross max abs % | cross rows > 10 % | target |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    text = ("A trace collected on the *trace network*, replayed with the profile of the "
+            "*predicted network*, compared with the run measured on the predicted network. "
+            "*same*: the predicted network's own trace and profile; *cross*: the other "
+            f"network's trace. Target: cross-network mean |error| <= {TARGET_CROSS:g} %.")
+    t1 = Table(["model", "same-network rows", "same mean |error| %", "same worst |error| %",
+                "cross-network rows", "cross mean |error| %", "cross worst |error| %",
+                f"cross rows > {TARGET_CROSS:g} %", "target"], [False] + [True] * 7 + [False])
     for _, r in summ.iterrows():
         ok = r.cross_mean_abs_pct <= TARGET_CROSS
-        md.append(f"| {r.model} | {r.same_rows} | {r.same_mean_abs_pct:.2f} | "
-                  f"{r.same_max_abs_pct:.2f} | {r.cross_rows} | {r.cross_mean_abs_pct:.2f} | "
-                  f"{r.cross_max_abs_pct:.2f} | {r.cross_over_10pct} | "
-                  f"{'met' if ok else 'NOT met'} |")
+        t1.rows.append([Td(predictor_name(r.model), title=r.model)] + [Td(x) for x in (
+            str(r.same_rows), f"{r.same_mean_abs_pct:.2f}", f"{r.same_max_abs_pct:.2f}",
+            str(r.cross_rows), f"{r.cross_mean_abs_pct:.2f}", f"{r.cross_max_abs_pct:.2f}",
+            str(r.cross_over_10pct))] + [Td("met" if ok else "NOT met", strong=not ok,
+                                            cls="" if ok else "miss")])
     models = [c[:-len("_same_pct")] for c in tab.columns if c.endswith("_same_pct")]
-    md += ["", "| app | paradigm | P | size | trace net | predicted net | actual (s) | "
-           + " | ".join(f"{m} same % | {m} cross %" for m in models) + " |",
-           "|---|---|---:|---|---|---|---:|" + "---:|" * (2 * len(models))]
+    t2 = Table(["app", "paradigm", "P", "size", "trace network", "predicted network",
+                "measured (s)"] + [f"{predictor_name('replay:' + m)} {k} error %"
+                                   for m in models for k in ("same", "cross")],
+               [False, False, True, False, False, False, True] + [True] * (2 * len(models)))
     for _, r in tab.sort_values(["app", "paradigm", "network", "trace_network"]).iterrows():
-        md.append(f"| {r.app} | {r.paradigm} | {r.ranks} | {r['size']} | {r.trace_network} | "
-                  f"{r.network} | {r.actual_s:.4f} | "
-                  + " | ".join(f"{r[m + '_same_pct']:+.1f} | {r[m + '_cross_pct']:+.1f}"
-                               for m in models) + " |")
-    return md + [""]
-
-
-def _summary_rows(e: pd.Series) -> list[tuple[str, float]]:
-    e = e.dropna()
-    if e.empty:
-        return []
-    return [("Average Relative Error", e.mean()), ("Average Absolute Relative Error", e.abs().mean()),
-            ("Minimum Relative Error", e.min()), ("Maximum Relative Error", e.max())]
-
-
-def _pct(v: float) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:+.1f}"
-
-
-def _table_md(g: pd.DataFrame) -> str:
-    lines = ["| Num Proc | Input Size | Network | Actual (s) | sd (s) | Tracing % | Pred (s) | "
-             "Pred range (s) | Rel Error % |", "|---:|---|---|---:|---:|---:|---:|---|---:|"]
-    for _, r in g.sort_values(["ranks", "size", "network"]).iterrows():
-        spread = ("-" if r.predicted_min_s == r.predicted_max_s or math.isnan(r.predicted_min_s)
-                  else f"{r.predicted_min_s:.4f}-{r.predicted_max_s:.4f}")
-        lines.append(f"| {r.ranks} | {r['size']} | {r.network} | {r.actual_s:.4f} | "
-                     f"{r.actual_sd_s:.4f} | {_pct(r.perturbation_pct)} | {r.predicted_s:.4f} | "
-                     f"{spread} | {r.rel_error_pct:+.2f} |")
-    for name, v in _summary_rows(g["rel_error_pct"]):
-        lines.append(f"| {name} | | | | | | | | {v:.2f} |" if "Absolute" in name
-                     else f"| {name} | | | | | | | | {v:+.2f} |")
-    return "\n".join(lines)
+        t2.rows.append([Td(str(x)) for x in (r.app, r.paradigm, r.ranks, r["size"],
+                                            r.trace_network, r.network)]
+                       + [Td(f"{r.actual_s:.4f}")]
+                       + [Td(fmt_pct(r[f"{m}_{k}_pct"])) for m in models
+                          for k in ("same", "cross")])
+    return text, [t1, t2]
 
 
 def perturbation_table(cells: list[dict]) -> pd.DataFrame:
     """One row per cell with untraced runs: the untraced and traced median times and the tracing
     perturbation (median traced / median untraced - 1, in %)."""
-    import statistics
-
     rows = []
     for c in cells:
         un, tr = c.get("untraced_runs_s") or [], c.get("traced_runs_s") or []
@@ -157,207 +163,44 @@ def perturbation_table(cells: list[dict]) -> pd.DataFrame:
                      "untraced_median_s": statistics.median(un),
                      "traced_median_s": statistics.median(tr),
                      "perturbation_pct": c.get("perturbation_pct", math.nan),
-                     "under_load": "; ".join(c.get("under_load") or [])})
+                     "under_load": load_summary(c.get("under_load") or []),
+                     "under_load_all": "; ".join(c.get("under_load") or [])})
     return pd.DataFrame(rows)
 
 
-def _perturbation_md(tab: pd.DataFrame) -> list[str]:
+def _perturbation_section(tab: pd.DataFrame) -> tuple[str, Table | None]:
     if tab.empty:
-        return ["## Tracing perturbation", "",
-                "No untraced runs (spec `ground_truth = \"traced\"`, or results written before "
+        return (("No untraced runs (spec `ground_truth = \"traced\"`, or results written before "
                 "untraced runs were measured): the actual times are the traced runs' and the "
-                "tracer's effect on them is not measured.", ""]
+                "tracer's effect on them is not measured."), None)
     p = tab.perturbation_pct.dropna()
-    md = ["## Tracing perturbation", "",
-          "How much slower (+) or faster (-) the traced runs were than the untraced runs of the "
-          "same cell, launched alternately: median traced / median untraced - 1. The error "
-          "tables' actual times are the untraced runs'; a prediction replays a traced run's "
-          "trace, so a "
-          "perturbation shows up in its error. "
-          + (f"Mean |perturbation| {p.abs().mean():.1f} %, worst "
-             f"{_pct(p.loc[p.abs().idxmax()])} % ({len(p)} cells)." if len(p) else ""), "",
-          "| app | paradigm | P | size | network | runs | untraced median (s) | "
-          "traced median (s) | perturbation % | under load |",
-          "|---|---|---:|---|---|---:|---:|---:|---:|---|"]
+    text = ("How much slower (+) or faster (-) the traced runs were than the untraced runs of "
+            "the same cell, launched alternately: median traced / median untraced - 1. The "
+            "tables' measured times are the untraced runs'; a prediction replays a traced run's "
+            "trace, so a perturbation shows up in its error. "
+            + (f"Mean |perturbation| {p.abs().mean():.1f} %, worst "
+               f"{fmt_pct(p.loc[p.abs().idxmax()])} % ({len(p)} cells)." if len(p) else ""))
+    t = Table(["app", "paradigm", "P", "size", "network", "runs", "untraced median (s)",
+               "traced median (s)", "perturbation %", "under load"],
+              [False, False, True, False, False, True, True, True, True, False])
     for _, r in tab.sort_values(["app", "paradigm", "ranks", "size", "network"]).iterrows():
-        md.append(f"| {r.app} | {r.paradigm} | {r.ranks} | {r['size']} | {r.network} | {r.runs} | "
-                  f"{r.untraced_median_s:.4f} | {r.traced_median_s:.4f} | "
-                  f"{_pct(r.perturbation_pct)} | {r.under_load or 'no'} |")
-    return md + [""]
+        t.rows.append([Td(str(x)) for x in (r.app, r.paradigm, r.ranks, r["size"], r.network,
+                                            r.runs)]
+                      + [Td(f"{r.untraced_median_s:.4f}"), Td(f"{r.traced_median_s:.4f}"),
+                         Td(fmt_pct(r.perturbation_pct)),
+                         Td(r.under_load or "no", title=r.under_load_all,
+                            cls="warn" if r.under_load else "")])
+    return text, t
 
 
-def _cross_html(same: pd.DataFrame, cross: pd.DataFrame) -> str:
-    fmt = lambda v: f"{v:.2f}"  # noqa: E731
-    return ("<h2>Cross-network predictions</h2><p>Trace collected on the trace network, replayed "
-            "with the predicted network's profile, compared with the run on the predicted "
-            f"network; target: cross-network mean |error| &lt;= {TARGET_CROSS:g} %.</p>"
-            + cross_summary(same, cross).to_html(index=False, float_format=fmt)
-            + cross_table(same, cross).to_html(index=False, float_format=fmt))
-
-
-def _table_html(g: pd.DataFrame) -> str:
-    rows = ["<tr><th>Num Proc</th><th>Input Size</th><th>Network</th><th>Actual (s)</th>"
-            "<th>sd (s)</th><th>Tracing %</th><th>Pred (s)</th><th>Rel Error %</th></tr>"]
-    for _, r in g.sort_values(["ranks", "size", "network"]).iterrows():
-        bad = ' class="miss"' if abs(r.rel_error_pct) > TARGET_CELL else ""
-        rows.append(f"<tr><td>{r.ranks}</td><td>{html.escape(str(r['size']))}</td>"
-                    f"<td>{r.network}</td><td>{r.actual_s:.4f}</td><td>{r.actual_sd_s:.4f}</td>"
-                    f"<td>{_pct(r.perturbation_pct)}</td>"
-                    f"<td>{r.predicted_s:.4f}</td><td{bad}>{r.rel_error_pct:+.2f}</td></tr>")
-    for name, v in _summary_rows(g["rel_error_pct"]):
-        rows.append(f'<tr class="sum"><td colspan="7">{name}</td><td>{v:+.2f}</td></tr>')
-    return "<table>" + "".join(rows) + "</table>"
-
-
-def predictor_summary(err: pd.DataFrame) -> pd.DataFrame:
-    """Per predictor: cells with a prediction, cells without (model failed, e.g. a saturated
-    M/M/1 queue: the note is in the cell JSON), mean |error|, max |error|, cells above 15 %."""
-    out = []
-    for pred, g in err.groupby("predictor"):
-        a = g["rel_error_pct"].abs().dropna()
-        out.append({"predictor": pred, "cells": len(a), "no_prediction": len(g) - len(a),
-                    "mean_abs_pct": a.mean(),
-                    "max_abs_pct": a.max(), "cells_over_15pct": int((a > TARGET_CELL).sum()),
-                    "mean_signed_pct": g["rel_error_pct"].mean()})
-    return pd.DataFrame(out)
-
-
-# -- plots ---------------------------------------------------------------------------------------
-
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.rcParams.update({"font.size": 10, "axes.grid": True, "grid.alpha": 0.3})
-    return plt
-
-
-def plot_time_vs_ranks(err: pd.DataFrame, cells: list[dict], path: Path) -> Path:
-    """Paper 003 Figs. 1-3: measured (mean ± sd) and predicted time vs rank count."""
-    plt = _plt()
-    groups = sorted({(r.app, r.paradigm, r["size"], r.network) for _, r in err.iterrows()})
-    # One colour per predictor in every panel, so panels can be compared at a glance.
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    color = {p: palette[i % len(palette)] for i, p in enumerate(sorted(err.predictor.unique()))}
-    ncol = min(3, len(groups))
-    nrow = math.ceil(len(groups) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.8 * nrow), squeeze=False)
-    for ax, (app, par, size, net) in zip(axes.flat, groups):
-        g = err[(err.app == app) & (err.paradigm == par) & (err["size"] == size)
-                & (err.network == net)]
-        m = g.drop_duplicates("ranks").sort_values("ranks")
-        ax.errorbar(m.ranks, m.actual_s, yerr=m.actual_sd_s, fmt="o-k", lw=2, capsize=4,
-                    label="measured (mean ± sd)")
-        for pred, gp in g.groupby("predictor"):
-            gp = gp.sort_values("ranks")
-            ax.plot(gp.ranks, gp.predicted_s, "s--" if pred.startswith("analytic") else ".-",
-                    label=pred, color=color[pred])
-        ax.set_title(f"{app} / {par}\n{size}, {net}", fontsize=10)
-        ax.set_xlabel("ranks P")
-        ax.set_ylabel("time (s)")
-        ax.set_xticks(sorted(m.ranks))
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(groups):]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_rel_error(err: pd.DataFrame, path: Path) -> Path:
-    """Paper 000 Figs. 5-6: relative error per configuration, one bar per predictor."""
-    plt = _plt()
-    err = err.copy()
-    err["config"] = err.app.str.slice(0, 10) + "/" + err.paradigm + " P=" + err.ranks.astype(str)
-    configs = list(dict.fromkeys(err.sort_values(["app", "paradigm", "ranks"]).config))
-    preds = sorted(err.predictor.unique())
-    w = 0.8 / max(len(preds), 1)
-    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(configs) * max(len(preds), 2) / 2 + 3), 5))
-    x = np.arange(len(configs))
-    for i, pred in enumerate(preds):
-        g = err[err.predictor == pred].groupby("config")["rel_error_pct"].mean()
-        ax.bar(x + i * w - 0.4 + w / 2, [g.get(c, np.nan) for c in configs], w, label=pred)
-    ax.axhline(0, color="k", lw=0.8)
-    for y in (TARGET_CELL, -TARGET_CELL):
-        ax.axhline(y, color="r", ls=":", lw=1)
-    ax.set_xticks(x, configs, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel("relative error % ((pred - actual)/actual)")
-    ax.set_title("Relative error per configuration (red: ±15 % cell target)")
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_speedup(cells: list[dict], path: Path) -> Path | None:
-    """Paper 001: speedup S = T_1/T_P and efficiency E = S/P vs P (measured means)."""
-    base = {(c["app"], c["size"], c["network"]): c["actual_s"] for c in cells if c["baseline"]}
-    rows = [c for c in cells if not c["baseline"] and (c["app"], c["size"], c["network"]) in base]
-    if not rows:
-        return None
-    plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    df = pd.DataFrame([{"label": f"{c['app']}/{c['paradigm']}", "P": c["ranks"],
-                        "S": base[(c["app"], c["size"], c["network"])] / c["actual_s"]}
-                       for c in rows])
-    for label, g in df.groupby("label"):
-        g = g.groupby("P")["S"].mean().reset_index()
-        a1.plot(g.P, g.S, "o-", label=label)
-        a2.plot(g.P, g.S / g.P, "o-", label=label)
-    ps = sorted(df.P.unique())
-    a1.plot([1] + ps, [1] + ps, "k:", label="linear")
-    a1.set(xlabel="ranks P", ylabel="speedup T_1/T_P", title="Speedup (measured)")
-    a2.set(xlabel="ranks P", ylabel="efficiency S/P", title="Efficiency (measured)")
-    a2.set_ylim(0, 1.1)
-    for a in (a1, a2):
-        a.set_xticks(ps)
-    a1.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_paradigms(cells: list[dict], path: Path) -> Path | None:
-    """Paper 000 Tables VI-XI: pipeline vs master/worker vs reduction tree (measured)."""
-    df = pd.DataFrame([c for c in cells if not c["baseline"]
-                       and c["paradigm"] in ("pipeline", "master-worker", "tree")])
-    if df.empty:
-        return None
-    plt = _plt()
-    apps = sorted(df.app.unique())
-    fig, axes = plt.subplots(1, len(apps), figsize=(5.5 * len(apps), 4), squeeze=False)
-    for ax, app in zip(axes.flat, apps):
-        g = df[df.app == app]
-        ps = sorted(g.ranks.unique())
-        pars = [p for p in ("pipeline", "master-worker", "tree") if p in set(g.paradigm)]
-        w = 0.8 / len(pars)
-        for i, par in enumerate(pars):
-            gp = g[g.paradigm == par].groupby("ranks")
-            m, s = gp["actual_s"].mean(), gp["actual_sd_s"].mean()
-            ax.bar(np.arange(len(ps)) + i * w - 0.4 + w / 2, [m.get(p, np.nan) for p in ps], w,
-                   yerr=[s.get(p, 0) for p in ps], capsize=3, label=par)
-        ax.set_xticks(np.arange(len(ps)), [f"P={p}" for p in ps])
-        ax.set(ylabel="measured time (s)", title=f"{app}: paradigms compared")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def _perturbation_md(tab: pd.DataFrame) -> list[str]:
+    text, t = _perturbation_section(tab)
+    return ["## Tracing perturbation", "", text, ""] + (t.markdown() + [""] if t else [])
 
 
 def _method_text(vdir: Path) -> str:
     """How actual and predicted times were formed, from the spec the validation ran."""
-    import tomllib
-
-    try:
-        raw = tomllib.loads((vdir / "spec.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        raw = {}
+    raw = spec_facts(vdir)
     stat = "median" if raw.get("actual") == "median" else "mean"
     truth = raw.get("ground_truth", "untraced")
     rep = raw.get("replay_rep", 0)
@@ -373,142 +216,171 @@ def _method_text(vdir: Path) -> str:
             "median untraced wall time - 1)" if truth == "untraced" else
             "makespan of the traced runs (spec ground_truth = \"traced\": the tracer's effect "
             "is not measured)")
-    return (f"Relative error = (predicted - actual) / actual × 100; actual = {stat} {runs} over "
-            f"the repetitions (sd shown); {how}.")
+    return (f"Relative error = (predicted - measured) / measured × 100; measured = {stat} {runs} "
+            f"over the repetitions (sd shown); {how}. Speedup and efficiency take each "
+            "paradigm's own smallest-P run as the baseline: S = T(P0) / T(P), E = S / (P / P0).")
 
 
-def plot_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
-    """Measured vs replayed (LogGPS) per-rank timeline of one run."""
-    import replay
-    from hindsight import trace as tf
-    from validation.profiles import read_profile, replay_params
-
-    cand = [c for c in cells if not c["baseline"] and c["ranks"] >= 2]
-    if not cand:
-        return None
-    c = max(cand, key=lambda c: (c["ranks"], c["paradigm"] == "pipeline"))
-    trace = Path(vdir) / c["traces"][c["replayed_rep"]]
-    prep = replay.prepare(trace)
-    prof_path = Path(vdir) / c["profile"]
-    res = replay.run(prep, "loggps",
-                     profile=replay_params("loggps", read_profile(prof_path), prof_path))
-    ev = res.events_frame()
-    tab = tf.read_trace(trace, columns=["rank", "seq", "region"]).to_pandas()
-    ev = ev.merge(tab, on=["rank", "seq"], how="left")
-    plt = _plt()
-    colors = {"task": "tab:green", "merge": "tab:blue", "io": "tab:gray", "divide": "tab:olive",
-              "conquer": "tab:green", "combine": "tab:blue", "send_to_server": "tab:purple"}
-    fig, axes = plt.subplots(2, 1, figsize=(11, 2.2 + 0.9 * prep.nranks), sharex=True)
-    for ax, (s, e, title) in zip(axes, (("measured_start_ns", "measured_end_ns", "measured"),
-                                        ("start_ns", "end_ns", "replayed (loggps)"))):
-        for _, r in ev.iterrows():
-            if r.op == "region":
-                col = colors.get(str(r.region), "tab:cyan")
-                y, h = r["rank"] - 0.35, 0.7
-            else:
-                col = "tab:red" if r.op in ("Recv", "Wait", "Waitall", "Sendrecv_recv",
-                                             "Sendrecv_send", "Bcast", "Comm_split") else "tab:orange"
-                y, h = r["rank"] - 0.15, 0.3
-            ax.broken_barh([(r[s] / 1e6, max((r[e] - r[s]) / 1e6, 0.001))], (y, h), color=col)
-        ax.set_yticks(range(prep.nranks), [f"rank {i}" for i in range(prep.nranks)])
-        ax.invert_yaxis()
-        ax.set_title(f"{title}: {c['app']} / {c['paradigm']} P={c['ranks']} "
-                     f"({c['traces'][c['replayed_rep']]})", fontsize=9)
-    axes[-1].set_xlabel("time since the first event (ms)")
-    from matplotlib.patches import Patch
-    handles = [Patch(color=v, label=k) for k, v in colors.items()
-               if k in set(ev.region.dropna().astype(str))]
-    handles += [Patch(color="tab:red", label="MPI wait/receive/collective"),
-                Patch(color="tab:orange", label="MPI send")]
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.legend(handles=handles, fontsize=8, ncol=len(handles), loc="lower center")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def _verdict(err: pd.DataFrame, cells: list[dict], profiles) -> tuple[str, bool | None, str]:
+    """(verdict line, met? (None: not judged), the counts in one paragraph)."""
+    summ = predictor_summary(err)
+    lg = summ[summ.predictor == "replay:loggps"]
+    if len(lg):
+        r = lg.iloc[0]
+        ok = bool(r.mean_abs_pct <= TARGET_MEAN and r.max_abs_pct <= TARGET_CELL)
+        verdict = (f"Target {'met' if ok else 'NOT met'}: LogGPS replay mean |error| "
+                   f"{r.mean_abs_pct:.1f} % (target <= {TARGET_MEAN:g} %), worst "
+                   f"{r.max_abs_pct:.1f} % (no cell may exceed {TARGET_CELL:g} %), "
+                   f"cells above {TARGET_CELL:g} %: {r.cells_over_15pct}.")
+        if any(c.get("under_load") for c in cells):
+            verdict += " Judged on cells taken under load, not a quiet machine's figures."
+    else:
+        ok, verdict = None, ("Target not judged: no replay:loggps predictions in this run "
+                             "(the target is LogGPS with the calibrated profile).")
+    keys = {(r.app, r.paradigm, r.ranks, r["size"], r.network) for _, r in err.iterrows()}
+    base = [c for c in cells if c.get("baseline")]
+    loaded = [c for c in cells if c.get("under_load")]
+    noisy = [c for c in cells if c.get("actual_s", 0) > 0
+             and c.get("actual_sd_s", 0) / c["actual_s"] * 100 > NOISY_SPREAD_PCT]
+    bad_prof = [p.network for p in profiles if p.quality.startswith("noisy")]
+    miss = int((err.rel_error_pct.abs() > TARGET_CELL).sum())
+    counts = (f"{len(keys)} predicted cells" + (f" and {len(base)} P = 1 baseline runs"
+                                                 if base else "")
+              + f" in {err.app.nunique()} apps on {err.network.nunique()} network(s); "
+              f"{len(loaded)} of {len(cells) or len(keys)} cells under load, {len(noisy)} with "
+              f"runs spread above {NOISY_SPREAD_PCT:g} % (sd / measured); "
+              + (f"noisy profiles: {', '.join(bad_prof)}. " if bad_prof else
+                 f"{len(profiles)} network profile(s), none noisy. " if profiles else "")
+              + f"Cells worse than {TARGET_CELL:g} %: {miss} of {len(err)} rows. "
+              f"The papers' own figures: {PAPERS}.")
+    return verdict, ok, counts
 
 
-def _safe_gantt(vdir: Path, cells: list[dict], path: Path) -> Path | None:
-    """The timeline needs the trace and profile files; a report of a copied errors.csv and
-    cells/ without them simply has no timeline."""
-    try:
-        return plot_gantt(vdir, cells, path)
-    except Exception as exc:  # noqa: BLE001 - any missing/unreadable input: skip the plot
-        print(f"report: no timeline plot ({type(exc).__name__}: {exc})")
-        return None
+def _profiles_table(profiles) -> Table:
+    t = Table(["network", "profile", "source", "quality", "R² LogGP", "R² Hockney",
+               "median |residual| %", "worst residual %", "LogGPS parameters"],
+              [False, False, False, False, True, True, True, True, False])
+    for p in profiles:
+        worst = fmt_pct(p.residual_worst_pct) + (f" at {p.residual_worst_size} B"
+                                                 if p.residual_worst_size else "")
+        t.rows.append([Td(p.network), Td(p.path), Td(p.source),
+                       Td(p.quality, cls="warn" if p.quality != "ok" else "",
+                          strong=p.quality.startswith("noisy")),
+                       Td("-" if math.isnan(p.r2_loggp) else f"{p.r2_loggp:.4f}"),
+                       Td("-" if math.isnan(p.r2_hockney) else f"{p.r2_hockney:.4f}"),
+                       Td(fmt_pct(p.residual_median_pct, False)), Td(worst), Td(p.params)])
+    return t
 
 
-# -- assembling ----------------------------------------------------------------------------------
+_CSS = """body{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.15em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.4em 0 1.2em;font-size:14px}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td[title]{cursor:help}td.miss{color:#b00;font-weight:bold}td.warn{color:#a60}
+table.facts td:first-child{font-weight:bold;white-space:nowrap}
+.verdict{font-size:1.15em;padding:.6em 1em;border-radius:6px;margin:.6em 0}
+.met{background:#e6f4e6;border:1px solid #7b7}.notmet{background:#fbe9e9;border:1px solid #d88}
+.nojudge{background:#f3f3f3;border:1px solid #bbb}.note{color:#555;font-style:italic}
+figure{margin:1em 0}svg{max-width:100%;height:auto;border:1px solid #ddd}
+img{max-width:100%;border:1px solid #ddd}"""
+
+
+def _html_text(text: str) -> str:
+    """Markdown's *emphasis* and `code` of the report's sentences, as HTML."""
+    import re
+    t = html.escape(text)
+    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    return re.sub(r"\*([^*]+)\*", r"<em>\1</em>", t)
 
 
 def report(vdir: Path | str, out: Path | str) -> list[Path]:
+    """Write DIR's report into ``out`` (report.md, report.html, the charts' SVG files and the
+    timeline PNG); returns their paths."""
     vdir, out = Path(vdir), Path(out)
     err, cells = _load(vdir)
     err, cross = split_cross(err)
     out.mkdir(parents=True, exist_ok=True)
-    summ = predictor_summary(err)
-    plots: list[tuple[str, Path | None]] = [
-        ("Predicted and measured time vs rank count (paper 003 Figs. 1-3 style)",
-         plot_time_vs_ranks(err, cells, out / "time_vs_ranks.png")),
-        ("Relative error per configuration (paper 000 Figs. 5-6 style)",
-         plot_rel_error(err, out / "rel_error.png")),
-        ("Speedup and efficiency vs P (paper 001)", plot_speedup(cells, out / "speedup.png")),
-        ("Pipeline vs master/worker vs reduction tree (paper 000 §VI-C, D)",
-         plot_paradigms(cells, out / "paradigms.png")),
-        ("Measured vs replayed per-rank timeline", _safe_gantt(vdir, cells, out / "gantt.png")),
-    ]
-    plots = [(t, p) for t, p in plots if p is not None]
-    lg = summ[summ.predictor == "replay:loggps"]
-    target = ""
-    if len(lg):
-        r = lg.iloc[0]
-        ok = r.mean_abs_pct <= TARGET_MEAN and r.max_abs_pct <= TARGET_CELL
-        target = (f"Target (replay:loggps, calibrated profile of the trace's network): mean |error| "
-                  f"<= {TARGET_MEAN:g} %, no cell worse than {TARGET_CELL:g} %. Measured: mean "
-                  f"{r.mean_abs_pct:.1f} %, worst {r.max_abs_pct:.1f} %, "
-                  f"{r.cells_over_15pct} cells above 15 %: **{'met' if ok else 'NOT met'}**. "
-                  f"The papers' own figures: {PAPERS}.")
-    method = _method_text(Path(vdir))
-    md = [f"# Validation report: {vdir}", "", method, "", target, "",
-          "## Summary per predictor", "",
-          "| predictor | cells | no prediction | mean abs % | max abs % | cells > 15 % | "
-          "mean signed % |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for _, r in summ.iterrows():
-        md.append(f"| {r.predictor} | {r.cells} | {r.no_prediction} | {r.mean_abs_pct:.2f} | "
-                  f"{r.max_abs_pct:.2f} | "
-                  f"{r.cells_over_15pct} | {r.mean_signed_pct:+.2f} |")
-    miss = err[err.rel_error_pct.abs() > TARGET_CELL].sort_values("rel_error_pct")
-    md += ["", f"Cells worse than {TARGET_CELL:g} %: {len(miss)} of {len(err)} rows.", ""]
-    body_html = []
-    cross_md = _cross_md(err, cross) if len(cross) else []
-    md += cross_md
-    pert = perturbation_table(cells)
-    md += _perturbation_md(pert)
-    md += ["## Error tables (one per app × paradigm × predictor)", ""]
-    for (app, par, pred), g in err.groupby(["app", "paradigm", "predictor"]):
-        md += [f"### {app} / {par} / {pred}", "", _table_md(g), ""]
-        body_html.append(f"<h3>{html.escape(f'{app} / {par} / {pred}')}</h3>{_table_html(g)}")
-    md += ["## Plots", ""]
-    for title, p in plots:
-        md += [f"### {title}", "", f"![{title}]({p.name})", ""]
+    profiles = profile_facts(vdir)
+    items = header_items(vdir, cells)
+    verdict, ok, counts = _verdict(err, cells, profiles)
+    summ = summary_table(err)
+    apps = app_tables(err, cells)
+    cross_sec = _cross_section(err, cross) if len(cross) else None
+    plots: list[Plot] = [error_plot(err), *time_vs_ranks(err, cells), *speedup(cells),
+                         *paradigms(cells)]
+    files = []
+    for p in plots:
+        if p.svg:
+            files.append(out / f"{p.name}.svg")
+            files[-1].write_text(p.svg)
+    gantt = safe_gantt(vdir, cells, out / "gantt.png")
+    pert_text, pert_t = _perturbation_section(perturbation_table(cells))
+    method = _method_text(vdir)
+    name = spec_facts(vdir).get("name", "")
+    title = f"Validation report{': ' + name if name else ''}"
+
+    md = [f"# {title}", ""] + [f"* **{k}**: {v}" for k, v in items] + [""]
+    if profiles:
+        md += ["Network profiles (the fit of each against its own measurements):", ""]
+        md += _profiles_table(profiles).markdown() + [""]
+    md += ["## Verdict", "", f"**{verdict}**", "", counts, ""]
+    md += ["## Summary per predictor", ""] + summ.markdown() + [""]
+    legend = (f"Each predictor's column is its signed relative error in %; **bold**: a cell "
+              f"worse than {TARGET_CELL:g} %; Tracing %: median traced / median untraced wall "
+              "time - 1; notes: cells under load or whose runs spread above "
+              f"{NOISY_SPREAD_PCT:g} %. Predicted times are in errors.csv (and on hover in "
+              "report.html).")
+    md += ["## Results per application", "", legend, ""]
+    for app, shared, t in apps:
+        md += [f"### {app}" + (f" ({shared})" if shared else ""), ""] + t.markdown() + [""]
+    if cross_sec:
+        md += ["## Cross-network predictions", "", cross_sec[0], ""]
+        for t in cross_sec[1]:
+            md += t.markdown() + [""]
+    md += ["## Charts", ""]
+    for p in plots:
+        if p.note:
+            md += [p.note, ""]
+        if p.svg:
+            md += [f"### {p.title}", "", f"![{p.title}]({p.name}.svg)", ""]
+    if gantt:
+        md += ["### Measured vs replayed per-rank timeline", "", f"![timeline]({gantt.name})", ""]
+    md += _perturbation_md(perturbation_table(cells))
+    md += ["## Method", "", method, ""]
     md_path = out / "report.md"
     md_path.write_text("\n".join(md))
-    # HTML: the same content, images embedded, tables styled
-    summ_html = summ.to_html(index=False, float_format=lambda v: f"{v:.2f}")
-    imgs = "".join(f"<h3>{html.escape(t)}</h3><img alt='{html.escape(t)}' src='data:image/png;"
-                   f"base64,{base64.b64encode(p.read_bytes()).decode()}'>" for t, p in plots)
-    target_html = html.escape(target).replace("**", "")
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Validation report</title>
-<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}}
-table{{border-collapse:collapse;margin:.5em 0 1.5em}}td,th{{border:1px solid #bbb;padding:3px 8px;
-text-align:right}}th{{background:#eee}}tr.sum td{{font-weight:bold;background:#f6f6f6}}
-td.miss{{color:#b00;font-weight:bold}}img{{max-width:100%;border:1px solid #ddd}}</style></head>
-<body><h1>Validation report: {html.escape(str(vdir))}</h1>
-<p>{html.escape(method)} Red: a cell worse than {TARGET_CELL:g} %.</p><p>{target_html}</p>
-<h2>Summary per predictor</h2>{summ_html}{_cross_html(err, cross) if len(cross) else ''}
-<h2>Tracing perturbation</h2>{pert.to_html(index=False, float_format=lambda v: f"{v:.4f}")
-                              if len(pert) else "<p>No untraced runs.</p>"}
-<h2>Error tables</h2>{''.join(body_html)}
-<h2>Plots</h2>{imgs}</body></html>"""
+
+    e = html.escape
+    cls = {True: "met", False: "notmet", None: "nojudge"}[ok]
+    body = [f"<h1>{e(title)}</h1><table class='facts'>"
+            + "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in items) + "</table>"]
+    if profiles:
+        body.append("<p>Network profiles (the fit of each against its own measurements):</p>"
+                    + _profiles_table(profiles).html())
+    body.append(f"<h2>Verdict</h2><div class='verdict {cls}'>{e(verdict)}</div><p>{e(counts)}</p>")
+    body.append(f"<h2>Summary per predictor</h2>{summ.html()}")
+    body.append(f"<h2>Results per application</h2><p>{e(legend).replace('**bold**', '<b>red</b>')}"
+                "</p>")
+    for app, shared, t in apps:
+        body.append(f"<h3>{e(app)}{' (' + e(shared) + ')' if shared else ''}</h3>{t.html()}")
+    if cross_sec:
+        body.append(f"<h2>Cross-network predictions</h2><p>{_html_text(cross_sec[0])}</p>"
+                    + "".join(t.html() for t in cross_sec[1]))
+    body.append("<h2>Charts</h2><p class='note'>Hover over a point for its numbers.</p>")
+    for p in plots:
+        if p.note:
+            body.append(f"<p class='note'>{e(p.note)}</p>")
+        if p.svg:
+            body.append(f"<figure><h3>{e(p.title)}</h3>{p.svg}</figure>")
+    if gantt:
+        body.append("<h3>Measured vs replayed per-rank timeline</h3><img alt='timeline' "
+                    f"src='data:image/png;base64,{base64.b64encode(gantt.read_bytes()).decode()}'>")
+    body.append(f"<h2>Tracing perturbation</h2><p>{_html_text(pert_text)}</p>"
+                + (pert_t.html() if pert_t else ""))
+    body.append(f"<h2>Method</h2><p>{_html_text(method)}</p>")
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     html_path = out / "report.html"
     html_path.write_text(page)
-    return [md_path, html_path] + [p for _, p in plots]
+    return [md_path, html_path] + files + ([gantt] if gantt else [])
