@@ -3,6 +3,7 @@
 Where a paper's printed result does not follow from its own formula (docs/models.md lists
 each case), the test pins what the formula gives and how far the printed number is from it."""
 
+import json
 import math
 
 import numpy as np
@@ -189,7 +190,78 @@ def test_model_command_reproduces_and_rejects():
                       (["paper000", "-p", "N=abc"], "not a number"),
                       (["paper000", "-p", "t_comp=1e-5"], "saturates")):
         r = CliRunner().invoke(main, ["model", *args])
-        assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("args,line", [
+    (["paper000", "--param", "P=-4"], "Error: --param P=-4: must be a count >= 1"),
+    (["paper000", "--param", "t_comp=-1"], "Error: --param t_comp=-1: must be a time > 0 s"),
+    (["paper001", "--param", "p=0"], "Error: --param p=0: must be a count >= 1"),
+    (["paper001", "--param", "p=abc"], "Error: --param p=abc: not a number: 'abc'"),
+    (["paper002", "--param", "P=2.5"], "Error: --param P=2.5: must be an integer >= 1"),
+    (["paper003.p_opt", "--param", "c_m=0"], "Error: --param c_m=0: must be a time > 0 s"),
+    (["paper000", "--param", "tcomp=1"],
+     "Error: --param tcomp=1: unknown parameter 'tcomp' for paper000 (did you mean 't_comp'?)"),
+    (["paper03"], "Error: unknown model 'paper03' (did you mean 'paper003'?)"),
+    (["paper000", "--param", "N"], "Error: --param N: expected NAME=VALUE"),
+])
+def test_model_inputs_outside_their_range_are_usage_errors(args, line):
+    from hindsight.cli import main
+    r = CliRunner().invoke(main, ["model", *args])
+    assert r.exit_code == 2 and r.output.strip() == line
+
+
+#: outputs that are differences, negative when the comparison goes the other way: the overhead
+#: of a superlinear run, fewer processors than before, an overhead that falls with P
+DIFFERENCES = {"T_o_s", "extra_master_time_s", "o_a_s", "o_b_s"}
+
+
+def test_no_input_makes_a_model_divide_by_zero_or_go_negative():
+    """Every evaluator declares the range of each input; at the edges of those ranges (and just
+    outside) the command prints a result or one usage line, never an arithmetic error or a
+    negative time."""
+    from hindsight.cli import main
+    from validation.models import parameters
+    for name, fn in registry().items():
+        assert set(fn.bounds) == set(parameters(fn)), name
+        for k in parameters(fn):
+            for v in ("0", "-1", "1", "0.5", "1e300"):
+                r = CliRunner().invoke(main, ["model", name, "--json", "-p", f"{k}={v}"])
+                assert r.exit_code in (0, 2), (name, k, v, r.output)
+                if r.exit_code == 2:
+                    assert r.output.startswith("Error: ") and len(r.output.splitlines()) == 1
+                    assert "division" not in r.output, (name, k, v, r.output)
+                    continue
+                out = json.loads(r.output)["outputs"]
+                negative = [o for o, x in out.items() if o.endswith("_s")
+                            and isinstance(x, float) and x < 0 and o not in DIFFERENCES]
+                assert not negative, (name, k, v, out)
+
+
+# -- profiles given to replay ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("data,words", [
+    ({"a": 1}, "unknown parameter 'a' for model loggps (known: "),
+    ({"LL": 5e-6}, "unknown parameter 'LL' for model loggps (did you mean 'L'?)"),
+    ({"models": {"loggps": {"o_sned": 1e-6}}},
+     "unknown parameter 'o_sned' for model loggps (did you mean 'o_send'?)"),
+    ({"model": "loggps", "params": {"G": -1}}, "G=-1: impossible value"),
+    ({"models": {"loggps": [1]}}, "the parameters of model loggps must be an object"),
+])
+def test_json_profile_keys_are_checked_against_the_model(tmp_path, data, words):
+    """A JSON profile's error names the profile (and --profile at the command line), never
+    --set, which was not given."""
+    from replay import models as M
+    from tests.conftest import ROOT
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(M.ParamError) as exc:
+        M.load_profile(path, M.get_model("loggps"))
+    assert str(exc.value).startswith(f"profile {path}: ") and words in str(exc.value)
+    from hindsight.cli import main
+    r = CliRunner().invoke(main, ["replay", str(ROOT / "tests/corpus/requests-n2"),
+                                  "--profile", str(path)])
+    assert r.exit_code == 2 and r.output.strip() == f"Error: --profile: {exc.value}"
 
 
 def test_every_evaluator_runs_on_its_defaults():

@@ -4,6 +4,7 @@ turned into one line by the CLI group."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -27,6 +28,11 @@ def parse_number(text: str) -> float:
     return float(m.group(1)) * (_SUFFIX[m.group(2)] if m.group(2) else 1.0)
 
 
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    near = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean '{near[0]}'?)" if near else f" (choose from {', '.join(choices)})"
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else f"{v:.6g}"
@@ -44,7 +50,7 @@ def model_cmd(name, params, list_, as_json):
 
     Inputs default to the paper's published worked example (see docs/models.md), so
     `hindsight model paper000` reproduces eq. 12 and `hindsight model paper003.p_opt` eq. 20."""
-    from validation.models import ModelError, parameters, registry
+    from validation.models import ModelError, check_inputs, parameters, registry
 
     reg = registry()
     if list_ or not name:
@@ -56,25 +62,31 @@ def model_cmd(name, params, list_, as_json):
             raise UsageError("name a model (see the list above)")
         return
     if name not in reg:
-        raise UserError(f"unknown model {name!r} (choose from {', '.join(reg)})")
+        raise UsageError(f"unknown model {name!r}{_did_you_mean(name, list(reg))}")
     fn = reg[name]
     known = parameters(fn)
     values = {}
     for item in params:
         if "=" not in item:
-            raise UserError(f"--param {item}: expected NAME=VALUE")
+            raise UsageError(f"--param {item}: expected NAME=VALUE")
         k, v = (s.strip() for s in item.split("=", 1))
         if k not in known:
-            raise UserError(f"unknown parameter {k!r} for {name} "
-                                       f"(known: {', '.join(known)})")
+            raise UsageError(f"--param {item}: unknown parameter {k!r} for {name}"
+                             f"{_did_you_mean(k, list(known))}")
         try:
             values[k] = parse_number(v)
         except ValueError as exc:
-            raise UserError(f"--param {item}: {exc}") from None
+            raise UsageError(f"--param {item}: {exc}") from None
+    check_inputs(fn, values)
     try:
         out = fn(**values)
-    except (ModelError, ZeroDivisionError, ValueError) as exc:
-        raise UserError(f"{name}: {exc}") from None
+    except ModelError as exc:
+        raise UsageError(f"{name}: {exc}") from None
+    except (ZeroDivisionError, OverflowError, ValueError) as exc:
+        # every input is in its declared range, so this is an input combination the model
+        # cannot take; say so rather than print the arithmetic error
+        raise UsageError(f"{name}: these inputs are outside what the model can evaluate "
+                         f"({type(exc).__name__}); see `hindsight model --list`") from None
     inputs = {**known, **values}
     if as_json:
         click.echo(json.dumps({"model": name, "inputs": inputs, "outputs": out}, indent=2,
@@ -92,19 +104,30 @@ def model_cmd(name, params, list_, as_json):
               help="output directory (errors.csv, cells/, traces/, profiles/)")
 @click.option("--force", is_flag=True, help="re-run cells already done")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
-def validate_cmd(spec, out, force, no_progress):
+@click.option("--quiet", "-q", is_flag=True,
+              help="no progress bar and no progress lines; warnings and failures still shown")
+@click.option("--json", "as_json", is_flag=True, help="the summary as a JSON document")
+def validate_cmd(spec, out, force, no_progress, quiet, as_json):
     """Run the experiment matrix of SPEC.toml (default: specs/default.toml) and compare measured
-    runs with replayed and analytic predictions; an interrupted run resumes where it stopped."""
+    runs with replayed and analytic predictions; an interrupted run resumes where it stopped.
+
+    A cell is reused only if it was made with the same spec inputs; results of another spec
+    found in OUT are moved to OUT/stale/<n>/ first (one warning line each)."""
     from validation.spec import load_spec
     from validation.validate import validate
 
+    def log(message: str) -> None:
+        if not quiet or message.startswith("warning:"):
+            click.echo(message, err=True)
+
     sp = load_spec(spec)
-    click.echo(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions -> {out}",
-               err=True)
-    summary = validate(sp, out, force=force, progress=not no_progress,
-                       log=lambda m: click.echo(m, err=True))
-    click.echo(f"{summary['run']} cells run, {summary['skipped']} reused, {summary['failed']} "
-               f"failed; {summary['errors_csv']}")
+    log(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions -> {out}")
+    summary = validate(sp, out, force=force, progress=not (no_progress or quiet), log=log)
+    if as_json:
+        click.echo(json.dumps({"spec": str(sp.source), "out": str(out), **summary}, indent=2))
+    else:
+        click.echo(f"{summary['run']} cells run, {summary['skipped']} reused, {summary['failed']} "
+                   f"failed; {summary['errors_csv']}")
     if summary["failed"]:
         raise SystemExit(1)
 

@@ -9,6 +9,7 @@ Adding a model: docs/extending.md.
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -113,16 +114,41 @@ def load_profile(path: Path | str, model: NetworkModel) -> dict[str, Any]:
                     raise ParamError(f"profile {path}: {exc}") from None
         return out
     if "models" in data:
+        if not isinstance(data["models"], dict):
+            raise ParamError(f"profile {path}: 'models' must be an object")
         if model.NAME not in data["models"]:
             raise ParamError(f"profile {path}: has no parameters for model {model.NAME} "
                              f"(it has {', '.join(data['models'])})")
-        return dict(data["models"][model.NAME])
-    if "params" in data:
+        params = data["models"][model.NAME]
+    elif "params" in data:
         if data.get("model") not in (None, model.NAME):
             raise ParamError(f"profile {path}: written for model {data['model']}, "
                              f"not {model.NAME}")
-        return dict(data["params"])
-    return {k: v for k, v in data.items() if not k.startswith("_")}
+        params = data["params"]
+    else:
+        params = {k: v for k, v in data.items() if not k.startswith("_")}
+    if not isinstance(params, dict):
+        raise ParamError(f"profile {path}: the parameters of model {model.NAME} must be an "
+                         "object")
+    _check_profile_params(path, model, params)
+    return dict(params)
+
+
+def _check_profile_params(path: Path, model: NetworkModel, params: Mapping[str, Any]) -> None:
+    """Every name of a JSON profile is a parameter of ``model`` with a valid value; the error
+    names the file (the values reach ``resolve`` only later, where the file is not known)."""
+    known = list(model.PARAMS) + list(model.ALIASES)
+    for name, raw in params.items():
+        if name not in known and name not in model.RETIRED:
+            near = difflib.get_close_matches(str(name), known, n=1)
+            hint = f"did you mean '{near[0]}'?" if near else f"known: {', '.join(sorted(known))}"
+            raise ParamError(f"profile {path}: unknown parameter '{name}' for model "
+                             f"{model.NAME} ({hint})")
+        try:
+            for target in _expand(model, name):
+                _parse_one(model, target, raw)
+        except ParamError as exc:
+            raise ParamError(f"profile {path}: {exc}") from None
 
 
 def profile_measured_on(path: Path | str) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Every module has plain functions with the paper's equation numbers in their docs
 worked-example inputs, returning a dict of named results; ``MAIN`` names the main evaluator.
 ``hindsight model NAME`` looks the name up in ``registry()`` (``paper000`` is the module's main
 evaluator, ``paper000.t_comm`` a named one). A new paper module is registered by adding it to
-``PAPERS``.
+``PAPERS``. Every evaluator declares the valid range of each input (``@inputs``, base.py);
+``check_inputs`` refuses a value outside it before the model runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Callable
 from validation.models import paper000, paper001, paper002, paper003, paper004
 from validation.models.base import ModelError
 
-__all__ = ["ModelError", "PAPERS", "parameters", "registry"]
+__all__ = ["ModelError", "PAPERS", "check_inputs", "parameters", "registry"]
 
 PAPERS: tuple[ModuleType, ...] = (paper000, paper001, paper002, paper003, paper004)
 
@@ -37,3 +38,11 @@ def parameters(fn: Callable) -> dict[str, Any]:
     """Keyword parameters of an evaluator and their defaults (the paper's inputs)."""
     return {name: p.default for name, p in inspect.signature(fn).parameters.items()
             if p.kind is p.KEYWORD_ONLY}
+
+
+def check_inputs(fn: Callable, values: dict[str, float]) -> None:
+    """Raise ModelError naming the first input of ``fn`` (its defaults overridden by
+    ``values``) outside its declared range."""
+    bounds = getattr(fn, "bounds", {})
+    for name, value in {**parameters(fn), **values}.items():
+        bounds[name].check(name, float(value))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from validation.models.base import ModelError
+from validation.models.base import (
+    Bound, COUNT, FLAG, ModelError, POSITIVE_TIME, RATE, SIZE, TIME, inputs)
 
 MAIN = "t_total"
 
@@ -101,6 +102,8 @@ def t_comm(L: float, C: float, t_comp: float, leaf_in: float = 8, spine_in: floa
 # -- evaluators for `hindsight model` (defaults = the paper's published inputs) ----------------
 
 
+@inputs(N=COUNT, P=COUNT, t_comp=POSITIVE_TIME, L=SIZE, C=RATE,
+        t_merge=Bound("a time >= 0 s, or < 0 for T_Comp"), drain=FLAG)
 def eval_t_total(*, N: float = 4096 / 8, P: float = 16, t_comp: float = 0.15,
                  L: float = 23720, C: float = 1.28e9, t_merge: float = -1.0,
                  drain: float = 0) -> dict[str, Any]:
@@ -114,12 +117,14 @@ def eval_t_total(*, N: float = 4096 / 8, P: float = 16, t_comp: float = 0.15,
             "comm_term_s": s * tc, "T_Total_s": total}
 
 
+@inputs(P=COUNT)
 def eval_speedup(*, P: float = 16) -> dict[str, Any]:
     """Eqs. 3-5 for P processors (default 16: 'SP from SP Model' of Table I is P)."""
     return {"pipeline_depth": pipeline_depth(P), "S_par": speedup_par(P),
             "S_overall": speedup_overall(P)}
 
 
+@inputs(L=SIZE, C=RATE, t_comp=POSITIVE_TIME, tau=TIME)
 def eval_t_comm(*, L: float = 23720, C: float = 1.28e9, t_comp: float = 0.15,
                 tau: float = 0.0) -> dict[str, Any]:
     """Eqs. 7-11: one message's three-hop M/M/1 delay."""
@@ -129,6 +134,7 @@ def eval_t_comm(*, L: float = 23720, C: float = 1.28e9, t_comp: float = 0.15,
             "D_leaf2_s": mm1_delay(L, C, 8 / t_comp, tau), "T_Comm_s": t_comm(L, C, t_comp, tau=tau)}
 
 
+@inputs(N=COUNT, P=COUNT, t_comp=POSITIVE_TIME, L=SIZE, C=RATE)
 def eval_sorting(*, N: float = 512, P: float = 8, t_comp: float = 1.39, L: float = 8e6,
                  C: float = 1.28e9) -> dict[str, Any]:
     """Eq. 13 (sorting 512 arrays of 10^6 integers on 8 processors, L = 8 MB): eq. 6 without
@@ -136,6 +142,7 @@ def eval_sorting(*, N: float = 512, P: float = 8, t_comp: float = 1.39, L: float
     return eval_t_total(N=N, P=P, t_comp=t_comp, L=L, C=C)
 
 
+@inputs(N=COUNT, t_comp=TIME, t_merge=TIME)
 def eval_t_seq(*, N: float = 4096, t_comp: float = 0.15, t_merge: float = 0.15) -> dict[str, Any]:
     """Eq. 1."""
     return {"T_Seq_s": t_seq(N, t_comp, t_merge)}

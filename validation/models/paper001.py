@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from validation.models.base import ModelError
+from validation.models.base import Bound, COUNT, ModelError, POSITIVE_TIME, SIZE, TIME, inputs
 
 MAIN = "metrics"
 
@@ -84,6 +84,7 @@ def isoefficiency(runs: Iterable[tuple[float, float, float]], E: float) -> dict[
     return {"E": E, "K": K, "per_p": table, "exponent": x}
 
 
+@inputs(W=POSITIVE_TIME, T_P=POSITIVE_TIME, p=COUNT)
 def eval_metrics(*, W: float = 100.0, T_P: float = 100 / (4 * 0.75),
                  p: float = 4) -> dict[str, Any]:
     """Speedup, efficiency, T_o (eq. 1) and E from T_o (eq. 2). Defaults: §2.1.1's example of
@@ -93,6 +94,7 @@ def eval_metrics(*, W: float = 100.0, T_P: float = 100 / (4 * 0.75),
             "E_from_T_o": efficiency_from_overhead(W, T_o)}
 
 
+@inputs(m=SIZE, t_s=TIME, t_w=TIME, f=Bound("a factor >= 1 (1: no congestion)", 1))
 def eval_t_comm(*, m: float = 1024, t_s: float = 1e-5, t_w: float = 1e-9,
                 f: float = 1.0) -> dict[str, Any]:
     """§3.1 (illustrative inputs; the paper gives no numeric example)."""

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from validation.models.base import ModelError
+from validation.models.base import Bound, INTEGER_COUNT, ModelError, SIZE, TIME, inputs
 
 MAIN = "t_hdc"
 
@@ -103,6 +103,12 @@ def t_hdc(P: int, N: float, M: float, div: BlockCost, comb: BlockCost, seq: Bloc
 # -- evaluator: §7's worked example ---------------------------------------------------------------
 
 
+#: a block's cost coefficient (s, or s per word): a negative one would give negative times
+_COEF = Bound("a cost coefficient >= 0", 0)
+
+
+@inputs(P=INTEGER_COUNT, N=SIZE, M=SIZE, l=TIME, g=TIME, div0=_COEF, div1=_COEF,
+        comb0=_COEF, comb1=_COEF, seq0=_COEF, seq1=_COEF, seq2=_COEF)
 def eval_t_hdc(*, P: float = 8, N: float = 1024000, M: float = 2048000, l: float = 2.43e-4,
                g: float = 1.51e-7, div0: float = 2.25e-6, div1: float = 1.94e-8,
                comb0: float = 2.32e-3, comb1: float = 2.19e-7, seq0: float = 0.0,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from validation.models.base import ModelError
+from validation.models.base import COUNT, ModelError, POSITIVE, POSITIVE_TIME, RATE, TIME, inputs
 
 MAIN = "t_total"
 
@@ -95,6 +95,8 @@ def p_opt(N: float, s: float, c_m: float, b_gather: float) -> float:
 _M = 1e6
 
 
+@inputs(N=POSITIVE, p=COUNT, s=COUNT, c_q=TIME, c_m=POSITIVE_TIME, b_io=RATE, l_n=TIME,
+        b_n=RATE, b_gather=RATE)
 def eval_t_total(*, N: float = 2e7, p: float = 6, s: float = 65536, c_q: float = 0.066e-6,
                  c_m: float = 0.04e-6, b_io: float = 0.54 * _M, l_n: float = 0.030,
                  b_n: float = 1.2 * _M, b_gather: float = 0.387 * _M) -> dict[str, Any]:
@@ -102,6 +104,7 @@ def eval_t_total(*, N: float = 2e7, p: float = 6, s: float = 65536, c_q: float =
     return t_total(N, p, s, c_q, c_m, b_io, l_n, b_n, b_gather)
 
 
+@inputs(N=POSITIVE, s=COUNT, c_m=POSITIVE_TIME, b_gather=RATE)
 def eval_p_opt(*, N: float = 2e7, s: float = 65536, c_m: float = 0.04e-6,
                b_gather: float = 0.387 * _M) -> dict[str, Any]:
     """Eq. 19/20: optimal cluster size (published p = 5.13 for N_3 = 2·10^7)."""
@@ -109,6 +112,7 @@ def eval_p_opt(*, N: float = 2e7, s: float = 65536, c_m: float = 0.04e-6,
     return {"a": a, "b": b, "c": c, "p_opt": p_opt(N, s, c_m, b_gather)}
 
 
+@inputs(s=COUNT, c_q=TIME, l_n=TIME, b_n=RATE)
 def eval_bandwidths(*, s: float = 65536, c_q: float = 0.066e-6, l_n: float = 0.030,
                     b_n: float = 1.2 * _M) -> dict[str, Any]:
     """Eqs. 10, 11, 13: b_dist (published 0.775 M/s), b_proc (1.366 M/s), t_proc (0.04749 s)."""

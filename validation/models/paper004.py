@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from validation.models.base import ModelError
+from validation.models.base import Bound, COUNT, ModelError, SIZE, TIME, inputs
 
 MAIN = "t_ms"
 US = 1e-6
@@ -96,12 +96,14 @@ def saturation(n: float, t_task: float, k_send: float, k_recv: float, L: float, 
 # -- evaluators (defaults: Table 2 and MASE-SI's 1,048,576 round trips, T = 1) -------------------
 
 
+@inputs(roundtrips=SIZE, o_b=TIME, P_from=COUNT, P_to=COUNT)
 def eval_overhead_growth(*, roundtrips: float = 1048576, o_b: float = 0.182 * US,
                          P_from: float = 8, P_to: float = 64) -> dict[str, Any]:
     """§5.1's 21.4 s: the linear-overhead contribution between P = 8 and P = 64."""
     return {"extra_master_time_s": linear_overhead_contribution(roundtrips, o_b, P_from, P_to)}
 
 
+@inputs(P1=COUNT, o1=TIME, P2=COUNT, o2=TIME)
 def eval_solve_overhead(*, P1: float = 2, o1: float = 12.48 * US, P2: float = 8,
                         o2: float = 13.57 * US) -> dict[str, Any]:
     """§5: o'_a, o'_b from o' at P = 2 and P = 8 (Table 2 rounds them to 12.1 and 0.182 µs)."""
@@ -109,6 +111,13 @@ def eval_solve_overhead(*, P1: float = 2, o1: float = 12.48 * US, P2: float = 8,
     return {"o_a_s": a, "o_b_s": b}
 
 
+#: one master and at least one worker; the saturation search scans every P up to it
+_WORKERS_P = Bound("an integer in 2..65536", 2, high=65536, integer=True)
+
+
+@inputs(n=COUNT, P=_WORKERS_P,
+        t_task=TIME, k_send=SIZE, k_recv=SIZE, L=TIME, G=TIME, o_a=TIME, o_b=TIME, O_send=TIME,
+        O_recv=TIME)
 def eval_t_ms(*, n: float = 1048576, P: float = 64, t_task: float = 0.0,
               k_send: float = 8, k_recv: float = 12, L: float = 50 * US,
               G: float = 0.0268 * US, o_a: float = 12.1 * US, o_b: float = 0.182 * US,
