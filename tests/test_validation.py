@@ -59,7 +59,7 @@ def test_default_spec_parses():
 @pytest.mark.parametrize("edit,msg", [
     (('app = "sorting"', 'app = "nope"'), "unknown app"),
     (('ranks = [2]', 'ranks = [1]'), "ranks must be"),
-    (('paradigms = ["pipeline"]', 'paradigms = ["hypercube"]\nranks2 = 1'), None),
+    (('paradigms = ["pipeline"]', 'paradigms = ["hypercube"]'), None),
     (('replay = ["loggps", "hockney"]', 'replay = ["warp"]'), "unknown replay model"),
     (('profile = "prof.toml"', 'profile = "missing.toml"'), "profile not found"),
     (('repetitions = 1', 'repetitions = = 1'), "not valid TOML"),
@@ -72,6 +72,43 @@ def test_bad_specs_are_one_line_errors(tmp_path, edit, msg):
         return
     with pytest.raises(SpecError, match=msg):
         load_spec(p)
+
+
+@pytest.mark.parametrize("edit,table,key,near", [
+    (("repetitions = 1", "repetiton = 1"), "top level", "repetiton", "repetitions"),
+    (('transport = "shm"', 'transport = "shm"\ncalibrat = "pickle"'), "[networks.shm]",
+     "calibrat", "calibrate"),
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nanalitic = false'),
+     "[predictors]", "analitic", "analytic"),
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nset.logps = ["S=1"]'),
+     "[predictors.set]", "logps", "loggps"),
+    (("ranks = [2]", "ranks = [2]\nranks2 = 1"), "[[experiment]] 1", "ranks2", "ranks"),
+    (("baseline = false", "baseline = false\npredict_onn = []"), "[[experiment]] 1",
+     "predict_onn", "predict_on"),
+])
+def test_unknown_spec_keys_are_refused(tmp_path, edit, table, key, near):
+    """A misspelt key is an error naming the file, the table and the key, never ignored."""
+    p = _spec(tmp_path, SPEC.replace(*edit))
+    with pytest.raises(SpecError) as exc:
+        load_spec(p)
+    assert str(exc.value) == (f"spec {p}: {table}: unknown key '{key}' (did you mean "
+                              f"'{near}'?)")
+    r = CliRunner().invoke(cli, ["validate", str(p), "--out", str(tmp_path / "v")])
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {exc.value}"
+    assert not (tmp_path / "v").exists()
+
+
+def test_unknown_testbed_key_is_refused(tmp_path):
+    p = _spec(tmp_path, SPEC.replace('transport = "shm"',
+                                     'transport = "tcp"\ntestbed = {nodes = 2, rat = "1gbit"}'))
+    with pytest.raises(SpecError, match=r"\[networks.shm\] testbed: unknown key 'rat' \(did "
+                                        r"you mean 'rate'\?\)"):
+        load_spec(p)
+
+
+def test_every_shipped_spec_loads():
+    for p in sorted((Path(__file__).resolve().parent.parent / "specs").glob("*.toml")):
+        assert load_spec(p).cells, p
 
 
 def test_cli_errors_have_no_traceback(tmp_path):
@@ -307,3 +344,127 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     assert float(row["predicted_min_s"]) == 0.9 and float(row["predicted_max_s"]) == 1.0
     err, _ = _load(tmp_path)
     assert "0.9000-1.0000" in app_tables(err, [])[0][2].html()
+
+
+# -- resuming: a cell is reused only when it was made with the same spec inputs ------------------
+
+def _fake_run_cell(monkeypatch, calls: list):
+    """validate with every cell 'run' instantly: one traced run dir and a cell result."""
+    import validation.validate as V
+
+    def run_cell(cell, spec, out, profile_path):
+        calls.append(cell.key)
+        rep = out / "traces" / cell.key / "rep0"
+        rep.mkdir(parents=True, exist_ok=True)
+        (rep / "manifest.json").write_text(json.dumps({"args": {"argv": cell.args}}))
+        return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks,
+                "size": cell.size, "args": cell.args, "network": cell.network,
+                "baseline": cell.baseline, "repetitions": spec.repetitions,
+                "ground_truth": spec.ground_truth, "actual_s": 1.0, "actual_sd_s": 0.0,
+                "predictions": [{"predictor": "replay:loggps", "predicted_s": 1.1,
+                                 "rel_error_pct": 10.0}]}
+    monkeypatch.setattr(V, "run_cell", run_cell)
+
+
+def _validate_cli(spec: Path, out: Path, *extra: str):
+    return CliRunner().invoke(
+        cli, ["validate", str(spec), "--out", str(out), "--no-progress", *extra])
+
+
+def test_resume_reuses_only_cells_of_the_same_spec(tmp_path, monkeypatch):
+    """Another spec's results in --out are never counted as reused nor described by the new
+    DIR/spec.toml: a changed cell is re-run, its old results moved to DIR/stale/1/ (one line)."""
+    calls: list = []
+    _fake_run_cell(monkeypatch, calls)
+    p1 = _spec(tmp_path)
+    out = tmp_path / "v"
+    r = _validate_cli(p1, out, "--json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert (s["run"], s["skipped"], s["failed"], s["moved_aside"]) == (1, 0, 0, [])
+    key = calls[0]
+    r = _validate_cli(p1, out, "--json")                 # the same spec: reused
+    assert json.loads(r.stdout)["skipped"] == 1 and calls == [key]
+    # only a statistic changed: the cell is redone from its runs, which are kept
+    p2 = tmp_path / "spec2.toml"
+    p2.write_text(SPEC.replace("repetitions = 1", 'repetitions = 1\nactual = "median"'))
+    r = _validate_cli(p2, out)
+    assert r.exit_code == 0 and r.stdout.startswith("1 cells run, 0 reused")
+    assert calls == [key, key]
+    warn = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert warn == [f"warning: cell {key} was made with another spec (changed: actual): its "
+                    f"results moved to {out / 'stale' / '1'}/; its runs are reused"]
+    assert (out / "stale" / "1" / "cells" / f"{key}.json").is_file()
+    assert (out / "stale" / "1" / "spec.toml").read_text() == p1.read_text()
+    assert (out / "spec.toml").read_text() == p2.read_text()
+    assert (out / "traces" / key / "rep0").is_dir()
+    # the application's arguments changed: the runs are another program's, moved too
+    p3 = tmp_path / "spec3.toml"
+    p3.write_text(p2.read_text().replace('"8192"]', '"4096"]'))
+    r = _validate_cli(p3, out)
+    assert r.stdout.startswith("1 cells run, 0 reused") and calls == [key] * 3
+    assert "changed: args): its results and runs moved to" in r.stderr
+    assert (out / "stale" / "2" / "traces" / key / "rep0").is_dir()
+    assert json.loads((out / "cells" / f"{key}.json").read_text())["spec_inputs"]["runs"][
+        "args"][-1] == "4096"
+
+
+def test_resume_moves_aside_cells_the_spec_does_not_have(tmp_path, monkeypatch):
+    import pandas as pd
+
+    calls: list = []
+    _fake_run_cell(monkeypatch, calls)
+    p1 = _spec(tmp_path)
+    out = tmp_path / "v"
+    assert _validate_cli(p1, out).exit_code == 0
+    p2 = tmp_path / "other.toml"
+    p2.write_text(SPEC.replace('"4x8192"', '"4x4096"'))
+    r = _validate_cli(p2, out, "--quiet")
+    assert r.exit_code == 0 and len(calls) == 2
+    old, new = calls
+    assert r.stderr.splitlines() == [f"warning: cell {old} is not in spec {p2}: its results "
+                                     f"moved to {out / 'stale' / '1'}/"]
+    assert [f.stem for f in (out / "cells").glob("*.json")] == [new]
+    assert not (out / "traces" / old).exists()
+    assert set(pd.read_csv(out / "errors.csv")["size"]) == {"4x4096"}
+
+
+def test_resume_redoes_a_cell_whose_profile_changed(tmp_path, monkeypatch):
+    calls: list = []
+    _fake_run_cell(monkeypatch, calls)
+    p = _spec(tmp_path)
+    out = tmp_path / "v"
+    assert _validate_cli(p, out).exit_code == 0
+    write_profile(tmp_path / "prof.toml", PROFILE | {"hockney": {"l": 1e-5, "g": 2e-9}})
+    r = _validate_cli(p, out)
+    assert r.stdout.startswith("1 cells run, 0 reused") and len(calls) == 2
+    assert "warning: profile of network shm was made for another definition" in r.stderr
+    assert read_profile(out / "profiles" / "shm.toml")["hockney"]["l"] == 1e-5
+
+
+def test_resume_of_a_cell_file_without_spec_inputs(tmp_path):
+    """Cell files of an older hindsight are compared on the fields they record."""
+    from validation.validate import cell_inputs, changed_inputs
+
+    sp = load_spec(_spec(tmp_path))
+    cell = sp.cells[0]
+    f = tmp_path / "c.json"
+    old = {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
+           "args": cell.args, "network": cell.network, "baseline": False, "repetitions": 1,
+           "ground_truth": "untraced", "actual_stat": "mean"}
+    f.write_text(json.dumps(old))
+    assert changed_inputs(f, cell_inputs(cell, sp)) == []
+    f.write_text(json.dumps(old | {"repetitions": 3}))
+    assert changed_inputs(f, cell_inputs(cell, sp)) == ["repetitions"]
+    del old["ground_truth"]                 # measured against the traced runs
+    f.write_text(json.dumps(old))
+    assert changed_inputs(f, cell_inputs(cell, sp)) == ["ground_truth"]
+
+
+def test_validate_quiet_and_json(tmp_path, monkeypatch):
+    _fake_run_cell(monkeypatch, [])
+    r = _validate_cli(_spec(tmp_path), tmp_path / "v", "--quiet", "--json")
+    assert r.exit_code == 0 and r.stderr == ""
+    s = json.loads(r.stdout)
+    assert s["cells"] == 1 and s["run"] == 1 and s["failed_cells"] == []
+    assert s["errors_csv"] == str(tmp_path / "v" / "errors.csv")

@@ -41,14 +41,28 @@ def _trace_ok(d: Path, untraced: bool = False) -> dict | None:
     return m if m.get("complete") and m.get("makespan_ns") else None
 
 
+def _run_of(m: dict, cell: Cell, net: dict) -> bool:
+    """Whether a run's manifest is a run of ``cell`` (its app, paradigm, ranks, arguments and
+    transport), so that a run left by another spec under the same cell name is not reused."""
+    recorded = {"app": m.get("app"), "paradigm": m.get("paradigm"), "ranks": m.get("ranks"),
+                "args": (m.get("args") or {}).get("argv"),
+                "transport": (m.get("network") or {}).get("transport")}
+    wanted = {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks,
+              "args": list(cell.args), "transport": net["transport"]}
+    return all(recorded[k] is None or recorded[k] == wanted[k] for k in wanted)
+
+
 def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
-    """One repetition's run in ``d`` (reused if complete); returns its manifest."""
+    """One repetition's run in ``d`` (reused if complete and a run of ``cell``); returns its
+    manifest."""
+    net = spec.networks[cell.network]
     m = _trace_ok(d, untraced)
+    if m is not None and not _run_of(m, cell, net):
+        m = None                            # another command's run under this name
     if m is None:
         if d.exists():
-            shutil.rmtree(d)                # a partial run from an interruption
+            shutil.rmtree(d)                # a partial run from an interruption, or not this cell's
         d.parent.mkdir(parents=True, exist_ok=True)
-        net = spec.networks[cell.network]
         rc, m = collect(cell.ranks, d, app=cell.app, paradigm=cell.paradigm,
                         args=list(cell.args), transport=net["transport"],
                         timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"),

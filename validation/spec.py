@@ -6,6 +6,7 @@ into its cells and refuses, in one line (``SpecError``), anything the run would 
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -28,6 +29,28 @@ CALIBRATE_API = {"pickle": "pickle", "buffer": "buffer", "pingpong": "pickle",
 
 class SpecError(UserError, ValueError):
     """A bad spec or output directory; one readable line."""
+
+
+#: The keys each table of a spec may hold (docs/validation.md); any other key is an error, so
+#: that a misspelt key is not silently ignored (``repetiton = 5`` would otherwise run 2).
+TOP_KEYS = ("name", "repetitions", "replay_rep", "actual", "timeout", "ground_truth",
+            "accept_noisy_profiles", "networks", "predictors", "experiment")
+NETWORK_KEYS = ("transport", "calibrate", "calibrate_sizes", "profile", "testbed",
+                "accept_noisy_profiles")
+TESTBED_KEYS = ("nodes", "rate")
+PREDICTOR_KEYS = ("replay", "analytic", "set")
+EXPERIMENT_KEYS = ("app", "paradigms", "ranks", "sizes", "baseline", "networks", "predict_on")
+
+
+def check_keys(path: Path, table: str, d: Any, allowed: tuple[str, ...]) -> None:
+    """Refuse a key of table ``d`` that is not in ``allowed``, with the closest allowed key."""
+    if not isinstance(d, dict):
+        return
+    for key in d:
+        if key not in allowed:
+            near = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = (f"did you mean '{near[0]}'?" if near else f"known: {', '.join(allowed)}")
+            raise SpecError(f"spec {path}: {table}: unknown key '{key}' ({hint})")
 
 
 @dataclass
@@ -113,7 +136,7 @@ def _safe_name(path: Path, what: str, name) -> str:
 
 
 def _parse_spec(path: Path, raw: dict) -> Spec:
-
+    check_keys(path, "top level", raw, TOP_KEYS)
     nets_raw = raw.get("networks", {"shm": {"transport": "shm"}})
     accept_noisy = raw.get("accept_noisy_profiles", False)
     if not isinstance(accept_noisy, bool):
@@ -123,7 +146,11 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     networks = {}
     for name, n in nets_raw.items():
         _safe_name(path, "network name", name)
-        n = dict(n) if isinstance(n, dict) else {}
+        if not isinstance(n, dict):
+            raise SpecError(f"spec {path}: [networks.{name}] must be a table")
+        check_keys(path, f"[networks.{name}]", n, NETWORK_KEYS)
+        check_keys(path, f"[networks.{name}] testbed", n.get("testbed"), TESTBED_KEYS)
+        n = dict(n)
         n.setdefault("transport", "tcp" if "testbed" in n else name)
         if n["transport"] not in ("shm", "tcp"):
             raise SpecError(f"spec {path}: network {name}: transport must be shm or tcp")
@@ -147,6 +174,9 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         raise SpecError(f"spec {path}: needs at least one [[experiment]]")
     for i, e in enumerate(exps):
         where = f"spec {path}: experiment {i + 1}"
+        if not isinstance(e, dict):
+            raise SpecError(f"{where}: must be a table ([[experiment]])")
+        check_keys(path, f"[[experiment]] {i + 1}", e, EXPERIMENT_KEYS)
         app = _req(e, "app", str, where)
         if app not in APPS:
             raise SpecError(f"{where}: unknown app {app!r} (choose from {', '.join(APPS)})")
@@ -183,6 +213,10 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                         cells.append(Cell(app, p, r, label, args, net,
                                           predict_on=[b for b in predict_on if b != net]))
     pred = raw.get("predictors", {})
+    if not isinstance(pred, dict):
+        raise SpecError(f"spec {path}: [predictors] must be a table")
+    check_keys(path, "[predictors]", pred, PREDICTOR_KEYS)
+    check_keys(path, "[predictors.set]", pred.get("set", {}), REPLAY_MODELS)
     replay = pred.get("replay", ["loggps", "hockney", "mm1"])
     for m in replay:
         if m not in REPLAY_MODELS:

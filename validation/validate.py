@@ -9,6 +9,13 @@ Layout of the output directory (every number traceable to its run)::
     DIR/cells/<cell>.json         per-cell results (written atomically: resume unit)
     DIR/cross/<cell>--<net>.json  cross-network predictions (spec ``predict_on``)
     DIR/errors.csv                one row per (cell, predictor) and per cross prediction
+    DIR/stale/<n>/                results of an earlier spec, moved aside (with its spec.toml)
+
+Every cell file records the spec-derived inputs that define it (``spec_inputs``, from
+``cell_inputs``); a cell is reused only when they equal the spec's. Results that do not match
+the spec (a changed cell, a cell the spec no longer has, its cross predictions, the profile of a
+redefined network) are moved aside to DIR/stale/<n>/ before anything runs, so that DIR/spec.toml
+always describes every result left in DIR (docs/validation.md, "Resuming").
 
 The parts: ``validation.spec`` (the spec and its cells), ``validation.profiles`` (a network's
 profile), ``validation.matrix`` (running and predicting one cell, the ground truth),
@@ -17,6 +24,7 @@ profile), ``validation.matrix`` (running and predicting one cell, the ground tru
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -61,29 +69,167 @@ def testbeds_down(names: list[str]) -> None:
         tb.down(name)
 
 
-def _ground_truth_of(cell_json: Path) -> str | None:
-    """Whose runs a cell file's actual time comes from (files without the key: the traced
-    runs); None if unreadable. A cell measured against another ground truth is redone, reusing
-    its traces."""
+def run_inputs(cell: Cell, spec: Spec) -> dict[str, Any]:
+    """What a cell's runs (DIR/traces, DIR/untraced) are runs of."""
+    net = spec.networks[cell.network]
+    return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks,
+            "args": list(cell.args), "network": cell.network, "transport": net["transport"],
+            "testbed": net.get("testbed")}
+
+
+def network_inputs(net: dict[str, Any]) -> dict[str, Any]:
+    """What defines a network's profile: how it is calibrated, or the profile file's content."""
+    d = {k: net[k] for k in ("transport", "testbed", "calibrate", "calibrate_sizes") if k in net}
+    if net.get("profile"):
+        try:
+            d["profile_sha256"] = hashlib.sha256(Path(net["profile"]).read_bytes()).hexdigest()
+        except OSError:
+            d["profile_sha256"] = None
+    return json.loads(json.dumps(d))        # as it reads back from a file
+
+
+def cell_inputs(cell: Cell, spec: Spec) -> dict[str, Any]:
+    """Everything of the spec that defines a cell's results (stored as the cell file's
+    ``spec_inputs``); predictors do not apply to a baseline cell, which has none. The run
+    timeout and the cross-network pairs (``predict_on``, DIR/cross) are not part of it."""
+    d: dict[str, Any] = {
+        "runs": run_inputs(cell, spec), "size": cell.size, "baseline": cell.baseline,
+        "profile": network_inputs(spec.networks[cell.network]),
+        "repetitions": spec.repetitions, "actual": spec.actual,
+        "ground_truth": spec.ground_truth}
+    if not cell.baseline:
+        d.update(replay_rep=spec.replay_rep, replay=list(spec.replay),
+                 replay_set={k: list(v) for k, v in sorted(spec.replay_set.items())},
+                 analytic=spec.analytic)
+    return json.loads(json.dumps(d))        # as it reads back from the cell file
+
+
+#: a cell file written before ``spec_inputs`` existed: its own fields, compared where present
+_LEGACY = {"app": ("runs", "app"), "paradigm": ("runs", "paradigm"), "ranks": ("runs", "ranks"),
+           "args": ("runs", "args"), "network": ("runs", "network"), "size": ("size",),
+           "baseline": ("baseline",), "repetitions": ("repetitions",),
+           "actual_stat": ("actual",)}
+
+
+def changed_inputs(cell_json: Path, current: dict[str, Any]) -> list[str]:
+    """The inputs of ``current`` a cell file was not made with ([] when it matches); an
+    unreadable file is ["unreadable"]."""
     try:
-        return json.loads(cell_json.read_text()).get("ground_truth", "traced")
+        stored = json.loads(cell_json.read_text())
+        if not isinstance(stored, dict):
+            raise ValueError
     except (OSError, ValueError):
-        return None
+        return ["unreadable"]
+    if "spec_inputs" in stored:
+        old = stored["spec_inputs"]
+        runs = [k for k in current["runs"] if (old.get("runs") or {}).get(k) != current["runs"][k]]
+        return runs + [k for k in sorted(set(old) | set(current))
+                       if k != "runs" and old.get(k) != current.get(k)]
+    out = []
+    for field_, path in _LEGACY.items():
+        want = current
+        for p in path:
+            want = want[p]
+        if field_ in stored and stored[field_] != want:
+            out.append(path[-1])
+    # files without the key were measured against the traced runs
+    if stored.get("ground_truth", "traced") != current["ground_truth"]:
+        out.append("ground_truth")
+    return out
+
+
+class _Stash:
+    """DIR/stale/<n>/, created on the first move: results of an earlier spec, moved aside with
+    the spec.toml they were made with."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.dir: Path | None = None
+        self.moved: list[str] = []
+
+    def move(self, paths: list[Path]) -> Path:
+        if self.dir is None:
+            root = self.out / "stale"
+            n = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
+            self.dir = root / str(n)
+            self.dir.mkdir(parents=True)
+            if (self.out / "spec.toml").is_file():
+                shutil.copyfile(self.out / "spec.toml", self.dir / "spec.toml")
+        for p in paths:
+            if p.exists():
+                dest = self.dir / p.relative_to(self.out)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(p), str(dest))
+                self.moved.append(str(p.relative_to(self.out)))
+        return self.dir
+
+
+def retire_stale(spec: Spec, out: Path, log: Callable[[str], None]) -> list[str]:
+    """Move aside every result in ``out`` the spec does not define (see the module docstring);
+    one ``warning:`` line per cell or profile moved. Returns the paths moved (relative)."""
+    current = {c.key: cell_inputs(c, spec) for c in spec.cells}
+    stash = _Stash(out)
+    gone: set[str] = set()
+    for f in sorted((out / "cells").glob("*.json")):
+        key = f.stem
+        runs = [out / "traces" / key, out / "untraced" / key]
+        if key not in current:
+            where = stash.move([f] + runs)
+            log(f"warning: cell {key} is not in spec {spec.source}: its results moved to "
+                f"{where}/")
+            gone.add(key)
+            continue
+        changed = changed_inputs(f, current[key])
+        if not changed:
+            continue
+        # the runs are kept when they are runs of the same thing (only predictions or
+        # statistics changed): they are reused, and only the missing ones are run
+        runs_changed = bool(set(changed) & (set(current[key]["runs"]) | {"unreadable"}))
+        where = stash.move([f] + (runs if runs_changed else []))
+        log(f"warning: cell {key} was made with another spec (changed: {', '.join(changed)}): "
+            f"its results {'and runs ' if runs_changed else ''}moved to {where}/"
+            + ("" if runs_changed else "; its runs are reused"))
+        gone.add(key)
+    for kind in ("traces", "untraced"):     # runs of cells the spec no longer has
+        for d in sorted((out / kind).glob("*")) if (out / kind).is_dir() else []:
+            if d.name not in current:
+                stash.move([d])
+    pairs = {cross_key(c, n): (c.key, Cell(c.app, c.paradigm, c.ranks, c.size, c.args, n).key)
+             for c in spec.cells for n in c.predict_on}
+    for f in sorted((out / "cross").glob("*.json")):
+        if f.stem not in pairs or set(pairs[f.stem]) & gone:
+            stash.move([f])
+    for name, net in spec.networks.items():
+        prof, rec = out / "profiles" / f"{name}.toml", out / "profiles" / f"{name}.inputs.json"
+        try:
+            stale = prof.is_file() and json.loads(rec.read_text()) != network_inputs(net)
+        except (OSError, ValueError):
+            stale = False                   # no record: a profile of an older hindsight, kept
+        if stale:
+            where = stash.move([prof, rec])
+            log(f"warning: profile of network {name} was made for another definition of the "
+                f"network: moved to {where}/")
+    return stash.moved
 
 
 def validate(spec: Spec, out: Path, force: bool = False, progress: bool = True,
              log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every cell not already done (all with ``force``); returns a small summary. Testbeds
+    """Run every cell not already done (all with ``force``); returns a small summary. Results in
+    ``out`` that the spec does not define are moved aside first (``retire_stale``). Testbeds
     the spec asks for (``testbed = {nodes, rate}``) are up only for the duration of the call."""
     out = Path(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
+    moved = retire_stale(spec, out, log)
+    # only now: every result left in ``out`` is one of this spec
     if spec.source and spec.source.resolve() != (out / "spec.toml").resolve():
         shutil.copyfile(spec.source, out / "spec.toml")
     started = testbeds_up(spec, log)
     try:
-        return _validate(spec, out, force, progress, log)
+        summary = _validate(spec, out, force, progress, log)
     finally:
         testbeds_down(started)
+    summary["moved_aside"] = moved
+    return summary
 
 
 def _validate(spec: Spec, out: Path, force: bool, progress: bool,
@@ -94,12 +240,16 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
     for name, net in spec.networks.items():
         if any(c.network == name for c in spec.cells):
             profiles[name] = ensure_profile(out, name, net, log, force=force)
+            write_text_atomic(out / "profiles" / f"{name}.inputs.json",
+                              json.dumps(network_inputs(net), indent=1))
     done = skipped = failed = 0
+    failed_cells: list[str] = []
     bar = tqdm(spec.cells, desc="validate", unit="cell", disable=not progress, file=sys.stderr)
     for cell in bar:
         bar.set_postfix_str(cell.key)
         dest = out / "cells" / f"{cell.key}.json"
-        if dest.is_file() and not force and _ground_truth_of(dest) == spec.ground_truth:
+        inputs = cell_inputs(cell, spec)
+        if dest.is_file() and not force and not changed_inputs(dest, inputs):
             skipped += 1
             continue
         if force:
@@ -109,8 +259,10 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
             res = run_cell(cell, spec, out, profiles[cell.network])
         except RuntimeError as exc:
             failed += 1
+            failed_cells.append(cell.key)
             tqdm.write(f"cell {cell.key} failed: {exc}", file=sys.stderr)
             continue
+        res["spec_inputs"] = inputs
         write_text_atomic(dest, json.dumps(res, indent=1, default=float))
         if res.get("under_load"):
             tqdm.write(f"warning: cell {cell.key} ran under load ({'; '.join(res['under_load'])})"
@@ -133,4 +285,4 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
                 write_text_atomic(dest, json.dumps(res, indent=1, default=float))
     write_errors(out)
     return {"cells": len(spec.cells), "run": done, "skipped": skipped, "failed": failed,
-            "errors_csv": str(out / "errors.csv")}
+            "failed_cells": failed_cells, "errors_csv": str(out / "errors.csv")}
