@@ -1,9 +1,14 @@
-"""`hindsight trace check`: the invariants of docs/trace-format.md, one readable line per problem."""
+"""`hindsight trace check`: the invariants of docs/trace-format.md, one readable line per problem.
+
+A trace that cannot be read at all is an error (``TraceError``: one ``Error:`` line on stderr,
+exit 1); the problems of a readable trace are the command's output (stdout, exit 1)."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,14 +19,36 @@ MAX_LINES_PER_KIND = 10
 
 
 def check_trace(trace_dir: Path | str) -> list[str]:
-    """Every problem found, as lines; an empty list means complete and consistent."""
-    trace_dir = Path(trace_dir)
+    """Every problem found, as lines; an empty list means complete and consistent. A trace that
+    cannot be read at all is one problem line here (``find_problems`` raises instead)."""
     try:
-        trace = tf.read_columns(trace_dir)
+        return find_problems(trace_dir)
     except tf.UntracedRunError:
         raise
     except tf.TraceError as exc:
         return [str(exc)]
+
+
+def check_result(trace_dir: Path | str) -> dict[str, Any]:
+    """`hindsight trace check --json`'s document: ``{"trace": path, "ok": bool, "problems":
+    [lines]}``. Raises ``TraceError`` (a ``DataError``: one ``Error:`` line, exit 1) when the
+    trace cannot be read at all; problems found in a readable trace are in ``problems``."""
+    problems = find_problems(trace_dir)
+    return {"trace": str(trace_dir), "ok": not problems, "problems": problems}
+
+
+def format_check(result: dict[str, Any], as_json: bool = False) -> str:
+    """What `hindsight trace check` prints on stdout: the problems, one a line, or
+    ``<trace>: ok``; with ``as_json`` the document of ``check_result``."""
+    if as_json:
+        return json.dumps(result, indent=2)
+    return "\n".join(result["problems"]) if result["problems"] else f"{result['trace']}: ok"
+
+
+def find_problems(trace_dir: Path | str) -> list[str]:
+    """Every problem of a readable trace, as lines; raises ``TraceError`` if it cannot be read."""
+    trace_dir = Path(trace_dir)
+    trace = tf.read_columns(trace_dir)
     problems: list[str] = []
     for src in trace.sources:
         problems.extend(src.problems)

@@ -385,6 +385,19 @@ def test_inconsistent_times_and_messages_are_named(ring2, tmp_path, rank, how, w
         _no_traceback(res)
 
 
+def test_trace_check_tells_an_unreadable_trace_from_its_problems(ring2, tmp_path):
+    """An unreadable trace is an error (TraceError: `Error:` on stderr, exit 1); the problems of
+    a readable one are the result (stdout, exit 1), as lines or as a JSON document."""
+    from hindsight.check import check_result, format_check
+    assert check_result(ring2) == {"trace": str(ring2), "ok": True, "problems": []}
+    assert format_check(check_result(ring2)) == f"{ring2}: ok"
+    bad = _damaged(ring2, tmp_path, lambda d: _edit(d / tf.rank_file_name(0), _negative))
+    doc = json.loads(format_check(check_result(bad), as_json=True))
+    assert doc["ok"] is False and any("negative timestamp -5" in p for p in doc["problems"])
+    with pytest.raises(tf.TraceError):
+        check_result(tmp_path / "missing")
+
+
 def test_file_from_another_rank_count(ring2, ring3, tmp_path):
     bad = _damaged(ring2, tmp_path,
                    lambda d: shutil.copy(ring3 / "rank-00001.parquet", d / "rank-00001.parquet"))
