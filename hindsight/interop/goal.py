@@ -87,12 +87,23 @@ def import_goal(path: Path | str, out: Path | str,
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")
     write_trace(out, ranks, manifest={
         "app": path.stem, "paradigm": None,
+        "import": {"skipped": skipped_by_kind(sched)},
+        # the makespan from the epoch (time 0, where the simulation starts)
+        "makespan_ns": max((max(c["t_end"]) for c in ranks if c["t_end"]), default=0),
         "origin": {"format": "goal", "source": str(path), "schedule": SIDECAR,
                    "timeline": "simulated with LogGOPSim rules",
                    "params_ns": {k: (v if np.isfinite(v) else "inf") if isinstance(v, float)
                                  else v for k, v in values.items()}}})
     shutil.copyfile(path, out / SIDECAR)
     return out
+
+
+def skipped_by_kind(s: Schedule) -> dict[str, int]:
+    """What the trace's rows cannot say about schedule ``s``, by kind: which CPU or NIC of its
+    host an operation used (a non-zero ``cpu``/``nic``; only the schedule kept beside the trace,
+    which ``--model loggopsim`` replays, says it)."""
+    n = int(np.count_nonzero((np.asarray(s.cpu) != 0) | (np.asarray(s.nic) != 0)))
+    return {"GOAL cpu/nic field": n} if n else {}
 
 
 def _rows_from_simulation(s: Schedule, sim: SimResult) -> list[dict[str, list]]:

@@ -29,9 +29,38 @@ ATTR_SIZE = "hindsight::size"
 ATTR_CPU = "hindsight::cpu_ns"
 ATTR_IRECV_BYTES = "hindsight::irecv_bytes"
 ATTR_NEW_COMM = "hindsight::new_comm"
-UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a root
+ATTR_NBYTES = "hindsight::nbytes"
+ATTR_ROWS = "hindsight::rows"
+UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a root, a wildcard
+UNDEFINED_UINT64 = 0xFFFFFFFFFFFFFFFF   # OTF2_UNDEFINED_UINT64: a probe's message id
+# The columns of one row in ATTR_ROWS: the rows of a call that no OTF2 record can carry (a send
+# to MPI_PROC_NULL, the completion of a receive from it, ...), "position:op:peer:tag:comm:
+# nbytes:request:root" each, ";"-separated; position is the row's place among the call's rows.
+# a system-tree level below a host: a testbed node (the manifest's network.node_of_rank)
+TESTBED_NODE = "testbed node"
+ROW_FIELDS = ("op", "peer", "tag", "comm", "nbytes", "request", "root")
 
 
 class OtfError(DataError, ValueError):
     """An OTF2 archive that cannot be written or imported; the message names the file and the
     problem."""
+
+
+def format_rows(rows: list[tuple]) -> str:
+    """ATTR_ROWS's value for ``rows``: (position, op name, peer, tag, comm, nbytes, request,
+    root) each."""
+    return ";".join(":".join(str(v) for v in row) for row in rows)
+
+
+def parse_rows(text: str, where: str) -> list[tuple]:
+    """The rows of an ATTR_ROWS value, as ``format_rows`` wrote them."""
+    out = []
+    for item in filter(None, str(text).split(";")):
+        parts = item.split(":")
+        try:
+            if len(parts) != 1 + len(ROW_FIELDS):
+                raise ValueError
+            out.append((int(parts[0]), parts[1], *(int(x) for x in parts[2:])))
+        except ValueError:
+            raise OtfError(f"{where}: malformed {ATTR_ROWS} attribute {item!r}") from None
+    return out

@@ -4,13 +4,16 @@ Written with the PyPI ``otf2`` package: one location per rank (a process locatio
 host's system-tree node), ``Enter``/``Leave`` for every MPI call (regions ``MPI_<op>``, paradigm
 MPI) and every application region, and the MPI records Score-P writes: ``MpiSend``/``MpiRecv``
 inside blocking calls, ``MpiIsend``/``MpiIrecvRequest`` at a post and
-``MpiIsendComplete``/``MpiIrecv`` inside the call that completes the request, and
-``MpiCollectiveBegin``/``MpiCollectiveEnd`` around collectives. Every communicator is defined as a
-``COMM_GROUP`` over the one ``COMM_LOCATIONS`` group of all ranks (without that, readers such as
-``otf2-print`` and Vampir report invalid references); ``COMM_SELF`` is a ``COMM_SELF`` group.
+``MpiIsendComplete``/``MpiIrecv`` inside the call that completes the request,
+``MpiCollectiveBegin``/``MpiCollectiveEnd`` around collectives, and ``MpiProbe`` in probes.
+Every communicator is defined as a ``COMM_GROUP`` over the one ``COMM_LOCATIONS`` group of all
+ranks (without that, readers such as ``otf2-print`` and Vampir report invalid references);
+``COMM_SELF`` is a ``COMM_SELF`` group.
 Peers in MPI records are ranks *within the communicator*, as OTF2 specifies. Timer: 1 tick = 1 ns.
 What hindsight records and OTF2 has no field for travels as ``hindsight::`` attributes
-(``hindsight.interop.otf2``), which the importer reads back.
+(``hindsight.interop.otf2``), which the importer reads back; a row no record can carry (a peer
+``MPI_PROC_NULL``, ...) travels whole in its call's ``hindsight::rows``, so every row of every
+op comes back.
 """
 
 from __future__ import annotations
@@ -27,14 +30,20 @@ from hindsight.interop.otf2 import (
     ATTR_COMM,
     ATTR_CPU,
     ATTR_IRECV_BYTES,
+    ATTR_NBYTES,
     ATTR_NEW_COMM,
+    ATTR_ROWS,
     ATTR_SIZE,
     ATTR_SOURCE,
     ATTR_TAG,
     COLLECTIVE_OPS_OTF2,
+    ROW_FIELDS,
+    TESTBED_NODE,
     TOTAL_OVER_PEERS,
     UNDEFINED_ROOT,
+    UNDEFINED_UINT64,
     OtfError,
+    format_rows,
 )
 from hindsight.interop.timeline import Timeline, read_timeline
 
@@ -83,10 +92,18 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
         d = w.definitions
         root = d.system_tree_node("machine")
         host_node = {}
+        # a testbed run's ranks share a host but each node has its own link (replay places
+        # ranks by node): the node is a level of the system tree below its host
+        node_of = (manifest.get("network") or {}).get("node_of_rank")
         for h, rs in sorted(hosts.items()):
             node = d.system_tree_node(str(h), parent=root)
             for r in rs:
                 host_node[int(r)] = node
+            if node_of is not None:
+                sub = {k: d.system_tree_node(f"{TESTBED_NODE} {k}", parent=node)
+                       for k in sorted({int(node_of[int(r)]) for r in rs})}
+                for r in rs:
+                    host_node[int(r)] = sub[int(node_of[int(r)])]
         locs = []
         for r in range(nranks):
             grp = d.location_group(f"rank {r}", system_tree_parent=host_node.get(r, root))
@@ -115,7 +132,8 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                             type=otf2.Type.INT32)
         # Communicator creation has no OTF2 record in this API version: parent and new ids
         # travel as attributes of the call's Enter.
-        a_comm = d.attribute(ATTR_COMM, "parent communicator id of MPI_Comm_* calls",
+        a_comm = d.attribute(ATTR_COMM, "communicator id of an Irecv, parent communicator id of "
+                             "MPI_Comm_* calls",
                              type=otf2.Type.INT64)
         a_new = d.attribute(ATTR_NEW_COMM, "id of the communicator an MPI_Comm_* call created",
                             type=otf2.Type.INT64)
@@ -125,6 +143,12 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                             type=otf2.Type.INT64)
         a_rbytes = d.attribute(ATTR_IRECV_BYTES, "buffer size named by the Irecv (bytes)",
                                type=otf2.Type.INT64)
+        a_nbytes = d.attribute(ATTR_NBYTES, "bytes of the message a probe found",
+                               type=otf2.Type.INT64)
+        # Rows no OTF2 record carries (MPI_PROC_NULL peers, ...): the importer reads them back
+        a_rows = d.attribute(ATTR_ROWS, "rows of the call without an OTF2 record "
+                             "(position:op:peer:tag:comm:nbytes:request:root;...)",
+                             type=otf2.Type.STRING)
 
         def region_def(name: str, mpi: bool, role):
             key = ("MPI_" + name) if mpi else name
@@ -161,11 +185,16 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                     evw.leave(t, region_def(region[payload] or "region", False, _role("region")),
                               attributes={a_cpu: cpu} if cpu >= 0 else None)
                 elif kind == "enter":
+                    payload, extras = payload
                     name = tf.OPS[op[payload]]
                     name = "Sendrecv" if name.startswith("Sendrecv") else name
                     attrs = {a_comm: int(tl.comm[payload]), a_new: int(tl.peer[payload])} \
-                        if name in tf.COMM_OPS else None
-                    evw.enter(t, region_def(name, True, _role(name)), attributes=attrs)
+                        if name in tf.COMM_OPS else {}
+                    if extras:
+                        attrs[a_rows] = format_rows([(pos, tf.OPS[op[i]], *(
+                            int(getattr(tl, c)[i]) for c in ROW_FIELDS[1:]))
+                            for pos, i in extras])
+                    evw.enter(t, region_def(name, True, _role(name)), attributes=attrs or None)
                     if name in tf.COLLECTIVE_OPS:
                         evw.mpi_collective_begin(t)
                 elif kind == "leave":
@@ -174,6 +203,8 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                     cpu = int(tl.cpu_ns[payload])
                     evw.leave(t, region_def(name, True, _role(name)),
                               attributes={a_cpu: cpu} if cpu >= 0 else None)
+                elif kind == "in_enter":
+                    continue
                 else:  # an MPI record inside a call
                     i = payload
                     name = tf.OPS[op[i]]
@@ -188,7 +219,7 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                     elif kind == "irecv_request":
                         evw.mpi_irecv_request(t, int(tl.request[i]), attributes={
                             a_src: int(tl.peer[i]), a_tag: int(tl.tag[i]),
-                            a_rbytes: int(tl.nbytes[i])})
+                            a_rbytes: int(tl.nbytes[i]), a_comm: int(tl.comm[i])})
                     elif kind == "recv":
                         evw.mpi_recv(t, local(cid, int(tl.peer[i]), r), comm_def[cid], tag, nb)
                     elif kind == "isend_complete":
@@ -196,6 +227,12 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                     elif kind == "irecv":
                         evw.mpi_irecv(t, local(cid, int(tl.peer[i]), r), comm_def[cid], tag, nb,
                                       int(tl.request[i]))
+                    elif kind == "probe":
+                        peer, tag = int(tl.peer[i]), int(tl.tag[i])
+                        evw.mpi_probe(t, local(cid, peer, r) if peer >= 0 else UNDEFINED_ROOT,
+                                      comm_def[cid], tag if tag >= 0 else UNDEFINED_ROOT,
+                                      UNDEFINED_UINT64,
+                                      attributes={a_nbytes: int(tl.nbytes[i])})
                     elif kind == "coll_end":
                         size = len(comms.get(cid) or [0]) if cid != tf.COMM_SELF_ID else 1
                         total = nb * (size if name in TOTAL_OVER_PEERS else 1)
@@ -206,12 +243,47 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
     return anchor
 
 
+def _record_kind(tl: Timeline, i: int, post: dict[int, tuple[bool, int]], start: int,
+                 end: int) -> tuple[str | None, int]:
+    """The OTF2 record that carries row ``i`` of a call [start, end] and its time, or (None, 0)
+    for a row no record can carry exactly (the row then travels in the call's ATTR_ROWS)."""
+    name = tf.OPS[tl.op[i]]
+    peer, tag, nb = int(tl.peer[i]), int(tl.tag[i]), int(tl.nbytes[i])
+    req = int(tl.request[i])
+    # a message record names a real peer (not MPI_PROC_NULL), a tag and a size
+    message = peer >= 0 and tag >= 0 and nb >= 0
+    if name in ("Send", "Ssend", "Bsend", "Rsend", "Sendrecv_send"):
+        return ("send", start) if message else (None, 0)
+    if name in tf.NONBLOCKING_SEND_OPS:
+        post[req] = (True, int(tl.comm[i]))
+        return ("isend", start) if message else (None, 0)
+    if name == "Irecv":
+        post[req] = (False, int(tl.comm[i]))
+        return "irecv_request", start
+    if name in ("Recv", "Sendrecv_recv"):
+        return ("recv", end) if message else (None, 0)
+    if name in ("Probe", "Iprobe"):
+        return ("probe", end) if peer != -1 and tag != -1 else (None, 0)
+    if name in tf.COMPLETION_OPS:
+        is_send, comm = post.get(req, (None, None))
+        if is_send and (peer, tag, nb) == (-1, -1, -1) and int(tl.comm[i]) == comm:
+            return "isend_complete", end
+        if is_send is False and message:
+            return "irecv", end
+        return None, 0
+    if name in tf.COLLECTIVE_OPS:
+        return ("coll_end", end) if nb >= 0 and peer == -1 and tag == -1 else (None, 0)
+    if name in tf.COMM_OPS:
+        return "in_enter", start    # its Enter's attributes carry the row
+    return None, 0
+
+
 def _rank_events(rows: range, tl: Timeline) -> list[tuple[int, int, str, int]]:
     """(time, order, kind, payload row) for one rank's ``rows``, in write order: properly nested
     Enter/Leave (a region's children are clamped to it) with the MPI records inside their
     call."""
     op, ts, te = tl.op, tl.t_start, tl.t_end
-    post_is_send: dict[int, bool] = {}
+    post: dict[int, tuple[bool, int]] = {}   # request -> (a send?, communicator) of its post
     calls = []           # (start, end, is_region, payload rows)
     rows = list(rows)
     k = 0
@@ -269,28 +341,18 @@ def _rank_events(rows: range, tl: Timeline) -> list[tuple[int, int, str, int]]:
             names.append(("leave_region", grp[0]))
             continue
         first = grp[0]
-        out.append((start, n, "enter", first))
+        enter_at = len(out)
+        out.append((start, n, "enter", (first, [])))
         n += 1
-        for i in grp:
-            name = tf.OPS[op[i]]
-            if name in ("Send", "Ssend", "Bsend", "Rsend", "Sendrecv_send"):
-                out.append((start, n, "send", i))
-            elif name in tf.NONBLOCKING_SEND_OPS:
-                post_is_send[int(tl.request[i])] = True
-                out.append((start, n, "isend", i))
-            elif name == "Irecv":
-                post_is_send[int(tl.request[i])] = False
-                out.append((start, n, "irecv_request", i))
-            elif name in ("Recv", "Sendrecv_recv"):
-                out.append((end, n, "recv", i))
-            elif name in tf.COMPLETION_OPS:
-                if post_is_send.get(int(tl.request[i]), False):
-                    out.append((end, n, "isend_complete", i))
-                elif int(tl.peer[i]) >= 0:
-                    out.append((end, n, "irecv", i))
-            elif name in tf.COLLECTIVE_OPS:
-                out.append((end, n, "coll_end", i))
+        extras = []     # (position in the call, row) of rows no OTF2 record carries
+        for pos, i in enumerate(grp):
+            kind, t = _record_kind(tl, i, post, start, end)
+            if kind is None:
+                extras.append((pos, i))
+            else:
+                out.append((t, n, kind, i))
             n += 1
+        out[enter_at] = (start, out[enter_at][1], "enter", (first, extras))
         stack.append(end)
         names.append(("leave", first))
     close_until(float("inf"))

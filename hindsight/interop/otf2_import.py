@@ -1,16 +1,20 @@
 """OTF2 import: any MPI archive (e.g. one Score-P recorded from a C or Fortran program) as a trace.
 
-Ranks are the positions in the MPI ``COMM_LOCATIONS`` group; MPI calls hindsight has no op for
-(``MPI_Init``, ``MPI_Comm_rank``, ...) are skipped (their time counts as computation); non-MPI
-regions become ``region`` rows; each call's rows come from the MPI records inside it (the mapping
-``hindsight.interop.otf2_export`` writes, read back). It fails with ``OtfError`` on a file that is
-not an OTF2 anchor, on missing definitions, on records it cannot place, and on messages that do
-not match.
+Ranks are the positions in the MPI ``COMM_LOCATIONS`` group; non-MPI regions become ``region``
+rows; each call's rows come from the MPI records inside it (the mapping
+``hindsight.interop.otf2_export`` writes, read back, with the rows it wrote as ``hindsight::rows``
+in their places). What a trace cannot hold is skipped and counted by kind (``import.skipped`` in
+the manifest): MPI calls hindsight has no op for (``MPI_Init``, ``MPI_Comm_rank``, ...: their time
+counts as computation), records it has no row for (RMA, I/O, ...), locations outside the group.
+It fails with ``OtfError`` on a file that is not an OTF2 anchor, on missing definitions, on
+records it cannot place, and on messages that do not match.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +23,38 @@ from hindsight.interop.otf2 import (
     ATTR_COMM,
     ATTR_CPU,
     ATTR_IRECV_BYTES,
+    ATTR_NBYTES,
     ATTR_NEW_COMM,
+    ATTR_ROWS,
     ATTR_SIZE,
     ATTR_SOURCE,
     ATTR_TAG,
+    TESTBED_NODE,
     TOTAL_OVER_PEERS,
     UNDEFINED_ROOT,
     OtfError,
+    parse_rows,
 )
 from hindsight.trace.schema import short_error
 from replay.matching import match_messages
 from hindsight.trace.write import INT_FIELDS, write_trace
+
+# Records that lose nothing: a collective's begin (its end carries the operation), a Test that
+# completed nothing (hindsight records none either), the program's bounds, the tracer's own
+# buffer flushes, and communicator records (the definitions give the communicators).
+_NOT_A_LOSS = ("MpiCollectiveBegin", "MpiRequestTest", "ProgramBegin", "ProgramEnd",
+               "BufferFlush", "CommCreate", "CommDestroy")
+# OTF2 record name prefix -> the kind a skipped one is counted under
+_EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "thread event"),
+                ("Io", "I/O event"), ("Metric", "metric event"), ("Parameter", "parameter event"),
+                ("CallingContext", "calling-context event"),
+                ("NonBlockingCollective", "non-blocking collective event"),
+                ("MpiImrecv", "matched receive event"), ("MpiMrecv", "matched receive event"))
+
+
+def _event_kind(record: str) -> str:
+    return next((kind for prefix, kind in _EVENT_KINDS if record.startswith(prefix)),
+                f"{record} event")
 
 
 def _anchor(path: Path) -> Path:
@@ -86,7 +111,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     if not res:
         raise OtfError(f"{anchor}: missing definitions: no clock properties / timer resolution")
     offset = defs.clock_properties.global_offset or 0
-    if any(str(a.name).startswith("hindsight::") for a in defs.attributes):
+    own_ids = any(str(a.name).startswith("hindsight::") for a in defs.attributes)
+    if own_ids:
         # written by hindsight: its timestamps are already ns since the run's epoch
         offset = 0
     comm_locs = [g for g in defs.groups if g.group_type == otf2.GroupType.COMM_LOCATIONS
@@ -119,6 +145,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
         if sorted(mem) == list(range(nranks)) and 0 not in members_of and (
                 cm.parent is None or "WORLD" in str(cm.name).upper()):
             cid = tf.COMM_WORLD_ID
+        elif own_ids and re.fullmatch(r"MPI_COMM_\d+", str(cm.name)):
+            cid = int(str(cm.name)[len("MPI_COMM_"):])     # hindsight's own id, as exported
         else:
             parent = comm_id.get(cm.parent, 0) if cm.parent is not None else 0
             k = creation.get(parent, 0)
@@ -145,9 +173,10 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
     cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
-    state = [dict(stack=[], regions=[], call=None, recs=[], req={}, next_req=0, skipped=0)
+    state = [dict(stack=[], regions=[], call=None, recs=[], extras=[], req={}, next_req=0)
              for _ in range(nranks)]
-    other_locations = 0
+    skipped: Counter[str] = Counter()       # what the trace cannot hold, by kind
+    other_locations: set = set()
     rank_here = 0
 
     def add(r, op_name, t0, t1, peer=-1, tag=-1, comm=0, nbytes=-1, request=-1, root=-1,
@@ -161,7 +190,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     for loc, ev in trace.events:
         r = rank_of_loc.get(loc)
         if r is None:
-            other_locations += 1
+            other_locations.add(loc)
+            skipped["event on a non-MPI location"] += 1
             continue
         rank_here = r
         s = state[r]
@@ -176,6 +206,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                 s["call"] = (name[4:] if name.startswith("MPI_") else name, t)
                 s["recs"] = [("comm_create", int(named[ATTR_NEW_COMM]), -1,
                               int(named[ATTR_COMM]), -1, -1)] if ATTR_NEW_COMM in named else []
+                s["extras"] = parse_rows(named[ATTR_ROWS], f"{anchor}: {where}") \
+                    if ATTR_ROWS in named else []
             elif not is_mpi:
                 s["regions"].append(name)
         elif isinstance(ev, E.Leave):
@@ -193,10 +225,14 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                 add(r, "region", t_enter, t, comm=-1, nbytes=work, region=name, cpu=cpu)
             elif s["call"] is not None and s["call"][1] == t_enter and \
                     not any(x[2] for x in s["stack"]):
-                n_before = len(cols[r]["op"])
-                _call_rows(add, r, s, s["call"][0], t_enter, t, s["recs"], inner, anchor)
-                if cpu >= 0 and len(cols[r]["op"]) > n_before:
-                    cols[r]["cpu_ns"][n_before] = cpu     # on the first row of the call
+                rows = _call_rows(r, s, s["call"][0], s["recs"], s["extras"], anchor, own_ids)
+                if not rows:
+                    # A call hindsight has no op for, or one whose records are missing (e.g. a
+                    # Test that completed nothing): its time is computation.
+                    skipped["MPI call without a trace op"] += 1
+                for k, (op_name, *fields) in enumerate(rows):
+                    add(r, op_name, t_enter, t, *fields, region=inner,
+                        cpu=cpu if k == 0 else -1)     # the call's CPU time on its first row
                 s["call"] = None
         elif isinstance(ev, (E.MpiSend, E.MpiIsend)):
             rec = ("send", world_rank(ev.communicator, int(ev.receiver), where),
@@ -210,8 +246,15 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
         elif isinstance(ev, E.MpiIrecvRequest):
             named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
             s["recs"].append(("irecv_request", int(named.get(ATTR_SOURCE, tf.ANY_SOURCE)),
-                              int(named.get(ATTR_TAG, tf.ANY_TAG)), 0,
+                              int(named.get(ATTR_TAG, tf.ANY_TAG)), int(named.get(ATTR_COMM, 0)),
                               int(named.get(ATTR_IRECV_BYTES, -1)), int(ev.request_id)))
+        elif isinstance(ev, E.MpiProbe):
+            named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
+            sender, tag = int(ev.sender), int(ev.tag)
+            s["recs"].append((
+                "probe", world_rank(ev.communicator, sender, where) if sender != UNDEFINED_ROOT
+                else tf.ANY_SOURCE, tag if tag != UNDEFINED_ROOT else tf.ANY_TAG,
+                comm_id[ev.communicator], int(named.get(ATTR_NBYTES, -1)), -1))
         elif isinstance(ev, E.MpiIsendComplete):
             s["recs"].append(("isend_complete", -1, -1, 0, -1, int(ev.request_id)))
         elif isinstance(ev, E.MpiCollectiveEnd):
@@ -225,6 +268,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                 root < len(members_of.get(cid, [])) else -1
             s["recs"].append(("coll", root_w, -1, cid, max(int(ev.size_sent),
                                                             int(ev.size_received)), -1))
+        elif type(ev).__name__ not in _NOT_A_LOSS:
+            skipped[_event_kind(type(ev).__name__)] += 1
     open_ranks = [r for r in range(nranks) if state[r]["stack"]]
     if open_ranks:
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
@@ -235,82 +280,94 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
             if opn in TOTAL_OVER_PEERS and col["comm"][k] != tf.COMM_SELF_ID:
                 size = len(members_of.get(col["comm"][k], [0])) or 1
                 col["nbytes"][k] //= size
-    skipped = sum(st["skipped"] for st in state)
+    if other_locations:
+        skipped["non-MPI location"] = len(other_locations)
     extra = {"communicators": {k: v for k, v in members_of.items() if k != 0},
-             "skipped_calls": skipped, "other_locations_events": other_locations}
+             "skipped": dict(skipped), **_placement(world)}
     return cols, extra
 
 
-def _call_rows(add, r, s, name, t0, t1, recs, region, anchor) -> None:
-    """Rows for one MPI call from its records (see the module docstring)."""
-    req = s["req"]
+def _placement(world: list) -> dict[str, Any]:
+    """``hosts`` (and a testbed run's ``network.node_of_rank``) from the system tree: a rank's
+    host is its location group's parent node."""
+    hosts: dict[str, list[int]] = {}
+    nodes: list[int] = []
+    for r, loc in enumerate(world):
+        node = loc.group.system_tree_parent
+        name = str(node.name) if node is not None else "localhost"
+        if name.startswith(TESTBED_NODE + " ") and node.parent is not None:
+            nodes.append(int(name[len(TESTBED_NODE) + 1:]))
+            name = str(node.parent.name)
+        hosts.setdefault(name, []).append(r)
+    out: dict[str, Any] = {"hosts": hosts}
+    if len(nodes) == len(world):
+        out["network"] = {"node_of_rank": nodes}
+    return out
 
-    def new_req(otf_id: int) -> int:
-        q = s["next_req"]
+
+def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple],
+               anchor: Path, own_ids: bool) -> list[tuple]:
+    """The rows of one MPI call, (op, peer, tag, comm, nbytes, request, root) each, from its
+    records (see the module docstring) and the rows its ATTR_ROWS carries in their places."""
+    req = s["req"]           # OTF2 request id -> (hindsight request, communicator of the post)
+
+    def post(otf_id: int, comm: int) -> int:
+        # an archive hindsight wrote keeps its request ids; others get 0, 1, ... per rank
+        q = otf_id if own_ids else s["next_req"]
         s["next_req"] += 1
-        req[otf_id] = q
+        req[otf_id] = (q, comm)
         return q
 
+    def complete(rid: int) -> tuple[int, int]:
+        if rid not in req:
+            raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid}, "
+                           "which was never posted")
+        return req.pop(rid)
+
+    rows: list[tuple] = []
     if name in ("Send", "Ssend", "Bsend", "Rsend"):
-        for kind, peer, tag, comm, nb, _ in recs:
-            if kind == "send":
-                add(r, name, t0, t1, peer, tag, comm, nb, region=region)
-                return
+        rows = [(name, peer, tag, comm, nb, -1, -1)
+                for kind, peer, tag, comm, nb, _ in recs if kind == "send"][:1]
     elif name in tf.NONBLOCKING_SEND_OPS:
-        for kind, peer, tag, comm, nb, rid in recs:
-            if kind == "send":
-                add(r, name, t0, t1, peer, tag, comm, nb, new_req(rid), region=region)
-                return
+        rows = [(name, peer, tag, comm, nb, post(rid, comm), -1)
+                for kind, peer, tag, comm, nb, rid in recs if kind == "send"][:1]
     elif name == "Irecv":
-        for kind, src, tag, _, nb, rid in recs:
-            if kind == "irecv_request":
-                # OTF2 does not record what the Irecv named (unless hindsight wrote the archive:
-                # attributes); otherwise it is ANY, and the completion row has the truth
-                add(r, "Irecv", t0, t1, src, tag, 0, nb, new_req(rid), region=region)
-                return
+        # OTF2 does not record what the Irecv named (unless hindsight wrote the archive:
+        # attributes); otherwise it is ANY, and the completion row has the truth
+        rows = [("Irecv", src, tag, comm, nb, post(rid, comm), -1)
+                for kind, src, tag, comm, nb, rid in recs if kind == "irecv_request"][:1]
     elif name == "Recv":
-        for kind, peer, tag, comm, nb, _ in recs:
-            if kind == "recv":
-                add(r, "Recv", t0, t1, peer, tag, comm, nb, region=region)
-                return
+        rows = [("Recv", peer, tag, comm, nb, -1, -1)
+                for kind, peer, tag, comm, nb, _ in recs if kind == "recv"][:1]
+    elif name in ("Probe", "Iprobe"):
+        rows = [(name, peer, tag, comm, nb, -1, -1)
+                for kind, peer, tag, comm, nb, _ in recs if kind == "probe"][:1]
     elif name == "Sendrecv" or name == "Sendrecv_replace":
-        snd = [x for x in recs if x[0] == "send"]
-        rcv = [x for x in recs if x[0] == "recv"]
-        if snd and rcv:
-            _, peer, tag, comm, nb, _ = snd[0]
-            add(r, "Sendrecv_send", t0, t1, peer, tag, comm, nb, region=region)
-            _, peer, tag, comm, nb, _ = rcv[0]
-            add(r, "Sendrecv_recv", t0, t1, peer, tag, comm, nb, region=region)
-            return
+        rows = [("Sendrecv_send" if kind == "send" else "Sendrecv_recv", peer, tag, comm, nb, -1,
+                 -1) for kind, peer, tag, comm, nb, _ in recs if kind in ("send", "recv")]
+        if len(rows) + len(extras) != 2:
+            rows = []       # both halves or none
     elif name in tf.COMPLETION_OPS:
-        done = False
         for kind, peer, tag, comm, nb, rid in recs:
-            if kind in ("isend_complete", "recv"):
-                if rid not in req:
-                    raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid}, "
-                                   "which was never posted")
-                q = req.pop(rid)
-                if kind == "recv":
-                    add(r, name, t0, t1, peer, tag, comm, nb, q, region=region)
-                else:
-                    add(r, name, t0, t1, request=q, region=region)
-                done = True
-        if done:
-            return
+            if kind == "recv":
+                rows.append((name, peer, tag, comm, nb, complete(rid)[0], -1))
+            elif kind == "isend_complete":
+                q, comm = complete(rid)
+                rows.append((name, -1, -1, comm, -1, q, -1))
     elif name in tf.COMM_OPS:
-        for kind, new, _, comm, _, _ in recs:
-            if kind == "comm_create":
-                add(r, name, t0, t1, new, -1, comm, region=region)
-                return
+        rows = [(name, new, -1, comm, -1, -1, -1)
+                for kind, new, _, comm, _, _ in recs if kind == "comm_create"][:1]
     elif name in tf.COLLECTIVE_OPS:
-        for kind, root, _, comm, nb, _ in recs:
-            if kind == "coll":
-                add(r, name, t0, t1, comm=comm, nbytes=nb,
-                    root=root if name in tf.ROOTED_OPS else -1, region=region)
-                return
-    # A call hindsight has no op for, or one whose records are missing (e.g. a Test that
-    # completed nothing): its time is computation.
-    s["skipped"] += 1
+        rows = [(name, -1, -1, comm, nb, -1, root if name in tf.ROOTED_OPS else -1)
+                for kind, root, _, comm, nb, _ in recs if kind == "coll"][:1]
+    for pos, op, peer, tag, comm, nb, rq, root in sorted(extras):
+        # rows without a record (MPI_PROC_NULL peers, ...) in their places among the call's
+        if rq >= 0 and op in tf.COMPLETION_OPS:
+            req.pop(rq, None)
+        elif rq >= 0:
+            req[rq] = (rq, comm)
+        rows.insert(pos, (op, peer, tag, comm, nb, rq, root))
+    return rows
 
 
 def import_otf2(path: Path | str, out: Path | str) -> Path:
@@ -327,9 +384,11 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
     comms = {int(k): v for k, v in extra["communicators"].items()}
     write_trace(out, cols, communicators=comms, manifest={
         "app": Path(path).stem, "paradigm": None,
-        "origin": {"format": "otf2", "source": str(path),
-                   "skipped_calls": extra["skipped_calls"],
-                   "events_on_other_locations": extra["other_locations_events"]}})
+        "origin": {"format": "otf2", "source": str(path)},
+        "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
+        "import": {"skipped": extra["skipped"]},
+        # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
+        "makespan_ns": max((max(c["t_end"]) for c in cols if c["t_end"]), default=0)})
     tr = tf.read_trace(out)
     _, problems = match_messages(tr.table)
     fatal = [p for p in problems if "bytes but" not in p]
