@@ -59,6 +59,14 @@ def end_of_program(written_by_root: bool = False) -> None:
         _end_of_program()
 
 
+def wall_time_text(seconds: float) -> str:
+    """How an application prints the time it measured itself (``MPI.Wtime`` on rank 0 from
+    just after ``start``, the start barrier, to the end of its parallel phase, input reading
+    included): labelled, so nobody takes it for the traced run's makespan, which ends at the
+    last traced event on any rank (docs/trace-format.md, "Makespan")."""
+    return f"wall time on rank 0, start barrier to end of the parallel phase {seconds:.3f} s"
+
+
 def finish(result_verified: bool) -> None:
     _finish(result_verified=result_verified)
 

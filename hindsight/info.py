@@ -11,6 +11,25 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hindsight import trace as tf
+from replay.units import fmt_time
+
+#: How every command labels the makespan of a traced run (docs/trace-format.md, "Makespan"):
+#: from the run's epoch (time 0, the start-up barrier) to the latest end of any rank's last
+#: event, the manifest's ``makespan_ns``.
+MAKESPAN_LABEL = "makespan (traced run)"
+
+
+def traced_makespan_ns(t_first: int | None, t_last: int | None) -> int:
+    """The makespan of a trace whose events span [t_first, t_last] ns: from the epoch (0; the
+    first event if one lies before it) to the last event's end."""
+    if t_first is None or t_last is None:
+        return 0
+    return int(t_last) - min(0, int(t_first))
+
+
+def makespan_text(ns: float) -> str:
+    """``makespan (traced run) 253.6 ms``: the one way commands print a traced run's makespan."""
+    return f"{MAKESPAN_LABEL} {fmt_time(ns)}"
 
 
 def trace_info(trace_dir: Path | str) -> dict[str, Any]:
@@ -48,7 +67,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
                 raise tf.TraceError(f"{path}: corrupt or truncated Parquet data ({exc})") from None
     names = list(tf.OPS) + ["(unknown)"]
     events_per_op = {names[i]: int(c) for i, c in enumerate(op_counts) if c}
-    measured = (t_hi - min(0, t_lo)) if t_lo is not None else 0
+    measured = traced_makespan_ns(t_lo, t_hi)
     complete = all(s.complete for s in sources) and bool(m.get("complete"))
     incomplete_ranks = [s.rank for s in sources if not s.complete]
     return {
@@ -102,7 +121,7 @@ def format_info(info: dict[str, Any]) -> str:
         + ("" if info["complete"] else f"  (ranks {info['incomplete_ranks']}: "
            f"{[info['rank_status'][r] for r in info['incomplete_ranks']]})"),
         f"verified    {info['result_verified']}",
-        f"makespan    {info['makespan_s']:.6f} s",
+        makespan_text(info["makespan_s"] * 1e9),
         f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p)",
     ]
     width = max((len(k) for k in info["events_per_op"]), default=4)

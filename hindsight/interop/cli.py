@@ -131,6 +131,12 @@ def import_cmd(fmt, source, out, sets):
         raise UserError(f"{source}: the converted trace is inconsistent: "
                                    f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
                                                        if len(problems) > 1 else ""))
+    from hindsight.info import makespan_text
+    from hindsight.interop.skipped import skipped_line
+
     m = tf.read_manifest(out)
     click.echo(f"imported {source} -> {out}: {m['ranks']} ranks, {sum(m.get('events') or [])} "
-               f"events, makespan {(m.get('makespan_ns') or 0) / 1e9:.6f} s; trace check: ok")
+               f"events, {makespan_text(m.get('makespan_ns') or 0)}; trace check: ok")
+    line = skipped_line((m.get("import") or {}).get("skipped") or {})
+    if line:
+        click.echo(line)
