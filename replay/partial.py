@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
+from replay.errors import ReplayError
 from replay.matching import match_messages
 from replay.prepare import Prepared, prepare
 
@@ -199,7 +200,8 @@ def cut_table(table: pa.Table, manifest: dict, incomplete: list[int]) -> tuple[p
 def prepare_partial(trace_dir: str | Path) -> tuple[Prepared, Cut | None]:
     """`replay.prepare` of a trace, cut to its last consistent state if it is incomplete.
 
-    Returns (Prepared, Cut or None for a complete trace). Raises TraceError / ReplayError."""
+    Returns (Prepared, Cut or None for a complete trace). Raises TraceError / ReplayError (also
+    when the cut is empty: nothing of the trace can be replayed)."""
     # Footers and manifest only: a complete trace goes straight to prepare (and its cache).
     manifest = tf.read_manifest(trace_dir)
     sources = tf.rank_sources(trace_dir, manifest)
@@ -207,6 +209,12 @@ def prepare_partial(trace_dir: str | Path) -> tuple[Prepared, Cut | None]:
         return prepare(trace_dir, allow_partial=True), None
     trace = tf.read_trace(trace_dir)
     table, cut = cut_table(trace.table, trace.manifest, trace.incomplete_ranks)
+    if not sum(cut.rows_kept):
+        # a replay of no events would predict 0 ns, which reads as a result
+        raise ReplayError(f"{trace_dir}: the consistent cut is empty (nothing to replay): "
+                          f"ranks {_rank_ranges(cut.incomplete_ranks)} did not finish, and all "
+                          f"{sum(cut.rows_before)} recorded events depend on what they did not "
+                          "record")
     manifest = dict(trace.manifest, partial_cut=cut.summary())
     cut_trace = tf.Trace(trace.path, manifest, table, trace.sources)
     return prepare(cut_trace, allow_partial=True, use_cache=False), cut
