@@ -214,3 +214,14 @@ def test_dictionary_merge_is_order_independent(groups) -> None:
     assert int(whole.freq.sum()) == len(all_items)
     assert list(whole.phrases) == sorted(set(whole.phrases))
     assert fd.equal(pickle.loads(pickle.dumps(whole)), whole)
+
+
+def test_application_time_says_what_it_measures() -> None:
+    """The applications' own time (rank 0, from the start barrier to its end of the parallel
+    phase) is labelled, never a bare number next to the traced makespan's label."""
+    from apps.common import wall_time_text
+    from hindsight.info import MAKESPAN_LABEL
+
+    text = wall_time_text(0.3114)
+    assert text == "wall time on rank 0, start barrier to end of the parallel phase 0.311 s"
+    assert MAKESPAN_LABEL not in text

@@ -459,3 +459,110 @@ def test_cli_formats_come_from_the_registries(tmp_path):
         assert p.returncode == 0, p.stderr
         out = Path(str(tr) + exporter.suffix)
         assert out.exists() and p.stdout.startswith(f"wrote {out}"), p.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# OTF2 round trips of the corpus: every op a trace holds (Probe, MPI_PROC_NULL peers, requests,
+# derived communicators) comes back as it was
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+ROUND_TRIP = ["p2p-all-n3", "master-worker-n4", "stencil-n4", "requests-n2", "sort-hypercube-n4",
+              "hddi-pipeline-n4", "collectives-n3"]
+
+
+@pytest.mark.parametrize("name", ROUND_TRIP)
+def test_otf2_round_trip_of_corpus_trace_is_exact(name, tmp_path):
+    from tests.corpus.digest import CONFIGS
+
+    src = CORPUS / name
+    export_otf2(src, tmp_path / "otf2")
+    import_otf2(tmp_path / "otf2", tmp_path / "back")
+    assert check_trace(tmp_path / "back") == []
+    a, b = _frame(src), _frame(tmp_path / "back")
+    assert b["op"] == a["op"]             # no row dropped (Probe rows were)
+    for col in ("rank", "seq", "peer", "tag", "comm", "nbytes", "t_start", "t_end", "cpu_ns",
+                "request", "root", "region"):
+        assert b[col] == a[col], col
+    ma, mb = tf.read_manifest(src), tf.read_manifest(tmp_path / "back")
+    assert mb["communicators"] == ma["communicators"]
+    assert mb["makespan_ns"] == ma["makespan_ns"]
+    assert mb["import"]["skipped"] == {}
+    pa_, pb = replay.prepare(src, use_cache=False), replay.prepare(tmp_path / "back",
+                                                                   use_cache=False)
+    for model, params, opts in CONFIGS.values():
+        ra, rb = replay.run(pa_, model, params, **opts), replay.run(pb, model, params, **opts)
+        assert rb.makespan_ns == ra.makespan_ns, model
+        assert rb.rel_error_pct == ra.rel_error_pct, model
+
+
+def test_cli_import_prints_the_traced_makespan_as_trace_info_does(tmp_path):
+    """One makespan, one label: `import` of an exported trace and `trace info` of the trace
+    print the same line, and an import that skipped nothing says nothing about skipping."""
+    from hindsight.info import makespan_text
+
+    src = CORPUS / "master-worker-n4"
+    export_otf2(src, tmp_path / "otf2")
+    p = hindsight("import", "otf2", tmp_path / "otf2", "--out", tmp_path / "back")
+    assert p.returncode == 0, p.stderr
+    line = makespan_text(tf.read_manifest(src)["makespan_ns"])
+    assert line == "makespan (traced run) 196 ms"
+    assert f"events, {line}; trace check: ok" in p.stdout
+    assert "skipped" not in p.stdout
+    for trace in (src, tmp_path / "back"):
+        info = hindsight("trace", "info", trace)
+        assert info.returncode == 0, info.stderr
+        assert line in info.stdout.splitlines()
+
+
+def _foreign_archive(path: Path) -> Path:
+    """A 2-rank MPI archive with what a trace cannot hold: an MPI call without an op
+    (MPI_Init), two RMA puts, and a non-MPI location (a GPU stream) with one kernel."""
+    import otf2
+    with otf2.writer.open(str(path), timer_resolution=10**9) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        locs = [d.location("Master thread", group=d.location_group(f"rank {r}",
+                                                                   system_tree_parent=node))
+                for r in range(2)]
+        gpu = d.location("CUDA stream", group=d.location_group("gpu", system_tree_parent=node))
+        d.group("COMM_LOCATIONS", group_type=otf2.GroupType.COMM_LOCATIONS,
+                paradigm=otf2.Paradigm.MPI, members=locs)
+        g = d.group("world", group_type=otf2.GroupType.COMM_GROUP, paradigm=otf2.Paradigm.MPI,
+                    members=[0, 1])
+        comm = d.comm("MPI_COMM_WORLD", group=g)
+        win = d.rma_win("win", comm)
+        init, send, recv = (d.region(f"MPI_{n}", paradigm=otf2.Paradigm.MPI)
+                            for n in ("Init", "Send", "Recv"))
+        kernel = d.region("kernel")
+        w0, w1, wg = (w.event_writer_from_location(loc) for loc in (*locs, gpu))
+        w0.enter(10, init), w0.leave(50, init)
+        w0.enter(100, send), w0.mpi_send(100, 1, comm, 4, 64), w0.leave(200, send)
+        w0.rma_put(210, win, 1, 8, 0), w0.rma_put(220, win, 1, 8, 1)
+        w1.enter(100, recv), w1.mpi_recv(300, 0, comm, 4, 64), w1.leave(300, recv)
+        wg.enter(100, kernel), wg.leave(150, kernel)
+    return path / "traces.otf2"
+
+
+def test_otf2_import_counts_what_it_skipped(tmp_path):
+    anchor = _foreign_archive(tmp_path / "a")
+    p = hindsight("import", "otf2", anchor, "--out", tmp_path / "t")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == ("skipped: 2 RMA events, 2 events on a non-MPI location, "
+                                         "1 MPI call without a trace op, 1 non-MPI location")
+    assert tf.read_manifest(tmp_path / "t")["import"]["skipped"] == {
+        "RMA event": 2, "event on a non-MPI location": 2, "MPI call without a trace op": 1,
+        "non-MPI location": 1}
+    assert _frame(tmp_path / "t")["op"] == ["Send", "Recv"]
+
+
+def test_goal_import_counts_what_the_rows_cannot_say(tmp_path):
+    src = tmp_path / "h.goal"
+    src.write_text(HAND.replace("c: calc 1000", "c: calc 1000 cpu 1"))
+    p = hindsight("import", "goal", src, "--out", tmp_path / "t")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "skipped: 1 GOAL cpu/nic field"
+    assert tf.read_manifest(tmp_path / "t")["import"]["skipped"] == {"GOAL cpu/nic field": 1}
+    (tmp_path / "plain.goal").write_text(HAND)
+    p = hindsight("import", "goal", tmp_path / "plain.goal", "--out", tmp_path / "u")
+    assert p.returncode == 0 and "skipped" not in p.stdout, p.stdout + p.stderr
+    assert tf.read_manifest(tmp_path / "u")["import"]["skipped"] == {}
