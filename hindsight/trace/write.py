@@ -188,7 +188,8 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
     comms.update(communicators or {})
     out = {
         "format_version": FORMAT_VERSION, "run_id": run_id, "ranks": nranks,
-        "complete": not incomplete_ranks, "makespan_ns": t_hi - (t_lo or 0),
+        # the run epoch is time 0 (docs/trace-format.md, "Makespan"); rows before it count too
+        "complete": not incomplete_ranks, "makespan_ns": t_hi - min(0, t_lo or 0),
         "rank_status": ["incomplete" if r in incomplete_ranks else "complete"
                         for r in range(nranks)],
         "communicators": {str(k): v for k, v in comms.items()}, "events": events,
