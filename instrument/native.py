@@ -1,0 +1,243 @@
+"""Trace a compiled (C, C++) MPI program: the PMPI library in instrument/pmpi/, preloaded.
+
+    env = prepare(out, nprocs, "./a.out", args)     # build the library once, ready `out`
+    subprocess.run([mpiexec, "-n", P, "./a.out", *args], env={**os.environ, **env})
+    finish(out)                                      # what the ranks left, into the manifest
+    finalize_manifest(out, launcher_exit=rc)         # seal the ranks (instrument.seal)
+
+`launch` does all of it (as `hindsight collect --program ./a.out` does). The library is built
+with the environment's `mpicc` on first use into instrument/pmpi/build/ (one file per source
+version and compiler, so an edited source is rebuilt and concurrent builds do not collide).
+Every rank writes the raw records the Python tracer writes (hindsight.trace.core.RAW_RECORD)
+into the trace's staging area and a status.json at MPI_Finalize; nothing is sealed while the
+program runs. docs/native.md says what is traced and what is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hindsight import system
+from hindsight.errors import DataError
+from hindsight.trace import core as fc
+
+SOURCE = Path(__file__).resolve().parent / "pmpi" / "hindsight_pmpi.c"
+BUILD_DIR = SOURCE.parent / "build"
+CFLAGS = ("-O2", "-shared", "-fPIC")
+ELF_MAGIC = b"\x7fELF"
+#: Environment variables that change how MPI moves data (as instrument.session records them).
+TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
+
+
+class NativeError(DataError):
+    """A compiled program that cannot be traced here (no mpicc, the library does not build)."""
+
+
+def is_native(program: str | os.PathLike) -> bool:
+    """Whether `program` is an ELF executable (traced through the PMPI library), not a script."""
+    try:
+        with open(program, "rb") as f:
+            return f.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def find_mpicc() -> str | None:
+    """The mpicc next to this Python (the `mpich` wheel's), else the one on PATH, else None."""
+    here = Path(sys.executable).parent / "mpicc"
+    return str(here) if here.exists() else shutil.which("mpicc")
+
+
+def _find_mpiexec() -> str:
+    here = Path(sys.executable).parent / "mpiexec"
+    found = str(here) if here.exists() else shutil.which("mpiexec")
+    if not found:
+        raise NativeError("no mpiexec found: install the project (make test) or put an MPI "
+                          "launcher on PATH")
+    return found
+
+
+def library() -> Path:
+    """The PMPI tracing library, built with mpicc if this source version has not been yet."""
+    mpicc = find_mpicc()
+    if mpicc is None:
+        raise NativeError("no mpicc found: tracing a compiled program needs the MPI compiler "
+                          "wrapper of the MPI it runs with (the venv's, or one on PATH)")
+    key = hashlib.sha256(SOURCE.read_bytes() + os.path.realpath(mpicc).encode()
+                         + " ".join(CFLAGS).encode()).hexdigest()[:12]
+    lib = BUILD_DIR / f"hindsight_pmpi-{key}.so"
+    if lib.is_file():
+        return lib
+    try:
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NativeError(f"cannot create {BUILD_DIR}: {exc.strerror or exc}") from None
+    tmp = BUILD_DIR / f".{lib.name}.{os.getpid()}.tmp"
+    try:
+        done = subprocess.run([mpicc, *CFLAGS, "-o", str(tmp), str(SOURCE)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode != 0:
+            tail = " ".join(done.stderr.strip().splitlines()[-3:])
+            raise NativeError(f"{SOURCE}: {mpicc} failed (exit {done.returncode}): {tail}")
+        os.replace(tmp, lib)          # atomic: a concurrent build renames an identical file
+        for old in BUILD_DIR.glob("hindsight_pmpi-*.so"):
+            if old != lib:
+                old.unlink(missing_ok=True)   # a running program keeps its mapped copy
+    except OSError as exc:
+        raise NativeError(f"cannot build {lib}: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return lib
+
+
+def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
+                   env: dict[str, str]) -> dict[str, Any]:
+    """The start of the run's manifest, as instrument.session writes it for a Python program
+    (from the ranks' environment `env`); `finish` adds what only the ranks know (hosts, clocks,
+    MPI library, end times)."""
+    cores = system.usable_cores()
+    return {
+        "format_version": fc.FORMAT_VERSION,
+        "run_id": run_id,
+        "traced": True,
+        "tracer": "pmpi",
+        "app": Path(program).name,
+        "paradigm": None,
+        "args": {"argv": list(args)},
+        "program": str(Path(program).resolve()),
+        "ranks": nprocs,
+        "hosts": {},
+        "ranks_per_host": {},
+        "cores": cores,
+        "oversubscribed": nprocs > (cores or 1),
+        "mpi_library": None,
+        "mpi_version": None,
+        "transport": {k: v for k, v in sorted(env.items())
+                      if k.startswith(TRANSPORT_PREFIXES)},
+        "transport_name": env.get("HINDSIGHT_TRANSPORT", "default"),
+        "clock": {
+            "source": "CLOCK_MONOTONIC (clock_gettime, PMPI library)",
+            "epoch": "rank 0 clock after the start-up barrier",
+            "method": "shared-host-clock on rank 0's host, Cristian min-RTT of 32 per other host",
+            "start_offset_ns": [0] * nprocs,
+            "start_uncertainty_ns": [0] * nprocs,
+        },
+        "cpu_sampling": env.get("HINDSIGHT_CPU_SAMPLING", "regions"),
+        "start_unix": time.time(),
+        "end_unix": None,
+        "makespan_ns": None,
+        "rank_status": ["running"] * nprocs,
+        "complete": False,
+        "result_verified": None,
+        "communicators": {"0": list(range(nprocs))},
+        "git_revision": env.get("HINDSIGHT_GIT_REVISION") or system.git_revision(),
+        "events": None,
+        "launcher": env.get("HINDSIGHT_LAUNCHER", "mpiexec"),
+    }
+
+
+def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
+            env: dict[str, str] | None = None) -> dict[str, str]:
+    """Build the library, clear `out` of an earlier run, write the run's start
+    (`.staging/start.json`, described from `env`, the ranks' environment, default ours); returns
+    what to add to that environment (LD_PRELOAD, the trace directory, the run id)."""
+    env = dict(os.environ if env is None else env)
+    lib = library()
+    out = Path(out)
+    run_id = secrets.token_hex(8)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fc.clear_run(out)
+        (out / fc.STAGING_DIR).mkdir()
+        fc.write_json(out / fc.STAGING_DIR / "start.json",
+                      _base_manifest(run_id, nprocs, program, list(args), env))
+    except OSError as exc:
+        raise NativeError(f"cannot prepare the trace directory {out}: "
+                          f"{exc.strerror or exc}") from None
+    preload = env.get("LD_PRELOAD", "")
+    return {"LD_PRELOAD": f"{lib} {preload}".strip(), "HINDSIGHT_TRACE_DIR": str(out.resolve()),
+            "HINDSIGHT_RUN_ID": run_id}
+
+
+def _read_status(stage: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((stage / "status.json").read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def finish(out: Path) -> dict[str, Any]:
+    """After the run: put into `.staging/start.json` what the ranks left beside their records
+    (hosts, clock offsets, the MPI library, each rank's end of program), so that
+    `finalize_manifest` seals every rank at the right epoch and writes a complete manifest.
+    Returns the updated start."""
+    out = Path(out)
+    start_path = out / fc.STAGING_DIR / "start.json"
+    try:
+        manifest = json.loads(start_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise NativeError(f"{start_path}: the run's start is unreadable ({exc})") from None
+    n = int(manifest["ranks"])
+    statuses = [_read_status(fc.staging_dir(out, r)) for r in range(n)]
+    epochs = [fc.read_raw_names(fc.staging_dir(out, r))["epoch_ns"] for r in range(n)]
+    by_host: dict[str, list[int]] = {}
+    for r, st in enumerate(statuses):
+        if st.get("host"):
+            by_host.setdefault(str(st["host"]), []).append(r)
+    clock = manifest["clock"]
+    if epochs[0]:
+        # rank 0's offset is 0 by definition: its epoch reading is the run's
+        clock["epoch_reading_ns"] = epochs[0]
+        clock["start_offset_ns"] = [int(st.get("clock_offset_ns", 0)) for st in statuses]
+        clock["start_uncertainty_ns"] = [int(st.get("clock_error_ns", 0)) for st in statuses]
+    if len(by_host) <= 1:
+        clock["method"] = "shared-host-clock"
+    ends = [st.get("program_end_ns") for st in statuses]
+    manifest.update(hosts=by_host, ranks_per_host={h: len(rs) for h, rs in by_host.items()},
+                    program_end_ns=ends)
+    if all(isinstance(e, int) for e in ends):
+        manifest["wall_ns"] = max(ends)
+    for key in ("mpi_library", "mpi_version"):
+        if statuses[0].get(key):
+            manifest[key] = statuses[0][key]
+    try:
+        fc.write_json(start_path, manifest)
+    except OSError as exc:
+        raise NativeError(f"cannot write {start_path}: {exc.strerror or exc}") from None
+    return manifest
+
+
+def command(nprocs: int, program: str, args: list[str] = ()) -> list[str]:
+    """The launch line `hindsight collect` builds: the program itself under mpiexec (the
+    library comes in through the environment, not the command)."""
+    return [_find_mpiexec(), "-n", str(nprocs), str(Path(program).resolve()), *map(str, args)]
+
+
+def launch(nprocs: int, out: Path, program: str, args: list[str] = (),
+           env: dict[str, str] | None = None,
+           timeout: float | None = None) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
+    """Run `program` traced under mpiexec into `out`; returns (the finished process with its
+    captured output, the final manifest)."""
+    from instrument.seal import finalize_manifest
+
+    full = dict(os.environ if env is None else env)
+    full.update(prepare(out, nprocs, program, args, full))
+    done = subprocess.run(command(nprocs, program, args), env=full, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    finish(out)
+    return done, finalize_manifest(out, launcher_exit=done.returncode)
+
+
+if __name__ == "__main__":
+    # `python -m instrument.native`: build the library (if needed) and print where it is.
+    print(library())

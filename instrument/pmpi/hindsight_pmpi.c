@@ -1,0 +1,971 @@
+/* hindsight_pmpi: trace a compiled MPI program through the PMPI profiling interface.
+ *
+ * Preloaded (LD_PRELOAD) into every rank by instrument/native.py; tracing is on when
+ * HINDSIGHT_TRACE_DIR names the trace directory (native.py has prepared TRACE/.staging/).
+ * Each rank writes the records of hindsight.trace.core (RAW_RECORD "<11q", RAW_COLUMNS) into a
+ * shared mapping of TRACE/.staging/rank-NNNNN/events.raw, the rows the Python tracer
+ * (instrument/comm.py, instrument/completion.py) writes for the same calls, and names.jsonl
+ * beside it. The kernel owns the mapped pages, so a killed rank keeps what it recorded; t_end is
+ * stored last (after a compiler barrier), so a record cut short by a kill reads as unwritten.
+ * At MPI_Finalize each rank leaves status.json; native.py seals the ranks after the run.
+ *
+ * Single-threaded use of MPI only (one record cursor per process, no locking).
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Op codes: hindsight.trace.core.OPS (append-only; checked by tests/test_native.py). */
+enum {
+    OP_SEND = 1, OP_SSEND, OP_BSEND, OP_RSEND, OP_RECV, OP_ISEND, OP_ISSEND, OP_IBSEND,
+    OP_IRSEND, OP_IRECV, OP_SR_SEND, OP_SR_RECV, OP_PROBE, OP_IPROBE,
+    OP_WAIT, OP_WAITALL, OP_WAITANY, OP_WAITSOME, OP_TEST, OP_TESTALL, OP_TESTANY, OP_TESTSOME,
+    OP_BARRIER, OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_GATHERV, OP_SCATTER,
+    OP_SCATTERV, OP_ALLGATHER, OP_ALLGATHERV, OP_ALLTOALL, OP_ALLTOALLV, OP_SCAN, OP_EXSCAN,
+    OP_REDUCE_SCATTER, OP_REDUCE_SCATTER_BLOCK, OP_COMM_SPLIT, OP_COMM_DUP, OP_COMM_CREATE
+};
+#define NFIELDS 11
+#define RECORD (NFIELDS * 8)
+#define GRANULE 512            /* records per 4096-byte-aligned multiple of 88 bytes */
+#ifdef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE_ MADV_POPULATE_WRITE
+#else
+#define MADV_POPULATE_WRITE_ 23
+#endif
+#define ANY_SOURCE_SENTINEL (-2)
+#define ANY_TAG_SENTINEL (-2)
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+static int on;                          /* recording */
+static int finished;                    /* status written (Finalize, exit or signal) */
+static int cpu_all;
+static int wrank, wsize;
+static int64_t *cur, *lim;              /* next record, end of the mapped window */
+static size_t window_bytes, windows;
+static int raw_fd = -1, names_fd = -1;
+static int64_t epoch, next_request, clock_offset, clock_error;
+static char stage[4096];
+static char host[256];
+
+static inline int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- communicators: id, world ranks of members, creations so far -------------------------- */
+
+typedef struct {
+    MPI_Comm comm;
+    int64_t id;
+    int *world;                          /* NULL: world numbering */
+    int size;
+    int64_t created;
+} comm_t;
+
+/* Entries are allocated one by one and never freed: a request posted on a communicator keeps
+ * pointing at its entry after the program frees the communicator. */
+static comm_t **comms;
+static int ncomms, capcomms;
+static comm_t world_entry, self_entry;
+
+static void name_line(const char *line);
+
+static uint32_t crc32_of(const char *s) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (; *s; s++) {
+        c ^= (unsigned char)*s;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (uint32_t)-(int32_t)(c & 1));
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* hindsight.trace.core.derived_comm_id */
+static int64_t derived_id(int64_t parent, int64_t index, int lowest) {
+    char key[96];
+    snprintf(key, sizeof key, "%lld/%lld/%d", (long long)parent, (long long)index, lowest);
+    return 2 + (int64_t)(crc32_of(key) % 2147483645u);
+}
+
+static void forget_comm(MPI_Comm comm) {
+    for (int i = 0; i < ncomms; i++)
+        if (comms[i]->comm == comm) {
+            comms[i] = comms[--ncomms];
+            return;
+        }
+}
+
+/* The world ranks of `comm`'s members, in its rank order (malloc'ed). */
+static int *members_of(MPI_Comm comm, int *size) {
+    MPI_Group g, wg;
+    PMPI_Comm_size(comm, size);
+    int *world = malloc((size_t)*size * sizeof(int));
+    int *local = malloc((size_t)*size * sizeof(int));
+    for (int i = 0; i < *size; i++) local[i] = i;
+    PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(g, *size, local, wg, world);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    free(local);
+    return world;
+}
+
+static int lowest(const int *world, int size) {
+    int m = world[0];
+    for (int i = 1; i < size; i++) if (world[i] < m) m = world[i];
+    return m;
+}
+
+static comm_t *add_comm(MPI_Comm comm, int64_t id, int *world, int size) {
+    forget_comm(comm);                    /* a handle reused after an untraced free */
+    if (ncomms == capcomms) {
+        capcomms = capcomms ? 2 * capcomms : 16;
+        comms = realloc(comms, (size_t)capcomms * sizeof *comms);
+    }
+    comm_t *c = malloc(sizeof *c);
+    *c = (comm_t){comm, id, world, size, 0};
+    comms[ncomms++] = c;
+    /* ["comm", id, [world ranks]] */
+    size_t n = 64 + (size_t)size * 12;
+    char *line = malloc(n);
+    int k = snprintf(line, n, "[\"comm\", %lld, [", (long long)id);
+    for (int i = 0; i < size; i++)
+        k += snprintf(line + k, n - (size_t)k, i ? ", %d" : "%d", world[i]);
+    snprintf(line + k, n - (size_t)k, "]]\n");
+    name_line(line);
+    free(line);
+    return c;
+}
+
+/* A communicator made by a call that is not traced (an intercommunicator merge, a graph
+ * topology...): named by its members, the same on every member without communicating. */
+static comm_t *adopt(MPI_Comm comm) {
+    int size;
+    int *world = members_of(comm, &size);
+    char key[64];
+    uint32_t h = 0;
+    for (int i = 0; i < size; i++) {
+        snprintf(key, sizeof key, "%u/%d", h, world[i]);
+        h = crc32_of(key);
+    }
+    return add_comm(comm, derived_id(-1, h, 0), world, size);
+}
+
+static inline comm_t *comm_of(MPI_Comm comm) {
+    if (comm == MPI_COMM_WORLD) return &world_entry;
+    for (int i = 0; i < ncomms; i++)
+        if (comms[i]->comm == comm) return comms[i];
+    if (comm == MPI_COMM_SELF) return &self_entry;
+    return adopt(comm);
+}
+
+static inline int64_t world_of(const comm_t *c, int r) {
+    return (c->world == NULL || r < 0 || r >= c->size) ? r : c->world[r];
+}
+
+/* ---- requests: open addressing on the handle (duplicates allowed), backward-shift deletion - */
+
+typedef struct {
+    MPI_Request req;
+    int64_t hid;
+    comm_t *recv_comm;                  /* NULL for a send */
+    int64_t cid;
+    int used;
+} req_t;
+
+static req_t *reqs;
+static size_t reqcap, nreqs;
+
+static inline size_t rslot(MPI_Request r) {
+    return ((uint64_t)(uintptr_t)r * 0x9E3779B97F4A7C15ull) >> 20 & (reqcap - 1);
+}
+
+static void req_put(MPI_Request r, int64_t hid, comm_t *recv_comm, int64_t cid);
+
+static void req_grow(void) {
+    req_t *old = reqs;
+    size_t oldcap = reqcap;
+    reqcap = reqcap ? 2 * reqcap : 1024;
+    reqs = calloc(reqcap, sizeof *reqs);
+    nreqs = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].used) req_put(old[i].req, old[i].hid, old[i].recv_comm, old[i].cid);
+    free(old);
+}
+
+static void req_put(MPI_Request r, int64_t hid, comm_t *recv_comm, int64_t cid) {
+    if (2 * (nreqs + 1) > reqcap) req_grow();
+    size_t i = rslot(r);
+    while (reqs[i].used) i = (i + 1) & (reqcap - 1);
+    nreqs++;
+    reqs[i] = (req_t){r, hid, recv_comm, cid, 1};
+}
+
+/* The oldest pending traced request with handle `r`. Several may share one: MPICH hands out
+ * one preallocated handle for every send that completed at once. */
+static inline req_t *req_find(MPI_Request r) {
+    if (!nreqs || r == MPI_REQUEST_NULL) return NULL;
+    req_t *best = NULL;
+    for (size_t i = rslot(r); reqs[i].used; i = (i + 1) & (reqcap - 1))
+        if (reqs[i].req == r && (best == NULL || reqs[i].hid < best->hid)) best = &reqs[i];
+    return best;
+}
+
+static void req_del(req_t *e) {
+    size_t i = (size_t)(e - reqs), j = i;
+    reqs[i].used = 0;
+    nreqs--;
+    for (;;) {
+        j = (j + 1) & (reqcap - 1);
+        if (!reqs[j].used) return;
+        size_t k = rslot(reqs[j].req);
+        /* move j back to i unless its home slot k lies cyclically in (i, j] */
+        if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j)) continue;
+        reqs[i] = reqs[j];
+        reqs[j].used = 0;
+        i = j;
+    }
+}
+
+/* ---- files ------------------------------------------------------------------------------ */
+
+static void fail_write(const char *what, int err);
+
+static void name_line(const char *line) {
+    size_t n = strlen(line);
+    while (n && names_fd >= 0) {
+        ssize_t w = write(names_fd, line, n);
+        if (w < 0) { if (errno == EINTR) continue; fail_write("names.jsonl", errno); return; }
+        line += w;
+        n -= (size_t)w;
+    }
+}
+
+static int map_next(void) {
+    if (cur) munmap((char *)lim - window_bytes, window_bytes);
+    cur = lim = NULL;
+    off_t start = (off_t)(windows * window_bytes);
+    int err = posix_fallocate(raw_fd, start, (off_t)window_bytes);
+    if (err) return err;
+    void *p = mmap(NULL, window_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, raw_fd, start);
+    if (p == MAP_FAILED) return errno;
+    /* Fault the whole window in, writable, in one call (Linux 5.14+; elsewhere the pages fault
+     * one by one as records are written): measured here, the faults of a shared file mapping
+     * cost about 150 ns a record when the program takes them one page at a time. */
+    madvise(p, window_bytes, MADV_POPULATE_WRITE_);
+    windows++;
+    cur = p;
+    lim = (int64_t *)((char *)p + window_bytes);
+    return 0;
+}
+
+static int64_t scratch[NFIELDS];
+
+static void roll(void) {
+    if (!on) { cur = scratch; return; }
+    int err = map_next();
+    if (err) fail_write("events.raw", err);
+}
+
+/* Append one record (hindsight.trace.core.RAW_COLUMNS); t_end goes last. */
+static inline void rec(int64_t op, int64_t t0, int64_t cpu, int64_t peer, int64_t tag,
+                       int64_t comm, int64_t nbytes, int64_t request, int64_t root, int64_t t1) {
+    int64_t *r = cur;
+    r[0] = op; r[1] = -1; r[2] = t0; r[3] = cpu; r[4] = peer; r[5] = tag; r[6] = comm;
+    r[7] = nbytes; r[8] = request; r[9] = root;
+    __asm__ __volatile__("" ::: "memory");
+    r[10] = t1;
+    cur = r + NFIELDS;
+    if (cur >= lim) roll();
+}
+
+static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
+    while (*s && at + 1 < cap) {
+        if (*s == '"' || *s == '\\') { if (at + 2 >= cap) break; b[at++] = '\\'; }
+        b[at++] = *s++;
+    }
+    b[at] = 0;
+    return at;
+}
+
+/* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
+ * library. Only write/rename, so the signal path may call it too. */
+static void write_status(const char *status, int64_t program_end) {
+    char tmp[4200], dst[4200], b[2048];
+    snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
+    snprintf(dst, sizeof dst, "%s/status.json", stage);
+    size_t n = (size_t)snprintf(b, sizeof b,
+        "{\"format_version\": \"1.0\", \"rank\": %d, \"status\": \"%s\", \"host\": \"", wrank,
+        status);
+    n = put_str(b, n, sizeof b, host);
+    n += (size_t)snprintf(b + n, sizeof b - n,
+        "\", \"clock_offset_ns\": %lld, \"clock_error_ns\": %lld, \"epoch_ns\": %lld, "
+        "\"tracer\": \"pmpi\", \"program_end_ns\": ", (long long)clock_offset,
+        (long long)clock_error, (long long)epoch);
+    if (program_end >= 0)
+        n += (size_t)snprintf(b + n, sizeof b - n, "%lld", (long long)program_end);
+    else
+        n += (size_t)snprintf(b + n, sizeof b - n, "null");
+    if (wrank == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        int len = 0, v = 0, sv = 0;
+        PMPI_Get_library_version(lib, &len);
+        char *nl = strchr(lib, '\n');
+        if (nl) *nl = 0;
+        PMPI_Get_version(&v, &sv);
+        n += (size_t)snprintf(b + n, sizeof b - n, ", \"mpi_version\": \"%d.%d\", "
+                              "\"mpi_library\": \"", v, sv);
+        n = put_str(b, n, sizeof b, lib);
+        n += (size_t)snprintf(b + n, sizeof b - n, "\"");
+    }
+    n += (size_t)snprintf(b + n, sizeof b - n, "}\n");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return;
+    ssize_t w = write(fd, b, n);
+    close(fd);
+    if (w == (ssize_t)n) rename(tmp, dst);
+}
+
+static void stop(const char *status, int64_t program_end) {
+    if (finished) return;
+    finished = 1;
+    on = 0;
+    write_status(status, program_end);
+    cur = scratch;
+    lim = scratch + NFIELDS;
+    /* the mapping is left to the kernel (it stays the file's); the lock goes with the fd */
+    if (names_fd >= 0) close(names_fd);
+    if (raw_fd >= 0) close(raw_fd);
+    names_fd = raw_fd = -1;
+}
+
+static void fail_write(const char *what, int err) {
+    fprintf(stderr, "hindsight: rank %d: cannot write %s/%s: %s; stopping the run (the trace "
+            "stays incomplete)\n", wrank, stage, what, strerror(err));
+    stop("write-error", -1);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void at_exit(void) {
+    if (on && !finished) stop("exited", -1);
+}
+
+static struct sigaction old_term, old_int;
+
+static void on_signal(int sig) {
+    if (on && !finished) stop("terminated", -1);
+    sigaction(sig, sig == SIGTERM ? &old_term : &old_int, NULL);
+    raise(sig);
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+#define CLOCK_ROUNDS 32
+
+/* As instrument.session._clock_offsets: ranks on rank 0's host read its clock (offset 0); on
+ * every other host, its lowest rank measures the offset by Cristian's method (min round trip
+ * of CLOCK_ROUNDS) and the host's other ranks take it. */
+static void clock_offsets(const char *hosts, int hlen) {
+    int64_t *meas = calloc((size_t)wsize * 2, sizeof(int64_t));
+    int *probe = malloc((size_t)wsize * sizeof(int));
+    for (int r = 0; r < wsize; r++) {
+        probe[r] = -1;
+        if (strcmp(hosts + (size_t)r * hlen, hosts) == 0) continue;
+        for (int q = 0; q <= r; q++)
+            if (strcmp(hosts + (size_t)q * hlen, hosts + (size_t)r * hlen) == 0) {
+                probe[r] = q;
+                break;
+            }
+    }
+    int64_t mine[2] = {0, 0};
+    for (int r = 1; r < wsize; r++) {
+        if (probe[r] != r) continue;
+        int64_t t_remote = 0, best = -1, dummy = 0;
+        for (int k = 0; k < CLOCK_ROUNDS; k++) {
+            if (wrank == 0) {
+                PMPI_Recv(&dummy, 1, MPI_INT64_T, r, 31000, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                t_remote = now_ns();
+                PMPI_Send(&t_remote, 1, MPI_INT64_T, r, 31001, MPI_COMM_WORLD);
+            } else if (wrank == r) {
+                int64_t t0 = now_ns();
+                PMPI_Send(&dummy, 1, MPI_INT64_T, 0, 31000, MPI_COMM_WORLD);
+                PMPI_Recv(&t_remote, 1, MPI_INT64_T, 0, 31001, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                int64_t t1 = now_ns();
+                if (best < 0 || t1 - t0 < best) {
+                    best = t1 - t0;
+                    mine[0] = (t0 + t1) / 2 - t_remote;
+                    mine[1] = best / 2;
+                }
+            }
+        }
+    }
+    PMPI_Allgather(mine, 2, MPI_INT64_T, meas, 2, MPI_INT64_T, MPI_COMM_WORLD);
+    if (probe[wrank] >= 0) {
+        clock_offset = meas[2 * probe[wrank]];
+        clock_error = meas[2 * probe[wrank] + 1];
+    }
+    free(meas);
+    free(probe);
+}
+
+static int open_stage(const char *dir, int64_t capacity) {
+    snprintf(stage, sizeof stage, "%s/.staging/rank-%05d", dir, wrank);
+    if (mkdir(stage, 0755) != 0 && errno != EEXIST) return errno;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/events.raw", stage);
+    raw_fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (raw_fd < 0) return errno;
+    /* held while the rank lives: `trace seal` tells a live rank from a dead one by it */
+    if (flock(raw_fd, LOCK_EX | LOCK_NB) != 0) return errno;
+    snprintf(path, sizeof path, "%s/names.jsonl", stage);
+    names_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    if (names_fd < 0) return errno;
+    window_bytes = (size_t)capacity * RECORD;
+    int err = map_next();
+    if (err) return err;
+    /* the first window's pages are written once now, outside the program's measured time
+     * (where MADV_POPULATE_WRITE is missing) */
+    for (size_t o = 0; o < window_bytes; o += 4096) ((volatile char *)cur)[o] = 0;
+    return 0;
+}
+
+static void start(void) {
+    const char *dir = getenv("HINDSIGHT_TRACE_DIR");
+    if (!dir || !*dir) return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    const char *h = getenv("HINDSIGHT_HOSTNAME");
+    if (h && *h) snprintf(host, sizeof host, "%s", h);
+    else gethostname(host, sizeof host - 1);
+    const char *s = getenv("HINDSIGHT_CPU_SAMPLING");
+    cpu_all = s && strcmp(s, "all") == 0;
+    s = getenv("HINDSIGHT_BUFFER_EVENTS");
+    int64_t capacity = s ? atoll(s) : 65536;
+    if (capacity < 1) capacity = 1;
+    capacity = (capacity + GRANULE - 1) / GRANULE * GRANULE;
+    const char *run_id = getenv("HINDSIGHT_RUN_ID");
+
+    int err = open_stage(dir, capacity), any = 0;
+    PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        if (err)
+            fprintf(stderr, "hindsight: rank %d: cannot set up the trace in %s: %s\n", wrank, dir,
+                    strerror(err));
+        PMPI_Finalize();
+        _exit(2);
+    }
+    char line[512];
+    snprintf(line, sizeof line, "[\"rank\", %d, \"%s\", %lld]\n", wrank, run_id ? run_id : "",
+             (long long)capacity);
+    name_line(line);
+
+    char *hosts = calloc((size_t)wsize, sizeof host);
+    PMPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+    world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0};
+    self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0};
+    on = 1;
+    atexit(at_exit);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+
+    PMPI_Barrier(MPI_COMM_WORLD);
+    int64_t epoch0 = wrank == 0 ? now_ns() : 0;
+    PMPI_Bcast(&epoch0, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    clock_offsets(hosts, (int)sizeof host);
+    free(hosts);
+    epoch = epoch0 + clock_offset;
+    snprintf(line, sizeof line, "[\"epoch\", %lld]\n", (long long)epoch);
+    name_line(line);
+}
+
+int MPI_Init(int *argc, char ***argv) {
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) start();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) start();
+    return rc;
+}
+
+int MPI_Finalize(void) {
+    if (on && !finished) stop("complete", now_ns() - epoch);
+    return PMPI_Finalize();
+}
+
+/* ---- point-to-point --------------------------------------------------------------------- */
+
+#define CPU0 int64_t c0 = cpu_all ? cpu_ns() : 0
+#define CPU1 (cpu_all ? cpu_ns() - c0 : -1)
+
+static inline int64_t bytes(int count, MPI_Datatype t) {
+    int s;
+    PMPI_Type_size(t, &s);
+    return (int64_t)count * s;
+}
+
+static inline int64_t status_bytes(const MPI_Status *st) {
+    int n;
+    PMPI_Get_count(st, MPI_BYTE, &n);
+    return n == MPI_UNDEFINED ? -1 : n;
+}
+
+#define SEND_WRAPPER(NAME, OPC)                                                              \
+int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {  \
+    if (!on) return P##NAME(buf, count, type, dest, tag, comm);                              \
+    CPU0;                                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = P##NAME(buf, count, type, dest, tag, comm);                                     \
+    int64_t t1 = now_ns();                                                                   \
+    comm_t *c = comm_of(comm);                                                               \
+    rec(OPC, t0, CPU1, world_of(c, dest), tag, c->id, bytes(count, type), -1, -1, t1);       \
+    return rc;                                                                               \
+}
+SEND_WRAPPER(MPI_Send, OP_SEND)
+SEND_WRAPPER(MPI_Ssend, OP_SSEND)
+SEND_WRAPPER(MPI_Bsend, OP_BSEND)
+SEND_WRAPPER(MPI_Rsend, OP_RSEND)
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+    if (!on) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    int64_t t0 = now_ns();
+    int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
+    int64_t t1 = now_ns();
+    comm_t *c = comm_of(comm);
+    rec(OP_RECV, t0, CPU1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st), -1,
+        -1, t1);
+    return rc;
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                 int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source,
+                 int recvtag, MPI_Comm comm, MPI_Status *status) {
+    if (!on)
+        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                             recvtype, source, recvtag, comm, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    int64_t t0 = now_ns();
+    int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                           recvtype, source, recvtag, comm, st);
+    int64_t t1 = now_ns();
+    comm_t *c = comm_of(comm);
+    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(sendcount, sendtype), -1,
+        -1, t1);
+    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st),
+        -1, -1, t1);
+    return rc;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+    if (!on) return PMPI_Probe(source, tag, comm, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    int64_t t0 = now_ns();
+    int rc = PMPI_Probe(source, tag, comm, st);
+    int64_t t1 = now_ns();
+    comm_t *c = comm_of(comm);
+    rec(OP_PROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st), -1,
+        -1, t1);
+    return rc;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+    if (!on) return PMPI_Iprobe(source, tag, comm, flag, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    int64_t t0 = now_ns();
+    int rc = PMPI_Iprobe(source, tag, comm, flag, st);
+    int64_t t1 = now_ns();
+    if (*flag) {
+        comm_t *c = comm_of(comm);
+        rec(OP_IPROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,
+            status_bytes(st), -1, -1, t1);
+    }
+    return rc;
+}
+
+/* ---- non-blocking posts ------------------------------------------------------------------ */
+
+#define ISEND_WRAPPER(NAME, OPC)                                                             \
+int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,    \
+         MPI_Request *request) {                                                             \
+    if (!on) return P##NAME(buf, count, type, dest, tag, comm, request);                     \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = P##NAME(buf, count, type, dest, tag, comm, request);                            \
+    int64_t t1 = now_ns();                                                                   \
+    comm_t *c = comm_of(comm);                                                               \
+    int64_t rid = next_request++;                                                            \
+    rec(OPC, t0, -1, world_of(c, dest), tag, c->id, bytes(count, type), rid, -1, t1);        \
+    req_put(*request, rid, NULL, c->id);                                                     \
+    return rc;                                                                               \
+}
+ISEND_WRAPPER(MPI_Isend, OP_ISEND)
+ISEND_WRAPPER(MPI_Issend, OP_ISSEND)
+ISEND_WRAPPER(MPI_Ibsend, OP_IBSEND)
+ISEND_WRAPPER(MPI_Irsend, OP_IRSEND)
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request *request) {
+    if (!on) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    int64_t t1 = now_ns();
+    comm_t *c = comm_of(comm);
+    int64_t rid = next_request++;
+    rec(OP_IRECV, t0, -1, source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),
+        tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, c->id, bytes(count, type), rid, -1, t1);
+    req_put(*request, rid, c, c->id);
+    return rc;
+}
+
+int MPI_Request_free(MPI_Request *request) {
+    req_t *e = on ? req_find(*request) : NULL;
+    if (e) req_del(e);
+    return PMPI_Request_free(request);
+}
+
+/* ---- completions: one row per traced request that completed ----------------------------- */
+
+/* The row of a completed request `e` (status `st` for a receive); removes it from the table. */
+static inline void completed(int op, int64_t t0, int64_t cpu, int64_t t1, req_t *e,
+                             const MPI_Status *st) {
+    int64_t peer = -1, tag = -1, n = -1;
+    if (e->recv_comm && st) {
+        peer = world_of(e->recv_comm, st->MPI_SOURCE);
+        tag = st->MPI_TAG;
+        n = status_bytes(st);
+    }
+    rec(op, t0, cpu, peer, tag, e->cid, n, e->hid, -1, t1);
+    req_del(e);
+}
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+    req_t *e = on ? req_find(*request) : NULL;
+    if (!e) return PMPI_Wait(request, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    int64_t t0 = now_ns();
+    int rc = PMPI_Wait(request, st);
+    int64_t t1 = now_ns();
+    completed(OP_WAIT, t0, CPU1, t1, e, st);
+    return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+    req_t *e = on ? req_find(*request) : NULL;
+    if (!e) return PMPI_Test(request, flag, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    int64_t t0 = now_ns();
+    int rc = PMPI_Test(request, flag, st);
+    int64_t t1 = now_ns();
+    if (*flag) completed(OP_TEST, t0, CPU1, t1, e, st);
+    return rc;
+}
+
+#define LOCAL 64
+
+/* Scratch for the -all/-any/-some calls: the handles before the call (MPI sets completed ones
+ * to MPI_REQUEST_NULL) and statuses when the caller ignores them. */
+typedef struct {
+    MPI_Request hs[LOCAL];
+    MPI_Status ss[LOCAL];
+    MPI_Request *h;
+    MPI_Status *s;
+} scratch_t;
+
+static void scratch_take(scratch_t *x, int n, const MPI_Request *reqs_in, MPI_Status *given) {
+    x->h = n <= LOCAL ? x->hs : malloc((size_t)n * sizeof(MPI_Request));
+    memcpy(x->h, reqs_in, (size_t)n * sizeof(MPI_Request));
+    x->s = given != MPI_STATUSES_IGNORE ? given
+         : n <= LOCAL ? x->ss : malloc((size_t)n * sizeof(MPI_Status));
+}
+
+static void scratch_drop(scratch_t *x, const MPI_Status *given) {
+    if (x->h != x->hs) free(x->h);
+    if (x->s != x->ss && x->s != given) free(x->s);
+}
+
+static int any_traced(int n, const MPI_Request *r) {
+    if (!on || !nreqs) return 0;
+    for (int i = 0; i < n; i++) if (req_find(r[i])) return 1;
+    return 0;
+}
+
+#define ALL_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE)                                    \
+int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {                \
+    if (!any_traced(count, reqs_in)) return P##NAME(count, reqs_in FLAG_ARG, statuses);      \
+    scratch_t x;                                                                             \
+    scratch_take(&x, count, reqs_in, statuses);                                              \
+    CPU0;                                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = P##NAME(count, reqs_in FLAG_ARG, x.s);                                          \
+    int64_t t1 = now_ns();                                                                   \
+    if (DONE) {                                                                              \
+        int64_t cpu = CPU1;                                                                  \
+        for (int i = 0; i < count; i++) {                                                    \
+            req_t *e = req_find(x.h[i]);                                                     \
+            if (!e) continue;                                                                \
+            completed(OPC, t0, cpu, t1, e, &x.s[i]);                                         \
+            cpu = -1;                                                                        \
+        }                                                                                    \
+    }                                                                                        \
+    scratch_drop(&x, statuses);                                                              \
+    return rc;                                                                               \
+}
+#define COMMA ,
+ALL_WRAPPER(MPI_Waitall, OP_WAITALL, , , 1)
+ALL_WRAPPER(MPI_Testall, OP_TESTALL, COMMA int *flag, COMMA flag, *flag)
+
+#define ANY_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE)                                    \
+int NAME(int count, MPI_Request reqs_in[], int *index FLAG_DECL, MPI_Status *status) {       \
+    if (!any_traced(count, reqs_in)) return P##NAME(count, reqs_in, index FLAG_ARG, status); \
+    scratch_t x;                                                                             \
+    scratch_take(&x, count, reqs_in, MPI_STATUSES_IGNORE);                                   \
+    MPI_Status mine;                                                                         \
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
+    CPU0;                                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = P##NAME(count, reqs_in, index FLAG_ARG, st);                                    \
+    int64_t t1 = now_ns();                                                                   \
+    if ((DONE) && *index != MPI_UNDEFINED) {                                                 \
+        req_t *e = req_find(x.h[*index]);                                                    \
+        if (e) completed(OPC, t0, CPU1, t1, e, st);                                          \
+    }                                                                                        \
+    scratch_drop(&x, MPI_STATUSES_IGNORE);                                                   \
+    return rc;                                                                               \
+}
+ANY_WRAPPER(MPI_Waitany, OP_WAITANY, , , 1)
+ANY_WRAPPER(MPI_Testany, OP_TESTANY, COMMA int *flag, COMMA flag, *flag)
+
+#define SOME_WRAPPER(NAME, OPC)                                                              \
+int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],                   \
+         MPI_Status statuses[]) {                                                            \
+    if (!any_traced(incount, reqs_in))                                                       \
+        return P##NAME(incount, reqs_in, outcount, indices, statuses);                       \
+    scratch_t x;                                                                             \
+    scratch_take(&x, incount, reqs_in, statuses);                                            \
+    CPU0;                                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = P##NAME(incount, reqs_in, outcount, indices, x.s);                              \
+    int64_t t1 = now_ns();                                                                   \
+    if (*outcount != MPI_UNDEFINED) {                                                        \
+        int64_t cpu = CPU1;                                                                  \
+        for (int k = 0; k < *outcount; k++) {                                                \
+            req_t *e = req_find(x.h[indices[k]]);                                            \
+            if (!e) continue;                                                                \
+            completed(OPC, t0, cpu, t1, e, &x.s[k]);                                         \
+            cpu = -1;                                                                        \
+        }                                                                                    \
+    }                                                                                        \
+    scratch_drop(&x, statuses);                                                              \
+    return rc;                                                                               \
+}
+SOME_WRAPPER(MPI_Waitsome, OP_WAITSOME)
+SOME_WRAPPER(MPI_Testsome, OP_TESTSOME)
+
+/* ---- collectives: byte counts as instrument/comm.py records them ------------------------- */
+
+#define COLL(OPC, NBYTES, ROOT, CALL)                                                        \
+    if (!on) return CALL;                                                                    \
+    CPU0;                                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = CALL;                                                                           \
+    int64_t t1 = now_ns();                                                                   \
+    comm_t *c = comm_of(comm);                                                               \
+    rec(OPC, t0, CPU1, -1, -1, c->id, NBYTES, -1, ROOT, t1);                                 \
+    return rc;
+
+static int64_t sum_bytes(const int *counts, MPI_Comm comm, MPI_Datatype t) {
+    int n;
+    PMPI_Comm_size(comm, &n);
+    int64_t s = 0;
+    for (int i = 0; i < n; i++) s += counts[i];
+    return s * bytes(1, t);
+}
+
+static int is_root(MPI_Comm comm, int root) {
+    int r;
+    PMPI_Comm_rank(comm, &r);
+    return r == root;
+}
+
+int MPI_Barrier(MPI_Comm comm) { COLL(OP_BARRIER, 0, -1, PMPI_Barrier(comm)) }
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
+    COLL(OP_BCAST, bytes(count, t), world_of(c, root), PMPI_Bcast(buf, count, t, root, comm))
+}
+
+int MPI_Reduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, int root,
+               MPI_Comm comm) {
+    COLL(OP_REDUCE, bytes(count, t), world_of(c, root),
+         PMPI_Reduce(sb, rb, count, t, op, root, comm))
+}
+
+int MPI_Allreduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op,
+                  MPI_Comm comm) {
+    COLL(OP_ALLREDUCE, bytes(count, t), -1, PMPI_Allreduce(sb, rb, count, t, op, comm))
+}
+
+int MPI_Scan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+    COLL(OP_SCAN, bytes(count, t), -1, PMPI_Scan(sb, rb, count, t, op, comm))
+}
+
+int MPI_Exscan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+    COLL(OP_EXSCAN, bytes(count, t), -1, PMPI_Exscan(sb, rb, count, t, op, comm))
+}
+
+int MPI_Gather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+               int root, MPI_Comm comm) {
+    COLL(OP_GATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), world_of(c, root),
+         PMPI_Gather(sb, sc, st, rb, rc_, rt, root, comm))
+}
+
+int MPI_Gatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
+                const int displs[], MPI_Datatype rt, int root, MPI_Comm comm) {
+    COLL(OP_GATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, world_of(c, root),
+         PMPI_Gatherv(sb, sc, st, rb, rcs, displs, rt, root, comm))
+}
+
+int MPI_Scatter(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                int root, MPI_Comm comm) {
+    COLL(OP_SCATTER, rb != MPI_IN_PLACE ? bytes(rc_, rt) : bytes(sc, st), world_of(c, root),
+         PMPI_Scatter(sb, sc, st, rb, rc_, rt, root, comm))
+}
+
+int MPI_Scatterv(const void *sb, const int scs[], const int displs[], MPI_Datatype st,
+                 void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm) {
+    COLL(OP_SCATTERV, is_root(comm, root) ? sum_bytes(scs, comm, st) : bytes(rc_, rt),
+         world_of(c, root), PMPI_Scatterv(sb, scs, displs, st, rb, rc_, rt, root, comm))
+}
+
+int MPI_Allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                  MPI_Comm comm) {
+    COLL(OP_ALLGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
+         PMPI_Allgather(sb, sc, st, rb, rc_, rt, comm))
+}
+
+int MPI_Allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
+                   const int displs[], MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_ALLGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, -1,
+         PMPI_Allgatherv(sb, sc, st, rb, rcs, displs, rt, comm))
+}
+
+int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                 MPI_Comm comm) {
+    COLL(OP_ALLTOALL, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
+         PMPI_Alltoall(sb, sc, st, rb, rc_, rt, comm))
+}
+
+int MPI_Alltoallv(const void *sb, const int scs[], const int sdispls[], MPI_Datatype st,
+                  void *rb, const int rcs[], const int rdispls[], MPI_Datatype rt,
+                  MPI_Comm comm) {
+    COLL(OP_ALLTOALLV, sb != MPI_IN_PLACE ? sum_bytes(scs, comm, st) : sum_bytes(rcs, comm, rt),
+         -1, PMPI_Alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))
+}
+
+int MPI_Reduce_scatter(const void *sb, void *rb, const int rcs[], MPI_Datatype t, MPI_Op op,
+                       MPI_Comm comm) {
+    COLL(OP_REDUCE_SCATTER, sum_bytes(rcs, comm, t), -1,
+         PMPI_Reduce_scatter(sb, rb, rcs, t, op, comm))
+}
+
+int MPI_Reduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype t, MPI_Op op,
+                             MPI_Comm comm) {
+    COLL(OP_REDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,
+         PMPI_Reduce_scatter_block(sb, rb, rcount, t, op, comm))
+}
+
+/* ---- communicator creation: the row's peer holds the new communicator's id --------------- */
+
+static void derived(int op, int64_t t0, int64_t t1, MPI_Comm parent, MPI_Comm made) {
+    comm_t *p = comm_of(parent);
+    int64_t pid = p->id, index = p->created++;
+    if (made == MPI_COMM_NULL) {
+        rec(op, t0, -1, -1, -1, pid, -1, -1, -1, t1);
+        return;
+    }
+    int size;
+    int *world = members_of(made, &size);
+    comm_t *c = add_comm(made, derived_id(pid, index, lowest(world, size)), world, size);
+    rec(op, t0, -1, c->id, -1, pid, -1, -1, -1, t1);
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Comm_split(comm, color, key, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+    derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Comm_split_type(comm, type, key, info, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+    derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Comm_dup(comm, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Comm_dup(comm, newcomm);
+    derived(OP_COMM_DUP, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Comm_create(comm, group, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Comm_create(comm, group, newcomm);
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_free(MPI_Comm *comm) {
+    if (on) forget_comm(*comm);
+    return PMPI_Comm_free(comm);
+}

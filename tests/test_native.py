@@ -1,0 +1,178 @@
+"""Compiled MPI programs traced through the PMPI library (instrument/native.py, instrument/pmpi/):
+the program's output is unchanged, every call gives the rows the Python tracer writes for it,
+the trace passes `hindsight trace check`, and replays (`measured` reproduces the makespan)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hindsight import trace as tf
+from instrument import native
+from tests.conftest import PROGRAMS, hindsight
+
+pytestmark = pytest.mark.skipif(native.find_mpicc() is None,
+                                reason="no mpicc: compiled programs cannot be built here")
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory):
+    """Compile tests/programs/NAME.c on first use; returns the executable's path."""
+    root = tmp_path_factory.mktemp("native")
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            out = root / name
+            subprocess.run([native.find_mpicc(), "-O2", "-o", str(out),
+                            str(PROGRAMS / f"{name}.c")], check=True)
+            built[name] = out
+        return built[name]
+    return get
+
+
+def _traced(exe: Path, n: int, out: Path, args: list[str] = ()):
+    done, manifest = native.launch(n, out, str(exe), list(args), timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done, manifest
+
+
+def _untraced_stdout(exe: Path, n: int, args: list[str] = ()) -> str:
+    done = subprocess.run(native.command(n, str(exe), list(args)), capture_output=True,
+                          text=True, timeout=120, check=True)
+    return done.stdout
+
+
+def _rows(out: Path):
+    return tf.read_trace(out).to_pandas()
+
+
+def _check_and_replay(out: Path) -> None:
+    res = hindsight("trace", "check", out)
+    assert res.returncode == 0 and res.stdout.strip() == f"{out}: ok", res.stdout + res.stderr
+    import replay
+
+    prep = replay.prepare(out)
+    measured = replay.run(prep, "measured")
+    assert measured.makespan_ns == pytest.approx(prep.measured_makespan_ns, rel=0.01)
+    assert replay.run(prep, "loggps").makespan_ns > 0
+
+
+def _counts(df, rank: int) -> Counter:
+    return Counter(df[df["rank"] == rank]["op"].astype(str))
+
+
+def test_ring_rows_output_and_replay(exe, tmp_path):
+    prog = exe("ring")
+    done, m = _traced(prog, 4, tmp_path / "t", ["10"])
+    assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, 4, ["10"])
+                                                      .splitlines())
+    assert m["complete"] and m["rank_status"] == ["complete"] * 4 and m["tracer"] == "pmpi"
+    assert m["events"] == [20] * 4 and m["wall_ns"] > 0
+    df = _rows(tmp_path / "t")
+    for r in range(4):
+        assert _counts(df, r) == {"Send": 10, "Recv": 10}
+        mine = df[df["rank"] == r]
+        assert set(mine[mine["op"] == "Send"]["peer"]) == {(r + 1) % 4}
+        assert set(mine[mine["op"] == "Recv"]["peer"]) == {(r + 3) % 4}
+        assert set(mine["nbytes"]) == {256 * 8}
+        assert (mine["t_end"] >= mine["t_start"]).all()
+    _check_and_replay(tmp_path / "t")
+
+
+def test_nonblocking_completions_one_row_per_request(exe, tmp_path):
+    prog = exe("nonblocking")
+    done, _ = _traced(prog, 3, tmp_path / "t")
+    assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, 3).splitlines())
+    df = _rows(tmp_path / "t")
+    for r in range(3):
+        assert _counts(df, r) == {"Irecv": 14, "Isend": 12, "Waitall": 20, "Wait": 1,
+                                  "Waitany": 2, "Waitsome": 2, "Test": 1, "Send": 3,
+                                  "Sendrecv_send": 1, "Sendrecv_recv": 1, "Probe": 1,
+                                  "Recv": 1}
+        mine = df[df["rank"] == r].reset_index(drop=True)
+        posts = mine[mine["op"].isin(["Irecv", "Isend"])]
+        assert list(posts["request"]) == list(range(26))        # request ids in post order
+        done_ids = mine[mine["op"].isin(list(tf.COMPLETION_OPS))]["request"]
+        assert sorted(done_ids) == list(range(26))              # each completed once
+        any_post = mine[(mine["op"] == "Irecv") & (mine["peer"] == tf.ANY_SOURCE)]
+        assert len(any_post) == 1 and any_post["tag"].iloc[0] == tf.ANY_TAG
+        wait = mine[mine["op"] == "Wait"].iloc[0]       # completes it: the real source and size
+        assert wait["request"] == any_post["request"].iloc[0]
+        assert (wait["peer"], wait["tag"], wait["nbytes"]) == ((r + 2) % 3, 7, 40)
+        waitall = mine[mine["op"] == "Waitall"].iloc[:4]
+        assert list(waitall["peer"]) == [(r + 2) % 3, (r + 1) % 3, -1, -1]   # sends: -1
+        assert list(waitall["nbytes"]) == [400, 200, -1, -1]
+        assert waitall["t_start"].nunique() == 1
+    _check_and_replay(tmp_path / "t")
+
+
+def test_collectives_bytes_and_roots(exe, tmp_path):
+    prog = exe("collectives")
+    p = 4
+    done, _ = _traced(prog, p, tmp_path / "t")
+    assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, p).splitlines())
+    df = _rows(tmp_path / "t")
+    block = 8 * 8
+    expected = {"Barrier": 0, "Bcast": block, "Reduce": block, "Allreduce": block,
+                "Gather": block, "Gatherv": block, "Scatter": block, "Allgather": block,
+                "Allgatherv": block, "Alltoall": block, "Alltoallv": block * p, "Scan": block,
+                "Exscan": block, "Reduce_scatter": block * p, "Reduce_scatter_block": block}
+    for r in range(p):
+        mine = df[df["rank"] == r]
+        assert _counts(mine, r) == {**{op: 1 for op in tf.COLLECTIVE_OPS}, "Allreduce": 2}
+        got = dict(zip(mine["op"].astype(str), mine["nbytes"]))
+        for op, n in expected.items():
+            assert got[op] == n, op
+        # Scatterv's root sends every block; the others receive one
+        assert got["Scatterv"] == (block * p if r == 0 else block)
+        roots = dict(zip(mine["op"].astype(str), mine["root"]))
+        assert roots["Bcast"] == 1 and roots["Reduce"] == 0 and roots["Allreduce"] == -1
+    _check_and_replay(tmp_path / "t")
+
+
+def test_comm_split_ids_and_world_peers(exe, tmp_path):
+    prog = exe("split")
+    done, m = _traced(prog, 4, tmp_path / "t")
+    assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, 4).splitlines())
+    df = _rows(tmp_path / "t")
+    for parity in (0, 1):
+        members = sorted(range(parity, 4, 2), reverse=True)     # key -rank: reversed
+        split_id = tf.derived_comm_id(tf.COMM_WORLD_ID, 0, min(members))
+        dup_id = tf.derived_comm_id(split_id, 0, min(members))
+        assert m["communicators"][str(split_id)] == members
+        assert m["communicators"][str(dup_id)] == members
+        for r in members:
+            mine = df[df["rank"] == r].reset_index(drop=True)
+            assert list(mine["op"].astype(str))[:4] == ["Comm_split", "Comm_dup", "Allreduce",
+                                                        "Bcast"]
+            assert mine["peer"][0] == split_id and mine["comm"][1] == split_id
+            assert mine["peer"][1] == dup_id and mine["comm"][3] == dup_id
+            assert mine["root"][3] == members[-1]                # local root 1 -> world rank
+        # local rank 0 (world rank 2 or 3) sends to local rank 1 (world 0 or 1): world peers
+        sender, receiver = members[0], members[1]
+        send = df[(df["rank"] == sender) & (df["op"] == "Send")].iloc[0]
+        recv = df[(df["rank"] == receiver) & (df["op"] == "Recv")].iloc[0]
+        assert (send["peer"], send["comm"]) == (receiver, dup_id)
+        assert (recv["peer"], recv["comm"]) == (sender, dup_id)
+    _check_and_replay(tmp_path / "t")
+
+
+def test_killed_rank_keeps_what_it_recorded(exe, tmp_path):
+    prog = exe("crash")
+    done, m = native.launch(3, tmp_path / "t", str(prog), timeout=120)
+    assert done.returncode != 0
+    assert m["complete"] is False and m["rank_status"][1] == "killed"
+    df = _rows(tmp_path / "t")
+    assert _counts(df, 1) == {"Barrier": 3}
+
+
+def test_not_a_program_is_not_native(tmp_path, exe):
+    script = tmp_path / "prog.py"
+    script.write_text("print(1)\n")
+    assert not native.is_native(script)
+    assert not native.is_native(tmp_path / "missing")
+    assert native.is_native(exe("ring"))
