@@ -82,8 +82,9 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
     if net.get("testbed_name"):
         cmd += ["--testbed", net["testbed_name"]]
     # --accept-noisy: a noisy profile is written (marked) and judged here, so that it is kept
-    # for inspection and the spec decides.
-    cmd.append("--accept-noisy")
+    # for inspection and the spec decides. --force: the profile is this run's own, replaced by
+    # the second attempt or when one left by an earlier run was noisy.
+    cmd += ["--accept-noisy", "--force"]
     for attempt in (1, 2):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0 or not dest.is_file():
