@@ -7,14 +7,16 @@ roots are recorded as world ranks, so replay never needs to translate communicat
 A pickle-API ``recv`` is recorded as the MPI calls mpi4py makes for it: a ``Probe`` row (the
 matched probe) and a ``Recv`` row (the receive); allocation and unpickling lie between and after.
 
-Not traced (they pass through unchanged): persistent requests (`*_init`), the program's own
-matched probes (`Mprobe`/`Improbe`), non-blocking collectives, one-sided communication and
-intercommunicators.
+Persistent point-to-point requests (`Send_init`, `Recv_init`, ...) are recorded at each `Start`
+as the matching non-blocking post (instrument.completion.TracedPrequest). Every communicator
+constructor returns a traced communicator with a derived id. Calls with no row model
+(non-blocking and persistent collectives, matched probes, neighbourhood collectives, one-sided
+communication, intercommunicator traffic) are counted per name (instrument.untraced), and the
+manifest says so (`untraced_calls`).
 """
 
 from __future__ import annotations
 
-import pickle as _pickle
 from time import perf_counter_ns as _now, thread_time_ns as _cpu
 from typing import Any, Sequence
 
@@ -22,7 +24,9 @@ from mpi4py import MPI
 
 from hindsight.trace import core as tf
 from instrument import completion as _completion
-from instrument.completion import TracedRequest
+from instrument.completion import TracedPrequest, TracedRequest
+from instrument.sizes import nbytes as _nbytes, pickled_size as _pickled_size
+from instrument import untraced as _untraced
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm
@@ -34,10 +38,10 @@ _ANY_TAG = MPI.ANY_TAG
 _IN_PLACE = MPI.IN_PLACE
 
 OP = tf.OP_CODE
-(_SEND, _SSEND, _BSEND, _RSEND, _RECV, _ISEND, _ISSEND, _IRECV, _SR_SEND, _SR_RECV, _PROBE,
- _IPROBE) = (
-    OP[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Irecv",
-                    "Sendrecv_send", "Sendrecv_recv", "Probe", "Iprobe"))
+(_SEND, _SSEND, _BSEND, _RSEND, _RECV, _ISEND, _ISSEND, _IBSEND, _IRSEND, _IRECV, _SR_SEND,
+ _SR_RECV, _PROBE, _IPROBE) = (
+    OP[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Ibsend",
+                    "Irsend", "Irecv", "Sendrecv_send", "Sendrecv_recv", "Probe", "Iprobe"))
 
 # The tracer of this process; set by instrument.session.start(). Module global: the cheapest
 # lookup from a wrapper.
@@ -51,76 +55,18 @@ def set_tracer(tracer) -> None:
     _completion.set_tracer(tracer)
 
 
-def _nbytes(buf: Any) -> int:
-    """Bytes described by an mpi4py buffer specification, or -1 if it cannot be told."""
-    if buf is None or buf is _IN_PLACE:
-        return -1
-    n = getattr(buf, "nbytes", None)
-    if n is not None:
-        return n
-    if isinstance(buf, (bytes, bytearray)):
-        return len(buf)
-    if isinstance(buf, (list, tuple)) and buf:
-        dtype = buf[-1] if isinstance(buf[-1], MPI.Datatype) else None
-        if dtype is not None and len(buf) >= 3:
-            count = buf[1]
-            if isinstance(count, int):
-                return count * dtype.size
-            if isinstance(count, (list, tuple)) and count:
-                if len(buf) == 3 and len(count) == 2 and isinstance(count[0], int):
-                    return count[0] * dtype.size          # [data, (count, displ), type]
-                return sum(count) * dtype.size            # [data, counts, displs, type]
-        return _nbytes(buf[0])
-    try:
-        return memoryview(buf).nbytes
-    except TypeError:
-        return -1
-
-
-class _ByteCounter:
-    """A file that only counts what is written to it."""
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def write(self, data) -> None:
-        self.n += memoryview(data).nbytes
-
-
-_counter = _ByteCounter()
-_sizer = _pickle.Pickler(_counter, protocol=MPI.pickle.PROTOCOL)
-
-
-def _pickled_size(obj: Any) -> int:
-    """The length of mpi4py's pickle of `obj`, without building it: the pickler streams to a
-    counter in frames of at most 64 KiB and hands large buffers over without copying, so the
-    size of a large object costs no large allocation (one would change the program's malloc
-    thresholds: docs/robustness.md, "No observer effect"). An object the standard pickler
-    refuses (a program may have given mpi4py another pickler, e.g. cloudpickle's) is sized by
-    mpi4py's own; one neither can pickle is recorded as -1 (unknown), never an error in the
-    program."""
-    _counter.n = 0
-    try:
-        _sizer.clear_memo()
-        _sizer.dump(obj)
-        return _counter.n
-    except Exception:
-        try:
-            return len(_dumps(obj))
-        except Exception:
-            return -1
-
-
 class TracedComm(_C):
     """An MPI intracommunicator whose calls are recorded. Use it exactly like mpi4py's."""
 
     # _st: a scratch Status for calls whose caller passed none (MPI use is single-threaded here).
     __slots__ = ("_id", "_w", "_ncreated", "_st")
+    _BASE = _C      # the mpi4py class (the topology classes below have their own)
 
-    def __new__(cls, comm: MPI.Intracomm, comm_id: int = tf.COMM_WORLD_ID,
+    # `comm` may be missing: mpi4py's own constructors (Dup, Idup, ...) make an empty instance of
+    # the caller's class, and _adopt gives it its id.
+    def __new__(cls, comm: MPI.Intracomm | None = None, comm_id: int = tf.COMM_WORLD_ID,
                 world_ranks: Sequence[int] | None = None):
-        self = super().__new__(cls, comm)
+        self = cls._BASE.__new__(cls, comm)
         self._id = comm_id
         self._w = None if world_ranks is None else tuple(world_ranks)   # None: world numbering
         self._ncreated = 0
@@ -203,6 +149,9 @@ class TracedComm(_C):
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
         self._traced_send(_SSEND, _C.Ssend, [_dumps(obj), _BYTE], dest, tag)
 
+    def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        self._traced_send(_BSEND, _C.Bsend, [_dumps(obj), _BYTE], dest, tag)
+
     def recv(self, buf=None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
              status: MPI.Status | None = None) -> Any:
         st = status if status is not None else MPI.Status()
@@ -242,6 +191,18 @@ class TracedComm(_C):
         _C.Sendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, st)
         t1 = _now()
         self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, _nbytes(sendbuf))
+        self._rec(_SR_RECV, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
+
+    def Sendrecv_replace(self, buf, dest: int, sendtag: int = 0, source: int = _ANY_SOURCE,
+                         recvtag: int = _ANY_TAG, status: MPI.Status | None = None) -> None:
+        st = status if status is not None else MPI.Status()
+        n = _nbytes(buf)
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        _C.Sendrecv_replace(self, buf, dest, sendtag, source, recvtag, st)
+        t1 = _now()
+        self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, n)
         self._rec(_SR_RECV, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf=None,
@@ -321,6 +282,12 @@ class TracedComm(_C):
     def Issend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
         return self._post(_ISSEND, _C.Issend, buf, dest, tag, _nbytes(buf), False)
 
+    def Ibsend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
+        return self._post(_IBSEND, _C.Ibsend, buf, dest, tag, _nbytes(buf), False)
+
+    def Irsend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
+        return self._post(_IRSEND, _C.Irsend, buf, dest, tag, _nbytes(buf), False)
+
     def Irecv(self, buf, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> "TracedRequest":
         return self._post(_IRECV, _C.Irecv, buf, source, tag, _nbytes(buf), True)
 
@@ -332,8 +299,40 @@ class TracedComm(_C):
         data = [_dumps(obj), _BYTE]
         return self._post(_ISSEND, _C.Issend, data, dest, tag, len(data[0]), False)
 
+    def ibsend(self, obj: Any, dest: int, tag: int = 0) -> "TracedRequest":
+        data = [_dumps(obj), _BYTE]
+        return self._post(_IBSEND, _C.Ibsend, data, dest, tag, len(data[0]), False)
+
     def irecv(self, buf=None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> "TracedRequest":
         return self._post(_IRECV, _C.irecv, buf, source, tag, _nbytes(buf), True)
+
+    # -- persistent point-to-point: each Start is recorded as the matching post ----------------------
+
+    def _persistent(self, op, fn, buf, peer, tag, is_recv) -> TracedPrequest:
+        r = TracedPrequest(fn(self, buf, peer, tag))
+        if is_recv:
+            peer = tf.ANY_SOURCE if peer == _ANY_SOURCE else peer
+            tag = tf.ANY_TAG if tag == _ANY_TAG else tag
+        w = self._w
+        r._post = (op, peer if w is None or peer < 0 else w[peer], tag, self._id, _nbytes(buf))
+        r._comm = self if is_recv else None
+        r._cid = self._id
+        return r
+
+    def Send_init(self, buf, dest: int, tag: int = 0) -> TracedPrequest:
+        return self._persistent(_ISEND, _C.Send_init, buf, dest, tag, False)
+
+    def Ssend_init(self, buf, dest: int, tag: int = 0) -> TracedPrequest:
+        return self._persistent(_ISSEND, _C.Ssend_init, buf, dest, tag, False)
+
+    def Bsend_init(self, buf, dest: int, tag: int = 0) -> TracedPrequest:
+        return self._persistent(_IBSEND, _C.Bsend_init, buf, dest, tag, False)
+
+    def Rsend_init(self, buf, dest: int, tag: int = 0) -> TracedPrequest:
+        return self._persistent(_IRSEND, _C.Rsend_init, buf, dest, tag, False)
+
+    def Recv_init(self, buf, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> TracedPrequest:
+        return self._persistent(_IRECV, _C.Recv_init, buf, source, tag, True)
 
     # -- collectives ---------------------------------------------------------------------------------
 
@@ -450,7 +449,8 @@ class TracedComm(_C):
 
     # -- communicator creation ------------------------------------------------------------------------
 
-    def _derive(self, op_name: str, fn, args: tuple):
+    def _derive(self, op_name: str, fn, args: tuple, same_group: bool = False):
+        """Call a collective constructor over this communicator and adopt what it returns."""
         t0 = _now()
         new = fn(self, *args)
         t1 = _now()
@@ -459,21 +459,12 @@ class TracedComm(_C):
         if new == MPI.COMM_NULL:
             self._rec(OP[op_name], t0, t1, -1)
             return new
-        members = MPI.Group.Translate_ranks(new.Get_group(), list(range(new.Get_size())),
-                                            MPI.COMM_WORLD.Get_group())
-        members = [int(m) for m in members]
+        members = self._members() if same_group else _members_of(new)
         cid = tf.derived_comm_id(self._id, index, min(members))
-        T = _T
-        T.add_communicator(cid, members)
-        # `peer` of a comm-creation row holds the child's id (see docs/trace-format.md), so it
-        # bypasses _rec's rank translation.
-        o = T.off
-        _pack(T.buf, o, OP[op_name], T.region, t0, -1, cid, -1, self._id, -1, -1, -1, t1)
-        o += _ROW
-        T.off = o
-        if o >= T.end:
-            T.roll()
-        return TracedComm(new, cid, members)
+        return _adopt(new, op_name, t0, t1, cid, members, self._id)
+
+    def _members(self) -> list[int]:
+        return list(self._w) if self._w is not None else list(range(self.Get_size()))
 
     def Split(self, color: int = 0, key: int = 0):
         return self._derive("Comm_split", _C.Split, (color, key))
@@ -482,13 +473,119 @@ class TracedComm(_C):
         return self._derive("Comm_split", _C.Split_type, (split_type, key, info))
 
     def Dup(self, info=None):
-        return self._derive("Comm_dup", _C.Dup, (info,))
+        return self._derive("Comm_dup", _C.Dup, (info,), same_group=True)
+
+    def Dup_with_info(self, info):
+        return self._derive("Comm_dup", _C.Dup_with_info, (info,), same_group=True)
 
     def Clone(self):
-        return self._derive("Comm_dup", _C.Clone, ())
+        return self._derive("Comm_dup", _C.Clone, (), same_group=True)
+
+    def Idup(self, info=None):
+        """Recorded as a `Comm_dup` at the post (replay has no non-blocking creation)."""
+        box = []
+
+        def post(comm, info):
+            new, req = _C.Idup(comm, info)
+            box.append(req)
+            return new
+        return self._derive("Comm_dup", post, (info,), same_group=True), box[0]
+
+    def Idup_with_info(self, info):
+        return self.Idup(info)
 
     def Create(self, group):
         return self._derive("Comm_create", _C.Create, (group,))
 
     def Create_group(self, group, tag: int = 0):
-        return self._derive("Comm_create", _C.Create_group, (group, tag))
+        """Collective over the group's members only, so its row goes on the new communicator
+        and its id counts the creations of that same group (non-members never see them)."""
+        t0 = _now()
+        new = _C.Create_group(self, group, tag)
+        t1 = _now()
+        if new == MPI.COMM_NULL:
+            return new
+        members = _members_of(new)
+        key = (self._id, tuple(members))
+        index = _group_created.get(key, 0)
+        _group_created[key] = index + 1
+        cid = tf.derived_comm_id(self._id, -1 - index, min(members))
+        return _adopt(new, "Comm_create", t0, t1, cid, members, cid)
+
+    def Create_cart(self, dims, periods=None, reorder: bool = False):
+        return self._derive("Comm_create", _C.Create_cart, (dims, periods, reorder))
+
+    def Create_graph(self, index, edges, reorder: bool = False):
+        return self._derive("Comm_create", _C.Create_graph, (index, edges, reorder))
+
+    def Create_dist_graph(self, sources, degrees, destinations, weights=None, info=MPI.INFO_NULL,
+                          reorder: bool = False):
+        return self._derive("Comm_create", _C.Create_dist_graph,
+                            (sources, degrees, destinations, weights, info, reorder))
+
+    def Create_dist_graph_adjacent(self, sources, destinations, sourceweights=None,
+                                   destweights=None, info=MPI.INFO_NULL, reorder: bool = False):
+        return self._derive("Comm_create", _C.Create_dist_graph_adjacent,
+                            (sources, destinations, sourceweights, destweights, info, reorder))
+
+    def Create_intercomm(self, local_leader: int, peer_comm, remote_leader: int, tag: int = 0):
+        # Counted, not traced: its traffic has no row model (instrument.untraced).
+        _untraced.COUNTS["Create_intercomm"] = _untraced.COUNTS.get("Create_intercomm", 0) + 1
+        return _untraced.TracedIntercomm(
+            _C.Create_intercomm(self, local_leader, peer_comm, remote_leader, tag))
+
+
+_untraced.add_counters(TracedComm, _C, _untraced.COMM_UNTRACED)
+
+#: Create_group calls per (parent id, members): how many of that group were made before.
+_group_created: dict[tuple, int] = {}
+
+
+def _members_of(comm: MPI.Comm) -> list[int]:
+    """The world ranks of `comm`'s members, in its rank order."""
+    members = MPI.Group.Translate_ranks(comm.Get_group(), list(range(comm.Get_size())),
+                                        MPI.COMM_WORLD.Get_group())
+    return [int(m) for m in members]
+
+
+def _adopt(new: MPI.Comm, op_name: str, t0: int, t1: int, cid: int, members: list[int],
+           row_comm: int) -> TracedComm:
+    """Record the creation row (`peer` holds the child's id, see docs/trace-format.md), name the
+    new communicator's members, and return it traced."""
+    T = _T
+    T.add_communicator(cid, members)
+    o = T.off
+    _pack(T.buf, o, OP[op_name], T.region, t0, -1, cid, -1, row_comm, -1, -1, -1, t1)
+    o += _ROW
+    T.off = o
+    if o >= T.end:
+        T.roll()
+    if type(new) in _TRACED:     # made by mpi4py as an instance of the caller's class
+        new._id = cid
+        new._w = tuple(members)
+        new._ncreated = 0
+        return new
+    return _TRACED_CLASS.get(type(new), TracedComm)(new, cid, members)
+
+
+def _traced_class(base: type, extra: dict) -> type:
+    """TracedComm's methods on another communicator class (mpi4py refuses a class deriving from
+    both TracedComm and a topology class: their instance layouts differ in its eyes)."""
+    body = {k: v for k, v in vars(TracedComm).items()
+            if k not in ("__dict__", "__weakref__", "_id", "_w", "_ncreated", "_st")}
+    body.update(extra, _BASE=base, __doc__=f"A traced {base.__name__}.")
+    cls = type("Traced" + base.__name__, (base,), body)
+    _untraced.add_counters(cls, base, _untraced.TOPO_UNTRACED)
+    return cls
+
+
+def _cart_sub(self, remain_dims):
+    return self._derive("Comm_split", MPI.Cartcomm.Sub, (remain_dims,))
+
+
+TracedCartcomm = _traced_class(MPI.Cartcomm, {"Sub": _cart_sub})
+TracedGraphcomm = _traced_class(MPI.Graphcomm, {})
+TracedDistgraphcomm = _traced_class(MPI.Distgraphcomm, {})
+_TRACED_CLASS = {MPI.Intracomm: TracedComm, MPI.Cartcomm: TracedCartcomm,
+                 MPI.Graphcomm: TracedGraphcomm, MPI.Distgraphcomm: TracedDistgraphcomm}
+_TRACED = frozenset(_TRACED_CLASS.values())

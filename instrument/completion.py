@@ -1,4 +1,5 @@
-"""The traced request: completions of non-blocking operations, one row per completed request.
+"""The traced request: completions of non-blocking operations, one row per completed request;
+the traced persistent request (`TracedPrequest`), recorded at each `Start`.
 
 ``instrument.comm`` posts the requests (Isend, Irecv...) and returns ``TracedRequest`` objects;
 this module records their completion (Wait, Test and their -all/-any/-some forms), with the
@@ -145,9 +146,10 @@ class TracedRequest(_R):
     """A request whose completion is recorded (one row per request, see docs/trace-format.md)."""
 
     __slots__ = ("_hid", "_comm", "_cid")
+    _BASE = _R      # the mpi4py class (TracedPrequest has its own)
 
     def __new__(cls, request=None):
-        self = super().__new__(cls, request)
+        self = cls._BASE.__new__(cls, request)
         self._hid = -1
         self._comm = None
         self._cid = -1
@@ -172,3 +174,65 @@ class TracedRequest(_R):
     waitsome = _some(_WAITSOME, _R.waitsome, lambda out: out[0])
     Testsome = _some(_TESTSOME, _R.Testsome, lambda idx: idx)
     testsome = _some(_TESTSOME, _R.testsome, lambda out: out[0])
+
+
+_P = MPI.Prequest
+
+
+class _PersistentStart:
+    """What a persistent point-to-point request (`Send_init`, `Recv_init`, ...): each `Start` is
+    recorded as the non-blocking post it starts (Isend, Issend, Ibsend, Irsend or Irecv, with a
+    fresh request id) and its completion as any other, so replay sees ordinary messages."""
+
+    def _started(self, t0: int, t1: int) -> None:
+        T = _T
+        rid = T.next_request
+        T.next_request = rid + 1
+        op, peer, tag, cid, nbytes = self._post
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, -1, peer, tag, cid, nbytes, rid, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+        self._hid = rid
+
+    def Start(self) -> None:
+        t0 = _now()
+        _P.Start(self)
+        t1 = _now()
+        if self._post is not None:
+            self._started(t0, t1)
+
+    @classmethod
+    def Startall(cls, requests) -> None:
+        t0 = _now()
+        _P.Startall(requests)
+        t1 = _now()
+        for r in requests:
+            if getattr(r, "_post", None) is not None:
+                r._started(t0, t1)
+
+
+def _persistent_class() -> type:
+    """TracedRequest's completions and _PersistentStart's starts on mpi4py's Prequest (mpi4py
+    refuses a class deriving from both TracedRequest and Prequest)."""
+    body = {k: v for k, v in vars(TracedRequest).items()
+            if k not in ("__dict__", "__weakref__", "_hid", "_comm", "_cid", "__slots__")}
+    body.update({k: v for k, v in vars(_PersistentStart).items()
+                 if k not in ("__dict__", "__weakref__", "__module__")})
+    body.update(__slots__=("_hid", "_comm", "_cid", "_post"), _BASE=_P)
+    cls = type("TracedPrequest", (_P,), body)
+
+    def __new__(cls, request=None):
+        self = _P.__new__(cls, request)
+        self._hid = -1
+        self._comm = None
+        self._cid = -1
+        self._post = None
+        return self
+    cls.__new__ = __new__
+    return cls
+
+
+TracedPrequest = _persistent_class()

@@ -10,9 +10,16 @@ process's heap in the order they do untraced. That order matters: with MPI initi
 NumPy was imported, a NumPy stencil's temporaries were page-faulted afresh every iteration (186k
 faults a run against 15k untraced), the observer effect of docs/robustness.md.
 
-For the program, `mpi4py.MPI` is then a view of the real module in which `COMM_WORLD` is traced
-and `Request` is the traced request class (so `MPI.Request.Waitall(...)` is recorded too);
-everything else is the real module. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`)
+For the program, `mpi4py.MPI` is then a view of the real module in which `COMM_WORLD` is traced,
+`Request` and `Prequest` are the traced request classes (so `MPI.Request.Waitall(...)` and
+`MPI.Prequest.Startall(...)` are recorded too) and `Win` counts its calls (instrument.untraced);
+everything else is the real module, whose `Finalize` finishes the trace first
+(instrument.session).
+
+A program that asks for MPI_THREAD_MULTIPLE itself (`mpi4py.rc.thread_level = "multiple"`) is
+refused: the tracer records one thread's MPI calls at a time. mpi4py's own default request
+(the same level, made for every program) is not a refusal: most programs call MPI from one
+thread. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`)
 the program gets the real module and only its wall time is written (instrument.session).
 """
 
@@ -65,6 +72,17 @@ def _parse(argv: list[str]) -> dict:
     return opts
 
 
+class _DefaultLevel(str):
+    """mpi4py's default `rc.thread_level`, marked so that a level the program sets itself (a
+    plain str) can be told from it."""
+
+
+THREAD_MULTIPLE_REFUSED = (
+    "{program} asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records the MPI calls "
+    "of one thread at a time, and calls from two threads at once would overwrite each other's "
+    "records; set mpi4py.rc.thread_level to 'serialized' or 'funneled' to trace it")
+
+
 class _TraceOnImport:
     """A meta-path finder that lets `mpi4py.MPI` load as usual, then starts tracing (a
     collective: every rank imports it) and hands the program the traced view of it."""
@@ -74,7 +92,7 @@ class _TraceOnImport:
         self.world = None
 
     def find_spec(self, name, path=None, target=None):
-        if name != "mpi4py.MPI" or self.world is not None:
+        if name not in ("mpi4py", "mpi4py.MPI") or self.world is not None:
             return None
         sys.meta_path.remove(self)
         try:
@@ -88,6 +106,9 @@ class _TraceOnImport:
 
         def exec_module(module):
             real_exec(module)
+            if name == "mpi4py":
+                module.rc.thread_level = _DefaultLevel(module.rc.thread_level)
+                return
             # The import system returns what sys.modules holds once the module has run.
             sys.modules[name] = self.started(module)
 
@@ -102,10 +123,20 @@ class _TraceOnImport:
         import instrument
         from instrument.session import start
 
+        import mpi4py
+
+        from instrument.completion import TracedPrequest
+        from instrument.untraced import TracedWin
+
         o = self.opts
+        level = mpi4py.rc.thread_level
+        refuse = None
+        if (not isinstance(level, _DefaultLevel) and level == "multiple"
+                and mpi.Query_thread() == mpi.THREAD_MULTIPLE):
+            refuse = THREAD_MULTIPLE_REFUSED.format(program=os.path.basename(o["program"]))
         self.world = start(o["trace"], app=o["app"] or os.path.basename(o["program"]),
                            paradigm=o["paradigm"], args={"argv": o["args"]},
-                           program=os.path.abspath(o["program"]))
+                           program=os.path.abspath(o["program"]), refuse=refuse)
         if not instrument.active():
             return mpi
 
@@ -116,6 +147,8 @@ class _TraceOnImport:
         view = TracedMPI(mpi.__name__, mpi.__doc__)
         view.COMM_WORLD = self.world
         view.Request = instrument.TracedRequest
+        view.Prequest = TracedPrequest
+        view.Win = TracedWin
         return view
 
 

@@ -36,6 +36,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
         manifest = json.loads(start_path.read_text())
     nranks = int(manifest["ranks"])
     status, events, comms, ends, verified = [], [], dict(manifest.get("communicators") or {}), [], []
+    untraced: dict[str, int] = {}
+    errors: dict[str, str] = {}
     for rank in range(nranks):
         path = trace_dir / tf.rank_file_name(rank)
         if not path.is_file():
@@ -51,6 +53,10 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
             events.append(meta["events"])
             ends.append(meta.get("max_t_end_ns", 0))
             comms.update(meta.get("communicators", {}))
+            for name, n in (meta.get("untraced_calls") or {}).items():
+                untraced[name] = untraced.get(name, 0) + int(n)
+            if meta.get("error"):
+                errors[str(rank)] = str(meta["error"])
         else:
             status.append("missing")
             events.append(None)
@@ -62,6 +68,10 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     manifest["end_unix"] = time.time()
     manifest["makespan_ns"] = max(ends) if ends else None
     manifest["complete"] = all(s == "complete" for s in status)
+    # Calls the trace has no rows for (instrument/untraced.py): its traffic is incomplete.
+    manifest["untraced_calls"] = dict(sorted(untraced.items()))
+    if errors:
+        manifest["rank_errors"] = errors
     if summaries:
         clock = manifest.setdefault("clock", {})
         clock["end_offset_ns"] = [s.get("end_offset_ns", 0) for s in summaries]

@@ -29,7 +29,7 @@ from mpi4py import MPI
 
 from hindsight import conditions, system
 from hindsight.trace import core as tf
-from instrument import comm as tcomm
+from instrument import comm as tcomm, untraced as _untraced_calls
 from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
 from instrument.tracer import pack as _pack
 from instrument.seal import finalize_manifest
@@ -63,7 +63,7 @@ def tracer() -> Tracer | None:
 def start(trace_dir: str | os.PathLike | None, app: str | None = None,
           paradigm: str | None = None, args: dict[str, Any] | None = None,
           program: str | None = None, capacity: int | None = None,
-          cpu_sampling: str | None = None) -> MPI.Intracomm:
+          cpu_sampling: str | None = None, refuse: str | None = None) -> MPI.Intracomm:
     """Begin tracing this process; returns the traced COMM_WORLD (plain COMM_WORLD if off).
 
     Every rank must call it. With `trace_dir` None tracing is off and `region`/`finish` are no-ops.
@@ -73,6 +73,13 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
 
     Nothing heavier than the standard library and mpi4py is loaded here or while the program
     runs (docs/robustness.md, "No observer effect").
+
+    `refuse`: a reason the run cannot be traced (`python -m instrument.run` refuses a program
+    that asks for MPI_THREAD_MULTIPLE): rank 0 prints it and leaves it in the trace directory
+    (`.staging/refused.txt`, for `hindsight collect`), and every rank exits with status 2.
+
+    From here on `MPI.Finalize` finishes the rank first (`finish`, collective as Finalize is),
+    so a program that finalizes MPI itself keeps its trace.
     """
     global _tracer, _world, _untraced
     world = MPI.COMM_WORLD
@@ -99,6 +106,12 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     if error:
         if rank == 0:
             sys.stderr.write(f"hindsight: {error}\n")
+        world.Barrier()
+        raise SystemExit(2)
+    if refuse:
+        if rank == 0:
+            sys.stderr.write(f"hindsight: {refuse}\n")
+            (trace_dir / tf.STAGING_DIR / "refused.txt").write_text(refuse + "\n")
         world.Barrier()
         raise SystemExit(2)
 
@@ -134,12 +147,14 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
         t.hosts = hosts
         # Every rank file carries the run's metadata too, so one file describes its run.
         t.run_meta = manifest
+        t.untraced_calls = _untraced_calls.COUNTS
         _tracer = t
         tcomm.set_tracer(t)
         _world = tcomm.TracedComm(world)
         _install_exit_paths()
     else:
         _install_exit_paths(signals=False)
+    _wrap_finalize()
 
     _conditions_start.update(snapshot=conditions.snapshot() if rank == 0 else None,
                              ctx=conditions.ctx_switches(), wait=conditions.run_queue_wait_ns(),
@@ -160,6 +175,21 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
     t.clock_offset_ns = offsets[rank]
     t.clock_error_ns = errors[rank]
     return _world
+
+
+_real_finalize = MPI.Finalize
+
+
+def _finalize() -> None:
+    """`MPI.Finalize` as a traced program calls it: the rank's trace is finished (collective,
+    as MPI_Finalize is) while MPI still works, then MPI is finalized."""
+    finish()
+    _real_finalize()
+
+
+def _wrap_finalize() -> None:
+    _finalize.__doc__ = _real_finalize.__doc__
+    MPI.Finalize = _finalize
 
 
 def _prepare_dir(trace_dir: Path) -> str | None:
@@ -497,6 +527,9 @@ def _install_exit_paths(signals: bool = True) -> None:
             sys.stderr.write(f"hindsight: {exc}; stopping the run (the trace stays incomplete)\n")
             _mark_write_error()
         else:
+            if _tracer is not None:
+                # Into the rank file's metadata; the manifest gathers them (rank_errors).
+                _tracer.error = f"{exc_type.__name__}: {exc}"[:2000]
             _close_abnormally("error")
             previous_hook(exc_type, exc, tb)
         # The other ranks may be blocked waiting for this one and MPI_Finalize would wait for

@@ -86,6 +86,8 @@ class Tracer:
         self.run_meta: dict[str, Any] | None = None
         self.program_end_ns: int | None = None   # run time at which the program ended
         self.events_at_close: int | None = None
+        self.untraced_calls: dict[str, int] = {}    # calls counted, not recorded (untraced.py)
+        self.error: str | None = None              # the exception that ended the rank
         self.stage = fc.staging_dir(self.trace_dir, rank)
         self.stage.mkdir(parents=True, exist_ok=True)
         self.window_bytes = self.capacity * RECORD
@@ -216,6 +218,8 @@ class Tracer:
             "communicators": {str(k): v for k, v in self.communicators.items()},
             "closed_unix": time.time(),
             "run": self.run_meta,
+            "untraced_calls": dict(self.untraced_calls),
+            "error": self.error,
         }
 
     def mark(self, status: str) -> None:

@@ -1,0 +1,104 @@
+"""Calls the tracer does not model, counted so that a trace says its traffic is incomplete.
+
+Non-blocking and persistent collectives, `Alltoallw`, matched probes, partitioned and combined
+non-blocking send-receives, neighbourhood collectives, one-sided communication (windows) and
+intercommunicator traffic are not recorded as rows (replay has no model for them). Each such
+call is counted per name in `COUNTS`; the rank's file metadata carries the totals and the manifest
+their sum over the ranks (`untraced_calls`, instrument/seal.py). Only these methods are wrapped:
+the calls traced as rows keep their own wrappers and cost nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from mpi4py import MPI
+
+#: call name -> times this rank called it.
+COUNTS: dict[str, int] = {}
+
+#: Methods of an intracommunicator that are counted, not traced.
+COMM_UNTRACED = (
+    "Alltoallw", "Isendrecv", "Isendrecv_replace", "Mprobe", "Improbe", "mprobe", "improbe",
+    "Ibarrier", "Ibcast", "Igather", "Igatherv", "Iscatter", "Iscatterv", "Iallgather",
+    "Iallgatherv", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ireduce", "Iallreduce",
+    "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan",
+    "Barrier_init", "Bcast_init", "Gather_init", "Gatherv_init", "Scatter_init", "Scatterv_init",
+    "Allgather_init", "Allgatherv_init", "Alltoall_init", "Alltoallv_init", "Alltoallw_init",
+    "Reduce_init", "Allreduce_init", "Reduce_scatter_init", "Reduce_scatter_block_init",
+    "Scan_init", "Exscan_init", "Psend_init", "Precv_init",
+    "Create_intercomm", "Spawn", "Spawn_multiple", "Accept", "Connect", "Join")
+
+#: Neighbourhood collectives of a communicator with a topology (Cartcomm, Graphcomm, ...).
+TOPO_UNTRACED = (
+    "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+    "Neighbor_alltoallw", "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall",
+    "Ineighbor_alltoallv", "Ineighbor_alltoallw", "Neighbor_allgather_init",
+    "Neighbor_allgatherv_init", "Neighbor_alltoall_init", "Neighbor_alltoallv_init",
+    "Neighbor_alltoallw_init", "neighbor_allgather", "neighbor_alltoall")
+
+#: Everything that moves data or synchronises on an intercommunicator (counted as
+#: "Intercomm.<name>").
+INTERCOMM_UNTRACED = (
+    "Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Ibsend", "Irsend", "Irecv",
+    "Sendrecv", "Sendrecv_replace", "Probe", "Iprobe", "send", "ssend", "bsend", "recv", "isend",
+    "issend", "ibsend", "irecv", "sendrecv", "probe", "iprobe", "Send_init", "Ssend_init",
+    "Bsend_init", "Rsend_init", "Recv_init", "Barrier", "Bcast", "Gather", "Gatherv", "Scatter",
+    "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Reduce", "Allreduce",
+    "Reduce_scatter", "Reduce_scatter_block", "barrier", "bcast", "gather", "scatter",
+    "allgather", "alltoall", "reduce", "allreduce", "Merge", "Dup", "Split") + COMM_UNTRACED
+
+#: Window (one-sided) methods, counted as "Win.<name>"; the constructors are class methods.
+WIN_UNTRACED = (
+    "Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Rput",
+    "Rget", "Raccumulate", "Rget_accumulate", "Fence", "Lock", "Unlock", "Lock_all",
+    "Unlock_all", "Flush", "Flush_all", "Flush_local", "Flush_local_all", "Post", "Start",
+    "Complete", "Wait", "Test", "Sync")
+WIN_CONSTRUCTORS = ("Create", "Allocate", "Allocate_shared", "Create_dynamic")
+
+
+def counting(name: str, fn: Callable) -> Callable:
+    """`fn` (a method), counting each call under `name` before it runs."""
+    def method(*args: Any, **kwargs: Any) -> Any:
+        COUNTS[name] = COUNTS.get(name, 0) + 1
+        return fn(*args, **kwargs)
+    method.__name__ = getattr(fn, "__name__", name)
+    method.__doc__ = getattr(fn, "__doc__", None)
+    return method
+
+
+def add_counters(cls: type, base: type, names: tuple[str, ...], prefix: str = "") -> None:
+    """Give `cls` a counting wrapper of each of `base`'s methods in `names` it does not define."""
+    for name in names:
+        fn = getattr(base, name, None)
+        if fn is not None and name not in cls.__dict__:
+            setattr(cls, name, counting(prefix + name, fn))
+
+
+class TracedIntercomm(MPI.Intercomm):
+    """An intercommunicator whose traffic is counted (not recorded)."""
+
+
+add_counters(TracedIntercomm, MPI.Intercomm, INTERCOMM_UNTRACED, "Intercomm.")
+
+
+class TracedWin(MPI.Win):
+    """An RMA window whose calls are counted (not recorded): `MPI.Win` in a traced program."""
+
+
+add_counters(TracedWin, MPI.Win, WIN_UNTRACED, "Win.")
+
+
+def _constructor(name: str) -> classmethod:
+    real = MPI.Win.__dict__[name]
+
+    def make(cls, *args: Any, **kwargs: Any) -> Any:
+        COUNTS["Win." + name] = COUNTS.get("Win." + name, 0) + 1
+        return real.__get__(None, cls)(*args, **kwargs)
+    make.__name__ = name
+    make.__doc__ = getattr(MPI.Win, name).__doc__
+    return classmethod(make)
+
+
+for _name in WIN_CONSTRUCTORS:
+    setattr(TracedWin, _name, _constructor(_name))

@@ -1,0 +1,137 @@
+"""The tracer's coverage of mpi4py: communicator constructors, MPI.Finalize in the program, every
+buffer form, persistent requests, calls it does not model (counted in the manifest), a refused
+MPI_THREAD_MULTIPLE, and a rank that raises. Each program runs traced under `hindsight collect`
+and untraced under plain mpiexec: same output, `trace check` ok, the rows expected, a replay."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from hindsight import trace as tf
+from tests.conftest import PROGRAMS, ROOT, hindsight
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+
+def _untraced_output(program: str, n: int) -> str:
+    res = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(PROGRAMS / program)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _traced(tmp_path, program: str, n: int):
+    """Collect, check and replay `program`; return (rows as a DataFrame, the manifest)."""
+    out = tmp_path / "trace"
+    res = hindsight("collect", "-n", n, "--program", PROGRAMS / program, "--out", out)
+    assert res.returncode == 0, res.stderr
+    lines = [x for x in res.stdout.splitlines() if not x.startswith("trace ")]
+    assert "\n".join(lines) + "\n" == _untraced_output(program, n)
+    check = hindsight("trace", "check", out)
+    assert check.returncode == 0, check.stdout + check.stderr
+    replay = hindsight("replay", out, "--model", "loggps", timeout=120)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    return tf.read_trace(out).to_pandas(), json.loads((out / "manifest.json").read_text())
+
+
+def _ops(df, rank: int) -> Counter:
+    return Counter(df[df["rank"] == rank]["op"].astype(str))
+
+
+def test_every_communicator_constructor_gives_a_traced_communicator(tmp_path):
+    df, m = _traced(tmp_path, "comms.py", 3)
+    ops = _ops(df, 0)
+    # Dup, Clone, Idup; Create, Create_group, Create_cart; Split_type, Sub
+    assert ops["Comm_dup"] == 3 and ops["Comm_create"] == 3 and ops["Comm_split"] == 2
+    assert ops["Allreduce"] == 8 and ops["Sendrecv_send"] == 8
+    assert _ops(df, 2)["Allreduce"] == 7          # not a member of the Create_group one
+    made = df[df["op"].astype(str).str.startswith("Comm_")]
+    for cid in set(made["peer"]):
+        assert str(cid) in m["communicators"]
+    group = df[(df["op"] == "Comm_create") & (df["comm"] == df["peer"])]
+    assert sorted(set(group["rank"])) == [0, 1]   # Create_group: on the new communicator
+    assert sorted(m["communicators"][str(group["peer"].iloc[0])]) == [0, 1]
+    assert m["untraced_calls"] == {}
+
+
+def test_a_program_that_calls_finalize_keeps_its_trace(tmp_path):
+    df, m = _traced(tmp_path, "finalize.py", 2)
+    assert m["complete"] and m["rank_status"] == ["complete"] * 2
+    assert _ops(df, 1) == {"Allreduce": 1, "Barrier": 1}
+
+
+def test_every_buffer_form_is_sized_in_bytes(tmp_path):
+    df, _ = _traced(tmp_path, "vbuffers.py", 3)
+    by = {(int(r.rank), str(r.op)): [] for r in df.itertuples()}
+    for r in df.itertuples():
+        by[(int(r.rank), str(r.op))].append(int(r.nbytes))
+    assert by[(0, "Alltoallv")] == [12, 12]       # 3 ints sent, counts as array and list
+    assert by[(0, "Scatterv")] == [24]            # the root sends 1+2+3 ints
+    assert by[(2, "Scatterv")] == [12]            # rank 2 receives 3 ints
+    assert by[(1, "Gatherv")] == [8] and by[(1, "Allgatherv")] == [8]
+
+
+def test_persistent_requests_are_nonblocking_messages(tmp_path):
+    df, _ = _traced(tmp_path, "persistent.py", 3)
+    ops = _ops(df, 1)
+    assert ops["Isend"] == 3 and ops["Issend"] == 3 and ops["Irecv"] == 6
+    assert ops["Waitall"] == 6 and ops["Wait"] == 6
+    mine = df[df["rank"] == 1]
+    posts = mine[mine["op"].isin(["Isend", "Issend", "Irecv"])]
+    assert posts["request"].is_unique and (posts["request"] >= 0).all()
+    assert set(posts[posts["op"] == "Isend"]["peer"]) == {2}
+    assert set(posts[posts["op"] == "Isend"]["nbytes"]) == {32}
+    irecv = posts[posts["op"] == "Irecv"]
+    assert sorted(Counter(irecv["peer"]).items()) == [(-2, 3), (0, 3)]   # ANY_SOURCE posts
+
+
+def test_calls_without_a_model_are_counted_in_the_manifest(tmp_path):
+    df, m = _traced(tmp_path, "untraced_calls.py", 3)
+    assert m["untraced_calls"] == {"Iallreduce": 9, "Ibarrier": 3, "Improbe": 3,
+                                   "Neighbor_allgather": 3, "Win.Create": 3, "Win.Fence": 6,
+                                   "Win.Put": 3}
+    assert _ops(df, 0) == {"Comm_create": 1, "Barrier": 1, "Gather": 1}
+
+
+def test_thread_multiple_is_refused_at_start_up(tmp_path):
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "thread_multiple.py",
+                    "--out", tmp_path / "t")
+    assert res.returncode != 0
+    said = [x for x in res.stderr.splitlines() if "thread-multiple" in x]
+    assert len(said) == 1 and said[0].startswith("hindsight: thread_multiple.py asks for")
+    assert "Error:" in res.stderr and "Traceback" not in res.stderr
+    assert "done" not in res.stdout
+
+
+def test_a_rank_that_raises_leaves_its_error_in_the_manifest(tmp_path):
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "raises.py", "--out", out)
+    assert res.returncode != 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["rank_errors"] == {"1": "RuntimeError: deliberate failure on rank 1"}
+    for command in (["trace", "check", out], ["replay", out, "--model", "loggps"]):
+        r = hindsight(*command)
+        assert r.returncode == 1 and "Traceback" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("leftover", [".rank-00001.parquet.tmp", "rank-00001.parquet.tmp"])
+def test_a_half_written_rank_part_is_one_error_line(tmp_path, leftover):
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "finalize.py", "--out", out)
+    assert res.returncode == 0, res.stderr
+    (out / "rank-00001.parquet").rename(out / leftover)
+    (out / leftover).write_bytes((out / leftover).read_bytes()[:100])
+    check = hindsight("trace", "check", out)
+    assert check.returncode == 1 and "Traceback" not in check.stdout + check.stderr
+    assert "rank-00001.parquet: rank 1 did not finish (status missing)" in check.stdout
+    replay = hindsight("replay", out, "--model", "loggps")
+    assert replay.returncode == 1 and "Traceback" not in replay.stdout + replay.stderr
+    assert [x for x in replay.stderr.splitlines() if x.startswith("Error:")] == [
+        f"Error: {out}: incomplete trace (ranks [1] did not finish cleanly); use "
+        "--allow-partial to replay what was recorded"]
