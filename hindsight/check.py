@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.info import untraced_text
 from replay.matching import match_messages
 
 MAX_LINES_PER_KIND = 10
@@ -70,6 +71,13 @@ def find_problems(trace_dir: Path | str) -> list[str]:
         if src.complete and src.rank < len(status) and status[src.rank] != "complete":
             problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {src.rank} is "
                             f"'{status[src.rank]}' in the manifest but its file is complete")
+    if trace.manifest.get("untraced_calls"):
+        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: traffic incomplete: "
+                        f"{untraced_text(trace.manifest['untraced_calls'])} not traced; replay "
+                        "leaves them out (docs/trace-format.md, \"What is not traced\")")
+    for rank, text in sorted((trace.manifest.get("rank_errors") or {}).items(),
+                             key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0):
+        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {rank} raised: {text}")
     if trace.manifest.get("result_verified") is False:
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: the application's result was wrong "
                         "(result_verified false)")

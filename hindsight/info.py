@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -95,6 +94,8 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "run_id": m.get("run_id"),
         "git_revision": m.get("git_revision"),
         "format_version": m.get("format_version"),
+        "untraced_calls": dict(m.get("untraced_calls") or {}),
+        "rank_errors": dict(m.get("rank_errors") or {}),
     }
 
 
@@ -109,6 +110,14 @@ def _time_range(pf: pq.ParquetFile, group: int) -> tuple[int, int]:
         return int(st_lo.min), int(st_hi.max)
     t = pf.read_row_group(group, columns=["t_start", "t_end"])
     return int(pc.min(t.column("t_start")).as_py()), int(pc.max(t.column("t_end")).as_py())
+
+
+def untraced_text(counts: dict[str, int], top: int = 5) -> str:
+    """``18 calls (Iallreduce 9, Win.Fence 6, ...)``: the most frequent names first."""
+    items = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
+    names = ", ".join(f"{k} {v}" for k, v in items[:top]) + (", ..." if len(items) > top else "")
+    total = sum(int(v) for v in counts.values())
+    return f"{total} call{'s' * (total != 1)} ({names})"
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -129,6 +138,11 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"  {op:<{width}}  {n}")
     if info["transport"]:
         lines.append("transport   " + " ".join(f"{k}={v}" for k, v in info["transport"].items()))
+    untraced = info.get("untraced_calls") or {}
+    lines.append("untraced    " + (untraced_text(untraced) + " not traced: the traffic is incomplete"
+                                   if untraced else "none"))
+    for rank, text in (info.get("rank_errors") or {}).items():
+        lines.append(f"rank {rank} raised: {text}")
     return "\n".join(lines)
 
 

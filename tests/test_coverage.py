@@ -26,15 +26,22 @@ def _untraced_output(program: str, n: int) -> str:
     return res.stdout
 
 
-def _traced(tmp_path, program: str, n: int):
-    """Collect, check and replay `program`; return (rows as a DataFrame, the manifest)."""
+def _traced(tmp_path, program: str, n: int, untraced: bool = False):
+    """Collect, check and replay `program`; return (rows as a DataFrame, the manifest). With
+    ``untraced`` the program makes calls the tracer does not model: `trace check` must say the
+    traffic is incomplete (and nothing else)."""
     out = tmp_path / "trace"
     res = hindsight("collect", "-n", n, "--program", PROGRAMS / program, "--out", out)
     assert res.returncode == 0, res.stderr
     lines = [x for x in res.stdout.splitlines() if not x.startswith("trace ")]
     assert "\n".join(lines) + "\n" == _untraced_output(program, n)
     check = hindsight("trace", "check", out)
-    assert check.returncode == 0, check.stdout + check.stderr
+    if untraced:
+        assert check.returncode == 1, check.stdout + check.stderr
+        assert [x.split(": ", 1)[1].split(":")[0] for x in check.stdout.splitlines()] == \
+            ["traffic incomplete"], check.stdout
+    else:
+        assert check.returncode == 0, check.stdout + check.stderr
     replay = hindsight("replay", out, "--model", "loggps", timeout=120)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     return tf.read_trace(out).to_pandas(), json.loads((out / "manifest.json").read_text())
@@ -92,11 +99,14 @@ def test_persistent_requests_are_nonblocking_messages(tmp_path):
 
 
 def test_calls_without_a_model_are_counted_in_the_manifest(tmp_path):
-    df, m = _traced(tmp_path, "untraced_calls.py", 3)
+    df, m = _traced(tmp_path, "untraced_calls.py", 3, untraced=True)
     assert m["untraced_calls"] == {"Iallreduce": 9, "Ibarrier": 3, "Improbe": 3,
                                    "Neighbor_allgather": 3, "Win.Create": 3, "Win.Fence": 6,
                                    "Win.Put": 3}
     assert _ops(df, 0) == {"Comm_create": 1, "Barrier": 1, "Gather": 1}
+    info = hindsight("trace", "info", tmp_path / "trace")
+    assert "untraced    30 calls (Iallreduce 9, Win.Fence 6, Ibarrier 3, Improbe 3, " \
+           "Neighbor_allgather 3, ...) not traced: the traffic is incomplete" in info.stdout
 
 
 def test_thread_multiple_is_refused_at_start_up(tmp_path):
