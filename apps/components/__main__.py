@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         ok = bool(np.array_equal(result, graphs.reference_roots(n, edges)))
         ncomp = int(np.count_nonzero(result == np.arange(n)))
         print(f"components: n={n} m={edges.shape[0]} -> {ncomp} components, paradigm "
-              f"{c.paradigm}, P={comm.Get_size()}, {elapsed:.3f} s: {'verified' if ok else 'WRONG'}",
+              f"{c.paradigm}, P={comm.Get_size()}, {common.wall_time_text(elapsed)}: {'verified' if ok else 'WRONG'}",
               file=sys.stderr)
     common.conclude(comm, ok, "components")
 

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         ok = dictionary.equal(result, reference(directory, names, n_docs))
         print(f"feature_extraction: {n_docs} documents -> {len(result)} phrases, "
               f"{int(result.freq.sum())} occurrences, paradigm {c.paradigm}, "
-              f"P={comm.Get_size()}, {elapsed:.3f} s: {'verified' if ok else 'WRONG'}",
+              f"P={comm.Get_size()}, {common.wall_time_text(elapsed)}: {'verified' if ok else 'WRONG'}",
               file=sys.stderr)
     common.conclude(comm, ok, "feature_extraction")
 

@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         got = np.fromfile(c.output, dtype=data.DTYPE) if c.output else result
         ok = bool(np.array_equal(got, np.sort(src.read(0, src.total))))
         print(f"sorting: {src.total} integers, paradigm {c.paradigm}, "
-              f"P={comm.Get_size()}, {elapsed:.3f} s: {'verified' if ok else 'WRONG'}", file=sys.stderr)
+              f"P={comm.Get_size()}, {common.wall_time_text(elapsed)}: {'verified' if ok else 'WRONG'}", file=sys.stderr)
     common.conclude(comm, ok, "sorting")
 
 
