@@ -14,6 +14,10 @@ from hindsight import trace as tf
 from hindsight.errors import UsageError, UserError
 
 
+#: the exit code of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
+INTERRUPTED = 130
+
+
 class CommandFailed(click.ClickException):
     """One ``Error: <message>`` line on stderr and ``exit_code``; no usage text, no traceback."""
 
@@ -35,6 +39,21 @@ class LazyGroup(click.Group):
             "predict": "predict.cli:predict_cmd",
             "testbed": "hindsight.testbed:testbed_cmd"}
 
+    #: what `hindsight --help` lists for each lazy command, so that listing them imports none
+    #: (tests/test_cli_outputs.py checks each against the command's own docstring)
+    summaries = {
+        "calibrate": "Measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI...",
+        "export": "Write TRACE (or its replayed timeline) in another tool's format.",
+        "import": "Convert an OTF2 archive or a GOAL schedule into a hindsight...",
+        "model": "Evaluate a paper's analytic model.",
+        "predict": "Predict run time, speedup, efficiency and the best P for other...",
+        "replay": "Replay TRACE under a network model; print predicted vs...",
+        "report": "Markdown + self-contained HTML report with the papers' error...",
+        "sweep": "Replay TRACE for every configuration of a parameter grid.",
+        "testbed": "Emulated cluster nodes: network namespaces, veth links, tbf...",
+        "validate": "Run the experiment matrix of SPEC.toml.",
+    }
+
     def invoke(self, ctx):
         """Run the command; the library's user errors (``hindsight.errors``) become one line,
         ``Error: <message>``, with their exit code (2 usage, 1 data). Here, once, for every
@@ -43,9 +62,26 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except UserError as exc:
             raise CommandFailed(str(exc), exc.exit_code) from None
+        except KeyboardInterrupt:
+            # Ctrl-C (or SIGTERM where a command turns it into this): 128 + SIGINT, one line
+            raise CommandFailed("interrupted", INTERRUPTED) from None
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def format_commands(self, ctx, formatter):
+        """The command list of `hindsight --help`, without importing the lazy commands."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy:
+                rows.append((name, self.summaries[name]))
+            else:
+                cmd = super().get_command(ctx, name)
+                if cmd is not None and not cmd.hidden:
+                    rows.append((name, cmd.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx, name):
         if name in self.lazy:
@@ -93,8 +129,12 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
             words):
     """Run APP (or --program prog.py) under mpiexec with tracing on (or off: --untraced).
 
-    Arguments after `--` go to the application or program, for example
-    `hindsight collect sorting -n 4 --paradigm pipeline -- --size 100000`.
+    Arguments after `--` go to the application or program (`python -m apps.APP --help` lists
+    an application's). Ctrl-C stops the run (exit 130); the trace stays, marked incomplete.
+
+    \b
+    hindsight collect sorting -n 4 --paradigm pipeline -- --arrays 8 --array-size 100000
+    hindsight collect -n 3 --program hindsight/examples/ring.py -- --rounds 10
     """
     from hindsight.collect import collect as run_collect
 
@@ -109,6 +149,7 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
                                args=list(app_args), transport=transport,
                                cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed,
                                untraced=untraced)
+    what = program or app
     state = "complete" if manifest.get("complete") else "INCOMPLETE"
     if untraced:
         click.echo(f"untraced run {out}: {manifest.get('ranks')} ranks, {state}"
@@ -119,11 +160,15 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
                    + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
                       if manifest.get("makespan_ns") else ""))
+    if manifest.get("timed_out_after_s"):
+        raise UserError(f"{what}: timed out after {timeout:g} s; {out} is incomplete")
+    if rc == INTERRUPTED:
+        raise CommandFailed(f"{what}: interrupted; {out} is incomplete", INTERRUPTED)
     if rc != 0 or not manifest.get("complete"):
         bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status", []))
                if s != "complete"]
         raise UserError(f"run failed (mpiexec exit code {rc}); ranks not complete: "
-                                   f"{' '.join(bad) or 'none'}")
+                        f"{' '.join(bad) or 'none'}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from hindsight import trace as tf
 from hindsight.system import git_revision, usable_cores
-from hindsight.errors import UserError
+from hindsight.errors import UsageError, UserError
 
 #: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
 TRANSPORTS: dict[str, dict[str, str]] = {
@@ -23,7 +23,18 @@ TRANSPORTS: dict[str, dict[str, str]] = {
 
 
 class CollectError(UserError):
-    """A problem the user can fix (bad flag, missing program, no MPI)."""
+    """A run that cannot be made or finished (no MPI, no trace written, a full disk): exit 1."""
+
+
+class CollectUsageError(UsageError, CollectError):
+    """A flag of `hindsight collect` given a value it cannot take (exit 2); still a
+    CollectError, so callers that launch through this module catch one class."""
+
+
+#: what mpiexec (hydra) prints on stdout when it forwards a SIGINT: launcher chatter about the
+#: Ctrl-C that `collect` handles itself, not output of the program
+_LAUNCHER_CHATTER = (b"Sending Ctrl-C to processes as requested",
+                     b"Press Ctrl-C again to force abort")
 
 
 def find_mpiexec() -> str:
@@ -44,7 +55,8 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
     import hindsight
     env = {k: v for k, v in os.environ.items() if k not in hindsight.ENV_ADDED}
     if transport not in TRANSPORTS:
-        raise CollectError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+        raise CollectUsageError(f"--transport must be one of {', '.join(TRANSPORTS)}, "
+                                f"not {transport!r}")
     env.update(TRANSPORTS[transport])
     env["HINDSIGHT_CPU_SAMPLING"] = cpu_sampling
     env["HINDSIGHT_LAUNCHER"] = "hindsight collect"
@@ -67,16 +79,16 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
                   program: str | None, args: list[str]) -> list[str]:
     if nprocs < 1:
-        raise CollectError(f"-n must be at least 1, not {nprocs}")
+        raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
     launcher = [find_mpiexec(), "-n", str(nprocs)]
     py = sys.executable
     if program is not None:
         if not Path(program).is_file():
-            raise CollectError(f"--program: no such file: {program}")
+            raise CollectUsageError(f"--program: no such file: {program}")
         return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + \
             (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
     if app is None:
-        raise CollectError("name an application (feature_extraction, sorting, components) "
+        raise CollectUsageError("name an application (feature_extraction, sorting, components) "
                            "or give --program prog.py")
     _check_app(app, paradigm)
     cmd = launcher + [py, "-m", f"apps.{app}", "--trace", str(out)]
@@ -89,9 +101,10 @@ def _check_app(app: str, paradigm: str | None) -> None:
     from apps import APPS  # the registry of applications and their paradigms (imports no MPI)
 
     if app not in APPS:
-        raise CollectError(f"unknown application {app!r}; choose from {', '.join(sorted(APPS))}")
+        raise CollectUsageError(f"unknown application {app!r}; choose from "
+                                f"{', '.join(sorted(APPS))}")
     if paradigm and paradigm not in APPS[app]:
-        raise CollectError(f"application {app!r} does not run on paradigm {paradigm!r}; "
+        raise CollectUsageError(f"application {app!r} does not run on paradigm {paradigm!r}; "
                            f"choose from {', '.join(APPS[app])}")
 
 
@@ -112,7 +125,7 @@ def testbed_launch(cmd: list[str], env: dict, nprocs: int, testbed: str,
             state, tb.network_record(state, nprocs, placement))
 
 
-def _on_sigterm_interrupt():
+def sigterm_interrupts():
     """Make SIGTERM raise KeyboardInterrupt in this (main) thread; returns the old handler, or
     None where handlers cannot be set (not the main thread)."""
     import threading
@@ -147,12 +160,14 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _stop(proc: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
+def stop_job(proc: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
     """Stop the job in ``proc``: ``sig`` to mpiexec (it forwards it; the ranks save what they
     buffered), and if the job has not ended after ``grace`` seconds, SIGTERM and then SIGKILL to
     mpiexec *and every process below it*. Never waits without a limit and leaves no rank behind:
     seen once, ranks that never acted on a forwarded SIGINT kept `hindsight collect` waiting and,
-    mpiexec gone, would have run on as orphans."""
+    mpiexec gone, would have run on as orphans; so whatever ran below mpiexec when it was told to
+    stop and still runs once it has ended is killed too."""
+    below = _started(_descendants(proc.pid))
     for s in (sig, signal.SIGTERM, signal.SIGKILL):
         targets = [] if s == sig else _descendants(proc.pid)
         for pid in targets:
@@ -166,9 +181,108 @@ def _stop(proc: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
             pass
         try:
             proc.wait(timeout=grace)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    for pid, started in below.items():
+        if _started([pid]).get(pid) == started:      # the same process, not a reused pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _started(pids: list[int]) -> dict[int, int]:
+    """pid -> its start time (clock ticks since boot), for the pids still running."""
+    out = {}
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            out[pid] = int(stat.rsplit(")", 1)[1].split()[19])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+#: collect's exit code when its --timeout stopped the job (as `timeout(1)`), and when Ctrl-C or
+#: SIGTERM did (128 + SIGINT, as a shell reports a job stopped by Ctrl-C)
+TIMED_OUT, INTERRUPTED = 124, 130
+
+
+def _relay(pipe, sink) -> None:
+    """Copy the job's stdout (the ranks' output, through mpiexec) to ``sink`` line by line,
+    leaving out mpiexec's own lines about the Ctrl-C that collect forwards."""
+    for line in iter(pipe.readline, b""):
+        if any(c in line for c in _LAUNCHER_CHATTER):
+            continue
+        try:
+            sink.write(line.decode(errors="replace"))
+            sink.flush()
+        except (OSError, ValueError):
+            pass                         # our stdout closed: keep draining the pipe
+    pipe.close()
+
+
+def _run_job(cmd: list[str], env: dict, timeout: float | None,
+             quiet: bool) -> tuple[int, bool]:
+    """Run the job to its end; return (its exit code, whether --timeout stopped it).
+
+    --timeout or a SIGINT / SIGTERM to collect stops the job (``stop_job``): exit code
+    TIMED_OUT or INTERRUPTED. From then on, until the caller calls ``_restore_signals``,
+    further signals are ignored, so a second Ctrl-C cannot leave the ranks running or the
+    trace unsealed."""
+    import threading
+
+    # A session of its own, so a timeout can stop mpiexec and every rank together (and Ctrl-C
+    # on the terminal reaches collect only, which forwards it).
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+                            start_new_session=True)
+    # SIGTERM to `hindsight collect` itself (a batch system, `timeout`) stops the job like Ctrl-C,
+    # instead of killing collect alone and leaving mpiexec and the ranks running.
+    old_term = sigterm_interrupts()
+    relay, timed_out = None, False
+    try:
+        if proc.stdout is not None:
+            relay = threading.Thread(target=_relay, args=(proc.stdout, sys.stdout), daemon=True)
+            relay.start()
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _ignore_signals()
+        stop_job(proc, signal.SIGTERM)
+        rc, timed_out = TIMED_OUT, True
+    except KeyboardInterrupt:
+        _ignore_signals()
+        stop_job(proc, signal.SIGINT)
+        rc = INTERRUPTED
+    finally:
+        if old_term is not None:
+            if signal.SIGTERM in _SAVED_HANDLERS:
+                _SAVED_HANDLERS[signal.SIGTERM] = old_term    # restored with SIGINT's
+            else:
+                signal.signal(signal.SIGTERM, old_term)
+    if relay is not None:
+        # A rank that outlived mpiexec may hold the pipe open: do not wait for it for long.
+        relay.join(timeout=5)
+    return rc, timed_out
+
+
+_SAVED_HANDLERS: dict[int, Any] = {}
+
+
+def _ignore_signals() -> None:
+    """Ignore SIGINT and SIGTERM (main thread only) until ``_restore_signals``: the job is being
+    stopped and sealed, which a second Ctrl-C must not cut short."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            _SAVED_HANDLERS.setdefault(sig, signal.signal(sig, signal.SIG_IGN))
+
+
+def _restore_signals() -> None:
+    while _SAVED_HANDLERS:
+        sig, handler = _SAVED_HANDLERS.popitem()
+        signal.signal(sig, handler)
 
 
 def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None = None,
@@ -182,11 +296,8 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored.
     With ``untraced`` the run is launched the same way but records nothing: ``out`` receives a
     manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only."""
-    from instrument.seal import finalize_manifest
-    from instrument.tracer import TraceWriteError
-
     if cpu_sampling not in ("regions", "all"):
-        raise CollectError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
+        raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
     cmd = build_command(nprocs, out, app, paradigm, program, list(args))
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
@@ -204,37 +315,43 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         # before rank 0 writes its manifest.
         if out.is_dir():
             tf.clear_run(out)
-    stdout = subprocess.DEVNULL if quiet else None
-    # A session of its own, so a timeout can stop mpiexec and every rank together.
-    proc = subprocess.Popen(cmd, env=env, stdout=stdout, start_new_session=True)
-    # SIGTERM to `hindsight collect` itself (a batch system, `timeout`) stops the job like Ctrl-C,
-    # instead of killing collect alone and leaving mpiexec and the ranks running.
-    old_term = _on_sigterm_interrupt()
     try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop(proc, signal.SIGTERM)
-        rc = 124
-    except KeyboardInterrupt:
-        _stop(proc, signal.SIGINT)
-        rc = 130
+        rc, timed_out = _run_job(cmd, env, timeout, quiet)
+        stopped = {"timed_out_after_s": timeout} if timed_out else {}
+        return _finish(out, rc, stopped, nprocs, network, state, before, app, paradigm,
+                       program, args, untraced)
     finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        _restore_signals()
+
+
+def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state,
+            before, app: str | None, paradigm: str | None, program: str | None,
+            args: list[str], untraced: bool) -> tuple[int, dict]:
+    """Seal the run that ended with ``rc`` and return (rc, its final manifest); ``stopped`` goes
+    into the manifest (the --timeout that stopped it)."""
+    from instrument.seal import finalize_manifest
+    from instrument.tracer import TraceWriteError
+
     if state is not None:
+        from hindsight import testbed as tb
+
+
         # Evidence that the ranks' bytes went through the shaped links: the kernel's counters.
         try:
             network["veth_bytes"] = tb.counters_delta(before, tb.counters(state))
         except tb.TestbedError:
             network["veth_bytes"] = None          # the testbed went down during the run
     if untraced:
-        return rc, _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args)
+        manifest = _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args,
+                                    stopped)
+        return rc, manifest
     if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
         raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}
     if rc != 0 or not manifest.get("complete"):
         try:
-            manifest = finalize_manifest(out, launcher_exit=rc, extra={"network": network})
+            manifest = finalize_manifest(out, launcher_exit=rc,
+                                         extra={"network": network, **stopped})
         except (OSError, TraceWriteError) as exc:
             # Disk full or directory unwritable: the staged records stay, the manifest stays
             # "incomplete"; nothing half-written is presented as a trace (docs/robustness.md).
@@ -247,7 +364,8 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
 
 
 def _finish_untraced(out: Path, rc: int, nprocs: int, network: dict, app: str | None,
-                     paradigm: str | None, program: str | None, args: list[str]) -> dict:
+                     paradigm: str | None, program: str | None, args: list[str],
+                     stopped: dict | None = None) -> dict:
     """The final manifest of an untraced run. There are no rank files to seal: rank 0's manifest
     is the record, corrected by the launcher's verdict; when the ranks wrote none (a rank died
     before the start barrier, rank 0 before the end), one is written that says the run is
@@ -273,9 +391,11 @@ def _finish_untraced(out: Path, rc: int, nprocs: int, network: dict, app: str | 
         status = manifest.get("rank_status") or ["missing"] * nprocs
         # A rank that never reported its end did not finish; how it ended only mpiexec knew.
         manifest["rank_status"] = [s if s == "complete" else
-                                   ("terminated" if rc in (124, 130) else "missing")
+                                   ("terminated" if rc in (TIMED_OUT, INTERRUPTED)
+                                    else "missing")
                                    for s in status]
     manifest["network"] = network
+    manifest.update(stopped or {})
     # The ranks prepare the folder as for a trace; an untraced run leaves nothing staged there.
     shutil.rmtree(out / tf.STAGING_DIR, ignore_errors=True)
     try:

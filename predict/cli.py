@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import click
 
-from hindsight.errors import UsageError, UserError
-
 from apps.skeletons import SKELETONS
+from hindsight.errors import UsageError, UserError
+from hindsight.outputs import check_output, write_failed
 
 
 def parse_ranks(spec: str) -> list[int]:
@@ -95,11 +96,21 @@ def parse_sizes(spec: str) -> list[int]:
               help="write predict.csv, fits.csv, summary.json and predict.png here")
 @click.option("--keep-traces", is_flag=True,
               help="also write every synthesized trace under OUT/traces/")
+@click.option("--json", "as_json", is_flag=True,
+              help="print the predictions (and the summary) as one JSON document")
+@click.option("--force", is_flag=True, help="replace the files of an existing --out folder")
+@click.option("--quiet", "-q", is_flag=True,
+              help="print nothing but errors and the paths of the files written")
 def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, profile, cpu_time,
-                within,
-                target_e, max_fit_error, accept_bad_fit, out, keep_traces) -> None:
+                within, target_e, max_fit_error, accept_bad_fit, out, keep_traces, as_json,
+                force, quiet) -> None:
     """Predict run time, speedup, efficiency and the best P for other rank counts and sizes,
-    from cost models fitted to TRACES (trace directories, or directories of them)."""
+    from cost models fitted to TRACES (trace directories, or directories of them).
+
+    \b
+    hindsight predict traces/sorting-pipeline-n2 traces/sorting-pipeline-n4 --ranks 1..64
+    hindsight predict TRACE --ranks 2..16 --size 100000,1000000 --out predictions --json
+    """
     from apps.skeletons import skeleton, uses_block_stream
     from predict import costmodel as C
     from predict import scaling
@@ -116,6 +127,14 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         raise click.BadParameter(f"{max_fit_error}: must be > 0", param_hint="--max-fit-error")
     if keep_traces and out is None:
         raise UsageError("--keep-traces needs --out DIR")
+    if out is not None:
+        check_output(out, "--out", force=force, directory=True)
+    # stdout carries the text report, or the JSON document (--json), or the paths (--quiet)
+    say = (lambda *a, **kw: None) if (quiet or as_json) else click.echo
+
+    def warn(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=True)
     try:
         mod = M.get_model(model_name)
     except M.ParamError as exc:
@@ -144,24 +163,28 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     net = scaling.net_constants(mod, values, profile_doc)
     keep = (out / "traces") if keep_traces else None
     if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.rmtree(keep, ignore_errors=True)     # --force: the last run's traces
+            keep.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_failed(keep, "--out", exc) from None
     df = scaling.predict_grid(cm, Ps, Ns, mod, values, net, keep)
     errors, warnings = cm.check(max_fit_error / 100)
     unit = UNIT_NAMES[cm.app]
     fits = cm.table()
 
-    click.echo(f"{cm.app} on {cm.paradigm}: fitted from {len(cm.traces)} traces "
-               f"(P, {unit}) = {', '.join(f'({p}, {n})' for p, n in cm.configs)}; "
-               f"{cm.per_task} {unit} per task; model {mod.NAME}")
-    click.echo("cost models (u = input units covered; bytes:* in bytes, others in seconds):")
+    say(f"{cm.app} on {cm.paradigm}: fitted from {len(cm.traces)} traces "
+        f"(P, {unit}) = {', '.join(f'({p}, {n})' for p, n in cm.configs)}; "
+        f"{cm.per_task} {unit} per task; model {mod.NAME}")
+    say("cost models (u = input units covered; bytes:* in bytes, others in seconds):")
     for f in cm.fits.values():
         cv = "n/a (1 point)" if math.isnan(f.cv_rel_err) else f"{f.cv_rel_err * 100:.1f} %"
         r2 = "n/a" if math.isnan(f.r2) else f"{f.r2:.3f}"
-        click.echo(f"  {f.quantity:<14} {f.formula():<40} R² {r2:<6} LOO err {cv:<14} "
-                   f"points {f.points}, u {f.u_range[0]:.4g}..{f.u_range[1]:.4g}, "
-                   f"P {f.P_range[0]}..{f.P_range[1]}")
+        say(f"  {f.quantity:<14} {f.formula():<40} R² {r2:<6} LOO err {cv:<14} "
+            f"points {f.points}, u {f.u_range[0]:.4g}..{f.u_range[1]:.4g}, "
+            f"P {f.P_range[0]}..{f.P_range[1]}")
     for w in warnings:
-        click.echo(f"warning: {w}", err=True)
+        warn(f"warning: {w}")
     if errors:
         if not accept_bad_fit:
             raise UserError(
@@ -169,65 +192,106 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
                 + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
                 + "; measure runs nearer the target, or pass --accept-bad-fit")
         for e in errors:
-            click.echo(f"warning: bad fit extrapolated (--accept-bad-fit): {e}", err=True)
+            warn(f"warning: bad fit extrapolated (--accept-bad-fit): {e}")
 
     opt = scaling.optimum(df, within)
     demand_driven = (skeleton(cm.paradigm).demand_driven
                      and not uses_block_stream(cm.app, cm.paradigm))
     sat = scaling.saturation(df, cm, net) if demand_driven else None
     iso = scaling.isoefficiency(df, target_e)
-    click.echo("")
-    click.echo(f"{unit:>10} {'P':>6} {'T_P s':>11} {'speedup':>8} {'eff':>6} {'T_o s':>11} "
-               f"{'analytic s':>11}")
+    say("")
+    say(f"{unit:>10} {'P':>6} {'T_P s':>11} {'speedup':>8} {'eff':>6} {'T_o s':>11} "
+        f"{'analytic s':>11}")
     for r in df.itertuples():
-        click.echo(f"{r.N:>10} {r.P:>6} {r.makespan_s:>11.5g} {r.speedup:>8.3f} "
-                   f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} {r.analytic_s:>11.5g}")
-    click.echo("")
+        say(f"{r.N:>10} {r.P:>6} {r.makespan_s:>11.5g} {r.speedup:>8.3f} "
+            f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} {r.analytic_s:>11.5g}")
+    say("")
     for o in opt.itertuples():
-        click.echo(f"N={o.N}: optimal P = {o.P_opt} ({o.T_opt_s:.4g} s); smallest P within "
-                   f"{within:g} % = {o.P_within} ({o.T_within_s:.4g} s)"
-                   + (f"; analytic optimum P = {o.analytic_P_opt}"
-                      if "analytic_P_opt" in opt.columns and not math.isnan(o.analytic_P_opt)
-                      else ""))
+        say(f"N={o.N}: optimal P = {o.P_opt} ({o.T_opt_s:.4g} s); smallest P within "
+            f"{within:g} % = {o.P_within} ({o.T_within_s:.4g} s)"
+            + (f"; analytic optimum P = {o.analytic_P_opt}"
+               if "analytic_P_opt" in opt.columns and not math.isnan(o.analytic_P_opt)
+               else ""))
     if sat is not None:
         for s in sat.itertuples():
-            click.echo(f"N={s.N}: master saturated from P = {s.saturation_P} (replay: master "
+            say(f"N={s.N}: master saturated from P = {s.saturation_P} (replay: master "
                        f"waits < {scaling.SATURATED_WAIT:.0%}); paper 004: saturation P = "
                        f"{s.paper004_saturation_P}, optimal P = {s.paper004_optimal_P}")
     x = iso["exponent"]
     if not math.isnan(x):
         used = [int(r["p"]) for r in iso["per_p"] if r["W_iso_s"] > 0]
-        click.echo(f"isoefficiency (E = {target_e:g}): W must grow as p^{x:.2f} to keep E "
-                   f"(fitted on the {len(used)} P where some W keeps it: "
-                   f"{', '.join(map(str, used))})")
+        say(f"isoefficiency (E = {target_e:g}): W must grow as p^{x:.2f} to keep E "
+            f"(fitted on the {len(used)} P where some W keeps it: "
+            f"{', '.join(map(str, used))})")
     elif (df["P"] > 1).sum() and df.loc[df["P"] > 1, "P"].nunique() < 2:
-        click.echo(f"isoefficiency (E = {target_e:g}): not estimable from one P > 1")
+        say(f"isoefficiency (E = {target_e:g}): not estimable from one P > 1")
     else:
-        click.echo(f"isoefficiency (E = {target_e:g}): not estimable: fewer than two P where "
-                   f"some size keeps E = {target_e:g} (T_o grows as fast as W or faster)")
+        say(f"isoefficiency (E = {target_e:g}): not estimable: fewer than two P where "
+            f"some size keeps E = {target_e:g} (T_o grows as fast as W or faster)")
 
+    summary = {"app": cm.app, "paradigm": cm.paradigm, "unit": unit,
+               "fitted_from": cm.traces, "model": mod.NAME, "optimum": opt.to_dict("records"),
+               "saturation": sat.to_dict("records") if sat is not None else None,
+               "isoefficiency": iso, "fits": [f.as_dict() for f in cm.fits.values()],
+               "warnings": warnings, "bad_fits": errors}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out / "predict.csv", index=False)
-        fits.to_csv(out / "fits.csv", index=False)
-        summary = {"app": cm.app, "paradigm": cm.paradigm, "unit": unit,
-                   "fitted_from": cm.traces, "model": mod.NAME, "optimum": opt.to_dict("records"),
-                   "saturation": sat.to_dict("records") if sat is not None else None,
-                   "isoefficiency": iso, "fits": [f.as_dict() for f in cm.fits.values()],
-                   "warnings": warnings, "bad_fits": errors}
-        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
-        plot(df, opt, cm, unit, out / "predict.png")
-        click.echo(f"wrote {out / 'predict.csv'}, fits.csv, summary.json, predict.png")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            df.to_csv(out / "predict.csv", index=False)
+            fits.to_csv(out / "fits.csv", index=False)
+            (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float)
+                                              + "\n")
+            plot(df, opt, cm, unit, out / "predict.png", bad_fit=bool(errors))
+        except OSError as exc:
+            raise write_failed(out, "--out", exc) from None
+        written = [out / f for f in ("predict.csv", "fits.csv", "summary.json", "predict.png")]
+        if quiet:
+            for f in written:
+                click.echo(str(f))
+        elif not as_json:
+            click.echo(f"wrote {written[0]}, fits.csv, summary.json, predict.png")
+    if as_json:
+        doc = {**summary, "predictions": df.to_dict("records"),
+               "out": str(out) if out is not None else None}
+        click.echo(json.dumps(doc, indent=2, default=_json_value))
 
 
-def plot(df, opt, cm, unit: str, path: Path) -> None:
-    """Four panels against P: time, speedup, efficiency, overhead; analytic model dashed."""
+def _json_value(v):
+    """A value json cannot write as is: numpy scalars as numbers, NaN as null."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return None if math.isnan(f) else f
+
+
+def extrapolated(df, cm):
+    """The rows of ``df`` beyond what was measured: a P above the largest measured P or a size
+    above the largest measured size (where a fit is used outside the points it was fitted on)."""
+    p_max = max(p for p, _ in cm.configs)
+    n_max = max(n for _, n in cm.configs)
+    return (df["P"] > p_max) | (df["N"] > n_max)
+
+
+def plot(df, opt, cm, unit: str, path: Path, bad_fit: bool = False) -> None:
+    """Four panels against P: time, speedup, efficiency, overhead; analytic model dashed. With
+    ``bad_fit`` (bad fits accepted with --accept-bad-fit) the points extrapolated beyond the
+    measured P and sizes are circled in red: they rest on a fit that failed its checks."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
     name = " / ".join(dict.fromkeys(df.loc[df["analytic_s"].notna(), "analytic_model"]))
+    if bad_fit:
+        far = df[extrapolated(df, cm)]
+        mark = dict(ls="none", marker="o", ms=12, mfc="none", mec="red", mew=1.5)
+        axes[0, 0].plot(far["P"], far["makespan_s"], **mark,
+                        label="extrapolated from a bad fit (--accept-bad-fit)")
+        axes[0, 1].plot(far["P"], far["speedup"], **mark)
+        axes[1, 0].plot(far["P"], far["efficiency"], **mark)
+        far1 = far[far["P"] > 1]
+        axes[1, 1].plot(far1["P"], far1["overhead_s"].clip(lower=1e-9), **mark)
     for i, (N, g) in enumerate(df.groupby("N")):
         col = f"C{i}"
         g = g.sort_values("P")
@@ -260,7 +324,9 @@ def plot(df, opt, cm, unit: str, path: Path) -> None:
     note = "" if name else "; the papers give no closed form for this paradigm"
     if name and df["analytic_s"].isna().any():
         name += " (gaps: no finite answer, e.g. a saturated M/M/1 queue)"
+    warn = ("\nred circles: extrapolated from a fit that failed its checks (--accept-bad-fit)"
+            if bad_fit else "")
     fig.suptitle(f"hindsight predict: {cm.app} on {cm.paradigm} (fitted from "
-                 f"{len(cm.traces)} traces{note}); dashed: {name or 'none'}")
+                 f"{len(cm.traces)} traces{note}); dashed: {name or 'none'}{warn}")
     fig.savefig(path, dpi=110)
     plt.close(fig)

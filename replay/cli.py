@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import click
 
 from hindsight.errors import UsageError, UserError
-
-from hindsight.trace import TraceError
+from hindsight.outputs import check_output, write_failed
+from hindsight.trace import MANIFEST_NAME, TraceError
 from replay import models as M
 from replay.units import fmt_time
 
@@ -25,14 +26,57 @@ def _kv(items: tuple[str, ...], flag: str) -> dict[str, str]:
     return out
 
 
-def _region_scale(items: tuple[str, ...]) -> dict[str, float]:
+def _region_scale(items: tuple[str, ...], regions: list[str] | None = None) -> dict[str, float]:
+    """``--region-scale REGION=X`` pairs; with ``regions`` (the trace's region names) a region
+    the trace does not have is refused too."""
     out = {}
     for k, v in _kv(items, "--region-scale").items():
         try:
             out[k] = float(v)
         except ValueError:
             raise UsageError(f"--region-scale {k}={v}: not a number") from None
+        if not (math.isfinite(out[k]) and out[k] >= 0):
+            raise UsageError(f"--region-scale {k}={v}: must be a finite number >= 0")
+        if regions is not None and k not in regions:
+            raise UsageError(f"--region-scale {k}: the trace has no region named '{k}' (it has "
+                             f"{', '.join(regions) or 'none'})")
     return out
+
+
+def check_compute_scale(value: float) -> float:
+    """``--compute-scale``: a finite factor >= 0 (checked before any work)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"--compute-scale {value:g}: must be a finite number >= 0")
+    return value
+
+
+def _check_trace_out(out: Path, force: bool) -> None:
+    """``--out DIR`` of a replayed timeline, before the replay: writable, not an existing output
+    unless ``--force``; and ``--force`` replaces a trace directory only, never another folder."""
+    check_output(out, "--out", force=force, directory=True)
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
+        raise UsageError(f"--out {out}: a folder that is not a trace directory; --force replaces "
+                         "a trace directory only: choose another --out")
+
+
+def _write_trace_out(res, out: Path) -> None:
+    """Write the replayed timeline to ``out`` (an older trace there replaced: ``--force``)."""
+    try:
+        if out.is_dir() and (out / MANIFEST_NAME).is_file():
+            shutil.rmtree(out)
+        res.write(out)
+    except OSError as exc:
+        raise write_failed(out, "--out", exc) from None
+
+
+def _say(quiet: bool):
+    """``click.echo`` unless ``--quiet`` (which keeps errors and the paths of written files)."""
+    return (lambda *a, **kw: None) if quiet else click.echo
+
+
+FORCE = click.option("--force", is_flag=True, help="replace an existing output")
+QUIET = click.option("--quiet", "-q", is_flag=True,
+                     help="print nothing but errors and the paths of the files written")
 
 
 def _common(f):
@@ -60,7 +104,7 @@ def _common(f):
     return f
 
 
-def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
+def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
     from replay.prepare import ReplayError, prepare
     try:
         mod = M.get_model(model_name)
@@ -79,7 +123,7 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
             # and the user is told so: it is not a replay of the whole run.
             from replay.partial import prepare_partial
             prep, cut = prepare_partial(trace)
-            if cut is not None:
+            if cut is not None and not quiet:
                 click.echo(cut.describe(trace), err=True)
         else:
             prep = prepare(trace, allow_partial=False)
@@ -88,7 +132,7 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool):
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc)
                                    else str(exc)) from None
-    if profile:
+    if profile and not quiet:
         _note_mismatch(profile, prep.manifest)
         _warn_noisy(profile)
     return mod, values, prof, assignments, prep
@@ -137,24 +181,34 @@ def _warn_noisy(profile: Path) -> None:
               help="replays with sampled noise (with --noise sample; default 20)")
 @click.option("--noise-seed", type=int, default=None,
               help="random seed of --noise sample (default 0)")
+@FORCE
+@QUIET
 def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed):
-    """Replay TRACE under a network model; print predicted vs measured makespan."""
+               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed, force, quiet):
+    """Replay TRACE under a network model; print predicted vs measured makespan.
+
+    \b
+    hindsight replay TRACE --model hockney --set l=5us --set g=0.1ns
+    hindsight replay TRACE --profile profile.toml --out TRACE-replayed --json
+    """
     from replay.engine import run
     from replay.prepare import ReplayError
     if noise_mode != "sample" and (noise_runs is not None or noise_seed is not None):
         raise UsageError("--noise-runs/--noise-seed: only with --noise sample")
-    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
-    if not math.isfinite(compute_scale) or compute_scale < 0:
-        raise UsageError(f"--compute-scale {compute_scale}: must be a number >= 0")
+    check_compute_scale(compute_scale)
+    algorithms = _kv(algo, "--algo")
+    if out:
+        _check_trace_out(out, force)
+    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
+                                                 quiet)
     if noise_mode != "none" and mod.MODE == "measured":
         raise UsageError("--noise: the measured model keeps every call's measured duration,"
                                " noise included; choose a network model")
     if noise_mode != "none" and mod.OWN_SIMULATOR:
         raise UsageError(f"--noise: not available with model {mod.NAME}")
     kw = dict(resolved=values, compute_scale=compute_scale,
-              region_scale=_region_scale(region_scale), cpu_time=cpu_time,
-              algorithms=_kv(algo, "--algo"))
+              region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
+              algorithms=algorithms)
     try:
         res = run(prep, mod, record=True, **kw)
         noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
@@ -163,7 +217,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
     shown_res = injected["result"] if injected and "result" in injected else res
     if out:
-        shown_res.write(out)
+        _write_trace_out(shown_res, out)
     if as_json:
         doc = res.summary()
         doc["trace"] = str(trace)
@@ -177,32 +231,33 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         click.echo(json.dumps(doc, indent=2, default=float))
         return
-    click.echo(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
-               f"{res.messages} messages)")
-    click.echo(f"model      {res.model}  " +
-               " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in res.params.items()))
-    click.echo(f"measured   {fmt_time(res.measured_makespan_ns)}")
-    click.echo(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
+    say = _say(quiet)
+    say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
+        f"{res.messages} messages)")
+    say(f"model      {res.model}  " +
+        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                 for k, v in res.params.items()))
+    say(f"measured   {fmt_time(res.measured_makespan_ns)}")
+    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
     if res.info.get("saturated_messages"):
-        click.echo(f"saturation {res.info['saturated_messages']} messages crossed a link with "
-                   f"rho >= 1 (max rho {res.info['max_rho']:.3g}); rho capped")
+        say(f"saturation {res.info['saturated_messages']} messages crossed a link with "
+            f"rho >= 1 (max rho {res.info['max_rho']:.3g}); rho capped")
     if noise is not None:
-        click.echo(noise.line())
+        say(noise.line())
     if injected:
-        click.echo(_injected_line(injected))
+        say(_injected_line(injected))
     df = shown_res.breakdown()
-    click.echo("rank   end        compute    comm       wait       critical")
+    say("rank   end        compute    comm       wait       critical")
     shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
     for r in shown.itertuples():
-        click.echo(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
-                   f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
-                   # no critical path under loggopsim: "-" rather than 0
-                   + (fmt_time(r.critical_s * 1e9) if hasattr(r, "critical_s") else "-"))
+        say(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
+            f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
+            # no critical path under loggopsim: "-" rather than 0
+            + (fmt_time(r.critical_s * 1e9) if hasattr(r, "critical_s") else "-"))
     if len(df) > 16:
-        click.echo(f"... {len(df) - 16} more ranks (use --json)")
+        say(f"... {len(df) - 16} more ranks (use --json)")
     if out:
-        click.echo(f"replayed timeline written to {out}")
+        click.echo(str(out) if quiet else f"replayed timeline written to {out}")
 
 
 def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: dict):
@@ -257,8 +312,10 @@ def _injected_line(inj: dict) -> str:
 @_common
 @click.option("--vary", multiple=True, required=True, metavar="NAME=LO..HI:log|lin:N",
               help="parameter range (or NAME=V1,V2,...); several --vary make a grid")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="CSV file")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="CSV file of the rows (required unless --json)")
 @click.option("--plot", type=click.Path(path_type=Path), help="PNG of the predicted makespan")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as one JSON document")
 @click.option("--workers", type=int, default=0,
               help="threads (default: all cores); with --executor mpi outside mpi4py.futures, "
                    "the number of MPI processes to spawn")
@@ -266,28 +323,46 @@ def _injected_line(inj: dict) -> str:
               show_default=True,
               help="local threads, or MPI processes via mpi4py.futures (run under `mpiexec -n K "
                    "python -m mpi4py.futures -m hindsight.cli sweep ...`, docs/replay.md)")
+@FORCE
+@QUIET
 def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-              allow_partial, vary, out, plot, workers, executor):
-    """Replay TRACE for every configuration of a parameter grid; one CSV row each."""
+              allow_partial, vary, out, plot, as_json, workers, executor, force, quiet):
+    """Replay TRACE for every configuration of a parameter grid; one CSV row each.
+
+    \b
+    hindsight sweep TRACE --vary L=1us..1ms:log:7 --out sweep.csv --plot sweep.png
+    hindsight sweep TRACE --model hockney --vary g=0.05ns,0.1ns,1ns --json
+    """
     from tqdm import tqdm
 
-    from replay.engine import sweep
+    from replay.engine import parse_vary, sweep
     from replay.executors import ExecutorError
     from replay.prepare import ReplayError
-    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial)
+    if out is None and not as_json:
+        raise UsageError("--out FILE: where to write the CSV (or --json to print the rows)")
+    check_compute_scale(compute_scale)
+    algorithms = _kv(algo, "--algo")
+    if out is not None:
+        check_output(out, "--out", force=force)
+    if plot is not None:
+        if out is not None and Path(plot).resolve() == Path(out).resolve():
+            raise UsageError(f"--plot {plot}: the same file as --out")
+        check_output(plot, "--plot", force=force)
+    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
+                                                 quiet)
     try:
-        from replay.engine import parse_vary
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None
+    scales = _region_scale(region_scale, prep.region_names)
     total = 1
     for a in axes:
         total *= len(a[1])
     try:
-        with tqdm(total=total, desc="sweep", unit="cfg", disable=None) as bar:
+        with tqdm(total=total, desc="sweep", unit="cfg", disable=True if quiet else None) as bar:
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
-                       compute_scale=compute_scale, region_scale=_region_scale(region_scale),
-                       cpu_time=cpu_time, algorithms=_kv(algo, "--algo"),
+                       compute_scale=compute_scale, region_scale=scales,
+                       cpu_time=cpu_time, algorithms=algorithms,
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None
@@ -295,14 +370,40 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         raise UserError(str(exc)) from None
     except ReplayError as exc:
         raise UserError(str(exc)) from None
-    df.to_csv(out, index=False)
-    click.echo(f"{len(df)} configurations written to {out}")
+    say = _say(quiet)
+    if out is not None:
+        try:
+            df.to_csv(out, index=False)
+        except OSError as exc:
+            raise write_failed(out, "--out", exc) from None
+        click.echo(str(out) if quiet else f"{len(df)} configurations written to {out}")
     if plot:
-        _plot(df, [a[0] for a in axes], plot, [v for v in vary])
-        click.echo(f"plot written to {plot}")
+        try:
+            _plot(df, [a[0] for a in axes], plot, [v for v in vary], mod, trace)
+        except OSError as exc:
+            raise write_failed(plot, "--plot", exc) from None
+        click.echo(str(plot) if quiet else f"plot written to {plot}")
+    if as_json:
+        click.echo(json.dumps(df.to_dict("records"), indent=2, default=float))
+    elif out is None:
+        say(df.to_string(index=False))
 
 
-def _plot(df, names, path: Path, specs) -> None:
+#: the unit of a swept parameter in the CSV and on the plot's axis (engine._display: SI units)
+_AXIS_UNITS = {"time": "s", "time_per_byte": "s/byte", "bytes": "bytes", "bandwidth": "bytes/s"}
+
+
+def _axis_label(mod, name: str) -> str:
+    """``name (unit)`` for a swept parameter (an alias is labelled by the first it sets)."""
+    try:
+        kind = mod.PARAMS[M._expand(mod, name)[0]].kind
+    except (KeyError, IndexError, M.ParamError):
+        return name
+    unit = _AXIS_UNITS.get(kind)
+    return f"{name} ({unit})" if unit else name
+
+
+def _plot(df, names, path: Path, specs, mod, trace: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -311,17 +412,16 @@ def _plot(df, names, path: Path, specs) -> None:
     if len(names) == 1:
         ax.plot(df[names[0]], df["predicted_makespan_s"], marker="o", label="predicted")
         ax.axhline(df["measured_makespan_s"].iloc[0], color="k", ls="--", label="measured")
-        ax.set_xlabel(names[0])
-        if logx:
-            ax.set_xscale("log")
     else:
         for val, g in df.groupby(names[1]):
             ax.plot(g[names[0]], g["predicted_makespan_s"], marker=".", label=f"{names[1]}={val:g}"
                     if isinstance(val, float) else f"{names[1]}={val}")
-        ax.set_xlabel(names[0])
-        if logx:
-            ax.set_xscale("log")
-    ax.set_ylabel("makespan (s)")
+    ax.set_xlabel(_axis_label(mod, names[0]))
+    if logx:
+        ax.set_xscale("log")
+    ax.set_ylabel("predicted makespan (s)")
+    ax.set_title(f"hindsight sweep: {Path(str(trace).rstrip('/')).name} under {mod.NAME}, "
+                 f"varying {', '.join(names)}", fontsize="medium")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

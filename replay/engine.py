@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hindsight import trace as tf
+from hindsight.errors import UsageError
 from replay import kernel as K
 from replay import models as M
 from replay.models.base import NetworkModel
@@ -161,7 +162,7 @@ def scale_array(prep: Prepared, compute_scale: float,
     """Compute-scale factor per region code + 1 (index 0: no region): ``compute_scale``, with
     ``region_scale`` overriding it for the regions it names."""
     if not (compute_scale >= 0 and math.isfinite(compute_scale)):
-        raise ReplayError(f"--compute-scale {compute_scale}: must be a finite number >= 0")
+        raise UsageError(f"--compute-scale {compute_scale}: must be a finite number >= 0")
     sc = np.full(len(prep.region_names) + 1, float(compute_scale))
     for name, f in (region_scale or {}).items():
         if not (f >= 0 and math.isfinite(f)):

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
+from hindsight.errors import UsageError
 from hindsight.system import gc_paused
 from replay import cache
 from replay import collectives as C
@@ -75,8 +76,13 @@ class Prepared:
         algos.update(algorithms or {})
         for op, a in algos.items():
             if op in C.ALGORITHMS and a not in C.ALGORITHMS[op]:
+                choices = ", ".join(C.ALGORITHMS[op])
+                if (algorithms or {}).get(op) == a:
+                    # the user's choice (--algo), not the trace's: a usage error
+                    raise UsageError(f"--algo {op}={a}: not a known algorithm of {op} (choose "
+                                     f"from {choices})")
                 raise ReplayError(f"collective algorithm {op}={a} is not known (choose from "
-                                  f"{', '.join(C.ALGORITHMS[op])})")
+                                  f"{choices})")
         key = (expand, tuple(sorted(algos.items())) if expand else ())
         if key not in self._streams:
             self._streams[key] = build_stream(self.rows, self.msgs, self.coll,

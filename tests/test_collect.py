@@ -387,3 +387,71 @@ def test_untraced_run_that_wrote_nothing_is_described_as_failed(tmp_path):
     assert m["ranks"] == 2 and m["program"].endswith("prog.py")
     res = hindsight("trace", "info", out)
     assert res.returncode == 1 and "an untraced run (wall time only)" in res.stderr
+
+
+SLEEPER = """
+import time
+from mpi4py import MPI
+MPI.COMM_WORLD.Barrier()
+print("started", MPI.COMM_WORLD.rank, flush=True)
+time.sleep(120)
+MPI.COMM_WORLD.Barrier()
+"""
+
+
+def _job_processes(program) -> list[int]:
+    """Processes still running ``program`` (ranks left behind)."""
+    from pathlib import Path
+
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and str(program).encode() in (d / "cmdline").read_bytes():
+                out.append(int(d.name))
+        except OSError:
+            pass
+    return out
+
+
+def test_ctrl_c_stops_the_run_exit_130_without_launcher_chatter(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    prog = tmp_path / "sleeper.py"
+    prog.write_text(SLEEPER)
+    out = tmp_path / "t"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hindsight.cli", "collect", "-n", "2", "--program", str(prog),
+         "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not list((out / tf.STAGING_DIR).glob("rank-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)                      # both ranks in their sleep
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr
+    assert stderr == f"Error: {prog}: interrupted; {out} is incomplete\n"
+    assert "Ctrl-C" not in stdout and "mpiexec@" not in stdout
+    assert "started" in stdout                      # the program's own output still comes through
+    m = tf.read_manifest(out)
+    assert m["complete"] is False and m["launcher_exit_code"] == 130
+    assert _job_processes(prog) == []
+
+
+def test_timeout_is_named_and_recorded(tmp_path):
+    prog = tmp_path / "sleeper.py"
+    prog.write_text(SLEEPER)
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 2, "--program", prog, "--out", out, "--timeout", 3)
+    assert res.returncode == 1
+    assert res.stderr == f"Error: {prog}: timed out after 3 s; {out} is incomplete\n"
+    m = tf.read_manifest(out)
+    assert m["timed_out_after_s"] == 3 and m["complete"] is False
+    assert _job_processes(prog) == []
+    res = hindsight("collect", "-n", 2, "--untraced", "--program", prog, "--out",
+                    tmp_path / "u", "--timeout", 2)
+    assert res.returncode == 1 and "timed out after 2 s" in res.stderr
+    assert tf.read_manifest(tmp_path / "u")["timed_out_after_s"] == 2

@@ -327,3 +327,52 @@ def test_predict_cli_block_sort(measured, tmp_path: Path) -> None:
     assert sorted(df["P"]) == [1, 2, 4, 8]
     assert (df["analytic_model"] == "paper003 eq. 17").all()
     assert (df["makespan_s"] > 0).all() and df["analytic_s"].notna().all()
+
+
+def test_predict_cli_json_and_quiet(measured, tmp_path: Path) -> None:
+    args = ["predict", str(measured["sorting-pipeline"]), "--ranks", "1..4", "--profile",
+            str(PROFILE), "--accept-bad-fit"]
+    r = CliRunner().invoke(cli, args + ["--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert sorted(p["P"] for p in doc["predictions"]) == [1, 2, 4]
+    assert doc["paradigm"] == "pipeline" and doc["out"] is None
+    out = tmp_path / "o"
+    r = CliRunner().invoke(cli, args + ["--quiet", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines() == [str(out / f) for f in
+                                     ("predict.csv", "fits.csv", "summary.json", "predict.png")]
+    r = CliRunner().invoke(cli, args + ["--out", str(out)])
+    assert r.exit_code == 2 and "--force" in r.output and "optimal P" not in r.output
+
+
+def test_predict_plot_circles_points_extrapolated_from_a_bad_fit(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import matplotlib.figure
+
+    from predict.cli import extrapolated, plot
+
+    df = pd.DataFrame({"P": [1, 2, 4, 8], "N": [100] * 4,
+                       "makespan_s": [4.0, 2.1, 1.2, 0.8], "speedup": [1, 1.9, 3.3, 5.0],
+                       "efficiency": [1, 0.95, 0.83, 0.62], "overhead_s": [0, 0.2, 0.8, 2.4],
+                       "analytic_s": [np.nan] * 4, "analytic_model": [None] * 4,
+                       "analytic_speedup": [np.nan] * 4})
+    opt = pd.DataFrame({"N": [100], "P_opt": [8], "T_opt_s": [0.8]})
+    cm = SimpleNamespace(configs=[(2, 100)], app="sorting", paradigm="pipeline", traces=["t"])
+    assert extrapolated(df, cm).tolist() == [False, False, True, True]
+    marked = {}
+
+    def savefig(fig, path, **kw):
+        ax = fig.axes[0]
+        marked["lines"] = [ln for ln in ax.get_lines() if "bad fit" in str(ln.get_label())]
+        marked["title"] = fig._suptitle.get_text()
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    plot(df, opt, cm, "elements", tmp_path / "p.png", bad_fit=True)
+    assert len(marked["lines"]) == 1
+    assert list(marked["lines"][0].get_xdata()) == [4, 8]
+    assert "--accept-bad-fit" in marked["title"]
+    plot(df, opt, cm, "elements", tmp_path / "p.png", bad_fit=False)
+    assert marked["lines"] == [] and "--accept-bad-fit" not in marked["title"]

@@ -87,5 +87,5 @@ def test_sweep_csv_and_plot(trace, tmp_path):
         assert g.sort_values("G")["predicted_makespan_s"].is_monotonic_increasing
     assert png.stat().st_size > 0
     r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "G=1..2:cubic:3", "--out",
-                                       str(out)])
+                                       str(tmp_path / "s2.csv")])
     assert r.exit_code == 2 and "--vary" in r.output

@@ -14,7 +14,9 @@ import click
 from hindsight.errors import UsageError, UserError
 
 from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
-from replay.cli import _kv  # NAME=VALUE options, parsed as replay parses them
+from hindsight.outputs import check_output, write_failed
+# NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
+from replay.cli import FORCE, QUIET, _kv, check_compute_scale
 
 
 def _file_errors(fn):
@@ -47,8 +49,11 @@ def _file_errors(fn):
               help="collective algorithm of the replay / GOAL schedule, e.g. Allreduce=ring")
 @click.option("--with-measured", is_flag=True,
               help="perfetto: put the measured timeline next to the replayed one in one file")
+@FORCE
+@QUIET
 @_file_errors
-def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, with_measured):
+def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, with_measured,
+               force, quiet):
     """Write TRACE (or its replayed timeline) in another tool's format.
 
     \b
@@ -65,13 +70,15 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
         model_name = "loggps"
     if replayed and not exporter.timeline:
         raise UsageError(f"--format {fmt} writes the schedule, not a timeline: --model, "
-                               "--set and --profile do not apply")
+                         "--set and --profile do not apply")
     if with_measured and not (exporter.two_timelines and replayed):
         both = "/".join(e.name for e in EXPORTERS.values() if e.two_timelines)
         raise UsageError(f"--with-measured needs --format {both} and --model")
+    check_compute_scale(compute_scale)
     algorithms = _kv(algo, "--algo")
     out = out or Path(str(trace).rstrip("/") + ("-replayed" if replayed else "")
                       + exporter.suffix)
+    check_output(out, "--out", force=force, directory=fmt == "otf2")
     if not exporter.timeline:
         job = ExportJob(trace, compute_scale=compute_scale, algorithms=algorithms)
     elif not replayed:
@@ -80,22 +87,47 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     else:
         tr = tf.read_trace(trace)
         res = _replay(trace, model_name, sets, profile, compute_scale, algorithms)
-        click.echo(f"replayed under {res.model}: makespan {res.makespan_ns / 1e9:.6f} s "
-                   f"(measured {res.measured_makespan_ns / 1e9:.6f} s)")
+        if not quiet:
+            click.echo(f"replayed under {res.model}: makespan {res.makespan_ns / 1e9:.6f} s "
+                       f"(measured {res.measured_makespan_ns / 1e9:.6f} s)")
         job = ExportJob(trace, table=res.to_arrow(), manifest=dict(tr.manifest),
                         nranks=tr.nranks, label=res.model,
                         measured=tr.table if with_measured else None)
-    click.echo(exporter.write(job, out))
+    try:
+        if fmt == "otf2":
+            _remove_otf2_archive(out)          # --force: the archive checked above
+        line = exporter.write(job, out)
+    except OSError as exc:
+        raise write_failed(out, "--out", exc) from None
+    click.echo(str(out) if quiet else line)
+
+
+def _remove_otf2_archive(out: Path) -> None:
+    """Remove the OTF2 archive an earlier export left in ``out`` (its anchor file, definitions
+    and event folder), so that ``--force`` replaces it; other files in ``out`` stay."""
+    from hindsight.interop.otf2 import ARCHIVE_NAME
+
+    for name in (f"{ARCHIVE_NAME}.otf2", f"{ARCHIVE_NAME}.def"):
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / ARCHIVE_NAME, ignore_errors=True)
 
 
 def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
     import replay
     from replay import models as M
 
-    mod = M.get_model(model_name)
-    prof = M.load_profile(profile, mod) if profile else None
+    try:
+        mod = M.get_model(model_name)
+    except M.ParamError as exc:
+        raise UsageError(f"--model: {exc}") from None
+    try:
+        assignments = M.parse_assignments(list(sets))
+        prof = M.load_profile(profile, mod) if profile else None
+    except M.ParamError as exc:
+        raise UsageError(f"{'--profile' if str(exc).startswith('profile') else '--set'}: "
+                         f"{exc}") from None
     prep = replay.prepare(trace, keep_table=True)
-    return replay.run(prep, mod, M.parse_assignments(list(sets)), profile=prof,
+    return replay.run(prep, mod, assignments, profile=prof,
                       compute_scale=compute_scale, algorithms=algorithms)
 
 

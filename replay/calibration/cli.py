@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from hindsight.errors import UsageError, UserError
+from hindsight.errors import UsageError
+from hindsight.outputs import check_output, write_failed
 
 
 def _ranks(text: str | None) -> list[int] | None:
@@ -44,39 +45,55 @@ def _ranks(text: str | None) -> list[int] | None:
 @click.option("--accept-noisy", is_flag=True,
               help="write the profile even if its fit misses its measurements or it was taken "
                    "under load (marked quality = \"noisy\", with a warning)")
+@click.option("--force", is_flag=True, help="replace an existing profile and plot")
+@click.option("--quiet", "-q", is_flag=True,
+              help="print nothing but errors and the paths of the files written")
 def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed, api, plot_path,
-                  attempts, accept_noisy):
+                  attempts, accept_noisy, force, quiet):
     """Measure LogGP/LogGPS, Hockney and M/M/1 parameters of the MPI in use; write a profile.
 
     The profile is what `hindsight replay --profile` reads (docs/calibration.md).
+
+    \b
+    hindsight calibrate --out profile.toml
+    hindsight calibrate --transport tcp --sizes 1B..1MiB --repeat 50 --out tcp.toml
     """
     from replay.calibration.plot import plot_profiles
-    from replay.profile import ProfileError, write_profile
+    from replay.profile import write_profile
     from replay.calibration.quality import profile_problems
     from replay.calibration.run import CalibrationError, calibrate
 
-    try:
-        prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
-                         progress=lambda m: click.echo(f"calibrate: {m}", err=True),
-                         testbed=testbed, api=api, attempts=attempts)
-        problems = profile_problems(prof)
-        n = prof["fit"]["check"]["attempts"]
-        if problems and not accept_noisy:
-            raise CalibrationError(f"no quiet measurement in {n} attempt{'s' * (n > 1)}, {out} "
-                                   f"not written: {'; '.join(problems)} (--accept-noisy writes "
-                                   "it marked noisy)")
-        write_profile(prof, out)
-        if problems:
-            click.echo(f"warning: profile {out} is marked noisy: {'; '.join(problems)}", err=True)
-    except (CalibrationError, ProfileError) as exc:
-        raise UserError(str(exc)) from None
-    except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc}") from None
+    # Both outputs are checked before minutes of measuring, not after.
     png = plot_path or out.with_suffix(".png")
+    if png.resolve() == out.resolve():
+        raise UsageError(f"--plot {png}: the same file as --out")
+    check_output(out, "--out", force=force)
+    check_output(png, "--plot", force=force)
+    say = (lambda *a, **kw: None) if quiet else click.echo
+    prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
+                     progress=lambda m: say(f"calibrate: {m}", err=True),
+                     warn=lambda m: say(f"warning: {m}", err=True),
+                     testbed=testbed, api=api, attempts=attempts)
+    problems = profile_problems(prof)
+    n = prof["fit"]["check"]["attempts"]
+    if problems and not accept_noisy:
+        raise CalibrationError(f"no quiet measurement in {n} attempt{'s' * (n > 1)}, {out} "
+                               f"not written: {'; '.join(problems)} (--accept-noisy writes "
+                               "it marked noisy)")
+    try:
+        write_profile(prof, out)
+    except OSError as exc:
+        raise write_failed(out, "--out", exc) from None
+    if problems:
+        say(f"warning: profile {out} is marked noisy: {'; '.join(problems)}", err=True)
     try:
         plot_profiles([prof], png)
     except OSError as exc:
-        raise UserError(f"cannot write {png}: {exc}") from None
+        raise write_failed(png, "--plot", exc) from None
+    if quiet:
+        click.echo(str(out))
+        click.echo(str(png))
+        return
     m, lg, h, mm, f = (prof["measured_on"], prof["loggps"], prof["hockney"], prof["mm1"],
                        prof["fit"])
     us = 1e6

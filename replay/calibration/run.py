@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 import re
 import signal
 import subprocess
@@ -19,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from hindsight import conditions
-from hindsight.collect import TRANSPORTS, CollectError, find_mpiexec, launch_env
+from hindsight.collect import (TRANSPORTS, CollectError, find_mpiexec, launch_env,
+                               sigterm_interrupts, stop_job)
 from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
@@ -85,33 +85,62 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
     env["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
     with tempfile.TemporaryDirectory(prefix="hindsight-calibrate-") as tmp:
         out = Path(tmp) / "bench.json"
-        # One core per rank (round-robin): two communicating ranks sharing a core would measure
-        # the scheduler (each hop a context switch, ~1 ms seen here), not the network.
         program = [sys.executable, "-m", "replay.calibration.bench",
                    "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--api", api,
                    "--out", str(out)]
         if overhead_only:
             program.append("--overhead-only")
-        cmd = [mpiexec, "-bind-to", "core", "-n", str(nprocs)] + program
         if state is not None:
             # Cyclic placement: ranks 0 and 1 (the ping-pong pair) always on different nodes.
             cmd = tb.mpmd_command([mpiexec, "-bind-to", "core"], program, state, nprocs, "cyclic")
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise CalibrationError(f"the benchmark at -n {nprocs} did not finish in {timeout:g} s")
-        if proc.returncode != 0 or not out.is_file():
+        else:
+            cmd = bench_command(mpiexec, nprocs, program, bind=not oversubscribed(nprocs))
+        stdout, stderr, rc = run_job(cmd, env, timeout, f"the benchmark at -n {nprocs}")
+        if rc != 0 or not out.is_file():
             last = (stderr.strip().splitlines() or ["no output"])[-1]
             raise CalibrationError(f"the benchmark at -n {nprocs} failed (exit code "
-                                   f"{proc.returncode}): {last}")
+                                   f"{rc}): {last}")
         data = json.loads(out.read_text())
     if "error" in data:
         raise CalibrationError(data["error"])
     return data, stdout
+
+
+def oversubscribed(nprocs: int) -> bool:
+    """More ranks than this machine has usable cores."""
+    cores = usable_cores()
+    return bool(cores) and nprocs > cores
+
+
+def bench_command(mpiexec: str, nprocs: int, program: list[str], bind: bool) -> list[str]:
+    """The mpiexec line of one benchmark run. With ``bind``, one core per rank (round-robin):
+    two communicating ranks sharing a core would measure the scheduler (each hop a context
+    switch, ~1 ms seen here), not the network. Oversubscribed, binding is left out: hydra's
+    ``-bind-to core`` with more ranks than cores was seen to hang."""
+    return [mpiexec] + (["-bind-to", "core"] if bind else []) + ["-n", str(nprocs)] + program
+
+
+def run_job(cmd: list[str], env: dict, timeout: float, what: str) -> tuple[str, str, int]:
+    """Run an MPI job in a session of its own and return (stdout, stderr, exit code). A timeout,
+    Ctrl-C or SIGTERM to this process stops the job, mpiexec and every rank below it
+    (``stop_job``), before the error or the interrupt goes on: calibrate never leaves a
+    benchmark running behind it."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    old_term = sigterm_interrupts()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_job(proc, signal.SIGTERM, grace=2.0)
+        proc.communicate()
+        raise CalibrationError(f"{what} did not finish in {timeout:g} s") from None
+    except BaseException:
+        stop_job(proc, signal.SIGINT, grace=2.0)
+        raise
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+    return stdout, stderr, proc.returncode
 
 
 def summarize(run: dict) -> dict:
@@ -212,7 +241,8 @@ def placement(run: dict) -> list[dict]:
 def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
               progress=lambda msg: None, testbed: str | None = None,
-              api: str = "buffer", attempts: int = Q.DEFAULT_ATTEMPTS) -> dict:
+              api: str = "buffer", attempts: int = Q.DEFAULT_ATTEMPTS,
+              warn=lambda msg: None) -> dict:
     """Measure and fit; returns the profile (a dict in the hindsight-profile/1 layout).
 
     The main measurement is taken up to ``attempts`` times, until one passes the checks of
@@ -224,11 +254,15 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     a traced application's send/recv of Python objects costs inside its calls; bench.py).
 
     With ``testbed`` the ranks run in the testbed's nodes (cyclic placement), MPI over TCP
-    through the shaped veth links; ``transport`` is then tcp."""
+    through the shaped veth links; ``transport`` is then tcp.
+
+    ``progress`` gets one line per phase (with the time it is expected to take once a first
+    measurement has shown it); ``warn`` gets what makes the profile less trustworthy."""
     if testbed:
         transport = "tcp"
     if nprocs < 2:
-        raise CalibrationError(f"-n must be at least 2 (two ranks exchange messages), not {nprocs}")
+        raise CalibrationError(f"-n must be at least 2 (two ranks exchange messages), "
+                               f"not {nprocs}")
     if transport not in TRANSPORTS:
         raise CalibrationError(f"--transport must be one of {', '.join(TRANSPORTS)}, "
                                f"not {transport!r}")
@@ -251,11 +285,22 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             overhead_ranks = fit or [nprocs]
     if any(p < 2 for p in overhead_ranks):
         raise CalibrationError("--overhead-ranks: every rank count must be at least 2")
-    progress(f"ping-pong over {len(ks)} sizes on {nprocs} ranks ({transport}, {api} API)")
-    best, failed = None, []
+    over = sorted(p for p in {nprocs, *overhead_ranks} if oversubscribed(p))
+    if over and not testbed:
+        warn(f"{usable_cores()} usable cores, {'/'.join(map(str, over))} ranks: ranks are not "
+             "bound to cores (oversubscribed), so ranks share cores and the overheads measured "
+             "include the scheduler's")
+    best, failed, took = None, [], None
     for attempt in range(1, attempts + 1):
+        progress(f"attempt {attempt}/{attempts}: ping-pong over {len(ks)} sizes "
+                 f"({ks[0]}..{ks[-1]} B, {repeat} round trips each) on {nprocs} ranks "
+                 f"({transport}, {api} API)"
+                 + (f", about {took:.0f} s" if took is not None else ""))
         before = conditions.snapshot()
+        t0 = time.monotonic()
         run, stdout = run_bench(nprocs, transport, ks, repeat, testbed=testbed, api=api)
+        took = time.monotonic() - t0
+        progress(f"attempt {attempt}/{attempts}: measured in {took:.1f} s")
         cond = Q.record(before, conditions.snapshot(), run.get("rank_info", []))
         verified = verify_transport(transport, run, stdout)
         s = summarize(run)
@@ -283,7 +328,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     O = lg.params["O"]
     o_by_p = {nprocs: o_prime(s, O)}
     for p in sorted(set(overhead_ranks) - {nprocs}):
-        progress(f"small-message overheads on {p} ranks (2 communicate, {p - 2} idle)")
+        # its sizes are the small ones of the main run: that run's time is an upper bound
+        progress(f"small-message overheads on {p} ranks (2 communicate, {p - 2} idle), "
+                 f"under {took:.0f} s")
         run_p, stdout_p = run_bench(p, transport, list(SMALL), repeat, overhead_only=True,
                                     testbed=testbed, api=api)
         verify_transport(transport, {**run_p, "loopback_probe": None}, stdout_p)

@@ -1,0 +1,392 @@
+"""The commands' outputs, flags and exit codes: an output path is checked before any work, an
+existing output needs --force, a flag typed wrong is exit 2, --json and --quiet, every example
+in a --help works, and `hindsight --help` imports no heavy module."""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from hindsight.cli import LazyGroup, main
+from synthetic import simulate_to_dir
+from tests.conftest import ROOT, hindsight
+
+PROGS = [[("compute", 3000), ("send", 1, 1000), ("recv", 1), ("coll", "Allreduce", 64)],
+         [("recv", 0), ("compute", 2000), ("send", 0, 1000), ("coll", "Allreduce", 64)]]
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    return simulate_to_dir(tmp_path_factory.mktemp("outputs") / "t", PROGS)
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_error_line(r, *needles):
+    """The output is one `Error:` line naming each of ``needles``, no traceback."""
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.output
+    for n in needles:
+        assert n in lines[0], r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs checked before the work
+
+
+def test_replay_out_refuses_an_existing_trace_unless_force(trace, tmp_path):
+    out = tmp_path / "o"
+    assert invoke("replay", trace, "--model", "measured", "--out", out).exit_code == 0
+    before = (out / "manifest.json").read_text()
+    r = invoke("replay", trace, "--model", "measured", "--out", out)
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "--force")
+    assert (out / "manifest.json").read_text() == before
+    r = invoke("replay", trace, "--model", "hockney", "--out", out, "--force")
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "manifest.json").read_text())["replay"]["model"] == "hockney"
+
+
+def test_replay_force_never_replaces_a_folder_that_is_not_a_trace(trace, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    r = invoke("replay", trace, "--out", out, "--force")
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "not a trace directory")
+    assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_an_output_under_a_file_is_one_line_exit_1_and_no_work(trace, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for args, flag in ((["replay", trace, "--out", blocker / "o"], "--out"),
+                       (["sweep", trace, "--vary", "L=1us,2us", "--out", blocker / "s.csv"],
+                        "--out"),
+                       (["export", trace, "--format", "perfetto", "--out", blocker / "p.json"],
+                        "--out"),
+                       (["calibrate", "--out", blocker / "p.toml"], "--out")):
+        r = invoke(*args)
+        assert r.exit_code == 1, (args, r.output)
+        one_error_line(r, flag, str(blocker))
+
+
+def test_sweep_checks_the_plot_before_writing_the_csv(trace, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    csv = tmp_path / "s.csv"
+    r = invoke("sweep", trace, "--vary", "L=1us,2us", "--out", csv, "--plot", blocker / "s.png")
+    assert r.exit_code == 1
+    one_error_line(r, "--plot")
+    assert not csv.exists()
+    png = tmp_path / "s.png"
+    png.write_bytes(b"old")
+    r = invoke("sweep", trace, "--vary", "L=1us,2us", "--out", csv, "--plot", png)
+    assert r.exit_code == 2
+    one_error_line(r, "--plot", "--force")
+    assert not csv.exists() and png.read_bytes() == b"old"
+    r = invoke("sweep", trace, "--vary", "L=1us,2us", "--out", csv, "--plot", png, "--force")
+    assert r.exit_code == 0, r.output
+    assert csv.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("fmt", ["perfetto", "otf2", "goal", "pipit"])
+def test_export_refuses_an_existing_output_unless_force(trace, tmp_path, fmt):
+    out = tmp_path / f"x-{fmt}"
+    r = invoke("export", trace, "--format", fmt, "--out", out)
+    assert r.exit_code == 0, r.output
+    snapshot = sorted(p.name for p in out.iterdir()) if out.is_dir() else out.read_bytes()
+    r = invoke("export", trace, "--format", fmt, "--out", out)
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "--force")
+    r = invoke("export", trace, "--format", fmt, "--out", out, "--force")
+    assert r.exit_code == 0, r.output
+    after = sorted(p.name for p in out.iterdir()) if out.is_dir() else out.read_bytes()
+    assert after == snapshot
+
+
+def test_export_default_output_is_checked_too(trace):
+    default = trace.parent / (trace.name + ".perfetto.json")
+    default.write_text("{}")
+    try:
+        r = invoke("export", trace, "--format", "perfetto")
+        assert r.exit_code == 2
+        one_error_line(r, str(default), "--force")
+        assert default.read_text() == "{}"
+    finally:
+        default.unlink()
+
+
+def test_predict_checks_its_out_before_reading_traces(tmp_path):
+    out = tmp_path / "pred"
+    out.mkdir()
+    r = invoke("predict", tmp_path / "no-such-trace", "--out", out)
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "--force")
+
+
+def test_calibrate_checks_profile_and_plot_before_measuring(tmp_path):
+    prof = tmp_path / "p.toml"
+    prof.write_text("old")
+    r = invoke("calibrate", "--out", prof)
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "--force")
+    png = tmp_path / "q.png"
+    png.write_bytes(b"old")
+    r = invoke("calibrate", "--out", tmp_path / "q.toml")
+    assert r.exit_code == 2
+    one_error_line(r, "--plot", "--force")
+    r = invoke("calibrate", "--out", tmp_path / "r.toml", "--plot", tmp_path / "r.toml")
+    assert r.exit_code == 2
+    one_error_line(r, "--plot", "same file")
+
+
+def test_a_failed_write_is_one_line_naming_the_flag(trace, tmp_path, monkeypatch):
+    from replay.engine import Result
+
+    def full(self, out):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Result, "write", full)
+    r = invoke("replay", trace, "--out", tmp_path / "o")
+    assert r.exit_code == 1
+    one_error_line(r, "--out", "cannot write", "No space left on device")
+
+
+# ---------------------------------------------------------------------------------------------
+# exit codes
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["replay", "{t}", "--algo", "Allreduce=bogus"], "--algo"),
+    (["sweep", "{t}", "--algo", "Allreduce=bogus", "--vary", "L=1us,2us", "--json"], "--algo"),
+    (["export", "{t}", "--format", "goal", "--algo", "Allreduce=bogus", "--out", "{o}"],
+     "--algo"),
+    (["replay", "{t}", "--compute-scale", "-1"], "--compute-scale"),
+    (["sweep", "{t}", "--compute-scale", "-1", "--vary", "L=1us,2us", "--json"],
+     "--compute-scale"),
+    (["export", "{t}", "--format", "perfetto", "--compute-scale", "-1", "--out", "{o}"],
+     "--compute-scale"),
+    (["export", "{t}", "--format", "perfetto", "--model", "loggps", "--compute-scale", "nan",
+      "--out", "{o}"], "--compute-scale"),
+    (["replay", "{t}", "--region-scale", "nosuch=2"], "--region-scale"),
+    (["replay", "{t}", "--set", "G=abc"], "--set"),
+    (["collect", "-n", "2", "--program", "{o}"], "--program"),
+    (["collect", "-n", "2", "nosuchapp"], "unknown application"),
+    (["collect", "-n", "2", "sorting", "--paradigm", "nosuch"], "paradigm"),
+    (["collect", "-n", "2"], "name an application"),
+])
+def test_flag_errors_exit_2(trace, tmp_path, args, flag):
+    out = tmp_path / "none"
+    r = invoke(*[a.format(t=trace, o=out) for a in args])
+    assert r.exit_code == 2, r.output
+    one_error_line(r, flag)
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# --json and --quiet
+
+
+def test_sweep_json_prints_the_rows(trace, tmp_path):
+    r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "L=1us,5us", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [round(x["L"] * 1e6) for x in rows] == [1, 5]
+    assert all(x["predicted_makespan_s"] > 0 for x in rows)
+
+
+def test_sweep_needs_out_or_json(trace):
+    r = invoke("sweep", trace, "--vary", "L=1us,5us")
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "--json")
+
+
+def test_quiet_prints_only_the_written_paths(trace, tmp_path):
+    r = invoke("replay", trace, "--quiet", "--out", tmp_path / "o")
+    assert r.exit_code == 0 and r.output == f"{tmp_path / 'o'}\n"
+    r = invoke("sweep", trace, "--vary", "L=1us,5us", "-q", "--out", tmp_path / "s.csv",
+               "--plot", tmp_path / "s.png")
+    assert r.exit_code == 0 and r.output == f"{tmp_path / 's.csv'}\n{tmp_path / 's.png'}\n"
+    r = invoke("export", trace, "--format", "perfetto", "--model", "hockney", "--quiet",
+               "--out", tmp_path / "p.json")
+    assert r.exit_code == 0 and r.output == f"{tmp_path / 'p.json'}\n"
+    r = invoke("replay", trace, "--quiet")
+    assert r.exit_code == 0 and r.output == ""
+
+
+def test_sweep_plot_has_a_title_and_units(trace, tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    seen = {}
+
+    def savefig(fig, path, **kw):
+        ax = fig.axes[0]
+        seen.update(title=ax.get_title(), x=ax.get_xlabel(), y=ax.get_ylabel())
+        path.write_bytes(b"png")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    r = invoke("sweep", trace, "--vary", "G=0.01ns..1ns:log:3", "--out", tmp_path / "s.csv",
+               "--plot", tmp_path / "s.png")
+    assert r.exit_code == 0, r.output
+    assert seen["x"] == "G (s/byte)" and seen["y"] == "predicted makespan (s)"
+    assert "t under loggps" in seen["title"] and "G" in seen["title"]
+
+
+# ---------------------------------------------------------------------------------------------
+# --help: its examples work, it imports nothing heavy
+
+
+OWN = ["collect", "replay", "sweep", "predict", "export", "calibrate"]
+
+
+def examples(name: str) -> list[list[str]]:
+    """The example command lines of `hindsight NAME --help` (a description after two spaces
+    is not part of the line)."""
+    text = invoke(name, "--help").output
+    return [shlex.split(re.split(r"\s{2,}", line.strip())[0])[1:]
+            for line in text.splitlines() if line.strip().startswith("hindsight ")]
+
+
+@pytest.mark.parametrize("name", OWN)
+def test_every_help_example_parses(name, trace):
+    lines = examples(name)
+    assert lines, f"`hindsight {name} --help` shows no example"
+    ctx = main.make_context("hindsight", [name, "--help"], resilient_parsing=True)
+    cmd = main.get_command(ctx, name)
+    for args in lines:
+        assert args[0] == name
+        with cmd.make_context(name, [str(trace) if a == "TRACE" else a for a in args[1:]]):
+            pass
+
+
+def test_the_cheap_help_examples_run(trace, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = {"TRACE": str(trace), "DIR": str(tmp_path / "otf2"), "s.goal": "s.goal"}
+    ran = 0
+    for name in ("export", "sweep", "replay"):
+        for args in examples(name):
+            if "--profile" in args:
+                continue                # needs a calibrated profile
+            r = invoke(*[names.get(a, a) for a in args])
+            assert r.exit_code == 0, (args, r.output)
+            ran += 1
+    assert ran >= 6
+
+
+def test_collect_help_examples_run_with_a_tiny_input(tmp_path):
+    assert examples("collect")
+    for i, args in enumerate(examples("collect")):
+        if "--" in args and "--array-size" in args:
+            args[args.index("--array-size") + 1] = "500"
+        args = args[:args.index("--")] + ["--out", str(tmp_path / f"t{i}")] + \
+            args[args.index("--"):]
+        r = hindsight(*args)
+        assert r.returncode == 0, (args, r.stderr)
+
+
+def test_lazy_command_summaries_match_their_help():
+    ctx = main.make_context("hindsight", ["--help"], resilient_parsing=True)
+    for name, summary in LazyGroup.summaries.items():
+        words = " ".join(main.get_command(ctx, name).help.split())
+        assert words.startswith(summary.rstrip(".").rstrip(".")), name
+    assert set(LazyGroup.summaries) == set(LazyGroup.lazy)
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_import_no_heavy_module(flag):
+    code = ("import sys\n"
+            f"sys.argv = ['hindsight', '{flag}']\n"
+            "import hindsight.cli\n"
+            "try:\n    hindsight.cli.main()\nexcept SystemExit:\n    pass\n"
+            "heavy = {'numpy', 'pandas', 'pyarrow', 'matplotlib', 'numba'}\n"
+            "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}), file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# calibrate: oversubscription and no orphaned benchmark
+
+
+def test_calibrate_does_not_bind_oversubscribed_ranks_and_says_so(monkeypatch):
+    from replay.calibration import run as R
+    from hindsight.system import usable_cores
+
+    cores = usable_cores()
+    assert R.oversubscribed(cores + 1) and not R.oversubscribed(cores)
+    bound = R.bench_command("mpiexec", 2, ["prog"], bind=True)
+    assert bound == ["mpiexec", "-bind-to", "core", "-n", "2", "prog"]
+    assert R.bench_command("mpiexec", 9, ["prog"], bind=False) == ["mpiexec", "-n", "9", "prog"]
+
+    seen = []
+
+    def bench(nprocs, transport, sizes, repeat, **kw):
+        seen.append(nprocs)
+        raise R.CalibrationError("stop here")
+
+    monkeypatch.setattr(R, "run_bench", bench)
+    warnings = []
+    with pytest.raises(R.CalibrationError, match="stop here"):
+        R.calibrate(cores + 1, overhead_ranks=[cores + 1], warn=warnings.append)
+    assert seen == [cores + 1]
+    assert len(warnings) == 1 and "not bound to cores" in warnings[0]
+
+
+FAKE_MPIEXEC = """
+import subprocess, sys, time
+# like hydra's proxy: a child in a session of its own, which a signal to the group misses
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                         start_new_session=True)
+open(sys.argv[1], "w").write(str(child.pid))
+time.sleep(300)
+"""
+
+DRIVER = """
+import os, sys
+from replay.calibration.run import run_job
+run_job([sys.executable, "-c", sys.argv[1], sys.argv[2]], dict(os.environ), 300, "fake")
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stopped_calibration_leaves_no_job_running(tmp_path, sig):
+    import os
+    import signal
+    import time
+
+    marker = tmp_path / "child.pid"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, FAKE_MPIEXEC, str(marker)], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 30
+    while not (marker.is_file() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(marker.read_text())
+    driver.send_signal(getattr(signal, sig))
+    driver.communicate(timeout=30)
+    assert driver.returncode != 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        if "Z" in open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]:
+            break                        # a zombie waiting for init: gone
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the benchmark's child outlived calibrate")
