@@ -85,6 +85,9 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
     if program is not None:
         if not Path(program).is_file():
             raise CollectUsageError(f"--program: no such file: {program}")
+        from instrument import native
+        if native.is_native(program):       # a compiled program: traced through PMPI
+            return launcher + native.command(nprocs, program, args)[3:]
         return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + \
             (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
     if app is None:
@@ -299,8 +302,17 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
+    if untraced and program is not None and Path(program).is_file():
+        from instrument import native
+        if native.is_native(program):
+            raise CollectUsageError("--untraced: not available for compiled programs yet "
+                                    "(docs/native.md)")
     cmd = build_command(nprocs, out, app, paradigm, program, list(args))
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
+    if program is not None and not untraced:
+        from instrument import native
+        if native.is_native(program):
+            env.update(native.prepare(out, nprocs, program, list(args), env))
     network = {"transport": transport, "testbed": None, "nodes": 1, "ranks_per_node": [nprocs]}
     state = before = None
     if testbed:
@@ -345,7 +357,14 @@ def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state
         manifest = _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args,
                                     stopped)
         return rc, manifest
+    if program is not None and (out / tf.STAGING_DIR / "start.json").is_file():
+        from instrument import native
+        if native.is_native(program):
+            native.finish(out)
     if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
+        refused = out / tf.STAGING_DIR / "refused.txt"
+        if refused.is_file():        # the tracer refused the program at start-up, and said why
+            raise CollectError(refused.read_text().strip().splitlines()[0])
         raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}
     if rc != 0 or not manifest.get("complete"):

@@ -176,3 +176,21 @@ def test_not_a_program_is_not_native(tmp_path, exe):
     assert not native.is_native(script)
     assert not native.is_native(tmp_path / "missing")
     assert native.is_native(exe("ring"))
+
+
+def test_hindsight_collect_traces_a_compiled_program(exe, tmp_path):
+    """`hindsight collect --program ./a.out` detects the executable and traces it through PMPI;
+    `--untraced` of a compiled program is refused in one line."""
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 3, "--program", exe("ring"), "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert sorted(x for x in res.stdout.splitlines() if not x.startswith("trace ")) == \
+        sorted(_untraced_stdout(exe("ring"), 3).splitlines())    # ranks print in any order
+    m = tf.read_manifest(out)
+    assert m["complete"] and m["ranks"] == 3
+    _check_and_replay(out)
+    res = hindsight("collect", "-n", 2, "--program", exe("ring"), "--out", tmp_path / "u",
+                    "--untraced")
+    assert res.returncode == 2
+    assert res.stderr.strip() == "Error: --untraced: not available for compiled programs yet " \
+                                 "(docs/native.md)"
