@@ -227,16 +227,19 @@ def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
 
 @trace.command()
 @click.argument("trace_dir", type=click.Path(path_type=Path))
-def check(trace_dir):
-    """Verify schema, ordering and message matching; exit 0 only if complete and consistent."""
-    from hindsight.check import check_trace
+@click.option("--json", "as_json", is_flag=True,
+              help="print one JSON document: {trace, ok, problems}")
+def check(trace_dir, as_json):
+    """Verify schema, ordering and message matching; exit 0 only if complete and consistent.
 
-    problems = check_trace(trace_dir)
-    for line in problems:
-        click.echo(line)
-    if problems:
+    Problems found in a readable trace are printed on stdout, one a line (exit 1); a trace that
+    cannot be read at all is one `Error:` line on stderr (exit 1)."""
+    from hindsight.check import check_result, format_check
+
+    result = check_result(trace_dir)
+    click.echo(format_check(result, as_json))
+    if not result["ok"]:
         sys.exit(1)
-    click.echo(f"{trace_dir}: ok")
 
 
 @trace.command()
