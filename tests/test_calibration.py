@@ -14,7 +14,8 @@ from replay import models as M
 from replay.calibration import fit as F
 from replay.profile import FORMAT, ProfileError, read_profile, write_profile
 from replay.calibration.quality import profile_problems
-from replay.calibration.run import CalibrationError, parse_sizes, verify_transport
+from replay.calibration.run import (CalibrationError, CalibrationUsageError, parse_sizes,
+                                   verify_transport)
 
 SIZES = np.array([2.0 ** i for i in range(0, 25)])          # 1 B .. 16 MiB
 TRUE = {"L": 5e-6, "o_send": 2e-6, "o_recv": 3e-6, "g": 4e-6, "G": 1e-10, "S": 16384.0,
@@ -101,7 +102,7 @@ def test_parse_sizes():
     assert parse_sizes("1..1KiB:4") == [1, 4, 16, 64, 256, 1024]
     assert parse_sizes("8,1,64,2") == [1, 2, 8, 64]
     for bad in ("16MiB..1B", "1..8:1", "x..y", "1,2"):
-        with pytest.raises(CalibrationError):
+        with pytest.raises(CalibrationUsageError):
             parse_sizes(bad)
 
 
@@ -238,11 +239,11 @@ def test_cli_errors_are_one_line(tmp_path):
     from hindsight.cli import main
 
     r = CliRunner().invoke(main, ["calibrate", "-n", "1", "--out", str(tmp_path / "p.toml")])
-    assert r.exit_code == 1 and r.exception is None or isinstance(r.exception, SystemExit)
+    assert r.exit_code == 2 and r.exception is None or isinstance(r.exception, SystemExit)
     assert r.output.strip().splitlines() == ["Error: -n must be at least 2 (two ranks exchange "
                                              "messages), not 1"]
     r = CliRunner().invoke(main, ["calibrate", "--sizes", "9..1", "--out", str(tmp_path / "p.toml")])
-    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
     assert "--sizes" in r.output and not (tmp_path / "p.toml").exists()
 
 

@@ -173,7 +173,7 @@ def profiles(fake_bench, tmp_path):
     assert r.exit_code == 0, r.output
     clean = clean.rename(tmp_path / "clean.toml")
     runs[:] = [_bench(wait=0.3)]
-    r, noisy = _calibrate(tmp_path, "--accept-noisy", "--attempts", "1")
+    r, noisy = _calibrate(tmp_path, "--accept-noisy", "--attempts", "1", "--force")  # p.png
     assert r.exit_code == 0, r.output
     return clean, noisy.rename(tmp_path / "noisy.toml")
 
@@ -184,7 +184,7 @@ def test_replay_and_sweep_warn_about_a_noisy_profile(profiles, tmp_path, command
 
     progs = [[("send", 1, 1000), ("recv", 1)], [("recv", 0), ("send", 0, 1000)]]
     tr = simulate_to_dir(tmp_path / "t", progs, manifest={"transport_name": "shm"})
-    extra = [] if command == "replay" else ["--vary", "L=1us,2us", "--out", str(tmp_path / "s.csv")]
+    extra = [] if command == "replay" else ["--vary", "L=1us,2us", "--out", str(tmp_path / "s.csv"), "--force"]
     clean, noisy = profiles
     for prof, warned in ((noisy, True), (clean, False)):
         r = CliRunner().invoke(main, [command, str(tr), "--profile", str(prof), *extra])

@@ -25,11 +25,15 @@ from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
 from replay.profile import FORMAT
-from hindsight.errors import UserError
+from hindsight.errors import UsageError, UserError
 
 DEFAULT_SIZES = "1B..16MiB"
 #: sizes (bytes) whose overheads give o' at each rank count: small, eager on every transport here
 SMALL = (1, 8, 64, 512)
+
+
+class CalibrationUsageError(UsageError):
+    """A calibrate flag with an impossible value (exit 2); the message names the flag."""
 
 
 class CalibrationError(UserError):
@@ -54,9 +58,9 @@ def parse_sizes(spec: str) -> list[int]:
         else:
             out = sorted({int(units.parse_bytes(s)) for s in spec.split(",") if s.strip()})
     except ValueError as exc:
-        raise CalibrationError(f"--sizes {spec!r}: {exc}") from None
+        raise CalibrationUsageError(f"--sizes {spec!r}: {exc}") from None
     if len(out) < 4 or out[0] < 1:
-        raise CalibrationError(f"--sizes {spec!r}: need at least 4 sizes of at least 1 byte")
+        raise CalibrationUsageError(f"--sizes {spec!r}: need at least 4 sizes of at least 1 byte")
     return out
 
 
@@ -261,17 +265,17 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     if testbed:
         transport = "tcp"
     if nprocs < 2:
-        raise CalibrationError(f"-n must be at least 2 (two ranks exchange messages), "
-                               f"not {nprocs}")
+        raise CalibrationUsageError(f"-n must be at least 2 (two ranks exchange messages), "
+                                    f"not {nprocs}")
     if transport not in TRANSPORTS:
-        raise CalibrationError(f"--transport must be one of {', '.join(TRANSPORTS)}, "
+        raise CalibrationUsageError(f"--transport must be one of {', '.join(TRANSPORTS)}, "
                                f"not {transport!r}")
     if api not in ("buffer", "pickle"):
-        raise CalibrationError(f"--api must be buffer or pickle, not {api!r}")
+        raise CalibrationUsageError(f"--api must be buffer or pickle, not {api!r}")
     if repeat < 10:
-        raise CalibrationError(f"--repeat must be at least 10 (medians), not {repeat}")
+        raise CalibrationUsageError(f"--repeat must be at least 10 (medians), not {repeat}")
     if attempts < 1:
-        raise CalibrationError(f"--attempts must be at least 1, not {attempts}")
+        raise CalibrationUsageError(f"--attempts must be at least 1, not {attempts}")
     ks = parse_sizes(sizes)
     if overhead_ranks is None:
         overhead_ranks = [nprocs, 3 if nprocs == 2 else 2]
