@@ -36,6 +36,8 @@ def check_output(path: Path | str, flag: str, *, force: bool = False, directory:
     else:
         target = path.parent
     target = target if str(target) else Path(".")
+    if target.exists() and not target.is_dir():
+        raise DataError(f"{flag} {path}: {target} is not a folder")
     if not target.exists():
         if not make_parent:
             raise DataError(f"{flag} {path}: folder {target} does not exist")
