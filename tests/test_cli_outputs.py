@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -390,3 +391,26 @@ def test_a_stopped_calibration_leaves_no_job_running(tmp_path, sig):
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the benchmark's child outlived calibrate")
+
+
+def test_import_refuses_an_existing_trace_without_force(tmp_path):
+    """import treats its --out as every other command does: an existing output is refused
+    without --force, and --force replaces a trace directory, never another folder."""
+    from hindsight.cli import main
+
+    goal = tmp_path / "t.goal"
+    corpus = Path(__file__).resolve().parent / "corpus" / "requests-n2"
+    run = lambda *a: CliRunner().invoke(main, [str(x) for x in a])  # noqa: E731
+    assert run("export", corpus, "--format", "goal", "--out", goal).exit_code == 0
+    out = tmp_path / "imp"
+    assert run("import", "goal", goal, "--out", out).exit_code == 0
+    again = run("import", "goal", goal, "--out", out)
+    assert again.exit_code == 2 and again.output.strip() == \
+        f"Error: --out {out}: exists; use --force to replace it"
+    assert run("import", "goal", goal, "--out", out, "--force").exit_code == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("x")
+    r = run("import", "goal", goal, "--out", other, "--force")
+    assert r.exit_code == 2 and "not a trace directory" in r.output
+    assert (other / "keep.txt").is_file()

@@ -139,8 +139,9 @@ def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="goal: LogGOPS parameters of the simulated timeline (hindsight units, e.g. "
                    "L=2.5us o=1.5us g=1us G=6ns O=0ns S=65535B; these are LogGOPSim's defaults)")
+@click.option("--force", is_flag=True, help="replace an existing trace directory at --out")
 @_file_errors
-def import_cmd(fmt, source, out, sets):
+def import_cmd(fmt, source, out, sets, force):
     """Convert an OTF2 archive or a GOAL schedule into a hindsight trace.
 
     \b
@@ -155,7 +156,16 @@ def import_cmd(fmt, source, out, sets):
     if sets and not importer.takes_params:
         which = ", ".join(i.name.upper() for i in IMPORTERS.values() if i.takes_params)
         raise UsageError(f"--set applies to {which} imports only")
-    importer.read(source, out, M.parse_assignments(list(sets)))
+    assignments = M.parse_assignments(list(sets))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        check_output(out, "--out", directory=True, force=force)
+        if not (out / tf.MANIFEST_NAME).is_file():
+            # --force replaces a trace, never some other folder
+            raise UsageError(f"--out {out}: exists and is not a trace directory; choose a new "
+                             "--out")
+        shutil.rmtree(out)
+    check_output(out, "--out", directory=True, exists_ok=True)
+    importer.read(source, out, assignments)
     problems = check_trace(out)
     if problems:
         # never leave a trace behind that hindsight itself calls inconsistent
