@@ -104,8 +104,9 @@ def _common(f):
     return f
 
 
-def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
-    from replay.prepare import ReplayError, prepare
+def model_from_flags(model_name: str, sets, profile):
+    """(model, its resolved values, the profile's parameters, the --set assignments) from the
+    command line; a bad value is one usage line naming --model, --profile or --set."""
     try:
         mod = M.get_model(model_name)
     except M.ParamError as exc:
@@ -117,6 +118,12 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     except M.ParamError as exc:
         flag = "--profile" if str(exc).startswith("profile") else "--set"
         raise UsageError(f"{flag}: {exc}") from None
+    return mod, values, prof, assignments
+
+
+def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
+    from replay.prepare import ReplayError, prepare
+    mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
     try:
         if allow_partial:
             # An incomplete trace is replayed up to its last consistent cut (replay/partial.py),

@@ -114,18 +114,9 @@ def _remove_otf2_archive(out: Path) -> None:
 
 def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
     import replay
-    from replay import models as M
+    from replay.cli import model_from_flags
 
-    try:
-        mod = M.get_model(model_name)
-    except M.ParamError as exc:
-        raise UsageError(f"--model: {exc}") from None
-    try:
-        assignments = M.parse_assignments(list(sets))
-        prof = M.load_profile(profile, mod) if profile else None
-    except M.ParamError as exc:
-        raise UsageError(f"{'--profile' if str(exc).startswith('profile') else '--set'}: "
-                         f"{exc}") from None
+    mod, _, prof, assignments = model_from_flags(model_name, sets, profile)
     prep = replay.prepare(trace, keep_table=True)
     return replay.run(prep, mod, assignments, profile=prof,
                       compute_scale=compute_scale, algorithms=algorithms)
