@@ -17,6 +17,9 @@ so machine noise hits them alike; the figures are medians over blocks.
 2. A compute-heavy loop (sort 50,000 doubles, then Sendrecv 4 KiB around the ring and an
    Allreduce): slowdown % of traced vs untraced.
 3. On-disk size: bytes per event of the written Parquet files, per workload.
+4. Message rate (osu_bw style): rank 0 posts a window of 64 Isends, rank 1 64 Irecvs, both
+   Waitall, then a 1-byte acknowledgement; bandwidth traced / untraced for 32 B to 4 KiB
+   messages (the target: within 20 %, i.e. a ratio of at least 0.8).
 """
 
 from __future__ import annotations
@@ -123,6 +126,40 @@ def main() -> None:
         one_way_obj.append(u / (2 * trips))
     obj_rows = (tracer.recorded() - events_before) / (blocks * trips)
 
+    # 4. windowed nonblocking bandwidth (osu_bw style) -------------------------------------------
+    window, bw_blocks, bw_reps = 64, 15, 20
+    ack = np.zeros(1, np.uint8)
+
+    def bandwidth(comm, size):
+        """Bytes per second of ``bw_reps`` windows of ``window`` messages of ``size`` bytes."""
+        bufs = [np.zeros(size, np.uint8) for _ in range(window)]
+        comm.Barrier() if comm is plain else MPI.Intracomm.Barrier(comm)
+        t0 = time.perf_counter_ns()
+        for _ in range(bw_reps):
+            if rank == 0:
+                reqs = [comm.Isend(b, 1, 7) for b in bufs]
+                MPI.Request.Waitall(reqs) if comm is plain else reqs[0].Waitall(reqs)
+                comm.Recv(ack, 1, 8)
+            else:
+                reqs = [comm.Irecv(b, 0, 7) for b in bufs]
+                MPI.Request.Waitall(reqs) if comm is plain else reqs[0].Waitall(reqs)
+                comm.Send(ack, 0, 8)
+        return window * bw_reps * size / ((time.perf_counter_ns() - t0) / 1e9)
+
+    rate = {}
+    for size in (32, 256, 4096):
+        bandwidth(plain, size)
+        bandwidth(traced, size)
+        ratios, untraced_bw = [], []
+        for k in range(bw_blocks):
+            first, second = (plain, traced) if k % 2 == 0 else (traced, plain)
+            a, b = bandwidth(first, size), bandwidth(second, size)
+            u, t = (a, b) if first is plain else (b, a)
+            ratios.append(t / u)
+            untraced_bw.append(u)
+        rate[size] = (statistics.median(untraced_bw), statistics.median(ratios), min(ratios),
+                      max(ratios))
+
     # 2. compute-heavy loop ---------------------------------------------------------------------
     rng = np.random.default_rng(rank)
     data = rng.random(50_000)
@@ -182,6 +219,11 @@ def main() -> None:
               f"{COMPUTE_BLOCKS} blocks of 100 rounds:")
         print(f"  slowdown traced vs untraced (median)  {statistics.median(slow):8.2f} %")
         print(f"  slowdown spread (min..max)            {min(slow):.2f} .. {max(slow):.2f} %")
+        print(f"windowed nonblocking bandwidth (osu_bw style), window {window}, {bw_blocks} blocks "
+              f"x {bw_reps} windows, traced / untraced (target >= 0.80):")
+        for nbytes, (u, med, lo, hi) in rate.items():
+            print(f"  {nbytes:5d} B: untraced {u / 1e6:8.1f} MB/s, ratio {med:.2f} "
+                  f"(blocks {lo:.2f} .. {hi:.2f})")
         print(f"on disk: {size} bytes for {events} events = {size / events:.2f} bytes/event")
     import shutil
 

@@ -231,7 +231,7 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
     """Run the job to its end; return (its exit code, whether --timeout stopped it).
 
     --timeout or a SIGINT / SIGTERM to collect stops the job (``stop_job``): exit code
-    TIMED_OUT or INTERRUPTED. From then on, until the caller calls ``_restore_signals``,
+    TIMED_OUT or INTERRUPTED. From then on, until the caller calls ``restore_signals``,
     further signals are ignored, so a second Ctrl-C cannot leave the ranks running or the
     trace unsealed."""
     import threading
@@ -250,11 +250,11 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
             relay.start()
         rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _ignore_signals()
+        ignore_signals()
         stop_job(proc, signal.SIGTERM)
         rc, timed_out = TIMED_OUT, True
     except KeyboardInterrupt:
-        _ignore_signals()
+        ignore_signals()
         stop_job(proc, signal.SIGINT)
         rc = INTERRUPTED
     finally:
@@ -272,8 +272,8 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
 _SAVED_HANDLERS: dict[int, Any] = {}
 
 
-def _ignore_signals() -> None:
-    """Ignore SIGINT and SIGTERM (main thread only) until ``_restore_signals``: the job is being
+def ignore_signals() -> None:
+    """Ignore SIGINT and SIGTERM (main thread only) until ``restore_signals``: the job is being
     stopped and sealed, which a second Ctrl-C must not cut short."""
     import threading
 
@@ -282,7 +282,7 @@ def _ignore_signals() -> None:
             _SAVED_HANDLERS.setdefault(sig, signal.signal(sig, signal.SIG_IGN))
 
 
-def _restore_signals() -> None:
+def restore_signals() -> None:
     while _SAVED_HANDLERS:
         sig, handler = _SAVED_HANDLERS.popitem()
         signal.signal(sig, handler)
@@ -333,7 +333,7 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         return _finish(out, rc, stopped, nprocs, network, state, before, app, paradigm,
                        program, args, untraced)
     finally:
-        _restore_signals()
+        restore_signals()
 
 
 def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state,
@@ -357,14 +357,14 @@ def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state
         manifest = _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args,
                                     stopped)
         return rc, manifest
+    refused = out / tf.STAGING_DIR / "refused.txt"
+    if rc != 0 and refused.is_file():   # the tracer refused the program at start-up, and why
+        raise CollectError(refused.read_text().strip().splitlines()[0])
     if program is not None and (out / tf.STAGING_DIR / "start.json").is_file():
         from instrument import native
         if native.is_native(program):
             native.finish(out)
     if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
-        refused = out / tf.STAGING_DIR / "refused.txt"
-        if refused.is_file():        # the tracer refused the program at start-up, and said why
-            raise CollectError(refused.read_text().strip().splitlines()[0])
         raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}
     if rc != 0 or not manifest.get("complete"):

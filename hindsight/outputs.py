@@ -14,6 +14,7 @@ Standard library only.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from hindsight.errors import DataError, UsageError
@@ -55,3 +56,30 @@ def write_failed(path: Path | str, flag: str, exc: OSError) -> DataError:
     """The one-line error for an OSError met while writing ``path`` (disk full, a folder removed
     meanwhile); ``raise write_failed(...) from None``."""
     return DataError(f"{flag} {path}: cannot write ({exc.strerror or exc})")
+
+
+def replace_dir(out: Path | str, write: Callable[[Path], object]) -> object:
+    """Run ``write(tmp)`` into a new sibling folder, then put it in place of ``out`` (an older
+    folder there is removed only once the new one is complete). A failed write leaves ``out``
+    as it was. Returns what ``write`` returned."""
+    import shutil
+
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.new-{os.getpid()}")
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        result = write(tmp)
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    return result
+
+
+def same_or_inside(path: Path | str, other: Path | str) -> bool:
+    """Whether ``path`` is ``other`` or lies inside it (both resolved)."""
+    p, o = Path(path).resolve(), Path(other).resolve()
+    return p == o or o in p.parents

@@ -33,6 +33,11 @@ def nbytes(buf: Any) -> int:
     if isinstance(buf, (bytes, bytearray)):
         return len(buf)
     if isinstance(buf, (list, tuple)):
+        if len(buf) == 2 and isinstance(buf[1], _Datatype):
+            # [buf, type], the common form: as cheap as a plain buffer
+            n = getattr(buf[0], "nbytes", None)
+            if n is not None:
+                return n
         try:
             return _spec_nbytes(buf)
         except (TypeError, ValueError, IndexError, OverflowError):

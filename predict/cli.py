@@ -64,6 +64,18 @@ def parse_sizes(spec: str) -> list[int]:
     return sorted(set(out))
 
 
+def _synthesized(path: Path) -> bool:
+    """Whether ``path`` is a trace ``predict --keep-traces`` wrote (its manifest says so)."""
+    import json
+
+    try:
+        m = json.loads((path / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and (m.get("synthetic") or {}).get("generator") == \
+        "predict.synthesize"
+
+
 @click.command("predict")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--app", default=None, help="use only the traces of this application")
@@ -163,8 +175,13 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     net = scaling.net_constants(mod, values, profile_doc)
     keep = (out / "traces") if keep_traces else None
     if keep is not None:
+        foreign = [d for d in (sorted(keep.iterdir()) if keep.is_dir() else [])
+                   if not _synthesized(d)]
+        if foreign:
+            raise UsageError(f"--keep-traces: {keep} holds {foreign[0].name}, which predict did "
+                             "not write; choose another --out")
         try:
-            shutil.rmtree(keep, ignore_errors=True)     # --force: the last run's traces
+            shutil.rmtree(keep, ignore_errors=True)     # --force: the last run's traces only
             keep.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise write_failed(keep, "--out", exc) from None

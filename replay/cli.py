@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import click
 
 from hindsight.errors import UsageError, UserError
-from hindsight.outputs import check_output, write_failed
+from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
 from hindsight.trace import MANIFEST_NAME, TraceError
 from replay import models as M
 from replay.units import fmt_time
@@ -50,9 +49,13 @@ def check_compute_scale(value: float) -> float:
     return value
 
 
-def _check_trace_out(out: Path, force: bool) -> None:
+def _check_trace_out(out: Path, force: bool, trace: Path) -> None:
     """``--out DIR`` of a replayed timeline, before the replay: writable, not an existing output
-    unless ``--force``; and ``--force`` replaces a trace directory only, never another folder."""
+    unless ``--force``; and ``--force`` replaces a trace directory only, never another folder,
+    never the trace being replayed or a folder holding it."""
+    if same_or_inside(trace, out):
+        raise UsageError(f"--out {out}: is the trace being replayed or holds it; choose another "
+                         "--out")
     check_output(out, "--out", force=force, directory=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
         raise UsageError(f"--out {out}: a folder that is not a trace directory; --force replaces "
@@ -60,11 +63,10 @@ def _check_trace_out(out: Path, force: bool) -> None:
 
 
 def _write_trace_out(res, out: Path) -> None:
-    """Write the replayed timeline to ``out`` (an older trace there replaced: ``--force``)."""
+    """Write the replayed timeline to ``out`` (an older trace there replaced, once the new one
+    is complete: ``--force``)."""
     try:
-        if out.is_dir() and (out / MANIFEST_NAME).is_file():
-            shutil.rmtree(out)
-        res.write(out)
+        replace_dir(out, res.write)
     except OSError as exc:
         raise write_failed(out, "--out", exc) from None
 
@@ -205,7 +207,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     check_compute_scale(compute_scale)
     algorithms = _kv(algo, "--algo")
     if out:
-        _check_trace_out(out, force)
+        _check_trace_out(out, force, trace)
     mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
                                                  quiet)
     if noise_mode != "none" and mod.MODE == "measured":

@@ -239,7 +239,8 @@ def test_cli_errors_are_one_line(tmp_path):
     from hindsight.cli import main
 
     r = CliRunner().invoke(main, ["calibrate", "-n", "1", "--out", str(tmp_path / "p.toml")])
-    assert r.exit_code == 2 and r.exception is None or isinstance(r.exception, SystemExit)
+    assert r.exit_code == 2
+    assert r.exception is None or isinstance(r.exception, SystemExit)
     assert r.output.strip().splitlines() == ["Error: -n must be at least 2 (two ranks exchange "
                                              "messages), not 1"]
     r = CliRunner().invoke(main, ["calibrate", "--sizes", "9..1", "--out", str(tmp_path / "p.toml")])

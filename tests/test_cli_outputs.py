@@ -414,3 +414,38 @@ def test_import_refuses_an_existing_trace_without_force(tmp_path):
     r = run("import", "goal", goal, "--out", other, "--force")
     assert r.exit_code == 2 and "not a trace directory" in r.output
     assert (other / "keep.txt").is_file()
+
+
+def test_force_never_removes_what_the_command_did_not_write(tmp_path):
+    """--force replaces the command's own earlier output only: not the input trace, not a
+    folder that merely has the name an output would have, not an unrelated traces/ folder."""
+    import shutil as sh
+
+    from hindsight.cli import main
+
+    run = lambda *a: CliRunner().invoke(main, [str(x) for x in a])  # noqa: E731
+    corpus = Path(__file__).resolve().parent / "corpus" / "requests-n2"
+    trace = tmp_path / "work" / "traces" / "t"
+    sh.copytree(corpus, trace)
+    notes = tmp_path / "work" / "traces" / "notes.txt"
+    notes.write_text("mine")
+    # export otf2 into a folder whose traces/ is the user's
+    r = run("export", trace, "--format", "otf2", "--out", tmp_path / "work", "--force")
+    assert r.exit_code == 2 and notes.is_file() and (trace / "manifest.json").is_file()
+    # replay --out onto the trace itself, or a folder holding it
+    for out in (trace, tmp_path / "work"):
+        r = run("replay", trace, "--model", "loggps", "--out", out, "--force")
+        assert r.exit_code == 2 and "being replayed" in r.output, r.output
+        assert (trace / "manifest.json").is_file()
+    # import --force from a source that cannot be read keeps the old trace
+    goal = tmp_path / "t.goal"
+    assert run("export", trace, "--format", "goal", "--out", goal).exit_code == 0
+    imported = tmp_path / "imp"
+    assert run("import", "goal", goal, "--out", imported).exit_code == 0
+    r = run("import", "goal", tmp_path / "missing.goal", "--out", imported, "--force")
+    assert r.exit_code != 0 and (imported / "manifest.json").is_file()
+    # validate --out on a folder that holds no validation results
+    r = run("validate", Path(__file__).resolve().parents[1] / "specs" / "default.toml",
+            "--out", tmp_path / "work", "--no-progress")
+    assert r.exit_code != 0 and "holds no validation results" in r.output, r.output
+    assert notes.is_file() and not (tmp_path / "work" / "stale").exists()

@@ -194,3 +194,12 @@ def test_hindsight_collect_traces_a_compiled_program(exe, tmp_path):
     assert res.returncode == 2
     assert res.stderr.strip() == "Error: --untraced: not available for compiled programs yet " \
                                  "(docs/native.md)"
+
+
+def test_thread_multiple_is_refused_in_one_line(exe, tmp_path):
+    res = hindsight("collect", "-n", 2, "--program", exe("thread_multiple"), "--out", tmp_path / "t")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "Error: hindsight: the program asks for MPI_THREAD_MULTIPLE (thread-multiple), which the "
+        "PMPI tracer does not support; run it untraced")
+    assert "started" not in res.stdout

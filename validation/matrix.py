@@ -23,7 +23,7 @@ from typing import Any
 
 import replay
 from hindsight import trace as tf
-from hindsight.collect import collect
+from hindsight.collect import INTERRUPTED, collect
 from replay.prepare import host_placement
 from validation.params import analytic
 from validation.profiles import read_profile, replay_params
@@ -67,6 +67,8 @@ def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
                         args=list(cell.args), transport=net["transport"],
                         timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"),
                         untraced=untraced)
+        if rc == INTERRUPTED:
+            raise KeyboardInterrupt        # Ctrl-C stops the whole validation, not this cell
         if rc != 0 or not m.get("complete") or not m.get("makespan_ns"):
             raise RuntimeError(f"{cell.key} {'untraced ' if untraced else ''}{d.name}: run "
                                f"failed (exit code {rc})")

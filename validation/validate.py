@@ -193,7 +193,9 @@ def retire_stale(spec: Spec, out: Path, log: Callable[[str], None]) -> list[str]
     for kind in ("traces", "untraced"):     # runs of cells the spec no longer has
         for d in sorted((out / kind).glob("*")) if (out / kind).is_dir() else []:
             if d.name not in current:
-                stash.move([d])
+                where = stash.move([d])
+                log(f"warning: {kind}/{d.name} belongs to no cell of spec {spec.source}: "
+                    f"moved to {where}/")
     pairs = {cross_key(c, n): (c.key, Cell(c.app, c.paradigm, c.ranks, c.size, c.args, n).key)
              for c in spec.cells for n in c.predict_on}
     for f in sorted((out / "cross").glob("*.json")):
@@ -218,6 +220,11 @@ def validate(spec: Spec, out: Path, force: bool = False, progress: bool = True,
     ``out`` that the spec does not define are moved aside first (``retire_stale``). Testbeds
     the spec asks for (``testbed = {nodes, rate}``) are up only for the duration of the call."""
     out = Path(out)
+    if out.is_dir() and any(out.iterdir()) and not ((out / "spec.toml").is_file()
+                                                    or (out / "cells").is_dir()):
+        # results of this spec are moved aside in their own folder only, never in another one
+        raise SpecError(f"--out {out}: a folder that holds no validation results; choose a new "
+                        "or empty --out")
     (out / "cells").mkdir(parents=True, exist_ok=True)
     moved = retire_stale(spec, out, log)
     # only now: every result left in ``out`` is one of this spec

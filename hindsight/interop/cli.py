@@ -6,7 +6,6 @@ malformed input, bad parameters) are one line (``hindsight.cli`` prints the libr
 from __future__ import annotations
 
 import functools
-import shutil
 from pathlib import Path
 
 import click
@@ -14,7 +13,7 @@ import click
 from hindsight.errors import UsageError, UserError
 
 from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
-from hindsight.outputs import check_output, write_failed
+from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
 from replay.cli import FORCE, QUIET, _kv, check_compute_scale
 
@@ -79,6 +78,11 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     out = out or Path(str(trace).rstrip("/") + ("-replayed" if replayed else "")
                       + exporter.suffix)
     check_output(out, "--out", force=force, directory=fmt == "otf2")
+    if same_or_inside(trace, out):
+        raise UsageError(f"--out {out}: is the trace being exported or holds it; choose another "
+                         "--out")
+    if fmt == "otf2" and force:
+        _check_otf2_archive(out)
     if not exporter.timeline:
         job = ExportJob(trace, compute_scale=compute_scale, algorithms=algorithms)
     elif not replayed:
@@ -102,14 +106,42 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     click.echo(str(out) if quiet else line)
 
 
-def _remove_otf2_archive(out: Path) -> None:
-    """Remove the OTF2 archive an earlier export left in ``out`` (its anchor file, definitions
-    and event folder), so that ``--force`` replaces it; other files in ``out`` stay."""
+def _otf2_parts(out: Path) -> list[Path]:
+    """The files of the OTF2 archive an earlier export left in ``out``: its anchor, its global
+    definitions and the per-location ``.evt``/``.def`` files of its event folder."""
     from hindsight.interop.otf2 import ARCHIVE_NAME
 
-    for name in (f"{ARCHIVE_NAME}.otf2", f"{ARCHIVE_NAME}.def"):
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / ARCHIVE_NAME, ignore_errors=True)
+    parts = [p for p in (out / f"{ARCHIVE_NAME}.otf2", out / f"{ARCHIVE_NAME}.def") if p.is_file()]
+    folder = out / ARCHIVE_NAME
+    if folder.is_dir():
+        parts += sorted(folder.iterdir())
+    return parts
+
+
+def _check_otf2_archive(out: Path) -> None:
+    """``--force`` replaces an OTF2 archive only: refused where ``out``'s event folder holds
+    anything an export does not write (it may be another program's ``traces/`` folder)."""
+    from hindsight.interop.otf2 import ARCHIVE_NAME
+
+    folder = out / ARCHIVE_NAME
+    if not folder.exists():
+        return
+    if not (out / f"{ARCHIVE_NAME}.otf2").is_file() or not folder.is_dir() or any(
+            not p.is_file() or p.suffix not in (".evt", ".def") for p in folder.iterdir()):
+        raise UsageError(f"--out {out}: {folder} is not the event folder of an OTF2 archive "
+                         "hindsight wrote; --force replaces such an archive only: choose "
+                         "another --out")
+
+
+def _remove_otf2_archive(out: Path) -> None:
+    """Remove the archive ``_check_otf2_archive`` accepted, so that ``--force`` replaces it;
+    other files in ``out`` stay."""
+    from hindsight.interop.otf2 import ARCHIVE_NAME
+
+    for part in _otf2_parts(out):
+        part.unlink()
+    if (out / ARCHIVE_NAME).is_dir():
+        (out / ARCHIVE_NAME).rmdir()
 
 
 def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
@@ -148,22 +180,25 @@ def import_cmd(fmt, source, out, sets, force):
         which = ", ".join(i.name.upper() for i in IMPORTERS.values() if i.takes_params)
         raise UsageError(f"--set applies to {which} imports only")
     assignments = M.parse_assignments(list(sets))
+    if same_or_inside(source, out):
+        raise UsageError(f"--out {out}: holds the source {source}; choose another --out")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         check_output(out, "--out", directory=True, force=force)
         if not (out / tf.MANIFEST_NAME).is_file():
             # --force replaces a trace, never some other folder
             raise UsageError(f"--out {out}: exists and is not a trace directory; choose a new "
                              "--out")
-        shutil.rmtree(out)
     check_output(out, "--out", directory=True, exists_ok=True)
-    importer.read(source, out, assignments)
-    problems = check_trace(out)
-    if problems:
-        # never leave a trace behind that hindsight itself calls inconsistent
-        shutil.rmtree(out, ignore_errors=True)
-        raise UserError(f"{source}: the converted trace is inconsistent: "
-                                   f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
-                                                       if len(problems) > 1 else ""))
+
+    def convert(tmp: Path) -> None:
+        """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
+        importer.read(source, tmp, assignments)
+        problems = check_trace(tmp)
+        if problems:
+            # never leave a trace behind that hindsight itself calls inconsistent
+            raise UserError(f"{source}: the converted trace is inconsistent: {problems[0]}"
+                            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    replace_dir(out, convert)
     from hindsight.info import makespan_text
     from hindsight.interop.skipped import skipped_line
 

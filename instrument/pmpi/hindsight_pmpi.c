@@ -302,7 +302,8 @@ static inline void rec(int64_t op, int64_t t0, int64_t cpu, int64_t peer, int64_
 static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
     while (*s && at + 1 < cap) {
         if (*s == '"' || *s == '\\') { if (at + 2 >= cap) break; b[at++] = '\\'; }
-        b[at++] = *s++;
+        b[at++] = ((unsigned char)*s < 0x20) ? ' ' : *s;   /* no raw control characters in JSON */
+        s++;
     }
     b[at] = 0;
     return at;
@@ -310,6 +311,9 @@ static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
 
 /* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
  * library. Only write/rename, so the signal path may call it too. */
+/* n after appending to b[cap]: snprintf returns what it would have written, which may be more */
+#define CLAMP(n, cap) ((n) >= (cap) ? (cap) - 1 : (n))
+
 static void write_status(const char *status, int64_t program_end) {
     char tmp[4200], dst[4200], b[2048];
     snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
@@ -317,15 +321,18 @@ static void write_status(const char *status, int64_t program_end) {
     size_t n = (size_t)snprintf(b, sizeof b,
         "{\"format_version\": \"1.0\", \"rank\": %d, \"status\": \"%s\", \"host\": \"", wrank,
         status);
+    n = CLAMP(n, sizeof b);
     n = put_str(b, n, sizeof b, host);
     n += (size_t)snprintf(b + n, sizeof b - n,
         "\", \"clock_offset_ns\": %lld, \"clock_error_ns\": %lld, \"epoch_ns\": %lld, "
         "\"tracer\": \"pmpi\", \"program_end_ns\": ", (long long)clock_offset,
         (long long)clock_error, (long long)epoch);
+    n = CLAMP(n, sizeof b);
     if (program_end >= 0)
         n += (size_t)snprintf(b + n, sizeof b - n, "%lld", (long long)program_end);
     else
         n += (size_t)snprintf(b + n, sizeof b - n, "null");
+    n = CLAMP(n, sizeof b);
     if (wrank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
         int len = 0, v = 0, sv = 0;
@@ -335,10 +342,13 @@ static void write_status(const char *status, int64_t program_end) {
         PMPI_Get_version(&v, &sv);
         n += (size_t)snprintf(b + n, sizeof b - n, ", \"mpi_version\": \"%d.%d\", "
                               "\"mpi_library\": \"", v, sv);
+        n = CLAMP(n, sizeof b);
         n = put_str(b, n, sizeof b, lib);
         n += (size_t)snprintf(b + n, sizeof b - n, "\"");
+        n = CLAMP(n, sizeof b);
     }
     n += (size_t)snprintf(b + n, sizeof b - n, "}\n");
+    n = CLAMP(n, sizeof b);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return;
     ssize_t w = write(fd, b, n);
@@ -509,6 +519,25 @@ int MPI_Init(int *argc, char ***argv) {
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
+    const char *dir = getenv("HINDSIGHT_TRACE_DIR");
+    if (rc == MPI_SUCCESS && dir && *dir && *provided == MPI_THREAD_MULTIPLE) {
+        /* One record cursor per rank: calls of several threads would overlap and corrupt it.
+         * Refused as the Python tracer refuses it: one line, every rank exits with status 2. */
+        int r = 0;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+        if (r == 0) {
+            const char *msg = "hindsight: the program asks for MPI_THREAD_MULTIPLE (thread-multiple), "
+                              "which the PMPI tracer does not support; run it untraced";
+            char path[4200];
+            snprintf(path, sizeof path, "%s/.staging/refused.txt", dir);
+            FILE *f = fopen(path, "w");
+            if (f) { fprintf(f, "%s\n", msg); fclose(f); }
+            fprintf(stderr, "%s\n", msg);
+        }
+        PMPI_Barrier(MPI_COMM_WORLD);
+        PMPI_Finalize();
+        exit(2);
+    }
     if (rc == MPI_SUCCESS) start();
     return rc;
 }

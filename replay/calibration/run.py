@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from hindsight import conditions
-from hindsight.collect import (TRANSPORTS, CollectError, find_mpiexec, launch_env,
-                               sigterm_interrupts, stop_job)
+from hindsight.collect import (TRANSPORTS, CollectError, find_mpiexec, ignore_signals,
+                               launch_env, restore_signals, sigterm_interrupts, stop_job)
 from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
@@ -139,7 +139,11 @@ def run_job(cmd: list[str], env: dict, timeout: float, what: str) -> tuple[str, 
         proc.communicate()
         raise CalibrationError(f"{what} did not finish in {timeout:g} s") from None
     except BaseException:
-        stop_job(proc, signal.SIGINT, grace=2.0)
+        ignore_signals()        # a second Ctrl-C must not cut the stopping of the job short
+        try:
+            stop_job(proc, signal.SIGINT, grace=2.0)
+        finally:
+            restore_signals()
         raise
     finally:
         if old_term is not None:
@@ -288,7 +292,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
                      "(oversubscribed); pass --overhead-ranks to force it")
             overhead_ranks = fit or [nprocs]
     if any(p < 2 for p in overhead_ranks):
-        raise CalibrationError("--overhead-ranks: every rank count must be at least 2")
+        raise CalibrationUsageError("--overhead-ranks: every rank count must be at least 2")
     over = sorted(p for p in {nprocs, *overhead_ranks} if oversubscribed(p))
     if over and not testbed:
         warn(f"{usable_cores()} usable cores, {'/'.join(map(str, over))} ranks: ranks are not "
