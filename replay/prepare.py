@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
-from hindsight.errors import UsageError
 from hindsight.system import gc_paused
 from replay import cache
 from replay import collectives as C
@@ -26,6 +25,7 @@ from replay import kernel as K
 from replay.errors import ReplayError
 from replay.instances import Instances, collective_instances
 from replay.matching import match_messages
+from replay.models.base import ParamError
 from replay.rows import Messages, Rows, trace_rows
 from replay.stream import Stream, build_stream
 
@@ -79,7 +79,7 @@ class Prepared:
                 choices = ", ".join(C.ALGORITHMS[op])
                 if (algorithms or {}).get(op) == a:
                     # the user's choice (--algo), not the trace's: a usage error
-                    raise UsageError(f"--algo {op}={a}: not a known algorithm of {op} (choose "
+                    raise ParamError(f"--algo {op}={a}: not a known algorithm of {op} (choose "
                                      f"from {choices})")
                 raise ReplayError(f"collective algorithm {op}={a} is not known (choose from "
                                   f"{choices})")

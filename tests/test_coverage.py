@@ -116,7 +116,8 @@ def test_thread_multiple_is_refused_at_start_up(tmp_path):
     # rank 0 says it on its stderr (as it would under plain mpiexec); collect's Error line too
     said = [x for x in res.stderr.splitlines() if "thread-multiple" in x]
     assert said[0].startswith("hindsight: thread_multiple.py asks for")
-    assert said[-1] == "Error: " + said[0] == res.stderr.strip().splitlines()[-1]
+    assert said[-1] == "Error: " + said[0].removeprefix("hindsight: ") == \
+        res.stderr.strip().splitlines()[-1]
     assert "Traceback" not in res.stderr
     assert "done" not in res.stdout
 

@@ -102,7 +102,7 @@ def test_allreduce_algorithms_differ_and_are_recorded(tmp_path):
     assert rd.makespan_ns == pytest.approx(3 * (l + k * g))
     assert ring.makespan_ns == pytest.approx(2 * (p - 1) * (l + k / p * g))
     assert ring.algorithms["Allreduce"] == "ring"
-    with pytest.raises(replay.ReplayError, match="Allreduce=bogus"):
+    with pytest.raises(replay.ParamError, match="Allreduce=bogus"):   # the caller's choice
         replay.run(prep, "hockney", algorithms={"Allreduce": "bogus"})
 
 
