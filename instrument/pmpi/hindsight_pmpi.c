@@ -977,6 +977,22 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     return rc;
 }
 
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Comm_dup_with_info(comm, info, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+    derived(OP_COMM_DUP, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
+    if (!on) return PMPI_Cart_sub(comm, remain_dims, newcomm);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+    derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
     if (!on) return PMPI_Comm_create(comm, group, newcomm);
     int64_t t0 = now_ns();
