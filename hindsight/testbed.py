@@ -399,18 +399,6 @@ def counters_delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
 # -- the click group -----------------------------------------------------------------------------
 
 
-def _click(fn):
-    import functools
-
-    @functools.wraps(fn)
-    def inner(*a, **kw):
-        try:
-            return fn(*a, **kw)
-        except TestbedError as exc:
-            raise UserError(str(exc)) from None
-    return inner
-
-
 _name_opt = click.option("--name", default=DEFAULT_NAME, show_default=True,
                          help="testbed name (namespaces NAME-br, NAME-n0, ...)")
 
@@ -427,7 +415,6 @@ def testbed_cmd() -> None:
 @click.option("--subnet", default=DEFAULT_SUBNET, show_default=True,
               help="private IPv4 subnet of the node addresses")
 @_name_opt
-@_click
 def up_cmd(nodes: int, rate: str, subnet: str, name: str) -> None:
     """Create N nodes joined by a rate-limited bridge."""
     st = up(name, nodes, rate, subnet)
@@ -438,7 +425,6 @@ def up_cmd(nodes: int, rate: str, subnet: str, name: str) -> None:
 
 @testbed_cmd.command("down")
 @_name_opt
-@_click
 def down_cmd(name: str) -> None:
     """Remove the testbed (safe to repeat; also cleans up after a crash)."""
     gone = down(name)
@@ -449,7 +435,6 @@ def down_cmd(name: str) -> None:
 @testbed_cmd.command("status")
 @_name_opt
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@_click
 def status_cmd(name: str, as_json: bool) -> None:
     """Show whether the testbed is up, its nodes and their byte counters."""
     st = status(name)

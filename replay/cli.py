@@ -10,7 +10,7 @@ import click
 
 from hindsight.errors import UsageError, UserError
 from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
-from hindsight.trace import MANIFEST_NAME, TraceError
+from hindsight.trace import MANIFEST_NAME
 from replay import models as M
 from replay.units import fmt_time
 
@@ -136,8 +136,6 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
                 click.echo(cut.describe(trace), err=True)
         else:
             prep = prepare(trace, allow_partial=False)
-    except TraceError as exc:
-        raise UserError(f"{exc}") from None
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc)
                                    else str(exc)) from None
@@ -201,7 +199,6 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     hindsight replay TRACE --profile profile.toml --out TRACE-replayed --json
     """
     from replay.engine import run
-    from replay.prepare import ReplayError
     if noise_mode != "sample" and (noise_runs is not None or noise_seed is not None):
         raise UsageError("--noise-runs/--noise-seed: only with --noise sample")
     check_compute_scale(compute_scale)
@@ -218,11 +215,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     kw = dict(resolved=values, compute_scale=compute_scale,
               region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
               algorithms=algorithms)
-    try:
-        res = run(prep, mod, record=True, **kw)
-        noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
-    except ReplayError as exc:
-        raise UserError(str(exc)) from None
+    res = run(prep, mod, record=True, **kw)
+    noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
     # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
     shown_res = injected["result"] if injected and "result" in injected else res
     if out:
@@ -351,8 +345,6 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     from tqdm import tqdm
 
     from replay.engine import parse_vary, sweep
-    from replay.executors import ExecutorError
-    from replay.prepare import ReplayError
     if out is None and not as_json:
         raise UsageError("--out FILE: where to write the CSV (or --json to print the rows)")
     check_compute_scale(compute_scale)
@@ -381,10 +373,6 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None
-    except ExecutorError as exc:
-        raise UserError(str(exc)) from None
-    except ReplayError as exc:
-        raise UserError(str(exc)) from None
     say = _say(quiet)
     if out is not None:
         try:
