@@ -20,9 +20,8 @@ Operation kinds (``kind``):
 
 Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
 
-The network rules (LogGOPS) are the small functions below, inlined into the loop. Their sums
-are written left to right exactly as the loop needs them: ``t + o + O·k`` and ``t + (o + O·k)``
-round differently, and replayed times are compared bit for bit across versions.
+The network rules (LogGOPS) and the progress rules are the small functions of ``replay.rules``,
+inlined into the loop.
 """
 
 from __future__ import annotations
@@ -33,20 +32,28 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
+from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
+    PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, after_overhead, bound, clear_to_send_done,
+    eager_arrival, envelope_arrival, first_in_mpi, handshake_time, is_rendezvous, known_handshake,
+    late_receiver_arrival, next_send_slot, rendezvous_arrival, rendezvous_sender_done,
+    request_arrival, resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters,
+    wire_time)
+
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE = range(9)
 
 # Parameter vector layout (ns, bytes).
-P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC = range(12)
-NPARAMS = 12
+P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS = \
+    range(13)
+NPARAMS = 13
+# P_PROGRESS: how a rendezvous handshake progresses (``handshake_time``)
+PROGRESS_ASYNC, PROGRESS_IN_CALL = 0.0, 1.0
 MODE_NETWORK, MODE_MEASURED = 0, 1
-# pred codes: what bound an operation's end
-PRED_LOCAL, PRED_SEND, PRED_RECV, PRED_COLL = 0, 1, 2, 3
 
 
 def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0, gap=0.0,
-                S=math.inf, kshift=1.0, P=1.0) -> np.ndarray:
+                S=math.inf, kshift=1.0, P=1.0, progress=PROGRESS_ASYNC) -> np.ndarray:
     p = np.zeros(NPARAMS)
-    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P)
+    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P, progress)
     return p
 
 
@@ -90,95 +97,6 @@ class Outputs(NamedTuple):
     coll_last: np.ndarray
 
 
-# ---- the rules ------------------------------------------------------------------------------
-
-
-@nb.njit(inline="always")
-def send_overhead(o_s, O_s, k):
-    """o_s(k) = o_s + O_s·k: the sender's CPU time for a k-byte message (LogGOPS; the
-    per-message part o_s = o_s0 + o_sP·P is computed once from the parameters)."""
-    return o_s + O_s * k
-
-
-@nb.njit(inline="always")
-def after_overhead(t, o, O, k):
-    """t + o + O·k: the end of a k-byte message's overhead (o + O·k) that starts at t, the
-    sender's (o_s, O_s) or the receiver's (o_r, O_r)."""
-    return t + o + O * k
-
-
-@nb.njit(inline="always")
-def wire_time(k, kshift, G):
-    """(k − kshift)⁺·G: the time a k-byte message's bytes take on the wire beyond the first
-    ``kshift`` (LogGP's (k − 1)G; the latency L is added per hop where the protocol is known)."""
-    return max(k - kshift, 0.0) * G
-
-
-@nb.njit(inline="always")
-def is_rendezvous(k, S, sync):
-    """A message goes by rendezvous above S bytes, or when the send is synchronous-mode
-    (Ssend/Issend: MPI completes it only once the receive matched); else eagerly."""
-    return k > S or sync
-
-
-@nb.njit(inline="always")
-def next_send_slot(ts, gap, wire):
-    """ts + g + wire: when the sender's NIC can start the next message after one that started
-    at ts (LogGP's gap g, plus that message's bytes on the wire)."""
-    return ts + gap + wire
-
-
-@nb.njit(inline="always")
-def eager_arrival(sent, L, wire, delay):
-    """sent + L + wire + delay: an eager message's data is at the receiver (``sent``: the
-    sender's overhead ended)."""
-    return sent + L + wire + delay
-
-
-@nb.njit(inline="always")
-def envelope_arrival(sent, L, delay):
-    """sent + L + delay: a message's envelope (for a rendezvous, its request to send) is at the
-    receiver; what a probe waits for."""
-    return sent + L + delay
-
-
-@nb.njit(inline="always")
-def rendezvous_arrival(sent, L, wire, delay):
-    """sent + 3L + wire + delay: a rendezvous message's data is at a receiver that was ready
-    in time (request to send, clear to send, data: three latencies)."""
-    return sent + 3.0 * L + wire + delay
-
-
-@nb.njit(inline="always")
-def late_receiver_arrival(rp, L, wire, delay):
-    """rp + 2L + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
-    after the request to send arrived (clear to send, data)."""
-    return rp + 2.0 * L + wire + delay
-
-
-@nb.njit(inline="always")
-def rendezvous_sender_done(sent, L, wire):
-    """sent + 2L + wire: a rendezvous send completes, the receiver having been ready (request
-    to send and clear to send, then the bytes leave)."""
-    return sent + 2.0 * L + wire
-
-
-@nb.njit(inline="always")
-def clear_to_send_done(rp, L, wire):
-    """rp + L + wire: a rendezvous send whose receive was posted at rp completes (the clear to
-    send arrives, then the bytes leave)."""
-    return rp + L + wire
-
-
-@nb.njit(inline="always")
-def bound(local_end, dep_end, pred_if_dep):
-    """An operation ends at the later of its own end and its dependency's: (end, time the rank
-    waited = dep_end − local_end when the dependency is later, what bound the end)."""
-    if dep_end > local_end:
-        return dep_end, dep_end - local_end, pred_if_dep
-    return local_end, 0.0, PRED_LOCAL
-
-
 # ---- the loop -------------------------------------------------------------------------------
 
 
@@ -211,6 +129,23 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     S = prm[P_S]
     kshift = prm[P_KSHIFT]
     measured = mode == MODE_MEASURED
+    # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
+    # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
+    # sender whose receiver has not been replayed far enough waits in that receiver's list.
+    in_call = prm[P_PROGRESS] == PROGRESS_IN_CALL and not measured
+    hs, he = op_start, op_end
+    if not record:
+        hs = np.empty(len(kind) if in_call else 0)
+        he = np.empty(len(kind) if in_call else 0)
+    nm_h = len(m_sp) if in_call else 0
+    m_h = np.full(nm_h, -1.0)                # handshake time per rendezvous message
+    m_rpop = np.full(nm_h, -1, np.int64)     # the operation that posted its receive
+    pw_msg = np.full(P, -1, np.int64)        # per sender: the handshake it waits for
+    pw_rts = np.zeros(P)                     # ... that message's request arrival
+    pw_next = np.full(P, -1, np.int64)
+    pw_head = np.full(P, -1, np.int64)       # per receiver: the senders waiting for it
+    pw_min = np.full(P, np.inf)              # ... the earliest request among them
+    pw_t = 0.0
 
     for m in range(len(m_sp)):
         m_sp[m] = -1.0
@@ -236,7 +171,16 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
         rank_wait[r] = 0.0
     top = P
 
-    while top > 0:
+    while True:
+        if top == 0:
+            # Every unfinished rank waits. Senders waiting for a handshake: the one whose
+            # request came first gets it at its arrival (its receiver is blocked inside a call
+            # that cannot end before any waiting sender resumes, hence after that request).
+            if in_call:
+                top = resolve_stalled_handshake(pw_msg, pw_rts, pw_next, pw_head, pw_min,
+                                                m_dst, m_h, stack, top)
+            if top == 0:
+                break
         top -= 1
         r = stack[top]
         i = pc[r]
@@ -294,12 +238,22 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 elif m_rp[m] < 0.0:
                     blocked = m
                 else:
-                    t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, kg),
-                                          clear_to_send_done(m_rp[m], L, kg), PRED_RECV)
+                    rdy = m_rp[m]
+                    if in_call:
+                        pw_t = request_arrival(ts, os0, Os, kb, L, m_delay[m])
+                        rdy = known_handshake(m, r, i, st_r, pw_t, m_rp, m_h, m_rpop, m_dst,
+                                              hs, he, pc, phase, start_of, rank_off)
+                        if rdy < 0.0:
+                            blocked = -3
+                    if blocked == -1:
+                        t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, kg),
+                                              clear_to_send_done(rdy, L, kg), PRED_RECV)
             elif k == IRECV or k == RECV:
                 m = msg[i]
                 if m_rp[m] < 0.0:
                     m_rp[m] = t
+                    if in_call:
+                        m_rpop[m] = i
                     s = m_src[m]
                     if wait_on[s] == m:
                         wait_on[s] = -1
@@ -323,8 +277,16 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 else:
                     kg = wire_time(kb, kshift, G)
                     sent = after_overhead(m_sp[m], os0, Os, kb)
-                    t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, kg)),
-                                          clear_to_send_done(m_rp[m], L, kg), PRED_RECV)
+                    rdy = m_rp[m]
+                    if in_call:
+                        pw_t = request_arrival(m_sp[m], os0, Os, kb, L, m_delay[m])
+                        rdy = known_handshake(m, r, i, st_r, pw_t, m_rp, m_h, m_rpop, m_dst,
+                                              hs, he, pc, phase, start_of, rank_off)
+                        if rdy < 0.0:
+                            blocked = -3
+                    if blocked == -1:
+                        t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, kg)),
+                                              clear_to_send_done(rdy, L, kg), PRED_RECV)
             elif k == WRECV:
                 m = msg[i]
                 if m_sp[m] < 0.0:
@@ -382,7 +344,21 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     le = max(t, rx_r)
                     if is_rendezvous(kb, S, m_sync[m]):
                         # Rendezvous: the data leaves once both sides are ready.
-                        le = max(le, late_receiver_arrival(m_rp[m], L, kg, m_delay[m]))
+                        rdy = m_rp[m]
+                        if in_call:
+                            if m_h[m] < 0.0:
+                                rts = request_arrival(m_sp[m], os0, Os, kb, L, m_delay[m])
+                                m_h[m] = handshake_time(
+                                    rts, m_rp[m], first_in_mpi(hs, he, m_rpop[m], i, rts),
+                                    st_r, True)
+                                s = m_src[m]
+                                if pw_msg[s] == m:
+                                    unlink_waiter(pw_head, pw_next, r, s)
+                                    pw_msg[s] = -1
+                                    stack[top] = s
+                                    top += 1
+                            rdy = m_h[m]
+                        le = max(le, late_receiver_arrival(rdy, L, kg, m_delay[m]))
                         de = rendezvous_arrival(sent, L, kg, m_delay[m])
                     else:
                         de = eager_arrival(sent, L, kg, m_delay[m])
@@ -393,13 +369,27 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
             if blocked != -1:
                 if blocked >= 0:
                     wait_on[r] = blocked
+                elif blocked == -3:             # waits for its receiver to enter MPI
+                    d = m_dst[msg[i]]
+                    pw_msg[r] = msg[i]
+                    pw_rts[r] = pw_t
+                    pw_next[r] = pw_head[d]
+                    pw_head[d] = r
+                    pw_min[d] = min(pw_min[d], pw_t)
+                if in_call and start >= pw_min[r]:
+                    top = wake_waiters(r, start, pw_msg, pw_rts, pw_next, pw_head, pw_min,
+                                       stack, top)
                 pc[r] = i
                 t_of[r] = start
                 break
             if record:
-                op_start[i] = st_r
-                op_end[i] = t
                 pred[i] = pk
+            if record or in_call:
+                hs[i] = st_r
+                he[i] = t
+                if in_call and t >= pw_min[r]:
+                    top = wake_waiters(r, t, pw_msg, pw_rts, pw_next, pw_head, pw_min,
+                                       stack, top)
             wait_r += waited
             comm_r += t - st_r - waited
             ph = 0

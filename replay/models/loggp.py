@@ -41,10 +41,12 @@ class LogGP(NetworkModel):
                "O": ("O_send", "O_recv"), "o_a": ("o_send", "o_recv")}
 
     def kernel_params(self, v: dict, ctx) -> np.ndarray:
-        from replay.kernel import make_params
-        return make_params(os0=v["o_send"], osP=v["o_b_send"], Os=v["O_send"], or0=v["o_recv"],
-                           orP=v["o_b_recv"], Or=v["O_recv"], L=v["L"], G=v["G"], gap=v["g"],
-                           S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks))
+        from replay import kernel as K
+        return K.make_params(os0=v["o_send"], osP=v["o_b_send"], Os=v["O_send"], or0=v["o_recv"],
+                             orP=v["o_b_recv"], Or=v["O_recv"], L=v["L"], G=v["G"], gap=v["g"],
+                             S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks),
+                             progress=K.PROGRESS_IN_CALL if v.get("progress") == "in-call"
+                             else K.PROGRESS_ASYNC)
 
     def from_profile(self, data: dict, path: Path) -> dict:
         """The profile's [loggps] section. Its o_send/o_recv are the overheads measured with
@@ -67,4 +69,6 @@ class LogGP(NetworkModel):
                "o_recv": float(sec["o_recv"]) - o_b_r * p_cal}
         if "S" in self.PARAMS:
             out["S"] = sec["S"]
+        if "progress" in self.PARAMS and "progress" in sec:
+            out["progress"] = sec["progress"]       # measured by calibrate's progress probe
         return out

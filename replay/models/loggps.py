@@ -11,6 +11,17 @@ receiver answers when its receive is posted, then the data moves::
     receive completes  max(arrival, receive NIC free) + o_r(k)
 
 Overheads follow paper 004: o = o'_a + o'_b·P + O·k, per side.
+
+``progress`` says when "the receiver answers" (``replay.kernel.handshake_time``):
+
+    async    ready = max(t_s + o_s(k) + L, receive posted)            (the rule above)
+    in-call  the request finds a receive already posted: ready = receive posted;
+             else ready = the first time >= t_s + o_s(k) + L the receiver is inside an MPI call
+
+``in-call`` is how MPICH behaves without asynchronous progress (MPIR_CVAR_ASYNC_PROGRESS=0, its
+default; MPI 4.0 §2.9 allows either): a rendezvous request that arrives while the receiver
+computes waits for its next MPI call. ``hindsight calibrate`` measures which one the library
+does (its progress probe) and writes it to the profile.
 """
 
 from __future__ import annotations
@@ -25,4 +36,7 @@ class LogGPS(LogGP):
     PARAMS: dict[str, Param] = dict(LogGP.PARAMS)
     PARAMS["S"] = Param("bytes", "64KiB", "rendezvous threshold: larger messages synchronise",
                         allow_inf=True)
+    PARAMS["progress"] = Param("choice", "async", "when a rendezvous handshake happens: async "
+                               "(on arrival) or in-call (inside the receiver's next MPI call)",
+                               choices=("async", "in-call"))
     RETIRED = {"semantics": "LogGOPSim's rules are a model of their own: --model loggopsim"}

@@ -1,0 +1,232 @@
+"""The rules of the replay kernel (``replay.kernel``): each a small function with its formula,
+inlined into the compiled loop. The network rules are LogGOPS's (paper 004 §2-3); the progress
+rules say when a rendezvous handshake can happen (``handshake_time``) and keep the senders that
+wait for one (``known_handshake``, ``wake_waiters``, ``resolve_stalled_handshake``).
+
+Sums are written left to right exactly as the loop needs them: ``t + o + O·k`` and
+``t + (o + O·k)`` round differently, and replayed times are compared bit for bit across versions.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+# pred codes: what bound an operation's end
+PRED_LOCAL, PRED_SEND, PRED_RECV, PRED_COLL = 0, 1, 2, 3
+
+
+@nb.njit(inline="always")
+def send_overhead(o_s, O_s, k):
+    """o_s(k) = o_s + O_s·k: the sender's CPU time for a k-byte message (LogGOPS; the
+    per-message part o_s = o_s0 + o_sP·P is computed once from the parameters)."""
+    return o_s + O_s * k
+
+
+@nb.njit(inline="always")
+def after_overhead(t, o, O, k):
+    """t + o + O·k: the end of a k-byte message's overhead (o + O·k) that starts at t, the
+    sender's (o_s, O_s) or the receiver's (o_r, O_r)."""
+    return t + o + O * k
+
+
+@nb.njit(inline="always")
+def wire_time(k, kshift, G):
+    """(k − kshift)⁺·G: the time a k-byte message's bytes take on the wire beyond the first
+    ``kshift`` (LogGP's (k − 1)G; the latency L is added per hop where the protocol is known)."""
+    return max(k - kshift, 0.0) * G
+
+
+@nb.njit(inline="always")
+def is_rendezvous(k, S, sync):
+    """A message goes by rendezvous above S bytes, or when the send is synchronous-mode
+    (Ssend/Issend: MPI completes it only once the receive matched); else eagerly."""
+    return k > S or sync
+
+
+@nb.njit(inline="always")
+def next_send_slot(ts, gap, wire):
+    """ts + g + wire: when the sender's NIC can start the next message after one that started
+    at ts (LogGP's gap g, plus that message's bytes on the wire)."""
+    return ts + gap + wire
+
+
+@nb.njit(inline="always")
+def eager_arrival(sent, L, wire, delay):
+    """sent + L + wire + delay: an eager message's data is at the receiver (``sent``: the
+    sender's overhead ended)."""
+    return sent + L + wire + delay
+
+
+@nb.njit(inline="always")
+def envelope_arrival(sent, L, delay):
+    """sent + L + delay: a message's envelope (for a rendezvous, its request to send) is at the
+    receiver; what a probe waits for."""
+    return sent + L + delay
+
+
+@nb.njit(inline="always")
+def rendezvous_arrival(sent, L, wire, delay):
+    """sent + 3L + wire + delay: a rendezvous message's data is at a receiver that was ready
+    in time (request to send, clear to send, data: three latencies)."""
+    return sent + 3.0 * L + wire + delay
+
+
+@nb.njit(inline="always")
+def late_receiver_arrival(rp, L, wire, delay):
+    """rp + 2L + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
+    after the request to send arrived (clear to send, data)."""
+    return rp + 2.0 * L + wire + delay
+
+
+@nb.njit(inline="always")
+def rendezvous_sender_done(sent, L, wire):
+    """sent + 2L + wire: a rendezvous send completes, the receiver having been ready (request
+    to send and clear to send, then the bytes leave)."""
+    return sent + 2.0 * L + wire
+
+
+@nb.njit(inline="always")
+def clear_to_send_done(rp, L, wire):
+    """rp + L + wire: a rendezvous send whose receive was posted at rp completes (the clear to
+    send arrives, then the bytes leave)."""
+    return rp + L + wire
+
+
+@nb.njit(inline="always")
+def bound(local_end, dep_end, pred_if_dep):
+    """An operation ends at the later of its own end and its dependency's: (end, time the rank
+    waited = dep_end − local_end when the dependency is later, what bound the end)."""
+    if dep_end > local_end:
+        return dep_end, dep_end - local_end, pred_if_dep
+    return local_end, 0.0, PRED_LOCAL
+
+
+@nb.njit(inline="always")
+def request_arrival(sp, os0, Os, k, L, delay):
+    """sp + o_s(k) + L + delay: a rendezvous message's request to send (or a synchronous
+    send's envelope) is at the receiver, its send having been posted at sp."""
+    return envelope_arrival(after_overhead(sp, os0, Os, k), L, delay)
+
+
+@nb.njit(inline="always")
+def first_in_mpi(hs, he, lo, hi, x):
+    """The first time >= x at which a rank is inside one of its operations lo..hi-1, whose
+    replayed [start hs, end he] intervals are in program order (ends non-decreasing):
+    max(start, x) of the first one ending at or after x; -1 if all ended before x."""
+    a, b = lo, hi
+    while a < b:
+        mid = (a + b) // 2
+        if he[mid] < x:
+            a = mid + 1
+        else:
+            b = mid
+    if a < hi:
+        return max(hs[a], x)
+    return -1.0
+
+
+@nb.njit(inline="always")
+def handshake_time(rts, rp, seen, current, covers):
+    """When the receiver answers a rendezvous request that arrived at ``rts``, its receive
+    having been posted at ``rp`` (progress ``in-call``: the library moves a transfer only
+    inside an MPI call of the receiver; MPICH without asynchronous progress):
+
+        rts <= rp:  rp                 the posting call finds the request waiting
+        otherwise:  the first time >= rts the receiver is inside an MPI call: ``seen``, found
+                    in the calls it made since posting (``first_in_mpi``), else its current
+                    call, which started at ``current``: max(current, rts) if that call lasts
+                    past rts (``covers``), else current if it started after rts
+
+    -1: not known yet (the receiver's current call started before rts and may end before it).
+    With progress ``async`` the answer is rp whenever the request has arrived (LogGPS)."""
+    if rts <= rp:
+        return rp
+    if seen >= 0.0:
+        return seen
+    if covers:
+        return max(current, rts)
+    if current >= rts:
+        return current
+    return -1.0
+
+
+@nb.njit(inline="always")
+def known_handshake(m, r, i, st_r, rts, m_rp, m_h, m_rpop, m_dst, hs, he, pc, phase, start_of,
+                    rank_off):
+    """``handshake_time`` of rendezvous message m as far as its receiver has been replayed
+    (-1: not yet), asked by rank r at its operation i, which started at st_r. The receiver is
+    r itself, inside this call; or another rank, blocked at (or not yet resumed from) its
+    operation pc[d], which started at start_of[d]."""
+    if m_h[m] >= 0.0:
+        return m_h[m]
+    d = m_dst[m]
+    if d == r:
+        return handshake_time(rts, m_rp[m], first_in_mpi(hs, he, m_rpop[m], i, rts), st_r,
+                              True)
+    current = -1.0
+    if phase[d] >= 1 and pc[d] < rank_off[d + 1]:
+        current = start_of[d]
+    return handshake_time(rts, m_rp[m], first_in_mpi(hs, he, m_rpop[m], pc[d], rts), current,
+                          False)
+
+
+@nb.njit(inline="always")
+def unlink_waiter(pw_head, pw_next, d, s):
+    """Take sender s out of receiver d's list of senders waiting for a handshake."""
+    if pw_head[d] == s:
+        pw_head[d] = pw_next[s]
+    else:
+        w = pw_head[d]
+        while pw_next[w] != s:
+            w = pw_next[w]
+        pw_next[w] = pw_next[s]
+    pw_next[s] = -1
+
+
+@nb.njit(inline="always")
+def wake_waiters(d, x, pw_msg, pw_rts, pw_next, pw_head, pw_min, stack, top):
+    """Receiver d has been replayed up to time x inside an MPI call (a call that ended at x or
+    began at x): the senders whose request arrived by x can learn their handshake. They go back
+    on the stack; returns the new stack top."""
+    w = pw_head[d]
+    low = np.inf
+    while w >= 0:
+        nxt = pw_next[w]
+        if pw_rts[w] <= x:
+            unlink_waiter(pw_head, pw_next, d, w)
+            pw_msg[w] = -1
+            stack[top] = w
+            top += 1
+        elif pw_rts[w] < low:
+            low = pw_rts[w]
+        w = nxt
+    pw_min[d] = low
+    return top
+
+
+@nb.njit(inline="always")
+def resolve_stalled_handshake(pw_msg, pw_rts, pw_next, pw_head, pw_min, m_dst, m_h, stack,
+                              top):
+    """No rank can run: give the waiting sender with the earliest request its handshake at
+    that request's arrival, and put it back on the stack (returns the new top; unchanged if no
+    sender waits for a handshake)."""
+    best = -1
+    for s in range(len(pw_msg)):
+        if pw_msg[s] >= 0 and (best < 0 or pw_rts[s] < pw_rts[best]):
+            best = s
+    if best < 0:
+        return top
+    m = pw_msg[best]
+    d = m_dst[m]
+    m_h[m] = pw_rts[best]
+    unlink_waiter(pw_head, pw_next, d, best)
+    pw_msg[best] = -1
+    low = np.inf
+    w = pw_head[d]
+    while w >= 0:
+        low = min(low, pw_rts[w])
+        w = pw_next[w]
+    pw_min[d] = low
+    stack[top] = best
+    return top + 1
