@@ -468,3 +468,152 @@ def test_validate_quiet_and_json(tmp_path, monkeypatch):
     s = json.loads(r.stdout)
     assert s["cells"] == 1 and s["run"] == 1 and s["failed_cells"] == []
     assert s["errors_csv"] == str(tmp_path / "v" / "errors.csv")
+
+
+# -- a program of the user's in place of an application ------------------------------------------
+
+WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
+
+PROGRAM_SPEC = """
+name = "prog"
+repetitions = 1
+[networks.shm]
+transport = "shm"
+profile = "prof.toml"
+[predictors]
+replay = ["loggps"]
+[[experiment]]
+program = "PROGRAM"
+ranks = [2]
+[experiment.sizes]
+"tiny" = ["--size", "32", "--iters", "20"]
+"""
+
+
+def _program_spec(tmp_path, program=str(WORKLOADS / "stencil.py"), text=PROGRAM_SPEC):
+    return _spec(tmp_path, text.replace("PROGRAM", program))
+
+
+def test_a_program_validates_end_to_end(tmp_path):
+    """An experiment that names a program: traced and untraced runs through collect, replayed,
+    no analytic prediction (said in the cell, not left out silently), a row in errors.csv and a
+    row in the report's table."""
+    import pandas as pd
+
+    from validation.report import report
+
+    sp = load_spec(_program_spec(tmp_path))
+    [cell] = sp.cells                       # no P = 1 baseline unless asked for
+    assert cell.key == "stencil-n2-tiny-shm" and cell.program == str(WORKLOADS / "stencil.py")
+    out = tmp_path / "v"
+    s = validate(sp, out, progress=False, log=lambda m: None)
+    assert s["run"] == 1 and s["failed"] == 0
+    res = json.loads((out / "cells" / "stencil-n2-tiny-shm.json").read_text())
+    assert res["program"] == str(WORKLOADS / "stencil.py") and res["paradigm"] == "program"
+    assert [p["predictor"] for p in res["predictions"]] == ["replay:loggps"]
+    assert res["predictions"][0]["predicted_s"] > 0
+    assert "no analytic model for a program" in res["analytic_note"]
+    for kind in ("traces", "untraced"):
+        m = json.loads((out / kind / cell.key / "rep0" / "manifest.json").read_text())
+        assert m["program"] == cell.program and m["args"]["argv"] == cell.args
+    df = pd.read_csv(out / "errors.csv")
+    assert list(df.app) == ["stencil"] and list(df.paradigm) == ["program"]
+    assert list(df["size"]) == ["tiny"] and list(df.ranks) == [2]
+    assert df.rel_error_pct.notna().all()
+    report(out, out / "report")
+    md = (out / "report" / "report.md").read_text()
+    assert "stencil" in md and "| program | 2 |" in md and "no analytic model" in md
+    assert validate(sp, out, progress=False, log=lambda m: None)["skipped"] == 1
+
+
+@pytest.mark.parametrize("text,msg", [
+    (PROGRAM_SPEC.replace('program = "PROGRAM"', 'program = "PROGRAM"\napp = "sorting"'),
+     r"experiment 1: give exactly one of 'app' .* or 'program' .*, not both$"),
+    (PROGRAM_SPEC.replace('program = "PROGRAM"\n', ''),
+     r"experiment 1: give exactly one of 'app' .* or 'program' .*, not neither$"),
+    (PROGRAM_SPEC.replace("PROGRAM", "missing.py"), r"experiment 1: program not found: .*missing.py$"),
+    (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nparadigms = ["tree"]'),
+     "'paradigms' is for an 'app'"),
+])
+def test_bad_program_experiments_are_one_line_errors(tmp_path, text, msg):
+    p = _spec(tmp_path, text.replace("PROGRAM", str(WORKLOADS / "stencil.py")))
+    with pytest.raises(SpecError, match=msg):
+        load_spec(p)
+    r = _validate_cli(p, tmp_path / "v")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: spec {p}: experiment 1: ")
+
+
+def test_program_paths_relative_to_the_spec_and_compiled_programs(tmp_path):
+    (tmp_path / "progs").mkdir()
+    shutil.copy(WORKLOADS / "stencil.py", tmp_path / "progs" / "stencil.py")
+    sp = load_spec(_program_spec(tmp_path, "progs/stencil.py"))
+    assert sp.cells[0].program == str((tmp_path / "progs" / "stencil.py").resolve())
+    # a compiled program has no untraced runs yet: refused unless the traced runs are the truth
+    (tmp_path / "a.out").write_bytes(b"\x7fELF" + b"\0" * 60)
+    p = _program_spec(tmp_path, "a.out")
+    with pytest.raises(SpecError, match=r"program .*a.out is compiled: .*ground_truth = "
+                                        r"\"traced\""):
+        load_spec(p)
+    p.write_text('ground_truth = "traced"\n' + p.read_text())
+    assert load_spec(p).cells[0].key == "a-n2-tiny-shm"
+    # two programs of one name would share their cells' files
+    two = PROGRAM_SPEC + PROGRAM_SPEC[PROGRAM_SPEC.index("[[experiment]]"):].replace(
+        "PROGRAM", "progs/stencil.py")
+    with pytest.raises(SpecError, match="two experiments make cell stencil-n2-tiny-shm"):
+        load_spec(_program_spec(tmp_path, text=two))
+
+
+def test_a_run_of_another_program_of_the_same_name_is_not_reused(tmp_path):
+    """Runs are reused only when their manifest records this program's resolved path: a run of
+    another program with the same name, label and arguments (a folder elsewhere) is run again."""
+    from validation.matrix import _run_of
+
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / "stencil.py"
+    for f in ("stencil.py", "workload_args.py"):
+        shutil.copy(WORKLOADS / f, tmp_path / "other" / f)
+    sp = load_spec(_program_spec(tmp_path))
+    cell = sp.cells[0]
+    net = sp.networks["shm"]
+    mine = {"app": "stencil.py", "paradigm": None, "program": cell.program, "ranks": 2,
+            "args": {"argv": cell.args}, "network": {"transport": "shm"}}
+    assert _run_of(mine, cell, net)
+    assert not _run_of(mine | {"program": str(other)}, cell, net)
+    assert not _run_of(mine | {"program": None, "app": "stencil"}, cell, net)
+    # and an application's cell never takes a program's run
+    app_cell = load_spec(_spec(tmp_path)).cells[0]
+    app_run = mine | {"app": app_cell.app, "paradigm": app_cell.paradigm,
+                      "args": {"argv": app_cell.args}}
+    assert not _run_of(app_run, app_cell, net)
+    assert _run_of(app_run | {"program": None}, app_cell, net)
+    # end to end: the other program's complete run left under this cell's name is replaced
+    sp_other = load_spec(_program_spec(tmp_path, str(other)))
+    out = tmp_path / "v"
+    assert validate(sp_other, out, progress=False, log=lambda m: None)["failed"] == 0
+    # as an interruption leaves them: complete runs, no cell file to say whose they are
+    (out / "cells" / f"{cell.key}.json").unlink()
+    old_ids = {kind: json.loads((out / kind / cell.key / "rep0" / "manifest.json").read_text())[
+        "run_id"] for kind in ("traces", "untraced")}
+    assert validate(sp, out, progress=False, log=lambda m: None)["run"] == 1
+    for kind in ("traces", "untraced"):
+        m = json.loads((out / kind / cell.key / "rep0" / "manifest.json").read_text())
+        assert m["program"] == cell.program and m["run_id"] != old_ids[kind]
+    # with its cell file, the other program's results are moved aside, naming what changed
+    assert validate(sp_other, out, progress=False, log=lambda m: None)["run"] == 1
+    r = _validate_cli(_program_spec(tmp_path), out, "--quiet")
+    assert r.exit_code == 0 and "(changed: program)" in r.stderr
+
+
+def test_cross_network_pairs_of_a_program(tmp_path):
+    """predict_on works for a program's cells as for an application's: one cross pair per
+    (trace network, predicted network), keyed by the program's name."""
+    text = PROGRAM_SPEC.replace('[networks.shm]', '[networks.tcp]\ntransport = "tcp"\n'
+                                'profile = "prof.toml"\n[networks.shm]').replace(
+        'ranks = [2]', 'ranks = [2]\nnetworks = ["shm"]\npredict_on = ["shm", "tcp"]')
+    sp = load_spec(_program_spec(tmp_path, text=text))
+    assert {(c.key, tuple(c.predict_on)) for c in sp.cells} == {
+        ("stencil-n2-tiny-shm", ("tcp",)), ("stencil-n2-tiny-tcp", ("shm",))}
+    assert sp.cells[0].on("tcp").key == "stencil-n2-tiny-tcp"
+    assert sp.cells[0].on("tcp").program == sp.cells[0].program

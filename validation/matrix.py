@@ -29,6 +29,10 @@ from validation.params import analytic
 from validation.profiles import read_profile, replay_params
 from validation.spec import Cell, Spec
 
+#: why a program's cell has no analytic prediction (its cell JSON's ``analytic_note``)
+NO_ANALYTIC = ("no analytic model for a program: the analytic (paper) models describe the "
+               "paradigms of hindsight's applications")
+
 
 def _trace_ok(d: Path, untraced: bool = False) -> dict | None:
     """The manifest of a complete run in ``d`` of the kind asked for, else None."""
@@ -42,13 +46,19 @@ def _trace_ok(d: Path, untraced: bool = False) -> dict | None:
 
 
 def _run_of(m: dict, cell: Cell, net: dict) -> bool:
-    """Whether a run's manifest is a run of ``cell`` (its app, paradigm, ranks, arguments and
-    transport), so that a run left by another spec under the same cell name is not reused."""
-    recorded = {"app": m.get("app"), "paradigm": m.get("paradigm"), "ranks": m.get("ranks"),
-                "args": (m.get("args") or {}).get("argv"),
+    """Whether a run's manifest is a run of ``cell`` (its app and paradigm, or its program's
+    resolved path; ranks, arguments and transport), so that a run left by another spec under
+    the same cell name is not reused."""
+    if (m.get("program") or None) != cell.program:
+        # a program's run records the program's path, an application's run none: runs of two
+        # programs of one name (in two folders) are told apart here
+        return False
+    recorded = {"ranks": m.get("ranks"), "args": (m.get("args") or {}).get("argv"),
                 "transport": (m.get("network") or {}).get("transport")}
-    wanted = {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks,
-              "args": list(cell.args), "transport": net["transport"]}
+    wanted = {"ranks": cell.ranks, "args": list(cell.args), "transport": net["transport"]}
+    if cell.program is None:
+        recorded.update(app=m.get("app"), paradigm=m.get("paradigm"))
+        wanted.update(app=cell.app, paradigm=cell.paradigm)
     return all(recorded[k] is None or recorded[k] == wanted[k] for k in wanted)
 
 
@@ -63,8 +73,9 @@ def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
         if d.exists():
             shutil.rmtree(d)                # a partial run from an interruption, or not this cell's
         d.parent.mkdir(parents=True, exist_ok=True)
-        rc, m = collect(cell.ranks, d, app=cell.app, paradigm=cell.paradigm,
-                        args=list(cell.args), transport=net["transport"],
+        app = dict(program=cell.program) if cell.program else \
+            dict(app=cell.app, paradigm=cell.paradigm)
+        rc, m = collect(cell.ranks, d, **app, args=list(cell.args), transport=net["transport"],
                         timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"),
                         untraced=untraced)
         if rc == INTERRUPTED:
@@ -135,7 +146,8 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str,
         rep = sorted(range(len(traced_times)), key=traced_times.__getitem__)[
             (len(traced_times) - 1) // 2]
     res: dict[str, Any] = {
-        "app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
+        "app": cell.app, "paradigm": cell.paradigm, "program": cell.program,
+        "ranks": cell.ranks, "size": cell.size,
         "args": cell.args, "network": cell.network, "baseline": cell.baseline,
         "repetitions": len(times), "ground_truth": spec.ground_truth, "actual_runs_s": times,
         "actual_s": stat(times), "actual_stat": spec.actual,
@@ -154,13 +166,15 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str,
         "profile": str(profile_path.relative_to(out)), "predictions": []}
     if cell.baseline:
         return res
+    if spec.analytic and cell.program:
+        res["analytic_note"] = NO_ANALYTIC
     profile = read_profile(profile_path)
     reps = range(len(times)) if spec.replay_all else [rep]
     per_rep = []
     for k in reps:
         trace = out / "traces" / cell.key / f"rep{k}"
         preds = replay_predictions(trace, manifests[k], profile, spec, profile_path)
-        if spec.analytic:
+        if spec.analytic and not cell.program:
             preds += analytic(cell.app, cell.paradigm, trace, profile)
         per_rep.append(add_tail(preds, manifests[k], to_end))
     res["predictions"] = combine_reps(per_rep, spec.actual)
@@ -240,7 +254,7 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     """Predict ``network`` from the trace ``cell`` collected on its own network: replay that
     trace with ``network``'s profile and compare with the run of the same cell on ``network``.
     None while one of the two cells has no result yet."""
-    other = Cell(cell.app, cell.paradigm, cell.ranks, cell.size, cell.args, network)
+    other = cell.on(network)
     a_path, b_path = out / "cells" / f"{cell.key}.json", out / "cells" / f"{other.key}.json"
     if not (a_path.is_file() and b_path.is_file()):
         return None
@@ -261,8 +275,9 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     for p in preds:
         q, act = p["predicted_s"], b["actual_s"]
         p["rel_error_pct"] = (q - act) / act * 100 if act > 0 and not math.isnan(q) else math.nan
-    return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks, "size": cell.size,
-            "network": network, "trace_network": cell.network,
+    return {"app": cell.app, "paradigm": cell.paradigm, "program": cell.program,
+            "ranks": cell.ranks, "size": cell.size, "network": network,
+            "trace_network": cell.network,
             "trace": a["traces"][a["replayed_rep"]] if len(reps) == 1 else a["traces"],
             "actual_cell": f"cells/{other.key}.json", "actual_s": b["actual_s"],
             "actual_sd_s": b["actual_sd_s"], "ground_truth": b.get("ground_truth", "traced"),

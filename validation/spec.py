@@ -1,11 +1,14 @@
 """The experiment matrix of `hindsight validate`: reading and checking a spec (docs/validation.md).
 
-A cell is (app, paradigm, ranks, size, network); ``load_spec`` expands a spec's experiments
-into its cells and refuses, in one line (``SpecError``), anything the run would trip over later.
+A cell is (app, paradigm, ranks, size, network), or (program, ranks, size, network) for an
+experiment that names a program of the user's instead of one of the project's applications;
+``load_spec`` expands a spec's experiments into its cells and refuses, in one line
+(``SpecError``), anything the run would trip over later.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import tomllib
@@ -17,6 +20,7 @@ from apps import APPS
 from apps.skeletons import skeleton
 from hindsight import testbed as tb
 from hindsight.errors import UserError
+from instrument.native import is_native
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 GROUND_TRUTHS = ("untraced", "traced")
@@ -39,7 +43,10 @@ NETWORK_KEYS = ("transport", "calibrate", "calibrate_sizes", "profile", "testbed
                 "accept_noisy_profiles")
 TESTBED_KEYS = ("nodes", "rate")
 PREDICTOR_KEYS = ("replay", "analytic", "set")
-EXPERIMENT_KEYS = ("app", "paradigms", "ranks", "sizes", "baseline", "networks", "predict_on")
+EXPERIMENT_KEYS = ("app", "program", "paradigms", "ranks", "sizes", "baseline", "networks",
+                   "predict_on")
+#: the paradigm column of a program's cells (errors.csv, the report): a program has no paradigm
+PROGRAM = "program"
 
 
 def check_keys(path: Path, table: str, d: Any, allowed: tuple[str, ...]) -> None:
@@ -55,18 +62,25 @@ def check_keys(path: Path, table: str, d: Any, allowed: tuple[str, ...]) -> None
 
 @dataclass
 class Cell:
-    app: str
-    paradigm: str
+    app: str                        # an application, or a program's name (its file's stem)
+    paradigm: str                   # PROGRAM for a program's cell
     ranks: int
     size: str
     args: list[str]
     network: str
     baseline: bool = False          # P = 1 run for speedup / efficiency only (no predictions)
     predict_on: list[str] = field(default_factory=list)  # networks to predict from this trace
+    program: str | None = None      # a program's resolved path (None: an application)
 
     @property
     def key(self) -> str:
+        if self.program is not None:
+            return f"{self.app}-n{self.ranks}-{self.size}-{self.network}"
         return f"{self.app}-{self.paradigm}-n{self.ranks}-{self.size}-{self.network}"
+
+    def on(self, network: str) -> "Cell":
+        """The same cell run on ``network`` (the other side of a cross-network prediction)."""
+        return dataclasses.replace(self, network=network, baseline=False, predict_on=[])
 
 
 @dataclass
@@ -168,6 +182,10 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
             if not Path(n["profile"]).is_file():
                 raise SpecError(f"spec {path}: network {name}: profile not found: {n['profile']}")
         networks[name] = n
+    ground_truth = raw.get("ground_truth", "untraced")
+    if ground_truth not in GROUND_TRUTHS:
+        raise SpecError(f"spec {path}: ground_truth must be \"untraced\" or \"traced\", not "
+                        f"{ground_truth!r}")
     cells: list[Cell] = []
     exps = raw.get("experiment", [])
     if not isinstance(exps, list) or not exps:
@@ -177,13 +195,22 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         if not isinstance(e, dict):
             raise SpecError(f"{where}: must be a table ([[experiment]])")
         check_keys(path, f"[[experiment]] {i + 1}", e, EXPERIMENT_KEYS)
-        app = _req(e, "app", str, where)
-        if app not in APPS:
-            raise SpecError(f"{where}: unknown app {app!r} (choose from {', '.join(APPS)})")
-        paradigms = _req(e, "paradigms", list, where)
-        for p in paradigms:
-            if p not in APPS[app]:
-                raise SpecError(f"{where}: {app} does not run on paradigm {p!r}")
+        if ("app" in e) == ("program" in e):
+            raise SpecError(f"{where}: give exactly one of 'app' (an application of hindsight's) "
+                            "or 'program' (a program of yours), not "
+                            + ("both" if "app" in e else "neither"))
+        program = None
+        if "program" in e:
+            program = _program(path, where, e, ground_truth)
+            app, paradigms = Path(program).stem, [PROGRAM]
+        else:
+            app = _req(e, "app", str, where)
+            if app not in APPS:
+                raise SpecError(f"{where}: unknown app {app!r} (choose from {', '.join(APPS)})")
+            paradigms = _req(e, "paradigms", list, where)
+            for p in paradigms:
+                if p not in APPS[app]:
+                    raise SpecError(f"{where}: {app} does not run on paradigm {p!r}")
         ranks = _req(e, "ranks", list, where)
         if not all(isinstance(r, int) and r >= 2 for r in ranks):
             raise SpecError(f"{where}: ranks must be integers >= 2 (P = 1 is 'baseline')")
@@ -204,14 +231,17 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
             if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
                 raise SpecError(f"{where}: size {label!r} must be a list of strings")
             for net in nets:
-                if e.get("baseline", True):
-                    cells.append(Cell(app, "pipeline", 1, label, args, net, baseline=True))
+                # a program's P = 1 run only when asked: a program of the user's may need P >= 2
+                if e.get("baseline", program is None):
+                    cells.append(Cell(app, PROGRAM if program else "pipeline", 1, label, args,
+                                      net, baseline=True, program=program))
                 for p in paradigms:
                     for r in ranks:
-                        if skeleton(p).power_of_two and r & (r - 1):
+                        if program is None and skeleton(p).power_of_two and r & (r - 1):
                             raise SpecError(f"{where}: {p} needs power-of-two ranks, not {r}")
                         cells.append(Cell(app, p, r, label, args, net,
-                                          predict_on=[b for b in predict_on if b != net]))
+                                          predict_on=[b for b in predict_on if b != net],
+                                          program=program))
     pred = raw.get("predictors", {})
     if not isinstance(pred, dict):
         raise SpecError(f"spec {path}: [predictors] must be a table")
@@ -237,10 +267,6 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     actual = raw.get("actual", "mean")
     if actual not in ("mean", "median"):
         raise SpecError(f"spec {path}: actual must be \"mean\" or \"median\"")
-    ground_truth = raw.get("ground_truth", "untraced")
-    if ground_truth not in GROUND_TRUTHS:
-        raise SpecError(f"spec {path}: ground_truth must be \"untraced\" or \"traced\", not "
-                        f"{ground_truth!r}")
     seen: dict[str, Cell] = {}
     unique = []
     for c in cells:
@@ -248,12 +274,38 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
             seen[c.key] = c
             unique.append(c)
         else:
+            if seen[c.key].program != c.program:
+                # two programs of one name (in two folders), or a program named like a cell
+                # of an application: their results would share one file
+                raise SpecError(f"spec {path}: two experiments make cell {c.key}: "
+                                f"{seen[c.key].program or 'application ' + c.app} and "
+                                f"{c.program or 'application ' + c.app} (rename one program)")
             seen[c.key].predict_on += [b for b in c.predict_on if b not in seen[c.key].predict_on]
     return Spec(name=str(raw.get("name", path.stem)), repetitions=reps, replay_rep=replay_rep,
                 timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
                 replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
                 analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
                 actual=actual, ground_truth=ground_truth)
+
+
+def _program(path: Path, where: str, e: dict[str, Any], ground_truth: str) -> str:
+    """An experiment's ``program``: its resolved path (relative to the spec's folder unless
+    absolute), checked to exist and to be runnable the way the spec measures it."""
+    if "paradigms" in e:
+        raise SpecError(f"{where}: 'paradigms' is for an 'app'; a program runs as it is")
+    prog = e["program"]
+    if not isinstance(prog, str) or not prog:
+        raise SpecError(f"{where}: 'program' must be a path (a string)")
+    p = Path(prog)
+    p = (p if p.is_absolute() else path.parent / p).resolve()
+    if not p.is_file():
+        raise SpecError(f"{where}: program not found: {p}")
+    if ground_truth == "untraced" and is_native(p):
+        # the untraced run of a compiled program cannot be launched yet (`collect --untraced`)
+        raise SpecError(f"{where}: program {p} is compiled: its untraced runs cannot be made "
+                        "yet; set ground_truth = \"traced\" to validate it against its traced "
+                        "runs")
+    return str(p)
 
 
 def _check_testbed(path: Path, name: str, n: dict[str, Any]) -> None:

@@ -72,9 +72,12 @@ def testbeds_down(names: list[str]) -> None:
 def run_inputs(cell: Cell, spec: Spec) -> dict[str, Any]:
     """What a cell's runs (DIR/traces, DIR/untraced) are runs of."""
     net = spec.networks[cell.network]
-    return {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks,
-            "args": list(cell.args), "network": cell.network, "transport": net["transport"],
-            "testbed": net.get("testbed")}
+    d = {"app": cell.app, "paradigm": cell.paradigm, "ranks": cell.ranks,
+         "args": list(cell.args), "network": cell.network, "transport": net["transport"],
+         "testbed": net.get("testbed")}
+    if cell.program:
+        d["program"] = cell.program
+    return d
 
 
 def network_inputs(net: dict[str, Any]) -> dict[str, Any]:
@@ -196,8 +199,7 @@ def retire_stale(spec: Spec, out: Path, log: Callable[[str], None]) -> list[str]
                 where = stash.move([d])
                 log(f"warning: {kind}/{d.name} belongs to no cell of spec {spec.source}: "
                     f"moved to {where}/")
-    pairs = {cross_key(c, n): (c.key, Cell(c.app, c.paradigm, c.ranks, c.size, c.args, n).key)
-             for c in spec.cells for n in c.predict_on}
+    pairs = {cross_key(c, n): (c.key, c.on(n).key) for c in spec.cells for n in c.predict_on}
     for f in sorted((out / "cross").glob("*.json")):
         if f.stem not in pairs or set(pairs[f.stem]) & gone:
             stash.move([f])
@@ -280,7 +282,7 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
     for cell in spec.cells:
         for net in cell.predict_on:
             dest = out / "cross" / f"{cross_key(cell, net)}.json"
-            other = Cell(cell.app, cell.paradigm, cell.ranks, cell.size, cell.args, net)
+            other = cell.on(net)
             cells_mtime = max((f.stat().st_mtime for f in (out / "cells" / f"{cell.key}.json",
                                                            out / "cells" / f"{other.key}.json")
                                if f.is_file()), default=0.0)
