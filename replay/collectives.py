@@ -1,4 +1,5 @@
-"""Collectives as point-to-point patterns of named algorithms (MPICH-like defaults).
+"""Collectives as point-to-point patterns of named algorithms; by default the one MPICH's own
+selection runs for the instance's size (``replay.selection``).
 
 A pattern is a list of messages (step, src, dst, owner, mult) over communicator-local ranks: in
 step ``step`` local rank ``src`` sends ``mult`` times the block size of local rank ``owner`` to
@@ -17,6 +18,7 @@ import numpy as np
 
 from hindsight.trace.core import OP_CODE
 from replay import kernel as K
+from replay.selection import RULES, SELECTION, choose
 
 #: A message of a pattern: (step, src, dst, owner, mult), ranks local to the communicator.
 Message = tuple
@@ -25,20 +27,18 @@ Message = tuple
 _BUILDERS: dict[tuple[str, str], Callable[[str, int, int], list[Message]]] = {}
 #: collective -> its algorithms, in the order ``--algo`` lists them
 ALGORITHMS: dict[str, tuple[str, ...]] = {}
-#: collective -> the algorithm used unless ``--algo OP=NAME`` says otherwise (MPICH-like)
+#: collective -> the algorithm used unless ``--algo OP=NAME`` says otherwise: ``SELECTION``
+#: ("mpich"), which picks per instance what MPICH would (``replay.selection``)
 DEFAULT_ALGORITHMS: dict[str, str] = {}
 
 
-def algorithm(name: str, *ops: str, default: bool | tuple[str, ...] = False):
+def algorithm(name: str, *ops: str):
     """Register the decorated ``fn(op, p, root) -> list[Message]`` as algorithm ``name`` of the
-    collectives ``ops``; the default one of each of them with ``default=True``, of those named
-    with ``default=(op, ...)``. Its docstring says which messages it sends, step by step."""
+    collectives ``ops``. Its docstring says which messages it sends, step by step."""
     def register(fn: Callable[[str, int, int], list[Message]]):
         for op in ops:
             _BUILDERS[(op, name)] = fn
             ALGORITHMS[op] = ALGORITHMS.get(op, ()) + (name,)
-            if default is True or op in (default or ()):
-                DEFAULT_ALGORITHMS[op] = name
         return fn
     return register
 
@@ -86,7 +86,7 @@ _SYNC_OPS = ("Barrier", "Comm_split", "Comm_dup", "Comm_create")
 _ALL_TO_ALL_OPS = ("Alltoall", "Alltoallv", "Reduce_scatter", "Reduce_scatter_block")
 
 
-@algorithm("dissemination", *_SYNC_OPS, default=True)
+@algorithm("dissemination", *_SYNC_OPS)
 def _dissemination(op: str, p: int, root: int) -> list[Message]:
     """Step i: rank r sends to r + 2^i (mod p); ceil(log2 p) steps. A Barrier's messages carry
     no data; communicator creation's carry the recorded size."""
@@ -100,44 +100,44 @@ def _linear_barrier(op: str, p: int, root: int) -> list[Message]:
     return [(0, r, 0, r, 0) for r in range(p) if r] + [(1, 0, r, 0, 0) for r in range(p) if r]
 
 
-@algorithm("binomial", "Bcast", default=True)
+@algorithm("binomial", "Bcast")
 def _binomial_bcast(op: str, p: int, root: int) -> list[Message]:
     """Round j: relative rank v < 2^j sends the root's block to v + 2^j."""
     return _binomial_down(p, root, False)
 
 
-@algorithm("binomial", "Scatter", default=True)
+@algorithm("binomial", "Scatter")
 def _binomial_scatter(op: str, p: int, root: int) -> list[Message]:
     """As Bcast, each message carrying the blocks of the subtree below its receiver."""
     return _binomial_down(p, root, True)
 
 
-@algorithm("linear", "Bcast", "Scatter", "Scatterv", default=("Scatterv",))
+@algorithm("linear", "Bcast", "Scatter", "Scatterv")
 def _linear_from_root(op: str, p: int, root: int) -> list[Message]:
     """The root sends to every other rank in one step (Bcast: its block; Scatter: theirs)."""
     owner_is_root = op == "Bcast"
     return [(0, root, r, root if owner_is_root else r, 1) for r in range(p) if r != root]
 
 
-@algorithm("binomial", "Reduce", default=True)
+@algorithm("binomial", "Reduce")
 def _binomial_reduce(op: str, p: int, root: int) -> list[Message]:
     """Bcast's tree in reverse, leaves first; every message one block."""
     return _binomial_up(p, root, False)
 
 
-@algorithm("binomial", "Gather", default=True)
+@algorithm("binomial", "Gather")
 def _binomial_gather(op: str, p: int, root: int) -> list[Message]:
     """Reduce's tree, each message carrying the blocks of the subtree below its sender."""
     return _binomial_up(p, root, True)
 
 
-@algorithm("linear", "Reduce", "Gather", "Gatherv", default=("Gatherv",))
+@algorithm("linear", "Reduce", "Gather", "Gatherv")
 def _linear_to_root(op: str, p: int, root: int) -> list[Message]:
     """Every other rank sends its block to the root in one step."""
     return [(0, r, root, r, 1) for r in range(p) if r != root]
 
 
-@algorithm("recursive_doubling", "Allreduce", default=True)
+@algorithm("recursive_doubling", "Allreduce")
 def _recursive_doubling(op: str, p: int, root: int) -> list[Message]:
     """Ranks beyond the largest power of two p2 fold into r - p2, then log2(p2) exchanges with
     r xor 2^i, then the result goes back out."""
@@ -158,16 +158,16 @@ def _reduce_bcast(op: str, p: int, root: int) -> list[Message]:
     return up + [(s + off, a, b, o, m) for s, a, b, o, m in _binomial_down(p, 0, False)]
 
 
-@algorithm("ring", "Allgather", "Allgatherv", default=True)
+@algorithm("ring", "Allgather", "Allgatherv")
 def _ring_allgather(op: str, p: int, root: int) -> list[Message]:
     """p - 1 steps: rank r passes the block of rank r - s to r + 1."""
     return [(s, r, (r + 1) % p, (r - s) % p, 1) for s in range(p - 1) for r in range(p)]
 
 
-@algorithm("recursive_doubling", "Allgather")
+@algorithm("recursive_doubling", "Allgather", "Allgatherv")
 def _recursive_doubling_allgather(op: str, p: int, root: int) -> list[Message]:
-    """Step i: rank r exchanges its 2^i gathered blocks with r xor 2^i. Only for a power of two
-    ranks; otherwise the ring."""
+    """Step i: rank r exchanges its 2^i gathered blocks with r xor 2^i (Allgatherv: 2^i times
+    r's own block). Only for a power of two ranks; otherwise the ring."""
     if p & (p - 1) == 0:
         return [(i, r, r ^ (1 << i), r, 1 << i) for i in range(p.bit_length() - 1)
                 for r in range(p)]
@@ -180,7 +180,7 @@ def _all_to_all(op: str, p: int, step: Callable[[int], int]) -> list[Message]:
     return [(step(s), r, (r + s) % p, r, mult) for s in range(1, p) for r in range(p)]
 
 
-@algorithm("pairwise", *_ALL_TO_ALL_OPS, default=True)
+@algorithm("pairwise", *_ALL_TO_ALL_OPS)
 def _pairwise(op: str, p: int, root: int) -> list[Message]:
     """Step s (1..p-1): rank r sends its block for r + s to it."""
     return _all_to_all(op, p, lambda s: s - 1)
@@ -192,7 +192,7 @@ def _linear_all_to_all(op: str, p: int, root: int) -> list[Message]:
     return _all_to_all(op, p, lambda s: 0)
 
 
-@algorithm("recursive_doubling", "Scan", "Exscan", default=True)
+@algorithm("recursive_doubling", "Scan", "Exscan")
 def _recursive_doubling_scan(op: str, p: int, root: int) -> list[Message]:
     """Step i: rank r sends its partial result to r + 2^i (when that rank exists)."""
     return [(i, r, r + (1 << i), r, 1) for i in range(_log2ceil(p)) for r in range(p)
@@ -203,6 +203,187 @@ def _recursive_doubling_scan(op: str, p: int, root: int) -> list[Message]:
 def _linear_scan(op: str, p: int, root: int) -> list[Message]:
     """A chain: step s, rank s passes its prefix to s + 1."""
     return [(s, s, s + 1, s, 1) for s in range(p - 1)]
+
+
+def _offset(msgs: list[Message], off: int) -> list[Message]:
+    return [(s + off, a, b, o, m) for s, a, b, o, m in msgs]
+
+
+def _next_step(msgs: list[Message]) -> int:
+    return max((m[0] for m in msgs), default=-1) + 1
+
+
+def _fold(p: int) -> tuple[list[Message], list[Message], list[int]]:
+    """MPICH's reduction onto a power of two pof2 <= p ranks: of the first 2 rem ranks (rem =
+    p - pof2) each even one sends its whole block to the odd one above it and sits out. Returns
+    (the fold-in messages, the messages that hand the result back, the world rank of each of the
+    pof2 remaining ranks); the hand-back is empty unless the caller needs it."""
+    pof2 = 1 << (p.bit_length() - 1)
+    rem = p - pof2
+    into = [(0, 2 * i, 2 * i + 1, 2 * i, 1) for i in range(rem)]
+    back = [(0, 2 * i + 1, 2 * i, 2 * i + 1, 1) for i in range(rem)]
+    real = [2 * v + 1 if v < rem else v + rem for v in range(pof2)]
+    return into, back, real
+
+
+def _halving(real: list[int], total: float, masks: list[int]) -> list[Message]:
+    """Reduce-scatter by recursive halving among the ranks ``real`` (a power of two of them):
+    at each mask m of ``masks`` (in order), rank v exchanges with v xor m half of what it still
+    holds; ``total`` blocks to start with."""
+    out = []
+    held = float(total)
+    for k, m in enumerate(masks):
+        held /= 2
+        out += [(k, real[v], real[v ^ m], real[v], held) for v in range(len(real))]
+    return out
+
+
+def _doubling_gather_all(real: list[int], total: float, masks: list[int]) -> list[Message]:
+    """Allgather by recursive doubling among ``real`` (a power of two of them), each holding
+    1/len(real) of ``total``: at each mask m of ``masks`` (in order), rank v sends all it holds
+    to v xor m, which doubles it."""
+    n = len(real)
+    return [(k, real[v], real[v ^ m], real[v], total * (1 << k) / n)
+            for k, m in enumerate(masks) for v in range(n)]
+
+
+@algorithm("rabenseifner", "Allreduce")
+def _rabenseifner_allreduce(op: str, p: int, root: int) -> list[Message]:
+    """MPICH reduce_scatter_allgather. Fold to pof2 ranks (each even rank below 2(p - pof2)
+    sends its block to the odd one above); reduce-scatter by recursive halving, masks 1, 2, ...
+    pof2/2, sending 1/2, 1/4, ... 1/pof2 of the block; allgather by recursive doubling, masks
+    pof2/2 ... 1, sending 1/pof2 ... 1/2; the odd ranks hand the result back. On a power of two,
+    2(p-1)/p of the block sent per rank."""
+    into, back, real = _fold(p)
+    n = len(real)
+    masks = [1 << k for k in range(n.bit_length() - 1)]
+    out = list(into)
+    out += _offset(_halving(real, 1, masks), _next_step(out))
+    out += _offset(_doubling_gather_all(real, 1, masks[::-1]), _next_step(out))
+    return out + _offset(back, _next_step(out))
+
+
+@algorithm("rabenseifner", "Reduce")
+def _rabenseifner_reduce(op: str, p: int, root: int) -> list[Message]:
+    """MPICH reduce_scatter_gather. Fold and reduce-scatter as Allreduce's Rabenseifner, then a
+    binomial gather of the pieces to the root's stand-in among the pof2 ranks: at mask m (1, 2,
+    ...) a rank whose distance (xor) to it has lowest set bit m sends its m/pof2 of the block to
+    its partner; an even root below 2(p - pof2) then gets the result from the odd rank above."""
+    into, _, real = _fold(p)
+    n = len(real)
+    rem = p - n
+    new_root = root // 2 if root < 2 * rem else root - rem
+    masks = [1 << k for k in range(n.bit_length() - 1)]
+    out = list(into)
+    out += _offset(_halving(real, 1, masks), _next_step(out))
+    gather = [(k, real[v], real[v ^ m], real[v], m / n) for k, m in enumerate(masks)
+              for v in range(n) if (v ^ new_root) & (2 * m - 1) == m]
+    out += _offset(gather, _next_step(out))
+    if real[new_root] != root:
+        out.append((_next_step(out), real[new_root], root, real[new_root], 1))
+    return out
+
+
+def _bcast_scatter(p: int, root: int) -> list[Message]:
+    """Bcast's first half (MPICH's MPII_Scatter_for_bcast): the root's block in p chunks down
+    a binomial tree, masks from the largest power of two below p down to 1: relative rank v
+    (a multiple of 2m) sends to v + m its chunks v + m .. v + 2m - 1 (those below p)."""
+    top = _log2ceil(p)
+    return [(top - 1 - j, (v + root) % p, (v + (1 << j) + root) % p, root,
+             min(1 << j, p - v - (1 << j)) / p)
+            for j in range(top - 1, -1, -1) for v in range(0, p, 2 << j) if v + (1 << j) < p]
+
+
+@algorithm("scatter_ring_allgather", "Bcast")
+def _scatter_ring_allgather(op: str, p: int, root: int) -> list[Message]:
+    """A binomial scatter of p chunks of 1/p of the root's block, then a ring allgather: p - 1
+    steps, rank r passes one chunk to r + 1."""
+    out = _bcast_scatter(p, root)
+    off = _next_step(out)
+    return out + [(off + s, r, (r + 1) % p, root, 1.0 / p) for s in range(p - 1) for r in range(p)]
+
+
+@algorithm("scatter_recursive_doubling_allgather", "Bcast")
+def _scatter_rd_allgather(op: str, p: int, root: int) -> list[Message]:
+    """A binomial scatter of p chunks of 1/p of the root's block, then a recursive-doubling
+    allgather over ranks relative to the root: step i, relative rank v sends its 2^i chunks to
+    v xor 2^i. Only for a power of two ranks; otherwise the ring allgather."""
+    if p & (p - 1):
+        return _scatter_ring_allgather(op, p, root)
+    out = _bcast_scatter(p, root)
+    off = _next_step(out)
+    return out + [(off + i, (v + root) % p, ((v ^ (1 << i)) + root) % p, root, (1 << i) / p)
+                  for i in range(p.bit_length() - 1) for v in range(p)]
+
+
+@algorithm("bruck", "Allgather", "Allgatherv")
+def _bruck_allgather(op: str, p: int, root: int) -> list[Message]:
+    """Step i while 2^i <= p/2: rank r sends the 2^i blocks it holds to r - 2^i; then, if p is
+    not a power of two, the remaining p - 2^i blocks the same way. p - 1 blocks sent per rank
+    (Allgatherv: counted in r's own block)."""
+    out = []
+    k, pof2 = 0, 1
+    while pof2 <= p // 2:
+        out += [(k, r, (r - pof2) % p, r, pof2) for r in range(p)]
+        k, pof2 = k + 1, pof2 * 2
+    if p - pof2:
+        out += [(k, r, (r - pof2) % p, r, p - pof2) for r in range(p)]
+    return out
+
+
+@algorithm("bruck", "Alltoall")
+def _bruck_alltoall(op: str, p: int, root: int) -> list[Message]:
+    """Step i (2^i < p): rank r sends to r + 2^i the blocks whose index has bit i set (of the
+    p, after a local rotation), as one message."""
+    out = []
+    for k in range(_log2ceil(p)):
+        bit = 1 << k
+        nblocks = sum(1 for j in range(p) if j & bit)
+        out += [(k, r, (r + bit) % p, r, nblocks) for r in range(p)]
+    return out
+
+
+#: MPIR_CVAR_ALLTOALL_THROTTLE (default 32): peers a scattered all-to-all posts at a time.
+ALLTOALL_THROTTLE = 32
+
+
+@algorithm("scattered", "Alltoall", "Alltoallv")
+def _scattered(op: str, p: int, root: int) -> list[Message]:
+    """Nonblocking, ALLTOALL_THROTTLE peers at a time: step b, rank r sends its block for r - j
+    to it for each j of batch b (j = 32b .. 32b + 31, j != 0, j < p), then waits for them all."""
+    mult = 1.0 / (p - 1) if op == "Alltoallv" else 1
+    return [(j // ALLTOALL_THROTTLE, r, (r - j) % p, r, mult) for j in range(1, p)
+            for r in range(p)]
+
+
+@algorithm("recursive_halving", "Reduce_scatter", "Reduce_scatter_block")
+def _recursive_halving(op: str, p: int, root: int) -> list[Message]:
+    """Fold to pof2 ranks (each even rank below 2(p - pof2) sends all its data to the odd one
+    above), then recursive halving, masks pof2/2 ... 1: exchange half of what is still held;
+    the odd ranks then send the even ones their share. The data is p blocks for
+    Reduce_scatter_block (its block is one rank's share), the recorded buffer for
+    Reduce_scatter (it holds all shares)."""
+    total = p if op == "Reduce_scatter_block" else 1
+    into, back, real = _fold(p)
+    n = len(real)
+    out = [(s, a, b, o, total) for s, a, b, o, _ in into]
+    out += _offset(_halving(real, total, [1 << k for k in range(n.bit_length() - 2, -1, -1)]),
+                   _next_step(out))
+    return out + _offset([(s, a, b, o, total / p) for s, a, b, o, _ in back], _next_step(out))
+
+
+def _selected(op: str, p: int, root: int) -> list[Message]:
+    """MPICH's selection (``replay.selection``): the algorithm it runs for the instance's p and
+    message size (the stream resolves it per instance); here, without a size, the one it runs
+    for an empty message."""
+    return _messages(op, choose(op, p, 0.0, 0.0), p, root)
+
+
+for _op in list(ALGORITHMS):
+    _BUILDERS[(_op, SELECTION)] = _selected
+    ALGORITHMS[_op] += (SELECTION,)
+    DEFAULT_ALGORITHMS[_op] = SELECTION
+assert set(RULES) == set(ALGORITHMS)  # every collective has a rule, every rule a collective
 
 
 # listed in the trace format's op order, whatever the order of registration above

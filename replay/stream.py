@@ -23,6 +23,7 @@ from replay import kernel as K
 from replay.instances import Instances, group_ids
 from replay.matching import index_proto
 from replay.rows import KIND_TABLES, Messages, Rows
+from replay.selection import SELECTION, choose, total_bytes
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
 _SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
@@ -48,6 +49,9 @@ class Stream:
     dep_lat: np.ndarray        # measured form only: lag after the other side's post
     coll_n: np.ndarray         # measured form only: members per collective instance
     algorithms: dict[str, str] = field(default_factory=dict)
+    #: expanded form: per collective, the instances each algorithm ran (what MPICH's selection
+    #: picked, where ``algorithms`` names it)
+    selected: dict[str, dict[str, int]] = field(default_factory=dict)
     m_sync: np.ndarray | None = None   # per message: synchronous send (Ssend/Issend); None = none
 
     @property
@@ -71,22 +75,28 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     per_row = np.zeros(0, np.int64)
     pats: dict[int, tuple[C.Pattern, list[int]] | None] = {}
     inst_pat = np.full(ninst, -1, np.int64)
+    selected: dict[str, dict[str, int]] = {}
     if expand and ninst:
-        # one pattern per (op, size, root, communicator); None: no messages (COMM_SELF, size 1)
+        # one pattern per (op, size, root, communicator, algorithm); None: no messages
+        # (COMM_SELF, size 1)
         root = np.where(coll.root >= 0, coll.root, -1)
-        gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0])
+        algo_names, inst_algo = _instance_algorithms(coll, rows.nbytes, algos)
+        key, cnt = np.unique(coll.op * len(algo_names) + inst_algo, return_counts=True)
+        for k, c in zip(key.tolist(), cnt.tolist()):
+            op = tf.OPS[k // len(algo_names)]
+            selected.setdefault(op, {})[algo_names[k % len(algo_names)]] = c
+        gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0], inst_algo)
         _, first_inst = np.unique(gid, return_index=True)
         guniq = zip(coll.op[first_inst].tolist(), coll.size[first_inst].tolist(),
-                    root[first_inst].tolist(), coll.comm[first_inst].tolist())
-        for g, (opc, size, rootw, cid) in enumerate(guniq):
-            name = tf.OPS[opc]
+                    root[first_inst].tolist(), coll.comm[first_inst].tolist(),
+                    inst_algo[first_inst].tolist())
+        for g, (opc, size, rootw, cid, ac) in enumerate(guniq):
             if cid == tf.COMM_SELF_ID or size <= 1:
                 pats[g] = None
                 continue
             mem = comm_members[cid]
             root_local = mem.index(rootw) if rootw in mem else 0
-            pats[g] = (C.pattern(name, algos.get(name, C.DEFAULT_ALGORITHMS[name]), int(size),
-                                 root_local), mem)
+            pats[g] = (C.pattern(tf.OPS[opc], algo_names[ac], int(size), root_local), mem)
         inst_pat = gid
         # per collective row: ops of its member in the pattern (at least one, to carry the burst)
         inst_of = coll.of_rows()
@@ -164,7 +174,37 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         loc, dep_lat = _measured_costs(rows, msgs, kind, msg, op_row, first, coll_n)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
-                  m_sync)
+                  selected, m_sync)
+
+
+def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
+                         algos: dict[str, str]) -> tuple[list[str], np.ndarray]:
+    """The algorithm of each collective instance, as (names, index into names per instance):
+    ``algos[op]`` (else the default), and where that is MPICH's selection, what it picks for
+    the instance's communicator size and the largest block a member recorded (and their sum,
+    ``replay.selection.total_bytes``)."""
+    ninst = len(coll.comm)
+    per_op = {opc: algos.get(tf.OPS[opc], C.DEFAULT_ALGORITHMS[tf.OPS[opc]])
+              for opc in np.unique(coll.op).tolist()}
+    chosen = np.empty(ninst, object)
+    for opc, a in per_op.items():
+        chosen[coll.op == opc] = a
+    selected = np.flatnonzero(chosen == SELECTION)
+    if len(selected):
+        blocks = np.maximum(nbytes[coll.rows], 0).astype(np.float64)
+        starts = coll.off[:-1]
+        big = np.maximum.reduceat(blocks, starts)[selected]
+        tot = np.add.reduceat(blocks, starts)[selected]
+        keys = np.stack([coll.op[selected].astype(np.float64),
+                         coll.size[selected].astype(np.float64), big, tot], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        picks = []
+        for opc, size, b, t in uniq.tolist():
+            op = tf.OPS[int(opc)]
+            picks.append(choose(op, int(size), b, total_bytes(op, int(size), b, t)))
+        chosen[selected] = np.asarray(picks, object)[inv.reshape(-1)]
+    names, codes = np.unique(chosen.astype(str), return_inverse=True)
+    return names.tolist(), codes.reshape(-1).astype(np.int64)
 
 
 def _rows_by_local(coll: Instances, insts: np.ndarray, nmem: int) -> np.ndarray:
