@@ -15,7 +15,7 @@ from replay.calibration import fit as F
 from replay.profile import FORMAT, ProfileError, read_profile, write_profile
 from replay.calibration.quality import profile_problems
 from replay.calibration.run import (CalibrationError, CalibrationUsageError, parse_sizes,
-                                   verify_transport)
+                                   progress_fit, verify_transport)
 
 SIZES = np.array([2.0 ** i for i in range(0, 25)])          # 1 B .. 16 MiB
 TRUE = {"L": 5e-6, "o_send": 2e-6, "o_recv": 3e-6, "g": 4e-6, "G": 1e-10, "S": 16384.0,
@@ -285,6 +285,12 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
     assert 1e-7 <= prof["hockney"]["l"] <= 1e-3 and 1e-12 <= prof["hockney"]["g"] <= 1e-8
     assert 1e8 <= prof["mm1"]["C"] <= 1e12
     assert m["transport"] == "shm" and "NOLOCAL=0/0" in m["transport_verified"]
+    # MPICH without MPIR_CVAR_ASYNC_PROGRESS: a rendezvous send waits for the receiver's call
+    pp = prof["fit"]["progress_probe"]
+    assert lg["progress"] == "in-call" == pp["receiver_side"], prof["fit"]["notes"]
+    assert pp["MPIR_CVAR_ASYNC_PROGRESS"] == 0 and pp["rendezvous_size"] > lg["S"]
+    assert pp["receiver_computes_wait_s"] >= 0.5 * (pp["D_s"] - pp["lead_s"])
+    assert pp["sender_side"] in ("in-call", "async")
     assert m["ranks"] == 2 and m["mpi_library"].startswith("MPICH")
     assert len(prof["fit"]["one_way_s"]) == len(prof["fit"]["sizes"]) == 12
     assert out.with_suffix(".png").stat().st_size > 10_000
@@ -320,6 +326,57 @@ def test_eager_limit():
     assert F.eager_limit(sizes, [1e-6, 2e-6, 3e-6, 2.1e-3, 2.2e-3], 2e-3) == 4096
     assert math.isinf(F.eager_limit(sizes, [1e-6] * 5, 2e-3))
     assert F.eager_limit(sizes, [2.1e-3] * 5, 2e-3) == 0.0
+
+
+def _progress_probe(receiver: list[float], sender: list[float], eager: float = 15e-6) -> dict:
+    return {"D_s": 2e-3, "lead_s": 1e-4, "compute": "spin", "rendezvous_size": 16384,
+            "eager_size": 4096,
+            "receiver_computes_s": {"rendezvous": receiver, "eager": [eager] * len(receiver)},
+            "sender_computes_s": {"rendezvous": sender, "eager": [eager] * len(sender)}}
+
+
+def test_progress_fit_in_call_and_async():
+    """The receiver-computes case decides: a send whose Wait lasts the receiver's compute
+    (1.9 ms of 1.9 ms) waited for the receiver to enter MPI; one that ends after the transfer
+    (20 us) did not. The sender-computes case is reported beside it."""
+    shm = F.fit_progress(_progress_probe([1.91e-3] * 7, [13e-6] * 7))     # as measured on shm
+    assert shm.progress == "in-call" and not shm.notes
+    ev = shm.evidence
+    assert ev["receiver_side"] == "in-call" and ev["sender_side"] == "async"
+    assert ev["receiver_computes_wait_s"] == pytest.approx(1.91e-3)
+    assert ev["receiver_computes_share"] == pytest.approx(1.91e-3 / 1.9e-3)
+    assert ev["sender_computes_wait_s"] == pytest.approx(13e-6) and ev["D_s"] == 2e-3
+    both = F.fit_progress(_progress_probe([1.9e-3] * 7, [1.95e-3] * 7))
+    assert both.progress == "in-call" and both.evidence["sender_side"] == "in-call"
+    asy = F.fit_progress(_progress_probe([20e-6] * 7, [15e-6] * 7))
+    assert asy.progress == "async" and not asy.notes
+    # either side of the split, just: the median decides, and the margin is too small
+    near_in = F.fit_progress(_progress_probe([1.0e-3] * 7, [13e-6] * 7))
+    near_out = F.fit_progress(_progress_probe([0.9e-3] * 7, [13e-6] * 7))
+    assert (near_in.progress, near_out.progress) == ("in-call", "async")
+    assert all(any("unclear (receiver computes" in n for n in f.notes)
+               for f in (near_in, near_out))
+
+
+def test_progress_fit_notes_noise():
+    # a loaded machine: long waits (descheduled) and a few short ones; the median still decides,
+    # but too few samples agree for a clear verdict
+    noisy = F.fit_progress(_progress_probe([5.8e-3, 96e-6, 7.8e-3, 0.37e-3, 6.5e-3, 5.8e-3,
+                                            0.12e-3], [13e-6] * 7))
+    assert noisy.progress == "in-call"
+    assert len(noisy.notes) == 1 and "unclear (receiver computes 1.9 ms)" in noisy.notes[0]
+    # the eager control waited too: the probe does not tell the protocols apart
+    shared = F.fit_progress(_progress_probe([1.9e-3] * 7, [13e-6] * 7, eager=1.8e-3))
+    assert any("eager control" in n for n in shared.notes)
+    none = F.fit_progress({**_progress_probe([], []), "rendezvous_size": None})
+    assert none.progress == "async" and "S = inf" in none.notes[0]
+    # the library's own setting is recorded, and a contradiction with it noted
+    run = {"progress_probe": _progress_probe([20e-6] * 7, [15e-6] * 7),
+           "rank_info": [{"cvars": {"MPIR_CVAR_ASYNC_PROGRESS": 0}}]}
+    pg = progress_fit(run)
+    assert pg.evidence["MPIR_CVAR_ASYNC_PROGRESS"] == 0
+    assert any("MPIR_CVAR_ASYNC_PROGRESS=0" in n for n in pg.notes)
+    assert progress_fit({}) is None
 
 
 def test_no_slope_through_one_size():

@@ -23,6 +23,12 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
   ``EAGER_DELAY``; a send that completes well before then did not need the receiver (eager), one
   that lasts the delay waited for it (rendezvous). The largest eager size is S (the protocol
   switch itself, not a bend of the one-way curve, which shared memory hardly shows).
+* progress probe: does a rendezvous transfer advance while the peer computes outside MPI? For
+  the first size the eager probe saw wait (above S) and the largest eager one (the control):
+  rank 1 posts its Irecv, rank 0 Isends ``PROGRESS_LEAD`` after rank 1 began to compute D (no
+  MPI call) and times Isend + Wait (the receiver computes); and rank 0 Isends, computes D, then
+  Waits while rank 1 times a Recv posted at once (the sender computes). A wait
+  lasting most of D waited for the peer to enter MPI (fit.fit_progress decides).
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
@@ -120,6 +126,14 @@ def _reps(k: int, repeat: int) -> int:
 
 #: how long the receiver of the eager probe waits before posting its receive
 EAGER_DELAY = 0.002
+#: the peer's compute (no MPI call) in the progress probe, at least; longer when a transfer of
+#: the probed size takes more than an eighth of it
+PROGRESS_D = 0.002
+#: the sender of the progress probe sends this long after the receiver began computing, so the
+#: request to send arrives while the receiver computes, not while it leaves the synchronisation
+PROGRESS_LEAD = 100e-6
+#: timed samples per case and size of the progress probe (after one untimed round)
+PROGRESS_REPEAT = 7
 
 
 def _wait(ns: int, spin: bool) -> None:
@@ -157,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in a.sizes.split(",")]
     env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
     cvars = _cvars(["MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD",
-                    "MPIR_CVAR_CH4_OFI_EAGER_THRESHOLD"])
+                    "MPIR_CVAR_CH4_OFI_EAGER_THRESHOLD", "MPIR_CVAR_ASYNC_PROGRESS"])
     me = {"rank": rank, "host": MPI.Get_processor_name(), "hostname": socket.gethostname(),
           "cpus_allowed": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
           else None, "env": env, "cvars": cvars}
@@ -303,11 +317,19 @@ def main(argv: list[str] | None = None) -> None:
         per_size = [{"k": wire(k), **samples[k]} for k in sizes] if rank == 0 else []
         result["per_size"] = per_size
 
+        sync_buf = np.zeros(1, dtype=np.uint8)
+
+        def pair_sync() -> None:
+            """A barrier of ranks 0 and 1 alone: the idle ranks wait in their one Barrier of
+            COMM_WORLD, which a Barrier here would complete early."""
+            comm.Sendrecv([ack, 0, MPI.BYTE], dest=peer, sendtag=12,
+                          recvbuf=[sync_buf, 0, MPI.BYTE], source=peer, recvtag=12)
+
         def eager_probe(k: int) -> float:
             """Isend + Wait time of k bytes whose receive is posted EAGER_DELAY late (median)."""
             times = []
             for _ in range(3):
-                comm.Barrier()
+                pair_sync()
                 if rank == 0:
                     t0 = time.perf_counter_ns()
                     comm.Isend(message(k), dest=1, tag=11).Wait()
@@ -317,11 +339,87 @@ def main(argv: list[str] | None = None) -> None:
                     recv(k, 0, 11)
             return float(np.median(times)) if rank == 0 else 0.0
 
+        def progress_case(k: int, receiver_computes: bool, D_ns: int) -> float:
+            """One sample of the progress probe (seconds; rank 0 returns 0 when rank 1 timed).
+
+            The rank whose compute is probed sends a 0-byte "go" (eager: it returns at once) and
+            then computes; its peer starts on receiving it. A barrier instead let a rank that the
+            scheduler held up in the barrier's progress loop see the request to send while still
+            inside MPI (under load, 3 of 7 waits of a receiver "computing" 2 ms lasted 0.1 ms)."""
+            n = wire(k)
+            go = [ack, 0, MPI.BYTE]
+            if receiver_computes:
+                if rank == 1:
+                    req = comm.Irecv([buf[:n], MPI.BYTE], source=0, tag=13)
+                    pair_sync()         # neither rank is still busy with the previous sample
+                    comm.Send(go, dest=0, tag=17)
+                    _wait(D_ns, spin)               # computes: no MPI call
+                    req.Wait()
+                    return 0.0
+                pair_sync()
+                comm.Recv(go, source=1, tag=17)
+                _wait(int(PROGRESS_LEAD * 1e9), spin)
+                t0 = time.perf_counter_ns()
+                comm.Isend(message(k), dest=1, tag=13).Wait()
+                return (time.perf_counter_ns() - t0) * ns
+            pair_sync()
+            if rank == 0:
+                comm.Recv(go, source=1, tag=17)
+                req = comm.Isend(message(k), dest=1, tag=14)
+                _wait(D_ns, spin)                   # computes: no MPI call
+                req.Wait()
+                return 0.0
+            comm.Send(go, dest=0, tag=17)
+            t0 = time.perf_counter_ns()
+            comm.Recv([buf[:n], MPI.BYTE], source=0, tag=14)
+            return (time.perf_counter_ns() - t0) * ns
+
+        def progress_probe(eager_send: list[tuple[int, float]]) -> dict:
+            """Both cases for the first size the eager probe saw wait (fit.eager_limit's rule) and
+            the largest eager size below it (rank 0's choice, shared with rank 1)."""
+            plan = None
+            if rank == 0:
+                rdv = next((k for k, t in eager_send if t >= 0.5 * EAGER_DELAY), None)
+                eager = [k for k, t in eager_send if rdv is None or k < rdv]
+                D = PROGRESS_D
+                if rdv is not None:
+                    # the compute must dwarf the transfer itself (a slow link's large sizes)
+                    D = min(max(D, 8 * float(np.median(samples[rdv]["rtt"])) / 2), 0.25)
+                plan = (rdv, eager[-1] if eager else None, D)
+                comm.send(plan, dest=1, tag=15)
+            else:
+                plan = comm.recv(source=0, tag=15)
+            rdv, eager, D = plan
+            out = {"D_s": D, "lead_s": PROGRESS_LEAD, "compute": "spin" if spin else "sleep",
+                   "rendezvous_size": None if rdv is None else wire(rdv),
+                   "eager_size": None if eager is None else wire(eager),
+                   "receiver_computes_s": {"rendezvous": [], "eager": []},
+                   "sender_computes_s": {"rendezvous": [], "eager": []}}
+            cases = [(name, k) for name, k in (("rendezvous", rdv), ("eager", eager))
+                     if k is not None]
+            t_probe = time.perf_counter_ns()
+            for rep in range(PROGRESS_REPEAT + 1):
+                for side, receiver_computes in (("receiver_computes_s", True),
+                                                ("sender_computes_s", False)):
+                    timer = 0 if receiver_computes else 1
+                    for name, k in cases:
+                        t = progress_case(k, receiver_computes, int(D * 1e9))
+                        if rep > 0 and rank == timer:       # the first round is a warm-up
+                            out[side][name].append(t)
+            # rank 1 timed the sender-computes case: rank 0 writes the result
+            theirs = comm.sendrecv(out["sender_computes_s"], dest=peer, source=peer,
+                                   sendtag=16, recvtag=16)
+            if rank == 0:
+                out["sender_computes_s"] = theirs
+            out["took_s"] = (time.perf_counter_ns() - t_probe) * ns
+            return out
+
         if not a.overhead_only:
             probes = [(k, eager_probe(k)) for k in sizes]
             result["eager_probe"] = {"delay_s": EAGER_DELAY,
                                      "sizes": [wire(k) for k, _ in probes],
                                      "send_s": [t for _, t in probes]}
+            result["progress_probe"] = progress_probe(probes)
             n1, n2 = 8, 64
             for n in (n1, n2):
                 burst(n)            # warm-up

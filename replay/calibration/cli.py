@@ -104,6 +104,13 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                f"o_recv={lg['o_recv'] * us:.3g}us g={lg['g'] * us:.3g}us "
                f"G={lg['G'] * 1e9:.3g}ns/B S={lg['S']:g}B O={lg['O'] * 1e9:.3g}ns/B "
                f"o_a={lg['o_a'] * us:.3g}us o_b={lg['o_b'] * us:.3g}us/rank  R2={f['r2_loggp']:.3f}")
+    pp = f.get("progress_probe") or {}
+    if "receiver_computes_wait_s" in pp:
+        click.echo(f"  progress {lg['progress']} at {pp['rendezvous_size']}B: sender's Wait "
+                   f"{pp['receiver_computes_wait_s'] * us:.0f}us while the receiver computed "
+                   f"{(pp['D_s'] - pp['lead_s']) * us:.0f}us; receiver's Recv "
+                   f"{pp['sender_computes_wait_s'] * us:.0f}us while the sender computed "
+                   f"{pp['D_s'] * us:.0f}us")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
     chk, waits = f["check"], [r.get("run_queue_wait_fraction")

@@ -255,3 +255,81 @@ def fit_mm1(k: np.ndarray, t: np.ndarray, brk: Break) -> dict:
     small = k <= brk.S if math.isfinite(brk.S) else k <= k[0]
     tau = float(np.median(t[small] - k[small] / C))
     return {"C": C, "tau": max(tau, 0.0)}
+
+
+#: a probed wait lasting at least this share of the peer's compute waited for the peer to enter
+#: MPI (in-call progress); a shorter one did not (async)
+PROGRESS_SPLIT = 0.5
+#: medians at most / at least these shares are a clear verdict; in between the probe is unclear
+PROGRESS_CLEAR = (0.25, 0.75)
+#: share of the samples that must fall on the verdict's side of the split for a clear verdict
+PROGRESS_AGREE = 0.8
+
+
+@dataclass
+class ProgressFit:
+    progress: str                       # "in-call" or "async": the receiver-computes case
+    evidence: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def progress_side(waits: list[float], compute_s: float) -> tuple[str, float, bool]:
+    """Verdict of one case of the progress probe: ("in-call" | "async", median share of the
+    compute the wait lasted, whether the verdict is clear)."""
+    f = np.asarray(waits, float) / compute_s
+    m = float(np.median(f))
+    verdict = "in-call" if m >= PROGRESS_SPLIT else "async"
+    agree = float(np.mean((f >= PROGRESS_SPLIT) == (verdict == "in-call")))
+    clear = (m >= PROGRESS_CLEAR[1] or m <= PROGRESS_CLEAR[0]) and agree >= PROGRESS_AGREE
+    return verdict, m, clear
+
+
+def fit_progress(probe: dict) -> ProgressFit:
+    """``progress`` from the progress probe (bench.py): "in-call" if a rendezvous send's Wait
+    lasted until the receiver, computing outside MPI, entered its Wait (MPICH without
+    MPIR_CVAR_ASYNC_PROGRESS), "async" if it ended after about the transfer time.
+
+    Receiver computes: rank 0's Isend + Wait, started ``lead_s`` into rank 1's compute D, against
+    D - lead_s. Sender computes: rank 1's Recv against D. Each case: the median share of the
+    compute over the samples; at least ``PROGRESS_SPLIT`` waited for the peer. A median between
+    the ``PROGRESS_CLEAR`` shares, samples split across the split, or an eager control that waited
+    too are noted. The receiver case decides ``progress`` (the replay rule: the handshake needs the
+    receiver in a call); the sender case is evidence of whether the sender must be in a call."""
+    D, lead = float(probe["D_s"]), float(probe.get("lead_s", 0.0))
+    notes: list[str] = []
+    ev = {"D_s": D, "lead_s": lead, "compute": probe.get("compute"),
+          "rendezvous_size": probe.get("rendezvous_size"), "eager_size": probe.get("eager_size"),
+          "split": PROGRESS_SPLIT, "took_s": probe.get("took_s"), "samples": {"receiver_computes_s": probe["receiver_computes_s"],
+                                               "sender_computes_s": probe["sender_computes_s"]}}
+    if probe.get("rendezvous_size") is None:
+        notes.append("progress not probed: the eager probe saw no rendezvous size among the "
+                     "measured sizes (S = inf); progress = \"async\" written, which no transfer "
+                     "of an eager-only network depends on")
+        return ProgressFit("async", ev, notes)
+    cases = (("receiver", "receiver_computes_s", D - lead, "rank 0's Isend + Wait"),
+             ("sender", "sender_computes_s", D, "rank 1's Recv"))
+    verdicts = {}
+    for who, key, compute, timed in cases:
+        rdv = probe[key]["rendezvous"]
+        verdict, share, clear = progress_side(rdv, compute)
+        verdicts[who] = verdict
+        ev[f"{who}_computes_wait_s"] = float(np.median(rdv))
+        ev[f"{who}_computes_share"] = share
+        ev[f"{who}_side"] = verdict
+        if not clear:
+            notes.append(f"progress probe unclear ({who} computes {compute * 1e3:.3g} ms): "
+                         f"{timed} at {probe['rendezvous_size']} B lasted a median "
+                         f"{share:.2f} of it over {len(rdv)} samples (clear: <= "
+                         f"{PROGRESS_CLEAR[0]} or >= {PROGRESS_CLEAR[1]}, {PROGRESS_AGREE:.0%} "
+                         f"of the samples on one side); {verdict!r} by the {PROGRESS_SPLIT} split")
+        eager = probe[key].get("eager") or []
+        if eager:
+            ev[f"{who}_computes_eager_wait_s"] = float(np.median(eager))
+            control = float(np.median(np.asarray(eager, float) / compute))
+            if control > PROGRESS_CLEAR[0]:
+                notes.append(f"progress probe: the eager control ({probe['eager_size']} B, "
+                             f"{who} computes) waited {control:.2f} of the compute too, so the "
+                             "probe does not separate the protocols here (ranks sharing a core?)")
+    if probe.get("eager_size") is None:
+        notes.append("progress probe: no eager size below the rendezvous one, no control")
+    return ProgressFit(verdicts["receiver"], ev, notes)

@@ -246,6 +246,22 @@ def placement(run: dict) -> list[dict]:
              "last_cpu": i.get("last_cpu")} for i in run.get("rank_info", [])]
 
 
+def progress_fit(run: dict) -> F.ProgressFit | None:
+    """``progress`` from the run's progress probe (None if it has none), with the library's own
+    setting of asynchronous progress (MPIR_CVAR_ASYNC_PROGRESS read through MPI_T) as evidence."""
+    probe = run.get("progress_probe")
+    if not probe:
+        return None
+    pg = F.fit_progress(probe)
+    cvar = ((run.get("rank_info") or [{}])[0].get("cvars") or {}).get("MPIR_CVAR_ASYNC_PROGRESS")
+    if cvar is not None:
+        pg.evidence["MPIR_CVAR_ASYNC_PROGRESS"] = cvar
+    if isinstance(cvar, int) and (cvar != 0) != (pg.progress == "async"):
+        pg.notes.append(f"progress {pg.progress!r} measured although MPICH reports "
+                        f"MPIR_CVAR_ASYNC_PROGRESS={cvar}")
+    return pg
+
+
 def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
               progress=lambda msg: None, testbed: str | None = None,
@@ -331,6 +347,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     _, run, verified, s, probe, lg, check, cond = best
     check["attempts"] = attempt
     check["failed_attempts"] = failed
+    pg = progress_fit(run)
+    if pg is not None:
+        lg.notes.extend(pg.notes)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -369,7 +388,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "hindsight_revision": git_revision() or "unknown",
         },
-        "loggps": {**lg.params, "o_a": o_a, "o_b": o_b},
+        "loggps": {**lg.params, "o_a": o_a, "o_b": o_b,
+                   **({"progress": pg.progress} if pg is not None else {})},
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         "fit": {
@@ -383,6 +403,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "S_from": "eager probe" if probe else "break of the one-way curve",
             "receiver_wait": run.get("receiver_wait", "sleep"),
             "eager_probe": probe or {},
+            "progress_probe": pg.evidence if pg is not None else {},
             "notes": lg.notes,
             "check": check,
         },
