@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import hindsight
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ROOT / "workloads"
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -24,7 +26,13 @@ TINY = {
     "collectives": ["--size", "200", "--iters", "40"],
     "master_worker": ["--size", "200", "--tasks", "40"],
     "pipeline": ["--size", "200", "--blocks", "40"],
+    "cg": ["--size", "200", "--iters", "40"],
+    "transpose": ["--size", "24", "--iters", "20"],
+    "irregular": ["--size", "200", "--iters", "40"],
 }
+#: The workloads whose traces the replay is run on (their communication the others lack: halo
+#: exchanges with dot-product allreduces, Alltoall transposes, an irregular graph of peers).
+REPLAYED = ("cg", "transpose", "irregular")
 # The size at which the issue measured the 4x effect (a band of 268 KB per rank on 2 ranks).
 STENCIL_TIMED = ["--fine", "--iters", "1500"]
 SLOWDOWN_BOUNDS = (0.5, 2.0)
@@ -38,10 +46,11 @@ def _env() -> dict[str, str]:
 
 
 def run(program: str, args: list[str], trace: Path | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess:
-    """`mpiexec -n 2 python workloads/PROGRAM.py ARGS`, or the same under instrument.run."""
+        timeout: float = 120, ranks: int = 2) -> subprocess.CompletedProcess:
+    """`mpiexec -n RANKS python workloads/PROGRAM.py ARGS`, or the same under instrument.run."""
     tracer = ["-m", "instrument.run", "--trace", str(trace)] if trace is not None else []
-    cmd = [MPIEXEC, "-n", "2", sys.executable, *tracer, str(WORKLOADS / f"{program}.py"), *args]
+    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, *tracer, str(WORKLOADS / f"{program}.py"),
+           *args]
     return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True,
                           timeout=timeout)
 
@@ -69,6 +78,42 @@ def test_workload_rejects_bad_input() -> None:
     proc = subprocess.run([sys.executable, str(WORKLOADS / "stencil.py"), "--iters", "0"],
                           capture_output=True, text=True, timeout=60, env=_env())
     assert proc.returncode == 2 and "--iters" in proc.stderr
+
+
+@pytest.mark.parametrize("program,ranks", [("cg", 3), ("transpose", 4), ("irregular", 4)])
+def test_workload_verifies_on_more_ranks(program: str, ranks: int) -> None:
+    """Uneven row blocks (cg: 200 rows on 3 ranks), blocks of 6 x 6 (transpose), a graph where
+    one rank has three peers (irregular on 4 ranks)."""
+    proc = run(program, TINY[program], ranks=ranks)
+    assert timed(proc) > 0
+    assert f"P={ranks}" in proc.stdout, proc.stdout
+
+
+def test_transpose_refuses_a_size_the_ranks_do_not_divide() -> None:
+    proc = run("transpose", ["--size", "25", "--iters", "5"])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "not a multiple of the 2 ranks" in proc.stderr
+    assert "verified" not in proc.stdout
+
+
+def test_irregular_refuses_one_rank() -> None:
+    proc = run("irregular", TINY["irregular"], ranks=1)
+    assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
+
+
+@pytest.mark.parametrize("program", REPLAYED)
+def test_collected_workload_checks_and_replays(tmp_path: Path, program: str) -> None:
+    """`hindsight collect --program` traces the workload, `trace check` finds its traffic
+    complete and `replay --model loggps` replays it."""
+    out = tmp_path / "trace"
+    res = hindsight("collect", "-n", 2, "--program", WORKLOADS / f"{program}.py", "--out", out,
+                    "--", *TINY[program])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verified" in res.stdout, res.stdout
+    check = hindsight("trace", "check", out)
+    assert check.returncode == 0, check.stdout + check.stderr
+    replay = hindsight("replay", out, "--model", "loggps", timeout=120)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
 def test_tracing_does_not_change_the_stencils_speed(tmp_path: Path) -> None:
