@@ -47,27 +47,36 @@ def _log2ceil(p: int) -> int:
     return max(int(p - 1).bit_length(), 0)
 
 
+def _subtree(p: int, w: int, j: int) -> int:
+    """Members of relative rank w's subtree when w joins the binomial tree in round j: w and
+    every w + m·2^(j+1) below p (w forwards to w + 2^(j+1), w + 2^(j+2), ... in later rounds),
+    ceil((p − w) / 2^(j+1)). A Scatter passes w that many blocks, a Gather receives them."""
+    return (p - w + (1 << (j + 1)) - 1) >> (j + 1)
+
+
 def _binomial_down(p: int, root: int, sub: bool):
-    """Bcast/Scatter: round j, relative rank v < 2^j sends to v + 2^j."""
+    """Bcast/Scatter: round j, relative rank v < 2^j sends to v + 2^j (Scatter: the blocks of
+    that rank's subtree)."""
     out = []
     for j in range(_log2ceil(p)):
         for v in range(1 << j):
             w = v + (1 << j)
             if w < p:
-                mult = min(1 << j, p - w) if sub else 1
+                mult = _subtree(p, w, j) if sub else 1
                 out.append((j, (v + root) % p, (w + root) % p, root, mult))
     return out
 
 
 def _binomial_up(p: int, root: int, sub: bool):
-    """Reduce/Gather: the reverse, leaves first."""
+    """Reduce/Gather: the reverse, leaves first (Gather: each rank sends its subtree's
+    blocks)."""
     out = []
     top = _log2ceil(p)
     for s, j in enumerate(range(top - 1, -1, -1)):
         for v in range(1 << j):
             w = v + (1 << j)
             if w < p:
-                mult = min(1 << j, p - w) if sub else 1
+                mult = _subtree(p, w, j) if sub else 1
                 out.append((s, (w + root) % p, (v + root) % p, (w + root) % p, mult))
     return out
 

@@ -36,6 +36,31 @@ def test_rabenseifner_allreduce_on_four_ranks():
             pytest.approx([2 * (p - 1) / p] * p)
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 8, 13])
+def test_binomial_scatter_and_gather_carry_each_subtree(p):
+    # every non-root rank receives (Scatter) or sends (Gather) exactly the blocks of its subtree:
+    # the blocks that cross into a rank = those of the ranks it forwards to, plus its own
+    for op, recv_side in (("Scatter", True), ("Gather", False)):
+        msgs = C._messages(op, "binomial", p, 0)
+        into = {}
+        for _, src, dst, _, mult in msgs:
+            child, parent = (dst, src) if recv_side else (src, dst)
+            into[child] = mult
+        children = {}
+        for _, src, dst, _, _ in msgs:
+            child, parent = (dst, src) if recv_side else (src, dst)
+            children.setdefault(parent, []).append(child)
+
+        def size(r):
+            return 1 + sum(size(c) for c in children.get(r, []))
+        assert {r: into[r] for r in range(1, p)} == {r: size(r) for r in range(1, p)}
+        # the root sends (Scatter) or receives (Gather) every other rank's block once
+        root_side = [mult for _, src, dst, _, mult in msgs if (src if recv_side else dst) == 0]
+        assert sum(root_side) == p - 1
+    if p == 8:  # rank 1 joins first and forwards to 3 and 5 (3 forwards to 7): 4 blocks
+        assert (0, 0, 1, 0, 4) in C._messages("Scatter", "binomial", 8, 0)
+
+
 def test_rabenseifner_allreduce_folds_a_non_power_of_two():
     # p = 3: rank 0 folds into 1 (whole block), 1 and 2 run p = 2, then 1 hands the result back
     assert _msgs("Allreduce", "rabenseifner", 3) == [
