@@ -248,9 +248,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         from hindsight.info import makespan_text
         say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
     say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
-    if res.info.get("saturated_messages"):
-        say(f"saturation {res.info['saturated_messages']} messages crossed a link with "
-            f"rho >= 1 (max rho {res.info['max_rho']:.3g}); rho capped")
+    if res.info.get("not_a_prediction"):
+        say(f"saturation {res.info['not_a_prediction']}")
     if noise is not None:
         say(noise.line())
     if injected:

@@ -20,6 +20,7 @@ from hindsight.errors import UsageError
 from replay import kernel as K
 from replay import models as M
 from replay.models.base import NetworkModel
+from replay.models.mm1 import SaturationError
 from replay.errors import ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream
@@ -457,14 +458,23 @@ class SweepPoint:
                 v[tgt] = vals[j]
             row[name] = _display(mod, {M._expand(mod, name)[0]: vals[j]})[M._expand(mod, name)[0]]
         mod.check(v)
-        res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
-                  region_scale=self.region_scale, cpu_time=self.cpu_time,
-                  algorithms=self.algorithms, record=False)
+        try:
+            res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
+                      region_scale=self.region_scale, cpu_time=self.cpu_time,
+                      algorithms=self.algorithms, record=False)
+        except SaturationError as exc:
+            # A configuration whose model has no prediction is a row saying why, not the end
+            # of the sweep: the other configurations of the grid may well have one.
+            row.update(predicted_makespan_s=math.nan, measured_makespan_s=self.measured_ns / 1e9,
+                       rel_error_pct=math.nan, max_wait_s=math.nan, failed=str(exc))
+            return row
         row.update(predicted_makespan_s=res.makespan_ns / 1e9,
                    measured_makespan_s=self.measured_ns / 1e9, rel_error_pct=res.rel_error_pct,
                    max_wait_s=float(res.rank_wait_ns.max()) / 1e9 if len(res.rank_wait_ns) else 0)
         if "saturated_messages" in res.info:
             row["saturated_messages"] = res.info["saturated_messages"]
+        if "not_a_prediction" in res.info:
+            row["not_a_prediction"] = res.info["not_a_prediction"]
         return row
 
 

@@ -17,13 +17,36 @@ Utilisation ``rho``:
 * ``analytic`` (the paper): lambda = fan-in / T_comp with fan-in ``hosts_per_leaf`` at leaf1 (eq. 8),
   ``leaves`` at the spine (eq. 9, 16 in the paper) and ``spines`` at leaf2 (eq. 10, 8 in the paper).
   T_comp defaults to the trace's total compute time divided by its number of messages.
-* ``measured``: bytes that crossed the link in the ``window`` centred on the message's send
-  time, divided by C·window, from the previous replay pass (fixed-point iteration, ``passes`` replays; the first
-  pass uses rho = 0). Traffic is kept in window-wide buckets per link and the sliding window is
-  interpolated between the buckets it straddles.
+* ``measured``: the share of a window around the message during which *other* messages kept the
+  link busy, from the previous replay pass (fixed-point iteration, ``passes`` replays; the first
+  pass uses rho = 0). A message of service time s = k/C sent at t occupies every link it crosses
+  during [t, t + s]; message m's window is centred on its own transmission and lasts
+  W_m = max(``window``, 4·s_m)::
 
-rho >= 1 means the link is saturated: the delay is computed with rho capped at ``rho_max`` and the
-message is counted in ``saturated_messages``; a time is never negative or infinite.
+      rho_m = sum over the other messages j on the link of |[t_j, t_j + s_j] ∩ window_m| / W_m
+
+  Why this rule: the message itself is not counted, so a lone message on an idle link waits for
+  nothing (rho = 0); counting its own bytes against a window shorter than its transmission is what
+  made one 1 MiB message at 100 Mbit/s (84 ms on the wire) read rho >> 1 over 10 us. Other
+  traffic counts as the link time it takes inside the window, not as bytes at an instant, so
+  rho >= 1 needs transmissions that overlap: more traffic than the link carries, the regime in
+  which the queue has no steady state. A link kept busy back to back by others reads its busy
+  fraction. The window is at least four of the message's own service times because a queue
+  is built by the traffic of several transmissions: over a shorter one two equal messages sent
+  together already read rho = 1. With four, m equal messages sent together read rho = (m-1)/4
+  and take 1.33, 2 and 4 service times for m = 2, 3, 4 (first-come-first-served: 1.5, 2 and
+  2.5 on average); five or more at once exceed the link over that span (rho >= 1). ``window``
+  is the shortest window, the time scale over which traffic is taken as steady: set it longer
+  than the program's bursts to average them with the quieter time around them. The busy time
+  is kept per link in buckets of ``window``/4 and taken as spread evenly inside a bucket (a
+  window's ends are placed to within a bucket); if the histogram would exceed ~16M cells the
+  buckets widen and the shortest window with them (``window_s`` in the facts: the one used).
+
+A link with rho >= 1 (analytic, or measured in the last pass) has no steady state: the M/M/1
+premise fails and the model has no prediction. With ``saturation=refuse`` (the default) the replay
+raises ``SaturationError`` saying how many messages and the largest rho; ``saturation=cap`` caps
+rho at ``rho_max`` instead, counts the messages in ``saturated_messages`` and says in
+``not_a_prediction`` that the makespan is not a prediction. A time is never negative or infinite.
 """
 
 from __future__ import annotations
@@ -35,7 +58,20 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from replay.errors import ReplayError
 from replay.models.base import NetworkModel, Param, ParamError, profile_section, register
+
+#: the measured window lasts at least this many service times of the message it is for
+WINDOW_SERVICE_TIMES = 4.0
+#: buckets of the busy-time histogram per shortest window: a window's ends fall inside a bucket,
+#: whose busy time is taken as spread evenly, so they are that much finer than the window
+BUCKETS_PER_WINDOW = 4
+#: cells of the per-link busy-time histogram, at most (8 bytes each)
+MAX_CELLS = 1 << 24
+
+
+class SaturationError(ReplayError):
+    """A link saturates (rho >= 1): the M/M/1 queue has no steady state, so no prediction."""
 
 
 @register
@@ -52,9 +88,13 @@ class MM1(NetworkModel):
         "rho": Param("choice", "analytic", "utilisation: analytic (paper) or measured (replayed)",
                      choices=("analytic", "measured")),
         "Tcomp": Param("time", 0.0, "T_comp for analytic rho; 0 = total compute / messages"),
-        "window": Param("time", "10us", "sliding window for measured rho", strict=True),
+        "window": Param("time", "10us", "shortest window for measured rho (at least 4 service "
+                        "times of each message)", strict=True),
         "passes": Param("count", 3, "replays for measured rho (fixed-point)", minimum=1),
-        "rho_max": Param("factor", 0.99, "cap on rho when a link saturates", strict=True),
+        "saturation": Param("choice", "refuse", "rho >= 1: refuse (no prediction) or cap rho at "
+                            "rho_max (a number that is not a prediction)",
+                            choices=("refuse", "cap")),
+        "rho_max": Param("factor", 0.99, "cap on rho with saturation=cap", strict=True),
         "L_host": Param("time", 0.0, "latency between ranks on one host"),
         "C_host": Param("bandwidth", "inf", "bandwidth between ranks on one host", strict=True,
                         allow_inf=True),
@@ -73,10 +113,11 @@ class MM1(NetworkModel):
 
     def message_delay(self, v: dict, ctx, send_times: np.ndarray | None = None,
                           horizon: float = 0.0) -> tuple[np.ndarray, dict]:
-        """Per-message network delay (ns) and saturation statistics."""
+        """Per-message network delay (ns) and saturation statistics; raises ``SaturationError``
+        in the last pass if a message sees rho >= 1 and ``saturation`` is ``refuse``."""
         k = ctx.m_bytes
         C = v["C"]
-        svc = k / C if math.isfinite(C) else np.zeros_like(k)
+        svc = k / C if math.isfinite(C) else np.zeros(len(k))
         # The topology does not change between the passes of one replay: compute the paths once.
         key = (v["ranks_per_host"], v["hosts_per_leaf"], v["spines"], v["leaves"])
         cached = getattr(ctx, "_mm1_paths", None)
@@ -84,6 +125,7 @@ class MM1(NetworkModel):
             cached = _keep(ctx, "_mm1_paths", (key, _paths(v, ctx)))
         (up, mid, down), fan, down_fan, same_host, nlinks = cached[1]
         stages = [(up, fan[0]), (mid, fan[1]), (down, down_fan)]
+        info: dict = {}
         if v["rho"] == "analytic":
             delay = np.zeros(len(k))
             saturated = np.zeros(len(k), bool)
@@ -97,30 +139,31 @@ class MM1(NetworkModel):
                 rho = np.minimum(rho, v["rho_max"])
                 delay += np.where(on, svc / (1.0 - rho) + v["tau"], 0.0)
             n_sat = int(saturated.sum())
+        elif send_times is None:  # first pass: no traffic known yet, so rho = 0
+            crossed = sum((links >= 0).astype(float) for links, _ in stages)
+            delay, n_sat, max_rho = crossed * (svc + v["tau"]), 0, 0.0
         else:
-            W = float(v["window"])
-            if send_times is None:  # first pass: no traffic known yet, so rho = 0 (infinite capacity)
-                send_times, nb, cap = np.zeros(len(k)), 1, math.inf
-            else:
-                nb = int(horizon // W) + 2
-                # Keep the histogram to at most ~16M cells; widen the window if needed (reported).
-                if nb * nlinks > 1 << 24:
-                    W = horizon / max((1 << 24) // max(nlinks, 1) - 2, 1)
-                    nb = int(horizon // W) + 2
-                cap = (C * W) if math.isfinite(C) else math.inf
-            # The histogram (up to 128 MB) is kept for the next pass: first-touching fresh memory
-            # for it cost more than the pass's arithmetic (page faults; 2.6x on tree-allreduce P=512).
-            need = nb * max(nlinks, 1)
-            hist = getattr(ctx, "_mm1_hist", None)
-            if hist is None or len(hist) < need:
-                hist = _keep(ctx, "_mm1_hist", np.empty(need))
-            delay, n_sat, max_rho = _measured_delay(k, svc, up, mid, down, send_times, W, nb, nlinks,
-                                                    cap, float(v["rho_max"]), float(v["tau"]),
-                                                    hist[:need])
+            delay, n_sat, max_rho, width = _measured(v, svc, (up, mid, down), nlinks, send_times,
+                                                     horizon, ctx)
+            info["window_s"] = width / 1e9
         host_cost = v["L_host"] + (k / v["C_host"] if math.isfinite(v["C_host"]) else 0.0)
         delay = np.where(same_host, host_cost, delay)
-        return delay, {"saturated_messages": n_sat, "max_rho": max_rho,
-                       "links": int(nlinks)}
+        info = {"saturated_messages": n_sat, "max_rho": max_rho, "links": int(nlinks), **info}
+        # Only the last pass decides: the earlier ones start from rho = 0 and are not the
+        # answer. A context that cannot count its passes has every pass decide.
+        calls = getattr(ctx, "_mm1_calls", 0) + 1
+        _keep(ctx, "_mm1_calls", calls)
+        last = calls >= self.passes(v) or getattr(ctx, "_mm1_calls", None) != calls
+        if n_sat and last:
+            what = (f"M/M/1: {n_sat} messages cross a link with rho >= 1 (max rho {max_rho:.3g}"
+                    f"{_how(v)}): the queue has no steady state, the model's premise fails")
+            if v["saturation"] == "refuse":
+                raise SaturationError(f"{what}, so there is no prediction (saturation=cap gives "
+                                      f"a number with rho capped at {v['rho_max']:g}, which is "
+                                      f"not a prediction)")
+            info["not_a_prediction"] = (f"{what}; rho capped at {v['rho_max']:g}, so the "
+                                        f"makespan is not a prediction")
+        return delay, info
 
     def from_profile(self, data: dict, path: Path) -> dict:
         sec = profile_section(data, path, "mm1", ("C", "tau"))
@@ -131,6 +174,40 @@ class MM1(NetworkModel):
             # (L_host + k/C_host); without this a one-host trace would get free messages.
             out.update({"L_host": sec["tau"], "C_host": sec["C"]})
         return out
+
+
+def _how(v: dict) -> str:
+    """How rho was obtained, for the saturation message."""
+    if v["rho"] == "analytic":
+        return ", analytic rho"
+    return (f", measured over windows of at least {v['window'] / 1e9:g} s in the last of "
+            f"{int(v['passes'])} passes")
+
+
+def _measured(v: dict, svc: np.ndarray, links: tuple, nlinks: int, send_times: np.ndarray,
+              horizon: float, ctx) -> tuple[np.ndarray, int, float, float]:
+    """Measured-utilisation delays: (delay ns, saturated messages, max rho, shortest window ns)."""
+    end = float(np.max(send_times + svc, initial=0.0))
+    span = max(horizon, end)
+    width = float(v["window"])
+    bucket = width / BUCKETS_PER_WINDOW
+    nbk = int(span // bucket) + 2
+    if nbk * nlinks > MAX_CELLS:
+        # Keep the histogram bounded: wider buckets, and windows as many buckets long as before.
+        bucket = span / max(MAX_CELLS // max(nlinks, 1) - 2, 1)
+        nbk = int(span // bucket) + 2
+        width = max(width, BUCKETS_PER_WINDOW * bucket)
+    # The histogram (up to 128 MB) is kept for the next pass: first-touching fresh memory
+    # for it cost more than the pass's arithmetic (page faults; 2.6x on tree-allreduce P=512).
+    need = (nbk + 1) * max(nlinks, 1)
+    hist = getattr(ctx, "_mm1_hist", None)
+    if hist is None or len(hist) < need:
+        hist = _keep(ctx, "_mm1_hist", np.empty(need))
+    up, mid, down = links
+    delay, n_sat, max_rho = _measured_delay(svc, up, mid, down, send_times, bucket, width, nbk,
+                                            nlinks, float(v["rho_max"]), float(v["tau"]),
+                                            hist[:need])
+    return delay, n_sat, max_rho, width
 
 
 def _paths(v: dict, ctx):
@@ -169,45 +246,85 @@ def _keep(ctx, name: str, value):
 
 
 @nb.njit(cache=True, nogil=True)
-def _measured_delay(k, svc, up, mid, down, send_times, W, nbk, nlinks, cap, rho_max, tau, hist):
-    """Measured-utilisation delays in two passes over the messages (no temporaries): the
-    per-link traffic histogram in window-wide buckets (``hist``, nlinks·nbk cells, overwritten),
-    then each message's sliding-window load interpolated between the buckets its window
-    straddles, and eq. 7 per stage crossed."""
-    M = len(k)
+def _ramp(hist, base, cells, x, sign):
+    """Add sign·max(j - x, 0) at the integer points j to the cumulative series whose second
+    differences ``hist[base:base + cells]`` holds (x >= 0, in buckets)."""
+    i = int(x)
+    c = i + 1 - x
+    if i + 1 < cells:
+        hist[base + i + 1] += sign * c
+    if i + 2 < cells:
+        hist[base + i + 2] += sign * (1.0 - c)
+
+
+@nb.njit(cache=True, nogil=True)
+def _at(hist, base, nbk, x):
+    """The cumulative busy time (buckets) at x in [0, nbk], linear inside a bucket."""
+    j = min(int(x), nbk - 1)
+    lo = hist[base + j]
+    return lo + (x - j) * (hist[base + j + 1] - lo)
+
+
+@nb.njit(cache=True, nogil=True)
+def _own(xa, xe, nbk, x):
+    """The message's own share of ``_at``: its busy interval [xa, xe] seen the same way."""
+    j = min(int(x), nbk - 1)
+    lo = min(max(j - xa, 0.0), xe - xa)
+    hi = min(max(j + 1 - xa, 0.0), xe - xa)
+    return lo + (x - j) * (hi - lo)
+
+
+@nb.njit(cache=True, nogil=True)
+def _measured_delay(svc, up, mid, down, send_times, B, W, nbk, nlinks, rho_max, tau, hist):
+    """Measured-utilisation delays in three sweeps (no temporaries). ``hist`` holds per link the
+    cumulative busy time at the nbk + 1 bucket boundaries (in buckets of width B): first the
+    second differences of each message's busy interval [t, t + s], then two running sums. Each
+    message's window load is the cumulative time at its ends less its own interval's share, and
+    eq. 7 applies per stage crossed."""
+    M = len(svc)
+    cells = nbk + 1
     hist[:] = 0.0
-    bucket = np.empty(M, np.int64)
     for m in range(M):
-        b = int(send_times[m] // W)
-        b = min(max(b, 0), nbk - 1)
-        bucket[m] = b
+        if svc[m] <= 0.0:
+            continue
+        xa = min(send_times[m] / B, float(nbk))
+        xe = min((send_times[m] + svc[m]) / B, float(nbk))
         for links in (up, mid, down):
             if links[m] >= 0:
-                hist[links[m] * nbk + b] += k[m]
+                _ramp(hist, links[m] * cells, cells, xa, 1.0)
+                _ramp(hist, links[m] * cells, cells, xe, -1.0)
+    for ln in range(nlinks):
+        slope = 0.0
+        acc = 0.0
+        for j in range(cells):
+            slope += hist[ln * cells + j]
+            acc += slope
+            hist[ln * cells + j] = acc
     delay = np.zeros(M)
     n_sat = 0
     max_rho = 0.0
     for m in range(M):
-        b = bucket[m]
-        f = min(max(send_times[m] / W - b, 0.0), 1.0)
+        s = svc[m]
+        wm = max(W, WINDOW_SERVICE_TIMES * s)
+        mid_t = send_times[m] + 0.5 * s
+        lo = min(max((mid_t - 0.5 * wm) / B, 0.0), float(nbk))
+        hi = min(max((mid_t + 0.5 * wm) / B, 0.0), float(nbk))
+        xa = min(send_times[m] / B, float(nbk))
+        xe = min((send_times[m] + s) / B, float(nbk))
+        own = _own(xa, xe, nbk, hi) - _own(xa, xe, nbk, lo)
         sat = False
         for links in (up, mid, down):
             ln = links[m]
             if ln < 0:
                 continue
-            cell = ln * nbk + b
-            # window [t - W/2, t + W/2]: bucket b plus the part of the neighbour it reaches
-            load = hist[cell] * (1.0 - abs(f - 0.5))
-            if f < 0.5 and b > 0:
-                load += hist[cell - 1] * (0.5 - f)
-            elif f >= 0.5 and b < nbk - 1:
-                load += hist[cell + 1] * (f - 0.5)
-            rho = load / cap
+            base = ln * cells
+            busy = _at(hist, base, nbk, hi) - _at(hist, base, nbk, lo) - own
+            rho = max(busy, 0.0) * B / wm
             if rho >= 1.0:
                 sat = True
             if rho > max_rho:
                 max_rho = rho
-            delay[m] += svc[m] / (1.0 - min(rho, rho_max)) + tau
+            delay[m] += s / (1.0 - min(rho, rho_max)) + tau
         if sat:
             n_sat += 1
     return delay, n_sat, max_rho
