@@ -23,7 +23,7 @@ from replay.models.base import NetworkModel
 from replay.models.mm1 import SaturationError
 from replay.errors import ReplayError
 from replay.prepare import Prepared
-from replay.stream import Stream
+from replay.stream import Stream, call_classes
 
 
 @dataclass
@@ -176,10 +176,11 @@ def scale_array(prep: Prepared, compute_scale: float,
 
 
 def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
-            cpu: bool, m_delay: np.ndarray, record: bool) -> tuple[int, K.Outputs]:
-    """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio).
-    Returns how many ranks could not finish (0: success) and the outputs, per operation only
-    with ``record``."""
+            cpu: bool, m_delay: np.ndarray, record: bool,
+            cost: np.ndarray | None = None) -> tuple[int, K.Outputs]:
+    """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
+    ``cost``: each operation's own call overhead, ns, or None). Returns how many ranks could
+    not finish (0: success) and the outputs, per operation only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
@@ -188,7 +189,7 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
         op_start=np.empty(n), op_end=np.empty(n), pred=np.empty(n, np.int8),
         coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64))
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
-                st.loc, st.dep_lat, st.coll_n)
+                st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
     msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync)
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
@@ -235,6 +236,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     injected = None
     if delay_ns is not None:
         st, scale, trail, injected = _with_delays(prep, st, scale, cpu_time, delay_ns)
+    cost = None
+    table = mod.call_costs(values)
+    if table is not None and np.any(table > 0):
+        cost = table[call_classes(st, prep.rows.op)]
     passes = mod.passes(values)
     out = None
     for p in range(passes):
@@ -245,7 +250,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
         last = p == passes - 1
-        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last)
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last,
+                             cost)
         if stuck:
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck)")
     res = Result(
@@ -256,6 +262,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         rank_wait_ns=out.rank_wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
         info=info, prepared=prep)
+    if st.selected:
+        # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
+        res.info["collective_algorithms_run"] = st.selected
     if injected is not None:
         # the kernel counted the delays as bursts; they are the machine's, not the program's
         res.rank_compute_ns = out.rank_comp - injected

@@ -68,6 +68,8 @@ class Ops(NamedTuple):
     loc: np.ndarray        # measured mode: the operation's own (local) duration, ns
     dep_lat: np.ndarray    # measured mode: its lag after the other side's post, ns
     coll_n: np.ndarray     # measured mode: members of each collective instance
+    cost: np.ndarray       # network mode: the call's own software overhead, ns, paid before
+                           # its rules apply (empty: none; ``NetworkModel.call_costs``)
 
 
 class Messages(NamedTuple):
@@ -111,7 +113,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     operation); ``prm`` is ``make_params``'s vector; ``mode`` MODE_NETWORK or MODE_MEASURED.
     """
     rank_off, kind, msg, burst, reg = ops.rank_off, ops.kind, ops.msg, ops.burst, ops.reg
-    loc, dep_lat, coll_n = ops.loc, ops.dep_lat, ops.coll_n
+    loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
     rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
@@ -129,6 +131,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     S = prm[P_S]
     kshift = prm[P_KSHIFT]
     measured = mode == MODE_MEASURED
+    has_cost = len(cost) > 0 and not measured
     # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
     # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
     # sender whose receiver has not been replayed far enough waits in that receiver's list.
@@ -202,6 +205,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 t += b
                 comp_r += b
                 st_r = t
+                if has_cost:
+                    t += cost[i]
                 ph = 1
             start = t
             blocked = -1

@@ -28,6 +28,29 @@ from replay.selection import SELECTION, choose, total_bytes
 SYNC_SEND_OPS = ("Ssend", "Issend")
 _SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
 
+#: Classes of the program's own calls that a model may charge a software overhead of their own
+#: (``NetworkModel.call_costs``; a collective's steps and the sends and receives, which pay
+#: o_s(k) and o_r(k), are CALL_NONE): posting an ``Irecv``; a ``Wait``/``Test`` row completing a
+#: send; a ``Probe``; any other traced call that moves no message (``Iprobe``, a ``Test`` or
+#: ``Wait`` that completed nothing, the unmatched rows of a partial trace).
+CALL_NONE, CALL_IRECV, CALL_WAIT, CALL_PROBE, CALL_OTHER = range(5)
+_COMPLETION_ROW = tf.op_lut(tuple(tf.COMPLETION_OPS))
+_COLLECTIVE_ROW = tf.op_lut(tuple(tf.COLLECTIVE_OPS | tf.COMM_OPS))
+
+
+def call_classes(st: Stream, row_op: np.ndarray) -> np.ndarray:
+    """Per operation of ``st`` its CALL_* class (int8); ``row_op`` is the op code of each
+    trace row (``Rows.op``)."""
+    cls = np.zeros(st.nops, np.int8)
+    has_row = st.op_row >= 0
+    op = np.where(has_row, row_op[np.where(has_row, st.op_row, 0)], 0)
+    own = has_row & ~_COLLECTIVE_ROW[op]
+    cls[own & (st.kind == K.IRECV)] = CALL_IRECV
+    cls[own & (st.kind == K.WSEND) & _COMPLETION_ROW[op]] = CALL_WAIT
+    cls[own & (st.kind == K.PROBE)] = CALL_PROBE
+    cls[own & (st.kind == K.NOP)] = CALL_OTHER
+    return cls
+
 
 @dataclass
 class Stream:

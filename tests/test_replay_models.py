@@ -85,7 +85,8 @@ def test_binomial_broadcast(tmp_path, p):
     res = replay.run(prep, "hockney", {"l": f"{l}ns", "g": f"{g}ns"}, compute_scale=0.0)
     expect = {4: 2 * (l + k * g), 8: 3 * (l + k * g), 5: max(2 * (l + k * g), l + 3 * k * g)}
     assert res.makespan_ns == pytest.approx(expect[p])
-    assert res.algorithms["Bcast"] == "binomial"
+    assert res.algorithms["Bcast"] == "mpich"          # MPICH's selection: short -> binomial
+    assert prep.stream(True).selected["Bcast"] == {"binomial": 1}
     lin = replay.run(prep, "hockney", {"l": f"{l}ns", "g": f"{g}ns"}, compute_scale=0.0,
                      algorithms={"Bcast": "linear"})
     # linear: the root injects p - 1 copies back to back; the last one arrives l after them
@@ -96,9 +97,14 @@ def test_allreduce_algorithms_differ_and_are_recorded(tmp_path):
     progs = [[("coll", "Allreduce", 1 << 20)] for _ in range(8)]
     prep = _prep(tmp_path, progs)
     l, g, k, p = 1000.0, 0.1, 1 << 20, 8
-    rd = replay.run(prep, "hockney", {"l": f"{l}ns", "g": f"{g}ns"}, compute_scale=0.0)
+    rd = replay.run(prep, "hockney", {"l": f"{l}ns", "g": f"{g}ns"}, compute_scale=0.0,
+                    algorithms={"Allreduce": "recursive_doubling"})
     ring = replay.run(prep, "hockney", {"l": f"{l}ns", "g": f"{g}ns"}, compute_scale=0.0,
                       algorithms={"Allreduce": "ring"})
+    # MPICH's selection: 1 MiB on 8 ranks is Rabenseifner (reduce-scatter by recursive halving,
+    # allgather by recursive doubling): 2·log2(p) steps moving 2·(p-1)/p of the block in all
+    rab = replay.run(prep, "hockney", {"l": f"{l}ns", "g": f"{g}ns"}, compute_scale=0.0)
+    assert rab.makespan_ns == pytest.approx(6 * l + 2 * (p - 1) / p * k * g)
     assert rd.makespan_ns == pytest.approx(3 * (l + k * g))
     assert ring.makespan_ns == pytest.approx(2 * (p - 1) * (l + k / p * g))
     assert ring.algorithms["Allreduce"] == "ring"

@@ -16,6 +16,10 @@ and may override:
 
 - ``message_delay(values, ctx, send_times, horizon)``: an extra delay per message (ns), e.g.
   M/M/1 queueing; the default adds none;
+- ``call_costs(values)``: the software overhead of each class of the program's own calls that
+  move no message of their own (``replay.stream.CALL_*``: an ``Irecv`` post, a ``Wait``
+  completing a send, a ``Probe``, any other call), ns, indexed by class; None (the default):
+  those calls cost nothing;
 - ``passes(values)``: replays for a fixed point (a delay that depends on the previous pass);
 - ``check(values)``: cross-parameter rules (raise ``ParamError``);
 - ``from_profile(data, path)``: this model's parameters from a calibration profile
@@ -78,6 +82,10 @@ class NetworkModel:
 
     def passes(self, values: dict[str, Any]) -> int:
         return 1
+
+    def call_costs(self, values: dict[str, Any]) -> np.ndarray | None:
+        """Per ``replay.stream.CALL_*`` class the call's own overhead (ns); None: none."""
+        return None
 
     def check(self, values: dict[str, Any]) -> None:
         """Rules between parameters; each parameter's own bounds are in its ``Param``."""

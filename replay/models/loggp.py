@@ -11,6 +11,15 @@ A message of k bytes from p to q, sender entering the send at t::
 Blocking and non-blocking sends return after o_s(k). Everything is eager (no rendezvous); see
 ``loggps`` for the synchronising variant. Paper 004 Table 2 (MPICH over Fast Ethernet):
 L = 50 us, G = 0.0268 us/byte, o = 12.1 + 0.182·P + 0.0708·k us.
+
+The program's calls that move no message of their own cost what the library spends in them
+(``hindsight calibrate`` measures each; 0 unless set): posting an ``Irecv`` o_irecv (the receive
+is posted at its end), a ``Wait``/``Test`` completing a send o_wait per request, a ``Probe``
+o_probe (it returns no earlier than the call's start + o_probe), any other traced call
+(``Iprobe``, a ``Test`` that completed nothing) o_call. Each is paid when the call starts, before
+the rules above (a Wait that completes a receive pays o_r(k); a collective's own messages pay
+o_s and o_r). LogP counts only per-message overheads; this adds the per-call cost that
+PLogP-style measurements of a real library show (Kielmann et al. 2000).
 """
 
 from __future__ import annotations
@@ -21,6 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from replay.models.base import NetworkModel, Param, profile_section, register
+
+
+#: the per-call overheads a profile's [loggps] section may carry (seconds)
+CALL_OVERHEADS = ("o_irecv", "o_wait", "o_probe", "o_call")
 
 
 @register
@@ -36,6 +49,10 @@ class LogGP(NetworkModel):
         "O_recv": Param("time_per_byte", 0.0, "receive overhead per byte O"),
         "g": Param("time", 0.0, "gap between consecutive messages of one NIC"),
         "G": Param("time_per_byte", "0.1ns", "gap per byte (inverse bandwidth)"),
+        "o_irecv": Param("time", 0.0, "overhead of posting an Irecv (the call, nothing moves)"),
+        "o_wait": Param("time", 0.0, "overhead of a Wait/Test per send request it completes"),
+        "o_probe": Param("time", 0.0, "overhead of a Probe, the message being there"),
+        "o_call": Param("time", 0.0, "overhead of any other traced call (Iprobe, an empty Test)"),
     }
     ALIASES = {"o": ("o_send", "o_recv"), "o_b": ("o_b_send", "o_b_recv"),
                "O": ("O_send", "O_recv"), "o_a": ("o_send", "o_recv")}
@@ -47,6 +64,11 @@ class LogGP(NetworkModel):
                              S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks),
                              progress=K.PROGRESS_IN_CALL if v.get("progress") == "in-call"
                              else K.PROGRESS_ASYNC)
+
+    def call_costs(self, v: dict) -> np.ndarray:
+        """Per call class (``replay.stream.CALL_*``): none, Irecv, Wait on a send, Probe,
+        other. The sends and receives themselves pay o_s(k) and o_r(k)."""
+        return np.array([0.0, v["o_irecv"], v["o_wait"], v["o_probe"], v["o_call"]])
 
     def from_profile(self, data: dict, path: Path) -> dict:
         """The profile's [loggps] section. Its o_send/o_recv are the overheads measured with
@@ -69,6 +91,9 @@ class LogGP(NetworkModel):
                "o_recv": float(sec["o_recv"]) - o_b_r * p_cal}
         if "S" in self.PARAMS:
             out["S"] = sec["S"]
+        for name in CALL_OVERHEADS:                 # measured by calibrate's call probe
+            if name in sec:
+                out[name] = sec[name]
         if "progress" in self.PARAMS and "progress" in sec:
             out["progress"] = sec["progress"]       # measured by calibrate's progress probe
         return out
