@@ -221,7 +221,9 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         f"{'analytic s':>11}")
     for r in df.itertuples():
         say(f"{r.N:>10} {r.P:>6} {r.makespan_s:>11.5g} {r.speedup:>8.3f} "
-            f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} {r.analytic_s:>11.5g}")
+            f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} {r.analytic_s:>11.5g}"
+            + (f"  no prediction: {r.failed}" if isinstance(getattr(r, "failed", None), str)
+               else ""))
     say("")
     for o in opt.itertuples():
         say(f"N={o.N}: optimal P = {o.P_opt} ({o.T_opt_s:.4g} s); smallest P within "

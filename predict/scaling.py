@@ -44,7 +44,11 @@ def predict_one(cm: CostModel, P: int, N: int, model: NetworkModel, values: dict
         S.write(keep / f"{cm.app}-{cm.paradigm}-N{N}-P{P}", spec, cm.cost,
                 extra={"fitted_from": cm.traces}, model=model, resolved=values)
     prep = replay.prepare(tr)
-    res = replay.run(prep, model, resolved=values, record=False)
+    try:
+        res = replay.run(prep, model, resolved=values, record=False)
+    except replay.NoPredictionError as exc:      # this point only: the grid goes on
+        return {"N": N, "P": P, "tasks": spec.n_tasks, "events": prep.nrows,
+                "makespan_s": math.nan, "master_wait_share": math.nan, "failed": str(exc)}
     mk = res.makespan_ns / 1e9
     return {"N": N, "P": P, "tasks": spec.n_tasks, "events": prep.nrows, "makespan_s": mk,
             "master_wait_share": float(res.rank_wait_ns[0] / res.makespan_ns)
@@ -166,6 +170,9 @@ def optimum(df: pd.DataFrame, within_pct: float) -> pd.DataFrame:
     """Per N: the P of least predicted time, and the smallest P within ``within_pct`` % of it."""
     out = []
     for N, g in df.groupby("N"):
+        g = g[g["makespan_s"].notna()]         # points the model gave no prediction for
+        if g.empty:
+            continue
         best = g.loc[g["makespan_s"].idxmin()]
         ok = g[g["makespan_s"] <= best["makespan_s"] * (1 + within_pct / 100)]
         small = ok.loc[ok["P"].idxmin()]

@@ -15,7 +15,9 @@ from replay.engine import Result, run, sweep
 from replay.frame import load
 from replay.matching import MessageMatch, match_messages
 from replay.models import ParamError
+from replay.errors import NoPredictionError
 from replay.prepare import Prepared, ReplayError, prepare
 
-__all__ = ["prepare", "run", "sweep", "Result", "Prepared", "ReplayError", "ParamError",
+__all__ = ["prepare", "run", "sweep", "Result", "Prepared", "ReplayError", "NoPredictionError",
+           "ParamError",
            "match_messages", "MessageMatch", "load"]

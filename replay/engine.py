@@ -20,8 +20,7 @@ from hindsight.errors import UsageError
 from replay import kernel as K
 from replay import models as M
 from replay.models.base import NetworkModel
-from replay.models.mm1 import SaturationError
-from replay.errors import ReplayError
+from replay.errors import NoPredictionError, ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 
@@ -471,7 +470,7 @@ class SweepPoint:
             res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
                       region_scale=self.region_scale, cpu_time=self.cpu_time,
                       algorithms=self.algorithms, record=False)
-        except SaturationError as exc:
+        except NoPredictionError as exc:
             # A configuration whose model has no prediction is a row saying why, not the end
             # of the sweep: the other configurations of the grid may well have one.
             row.update(predicted_makespan_s=math.nan, measured_makespan_s=self.measured_ns / 1e9,

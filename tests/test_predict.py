@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -376,3 +377,24 @@ def test_predict_plot_circles_points_extrapolated_from_a_bad_fit(tmp_path: Path,
     assert "--accept-bad-fit" in marked["title"]
     plot(df, opt, cm, "elements", tmp_path / "p.png", bad_fit=False)
     assert marked["lines"] == [] and "--accept-bad-fit" not in marked["title"]
+
+
+def test_a_point_without_prediction_is_recorded_and_the_grid_goes_on(monkeypatch) -> None:
+    # a model whose premise fails at one (P, N) (M/M/1 with a saturated link) leaves that point
+    # NaN with the reason; the others, and the optimum among them, stand
+    from predict import scaling
+    cm = toy_model("sorting", "tree", 1000)
+    real_run = replay.run
+
+    def run(prep, model, **kw):
+        if prep.nranks == 4:
+            raise replay.NoPredictionError("mm1: 3 messages cross a link with rho >= 1")
+        return real_run(prep, model, **kw)
+    monkeypatch.setattr(replay, "run", run)
+    model = replay.models.get_model("loggps")
+    values = replay.models.resolve(model)
+    df = scaling.predict_grid(cm, [2, 4], [13_500], model, values, {})
+    bad = df[df["P"] == 4].iloc[0]
+    assert math.isnan(bad["makespan_s"]) and "rho >= 1" in bad["failed"]
+    assert df[df["P"] == 2]["makespan_s"].notna().all()
+    assert int(scaling.optimum(df, 5.0).iloc[0]["P_opt"]) in (1, 2)

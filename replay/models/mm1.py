@@ -58,7 +58,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from replay.errors import ReplayError
+from replay.errors import NoPredictionError
 from replay.models.base import NetworkModel, Param, ParamError, profile_section, register
 
 #: the measured window lasts at least this many service times of the message it is for
@@ -70,7 +70,7 @@ BUCKETS_PER_WINDOW = 4
 MAX_CELLS = 1 << 24
 
 
-class SaturationError(ReplayError):
+class SaturationError(NoPredictionError):
     """A link saturates (rho >= 1): the M/M/1 queue has no steady state, so no prediction."""
 
 
