@@ -14,8 +14,12 @@ from replay import models as M
 from replay.calibration import fit as F
 from replay.profile import FORMAT, ProfileError, read_profile, write_profile
 from replay.calibration.quality import profile_problems
+from replay.calibration import run as R
 from replay.calibration.run import (CalibrationError, CalibrationUsageError, parse_sizes,
                                    progress_fit, verify_transport)
+from tests.test_calibration_quality import _bench
+
+CALL_KEYS = ("o_irecv", "o_wait", "o_probe", "o_call")
 
 SIZES = np.array([2.0 ** i for i in range(0, 25)])          # 1 B .. 16 MiB
 TRUE = {"L": 5e-6, "o_send": 2e-6, "o_recv": 3e-6, "g": 4e-6, "G": 1e-10, "S": 16384.0,
@@ -292,6 +296,15 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
     assert pp["receiver_computes_wait_s"] >= 0.5 * (pp["D_s"] - pp["lead_s"])
     assert pp["sender_side"] in ("in-call", "async")
     assert m["ranks"] == 2 and m["mpi_library"].startswith("MPICH")
+    # the call probe: each overhead measured, a fraction of a microsecond to a few here
+    cp = prof["fit"]["call_probe"]
+    assert cp["api"] == "buffer" and cp["n_calls"] >= 1000 and cp["took_s"] < 0.5
+    loaded = M.load_profile(out, M.get_model("loggps"))
+    for key in CALL_KEYS:
+        assert 0 < lg[key] < 100e-6, (key, lg[key])
+        assert cp[key]["median_s"] == lg[key] and cp[key]["iqr_s"] >= 0
+        assert loaded[key] == lg[key]
+    assert "  calls   o_irecv=" in r.stdout
     assert len(prof["fit"]["one_way_s"]) == len(prof["fit"]["sizes"]) == 12
     assert out.with_suffix(".png").stat().st_size > 10_000
     # and replay reads it
@@ -319,6 +332,10 @@ def test_real_pickle_api_calibration(run_hindsight, tmp_path):
     assert lg["O_send"] >= 0 and lg["O_recv"] >= 0 and lg["G"] > 0
     v = M.resolve(M.get_model("loggps"), {}, M.load_profile(out, M.get_model("loggps")))
     assert v["O_recv"] == pytest.approx(lg["O_recv"] * 1e9)
+    # the call probe timed the pickle API's calls (irecv without a buffer, Mprobe)
+    cp = fit["call_probe"]
+    assert cp["api"] == "pickle" and "Mprobe" in cp["o_probe"]["call"]
+    assert all(0 < lg[key] < 100e-6 for key in CALL_KEYS)
 
 
 def test_eager_limit():
@@ -390,3 +407,71 @@ def test_no_slope_through_one_size():
     res = F.fit_loggps(k, t, o_s, o_r, g_burst=1e-6, S=127.0)
     assert res.params["O_send"] == 0.0
     assert res.params["G"] == pytest.approx(83e-9, rel=0.02)
+
+
+def _call_probe(api: str = "buffer", loop: float = 20e-9, **medians: float) -> dict:
+    """What calls.py returns: 20 batches per quantity around the given per-call medians
+    (seconds, the empty loop's time included), +-2 % spread."""
+    base = {"irecv_s": 1.1e-6, "test_s": 0.35e-6, "wait_s": 0.3e-6, "probe_s": 0.5e-6,
+            "iprobe_s": 0.4e-6, **medians}
+    spread = np.linspace(0.98, 1.02, 20)
+    return {"api": api, "batch": 100, "batches": 20, "bytes": 8, "took_s": 0.05,
+            "loop_s": (loop * spread).tolist(),
+            **{k: (v * spread).tolist() for k, v in base.items()}}
+
+
+def test_call_fit_subtracts_the_loop_and_notes_noise():
+    cf = F.fit_calls(_call_probe())
+    assert cf.params == pytest.approx({"o_irecv": 1.08e-6, "o_wait": 0.28e-6,
+                                       "o_probe": 0.48e-6, "o_call": 0.38e-6})
+    assert not cf.notes
+    ev = cf.evidence
+    assert ev["n_calls"] == 2000 and ev["api"] == "buffer" and ev["loop_s"] == pytest.approx(20e-9)
+    assert ev["o_probe"]["median_s"] == pytest.approx(0.48e-6)
+    assert ev["o_probe"]["iqr_s"] == pytest.approx(0.5e-6 * 0.02, rel=0.1)
+    assert "Probe" in ev["o_probe"]["call"] and "Iprobe" in ev["o_call"]["call"]
+    assert ev["test_incomplete"]["median_s"] == pytest.approx(0.33e-6)
+    assert "Mprobe" in F.fit_calls(_call_probe("pickle")).evidence["o_probe"]["call"]
+    # a wide spread over the batches is noted, the median kept
+    wide = _call_probe()
+    wide["wait_s"] = [0.3e-6] * 10 + [3e-6] * 10
+    cf = F.fit_calls(wide)
+    assert cf.params["o_wait"] == pytest.approx(1.65e-6 - 20e-9)
+    assert len(cf.notes) == 1 and "o_wait" in cf.notes[0] and "varied widely" in cf.notes[0]
+    # no longer than the loop itself: 0, noted
+    cf = F.fit_calls(_call_probe(iprobe_s=15e-9))
+    assert cf.params["o_call"] == 0.0 and "o_call" in cf.notes[0]
+
+
+def test_calibrate_writes_the_call_overheads(monkeypatch, tmp_path):
+    """The call probe's fit goes into [loggps] (seconds) and its evidence into fit.call_probe;
+    replay's loggps reads the four keys; a run without the probe writes none of them."""
+    runs = []
+    monkeypatch.setattr(R, "run_bench", lambda *a, **kw: (runs[-1], ""))
+    monkeypatch.setattr(R.time, "sleep", lambda s: None)
+    from hindsight.cli import main
+
+    runs.append({**_bench(), "call_probe": _call_probe()})
+    out = tmp_path / "p.toml"
+    r = CliRunner().invoke(main, ["calibrate", "-n", "2", "--overhead-ranks", "2",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    prof = read_profile(out)
+    want = {"o_irecv": 1.08e-6, "o_wait": 0.28e-6, "o_probe": 0.48e-6, "o_call": 0.38e-6}
+    assert {k: prof["loggps"][k] for k in CALL_KEYS} == pytest.approx(want)
+    assert prof["fit"]["call_probe"]["o_wait"]["median_s"] == pytest.approx(0.28e-6)
+    assert ("  calls   o_irecv=1.08us o_wait=0.28us o_probe=0.48us o_call=0.38us "
+            "(median of 2000 calls each, buffer API)") in r.output
+    for name in ("loggp", "loggps"):
+        v = M.resolve(M.get_model(name), {}, M.load_profile(out, M.get_model(name)))
+        assert v["o_irecv"] == pytest.approx(1080.0) and v["o_call"] == pytest.approx(380.0)
+
+    runs.append(_bench())                       # a benchmark without the probe
+    r = CliRunner().invoke(main, ["calibrate", "-n", "2", "--overhead-ranks", "2",
+                                  "--out", str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    prof = read_profile(out)
+    assert not set(CALL_KEYS) & set(prof["loggps"]) and prof["fit"]["call_probe"] == {}
+    assert "calls " not in r.output
+    v = M.resolve(M.get_model("loggps"), {}, M.load_profile(out, M.get_model("loggps")))
+    assert v["o_irecv"] == 0.0

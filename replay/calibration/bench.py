@@ -29,6 +29,8 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
   MPI call) and times Isend + Wait (the receiver computes); and rank 0 Isends, computes D, then
   Waits while rank 1 times a Recv posted at once (the sender computes). A wait
   lasting most of D waited for the peer to enter MPI (fit.fit_progress decides).
+* call probe (``replay.calibration.calls``): the overheads of posting an Irecv, of a Wait on a
+  complete send, of a Probe finding its message, of an Iprobe finding nothing, timed in batches.
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
@@ -56,6 +58,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hindsight import conditions
+from replay.calibration.calls import call_probe
 
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
@@ -420,6 +423,7 @@ def main(argv: list[str] | None = None) -> None:
                                      "sizes": [wire(k) for k, _ in probes],
                                      "send_s": [t for _, t in probes]}
             result["progress_probe"] = progress_probe(probes)
+            result["call_probe"] = call_probe(comm, rank, pickled, payload(8), pair_sync)
             n1, n2 = 8, 64
             for n in (n1, n2):
                 burst(n)            # warm-up

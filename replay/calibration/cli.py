@@ -111,6 +111,11 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                    f"{(pp['D_s'] - pp['lead_s']) * us:.0f}us; receiver's Recv "
                    f"{pp['sender_computes_wait_s'] * us:.0f}us while the sender computed "
                    f"{pp['D_s'] * us:.0f}us")
+    cp = f.get("call_probe") or {}
+    if "o_call" in cp:
+        click.echo("  calls   " + " ".join(f"{k}={lg[k] * us:.3g}us" for k in
+                                          ("o_irecv", "o_wait", "o_probe", "o_call"))
+                   + f" (median of {cp['n_calls']} calls each, {cp['api']} API)")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
     chk, waits = f["check"], [r.get("run_queue_wait_fraction")

@@ -333,3 +333,65 @@ def fit_progress(probe: dict) -> ProgressFit:
     if probe.get("eager_size") is None:
         notes.append("progress probe: no eager size below the rendezvous one, no control")
     return ProgressFit(verdicts["receiver"], ev, notes)
+
+
+#: the call probe's quantities: profile key -> (the probe's samples, the call timed per API)
+CALL_QUANTITIES = {
+    "o_irecv": ("irecv_s", {"buffer": "comm.Irecv(buf, source, tag), nothing arriving",
+                            "pickle": "comm.irecv(source=, tag=), nothing arriving"}),
+    "o_wait": ("wait_s", {"buffer": "Request.Wait() on a complete eager Isend",
+                          "pickle": "Request.wait() on a complete eager Isend of pickled bytes"}),
+    "o_probe": ("probe_s", {"buffer": "comm.Probe(source, tag), the message queued",
+                            "pickle": "comm.Mprobe(source, tag), the message queued"}),
+    "o_call": ("iprobe_s", {"buffer": "comm.Iprobe(source, tag), nothing pending",
+                            "pickle": "comm.Iprobe(source, tag), nothing pending"}),
+}
+#: an interquartile range over the batches wider than this share of the median is noted
+CALL_WIDE_IQR = 0.5
+
+
+@dataclass
+class CallFit:
+    params: dict                        # o_irecv, o_wait, o_probe, o_call (seconds)
+    evidence: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def fit_calls(probe: dict) -> CallFit:
+    """The per-call overheads from the call probe (calls.py): per quantity the median over the
+    batches of the time per call, less the median time per iteration of an empty loop over the
+    same items (in a trace that iteration is a burst between calls, not part of a call). The
+    interquartile range over the batches is kept; one wider than ``CALL_WIDE_IQR`` of the median
+    is noted. A value at or below the loop's own time is kept at 0 and noted."""
+    api = probe.get("api", "buffer")
+    loop = float(np.median(probe["loop_s"])) if probe.get("loop_s") else 0.0
+    n = int(probe["batch"]) * int(probe["batches"])
+    params: dict = {}
+    notes: list[str] = []
+    ev: dict = {"api": api, "batch": int(probe["batch"]), "batches": int(probe["batches"]),
+                "n_calls": n, "message_bytes": probe.get("bytes"), "loop_s": loop,
+                "took_s": probe.get("took_s")}
+
+    def summary(samples: list[float]) -> tuple[float, float]:
+        a = np.asarray(samples, float)
+        return (float(np.median(a)) - loop,
+                float(np.percentile(a, 75) - np.percentile(a, 25)))
+
+    for key, (samples_key, calls) in CALL_QUANTITIES.items():
+        med, iqr = summary(probe[samples_key])
+        ev[key] = {"call": calls[api], "median_s": med, "iqr_s": iqr, "n": n}
+        if med <= 0:
+            notes.append(f"call probe: {key} ({calls[api]}) measured no longer than the empty "
+                         f"loop ({loop * 1e9:.0f} ns a call): {key} set to 0")
+            med = 0.0
+        elif iqr > CALL_WIDE_IQR * med:
+            notes.append(f"call probe: {key} varied widely over its {probe['batches']} batches "
+                         f"(IQR {iqr * 1e6:.3g} us, median {med * 1e6:.3g} us): the machine was "
+                         "busy, the median is kept")
+        params[key] = med
+    if probe.get("test_s"):
+        med, iqr = summary(probe["test_s"])
+        ev["test_incomplete"] = {"call": "Request.Test() of a pending receive (evidence; "
+                                         "o_call is the Iprobe)", "median_s": med, "iqr_s": iqr,
+                                 "n": n}
+    return CallFit(params, ev, notes)

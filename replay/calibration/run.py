@@ -350,6 +350,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     pg = progress_fit(run)
     if pg is not None:
         lg.notes.extend(pg.notes)
+    cf = F.fit_calls(run["call_probe"]) if run.get("call_probe") else None
+    if cf is not None:
+        lg.notes.extend(cf.notes)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -389,7 +392,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "hindsight_revision": git_revision() or "unknown",
         },
         "loggps": {**lg.params, "o_a": o_a, "o_b": o_b,
-                   **({"progress": pg.progress} if pg is not None else {})},
+                   **({"progress": pg.progress} if pg is not None else {}),
+                   **(cf.params if cf is not None else {})},
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         "fit": {
@@ -404,6 +408,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "receiver_wait": run.get("receiver_wait", "sleep"),
             "eager_probe": probe or {},
             "progress_probe": pg.evidence if pg is not None else {},
+            "call_probe": cf.evidence if cf is not None else {},
             "notes": lg.notes,
             "check": check,
         },
