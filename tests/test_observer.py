@@ -35,6 +35,15 @@ def test_traced_rank_loads_nothing_heavy_while_the_program_runs(tmp_path):
     assert _run(str(tmp_path / "t"))["heavy"] == "-"
 
 
+def test_traced_program_reads_mpi_attributes_as_untraced(tmp_path):
+    """`MPI.SUM` in a hot loop is one dict lookup traced as untraced: the program's `MPI` is a
+    plain module holding the real one's namespace (a ModuleType subclass answering through
+    __getattr__ cost 4.8 us an access here, +36 % on a loop of small collectives)."""
+    traced = _run(str(tmp_path / "t"))
+    assert traced["attrs"] == "plain" and traced["world"] == "TracedComm"
+    assert _run(None)["attrs"] == "plain"
+
+
 def test_traced_program_page_faults_like_the_untraced_one(tmp_path):
     """Untraced, this loop's temporaries are mmapped and faulted in afresh (about 160 faults an
     iteration); a tracer that freed one large block before makes them near zero (0.3 % of them,

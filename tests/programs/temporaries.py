@@ -2,15 +2,20 @@
 is mmapped and page-faulted afresh, unless something in the process has freed a larger malloc'ed
 block before (which raises the threshold). Prints, from rank 0, the modules loaded by the time
 the program runs and the minor page faults of its loop: a deterministic witness of whether the
-tracer changed the program's memory behaviour."""
+tracer changed the program's memory behaviour; and how the program's `MPI` module answers an
+attribute (`plain`: a module whose namespace holds it, one dict lookup as untraced) and the type
+of its COMM_WORLD."""
 
 import resource
 import sys
+import types
 
 import numpy as np
 from mpi4py import MPI
 
 comm = MPI.COMM_WORLD
+attrs = "plain" if type(MPI) is types.ModuleType and all(
+    a in vars(MPI) for a in ("SUM", "ANY_SOURCE", "DOUBLE", "Request", "Wtime")) else "slow"
 rank, size = comm.Get_rank(), comm.Get_size()
 u = np.random.rand(130, 256)
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyarrow", "pandas", "numba", "scipy"})
@@ -34,4 +39,5 @@ for it in range(300):
         comm.allreduce(res)
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
 if rank == 0:
-    print(f"heavy={','.join(heavy) or '-'} faults={faults}")
+    print(f"heavy={','.join(heavy) or '-'} faults={faults} attrs={attrs} "
+          f"world={type(comm).__name__}")
