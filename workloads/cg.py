@@ -11,8 +11,8 @@ with Irecv/Isend and waited for with Waitall (neighbours beyond the ends are `MP
 then the local parts of p.q and r.r are Allreduced (buffer API, one double each). The iteration
 count is fixed (no stopping on a tolerance), so every run does the same work.
 
---fine (default): N = 8,192, 1,500 iterations of about 50-100 us on 2 ranks. --coarse:
-N = 262,144, 100 iterations of several ms.
+--fine (default): N = 4,096, 2,000 iterations of about 100 us on 2 ranks (mostly the three
+synchronisations). --coarse: N = 393,216, 100 iterations of 2.5-4 ms.
 
 Self-check: rank 0 gathers the solution and recomputes the same CG serially, summing each dot
 product as the ranks' partial sums in rank order, and compares the solution and the history of
@@ -30,14 +30,14 @@ from mpi4py import MPI
 
 import workload_args
 
-SETTINGS = {"fine": {"size": 8_192, "iters": 1_500}, "coarse": {"size": 262_144, "iters": 100}}
+SETTINGS = {"fine": {"size": 4_096, "iters": 2_000}, "coarse": {"size": 393_216, "iters": 100}}
 WARMUP = 10
 TOLERANCE = 1e-9
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    return workload_args.parse(__doc__, SETTINGS, fine="8,192 unknowns, iterations of ~50-100 us",
-                               coarse="262,144 unknowns, iterations of several ms",
+    return workload_args.parse(__doc__, SETTINGS, fine="4,096 unknowns, iterations of ~50-100 us",
+                               coarse="393,216 unknowns, iterations of several ms",
                                helps={"size": "unknowns N", "iters": "timed iterations"},
                                argv=argv)
 
