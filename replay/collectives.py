@@ -184,8 +184,9 @@ def _recursive_doubling_allgather(op: str, p: int, root: int) -> list[Message]:
 
 
 def _all_to_all(op: str, p: int, step: Callable[[int], int]) -> list[Message]:
-    # Alltoallv records the total a rank sends: split evenly over its peers.
-    mult = 1.0 / (p - 1) if op == "Alltoallv" else 1
+    # Alltoallv records the total a rank sends: split evenly over its peers. Reduce_scatter
+    # records its whole send buffer (every member's share): a peer gets its share, 1/p of it.
+    mult = 1.0 / (p - 1) if op == "Alltoallv" else 1.0 / p if op == "Reduce_scatter" else 1
     return [(step(s), r, (r + s) % p, r, mult) for s in range(1, p) for r in range(p)]
 
 

@@ -256,3 +256,14 @@ def test_stream_records_what_the_selection_picked(tmp_path):
     st = prep.stream(True)
     assert st.selected == {"Allreduce": {"recursive_doubling": 1, "rabenseifner": 2}}
     assert st.algorithms["Allreduce"] == "mpich"
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 5])
+def test_reduce_scatter_algorithms_move_the_same_shares(p):
+    # a member records its whole send buffer (every member's share); each algorithm delivers
+    # the others' shares, (p - 1)/p of it per rank, not p - 1 whole buffers
+    for algo in ("pairwise", "recursive_halving"):
+        if algo == "recursive_halving" and p & (p - 1):
+            continue
+        sent = _sent(C._messages("Reduce_scatter", algo, p, 0), p)
+        assert sent == pytest.approx([(p - 1) / p] * p), algo

@@ -145,3 +145,32 @@ def test_profile_progress_is_read_and_checked(tmp_path):
     r = CliRunner().invoke(hindsight.cli.main, ["replay", str(trace), "--model", "loggps",
                                                 "--set", "progress=never"])
     assert r.exit_code == 2 and "progress" in r.output
+
+
+def test_kernel_names_the_rules_it_was_compiled_with():
+    # numba's on-disk cache watches replay/kernel.py only; RULES_SHA1 there ties it to the rules
+    import hashlib
+    from pathlib import Path
+
+    from replay import kernel
+    rules = Path(kernel.__file__).with_name("rules.py").read_bytes()
+    assert hashlib.sha1(rules).hexdigest()[:12] == kernel.RULES_SHA1, \
+        "replay/rules.py changed: set RULES_SHA1 in replay/kernel.py to its new sha1[:12]"
+
+
+def test_models_without_the_rule_refuse_it(tmp_path):
+    # LogGOPSim's simulator has no progress rule or per-call overheads: setting them is refused,
+    # and a calibrated profile's values are not shown as if they took part
+    progs = [[("compute", 10_000), ("isend", 1, K), ("wait", [0])],
+             [("irecv", 0), ("compute", 100_000), ("wait", [0])]]
+    prep = replay.prepare(simulate_to_dir(tmp_path / "t", progs), use_cache=False)
+    for name in ("progress", "o_irecv"):
+        with pytest.raises(replay.ParamError, match=name):
+            replay.run(prep, "loggopsim", {name: "in-call" if name == "progress" else "1us"})
+    from validation.profiles import replay_params
+    flat = {"loggps": {"L": 2e-6, "o_send": 3e-7, "o_recv": 3e-7, "g": 0.0, "G": 5e-10,
+                       "S": 512, "progress": "in-call", "o_irecv": 1e-6}}
+    assert "progress" not in replay_params("loggp", flat) and "S" not in replay_params(
+        "loggp", flat)
+    assert "o_irecv" in replay_params("loggp", flat)
+    assert set(replay_params("loggopsim", flat)) == {"L", "o_send", "o_recv", "g", "G", "S"}

@@ -130,8 +130,10 @@ def replay_params(model: str, profile: dict[str, dict[str, Any]],
         return M.load_profile(path, M.get_model(model))
     # loggp and loggopsim take LogGPS's section (loggp without S)
     sec = dict(profile.get("loggps" if model in ("loggp", "loggopsim") else model, {}))
-    if model == "loggp":
-        sec.pop("S", None)
+    if model in ("loggp", "loggopsim"):   # what the model has of LogGPS's section (loggp: no S)
+        from replay import models as M
+        known = M.get_model(model).PARAMS
+        sec = {k: v for k, v in sec.items() if k in known or k in ("o", "o_b", "O", "o_a")}
     if model == "mm1" and "C" in sec:
         sec.setdefault("C_host", sec["C"])
         sec.setdefault("L_host", sec.get("tau", 0.0))

@@ -73,17 +73,24 @@ def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
         O_recv=values["O_recv"], g=values["g"], G=values["G"], S=values["S"])
 
 
+#: LogGPS's parameters LogGOPSim has no rule for (progress, per-call overheads): accepting them
+#: would show them in a result they took no part in
+NOT_SIMULATED = ("progress", "o_irecv", "o_wait", "o_probe", "o_call")
+
+
 @register
 class LogGOPSim(NetworkModel):
     NAME = "loggopsim"
     OWN_SIMULATOR = True
     RETIRED = {"semantics": "this model applies LogGOPSim's rules; nothing to choose"}
-    # LogGPS's parameters, read from the same [loggps] section of a calibration profile
-    PARAMS: dict[str, Param] = dict(LogGPS.PARAMS)
+    # LogGPS's parameters, read from the same [loggps] section of a calibration profile, except
+    # the rules LogGOPSim does not have (NOT_SIMULATED)
+    PARAMS: dict[str, Param] = {k: v for k, v in LogGPS.PARAMS.items() if k not in NOT_SIMULATED}
     ALIASES = dict(LogGPS.ALIASES)
 
     def from_profile(self, data: dict, path: Path) -> dict:
-        return LogGPS.from_profile(self, data, path)
+        return {k: v for k, v in LogGPS.from_profile(self, data, path).items()
+                if k not in NOT_SIMULATED}
 
     def run_replay(self, prep: Prepared, values: Mapping[str, float], *, scale: np.ndarray,
                    cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
