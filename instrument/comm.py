@@ -338,8 +338,7 @@ class TracedComm(_C):
 
     def _coll(self, op_name: str, fn, args: tuple, nbytes: int, root: int = -1,
               size_of_result: bool = False):
-        # A hot path like _traced_send: the record packed here, no helper calls (each Python
-        # call level is ~0.3 us on these machines, and a loop of small collectives pays it).
+        # A hot path like _traced_send: packed here, no helper calls (~0.3 us a call level).
         T = _T
         cpu = T.cpu_all
         c0 = _cpu() if cpu else 0
