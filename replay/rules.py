@@ -54,7 +54,9 @@ def next_send_slot(ts, gap, wire):
 @nb.njit(inline="always")
 def eager_arrival(sent, L, wire, delay):
     """sent + L + wire + delay: an eager message's data is at the receiver (``sent``: the
-    sender's overhead ended)."""
+    sender's overhead ended). L may be negative, down to −o_s: the data is there before the
+    send call returns, when the calls' own overheads overlap the transfer (calibrate measures
+    a one-way time below o_s + o_r on every MPI path of this machine)."""
     return sent + L + wire + delay
 
 
@@ -66,31 +68,43 @@ def envelope_arrival(sent, L, delay):
 
 
 @nb.njit(inline="always")
+def protocol_hop(L):
+    """L⁺ = max(L, 0): the latency of a hop the library makes on its own (a rendezvous's clear
+    to send, its data after the handshake): no call's overhead overlaps it."""
+    return max(L, 0.0)
+
+
+@nb.njit(inline="always")
 def rendezvous_arrival(sent, L, wire, delay):
-    """sent + 3L + wire + delay: a rendezvous message's data is at a receiver that was ready
-    in time (request to send, clear to send, data: three latencies)."""
-    return sent + 3.0 * L + wire + delay
+    """sent + L + 2L⁺ + wire + delay: a rendezvous message's data is at a receiver that was
+    ready in time (request to send, clear to send, data: three latencies; the request's as an
+    eager message's, the other two ``protocol_hop``s)."""
+    if L >= 0.0:
+        return sent + 3.0 * L + wire + delay
+    return sent + L + wire + delay
 
 
 @nb.njit(inline="always")
 def late_receiver_arrival(rp, L, wire, delay):
-    """rp + 2L + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
+    """rp + 2L⁺ + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
     after the request to send arrived (clear to send, data)."""
-    return rp + 2.0 * L + wire + delay
+    return rp + 2.0 * protocol_hop(L) + wire + delay
 
 
 @nb.njit(inline="always")
 def rendezvous_sender_done(sent, L, wire):
-    """sent + 2L + wire: a rendezvous send completes, the receiver having been ready (request
-    to send and clear to send, then the bytes leave)."""
-    return sent + 2.0 * L + wire
+    """sent + L + L⁺ + wire: a rendezvous send completes, the receiver having been ready
+    (request to send and clear to send, then the bytes leave)."""
+    if L >= 0.0:
+        return sent + 2.0 * L + wire
+    return sent + L + wire
 
 
 @nb.njit(inline="always")
 def clear_to_send_done(rp, L, wire):
-    """rp + L + wire: a rendezvous send whose receive was posted at rp completes (the clear to
-    send arrives, then the bytes leave)."""
-    return rp + L + wire
+    """rp + L⁺ + wire: a rendezvous send whose receive was posted at rp completes (the clear
+    to send arrives, then the bytes leave)."""
+    return rp + protocol_hop(L) + wire
 
 
 @nb.njit(inline="always")

@@ -279,11 +279,12 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
     assert abs(chk["residual_worst"]) >= chk["residual_median"] >= 0
     lg, m = prof["loggps"], prof["measured_on"]
     # L = T - o_s - o_r (LogP) is a small difference of noisy numbers on shared memory: on this
-    # 2-core machine it came out between 0 (noted in the profile) and ~1 us. What is robust is
-    # the small-message time the model predicts, o_s + L + o_r.
-    assert 0.0 <= lg["L"] <= 1e-3
+    # 2-core machine it came out between -1.7 us (the overheads overlap the transfer: noted in
+    # the profile) and ~1 us. What is robust is the small-message time the model predicts,
+    # o_s + L + o_r, and that L never lets a message arrive before its send began.
+    assert -lg["o_send"] <= lg["L"] <= 1e-3
     assert 1e-7 <= lg["o_send"] + lg["L"] + lg["o_recv"] <= 1e-3
-    assert lg["L"] > 0 or any("L set to 0" in n for n in prof["fit"]["notes"])
+    assert lg["L"] >= 0 or any("L is negative" in n for n in prof["fit"]["notes"])
     assert 1e-12 <= lg["G"] <= 1e-8
     assert 0 < lg["o_send"] < 1e-3 and 0 < lg["o_recv"] < 1e-3
     assert 1e-7 <= prof["hockney"]["l"] <= 1e-3 and 1e-12 <= prof["hockney"]["g"] <= 1e-8

@@ -48,6 +48,21 @@ def test_loggps_pingpong_rendezvous(tmp_path):
     assert eager.makespan_ns == pytest.approx(2 * (2 * o + L + (k - 1) * G))
 
 
+def test_negative_latency_overlaps_the_overheads(tmp_path):
+    # calibrate finds T(1) < o_s + o_r on this machine's MPI paths: L < 0 makes the model's
+    # one-way time the measured one; the library's own rendezvous hops take max(L, 0)
+    prep = _prep(tmp_path, PINGPONG)
+    o, L, G, k = 300.0, -200.0, 0.5, 1000
+    eager = replay.run(prep, "loggps", {"L": "-200ns", "o": "300ns", "G": "0.5ns", "S": "1MiB"},
+                       compute_scale=0.0)
+    assert eager.makespan_ns == pytest.approx(2 * (2 * o + L + (k - 1) * G))
+    rdv = replay.run(prep, "loggps", {"L": "-200ns", "o": "300ns", "G": "0.5ns", "S": "512B"},
+                     compute_scale=0.0)
+    # request to send at L (overlapping the send's overhead), clear to send and data at 0 each
+    assert rdv.makespan_ns == pytest.approx(2 * (2 * o + L + (k - 1) * G))
+    assert rdv.rank_end_ns[1] == pytest.approx(rdv.makespan_ns / 2 + o + L + (k - 1) * G)
+
+
 def test_paper004_overhead_grows_with_P(tmp_path):
     prep = _prep(tmp_path, PINGPONG)
     base = replay.run(prep, "loggp", {"o": "12.1us", "L": "50us", "G": "0.0268us"},
@@ -249,8 +264,13 @@ def test_parameter_errors_are_clear(tmp_path):
     prep = _prep(tmp_path, PINGPONG)
     with pytest.raises(replay.ParamError, match="unknown parameter 'Q'"):
         replay.run(prep, "loggp", {"Q": "1"})
-    with pytest.raises(replay.ParamError, match="L=-1us: impossible"):
-        replay.run(prep, "loggp", {"L": "-1us"})
+    # L may be negative (the overheads overlap the transfer), but not below -o_send
+    with pytest.raises(replay.ParamError, match="cannot arrive before its send began"):
+        replay.run(prep, "loggp", {"L": "-1us", "o": "300ns"})
+    with pytest.raises(replay.ParamError, match="LogGOPSim's rules take a latency >= 0"):
+        replay.run(prep, "loggopsim", {"L": "-1us", "o": "2us"})
+    with pytest.raises(replay.ParamError, match="l=-1us: impossible"):
+        replay.run(prep, "hockney", {"l": "-1us"})
     with pytest.raises(replay.ParamError, match="unknown time unit"):
         replay.run(prep, "loggp", {"L": "3 parsecs"})
     with pytest.raises(replay.ParamError, match="C=0Gbit/s"):

@@ -146,7 +146,7 @@ def loggps_one_way(k: np.ndarray, p: dict) -> np.ndarray:
     O_s, O_r = p.get("O_send", p["O"]), p.get("O_recv", p["O"])
     o = p["o_send"] + p["o_recv"] + (O_s + O_r) * k
     base = o + p["L"] + np.maximum(k - 1.0, 0.0) * p["G"]
-    return np.where(k > p["S"], base + 2.0 * p["L"], base)
+    return np.where(k > p["S"], base + 2.0 * max(p["L"], 0.0), base)
 
 
 def loggps_send_time(k: np.ndarray, p: dict) -> np.ndarray:
@@ -155,7 +155,8 @@ def loggps_send_time(k: np.ndarray, p: dict) -> np.ndarray:
     o_s(k) + 2L + (k-1)·G."""
     k = np.asarray(k, float)
     o = p["o_send"] + p.get("O_send", p["O"]) * k
-    return np.where(k > p["S"], o + 2.0 * p["L"] + np.maximum(k - 1.0, 0.0) * p["G"], o)
+    return np.where(k > p["S"], o + p["L"] + max(p["L"], 0.0)
+                    + np.maximum(k - 1.0, 0.0) * p["G"], o)
 
 
 @dataclass
@@ -223,8 +224,12 @@ def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndar
     Ls = t[eager] - (os0 + or0 + (O_s + O_r) * k[eager]) - np.maximum(k[eager] - 1, 0) * G
     L = float(np.median(Ls))
     if L < 0:
-        notes.append(f"o_send + o_recv exceed the small-message one-way time by {-L:.3g} s; L set to 0")
-        L = 0.0
+        # The calls' overheads overlap the transfer (the send call returns after the data is
+        # there): a negative L keeps the model's one-way time the measured one. It cannot make a
+        # message arrive before its send began.
+        notes.append(f"o_send + o_recv exceed the small-message one-way time by {-L:.3g} s: "
+                     "L is negative (the overheads overlap the transfer)")
+        L = max(L, -max(os0, 0.0))
     params = {"L": L, "o_send": max(os0, 0.0), "o_recv": max(or0, 0.0), "g": max(g_burst, 0.0),
               "G": G, "S": brk.S, "O": 0.5 * (O_s + O_r), "O_send": O_s, "O_recv": O_r}
     model = loggps_one_way(k, params)

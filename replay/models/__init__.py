@@ -112,6 +112,10 @@ def load_profile(path: Path | str, model: NetworkModel) -> dict[str, Any]:
                     _parse_one(model, target, raw)
                 except ParamError as exc:
                     raise ParamError(f"profile {path}: {exc}") from None
+        try:                                # and the rules between them (L >= -o_send, ...)
+            resolve(model, (), out)
+        except ParamError as exc:
+            raise ParamError(f"profile {path}: {exc}") from None
         return out
     if "models" in data:
         if not isinstance(data["models"], dict):

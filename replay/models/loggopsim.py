@@ -43,7 +43,7 @@ from replay.loggopsim.simulator import (
     params_vector,
     simulate,
 )
-from replay.models.base import NetworkModel, Param, register
+from replay.models.base import NetworkModel, Param, ParamError, register
 from replay.models.loggps import LogGPS
 from replay.prepare import Prepared, ReplayError
 
@@ -88,9 +88,17 @@ class LogGOPSim(NetworkModel):
     PARAMS: dict[str, Param] = {k: v for k, v in LogGPS.PARAMS.items() if k not in NOT_SIMULATED}
     ALIASES = dict(LogGPS.ALIASES)
 
+    def check(self, v: dict) -> None:
+        if v["L"] < 0:
+            raise ParamError(f"L={v['L']:g} ns: LogGOPSim's rules take a latency >= 0")
+
     def from_profile(self, data: dict, path: Path) -> dict:
-        return {k: v for k, v in LogGPS.from_profile(self, data, path).items()
-                if k not in NOT_SIMULATED}
+        """[loggps] less what LogGOPSim has no rule for; a negative L (calibrate's fit when the
+        calls' overheads overlap the transfer) is LogGOPSim's L = 0."""
+        out = {k: v for k, v in LogGPS.from_profile(self, data, path).items()
+               if k not in NOT_SIMULATED}
+        out["L"] = max(float(out["L"]), 0.0)
+        return out
 
     def run_replay(self, prep: Prepared, values: Mapping[str, float], *, scale: np.ndarray,
                    cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,

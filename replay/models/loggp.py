@@ -8,6 +8,12 @@ A message of k bytes from p to q, sender entering the send at t::
     arrival at q        a = t_s + o_s(k) + L + (k-1)·G                  (LogGP: o + (k-1)G + L + o end to end)
     receive completes   max(receive posted, a, receive NIC free) + o_r(k); receive NIC then busy g
 
+L may be negative, down to -o_send: calibrate measures one-way times below o_s + o_r on every
+MPI path here (the sender's call returns after its data is already at the receiver, the
+receiver's call spends part of its o_r before looking for it), and L = T(1) - o_s - o_r is then
+what makes the model give the measured one-way time. The hops the library makes on its own (a
+rendezvous's clear to send and data) take max(L, 0) (``replay.rules.protocol_hop``).
+
 Blocking and non-blocking sends return after o_s(k). Everything is eager (no rendezvous); see
 ``loggps`` for the synchronising variant. Paper 004 Table 2 (MPICH over Fast Ethernet):
 L = 50 us, G = 0.0268 us/byte, o = 12.1 + 0.182·P + 0.0708·k us.
@@ -29,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.models.base import NetworkModel, Param, profile_section, register
+from replay.models.base import NetworkModel, Param, ParamError, profile_section, register
 
 
 #: the per-call overheads a profile's [loggps] section may carry (seconds)
@@ -40,7 +46,8 @@ CALL_OVERHEADS = ("o_irecv", "o_wait", "o_probe", "o_call")
 class LogGP(NetworkModel):
     NAME = "loggp"
     PARAMS: dict[str, Param] = {
-        "L": Param("time", "1us", "latency"),
+        "L": Param("time", "1us", "latency; may be negative down to -o_send (the data is at "
+                   "the receiver before the send call returns)", minimum=-math.inf),
         "o_send": Param("time", "0.5us", "send overhead o'_a (per message)"),
         "o_recv": Param("time", "0.5us", "receive overhead o'_a (per message)"),
         "o_b_send": Param("time", 0.0, "send overhead per process o'_b (paper 004)"),
@@ -64,6 +71,11 @@ class LogGP(NetworkModel):
                              S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks),
                              progress=K.PROGRESS_IN_CALL if v.get("progress") == "in-call"
                              else K.PROGRESS_ASYNC)
+
+    def check(self, v: dict) -> None:
+        if v["L"] < -v["o_send"]:
+            raise ParamError(f"L={v['L']:g} ns: a message cannot arrive before its send began "
+                             f"(L >= -o_send = {-v['o_send']:g} ns)")
 
     def call_costs(self, v: dict) -> np.ndarray:
         """Per call class (``replay.stream.CALL_*``): none, Irecv, Wait on a send, Probe,
