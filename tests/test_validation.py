@@ -98,6 +98,29 @@ def test_unknown_spec_keys_are_refused(tmp_path, edit, table, key, near):
     assert not (tmp_path / "v").exists()
 
 
+@pytest.mark.parametrize("edit,msg", [
+    (('replay = ["loggps", "hockney"]', 'replay = "loggps"'),
+     r"\[predictors\]: 'replay' must be a list of strings"),
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nanalytic = "false"'),
+     r"'analytic' must be true or false, not 'false'"),
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nset.loggps = "S=1"'),
+     r"\[predictors\] set: 'loggps' must be a list of strings"),
+    (("repetitions = 1", 'repetitions = "3"'), r"top level: 'repetitions' must be a whole"),
+    (("repetitions = 1", "repetitions = 1\ntimeout = 0"), r"'timeout' must be a number > 0"),
+    (("baseline = false", 'baseline = "no"'), r"experiment 1: 'baseline' must be true or"),
+    (("baseline = false", 'baseline = false\npredict_on = "shm"'),
+     r"experiment 1: 'predict_on' must be a list of strings"),
+])
+def test_spec_values_of_the_wrong_type_are_refused(tmp_path, edit, msg):
+    """A value of the wrong TOML type is refused in one line, never read another way (a string
+    iterated by character, "false" taken as true)."""
+    p = _spec(tmp_path, SPEC.replace(*edit))
+    with pytest.raises(SpecError, match=msg):
+        load_spec(p)
+    r = CliRunner().invoke(cli, ["validate", str(p), "--out", str(tmp_path / "v")])
+    assert r.exit_code == 1 and r.output.count("Error:") == 1
+
+
 def test_unknown_testbed_key_is_refused(tmp_path):
     p = _spec(tmp_path, SPEC.replace('transport = "shm"',
                                      'transport = "tcp"\ntestbed = {nodes = 2, rat = "1gbit"}'))

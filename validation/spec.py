@@ -110,6 +110,30 @@ class Spec:
         return self.replay_rep == "all"
 
 
+#: What each typed value must be: (test, words for the error)
+_KINDS = {
+    "strings": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                "a list of strings, e.g. [\"a\", \"b\"]"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "number": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+               "a number > 0"),
+    "string": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _get(d: dict, key: str, kind: str, where: str, default: Any = None) -> Any:
+    """``d[key]`` (``default`` if absent), refused in one line unless it is of ``kind``
+    (``_KINDS``): a TOML value of the wrong type is never read some other way (a string where a
+    list belongs iterated by character, "false" taken as true)."""
+    if key not in d:
+        return default
+    ok, words = _KINDS[kind]
+    if not ok(d[key]):
+        raise SpecError(f"{where}: '{key}' must be {words}, not {d[key]!r}")
+    return d[key]
+
+
 def _req(d: dict, key: str, kind, where: str):
     if key not in d:
         raise SpecError(f"{where}: missing '{key}'")
@@ -217,10 +241,9 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         sizes = _req(e, "sizes", dict, where)
         if not isinstance(sizes, dict) or not sizes:
             raise SpecError(f"{where}: [experiment.sizes] must map a label to argument lists")
-        nets = e.get("networks", list(networks))
-        predict_on = e.get("predict_on", [])
-        if not isinstance(predict_on, list):
-            raise SpecError(f"{where}: 'predict_on' must be a list of network names")
+        nets = _get(e, "networks", "strings", where, list(networks))
+        predict_on = _get(e, "predict_on", "strings", where, [])
+        baseline = _get(e, "baseline", "bool", where, program is None)
         # Every network predicted on is also run on: its measured time is the actual.
         nets = list(nets) + [n for n in predict_on if n not in nets]
         for n in nets:
@@ -232,7 +255,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 raise SpecError(f"{where}: size {label!r} must be a list of strings")
             for net in nets:
                 # a program's P = 1 run only when asked: a program of the user's may need P >= 2
-                if e.get("baseline", program is None):
+                if baseline:
                     cells.append(Cell(app, PROGRAM if program else "pipeline", 1, label, args,
                                       net, baseline=True, program=program))
                 for p in paradigms:
@@ -247,12 +270,22 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         raise SpecError(f"spec {path}: [predictors] must be a table")
     check_keys(path, "[predictors]", pred, PREDICTOR_KEYS)
     check_keys(path, "[predictors.set]", pred.get("set", {}), REPLAY_MODELS)
-    replay = pred.get("replay", ["loggps", "hockney", "mm1"])
+    where = f"spec {path}: [predictors]"
+    replay = _get(pred, "replay", "strings", where, ["loggps", "hockney", "mm1"])
+    analytic = _get(pred, "analytic", "bool", where, True)
+    sets = pred.get("set", {})
+    if not isinstance(sets, dict):
+        raise SpecError(f"{where}: 'set' must be a table of model = [\"NAME=VALUE\", ...]")
+    for model in sets:
+        _get(sets, model, "strings", f"{where} set", [])
     for m in replay:
         if m not in REPLAY_MODELS:
             raise SpecError(f"spec {path}: unknown replay model {m!r} "
                             f"(choose from {', '.join(REPLAY_MODELS)})")
-    reps = int(raw.get("repetitions", 2))
+    top = f"spec {path}: top level"
+    reps = _get(raw, "repetitions", "int", top, 2)
+    timeout = _get(raw, "timeout", "number", top, 300)
+    name = _get(raw, "name", "string", top, path.stem)
     if reps < 1:
         raise SpecError(f"spec {path}: repetitions must be >= 1")
     replay_rep = raw.get("replay_rep", 0)
@@ -281,10 +314,10 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                                 f"{seen[c.key].program or 'application ' + c.app} and "
                                 f"{c.program or 'application ' + c.app} (rename one program)")
             seen[c.key].predict_on += [b for b in c.predict_on if b not in seen[c.key].predict_on]
-    return Spec(name=str(raw.get("name", path.stem)), repetitions=reps, replay_rep=replay_rep,
-                timeout=float(raw.get("timeout", 300)), cells=unique, networks=networks,
-                replay=list(replay), replay_set={k: list(v) for k, v in pred.get("set", {}).items()},
-                analytic=bool(pred.get("analytic", True)), source=path, raw=raw,
+    return Spec(name=name, repetitions=reps, replay_rep=replay_rep,
+                timeout=float(timeout), cells=unique, networks=networks,
+                replay=list(replay), replay_set={k: list(v) for k, v in sets.items()},
+                analytic=analytic, source=path, raw=raw,
                 actual=actual, ground_truth=ground_truth)
 
 
