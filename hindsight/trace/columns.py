@@ -171,7 +171,13 @@ def read_columns(trace_dir: Path | str, columns: list[str] | None = None,
             decode = []
             check_rank = "rank" in out
             for c in columns:
-                value = _constant(meta.column(leaf[c]), n, c == "op" or c == "region")
+                chunk_meta = meta.column(leaf[c])
+                if chunk_meta.physical_type != _PHYSICAL[c]:
+                    # A footer whose schema disagrees with the Arrow schema it carries: pyarrow
+                    # may abort the process on such a chunk's statistics or pages.
+                    raise TraceError(f"{path}: corrupt Parquet schema: column '{c}' is stored "
+                                     f"as {chunk_meta.physical_type}, not {_PHYSICAL[c]}")
+                value = _constant(chunk_meta, n, c == "op" or c == "region")
                 if value is None:
                     decode.append(c)
                     continue
@@ -246,6 +252,12 @@ def _copy_column(col: pa.ChunkedArray, out: np.ndarray, pos: int, path: Path, na
             raise TraceError(f"{path}: column '{name}' has null values")
         else:
             dst[:] = chunk.to_numpy(zero_copy_only=False)
+
+
+#: The Parquet physical type each column is written with (the writer's schema): integers of 64
+#: bits as INT64, narrower ones as INT32, the dictionary-encoded strings as BYTE_ARRAY.
+_PHYSICAL = {c: "INT64" if t.itemsize == 8 else "INT32" for c, t in NUMPY_TYPES.items()}
+_PHYSICAL.update(op="BYTE_ARRAY", region="BYTE_ARRAY")
 
 
 def _constant(chunk_meta: pq.ColumnChunkMetaData, rows: int, dictionary: bool) -> int | None:
