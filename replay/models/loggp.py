@@ -8,7 +8,7 @@ A message of k bytes from p to q, sender entering the send at t::
     arrival at q        a = t_s + o_s(k) + L + (k-1)·G                  (LogGP: o + (k-1)G + L + o end to end)
     receive completes   max(receive posted, a, receive NIC free) + o_r(k); receive NIC then busy g
 
-L may be negative, down to -o_send: calibrate measures one-way times below o_s + o_r on every
+L may be negative, down to -o_s (at P = 2): calibrate measures one-way times below o_s + o_r on every
 MPI path here (the sender's call returns after its data is already at the receiver, the
 receiver's call spends part of its o_r before looking for it), and L = T(1) - o_s - o_r is then
 what makes the model give the measured one-way time. The hops the library makes on its own (a
@@ -46,7 +46,7 @@ CALL_OVERHEADS = ("o_irecv", "o_wait", "o_probe", "o_call")
 class LogGP(NetworkModel):
     NAME = "loggp"
     PARAMS: dict[str, Param] = {
-        "L": Param("time", "1us", "latency; may be negative down to -o_send (the data is at "
+        "L": Param("time", "1us", "latency; may be negative down to -o_s (the data is at "
                    "the receiver before the send call returns)", minimum=-math.inf),
         "o_send": Param("time", "0.5us", "send overhead o'_a (per message)"),
         "o_recv": Param("time", "0.5us", "receive overhead o'_a (per message)"),
@@ -73,9 +73,11 @@ class LogGP(NetworkModel):
                              else K.PROGRESS_ASYNC)
 
     def check(self, v: dict) -> None:
-        if v["L"] < -v["o_send"]:
+        # o_s at the fewest ranks that send messages (P = 2); o_b >= 0 only makes it larger
+        o_s2 = v["o_send"] + 2.0 * v["o_b_send"]
+        if v["L"] < -o_s2:
             raise ParamError(f"L={v['L']:g} ns: a message cannot arrive before its send began "
-                             f"(L >= -o_send = {-v['o_send']:g} ns)")
+                             f"(L >= -(o_send + 2·o_b_send) = {-o_s2:g} ns)")
 
     def call_costs(self, v: dict) -> np.ndarray:
         """Per call class (``replay.stream.CALL_*``): none, Irecv, Wait on a send, Probe,
