@@ -149,7 +149,7 @@ def time_model(st: Stream, model: str, sets: dict, reps: int = 3):
         for p in range(mod.passes(v)):
             delay, _ = mod.message_delay(
                 v, ctx, out.m_sp if out is not None else None,
-                float(out.rank_end.max()) if out is not None else 0.0)
+                float(out.rank_end.max()) if out is not None else 0.0, p == mod.passes(v) - 1)
             stuck, out = _kernel(st, prm, K.MODE_NETWORK, scale, fp.trail, False, delay, False)
         dt = time.perf_counter() - t
         peak = tracemalloc.get_traced_memory()[1]

@@ -245,10 +245,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         # a model's per-message delay may depend on the previous pass (M/M/1's measured rho)
         send_times = out.m_sp if out is not None else None
         horizon = float(out.rank_end.max()) if out is not None and len(out.rank_end) else 0.0
-        m_delay, info = mod.message_delay(values, ctx, send_times, horizon)
+        last = p == passes - 1
+        m_delay, info = mod.message_delay(values, ctx, send_times, horizon, last)
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
-        last = p == passes - 1
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last,
                              cost)
         if stuck:

@@ -14,8 +14,9 @@ class docstring) gives its formula and source. It declares:
 
 and may override:
 
-- ``message_delay(values, ctx, send_times, horizon)``: an extra delay per message (ns), e.g.
-  M/M/1 queueing; the default adds none;
+- ``message_delay(values, ctx, send_times, horizon, last)``: an extra delay per message (ns),
+  e.g. M/M/1 queueing; ``last``: this is the last of ``passes`` (what a model decides on, such
+  as refusing a saturated link); the default adds none;
 - ``call_costs(values)``: the software overhead of each class of the program's own calls that
   move no message of their own (``replay.stream.CALL_*``: an ``Irecv`` post, a ``Wait``
   completing a send, a ``Probe``, any other call), ns, indexed by class; None (the default):
@@ -76,7 +77,7 @@ class NetworkModel:
         raise NotImplementedError(f"model {self.NAME} does not define kernel_params")
 
     def message_delay(self, values: dict[str, Any], ctx: Any, send_times: np.ndarray | None,
-                      horizon: float) -> tuple[np.ndarray, dict[str, Any]]:
+                      horizon: float, last: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
         """Extra delay per message (ns) and facts for ``Result.info``; none by default."""
         return np.zeros(max(len(ctx.m_bytes), 1)), {}
 

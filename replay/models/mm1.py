@@ -112,9 +112,9 @@ class MM1(NetworkModel):
         return int(v["passes"]) if v["rho"] == "measured" else 1
 
     def message_delay(self, v: dict, ctx, send_times: np.ndarray | None = None,
-                          horizon: float = 0.0) -> tuple[np.ndarray, dict]:
+                      horizon: float = 0.0, last: bool = True) -> tuple[np.ndarray, dict]:
         """Per-message network delay (ns) and saturation statistics; raises ``SaturationError``
-        in the last pass if a message sees rho >= 1 and ``saturation`` is ``refuse``."""
+        in the ``last`` pass if a message sees rho >= 1 and ``saturation`` is ``refuse``."""
         k = ctx.m_bytes
         C = v["C"]
         svc = k / C if math.isfinite(C) else np.zeros(len(k))
@@ -149,11 +149,7 @@ class MM1(NetworkModel):
         host_cost = v["L_host"] + (k / v["C_host"] if math.isfinite(v["C_host"]) else 0.0)
         delay = np.where(same_host, host_cost, delay)
         info = {"saturated_messages": n_sat, "max_rho": max_rho, "links": int(nlinks), **info}
-        # Only the last pass decides: the earlier ones start from rho = 0 and are not the
-        # answer. A context that cannot count its passes has every pass decide.
-        calls = getattr(ctx, "_mm1_calls", 0) + 1
-        _keep(ctx, "_mm1_calls", calls)
-        last = calls >= self.passes(v) or getattr(ctx, "_mm1_calls", None) != calls
+        # Only the last pass decides: the earlier ones start from rho = 0 and are not the answer.
         if n_sat and last:
             what = (f"M/M/1: {n_sat} messages cross a link with rho >= 1 (max rho {max_rho:.3g}"
                     f"{_how(v)}): the queue has no steady state, the model's premise fails")
