@@ -34,10 +34,9 @@ import numpy as np
 
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, after_overhead, bound, clear_to_send_done,
-    eager_arrival, envelope_arrival, first_in_mpi, handshake_time, is_rendezvous, known_handshake,
-    late_receiver_arrival, next_send_slot, rendezvous_arrival, rendezvous_sender_done,
-    request_arrival, resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters,
-    wire_time)
+    eager_arrival, envelope_arrival, is_rendezvous, known_handshake, late_receiver_arrival,
+    next_send_slot, rendezvous_arrival, rendezvous_sender_done, request_arrival,
+    resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters, wire_time)
 
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
@@ -358,9 +357,10 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                         if in_call:
                             if m_h[m] < 0.0:
                                 rts = request_arrival(m_sp[m], os0, Os, kb, L, m_delay[m])
-                                m_h[m] = handshake_time(
-                                    rts, m_rp[m], first_in_mpi(hs, he, m_rpop[m], i, rts),
-                                    st_r, True)
+                                # the receiver is this rank, inside this call
+                                m_h[m] = known_handshake(m, r, i, st_r, rts, m_rp, m_h, m_rpop,
+                                                         m_dst, hs, he, pc, phase, start_of,
+                                                         rank_off)
                                 s = m_src[m]
                                 if pw_msg[s] == m:
                                     unlink_waiter(pw_head, pw_next, r, s)
