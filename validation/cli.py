@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hindsight.errors import UsageError, UserError
+from hindsight.errors import UsageError
 
 _SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20,
            "Gi": 2.0 ** 30, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}

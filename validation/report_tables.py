@@ -183,14 +183,15 @@ def app_tables(err: pd.DataFrame, cells: list[dict]) -> list[tuple[str, str, Tab
                     title="median traced / median untraced wall time - 1")]
             for p in preds:
                 row.append(_pred_td(v["pred"].get(p), p, v["actual"]))
-            note, why = cell_notes(by_key.get((app,) + k), v["actual"], v["sd"])
+            cell = by_key.get((app,) + k)
+            note, why = cell_notes(cell, v["actual"], v["sd"])
             if v.get("baseline"):
                 note = "P = 1 baseline, no predictions" + (f", {note}" if note else "")
             cls = "warn" if why else ""
             # a program's cell: no analytic model (a fact about the cell, not a warning)
-            if (by_key.get((app,) + k) or {}).get("analytic_note"):
+            if (cell or {}).get("analytic_note"):
                 note = ", ".join(filter(None, [note, "no analytic model"]))
-                why = "; ".join(filter(None, [why, by_key[(app,) + k]["analytic_note"]]))
+                why = "; ".join(filter(None, [why, cell["analytic_note"]]))
             row.append(Td(note, title=why, cls=cls))
             t.rows.append(row)
         out.append((app, ", ".join(shared), t))

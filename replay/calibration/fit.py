@@ -304,8 +304,9 @@ def fit_progress(probe: dict) -> ProgressFit:
     notes: list[str] = []
     ev = {"D_s": D, "lead_s": lead, "compute": probe.get("compute"),
           "rendezvous_size": probe.get("rendezvous_size"), "eager_size": probe.get("eager_size"),
-          "split": PROGRESS_SPLIT, "took_s": probe.get("took_s"), "samples": {"receiver_computes_s": probe["receiver_computes_s"],
-                                               "sender_computes_s": probe["sender_computes_s"]}}
+          "split": PROGRESS_SPLIT, "took_s": probe.get("took_s"),
+          "samples": {"receiver_computes_s": probe["receiver_computes_s"],
+                      "sender_computes_s": probe["sender_computes_s"]}}
     if probe.get("rendezvous_size") is None:
         notes.append("progress not probed: the eager probe saw no rendezvous size among the "
                      "measured sizes (S = inf); progress = \"async\" written, which no transfer "
