@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +16,15 @@ from replay.matching import op_codes
 @dataclass(frozen=True)
 class Timeline:
     """A timeline's rows in (rank, seq) order, as numpy columns (int64; ``op`` indexes
-    ``tf.OPS``, ``region`` is a list of names or None); ``table`` is the sorted table."""
+    ``tf.OPS``, ``region_code`` indexes ``region_names``, -1 for no region); ``table`` is the
+    sorted table."""
 
     table: pa.Table
     rank: np.ndarray
     seq: np.ndarray
     op: np.ndarray
-    region: list[str | None]
+    region_code: np.ndarray
+    region_names: list[str]
     t_start: np.ndarray
     t_end: np.ndarray
     peer: np.ndarray
@@ -36,17 +39,41 @@ class Timeline:
     def n(self) -> int:
         return len(self.rank)
 
+    @cached_property
+    def region(self) -> list[str | None]:
+        """Each row's region name or None (a Python list: for per-row loops)."""
+        names = np.array([*self.region_names, None], dtype=object)
+        return names[self.region_code].tolist()
+
 
 def read_timeline(trace: Path | str | pa.Table) -> Timeline:
     """The timeline of a trace directory, or of a table (e.g. ``Result.to_arrow()``)."""
     table = trace if isinstance(trace, pa.Table) else tf.read_trace(trace).table
-    table = tf.sort_rows(table)
+    if not _sorted(table):
+        table = tf.sort_rows(table)
     col = lambda name: table.column(name).to_numpy().astype(np.int64)  # noqa: E731
+    names: dict[str, int] = {}
+    codes = np.empty(table.num_rows, np.int64)
+    at = 0
+    for chunk in table.column("region").chunks:
+        tf.dict_codes(chunk, names, Path("<table>"), "region", codes[at:at + len(chunk)])
+        at += len(chunk)
     return Timeline(
         table=table, rank=col("rank"), seq=col("seq"), op=op_codes(table).astype(np.int64),
-        region=table.column("region").to_pylist(), t_start=col("t_start"), t_end=col("t_end"),
+        region_code=codes, region_names=list(names), t_start=col("t_start"), t_end=col("t_end"),
         peer=col("peer"), tag=col("tag"), comm=col("comm"), nbytes=col("nbytes"),
         request=col("request"), root=col("root"), cpu_ns=col("cpu_ns"))
+
+
+def _sorted(table: pa.Table) -> bool:
+    """Whether the rows are in (rank, seq) order already (a trace read from its files is): the
+    sort, a copy of every column, is then skipped."""
+    rank = table.column("rank").to_numpy()
+    seq = table.column("seq").to_numpy()
+    if len(rank) < 2:
+        return True
+    dr = np.diff(rank)
+    return bool((dr >= 0).all() and ((dr > 0) | (np.diff(seq) > 0)).all())
 
 
 def call_heads(rank: np.ndarray, op: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:

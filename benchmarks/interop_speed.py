@@ -1,0 +1,206 @@
+"""Export and import throughput: trace rows per second for each interop format and size.
+
+A synthetic trace (written with ``hindsight.trace.write.write_trace``) of 8 ranks whose every
+iteration is a region, an Irecv and an Isend to the neighbours, a Waitall of both (two rows), a
+Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters treat differently.
+Each format's conversion runs in a fresh process (so that one case's memory does not weigh on
+the next); the time covers what ``hindsight export``/``import`` do after reading the trace's
+manifest: reading the rows, converting, writing the output.
+
+    .venv/bin/python benchmarks/interop_speed.py                       # 1e5, 1e6, 4e6 rows
+    .venv/bin/python benchmarks/interop_speed.py --rows 100000 --formats perfetto pipit
+    .venv/bin/python benchmarks/interop_speed.py --revision HEAD~3 --repeat 3
+
+``--revision REV`` runs the same cases with the code of git revision REV (checked out in a
+temporary ``git worktree``), alternating old and new (A B A B ...), and prints the medians, the
+min/max and the ratio new/old in rows/s. It prints the load average before and after, because
+the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMATS = ("perfetto", "pipit", "otf2", "goal", "import-otf2")
+ROWS_PER_ITER = 8
+
+
+def synthetic_columns(nranks: int, iters: int) -> list[dict[str, np.ndarray]]:
+    """Per-rank columns of the benchmark's trace (see the module docstring); lock-step times, so
+    that every receive ends after its message was sent."""
+    from hindsight import trace as tf
+
+    k = ROWS_PER_ITER
+    n = k * iters
+    it = np.arange(iters, dtype=np.int64)
+    period = 17000
+    t = it * period
+    a = t + 10000                       # the end of the iteration's region
+    spans = [(t, a), (a, a + 100), (a + 100, a + 400), (a + 400, a + 3000), (a + 400, a + 3000),
+             (a + 3000, a + 5000), (a + 3000, a + 5000), (a + 5000, a + 7000)]
+    ops = ["region", "Irecv", "Isend", "Waitall", "Waitall", "Sendrecv_send", "Sendrecv_recv",
+           "Allreduce"]
+    out = []
+    for r in range(nranks):
+        right, left = (r + 1) % nranks, (r - 1) % nranks
+        c = {"op": np.zeros(n, np.int8), "t_start": np.zeros(n, np.int64),
+             "t_end": np.zeros(n, np.int64), "cpu_ns": np.full(n, -1, np.int64),
+             "peer": np.full(n, -1, np.int64), "tag": np.full(n, -1, np.int64),
+             "comm": np.zeros(n, np.int64), "nbytes": np.full(n, -1, np.int64),
+             "request": np.full(n, -1, np.int64), "root": np.full(n, -1, np.int64)}
+        for j, (name, (s, e)) in enumerate(zip(ops, spans)):
+            c["op"][j::k] = tf.OP_CODE[name]
+            c["t_start"][j::k] = s
+            c["t_end"][j::k] = e
+        c["cpu_ns"][0::k] = 9000
+        c["nbytes"][0::k] = 1 << 20                     # the region's work size
+        c["cpu_ns"][3::k] = 2500
+        req = 2 * it
+        c["peer"][1::k], c["tag"][1::k], c["request"][1::k] = left, 5, req
+        c["peer"][2::k], c["tag"][2::k], c["nbytes"][2::k] = right, 5, 4096
+        c["request"][2::k] = req + 1
+        c["peer"][3::k], c["tag"][3::k], c["nbytes"][3::k] = left, 5, 4096
+        c["request"][3::k] = req
+        c["request"][4::k] = req + 1
+        c["peer"][5::k], c["tag"][5::k], c["nbytes"][5::k] = right, 7, 1024
+        c["peer"][6::k], c["tag"][6::k], c["nbytes"][6::k] = left, 7, 1024
+        c["nbytes"][7::k] = 8
+        region = np.full(n, -1, np.int64)
+        region[0::k] = 0
+        c["region"] = region
+        c["region_names"] = ["work"]
+        out.append(c)
+    return out
+
+
+def make_trace(where: Path, rows: int, nranks: int = 8) -> Path:
+    from hindsight.trace.write import write_trace
+
+    iters = max(1, rows // (nranks * ROWS_PER_ITER))
+    return write_trace(where, synthetic_columns(nranks, iters), manifest={"app": "interop-bench"})
+
+
+def perfetto_module():
+    from hindsight.interop import perfetto
+
+    return perfetto
+
+
+def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
+    """Convert ``trace`` to ``fmt`` (or import its OTF2 export) in this process; time and peak
+    memory (max RSS) of the conversion."""
+    from hindsight import trace as tf
+
+    tr = tf.read_trace(trace)
+    out = scratch / f"out-{fmt}"
+    if fmt == "import-otf2":
+        from hindsight.interop.otf2_export import export_otf2
+        from hindsight.interop.otf2_import import import_otf2
+
+        archive = scratch / "archive"
+        if not archive.exists():
+            export_otf2(trace, archive, table=tr.table, manifest=tr.manifest)
+        t0 = time.perf_counter()
+        import_otf2(archive, out)
+    elif fmt == "perfetto" and hasattr(perfetto_module(), "export_perfetto"):
+        # what the exporter does once formats.py calls the streaming writer
+        t0 = time.perf_counter()
+        perfetto_module().export_perfetto([(None, tr.table)], out, {"trace": str(trace)})
+    else:
+        from hindsight.interop.formats import EXPORTERS, ExportJob
+
+        if fmt == "goal":
+            job = ExportJob(trace)
+        else:
+            job = ExportJob(trace, table=tr.table, manifest=tr.manifest, nranks=tr.nranks)
+        t0 = time.perf_counter()
+        EXPORTERS[fmt].write(job, out)
+    dt = time.perf_counter() - t0
+    return {"seconds": dt, "rows": tr.table.num_rows,
+            "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _one(src: Path, fmt: str, trace: Path, scratch: Path) -> dict:
+    """Run one case in a fresh interpreter on the code under ``src``."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    for p in scratch.glob("out-*"):
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
+            "import interop_speed as b; from pathlib import Path;"
+            "print(json.dumps(b.run_case(sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]))))")
+    env = dict(os.environ, PYTHONPATH=str(src))
+    res = subprocess.run([sys.executable, "-c", code, str(src), str(ROOT / "benchmarks"), fmt,
+                          str(trace), str(scratch)], capture_output=True, text=True, env=env,
+                         cwd=src)
+    if res.returncode:
+        raise SystemExit(f"{fmt} on {src} failed:\n{res.stderr}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000, 4_000_000])
+    ap.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    ap.add_argument("--revision", help="also run git revision REV and print new/old ratios")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case and code [3]")
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="interop-speed-"))
+    sources = {"new": ROOT}
+    try:
+        if args.revision:
+            old = tmp / "old-src"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old),
+                            args.revision], check=True, capture_output=True)
+            sources = {"old": old, "new": ROOT}
+        print(f"load average before: {_load()}")
+        for rows in args.rows:
+            trace = make_trace(tmp / f"trace-{rows}", rows)
+            for fmt in args.formats:
+                times: dict[str, list[float]] = {k: [] for k in sources}
+                rss: dict[str, float] = {k: 0.0 for k in sources}
+                n = 0
+                for _ in range(args.repeat):
+                    for key, src in sources.items():         # alternating: A B A B ...
+                        r = _one(src, fmt, trace, tmp / f"scratch-{key}")
+                        times[key].append(r["seconds"])
+                        rss[key] = max(rss[key], r["max_rss_mb"])
+                        n = r["rows"]
+                line = [f"{fmt:12s} {n:>9d} rows"]
+                for key, ts in times.items():
+                    med = statistics.median(ts)
+                    line.append(f"{key}: {n / med:>12,.0f} rows/s (median {med:.3f} s, "
+                                f"min {min(ts):.3f}, max {max(ts):.3f}; max RSS "
+                                f"{rss[key]:.0f} MB)")
+                if "old" in times:
+                    ratio = statistics.median(times["old"]) / statistics.median(times["new"])
+                    line.append(f"new/old speed {ratio:.1f}x")
+                print("  ".join(line), flush=True)
+            shutil.rmtree(trace)
+        print(f"load average after: {_load()}")
+    finally:
+        if args.revision:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(tmp / "old-src")], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
