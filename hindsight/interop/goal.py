@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
+import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
@@ -32,7 +33,8 @@ from replay.loggopsim.simulator import (
 )
 from replay.models.loggopsim import params_from_values
 from replay.prepare import prepare
-from hindsight.trace.write import INT_FIELDS, write_trace
+from hindsight.trace.core import OP_CODE
+from hindsight.trace.write import INT_FIELDS, RankEvents, write_trace
 
 # LogGOPSim's own defaults (its simulator.ggo), used when importing without parameters.
 LOGGOPSIM_DEFAULTS = {"L": "2500ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "O": "0ns",
@@ -89,7 +91,7 @@ def import_goal(path: Path | str, out: Path | str,
         "app": path.stem, "paradigm": None,
         "import": {"skipped": skipped_by_kind(sched)},
         # the makespan from the epoch (time 0, where the simulation starts)
-        "makespan_ns": max((max(c["t_end"]) for c in ranks if c["t_end"]), default=0),
+        "makespan_ns": max((int(ev.ints["t_end"].max()) for ev in ranks if len(ev)), default=0),
         "origin": {"format": "goal", "source": str(path), "schedule": SIDECAR,
                    "timeline": "simulated with LogGOPSim rules",
                    "params_ns": {k: (v if np.isfinite(v) else "inf") if isinstance(v, float)
@@ -106,73 +108,135 @@ def skipped_by_kind(s: Schedule) -> dict[str, int]:
     return {"GOAL cpu/nic field": n} if n else {}
 
 
-def _rows_from_simulation(s: Schedule, sim: SimResult) -> list[dict[str, list]]:
+def _rows_from_simulation(s: Schedule, sim: SimResult) -> list[RankEvents]:
     """Linearise each rank's simulated operations into trace rows.
 
     Sends become Isend and receives Irecv at their simulated start; each request gets a Wait row
     right before the first operation that requires it (or at the end), ending when the operation
-    completed; calcs become ``calc`` region rows (the time between MPI rows is compute)."""
+    completed; calcs become ``calc`` region rows (the time between MPI rows is compute). Request
+    ids are the operation's index on its rank: a replay of the trace under ``--model loggopsim``
+    maps rows back to the schedule's operations through them."""
+    n = s.nops
+    kind = np.asarray(s.kind, np.int64)
+    rank = np.asarray(s.rank, np.int64)
+    # each rank's operations by simulated start (ties: schedule order)
+    order = np.lexsort((np.arange(n), sim.op_start, rank))
+    comp = ~np.asarray(s.dep_start, bool)
+    dep_op = np.asarray(s.dep_op, np.int64)[comp]
+    dep_on = np.asarray(s.dep_on, np.int64)[comp]
+    by_op = np.lexsort((dep_on, dep_op))
+    dep_off = np.searchsorted(dep_op[by_op], np.arange(n + 1)).astype(np.int64)
+    codes = np.array([OP_CODE[o] for o in ("region", "Isend", "Irecv", "Wait", "Waitall")],
+                     np.int8)
+    out = _linearise(s.rank_off, order, kind, np.asarray(s.size, np.float64),
+                     np.asarray(s.peer, np.int64), np.asarray(s.tag, np.int64), rank,
+                     sim.match, sim.op_start, sim.op_end, dep_off, dep_on[by_op], codes,
+                     tf.ANY_SOURCE, tf.ANY_TAG)
+    row_off, op, region, ints = out[0], out[1], out[2], out[3:]
     ranks = []
-    off = s.rank_off
-    req_deps: dict[int, list[int]] = {}
-    for a, b, st in zip(s.dep_op.tolist(), s.dep_on.tolist(), s.dep_start.tolist()):
-        if not st:
-            req_deps.setdefault(a, []).append(b)
     for r in range(s.nranks):
-        c = {c: [] for c in ("op", "region", *INT_FIELDS)}
-        lo, hi = int(off[r]), int(off[r + 1])
-        order = sorted(range(lo, hi), key=lambda i: (sim.op_start[i], i))
-        # request ids are the operation's index on its rank: a replay of the trace under
-        # --model loggopsim maps rows back to the schedule's operations through them
-        request: dict[int, int] = {}
-        waited: set[int] = set()
+        lo, hi = int(row_off[r]), int(row_off[r + 1])
+        reg = region[lo:hi]
+        cols = {c: a[lo:hi] for c, a in zip(INT_FIELDS, ints)}
+        ranks.append(RankEvents(r, op[lo:hi], reg, cols, ["calc"] if (reg >= 0).any() else []))
+    return ranks
+
+
+@nb.njit(cache=True)
+def _linearise(rank_off, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
+               dep_on, codes, any_source, any_tag):
+    """The rows of ``_rows_from_simulation``, all ranks, as flat columns (INT_FIELDS order)."""
+    n = len(kind)
+    cap = 2 * n
+    op = np.empty(cap, np.int8)
+    region = np.full(cap, -1, np.int64)
+    t_start = np.empty(cap, np.int64)
+    t_end = np.empty(cap, np.int64)
+    cpu_ns = np.full(cap, -1, np.int64)
+    r_peer = np.full(cap, -1, np.int64)
+    r_tag = np.full(cap, -1, np.int64)
+    comm = np.zeros(cap, np.int64)
+    nbytes = np.full(cap, -1, np.int64)
+    request = np.full(cap, -1, np.int64)
+    root = np.full(cap, -1, np.int64)
+    posted = np.zeros(n, np.bool_)
+    waited = np.zeros(n, np.bool_)
+    ys = np.empty(n, np.int64)
+    P = len(rank_off) - 1
+    row_off = np.zeros(P + 1, np.int64)
+    nr = 0
+    for r in range(P):
+        lo = rank_off[r]
         busy = 0.0      # end of the last MPI row: MPI calls of one rank never overlap
-
-        def row(op, t0, t1, peer=-1, tag=-1, nbytes=-1, req=-1, region=None, cpu=-1, comm=0):
-            c["op"].append(op), c["region"].append(region)
-            c["t_start"].append(int(round(t0))), c["t_end"].append(int(round(max(t1, t0))))
-            c["cpu_ns"].append(cpu), c["peer"].append(peer), c["tag"].append(tag)
-            c["comm"].append(comm), c["nbytes"].append(nbytes), c["request"].append(req)
-            c["root"].append(-1)
-
-        def wait(ys):
-            """One Wait (Waitall for several) from the end of the last call until the last of
-            the operations completed; one row per request, as the collector records them."""
-            nonlocal busy
-            t0 = busy
-            t1 = max([t0] + [float(sim.op_end[y]) for y in ys])
-            name = "Wait" if len(ys) == 1 else "Waitall"
-            for y in ys:
-                m = int(sim.match[y])
-                if s.kind[y] == RECV:
-                    row(name, t0, t1, int(s.rank[m]), int(s.tag[m]), int(s.size[m]), request[y])
-                else:
-                    row(name, t0, t1, req=request[y])
-                waited.add(y)
-            busy = t1
-
-        for i in order:
-            ys = [y for y in req_deps.get(i, []) if y in request and y not in waited]
-            if ys:
-                wait(sorted(set(ys)))
-            k = int(s.kind[i])
-            t0, t1 = sim.op_start[i], sim.op_end[i]
-            if k == CALC:
-                row("region", t0, t1, region="calc", cpu=int(round(s.size[i])), comm=-1)
+        for j in range(rank_off[r], rank_off[r + 1] + 1):
+            last = j == rank_off[r + 1]
+            ny = 0
+            if last:
+                # every request not yet waited for, at the end
+                for y in range(rank_off[r], rank_off[r + 1]):
+                    if posted[y] and not waited[y]:
+                        ys[ny] = y
+                        ny += 1
+            else:
+                i = order[j]
+                for k in range(dep_off[i], dep_off[i + 1]):
+                    y = dep_on[k]
+                    if posted[y] and not waited[y] and (ny == 0 or ys[ny - 1] != y):
+                        ys[ny] = y
+                        ny += 1
+            if ny:
+                # one Wait (Waitall for several) from the end of the last call until the last of
+                # the operations completed; one row per request, as the collector records them
+                t1 = busy
+                for q in range(ny):
+                    t1 = max(t1, op_end[ys[q]])
+                for q in range(ny):
+                    y = ys[q]
+                    op[nr] = codes[3] if ny == 1 else codes[4]
+                    t_start[nr] = round(busy)
+                    t_end[nr] = round(t1)
+                    request[nr] = y - lo
+                    if kind[y] == RECV:
+                        m = match[y]
+                        r_peer[nr] = rank[m]
+                        r_tag[nr] = tag[m]
+                        nbytes[nr] = int(size[m])
+                    waited[y] = True
+                    nr += 1
+                busy = t1
+            if last:
+                break
+            t0 = op_start[i]
+            t1 = op_end[i]
+            if kind[i] == CALC:
+                op[nr] = codes[0]
+                region[nr] = 0
+                t_start[nr] = round(t0)
+                t_end[nr] = round(max(t1, t0))
+                cpu_ns[nr] = round(size[i])
+                comm[nr] = -1
+                nr += 1
                 continue
             t0 = max(t0, busy)
-            request[i] = i - lo
-            if k == SEND:
+            posted[i] = True
+            request[nr] = i - lo
+            nbytes[nr] = int(size[i])
+            r_tag[nr] = tag[i]
+            r_peer[nr] = peer[i]
+            if kind[i] == SEND:
                 t1 = max(t1, t0)
-                row("Isend", t0, t1, int(s.peer[i]), int(s.tag[i]), int(s.size[i]), request[i])
+                op[nr] = codes[1]
             else:
-                src = int(s.peer[i]) if s.peer[i] != ANY else tf.ANY_SOURCE
-                tag = int(s.tag[i]) if s.tag[i] != ANY else tf.ANY_TAG
                 t1 = t0
-                row("Irecv", t0, t1, src, tag, int(s.size[i]), request[i])
+                op[nr] = codes[2]
+                if peer[i] == ANY:
+                    r_peer[nr] = any_source
+                if tag[i] == ANY:
+                    r_tag[nr] = any_tag
+            t_start[nr] = round(t0)
+            t_end[nr] = round(max(t1, t0))
+            nr += 1
             busy = t1
-        rest = [y for y in sorted(request) if y not in waited]
-        if rest:
-            wait(rest)
-        ranks.append(c)
-    return ranks
+        row_off[r + 1] = nr
+    return (row_off, op[:nr], region[:nr], t_start[:nr], t_end[:nr], cpu_ns[:nr], r_peer[:nr],
+            r_tag[:nr], comm[:nr], nbytes[:nr], request[:nr], root[:nr])
