@@ -23,7 +23,7 @@ import pyarrow as pa
 from hindsight.interop.goal import export_goal, import_goal
 from hindsight.interop.otf2_export import export_otf2
 from hindsight.interop.otf2_import import import_otf2
-from hindsight.interop.perfetto import to_perfetto, write_perfetto
+from hindsight.interop.perfetto import export_perfetto
 from hindsight.interop.pipit import to_pipit
 from replay.loggopsim.simulator import SEND
 
@@ -72,11 +72,8 @@ def _perfetto(job: ExportJob, out: Path) -> str:
     timelines = [(job.label, job.table)]
     if job.measured is not None:
         timelines = [("measured", job.measured), (job.label, job.table)]
-    doc = to_perfetto(timelines, {"trace": str(job.trace), "ranks": job.nranks,
-                                  "timeline": job.label or "measured"})
-    write_perfetto(doc, out)
-    nflow = sum(1 for e in doc["traceEvents"] if e["ph"] == "s")
-    nx = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
+    nx, nflow = export_perfetto(timelines, out, {"trace": str(job.trace), "ranks": job.nranks,
+                                                 "timeline": job.label or "measured"})
     return (f"wrote {out}: {job.nranks} ranks, {nx} slices, {nflow} message arrows "
             "(open in https://ui.perfetto.dev)")
 
