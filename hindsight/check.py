@@ -141,10 +141,11 @@ def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str
     posts = np.flatnonzero(tf.op_mask(ops, tf.NONBLOCKING_SEND_OPS) & (req >= 0))
     done = np.flatnonzero(tf.op_mask(ops, tf.COMPLETION_OPS) & (req >= 0))
     width = int(req.max()) + 1 if len(req) else 1
-    finished = set((rank[done].astype(np.int64) * width + req[done]).tolist())
+    key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731
+    open_ = posts[~np.isin(key(posts), key(done))]
+    open_ = open_[np.isin(rank[open_], list(complete_ranks))]
     return [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
-            for i in posts
-            if rank[i] in complete_ranks and int(rank[i]) * width + int(req[i]) not in finished]
+            for i in open_]
 
 
 def _check_collectives(cols, ops, manifest, files) -> list[str]:
