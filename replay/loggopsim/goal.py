@@ -19,12 +19,17 @@ The replay reads this language too: a trace imported from GOAL keeps its schedul
 
 from __future__ import annotations
 
+import codecs
+import mmap
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 
 from hindsight.errors import DataError
+from replay.loggopsim import goal_scan
 from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
 
 
@@ -55,8 +60,49 @@ def _strip_comments(text: str) -> list[str]:
     return [ln.split("//", 1)[0].strip() for ln in text.split("\n")]
 
 
+class GoalLabels(Sequence):
+    """Per operation its GOAL label, or None if it has none: the labels' bytes end to end
+    (``buf``) and where each starts (``off``, one more than the operations), turned into a str
+    only when asked for."""
+
+    def __init__(self, off: np.ndarray, buf: np.ndarray):
+        self.off, self.buf = off, buf
+
+    def __len__(self) -> int:
+        return len(self.off) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = range(len(self))[i]
+        a, b = int(self.off[i]), int(self.off[i + 1])
+        return self.buf[a:b].tobytes().decode("ascii") if b > a else None
+
+
 def parse_goal(text: str, source: str = "<schedule>") -> Schedule:
     """Parse GOAL text into a Schedule. Raises GoalError naming ``source`` and the line."""
+    try:
+        raw = text.encode()
+    except UnicodeEncodeError:          # lone surrogates: only the regular expressions take them
+        return _parse_goal_slow(text, source)
+    return _parse(np.frombuffer(raw, np.uint8), source, lambda: text)
+
+
+def _parse(buf: np.ndarray, source: str, text: Callable[[], str]) -> Schedule:
+    """The compiled scanner's schedule; on anything it does not take, the regular expressions'
+    (which raise the GoalError naming the line; if they take the text after all, their schedule
+    is the answer)."""
+    code, nranks, arrays = goal_scan.scan(buf)
+    if code:
+        return _parse_goal_slow(text(), source)
+    rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_start, lab_off, lab_buf = arrays
+    return Schedule(int(nranks), rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on,
+                    dep_start, GoalLabels(lab_off, lab_buf))
+
+
+def _parse_goal_slow(text: str, source: str = "<schedule>") -> Schedule:
+    """``parse_goal`` with regular expressions, line by line: the reference the compiled
+    scanner (``goal_scan``) must agree with, and the one that words every error."""
     try:
         lines = _strip_comments(text)
     except GoalError as exc:
@@ -142,7 +188,7 @@ def parse_goal(text: str, source: str = "<schedule>") -> Schedule:
     for r in range(nranks):
         for j, (k, s, p, t, c, n, lab) in enumerate(ops.get(r, [])):
             rank.append(r), kind.append(k), size.append(s), peer.append(p), tag.append(t)
-            cpu.append(c), nic.append(n), labs.append(lab or f"r{r}op{j}")
+            cpu.append(c), nic.append(n), labs.append(lab)
         for a, b, start, lineno in deps.get(r, []):
             for name in (a, b):
                 if name not in labels[r]:
@@ -161,17 +207,36 @@ def parse_goal(text: str, source: str = "<schedule>") -> Schedule:
 def read_goal(path: Path | str) -> Schedule:
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        buf = _map(path)
     except OSError as exc:
         raise GoalError(f"{path}: cannot read ({exc.strerror})") from None
-    if b"\0" in raw[:4096]:
+    if not buf[:4096].all():
         raise GoalError(f"{path}: binary file, not a GOAL text schedule (a LogGOPSim .bin? "
                         "import the text it was made from)")
+    if len(buf) and buf.max() >= 0x80 and not _is_utf8(buf):
+        raise GoalError(f"{path}: not UTF-8 text, not a GOAL schedule")
+    return _parse(buf, str(path), lambda: buf.tobytes().decode())
+
+
+def _map(path: Path) -> np.ndarray:
+    """The file's bytes, memory-mapped (no copy in the process's memory) where possible."""
+    with open(path, "rb") as f:
+        try:
+            return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+        except (OSError, ValueError):       # empty, a pipe, a file system without mmap
+            return np.frombuffer(f.read(), np.uint8)
+
+
+def _is_utf8(buf: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether the bytes decode as UTF-8 (a chunk at a time: no str of the whole file)."""
+    dec = codecs.getincrementaldecoder("utf-8")()
     try:
-        text = raw.decode()
+        for a in range(0, len(buf), chunk):
+            dec.decode(buf[a:a + chunk].tobytes(), final=False)
+        dec.decode(b"", final=True)
     except UnicodeDecodeError:
-        raise GoalError(f"{path}: not UTF-8 text, not a GOAL schedule") from None
-    return parse_goal(text, str(path))
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -180,6 +245,16 @@ def read_goal(path: Path | str) -> Schedule:
 
 def format_goal(s: Schedule, header: str = "") -> str:
     """GOAL text of a schedule. Labels are ``l<index>`` per rank (unique, valid identifiers)."""
+    body = _write_bytes(s.nranks, s.rank_off, s.rank, s.kind, s.size, s.peer, s.tag, s.cpu,
+                           s.nic, s.dep_op, s.dep_on, s.dep_start)
+    if body is None:
+        return _format_goal_slow(s, header)
+    return "".join(f"// {ln}\n" for ln in header.splitlines()) + body.decode("ascii")
+
+
+def _format_goal_slow(s: Schedule, header: str = "") -> str:
+    """``format_goal`` line by line in Python: the reference of the compiled writer, and what
+    runs for sizes it cannot write (not finite, or too large for an integer)."""
     out = [f"// {ln}" for ln in header.splitlines()]
     out.append(f"num_ranks {s.nranks}")
     off = s.rank_off
@@ -205,3 +280,140 @@ def format_goal(s: Schedule, header: str = "") -> str:
             out.append(f"l{a - lo} {'irequires' if st else 'requires'} l{b - lo}")
         out.append("}")
     return "\n".join(out) + "\n"
+
+
+@nb.njit(cache=True)
+def _grown(buf):
+    out = np.empty(2 * len(buf), np.uint8)
+    out[:len(buf)] = buf
+    return out
+
+
+@nb.njit(cache=True)
+def _put(buf, p, w):
+    buf[p:p + len(w)] = w
+    return p + len(w)
+
+
+@nb.njit(cache=True)
+def _put_int(buf, p, v):
+    if v < 0:
+        buf[p] = 45
+        p += 1
+        u = np.uint64(-(v + 1)) + np.uint64(1)
+    else:
+        u = np.uint64(v)
+    k = p
+    while True:
+        buf[k] = 48 + np.uint8(u % np.uint64(10))
+        k += 1
+        u //= np.uint64(10)
+        if u == 0:
+            break
+    e = k
+    k -= 1
+    while p < k:                                  # digits were written least significant first
+        buf[p], buf[k] = buf[k], buf[p]
+        p += 1
+        k -= 1
+    return e
+
+
+def _word(w: str) -> np.ndarray:
+    return np.frombuffer(w.encode(), np.uint8).copy()
+
+
+_S_NUM_RANKS, _S_RANK, _S_OPEN, _S_CLOSE = (_word("num_ranks "), _word("rank "), _word(" {\n"),
+                                            _word("}\n"))
+_S_CALC, _S_SEND, _S_RECV = _word(": calc "), _word(": send "), _word(": recv ")
+_S_TO, _S_FROM, _S_TAG = _word("b to "), _word("b from "), _word(" tag ")
+_S_CPU, _S_NIC = _word(" cpu "), _word(" nic ")
+_S_REQ, _S_IREQ = _word(" requires l"), _word(" irequires l")
+_LIMIT = 9.2e18                 # below 2**63: the float sizes that convert to int64
+
+
+@nb.njit(cache=True)
+def _write(nranks, rank_off, rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_st):
+    """The text from ``num_ranks`` on; ok False if a size does not convert to an integer or
+    an index is out of range."""
+    nd = len(dep_op)
+    for i in range(len(rank)):
+        if not 0 <= rank[i] < nranks:
+            return np.empty(0, np.uint8), False
+    # dependencies grouped by the rank of the operation that waits, in their order
+    cnt = np.zeros(nranks + 1, np.int64)
+    for k in range(nd):
+        if not 0 <= dep_op[k] < len(rank):
+            return np.empty(0, np.uint8), False
+        cnt[rank[dep_op[k]] + 1] += 1
+    for r in range(nranks):
+        cnt[r + 1] += cnt[r]
+    pos = cnt[:nranks].copy()
+    by_rank = np.empty(nd, np.int64)
+    for k in range(nd):
+        r = rank[dep_op[k]]
+        by_rank[pos[r]] = k
+        pos[r] += 1
+    buf = np.empty(64 * (len(kind) + nd) + 32 * nranks + 64, np.uint8)
+    p = _put(buf, 0, _S_NUM_RANKS)
+    p = _put_int(buf, p, nranks)
+    buf[p] = 10
+    p += 1
+    for r in range(nranks):
+        lo = rank_off[r]
+        if p + 64 > len(buf):
+            buf = _grown(buf)
+        p = _put(buf, p, _S_RANK)
+        p = _put_int(buf, p, r)
+        p = _put(buf, p, _S_OPEN)
+        for i in range(lo, rank_off[r + 1]):
+            if p + 256 > len(buf):
+                buf = _grown(buf)
+            k = kind[i]
+            x = np.rint(size[i]) if k == CALC else size[i]
+            if not abs(x) < _LIMIT:
+                return buf[:0], False
+            buf[p] = 108
+            p = _put_int(buf, p + 1, i - lo)
+            if k == CALC:
+                p = _put(buf, p, _S_CALC)
+                p = _put_int(buf, p, np.int64(x))
+            else:
+                p = _put(buf, p, _S_SEND if k == SEND else _S_RECV)
+                p = _put_int(buf, p, np.int64(x))
+                p = _put(buf, p, _S_TO if k == SEND else _S_FROM)
+                p = _put_int(buf, p, peer[i])
+                p = _put(buf, p, _S_TAG)
+                p = _put_int(buf, p, tag[i])
+            if cpu[i] != 0:
+                p = _put(buf, p, _S_CPU)
+                p = _put_int(buf, p, cpu[i])
+            if nic[i] != 0 and k != CALC:
+                p = _put(buf, p, _S_NIC)
+                p = _put_int(buf, p, nic[i])
+            buf[p] = 10
+            p += 1
+        for j in range(cnt[r], cnt[r + 1]):
+            if p + 128 > len(buf):
+                buf = _grown(buf)
+            k = by_rank[j]
+            buf[p] = 108
+            p = _put_int(buf, p + 1, dep_op[k] - lo)
+            p = _put(buf, p, _S_IREQ if dep_st[k] else _S_REQ)
+            p = _put_int(buf, p, dep_on[k] - lo)
+            buf[p] = 10
+            p += 1
+        p = _put(buf, p, _S_CLOSE)
+    return buf[:p], True
+
+
+def _write_bytes(nranks: int, rank_off: np.ndarray, rank: np.ndarray, kind: np.ndarray,
+          size: np.ndarray, peer: np.ndarray, tag: np.ndarray, cpu: np.ndarray, nic: np.ndarray,
+          dep_op: np.ndarray, dep_on: np.ndarray, dep_start: np.ndarray) -> bytes | None:
+    """GOAL text (ASCII bytes) from ``num_ranks`` on, or None if a size is not finite or too
+    large for an integer (the caller's formatter then says what Python says)."""
+    i64 = lambda x: np.ascontiguousarray(x, np.int64)  # noqa: E731
+    buf, ok = _write(int(nranks), i64(rank_off), i64(rank), i64(kind),
+                     np.ascontiguousarray(size, np.float64), i64(peer), i64(tag), i64(cpu),
+                     i64(nic), i64(dep_op), i64(dep_on), np.ascontiguousarray(dep_start, bool))
+    return buf.tobytes() if ok else None

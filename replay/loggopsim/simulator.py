@@ -26,6 +26,7 @@ arithmetic; fractional parameters are used as given.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba as nb
@@ -59,7 +60,14 @@ class Schedule:
     dep_op: np.ndarray
     dep_on: np.ndarray
     dep_start: np.ndarray
-    labels: list[str] | None = None
+    #: per operation its GOAL label or None; None for a schedule without labels (a trace's)
+    labels: Sequence[str | None] | None = None
+
+    def label(self, i: int) -> str:
+        """Operation i's GOAL label, else ``r<rank>op<index in its rank>``."""
+        r = int(self.rank[i])
+        return ((self.labels[i] if self.labels is not None else None)
+                or f"r{r}op{i - int(np.searchsorted(self.rank, r))}")
 
     @property
     def nops(self) -> int:
@@ -138,7 +146,7 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
             what.append("the dependencies are cyclic")
         bad = np.flatnonzero(op_end < 0)[:3]
         where = ", ".join(f"rank {s.rank[i]} {KIND_NAMES[int(s.kind[i])]}"
-                          + (f" {s.labels[i]}" if s.labels else "") for i in bad)
+                          + (f" {s.label(i)}" if s.labels is not None else "") for i in bad)
         raise ScheduleError(f"schedule cannot finish: {'; '.join(what)}; {not_done} operation(s) "
                             f"never complete (first: {where})")
     return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)

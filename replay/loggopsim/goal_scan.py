@@ -1,0 +1,462 @@
+"""The compiled GOAL scanner behind ``replay.loggopsim.goal``'s parser.
+
+``scan`` reads a whole schedule from its bytes in one pass, without a Python object per
+operation. It accepts exactly the grammar of ``goal``'s regular expressions, restricted to ASCII outside comments; on anything else (a syntax error, an
+undefined or duplicate label, a rank out of range, a number over 18 digits, non-ASCII text) it
+stops with a non-zero code and the caller re-parses with the regular expressions, which name
+the line and the problem.
+
+Labels are never Python strings here: each one is hashed (64-bit FNV-1a) and kept as its byte
+span. When a rank's block closes, its labelled operations go into an open-addressing table keyed
+by the hash, and every dependency of the block looks both its labels up there; a hash match
+counts only when the bytes are equal too, so a collision cannot resolve to the wrong operation.
+A table per block keeps the work linear in the file and the table small enough for the cache.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from replay.loggopsim.simulator import CALC, RECV, SEND
+
+# Characters: Python's str.strip() and the regular expressions' \s agree on ASCII whitespace.
+_WS = np.zeros(256, np.bool_)
+_WS[[9, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+_ALPHA = np.zeros(256, np.bool_)
+_ALPHA[ord("A"):ord("Z") + 1] = _ALPHA[ord("a"):ord("z") + 1] = True
+_IDENT = _ALPHA.copy()
+_IDENT[ord("0"):ord("9") + 1] = _IDENT[ord("_")] = True
+
+
+def _word(w: str) -> np.ndarray:
+    return np.frombuffer(w.encode(), np.uint8).copy()
+
+
+_W_NUM_RANKS, _W_RANK = _word("num_ranks"), _word("rank")
+_W_SEND, _W_RECV, _W_CALC = _word("send"), _word("recv"), _word("calc")
+_W_TO, _W_FROM = _word("to"), _word("from")
+_W_TAG, _W_CPU, _W_NIC = _word("tag"), _word("cpu"), _word("nic")
+_W_REQ, _W_IREQ = _word("requires"), _word("irequires")
+
+_MAX_DIGITS = 18                # any 18-digit number fits int64 and converts to float64 exactly
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_FIB = np.uint64(11400714819323198485)     # 2**64 / golden ratio: spreads hashes over slots
+NO_MASK = np.uint64(2**64 - 1)
+
+# Columns of the scanner's per-operation rows.
+_C_KIND, _C_SIZE, _C_PEER, _C_TAG, _C_CPU, _C_NIC, _C_LS, _C_LE = range(8)
+# Columns of its per-dependency rows (labels as spans; then the resolved block-local indices).
+_D_AS, _D_AE, _D_BS, _D_BE, _D_START, _D_OP, _D_ON = range(7)
+
+
+# ------------------------------------------------------------------------------------------------
+# Scanning
+
+
+@nb.njit(cache=True)
+def _is(b, s, e, w):
+    """Bytes b[s:e] equal the word w."""
+    if e - s != len(w):
+        return False
+    for k in range(len(w)):
+        if b[s + k] != w[k]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _skip_ws(b, p, t):
+    while p < t and _WS[b[p]]:
+        p += 1
+    return p
+
+
+@nb.njit(cache=True)
+def _ident_end(b, p, t):
+    """End of the identifier starting at p (p itself if none starts there)."""
+    if p >= t or not _ALPHA[b[p]]:
+        return p
+    p += 1
+    while p < t and _IDENT[b[p]]:
+        p += 1
+    return p
+
+
+@nb.njit(cache=True)
+def _number(b, p, t, wildcard):
+    """(value, end) of the decimal number (or ``-1`` if ``wildcard``) at p; end == -1 if there
+    is none or it has more than _MAX_DIGITS digits."""
+    if wildcard and p < t and b[p] == 45:
+        if p + 1 < t and b[p + 1] == 49:
+            return -1, p + 2
+        return 0, -1
+    v = 0
+    q = p
+    while q < t and 48 <= b[q] <= 57:
+        v = v * 10 + (b[q] - 48)
+        q += 1
+    if q == p or q - p > _MAX_DIGITS:
+        return 0, -1
+    return v, q
+
+
+@nb.njit(cache=True)
+def _hash(b, s, e, hmask):
+    h = _FNV_OFFSET
+    for k in range(s, e):
+        h = (h ^ np.uint64(b[k])) * _FNV_PRIME
+    return h & hmask
+
+
+@nb.njit(cache=True)
+def _same(b, s1, e1, s2, e2):
+    if e1 - s1 != e2 - s2:
+        return False
+    for k in range(e1 - s1):
+        if b[s1 + k] != b[s2 + k]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _strip_block_comments(b):
+    """The text with each ``/* ... */`` replaced by its line breaks, as ``goal`` does; ok False
+    if a ``/*`` is left (unterminated, or formed by the removal)."""
+    n = len(b)
+    out = np.empty(n, np.uint8)
+    i = 0
+    m = 0
+    while i < n:
+        if b[i] == 47 and i + 1 < n and b[i + 1] == 42:
+            j = i + 2
+            while j + 1 < n and not (b[j] == 42 and b[j + 1] == 47):
+                j += 1
+            if j + 1 >= n:
+                return out[:0], False
+            for k in range(i + 2, j):
+                if b[k] == 10:
+                    out[m] = 10
+                    m += 1
+            i = j + 2
+        else:
+            out[m] = b[i]
+            m += 1
+            i += 1
+    for k in range(m - 1):
+        if out[k] == 47 and out[k + 1] == 42:
+            return out[:0], False
+    return out[:m], True
+
+
+@nb.njit(cache=True)
+def _probe(h, bits):
+    """First slot of hash h in a table of 2**bits slots (Fibonacci hashing: the top bits)."""
+    return np.int64((h * _FIB) >> np.uint64(64 - bits))
+
+
+@nb.njit(cache=True)
+def _close_block(b, rows, hsh, o0, o1, d0, d1, hmask):
+    """Resolve the labels of one block's dependencies (rows o0..o1 its operations, d0..d1 its
+    dependencies) into block-local operation indices (columns _D_OP, _D_ON); an error code."""
+    nlab = 0
+    for i in range(o0, o1):
+        if rows[i, _C_LS] >= 0:
+            nlab += 1
+    if d1 == d0 and nlab < 2:
+        return 0
+    tsize, bits = 2, 1
+    while tsize < 2 * nlab + 2:
+        tsize, bits = 2 * tsize, bits + 1
+    tab = np.full(tsize, -1, np.int64)
+    for i in range(o0, o1):
+        s, e = rows[i, _C_LS], rows[i, _C_LE]
+        if s < 0:
+            continue
+        h = _hash(b, s, e, hmask)
+        hsh[i] = h
+        slot = _probe(h, bits)
+        while tab[slot] >= 0:
+            j = tab[slot]
+            if hsh[j] == h and _same(b, s, e, rows[j, _C_LS], rows[j, _C_LE]):
+                return 20                   # label defined twice on the rank
+            slot = (slot + 1) & (tsize - 1)
+        tab[slot] = i
+    for d in range(d0, d1):
+        for side in range(2):
+            s, e = rows[d, 2 * side], rows[d, 2 * side + 1]
+            h = _hash(b, s, e, hmask)
+            slot = _probe(h, bits)
+            found = -1
+            while tab[slot] >= 0:
+                j = tab[slot]
+                if hsh[j] == h and _same(b, s, e, rows[j, _C_LS], rows[j, _C_LE]):
+                    found = j
+                    break
+                slot = (slot + 1) & (tsize - 1)
+            if found < 0:
+                return 21                   # a dependency names an undefined label
+            rows[d, _D_OP + side] = found - o0
+    return 0
+
+
+@nb.njit(cache=True)
+def _parse_op(b, p, t, kw_s, kw_e, nranks, rows, i):
+    """Fill ``rows[i]`` from the operation whose keyword is b[kw_s:kw_e] and whose first number
+    is at p; returns an error code (0: fine)."""
+    if _is(b, kw_s, kw_e, _W_SEND) or _is(b, kw_s, kw_e, _W_RECV):
+        send = _is(b, kw_s, kw_e, _W_SEND)
+        size, p = _number(b, p, t, False)
+        if p < 0:
+            return 30
+        p = _skip_ws(b, p, t)
+        if p >= t or b[p] != 98:                            # 'b'
+            return 31
+        q = _skip_ws(b, p + 1, t)
+        if q == p + 1:
+            return 31
+        w = _W_TO if send else _W_FROM
+        if not _is(b, q, min(q + len(w), t), w):
+            return 32
+        p = _skip_ws(b, q + len(w), t)
+        if p == q + len(w):
+            return 32
+        peer, p = _number(b, p, t, not send)
+        if p < 0:
+            return 33
+        if peer >= nranks:
+            return 34                                       # peer out of range
+        rows[i, _C_KIND], rows[i, _C_SIZE], rows[i, _C_PEER] = SEND if send else RECV, size, peer
+    elif _is(b, kw_s, kw_e, _W_CALC):
+        size, p = _number(b, p, t, False)
+        if p < 0:
+            return 30
+        rows[i, _C_KIND], rows[i, _C_SIZE], rows[i, _C_PEER] = CALC, size, -1
+    else:
+        return 35
+    rows[i, _C_TAG] = rows[i, _C_CPU] = rows[i, _C_NIC] = 0
+    stage = 0
+    while p < t:                    # [tag T] [cpu C] [nic K], each after whitespace, in order
+        q = _skip_ws(b, p, t)
+        if q == p:
+            return 36
+        e = _ident_end(b, q, t)
+        v0 = _skip_ws(b, e, t)
+        if v0 == e:
+            return 36
+        if stage < 1 and _is(b, q, e, _W_TAG):
+            v, p = _number(b, v0, t, True)
+            stage, col = 1, _C_TAG
+        elif stage < 2 and _is(b, q, e, _W_CPU):
+            v, p = _number(b, v0, t, False)
+            stage, col = 2, _C_CPU
+        elif stage < 3 and _is(b, q, e, _W_NIC):
+            v, p = _number(b, v0, t, False)
+            stage, col = 3, _C_NIC
+        else:
+            return 36
+        if p < 0:
+            return 36
+        rows[i, col] = v
+        if rows[i, _C_KIND] == CALC and col != _C_CPU:
+            return 37                                       # calc takes only cpu
+    if rows[i, _C_KIND] == SEND and rows[i, _C_TAG] == -1:
+        return 38                                           # wildcard tag on a send
+    if rows[i, _C_TAG] >= 2**31:
+        return 39
+    return 0
+
+
+@nb.njit(cache=True)
+def _count(b):
+    """Upper bounds for the scanner's tables: (lines, '{' characters), and whether ``/*``
+    occurs."""
+    lines = braces = stars = 0
+    for k in range(len(b)):             # branch-free: the compiler vectorises it
+        c = b[k]
+        lines += c == 10
+        braces += c == 123
+        stars += c == 42
+    block = False
+    if stars:
+        for k in range(len(b) - 1):
+            if b[k] == 47 and b[k + 1] == 42:
+                block = True
+                break
+    return lines + 1, braces, block
+
+
+@nb.njit(cache=True)
+def _scan_lines(b, hmask, nlines, nbraces):
+    """Every statement of the text: operations in rows 0, 1, ... and dependencies in rows
+    nlines-1, nlines-2, ... of one table (each takes a line of its own, so they cannot meet),
+    blocks in ``blk``. No array is reallocated in the loop: numba compiles a loop that
+    reassigns an array several times slower."""
+    rows = np.empty((nlines, 8), np.int64)
+    hsh = np.zeros(nlines, np.uint64)
+    blk = np.empty((nbraces + 1, 5), np.int64)   # rank, first op, end op, first dep, end dep
+    nops = ndeps = nblk = 0
+    nlab_bytes = 0
+    nranks = -1
+    cur = -1
+    err = 0
+    i = 0
+    n = len(b)
+    while i < n:
+        j = i
+        cs = -1
+        while j < n and b[j] != 10:
+            if cs < 0 and b[j] == 47 and j + 1 < n and b[j + 1] == 47:
+                cs = j
+            j += 1
+        s = i
+        t = cs if cs >= 0 else j
+        i = j + 1
+        while s < t and _WS[b[s]]:
+            s += 1
+        while t > s and _WS[b[t - 1]]:
+            t -= 1
+        if s == t:
+            continue
+        q = _ident_end(b, s, t)
+        if cur < 0:                             # outside a block: num_ranks N | rank N {
+            p = _skip_ws(b, q, t)
+            v, p = _number(b, p, t, False) if p > q else (0, -1)
+            if p < 0:
+                err = 1
+                break
+            if _is(b, s, q, _W_NUM_RANKS) and p == t and nranks < 0 and v >= 1:
+                nranks = v
+                continue
+            p = _skip_ws(b, p, t)
+            if not (_is(b, s, q, _W_RANK) and p == t - 1 and b[p] == 123):
+                err = 2
+                break
+            if nranks < 0 or v >= nranks:
+                err = 3
+                break
+            blk[nblk, 0], blk[nblk, 1], blk[nblk, 3] = v, nops, ndeps
+            cur = v
+            continue
+        if t - s == 1 and b[s] == 125:          # }
+            err = _close_block(b, rows, hsh, blk[nblk, 1], nops, nlines - ndeps,
+                               nlines - blk[nblk, 3], hmask)
+            if err:
+                break
+            blk[nblk, 2], blk[nblk, 4] = nops, ndeps
+            nblk += 1
+            cur = -1
+            continue
+        if q == s:
+            err = 4
+            break
+        p = _skip_ws(b, q, t)
+        if p < t and b[p] == 58:                # label: keyword ...
+            k0 = _skip_ws(b, p + 1, t)
+            k1 = _ident_end(b, k0, t)
+            p = _skip_ws(b, k1, t)
+            if k1 == k0 or p == k1:
+                err = 5
+                break
+            ls, le = s, q
+        elif p > q and p < t and 48 <= b[p] <= 57:  # keyword number ...
+            k0, k1, ls, le = s, q, -1, -1
+        else:                                   # a requires|irequires b
+            e = _ident_end(b, p, t)
+            p2 = _skip_ws(b, e, t)
+            e2 = _ident_end(b, p2, t)
+            irq = _is(b, p, e, _W_IREQ)
+            if p == q or p2 == e or e2 == p2 or e2 != t or not (irq or _is(b, p, e, _W_REQ)):
+                err = 6
+                break
+            d = nlines - 1 - ndeps
+            rows[d, _D_AS], rows[d, _D_AE], rows[d, _D_BS], rows[d, _D_BE] = s, q, p2, e2
+            rows[d, _D_START] = 1 if irq else 0
+            ndeps += 1
+            continue
+        err = _parse_op(b, p, t, k0, k1, nranks, rows, nops)
+        if err:
+            break
+        rows[nops, _C_LS], rows[nops, _C_LE] = ls, le
+        if ls >= 0:
+            nlab_bytes += le - ls
+        nops += 1
+    if err == 0 and cur >= 0:
+        err = 7                                 # block not closed
+    if err == 0 and nranks < 0:
+        err = 8                                 # no num_ranks
+    return err, nranks, rows, blk, nops, ndeps, nblk, nlab_bytes
+
+
+@nb.njit(cache=True)
+def _block_order(blk, nblk):
+    """The blocks in rank order (they may come in any order); ok False if a rank has two."""
+    order = np.arange(nblk)
+    for k in range(1, nblk):
+        if blk[k, 0] <= blk[k - 1, 0]:
+            order = np.argsort(blk[:nblk, 0], kind="mergesort")
+            break
+    for k in range(1, nblk):
+        if blk[order[k], 0] == blk[order[k - 1], 0]:
+            return order, False
+    return order, True
+
+
+@nb.njit(cache=True)
+def _assemble(b, rows, blk, order, nops, ndeps, nlab_bytes):
+    """Flat arrays in rank order."""
+    nlines = rows.shape[0]
+    rank = np.empty(nops, np.int64)
+    kind = np.empty(nops, np.int64)
+    size = np.empty(nops, np.float64)
+    peer = np.empty(nops, np.int64)
+    tag = np.empty(nops, np.int64)
+    cpu = np.empty(nops, np.int64)
+    nic = np.empty(nops, np.int64)
+    lab_off = np.empty(nops + 1, np.int64)
+    lab_buf = np.empty(nlab_bytes, np.uint8)
+    dep_op = np.empty(ndeps, np.int64)
+    dep_on = np.empty(ndeps, np.int64)
+    dep_st = np.empty(ndeps, np.bool_)
+    g = 0
+    gd = 0
+    m = 0
+    for k in order:
+        base = g
+        for i in range(blk[k, 1], blk[k, 2]):
+            rank[g], kind[g], size[g] = blk[k, 0], rows[i, _C_KIND], rows[i, _C_SIZE]
+            peer[g], tag[g] = rows[i, _C_PEER], rows[i, _C_TAG]
+            cpu[g], nic[g] = rows[i, _C_CPU], rows[i, _C_NIC]
+            lab_off[g] = m
+            for c in range(rows[i, _C_LS], rows[i, _C_LE]):     # (-1, -1): no label
+                lab_buf[m] = b[c]
+                m += 1
+            g += 1
+        for k_dep in range(blk[k, 3], blk[k, 4]):
+            d = nlines - 1 - k_dep
+            dep_op[gd], dep_on[gd] = base + rows[d, _D_OP], base + rows[d, _D_ON]
+            dep_st[gd] = rows[d, _D_START] != 0
+            gd += 1
+    lab_off[nops] = m
+    return rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_st, lab_off, lab_buf
+
+
+def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK):
+    """Parse GOAL bytes (a uint8 array). Returns (0, nranks, arrays) with ``arrays`` =
+    (rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_start, lab_off, lab_buf), or
+    (code, None, None) if the text is anything the scanner does not take. ``hmask`` masks the
+    label hashes (tests force collisions with it)."""
+    nlines, nbraces, block = _count(b)
+    if block:           # the counts stay upper bounds: the comments' line breaks are kept
+        b, ok = _strip_block_comments(b)
+        if not ok:
+            return 10, None, None
+    err, nranks, rows, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask), nlines,
+                                                                  nbraces)
+    if err:
+        return err, None, None
+    order, ok = _block_order(blk, nblk)
+    if not ok:
+        return 9, None, None
+    return 0, nranks, _assemble(b, rows, blk, order, nops, ndeps, nlab)
