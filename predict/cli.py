@@ -124,10 +124,7 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     hindsight predict TRACE --ranks 2..16 --size 100000,1000000 --out predictions --json
     """
     from apps.skeletons import skeleton, uses_block_stream
-    from predict import costmodel as C
-    from predict import scaling
     from predict.config import UNIT_NAMES
-    from replay import models as M
 
     Ps = parse_ranks(ranks_spec)
     if not (0 < within < 1000):
@@ -147,6 +144,7 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     def warn(line: str) -> None:
         if not quiet:
             click.echo(line, err=True)
+    from replay import models as M
     try:
         mod = M.get_model(model_name)
     except M.ParamError as exc:
@@ -164,6 +162,9 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     except M.ParamError as exc:
         flag = "--profile" if str(exc).startswith("profile") else "--set"
         raise UsageError(f"{flag}: {exc}") from None
+
+    from predict import costmodel as C
+    from predict import scaling
 
     cm = C.fit_traces(traces, app, paradigm, cpu_time)
     Ns = parse_sizes(size_spec) if size_spec else [max(n for _, n in cm.configs)]

@@ -11,8 +11,11 @@ import click
 from hindsight.errors import UsageError, UserError
 from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
 from hindsight.trace import MANIFEST_NAME
-from replay import models as M
 from replay.units import fmt_time
+
+#: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
+#: imports every model, and numpy and numba with them (tests/test_cli_startup.py compares both)
+MODEL_NAMES = ("loggp", "loggps", "hockney", "mm1", "measured", "loggopsim")
 
 
 def _kv(items: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -85,7 +88,7 @@ def _common(f):
     opts = [
         click.argument("trace", type=click.Path(path_type=Path)),
         click.option("--model", "model_name", default="loggps", show_default=True,
-                     help=f"network model: {', '.join(M.names())}"),
+                     help=f"network model: {', '.join(MODEL_NAMES)}"),
         click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
                      help="model parameter with units, e.g. L=2.5us G=0.08ns C=10Gbit/s"),
         click.option("--profile", type=click.Path(path_type=Path),
@@ -109,6 +112,7 @@ def _common(f):
 def model_from_flags(model_name: str, sets, profile):
     """(model, its resolved values, the profile's parameters, the --set assignments) from the
     command line; a bad value is one usage line naming --model, --profile or --set."""
+    from replay import models as M
     try:
         mod = M.get_model(model_name)
     except M.ParamError as exc:
@@ -148,6 +152,7 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
 def _note_mismatch(profile: Path, manifest: dict) -> None:
     """One line on stderr when the profile was measured on another network than the trace ran on
     (allowed: that is what-if replay)."""
+    from replay import models as M
     origin = M.profile_measured_on(profile)
     diffs = []
     for mine, theirs, what in (("transport", "transport_name", "transport"),
@@ -198,7 +203,6 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     hindsight replay TRACE --model hockney --set l=5us --set g=0.1ns
     hindsight replay TRACE --profile profile.toml --out TRACE-replayed --json
     """
-    from replay.engine import run
     if noise_mode != "sample" and (noise_runs is not None or noise_seed is not None):
         raise UsageError("--noise-runs/--noise-seed: only with --noise sample")
     check_compute_scale(compute_scale)
@@ -212,6 +216,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
                                " noise included; choose a network model")
     if noise_mode != "none" and mod.OWN_SIMULATOR:
         raise UsageError(f"--noise: not available with model {mod.NAME}")
+    from replay.engine import run
     kw = dict(resolved=values, compute_scale=compute_scale,
               region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
               algorithms=algorithms)
@@ -341,9 +346,6 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     hindsight sweep TRACE --vary L=1us..1ms:log:7 --out sweep.csv --plot sweep.png
     hindsight sweep TRACE --model hockney --vary g=0.05ns,0.1ns,1ns --json
     """
-    from tqdm import tqdm
-
-    from replay.engine import parse_vary, sweep
     if out is None and not as_json:
         raise UsageError("--out FILE: where to write the CSV (or --json to print the rows)")
     check_compute_scale(compute_scale)
@@ -356,6 +358,10 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         check_output(plot, "--plot", force=force)
     mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
                                                  quiet)
+    from tqdm import tqdm
+
+    from replay import models as M
+    from replay.engine import parse_vary, sweep
     try:
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:
@@ -397,6 +403,7 @@ _AXIS_UNITS = {"time": "s", "time_per_byte": "s/byte", "bytes": "bytes", "bandwi
 
 def _axis_label(mod, name: str) -> str:
     """``name (unit)`` for a swept parameter (an alias is labelled by the first it sets)."""
+    from replay import models as M
     try:
         kind = mod.PARAMS[M._expand(mod, name)[0]].kind
     except (KeyError, IndexError, M.ParamError):

@@ -114,13 +114,13 @@ def validate_cmd(spec, out, force, no_progress, quiet, as_json):
     A cell is reused only if it was made with the same spec inputs; results of another spec
     found in OUT are moved to OUT/stale/<n>/ first (one warning line each)."""
     from validation.spec import load_spec
-    from validation.validate import validate
 
     def log(message: str) -> None:
         if not quiet or message.startswith("warning:"):
             click.echo(message, err=True)
 
     sp = load_spec(spec)
+    from validation.validate import validate
     log(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions -> {out}")
     summary = validate(sp, out, force=force, progress=not (no_progress or quiet), log=log)
     if as_json:

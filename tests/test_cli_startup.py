@@ -1,0 +1,142 @@
+"""Every command starts fast: `--help`, and the usage errors that need no data, load none of the
+heavy libraries (numba, pandas, pyarrow, matplotlib); a command imports them when its work needs
+them. Each case runs in a fresh interpreter, since the test process has them all loaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+import hindsight.cli
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("numba", "pandas", "pyarrow", "matplotlib")
+
+#: run the command line in this interpreter, then print its exit code and the heavy modules
+PROBE = f"""
+import json, sys
+import hindsight.cli
+try:
+    hindsight.cli.main(sys.argv[1:], prog_name="hindsight")
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({{"exit": code, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
+
+#: commands whose start still loads heavy modules, and the module to blame
+STILL_HEAVY = {
+    "export": "hindsight/interop/formats.py imports every exporter (pyarrow, numba) to list "
+              "--format's choices",
+    "import": "hindsight/interop/formats.py imports every importer (pyarrow, numba) to list "
+              "FORMAT's choices",
+}
+REGISTRY = ("replay.models.get_model imports every model; replay/models/mm1.py imports numba "
+            "and replay/models/loggopsim.py the replay engine")
+
+
+def _probe(args: list[str], tmp_path: Path | None = None) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                          cwd=tmp_path or ROOT, timeout=300)
+    lines = proc.stdout.strip().splitlines()
+    assert lines, proc.stderr
+    return {**json.loads(lines[-1]), "stderr": proc.stderr}
+
+
+def _command_paths(group: click.Group = hindsight.cli.main,
+                   path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command and subcommand of the group, walked (lazy commands included)."""
+    ctx = click.Context(group)
+    out = []
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        out.append(path + (name,))
+        if isinstance(cmd, click.Group):
+            out += _command_paths(cmd, path + (name,))
+    return out
+
+
+def _case(args: tuple[str, ...], reason: str | None = None):
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(list(args), marks=marks, id=" ".join(args))
+
+
+HELP_CASES = [_case(("--help",))] + [_case(p + ("--help",), STILL_HEAVY.get(p[0]))
+                                     for p in _command_paths()]
+
+
+def test_the_walk_finds_the_lazy_commands_and_the_subcommands():
+    paths = _command_paths()
+    assert {("replay",), ("sweep",), ("export",), ("predict",), ("trace", "info")} <= set(paths)
+
+
+@pytest.mark.parametrize("args", HELP_CASES)
+def test_help_loads_no_heavy_module(args):
+    got = _probe(args)
+    assert got["exit"] == 0, got["stderr"]
+    assert got["heavy"] == []
+
+
+USAGE_ERRORS = [
+    _case(("replay", "/nonexistent", "--noise-runs", "3")),
+    _case(("replay", "/nonexistent", "--compute-scale", "-1")),
+    _case(("replay", "/nonexistent", "--algo", "x")),
+    _case(("sweep", "/nonexistent", "--vary", "L=1us")),
+    _case(("predict", "/nonexistent", "--within", "0")),
+    _case(("predict", "/nonexistent", "--keep-traces")),
+    _case(("collect", "-n", "2", "nosuchapp")),
+    _case(("replay", "/nonexistent", "--set", "G=abc"), REGISTRY),
+    _case(("import", "goal", "/nonexistent.goal", "--out", "x", "--set", "G"),
+          STILL_HEAVY["import"]),
+]
+
+
+@pytest.mark.parametrize("args", USAGE_ERRORS)
+def test_usage_error_loads_no_heavy_module(args, tmp_path):
+    got = _probe(args, tmp_path)
+    assert got["exit"] == 2, got["stderr"]
+    assert "Error: " in got["stderr"]
+    assert got["heavy"] == []
+
+
+DATA_ERRORS = [
+    _case(("validate", "/nonexistent.toml", "--out", "v")),
+    _case(("replay", "/nonexistent"), REGISTRY),
+    _case(("export", "/nonexistent", "--format", "perfetto"), STILL_HEAVY["export"]),
+]
+
+
+@pytest.mark.parametrize("args", DATA_ERRORS)
+def test_missing_input_is_reported_before_loading_heavy_modules(args, tmp_path):
+    got = _probe(args, tmp_path)
+    assert got["exit"] == 1, got["stderr"]
+    assert "/nonexistent" in got["stderr"]
+    assert got["heavy"] == []
+
+
+def test_model_help_lists_the_registry():
+    from replay import models as M
+    from replay.cli import MODEL_NAMES
+
+    assert list(MODEL_NAMES) == M.names()
+
+
+def test_import_replay_is_light_and_its_api_loads_on_use():
+    code = """
+import sys
+import replay
+light = [m for m in ("numba", "pandas", "pyarrow") if m in sys.modules]
+import replay.prepare            # the submodule must not replace the function replay.prepare
+print(light, callable(replay.prepare), replay.prepare.__module__, replay.run.__module__,
+      replay.matching.match_messages.__module__, replay.ReplayError.__module__,
+      hasattr(replay, "no_such_name"))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.stdout.split() == ["[]", "True", "replay.prepare", "replay.engine",
+                                   "replay.matching", "replay.errors", "False"], proc.stderr
