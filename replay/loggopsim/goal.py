@@ -163,6 +163,9 @@ def _parse_goal_slow(text: str, source: str = "<schedule>") -> Schedule:
             tag = int(m.group("tag")) if m.group("tag") else 0
             if tag >= 2**31:
                 raise err(lineno, f"tag {tag} does not fit hindsight's int32 tags")
+            for unit in ("cpu", "nic"):
+                if m.group(unit) and int(m.group(unit)) >= 2**63:
+                    raise err(lineno, f"{unit} {m.group(unit)} is not a plausible index")
             idx = len(ops[cur])
             lab = m.group("label")
             if lab:

@@ -32,10 +32,15 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from .queues import heap_grow, heap_pop, heap_push, list_append, list_unlink, park, park_token
+
 # Operation types. The values are LogGOPSim's, and their order is its tie-break order.
 SEND, RECV, CALC = 1, 2, 3
 KIND_NAMES = {SEND: "send", RECV: "recv", CALC: "calc"}
 ANY = -1   # wildcard source / tag
+
+# CPUs and NICs a schedule may index per rank (GOAL's ``cpu``/``nic`` fields).
+MAX_UNITS = 1024
 
 # Parameter vector layout (ns, ns/byte, bytes).
 Q_L, Q_OS, Q_OR, Q_OSB, Q_ORB, Q_GAP, Q_G, Q_S = range(8)
@@ -124,17 +129,25 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
                                              np.asarray(s.dep_start, bool))
     ncpu = int(s.cpu.max()) + 1 if n else 1
     nnic = int(s.nic.max()) + 1 if n else 1
+    for unit, count in (("cpu", ncpu), ("nic", nnic)):
+        if count > MAX_UNITS:
+            raise ScheduleError(f"{unit} index {count - 1}: at most {MAX_UNITS - 1} (the simulator "
+                                f"keeps a clock per {unit} of every rank)")
     op_start = np.full(n, -1.0)
     op_end = np.full(n, -1.0)
     match = np.full(n, -1, np.int64)
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
+    rank = np.asarray(s.rank, np.int64)
+    kind = np.asarray(s.kind, np.int64)
+    peer = np.asarray(s.peer, np.int64)
+    tag = np.asarray(s.tag, np.int64)
+    buckets = _match_buckets(s.nranks, rank, kind, peer, tag)
     not_done, n_rq, n_uq = _simulate(
-        np.asarray(s.rank, np.int64), np.asarray(s.kind, np.int64),
-        np.asarray(s.size, np.float64), np.asarray(s.peer, np.int64),
-        np.asarray(s.tag, np.int64), np.asarray(s.cpu, np.int64), np.asarray(s.nic, np.int64),
-        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm,
+        rank, kind, np.asarray(s.size, np.float64), peer, tag,
+        np.asarray(s.cpu, np.int64), np.asarray(s.nic, np.int64),
+        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, *buckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
         what = []
@@ -152,59 +165,59 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)
 
 
+def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
+                   tag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
+    """Matching queues split by key (receiver, source, tag), so a match costs O(1) however long
+    a rank's backlog (LogGOPSim scans its queues: quadratic when messages pile up).
+
+    Sends and receives share one numbering of keys (a receive's key has its wildcards). Returns
+    ``bucket`` (each send's and each receive's key number), ``cand`` (per send, the posted-receive
+    buckets its message can match: its own key, then, only if some receive has a wildcard,
+    (source, ANY), (ANY, tag), (ANY, ANY); -1 where no receive has that key), ``ubucket`` (the
+    unexpected-message bucket a receive takes from: its own key, or -2 for a receive with a
+    wildcard, which scans its rank's arrived messages in arrival order) and the number of keys.
+    The earliest-posted head of a message's candidate buckets is the first posted receive that
+    matches it, as in a scan of the whole queue."""
+    n = len(kind)
+    snd = np.flatnonzero(kind == SEND)
+    rcv = np.flatnonzero(kind == RECV)
+    _, tid = np.unique(np.concatenate([tag[snd], tag[rcv], [ANY]]), return_inverse=True)
+    tid = tid.astype(np.int64)
+    T = int(tid.max()) + 1
+    if float(P + 1) ** 2 * T >= 2.0 ** 62:
+        raise ScheduleError(f"too many ranks and tags to index ({P} ranks, {T} tags)")
+    t_any = tid[-1]
+    s_tid, r_tid = tid[:len(snd)], tid[len(snd):-1]
+
+    def key(dst, src, t):
+        return (dst * (P + 1) + (src + 1)) * T + t
+
+    d, src = peer[snd], rank[snd]
+    s_key = key(d, src, s_tid)
+    keys, ids = np.unique(np.concatenate([s_key, key(rank[rcv], peer[rcv], r_tid)]),
+                          return_inverse=True)
+    bucket = np.full(n, -1, np.int64)
+    bucket[snd] = ids[:len(snd)]
+    bucket[rcv] = ids[len(snd):]
+    wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
+    ubucket = bucket.copy()
+    ubucket[rcv[wild]] = -2
+    cand = np.full((n, 4 if wild.any() else 1), -1, np.int64)
+    cand[snd, 0] = bucket[snd]
+    if wild.any():
+        for j, k in enumerate((key(d, src, t_any), key(d, ANY, s_tid), key(d, ANY, t_any)), 1):
+            pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
+            cand[snd, j] = np.where(keys[pos] == k, pos, -1)
+    return bucket, cand, ubucket, np.int64(max(len(keys), 1))
+
+
 # ------------------------------------------------------------------------------------------------
 # The compiled simulation. Event queue: a binary heap of (time, insertion stamp, code); code >= 0
 # is an operation, code < 0 the message of send operation -code-1. Re-queued events keep their
 # stamp, as in LogGOPSim (its STRICT_ORDER).
 
 
-@nb.njit(cache=True, nogil=True)
-def _less(ht, hs, a, b):
-    return ht[a] < ht[b] or (ht[a] == ht[b] and hs[a] < hs[b])
-
-
-@nb.njit(cache=True, nogil=True)
-def _push(ht, hs, hc, nh, t, stamp, code):
-    i = nh
-    ht[i] = t
-    hs[i] = stamp
-    hc[i] = code
-    while i > 0:
-        p = (i - 1) // 2
-        if _less(ht, hs, i, p):
-            ht[i], ht[p] = ht[p], ht[i]
-            hs[i], hs[p] = hs[p], hs[i]
-            hc[i], hc[p] = hc[p], hc[i]
-            i = p
-        else:
-            break
-    return nh + 1
-
-
-@nb.njit(cache=True, nogil=True)
-def _pop(ht, hs, hc, nh):
-    """Remove the top (returned by the caller reading index 0 first); returns the new size."""
-    nh -= 1
-    ht[0], hs[0], hc[0] = ht[nh], hs[nh], hc[nh]
-    i = 0
-    while True:
-        lft = 2 * i + 1
-        if lft >= nh:
-            break
-        c = lft
-        if lft + 1 < nh and _less(ht, hs, lft + 1, lft):
-            c = lft + 1
-        if _less(ht, hs, c, i):
-            ht[i], ht[c] = ht[c], ht[i]
-            hs[i], hs[c] = hs[c], hs[i]
-            hc[i], hc[c] = hc[c], hc[i]
-            i = c
-        else:
-            break
-    return nh
-
-
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
     """Operation x started (start_only) or completed: count down its dependents."""
     for k in range(off[x], off[x + 1]):
@@ -217,9 +230,24 @@ def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
     return nf
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _find_unexpected(x, h, rank, peer, tag, ubucket, uq_h, ub_h, qn):
+    """The first arrived message receive x matches (-1: none). Without wildcards it is the head
+    of x's bucket; with one, rank h's arrived messages are scanned in arrival order."""
+    b = ubucket[x]
+    if b >= 0:
+        return ub_h[b]
+    m = uq_h[h]
+    while m >= 0:
+        if (peer[x] == ANY or rank[m] == peer[x]) and (tag[x] == ANY or tag[m] == tag[x]):
+            return m
+        m = qn[m]
+    return -1
+
+
 @nb.njit(cache=True, nogil=True)
 def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, P, ncpu, nnic,
-              prm, op_start, op_end, match, rank_end, busy, ovh):
+              prm, bucket, cand, ubucket, nbuckets, op_start, op_end, match, rank_end, busy, ovh):
     n = len(kind)
     L = prm[Q_L]
     o_s = prm[Q_OS]
@@ -238,17 +266,39 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     hc = np.empty(cap, np.int64)
     nh = 0
     stamp = 0
-    # receive queue (posted receives) and unexpected queue (arrived messages) per rank:
-    # doubly linked lists threaded through the operation index (recv ops / send ops).
+    # Posted receives: FIFO lists per bucket (``_match_buckets``), threaded through the recv
+    # operation's index, with a post stamp to find the earliest of several heads. Arrived
+    # messages: FIFO lists per bucket and one per rank in arrival order (for wildcard receives),
+    # threaded through the send operation's index.
     qn = np.full(n, -1, np.int64)
     qp = np.full(n, -1, np.int64)
-    rq_h = np.full(P, -1, np.int64)
-    rq_t = np.full(P, -1, np.int64)
+    bn = np.full(n, -1, np.int64)
+    bp = np.full(n, -1, np.int64)
+    post = np.zeros(n, np.int64)
+    n_post = 0
+    rq_h = np.full(nbuckets, -1, np.int64)
+    rq_t = np.full(nbuckets, -1, np.int64)
+    ub_h = np.full(nbuckets, -1, np.int64)
+    ub_t = np.full(nbuckets, -1, np.int64)
     uq_h = np.full(P, -1, np.int64)
     uq_t = np.full(P, -1, np.int64)
+    n_rq = 0
+    n_uq = 0
     done = np.zeros(n, np.bool_)
     freed = np.empty(n + 1, np.int64)
+    key = np.empty(n + 1, np.int64)
     nf = 0
+    # Events that found their CPU (and NIC) busy wait parked per resource group, in stamp order;
+    # the group has one token in the heap (``park``) instead of one entry per waiting event.
+    ngroups = P * ncpu * 3 * nnic
+    pk_n = np.full(2 * n, -1, np.int64)
+    pk_p = np.full(2 * n, -1, np.int64)
+    pk_s = np.zeros(2 * n, np.int64)
+    pk_h = np.full(ngroups, -1, np.int64)
+    pk_t = np.full(ngroups, -1, np.int64)
+    floor = np.zeros(ngroups)
+    tok_t = np.full(ngroups, -1.0)
+    tok_s = np.full(ngroups, -1, np.int64)
 
     # Operations without dependencies start at time 0, per rank in type order.
     for i in range(n):
@@ -257,13 +307,23 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
             nf += 1
     first = True
     while True:
+        if nh + nf + 4 > len(ht):
+            ht, hs, hc = heap_grow(ht, hs, hc, nh + nf + 4)
         if nf > 0:
             # Queue the newly ready operations: by rank, then type, then schedule order.
-            key = np.empty(nf, np.int64)
             for j in range(nf):
                 x = freed[j]
                 key[j] = (rank[x] * 4 + kind[x]) * (n + 1) + x
-            key.sort()
+            if nf > 16:
+                key[:nf].sort()
+            else:
+                for j in range(1, nf):      # insertion sort: usually one or two operations
+                    v = key[j]
+                    q = j - 1
+                    while q >= 0 and key[q] > v:
+                        key[q + 1] = key[q]
+                        q -= 1
+                    key[q + 1] = v
             for j in range(nf):
                 x = key[j] % (n + 1)
                 h = rank[x]
@@ -273,7 +333,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
                     t = max(nexto[h * ncpu + cpu[x]], nextgs[h * nnic + nic[x]])
                 else:
                     t = nexto[h * ncpu + cpu[x]]
-                nh = _push(ht, hs, hc, nh, t, stamp, x)
+                nh = heap_push(ht, hs, hc, nh, t, stamp, x)
                 stamp += 1
             nf = 0
         first = False
@@ -282,7 +342,18 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
         t = ht[0]
         st = hs[0]
         code = hc[0]
-        nh = _pop(ht, hs, hc, nh)
+        nh = heap_pop(ht, hs, hc, nh)
+        grp = -1
+        if code >= n:
+            # a group's token: its earliest-stamped parked event runs now (or parks again)
+            grp = code - n
+            if t != tok_t[grp] or st != tok_s[grp]:
+                continue    # stale: the group's token was replaced
+            tok_t[grp] = -1.0
+            tok_s[grp] = -1
+            e = pk_h[grp]
+            list_unlink(e, grp, pk_h, pk_t, pk_n, pk_p)
+            code = e if e < n else -(e - n) - 1
 
         if code >= 0:
             x = code
@@ -300,7 +371,8 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
                     nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                     nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
                 else:
-                    nh = _push(ht, hs, hc, nh, nexto[ci], st, x)
+                    nh = park(x, st, (ci * 3 + 0) * nnic, nexto[ci], n, pk_n, pk_p, pk_s,
+                               pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
             elif k == SEND:
                 free_at = max(nexto[ci], nextgs[ni])
                 if free_at <= t:
@@ -311,32 +383,22 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
                     ovh[h] += o_s + s1 * O_s
                     nextgs[ni] = t + g + s1 * G
                     op_end[x] = nexto[ci]
-                    nh = _push(ht, hs, hc, nh, t + o_s + L, stamp, -x - 1)
+                    nh = heap_push(ht, hs, hc, nh, t + o_s + L, stamp, -x - 1)
                     stamp += 1
                     if size[x] <= S:
                         done[x] = True
                         nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
                 else:
-                    nh = _push(ht, hs, hc, nh, free_at, st, x)
+                    nh = park(x, st, (ci * 3 + 1) * nnic + nic[x], free_at, n, pk_n, pk_p,
+                               pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
             else:  # RECV: posting is free; an arrived message completes it at once
                 op_start[x] = t
                 nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
-                m = uq_h[h]
-                while m >= 0:
-                    if (peer[x] == ANY or rank[m] == peer[x]) and (tag[x] == ANY or
-                                                                  tag[m] == tag[x]):
-                        break
-                    m = qn[m]
+                m = _find_unexpected(x, h, rank, peer, tag, ubucket, uq_h, ub_h, qn)
                 if m >= 0:
-                    # unlink m from the unexpected queue
-                    if qp[m] >= 0:
-                        qn[qp[m]] = qn[m]
-                    else:
-                        uq_h[h] = qn[m]
-                    if qn[m] >= 0:
-                        qp[qn[m]] = qp[m]
-                    else:
-                        uq_t[h] = qp[m]
+                    list_unlink(m, h, uq_h, uq_t, qn, qp)
+                    list_unlink(m, ubucket[m], ub_h, ub_t, bn, bp)
+                    n_uq -= 1
                     match[x] = m
                     match[m] = x
                     if size[x] > S:
@@ -354,12 +416,10 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
                     done[x] = True
                     nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
                 else:
-                    if rq_t[h] >= 0:
-                        qn[rq_t[h]] = x
-                        qp[x] = rq_t[h]
-                    else:
-                        rq_h[h] = x
-                    rq_t[h] = x
+                    post[x] = n_post
+                    n_post += 1
+                    list_append(x, bucket[x], rq_h, rq_t, qn, qp)
+                    n_rq += 1
         else:  # a message arrives: code encodes its send operation
             m = -code - 1
             h = peer[m]
@@ -372,21 +432,14 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
                 nexto[ci] = t + charge
                 ovh[h] += charge
                 nextgr[ni] = t + g + s1 * G
-                x = rq_h[h]
-                while x >= 0:
-                    if (peer[x] == ANY or peer[x] == rank[m]) and (tag[x] == ANY or
-                                                                  tag[x] == tag[m]):
-                        break
-                    x = qn[x]
+                x = -1
+                for j in range(cand.shape[1]):
+                    b = cand[m, j]
+                    if b >= 0 and rq_h[b] >= 0 and (x < 0 or post[rq_h[b]] < post[x]):
+                        x = rq_h[b]
                 if x >= 0:
-                    if qp[x] >= 0:
-                        qn[qp[x]] = qn[x]
-                    else:
-                        rq_h[h] = qn[x]
-                    if qn[x] >= 0:
-                        qp[qn[x]] = qp[x]
-                    else:
-                        rq_t[h] = qp[x]
+                    list_unlink(x, bucket[x], rq_h, rq_t, qn, qp)
+                    n_rq -= 1
                     match[x] = m
                     match[m] = x
                     if size[m] > S:
@@ -402,14 +455,16 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
                     done[x] = True
                     nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
                 else:
-                    if uq_t[h] >= 0:
-                        qn[uq_t[h]] = m
-                        qp[m] = uq_t[h]
-                    else:
-                        uq_h[h] = m
-                    uq_t[h] = m
+                    list_append(m, h, uq_h, uq_t, qn, qp)
+                    list_append(m, ubucket[m], ub_h, ub_t, bn, bp)
+                    n_uq += 1
             else:
-                nh = _push(ht, hs, hc, nh, free_at, st, code)
+                nh = park(n + m, st, (ci * 3 + 2) * nnic + nic[m], free_at, n, pk_n, pk_p,
+                           pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
+        if grp >= 0 and pk_h[grp] >= 0 and tok_s[grp] < 0:
+            # the group's next event is considered at this same time, in stamp order
+            floor[grp] = max(floor[grp], t)
+            nh = park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh)
 
     for h in range(P):
         e = 0.0
@@ -421,16 +476,5 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     for i in range(n):
         if not done[i]:
             not_done += 1
-    n_rq = 0
-    n_uq = 0
-    for h in range(P):
-        x = rq_h[h]
-        while x >= 0:
-            n_rq += 1
-            x = qn[x]
-        x = uq_h[h]
-        while x >= 0:
-            n_uq += 1
-            x = qn[x]
     return not_done, n_rq, n_uq
 

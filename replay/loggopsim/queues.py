@@ -1,0 +1,148 @@
+"""The data structures of the LogGOPSim simulator (``replay.loggopsim.simulator``), compiled:
+its event heap, FIFO lists, and the parking of events that wait for a busy resource.
+
+The event heap is a binary heap of (time, insertion stamp, code) in three flat arrays; equal
+times pop in stamp order, as LogGOPSim's STRICT_ORDER. Like the simulator, this module is the
+peer's algorithm alone and imports nothing of hindsight.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def heap_less(t1, s1, t2, s2):
+    return t1 < t2 or (t1 == t2 and s1 < s2)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def heap_push(ht, hs, hc, nh, t, stamp, code):
+    """Add (t, stamp, code); returns the new size. Parents move down into the hole instead of
+    being swapped (a third of the stores)."""
+    i = nh
+    while i > 0:
+        p = (i - 1) >> 1
+        if not heap_less(t, stamp, ht[p], hs[p]):
+            break
+        ht[i] = ht[p]
+        hs[i] = hs[p]
+        hc[i] = hc[p]
+        i = p
+    ht[i] = t
+    hs[i] = stamp
+    hc[i] = code
+    return nh + 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def heap_pop(ht, hs, hc, nh):
+    """Remove the top (returned by the caller reading index 0 first); returns the new size."""
+    nh -= 1
+    t = ht[nh]
+    s = hs[nh]
+    c = hc[nh]
+    i = 0
+    while True:
+        k = 2 * i + 1
+        if k >= nh:
+            break
+        if k + 1 < nh and heap_less(ht[k + 1], hs[k + 1], ht[k], hs[k]):
+            k += 1
+        if not heap_less(ht[k], hs[k], t, s):
+            break
+        ht[i] = ht[k]
+        hs[i] = hs[k]
+        hc[i] = hc[k]
+        i = k
+    ht[i] = t
+    hs[i] = s
+    hc[i] = c
+    return nh
+
+
+@nb.njit(cache=True, nogil=True)
+def heap_grow(ht, hs, hc, need):
+    cap = max(2 * len(ht), need)
+    ht2 = np.empty(cap)
+    hs2 = np.empty(cap, np.int64)
+    hc2 = np.empty(cap, np.int64)
+    ht2[:len(ht)] = ht
+    hs2[:len(hs)] = hs
+    hc2[:len(hc)] = hc
+    return ht2, hs2, hc2
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh):
+    """Put group grp's token in the heap at (its floor, its head's stamp), unless it is there."""
+    t = floor[grp]
+    s = pk_s[pk_h[grp]]
+    if tok_t[grp] != t or tok_s[grp] != s:
+        tok_t[grp] = t
+        tok_s[grp] = s
+        nh = heap_push(ht, hs, hc, nh, t, s, n + grp)
+    return nh
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def park(node, st, grp, free_at, n, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s,
+          ht, hs, hc, nh):
+    """Rule *wait for the resource*: an event (node: op x, or n + m for the message of send m)
+    that finds its CPU/NIC busy until ``free_at`` waits for it keeping its stamp.
+
+    LogGOPSim re-queues each such event at ``free_at``; with k events waiting on one busy CPU
+    that is k heap operations every time the CPU frees (quadratic in a backlog). Here the events
+    waiting on one resource group (a CPU for calcs; a CPU and send NIC for sends; a CPU and
+    receive NIC for arrivals) wait in stamp order behind one token at (floor, first stamp),
+    floor being the latest ``free_at`` seen. The order is LogGOPSim's: a resource's free time
+    only grows, so every waiting event would have been re-queued at or after the floor, and
+    there they run in stamp order; a token that finds the resource busy again moves the floor."""
+    pk_s[node] = st
+    y = pk_t[grp]
+    while y >= 0 and pk_s[y] > st:
+        y = pk_p[y]
+    if y < 0:
+        pk_p[node] = -1
+        pk_n[node] = pk_h[grp]
+        if pk_h[grp] >= 0:
+            pk_p[pk_h[grp]] = node
+        else:
+            pk_t[grp] = node
+        pk_h[grp] = node
+    else:
+        pk_p[node] = y
+        pk_n[node] = pk_n[y]
+        if pk_n[y] >= 0:
+            pk_p[pk_n[y]] = node
+        else:
+            pk_t[grp] = node
+        pk_n[y] = node
+    floor[grp] = max(floor[grp], free_at)
+    return park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def list_append(x, q, head, tail, nxt, prv):
+    """Append element x to FIFO list q (doubly linked through nxt/prv)."""
+    nxt[x] = -1
+    prv[x] = tail[q]
+    if tail[q] >= 0:
+        nxt[tail[q]] = x
+    else:
+        head[q] = x
+    tail[q] = x
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def list_unlink(x, q, head, tail, nxt, prv):
+    """Remove element x from list q."""
+    if prv[x] >= 0:
+        nxt[prv[x]] = nxt[x]
+    else:
+        head[q] = nxt[x]
+    if nxt[x] >= 0:
+        prv[nxt[x]] = prv[x]
+    else:
+        tail[q] = prv[x]
