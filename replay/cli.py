@@ -10,7 +10,7 @@ import click
 
 from hindsight.errors import UsageError, UserError
 from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
-from hindsight.trace import MANIFEST_NAME
+from hindsight.trace import MANIFEST_NAME, read_manifest
 from replay.units import fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
@@ -128,8 +128,10 @@ def model_from_flags(model_name: str, sets, profile):
 
 
 def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
-    from replay.prepare import ReplayError, prepare
     mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
+    # the manifest alone tells a missing or foreign trace, before the readers (pandas) load
+    read_manifest(trace)
+    from replay.prepare import ReplayError, prepare
     try:
         if allow_partial:
             # An incomplete trace is replayed up to its last consistent cut (replay/partial.py),

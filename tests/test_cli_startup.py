@@ -83,15 +83,15 @@ def test_help_loads_no_heavy_module(args):
 
 
 USAGE_ERRORS = [
-    _case(("replay", "/nonexistent", "--noise-runs", "3")),
-    _case(("replay", "/nonexistent", "--compute-scale", "-1")),
-    _case(("replay", "/nonexistent", "--algo", "x")),
-    _case(("sweep", "/nonexistent", "--vary", "L=1us")),
-    _case(("predict", "/nonexistent", "--within", "0")),
-    _case(("predict", "/nonexistent", "--keep-traces")),
+    _case(("replay", "no-such-trace", "--noise-runs", "3")),
+    _case(("replay", "no-such-trace", "--compute-scale", "-1")),
+    _case(("replay", "no-such-trace", "--algo", "x")),
+    _case(("sweep", "no-such-trace", "--vary", "L=1us")),
+    _case(("predict", "no-such-trace", "--within", "0")),
+    _case(("predict", "no-such-trace", "--keep-traces")),
     _case(("collect", "-n", "2", "nosuchapp")),
-    _case(("replay", "/nonexistent", "--set", "G=abc"), REGISTRY),
-    _case(("import", "goal", "/nonexistent.goal", "--out", "x", "--set", "G"),
+    _case(("replay", "no-such-trace", "--set", "G=abc"), REGISTRY),
+    _case(("import", "goal", "no-such.goal", "--out", "x", "--set", "G"),
           STILL_HEAVY["import"]),
 ]
 
@@ -105,17 +105,18 @@ def test_usage_error_loads_no_heavy_module(args, tmp_path):
 
 
 DATA_ERRORS = [
-    _case(("validate", "/nonexistent.toml", "--out", "v")),
-    _case(("replay", "/nonexistent"), REGISTRY),
-    _case(("export", "/nonexistent", "--format", "perfetto"), STILL_HEAVY["export"]),
+    _case(("validate", "no-such.toml", "--out", "v")),
+    _case(("replay", "no-such-trace"), REGISTRY),
+    _case(("export", "no-such-trace", "--format", "perfetto"), STILL_HEAVY["export"]),
 ]
 
 
 @pytest.mark.parametrize("args", DATA_ERRORS)
 def test_missing_input_is_reported_before_loading_heavy_modules(args, tmp_path):
+    # run in tmp_path, where the relative input names name nothing
     got = _probe(args, tmp_path)
     assert got["exit"] == 1, got["stderr"]
-    assert "/nonexistent" in got["stderr"]
+    assert "no-such" in got["stderr"]
     assert got["heavy"] == []
 
 

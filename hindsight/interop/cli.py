@@ -83,6 +83,7 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
                          "--out")
     if fmt == "otf2" and force:
         _check_otf2_archive(out)
+    tf.read_manifest(trace)     # a missing or foreign trace: one line before the readers load
     if not exporter.timeline:
         job = ExportJob(trace, compute_scale=compute_scale, algorithms=algorithms)
     elif not replayed:
@@ -172,7 +173,6 @@ def import_cmd(fmt, source, out, sets, force):
     hindsight import goal allreduce.goal --out traces/allreduce
     """
     from hindsight import trace as tf
-    from hindsight.check import check_trace
     from replay import models as M
 
     importer = IMPORTERS[fmt]
@@ -192,6 +192,8 @@ def import_cmd(fmt, source, out, sets, force):
 
     def convert(tmp: Path) -> None:
         """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
+        from hindsight.check import check_trace
+
         importer.read(source, tmp, assignments)
         problems = check_trace(tmp)
         if problems:
