@@ -115,24 +115,36 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     wait = tf.op_mask(op, tf.COMPLETION_OPS) & (req >= 0)
     gw = off[rank[wait]] + req[wait]
     re[wait] = sim.op_end[gw]
+    # the k-th calc region row of a rank takes the rank's k-th calc in replayed order
     calc_rows = np.flatnonzero(op == 0)
-    for r in range(prep.nranks):
-        mine = calc_rows[rank[calc_rows] == r]
-        ops = np.flatnonzero((sched.rank == r) & (sched.kind == CALC))
-        ops = ops[np.lexsort((ops, sim.op_start[ops]))]
-        k = min(len(mine), len(ops))
-        rs[mine[:k]] = sim.op_start[ops[:k]]
-        re[mine[:k]] = sim.op_end[ops[:k]]
-    # a Wait starts where the rank's previous row ended
-    for r in range(prep.nranks):
-        idx = np.flatnonzero(rank == r)
-        last = 0.0
-        for w in idx:
-            if wait[w]:
-                rs[w] = min(last, re[w])
-            if re[w] >= 0 and op[w] != 0:
-                last = max(last, re[w])
+    calc_rows = calc_rows[np.argsort(rank[calc_rows], kind="stable")]
+    ops = np.flatnonzero(sched.kind == CALC)
+    ops = ops[np.lexsort((ops, sim.op_start[ops], sched.rank[ops]))]
+    P = prep.nranks
+    row_off = np.searchsorted(rank[calc_rows], np.arange(P + 1))
+    op_off = np.searchsorted(sched.rank[ops], np.arange(P + 1))
+    r_of = rank[calc_rows]
+    k = np.arange(len(calc_rows)) - row_off[r_of]
+    ok = k < np.diff(op_off)[r_of]
+    g = ops[op_off[r_of[ok]] + k[ok]]
+    rs[calc_rows[ok]] = sim.op_start[g]
+    re[calc_rows[ok]] = sim.op_end[g]
+    _wait_starts(np.asarray(rank, np.int64), np.asarray(op, np.int64), wait, rs, re)
     return rs, re
+
+
+@nb.njit(cache=True)
+def _wait_starts(rank, op, wait, rs, re):
+    """A Wait starts where the rank's previous row (not a region) ended, at most at its own end.
+    Rows are in (rank, seq) order."""
+    last = 0.0
+    for w in range(len(rank)):
+        if w and rank[w] != rank[w - 1]:
+            last = 0.0
+        if wait[w]:
+            rs[w] = min(last, re[w])
+        if re[w] >= 0 and op[w] != 0:
+            last = max(last, re[w])
 
 
 def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndarray):
