@@ -13,7 +13,6 @@ An ``Importer`` reads one format: ``read(source, out, params)`` writes the trace
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,7 +23,7 @@ from hindsight.interop.goal import export_goal, import_goal
 from hindsight.interop.otf2_export import export_otf2
 from hindsight.interop.otf2_import import import_otf2
 from hindsight.interop.perfetto import export_perfetto
-from hindsight.interop.pipit import to_pipit
+from hindsight.interop.pipit import export_pipit
 from replay.loggopsim.simulator import SEND
 
 
@@ -86,10 +85,8 @@ def _goal(job: ExportJob, out: Path) -> str:
 
 
 def _pipit(job: ExportJob, out: Path) -> str:
-    df = to_pipit(job.table)
-    df = df.assign(Attributes=[json.dumps(a) if a is not None else "" for a in df["Attributes"]])
-    df.to_csv(out, index=False)
-    return f"wrote {out}: {len(df)} events in pipit's columns"
+    events = export_pipit(job.table, out)
+    return f"wrote {out}: {events} events in pipit's columns"
 
 
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (

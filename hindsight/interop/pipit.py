@@ -1,6 +1,7 @@
 """A trace in LLNL pipit's event conventions (``to_pipit``), so that pipit's analyses
-(comm_matrix, message_histogram, time_profile, ...) run on hindsight traces. The tidy frame of a
-trace, ``load``, is ``replay.frame.load`` (also ``replay.load``).
+(comm_matrix, message_histogram, time_profile, ...) run on hindsight traces; ``export_pipit``
+writes that frame as CSV. The tidy frame of a trace, ``load``, is ``replay.frame.load`` (also
+``replay.load``).
 
 pipit's ``Trace.events`` (as its OTF2 reader builds it) has one row per event::
 
@@ -16,13 +17,21 @@ pipit's ``Trace.events`` (as its OTF2 reader builds it) has one row per event::
 
 Peers are **world** ranks (pipit's OTF2 reader gives OTF2's communicator-local ranks; they agree
 on COMM_WORLD, the communicator almost every message uses).
+
+The events are built column by column (numpy) and the CSV is formatted by one compiled pass into
+a byte buffer, batch by batch: no Python object per event on the export path.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -32,74 +41,344 @@ from hindsight.interop.timeline import call_heads, read_timeline
 from replay.frame import load
 from replay.matching import match_messages
 
-__all__ = ["PIPIT_COLUMNS", "load", "pipit_trace", "to_pipit"]
+__all__ = ["PIPIT_COLUMNS", "export_pipit", "load", "pipit_trace", "to_pipit"]
 
 PIPIT_COLUMNS = ["Timestamp (ns)", "Event Type", "Name", "Thread", "Process", "Attributes"]
+EVENT_TYPES = ["Enter", "Leave", "Instant"]
+# The buffer the CSV text is formatted into and written from, reused (small: stays in cache).
+BUFFER_BYTES = 1 << 20
+# Beyond 2**53 ns a timestamp is not an exact double and its text is not "<integer>.0"
+# (the compiled formatter's form): those traces are written through pandas.
+EXACT_NS = 2**53
+
+# The kinds of event a row can give, in the order one row gives them (as _events codes them).
+ENTER, SEND, RECV, LEAVE = 0, 1, 2, 3
+_INSTANTS = ["MpiSend", "MpiIsend", "MpiRecv", "MpiIrecv"]
+
+
+def _op_names() -> list[str]:
+    """The call name of every op code (the last entry: an op this version does not know)."""
+    ops = [*tf.OPS, "unknown"]
+    return [f"MPI_{'Sendrecv' if o.startswith('Sendrecv') else o}" for o in ops]
+
+
+_NONBLOCKING_SEND = np.array([o in tf.NONBLOCKING_SEND_OPS for o in tf.OPS] + [False])
+_COMPLETION = np.array([o in tf.COMPLETION_OPS for o in tf.OPS] + [False])
+
+
+@dataclass(frozen=True)
+class PipitEvents:
+    """The events in their final order as columns: ``time`` (ns since the start), ``rank``,
+    ``etype`` (index into EVENT_TYPES), ``name`` (index into ``names``, sorted), ``kind``
+    (ENTER, SEND, RECV, LEAVE), ``nonblocking`` (an instant with a request_id) and ``row`` (the
+    timeline row whose peer, comm, tag, nbytes and request an instant carries)."""
+
+    time: np.ndarray
+    rank: np.ndarray
+    etype: np.ndarray
+    name: np.ndarray
+    names: list[str]
+    kind: np.ndarray
+    nonblocking: np.ndarray
+    row: np.ndarray
+    peer: np.ndarray
+    comm: np.ndarray
+    tag: np.ndarray
+    nbytes: np.ndarray
+    request: np.ndarray
+
+
+def pipit_events(trace: Path | str | pa.Table) -> PipitEvents:
+    """The events of ``to_pipit`` as columns. At one time on one rank they go: instants at the
+    end of a call, then Leaves (shorter first), Enters (longer first), instants at the start of
+    a call, and last the Leave of a zero-length call: proper nesting; then in row order."""
+    tl = read_timeline(trace)
+    n, ts = tl.n, tl.t_start
+    t0 = int(ts.min()) if n else 0
+    match, _ = match_messages(tl.table, _in_order=True)
+    send = np.zeros(n, bool)
+    send[match.send_row] = True
+    done = np.asarray(match.recv_done_row)
+    recv = np.zeros(n, bool)
+    recv[np.where(done >= 0, done, match.recv_row)] = True
+    head = call_heads(tl.rank, tl.op, ts, tl.t_end)
+    # candidate names: the regions (no region or "" is "region"), the calls, the instants
+    regions = [x or "region" for x in tl.region_names] + ["region"]
+    candidates = regions + _op_names() + _INSTANTS
+    op = tl.op
+    opc = np.where((op >= 0) & (op < len(tf.OPS)), op, len(tf.OPS))
+    rcode = tl.region_code
+    call = np.where(op == 0, np.where(rcode >= 0, rcode, len(regions) - 1), len(regions) + opc)
+    row, kind, time, phase, tie, cand, nonblocking = _events(
+        head, send, recv, ts, tl.t_end, t0, call.astype(np.int32),
+        len(regions) + len(tf.OPS) + 1, _NONBLOCKING_SEND[opc], _COMPLETION[opc])
+    order = _order(time, tl.rank[row], phase, tie)
+    row, kind, cand = row[order], kind[order], cand[order]
+    # the categories: the names used, sorted (as pd.Categorical orders them)
+    used = np.flatnonzero(np.bincount(cand, minlength=len(candidates)))
+    names = sorted({candidates[c] for c in used.tolist()})
+    index = {s: j for j, s in enumerate(names)}
+    lookup = np.array([index.get(s, -1) for s in candidates], np.int32)
+    return PipitEvents(
+        time=time[order], rank=tl.rank[row].astype(np.int32), etype=_ETYPE[kind],
+        name=lookup[cand], names=names, kind=kind, nonblocking=nonblocking[order], row=row,
+        peer=tl.peer, comm=tl.comm, tag=tl.tag, nbytes=tl.nbytes, request=tl.request)
+
+
+# Event Type (index into EVENT_TYPES) of each kind of event.
+_ETYPE = np.array([0, 2, 2, 1], np.int8)
+
+
+@nb.njit(cache=True)
+def _events(head, send, recv, ts, te, t0, call, instant, nb_send, nb_recv):
+    """One event per (row, kind) present, in row then kind order: its row, kind, time, sort
+    phase and tie, candidate name and whether it is a nonblocking instant."""
+    n = len(head)
+    m = 0
+    for i in range(n):
+        m += (head[i] == i) + send[i] + recv[i] + (i + 1 == n or head[i + 1] != head[i])
+    row = np.empty(m, np.int64)
+    kind = np.empty(m, np.int8)
+    time = np.empty(m, np.int64)
+    phase = np.empty(m, np.int8)
+    tie = np.zeros(m, np.int64)
+    cand = np.empty(m, np.int32)
+    nonblocking = np.zeros(m, np.bool_)
+    e = 0
+    for i in range(n):
+        dur = te[i] - ts[i]
+        if head[i] == i:
+            row[e], kind[e], time[e], phase[e], tie[e], cand[e] = i, 0, ts[i] - t0, 1, -dur, call[i]
+            e += 1
+        if send[i]:
+            row[e], kind[e], time[e], phase[e] = i, 1, ts[i] - t0, 2
+            cand[e] = instant + nb_send[i]
+            nonblocking[e] = nb_send[i]
+            e += 1
+        if recv[i]:
+            row[e], kind[e], time[e], phase[e] = i, 2, te[i] - t0, 2 if dur == 0 else -1
+            cand[e] = instant + 2 + nb_recv[i]
+            nonblocking[e] = nb_recv[i]
+            e += 1
+        if i + 1 == n or head[i + 1] != head[i]:
+            row[e], kind[e], time[e], phase[e], tie[e], cand[e] = (i, 3, te[i] - t0,
+                                                                  3 if dur == 0 else 0, dur,
+                                                                  call[i])
+            e += 1
+    return row, kind, time, phase, tie, cand, nonblocking
+
+
+def _order(time: np.ndarray, rank: np.ndarray, phase: np.ndarray,
+           tie: np.ndarray) -> np.ndarray:
+    """The stable order of events by (time, rank, phase, tie). The events come rank by rank,
+    each rank's nearly in time order, so a stable sort by time is quick (merging runs); events
+    of equal time are then put in order by the other three packed into one int64 (always, but
+    for absurd ranges; else a sort by four keys)."""
+    if len(time) == 0:
+        return np.zeros(0, np.int64)
+    lo, hi = int(tie.min()), int(tie.max())
+    span = hi - lo + 1
+    ranks = int(rank.max()) + 1
+    if int(rank.min()) < 0 or ranks * 5 * span >= 2**62:
+        return np.lexsort((tie, phase, rank, time))
+    packed = (rank * 5 + (phase.astype(np.int64) + 1)) * span + (tie - lo)
+    order = np.argsort(time, kind="stable")
+    _settle(order, time, packed)
+    return order
+
+
+@nb.njit(cache=True)
+def _settle(order, time, key):
+    """Each run of equal times in ``order`` (sorted by time, stably) put in ``key`` order,
+    stably."""
+    m = len(order)
+    i = 0
+    while i < m:
+        t = time[order[i]]
+        j = i + 1
+        while j < m and time[order[j]] == t:
+            j += 1
+        if j - i > 64:
+            sub = order[i:j].copy()
+            order[i:j] = sub[np.argsort(key[sub], kind="mergesort")]
+        else:
+            for a in range(i + 1, j):          # insertion sort: stable
+                x = order[a]
+                b = a - 1
+                while b >= i and key[order[b]] > key[x]:
+                    order[b + 1] = order[b]
+                    b -= 1
+                order[b + 1] = x
+        i = j
+
+
+def _attributes(ev: PipitEvents) -> list[dict[str, Any] | None]:
+    """The Attributes column of ``to_pipit``: one dict per event (None on Leave)."""
+    out: list[dict[str, Any] | None] = [None] * len(ev.kind)
+    names = ev.names
+    for e in np.flatnonzero(ev.kind == ENTER).tolist():
+        out[e] = {"region": names[ev.name[e]]}
+    for kind, peer_key in ((SEND, "receiver"), (RECV, "sender")):
+        sel = np.flatnonzero(ev.kind == kind)
+        rows = ev.row[sel]
+        cols = zip(sel.tolist(), ev.peer[rows].tolist(), ev.comm[rows].tolist(),
+                   ev.tag[rows].tolist(), ev.nbytes[rows].tolist(), ev.request[rows].tolist(),
+                   ev.nonblocking[sel].tolist())
+        for e, peer, comm, tag, nbytes, request, nonblocking in cols:
+            a = {peer_key: peer, "communicator": comm, "msg_tag": tag, "msg_length": nbytes}
+            if nonblocking:
+                a["request_id"] = request
+            out[e] = a
+    return out
 
 
 def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
     """The events of a trace (or of a replayed timeline, ``Result.to_arrow()``) in pipit's
     conventions (see the module docstring)."""
-    tl = read_timeline(trace)
-    n, rank, op, region, ts, te = tl.n, tl.rank, tl.op, tl.region, tl.t_start, tl.t_end
-    t0 = int(ts.min()) if n else 0
-    match, _ = match_messages(tl.table)
-    matched_send = np.zeros(n, bool)
-    matched_send[match.send_row] = True
-    done = np.asarray(match.recv_done_row)
-    recv_done = np.where(done >= 0, done, match.recv_row)
-    matched_recv = np.zeros(n, bool)
-    matched_recv[recv_done] = True
+    return _frame(pipit_events(trace))
 
-    # (time, rank, phase, tie, order, type, name, attributes). At one time on one rank:
-    # instants at the end of a call, then Leaves (shorter first), Enters (longer first), instants
-    # at the start of a call, and last the Leave of a zero-length call: proper nesting.
-    rows: list[tuple] = []
 
-    def add(t, r, k, typ, name, attrs, phase=0, tie=0):
-        rows.append((int(t) - t0, int(r), phase, tie, k, typ, name, attrs))
-
-    head = call_heads(rank, op, ts, te)
-    k = 0
-    for i in range(n):
-        name_op = tf.OPS[op[i]] if 0 <= op[i] < len(tf.OPS) else "unknown"
-        if name_op.startswith("Sendrecv"):
-            name_op = "Sendrecv"
-        name = (region[i] or "region") if op[i] == 0 else f"MPI_{name_op}"
-        dur = int(te[i] - ts[i])
-        first = head[i] == i
-        last = i + 1 >= n or head[i + 1] != head[i]
-        if first:
-            add(ts[i], rank[i], k, "Enter", name, {"region": name}, 1, -dur)
-            k += 1
-        base = {"communicator": int(tl.comm[i]), "msg_tag": int(tl.tag[i]),
-                "msg_length": int(tl.nbytes[i])}
-        if matched_send[i]:
-            nb = name_op in tf.NONBLOCKING_SEND_OPS
-            add(ts[i], rank[i], k, "Instant", "MpiIsend" if nb else "MpiSend",
-                {"receiver": int(tl.peer[i]), **base,
-                 **({"request_id": int(tl.request[i])} if nb else {})}, 2)
-            k += 1
-        if matched_recv[i]:
-            nb = name_op in tf.COMPLETION_OPS
-            add(te[i], rank[i], k, "Instant", "MpiIrecv" if nb else "MpiRecv",
-                {"sender": int(tl.peer[i]), **base,
-                 **({"request_id": int(tl.request[i])} if nb else {})}, -1 if dur else 2)
-            k += 1
-        if last:
-            add(te[i], rank[i], k, "Leave", name, None, 0 if dur else 3, dur)
-            k += 1
-    rows.sort(key=lambda x: x[:5])
-    df = pd.DataFrame({
-        "Timestamp (ns)": np.array([x[0] for x in rows], dtype=np.float64),
-        "Event Type": pd.Categorical([x[5] for x in rows],
-                                     categories=["Enter", "Leave", "Instant"]),
-        "Name": pd.Categorical([x[6] for x in rows]),
-        "Thread": np.zeros(len(rows), np.int32),
-        "Process": np.array([x[1] for x in rows], dtype=np.int32),
-        "Attributes": [x[7] for x in rows],
+def _frame(ev: PipitEvents) -> pd.DataFrame:
+    return pd.DataFrame({
+        "Timestamp (ns)": ev.time.astype(np.float64),
+        "Event Type": pd.Categorical.from_codes(ev.etype, categories=EVENT_TYPES),
+        "Name": pd.Categorical.from_codes(ev.name, categories=pd.Index(ev.names)),
+        "Thread": np.zeros(len(ev.kind), np.int32),
+        "Process": ev.rank,
+        "Attributes": _attributes(ev),
     })
-    return df
+
+
+def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
+    """Write the frame of ``to_pipit`` to ``out`` as CSV, ``Attributes`` as JSON ("" for
+    None), exactly as ``DataFrame.to_csv(index=False)`` writes it; returns the events."""
+    ev = pipit_events(trace)
+    m = len(ev.kind)
+    if m and int(np.abs(ev.time).max()) >= EXACT_NS:
+        frame = _frame(ev)
+        frame = frame.assign(Attributes=[json.dumps(a) if a is not None else ""
+                                         for a in frame["Attributes"]])
+        frame.to_csv(out, index=False)
+        return m
+    name_buf, name_off = _texts([_csv_field(s) for s in ev.names])
+    enter_buf, enter_off = _texts([_csv_field(json.dumps({"region": s})) for s in ev.names])
+    piece_buf, piece_off = _texts(_PIECES)
+    # room for any event: the longest name and Enter attributes, and an instant's six integers
+    room = 300 + int(np.diff(name_off).max(initial=0) + np.diff(enter_off).max(initial=0))
+    buf = np.empty(max(BUFFER_BYTES, room), np.uint8)
+    with open(out, "wb") as fh:
+        fh.write((",".join(PIPIT_COLUMNS) + "\n").encode())
+        at = 0
+        while at < m:
+            at, end = _format(buf, room, at, ev.time, ev.etype, ev.name, ev.rank, ev.kind,
+                              ev.nonblocking, ev.row, ev.peer, ev.comm, ev.tag, ev.nbytes,
+                              ev.request, name_buf, name_off, enter_buf, enter_off, piece_buf,
+                              piece_off)
+            fh.write(memoryview(buf)[:end])
+    return m
+
+
+def _csv_field(text: str) -> str:
+    """``text`` as the csv module (pandas' writer) writes a field: quoted when it must be."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([text, ""])
+    return buf.getvalue()[:-2]
+
+
+def _texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array and the offsets of each."""
+    data = [t.encode() for t in texts]
+    off = np.zeros(len(data) + 1, np.int64)
+    off[1:] = np.cumsum([len(d) for d in data])
+    return np.frombuffer(b"".join(data) or b"\0", np.uint8).copy(), off
+
+
+# The constant text of the CSV (indices into it are the P_* constants of _format).
+_PIECES = ["Enter", "Leave", "Instant", '"{""receiver"": ', '"{""sender"": ',
+           ', ""communicator"": ', ', ""msg_tag"": ', ', ""msg_length"": ',
+           ', ""request_id"": ', '}"']
+
+
+@nb.njit(cache=True, inline="always")
+def _put(buf, at, src, lo, hi):
+    for j in range(lo, hi):
+        buf[at] = src[j]
+        at += 1
+    return at
+
+
+@nb.njit(cache=True, inline="always")
+def _int(buf, at, v):
+    """The decimal text of the int64 ``v``."""
+    if v < 0:
+        buf[at] = 45                                  # "-"
+        at += 1
+        u = np.uint64(-(v + 1)) + np.uint64(1)
+    else:
+        u = np.uint64(v)
+    start = at
+    while True:                                       # the digits backwards, then reversed
+        buf[at] = 48 + np.uint8(u % np.uint64(10))
+        at += 1
+        u //= np.uint64(10)
+        if u == 0:
+            break
+    i, j = start, at - 1
+    while i < j:
+        buf[i], buf[j] = buf[j], buf[i]
+        i += 1
+        j -= 1
+    return at
+
+
+@nb.njit(cache=True)
+def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, peer, comm, tag,
+            nbytes, request, name_buf, name_off, enter_buf, enter_off, piece_buf, piece_off):
+    """The CSV lines of events ``first``, ``first + 1``, ... into ``buf`` while ``room`` bytes
+    (the most one event takes) are left; returns the next event and the bytes written."""
+    at = 0
+    e = first
+    while e < len(time) and at + room <= len(buf):
+        at = _int(buf, at, time[e])
+        buf[at] = 46                                  # ".0,": a float of an integer
+        buf[at + 1] = 48
+        buf[at + 2] = 44
+        at += 3
+        t = etype[e]
+        at = _put(buf, at, piece_buf, piece_off[t], piece_off[t + 1])
+        buf[at] = 44
+        at += 1
+        c = name[e]
+        at = _put(buf, at, name_buf, name_off[c], name_off[c + 1])
+        buf[at] = 44                                  # ",0," the thread
+        buf[at + 1] = 48
+        buf[at + 2] = 44
+        at += 3
+        at = _int(buf, at, rank[e])
+        buf[at] = 44
+        at += 1
+        k = kind[e]
+        if k == 0:
+            at = _put(buf, at, enter_buf, enter_off[c], enter_off[c + 1])
+        elif k == 1 or k == 2:
+            r = row[e]
+            p = 3 if k == 1 else 4
+            at = _put(buf, at, piece_buf, piece_off[p], piece_off[p + 1])
+            at = _int(buf, at, peer[r])
+            at = _put(buf, at, piece_buf, piece_off[5], piece_off[6])
+            at = _int(buf, at, comm[r])
+            at = _put(buf, at, piece_buf, piece_off[6], piece_off[7])
+            at = _int(buf, at, tag[r])
+            at = _put(buf, at, piece_buf, piece_off[7], piece_off[8])
+            at = _int(buf, at, nbytes[r])
+            if nonblocking[e]:
+                at = _put(buf, at, piece_buf, piece_off[8], piece_off[9])
+                at = _int(buf, at, request[r])
+            at = _put(buf, at, piece_buf, piece_off[9], piece_off[10])
+        buf[at] = 10
+        at += 1
+        e += 1
+    return e, at
 
 
 def pipit_trace(trace: Path | str | pa.Table) -> Any:
