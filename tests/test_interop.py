@@ -126,6 +126,37 @@ def test_loggopsim_hand_example_through_import_and_replay(tmp_path):
     assert r1[r1["op"] == "Wait"]["end_ns"].tolist() == [13138.0]
 
 
+def test_loggopsim_sidecar_schedule_is_cached_and_refreshed(tmp_path):
+    """The schedule kept beside an imported trace is parsed once and read back from its cache
+    (same schedule, same replay); an edited schedule is parsed afresh."""
+    from replay.loggopsim.schedule import SIDECAR, sidecar_schedule
+
+    src = tmp_path / "hand.goal"
+    src.write_text(HAND)
+    G.import_goal(src, tmp_path / "t")
+    prep = replay.prepare(tmp_path / "t")
+    first = sidecar_schedule(prep)
+    cached = list((tmp_path / "t" / ".replay-cache").glob("schedule-*"))
+    assert len(cached) == 1 and (cached[0] / "kind.npy").is_file()
+    again = sidecar_schedule(prep)
+    assert isinstance(again.rank, np.ndarray) and again.rank.dtype == np.int64
+    for name in ("rank", "kind", "size", "peer", "tag", "cpu", "nic", "dep_op", "dep_on",
+                 "dep_start"):
+        assert np.array_equal(getattr(first, name), getattr(again, name)), name
+    assert [again.label(i) for i in range(again.nops)] == \
+        [first.label(i) for i in range(first.nops)]
+    res = replay.run(prep, "loggopsim", HAND_PARAMS)
+    assert res.rank_end_ns.tolist() == [2500.0, 13638.0]
+    # a longer calc on rank 1: the edited file is read, the old cache dropped
+    (tmp_path / "t" / SIDECAR).write_text(HAND.replace("calc 500", "calc 1500"))
+    edited = sidecar_schedule(prep)
+    assert edited.size.sum() == first.size.sum() + 1000
+    assert cached[0].exists() is False
+    # a damaged cache is rebuilt, not trusted
+    (next((tmp_path / "t" / ".replay-cache").glob("schedule-*")) / "kind.npy").write_bytes(b"x")
+    assert np.array_equal(sidecar_schedule(prep).kind, edited.kind)
+
+
 @pytest.mark.parametrize("S,expect", [(100, [5100.0, 12638.0]), (65535, [1600.0, 12638.0])])
 def test_loggopsim_rendezvous_and_unexpected_message(S, expect):
     """Rank 1 is busy until 5000 when the message arrives at 4500: it is handled at 5000 (CPU

@@ -7,6 +7,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
@@ -15,7 +19,8 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay import kernel as K
-from replay.loggopsim.goal import GoalError, read_goal
+from replay.cache import CACHE_DIR
+from replay.loggopsim.goal import GoalError, GoalLabels, read_goal
 from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
 from replay.prepare import Prepared, Stream
 
@@ -59,7 +64,12 @@ def schedule_from_trace(prep: Prepared, scale: np.ndarray, cpu_time: bool = Fals
 
 
 def sidecar_schedule(prep: Prepared) -> Schedule | None:
-    """The GOAL schedule a trace was imported from, if it was (kept as TRACE/schedule.goal)."""
+    """The GOAL schedule a trace was imported from, if it was (kept as TRACE/schedule.goal).
+
+    Its parsed arrays are cached beside it (``TRACE/.replay-cache/schedule-<fingerprint>/``,
+    one ``.npy`` per array, memory-mapped when read back), as LogGOPSim keeps a binary form of
+    a schedule: a replay reads them instead of parsing the text again. The fingerprint is the
+    file's size and modification time, so an edited schedule is parsed afresh."""
     origin = (prep.manifest or {}).get("origin") or {}
     if origin.get("format") != "goal" or prep.path is None:
         return None
@@ -67,7 +77,65 @@ def sidecar_schedule(prep: Prepared) -> Schedule | None:
     if not path.is_file():
         raise GoalError(f"{path}: missing; the manifest says this trace was imported from a GOAL "
                         "schedule kept in that file")
-    return read_goal(path)
+    cached = _schedule_cache(path)
+    if cached is not None and cached.is_dir():
+        try:
+            return _load_schedule(cached)
+        except (OSError, ValueError, KeyError):   # a damaged cache is rebuilt, never trusted
+            shutil.rmtree(cached, ignore_errors=True)
+    sched = read_goal(path)
+    if cached is not None and isinstance(sched.labels, GoalLabels):
+        _save_schedule(sched, cached)
+    return sched
+
+
+# On disk the arrays are as narrow as the format allows (ranks, peers, tags, cpu/nic indices and,
+# below 2**31 operations, dependencies fit int32: see the parser's and simulator's checks);
+# they are widened when read.
+_DISK = {"rank": np.int32, "kind": np.int8, "size": np.float64, "peer": np.int32,
+         "tag": np.int32, "cpu": np.int32, "nic": np.int32, "dep_op": np.int64,
+         "dep_on": np.int64, "dep_start": np.bool_}
+_SCHEDULE_CACHE_VERSION = 1
+
+
+def _schedule_cache(goal: Path) -> Path | None:
+    try:
+        st = goal.stat()
+    except OSError:
+        return None
+    key = f"{_SCHEDULE_CACHE_VERSION}:{st.st_size}:{st.st_mtime_ns}"
+    return goal.parent / CACHE_DIR / f"schedule-{hashlib.sha1(key.encode()).hexdigest()[:16]}"
+
+
+def _save_schedule(s: Schedule, path: Path) -> None:
+    """Write the arrays under a temporary name renamed into place; older copies are removed. A
+    trace folder that cannot be written keeps no cache (the replay goes on)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        for old in path.parent.glob("schedule-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        tmp.mkdir()
+        for name, dtype in _DISK.items():
+            if name in ("dep_op", "dep_on") and s.nops < 2**31:
+                dtype = np.int32
+            np.save(tmp / f"{name}.npy", np.asarray(getattr(s, name)).astype(dtype, copy=False))
+        np.save(tmp / "lab_off.npy", s.labels.off)
+        np.save(tmp / "lab_buf.npy", s.labels.buf)
+        (tmp / "meta.json").write_text(json.dumps({"nranks": s.nranks}))
+        tmp.rename(path)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_schedule(path: Path) -> Schedule:
+    arr = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in _DISK}
+    wide = {k: (np.asarray(v, np.float64) if k == "size" else np.asarray(v, bool)
+                if k == "dep_start" else np.asarray(v, np.int64)) for k, v in arr.items()}
+    nranks = json.loads((path / "meta.json").read_text())["nranks"]
+    labels = GoalLabels(np.load(path / "lab_off.npy", mmap_mode="r"),
+                        np.load(path / "lab_buf.npy", mmap_mode="r"))
+    return Schedule(int(nranks), labels=labels, **wide)
 
 
 def _message_tags(prep, st) -> np.ndarray:
