@@ -25,27 +25,20 @@ from ``loggps``, and why: docs/interop.md.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
-from replay.loggopsim.goal import GoalError
-from replay.loggopsim.rows import row_times
-from replay.loggopsim.schedule import (
-    TraceSchedule,
-    schedule_from_trace,
-    sidecar_schedule,
-)
-from replay.loggopsim.simulator import (
-    CALC,
-    SEND,
-    ScheduleError,
-    params_vector,
-    simulate,
-)
+from replay.errors import ReplayError
 from replay.models.base import NetworkModel, Param, ParamError, register
 from replay.models.loggps import LogGPS
-from replay.prepare import Prepared, ReplayError
+
+if TYPE_CHECKING:
+    from replay.loggopsim.schedule import TraceSchedule
+    from replay.prepare import Prepared
+
+# The simulator (numba) is imported when a replay runs: choosing the model, listing it or
+# checking its parameters needs none of it.
 
 
 class Replayed(NamedTuple):
@@ -67,6 +60,8 @@ class Replayed(NamedTuple):
 
 def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
     """The simulator's parameter vector from resolved values (internal units) for ``nranks``."""
+    from replay.loggopsim.simulator import params_vector
+
     return params_vector(
         L=values["L"], o_send=values["o_send"] + values["o_b_send"] * nranks,
         o_recv=values["o_recv"] + values["o_b_recv"] * nranks, O_send=values["O_send"],
@@ -106,6 +101,11 @@ class LogGOPSim(NetworkModel):
         """Replay ``prep`` under LogGOPSim's rules; ``scale`` multiplies the bursts (per region
         + 1, as ``replay.engine`` computes it). Injected delays (``delay_ns``) are not
         supported."""
+        from replay.loggopsim.goal import GoalError
+        from replay.loggopsim.rows import row_times
+        from replay.loggopsim.schedule import schedule_from_trace, sidecar_schedule
+        from replay.loggopsim.simulator import CALC, SEND, ScheduleError, simulate
+
         if delay_ns is not None:
             raise ReplayError(f"injected delays are not supported by model {self.NAME}")
         traced: TraceSchedule | None = None

@@ -55,7 +55,6 @@ import math
 
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 
 from replay.errors import NoPredictionError
@@ -199,10 +198,12 @@ def _measured(v: dict, svc: np.ndarray, links: tuple, nlinks: int, send_times: n
     hist = getattr(ctx, "_mm1_hist", None)
     if hist is None or len(hist) < need:
         hist = _keep(ctx, "_mm1_hist", np.empty(need))
+    from replay.models.mm1_kernel import measured_delay  # numba: only when the model runs
+
     up, mid, down = links
-    delay, n_sat, max_rho = _measured_delay(svc, up, mid, down, send_times, bucket, width, nbk,
-                                            nlinks, float(v["rho_max"]), float(v["tau"]),
-                                            hist[:need])
+    delay, n_sat, max_rho = measured_delay(svc, up, mid, down, send_times, bucket, width, nbk,
+                                           nlinks, float(v["rho_max"]), float(v["tau"]),
+                                           hist[:need], WINDOW_SERVICE_TIMES)
     return delay, n_sat, max_rho, width
 
 
@@ -239,88 +240,3 @@ def _keep(ctx, name: str, value):
     except AttributeError:
         pass
     return value
-
-
-@nb.njit(cache=True, nogil=True)
-def _ramp(hist, base, cells, x, sign):
-    """Add sign·max(j - x, 0) at the integer points j to the cumulative series whose second
-    differences ``hist[base:base + cells]`` holds (x >= 0, in buckets)."""
-    i = int(x)
-    c = i + 1 - x
-    if i + 1 < cells:
-        hist[base + i + 1] += sign * c
-    if i + 2 < cells:
-        hist[base + i + 2] += sign * (1.0 - c)
-
-
-@nb.njit(cache=True, nogil=True)
-def _at(hist, base, nbk, x):
-    """The cumulative busy time (buckets) at x in [0, nbk], linear inside a bucket."""
-    j = min(int(x), nbk - 1)
-    lo = hist[base + j]
-    return lo + (x - j) * (hist[base + j + 1] - lo)
-
-
-@nb.njit(cache=True, nogil=True)
-def _own(xa, xe, nbk, x):
-    """The message's own share of ``_at``: its busy interval [xa, xe] seen the same way."""
-    j = min(int(x), nbk - 1)
-    lo = min(max(j - xa, 0.0), xe - xa)
-    hi = min(max(j + 1 - xa, 0.0), xe - xa)
-    return lo + (x - j) * (hi - lo)
-
-
-@nb.njit(cache=True, nogil=True)
-def _measured_delay(svc, up, mid, down, send_times, B, W, nbk, nlinks, rho_max, tau, hist):
-    """Measured-utilisation delays in three sweeps (no temporaries). ``hist`` holds per link the
-    cumulative busy time at the nbk + 1 bucket boundaries (in buckets of width B): first the
-    second differences of each message's busy interval [t, t + s], then two running sums. Each
-    message's window load is the cumulative time at its ends less its own interval's share, and
-    eq. 7 applies per stage crossed."""
-    M = len(svc)
-    cells = nbk + 1
-    hist[:] = 0.0
-    for m in range(M):
-        if svc[m] <= 0.0:
-            continue
-        xa = min(send_times[m] / B, float(nbk))
-        xe = min((send_times[m] + svc[m]) / B, float(nbk))
-        for links in (up, mid, down):
-            if links[m] >= 0:
-                _ramp(hist, links[m] * cells, cells, xa, 1.0)
-                _ramp(hist, links[m] * cells, cells, xe, -1.0)
-    for ln in range(nlinks):
-        slope = 0.0
-        acc = 0.0
-        for j in range(cells):
-            slope += hist[ln * cells + j]
-            acc += slope
-            hist[ln * cells + j] = acc
-    delay = np.zeros(M)
-    n_sat = 0
-    max_rho = 0.0
-    for m in range(M):
-        s = svc[m]
-        wm = max(W, WINDOW_SERVICE_TIMES * s)
-        mid_t = send_times[m] + 0.5 * s
-        lo = min(max((mid_t - 0.5 * wm) / B, 0.0), float(nbk))
-        hi = min(max((mid_t + 0.5 * wm) / B, 0.0), float(nbk))
-        xa = min(send_times[m] / B, float(nbk))
-        xe = min((send_times[m] + s) / B, float(nbk))
-        own = _own(xa, xe, nbk, hi) - _own(xa, xe, nbk, lo)
-        sat = False
-        for links in (up, mid, down):
-            ln = links[m]
-            if ln < 0:
-                continue
-            base = ln * cells
-            busy = _at(hist, base, nbk, hi) - _at(hist, base, nbk, lo) - own
-            rho = max(busy, 0.0) * B / wm
-            if rho >= 1.0:
-                sat = True
-            if rho > max_rho:
-                max_rho = rho
-            delay[m] += s / (1.0 - min(rho, rho_max)) + tau
-        if sat:
-            n_sat += 1
-    return delay, n_sat, max_rho
