@@ -347,27 +347,11 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
     # Rows without operations (regions): map measured times through the rank's time warp,
     # piecewise linear between the replayed ends of MPI calls.
     has = rs >= 0
-    miss = ~has
-    if miss.any():
-        rank = rows.rank
-        span = float(max(rows.t_end.max() - prep.t0, 1)) * 4 + 1
-        mx = np.concatenate([(rows.t_start[has] - prep.t0).astype(float),
-                             (rows.t_end[has] - prep.t0).astype(float)])
-        my = np.concatenate([rs[has], re[has]])
-        mr = np.concatenate([rank[has], rank[has]])
-        # per-rank anchors at the start (0 -> 0) and at the rank's end
-        R = prep.nranks
-        mx = np.concatenate([mx, np.zeros(R), prep.measured_rank_end_ns])
-        my = np.concatenate([my, np.zeros(R), out.rank_end])
-        mr = np.concatenate([mr, np.arange(R), np.arange(R)])
-        gx = mx + mr * span
-        o = np.lexsort((my, gx))
-        gx, gy = gx[o], my[o]
-        gy = np.maximum.accumulate(gy + mr[o] * span) - mr[o] * span
-        qs = (rows.t_start[miss] - prep.t0) + rank[miss] * span
-        qe = (rows.t_end[miss] - prep.t0) + rank[miss] * span
-        rs[miss] = np.interp(qs, gx, gy + mr[o] * span) - rank[miss] * span
-        re[miss] = np.interp(qe, gx, gy + mr[o] * span) - rank[miss] * span
+    if not has.all():
+        K.time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has,
+                    (rows.t_start - prep.t0).astype(float), (rows.t_end - prep.t0).astype(float),
+                    rs, re, np.asarray(prep.measured_rank_end_ns, float),
+                    np.asarray(out.rank_end, float))
     res.row_start_ns = rs
     res.row_end_ns = np.maximum(re, rs)
     # critical path

@@ -483,3 +483,49 @@ def critical_path(rank_off, msg, pred, m_send_op, m_recv_op, coll_last, last_ran
         follow = True
         i -= 1
     return n
+
+
+@nb.njit(cache=True, nogil=True)
+def time_warp(rank_off, has, ts, te, rs, re, end_x, end_y):
+    """Rule *time warp*: rows without replayed times (``has`` false: regions, calls without an
+    operation) get them through their rank's piecewise-linear map from measured to replayed
+    time, whose anchors are (0, 0), each timed row's (start, replayed start) and (end, replayed
+    end), and (the rank's measured end ``end_x``, its replayed end ``end_y``); anchors sorted by
+    measured time, replayed times made non-decreasing. Rows are grouped by rank (``rank_off``);
+    ``rs``/``re`` are filled in place. Anchors come in order when a rank's calls do not overlap,
+    so they are sorted only when they are not."""
+    for r in range(len(rank_off) - 1):
+        lo, hi = rank_off[r], rank_off[r + 1]
+        nmiss = 0
+        for i in range(lo, hi):
+            if not has[i]:
+                nmiss += 1
+        if nmiss == 0:
+            continue
+        na = 2 + 2 * (hi - lo - nmiss)
+        ax = np.empty(na)
+        ay = np.empty(na)
+        ax[0], ay[0] = 0.0, 0.0
+        k = 1
+        for i in range(lo, hi):
+            if has[i]:
+                ax[k], ay[k] = ts[i], rs[i]
+                ax[k + 1], ay[k + 1] = te[i], re[i]
+                k += 2
+        ax[k], ay[k] = end_x[r], end_y[r]
+        ordered = True
+        for j in range(1, na):
+            if ax[j] < ax[j - 1]:
+                ordered = False
+                break
+        if not ordered:
+            o = np.argsort(ax, kind="mergesort")
+            ax = ax[o]
+            ay = ay[o]
+        for j in range(1, na):
+            if ay[j] < ay[j - 1]:
+                ay[j] = ay[j - 1]
+        for i in range(lo, hi):
+            if not has[i]:
+                rs[i] = np.interp(ts[i], ax, ay)
+                re[i] = np.interp(te[i], ax, ay)
