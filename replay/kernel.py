@@ -527,5 +527,32 @@ def time_warp(rank_off, has, ts, te, rs, re, end_x, end_y):
                 ay[j] = ay[j - 1]
         for i in range(lo, hi):
             if not has[i]:
-                rs[i] = np.interp(ts[i], ax, ay)
-                re[i] = np.interp(te[i], ax, ay)
+                rs[i] = _interp(ts[i], ax, ay)
+                re[i] = _interp(te[i], ax, ay)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _interp(x, xp, fp):
+    """``np.interp(x, xp, fp)`` for one point, with NumPy's rules (the last of equal xp; an
+    exact hit returns fp there). Written out: numba's np.interp loads SciPy's BLAS check."""
+    n = len(xp)
+    if x > xp[n - 1] or x == xp[n - 1]:
+        return fp[n - 1]
+    if x < xp[0]:
+        return fp[0]
+    lo, hi = 0, n - 1           # xp[lo] <= x < xp[hi]
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    if xp[lo] == x:
+        return fp[lo]
+    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
+    y = slope * (x - xp[lo]) + fp[lo]
+    if np.isnan(y):
+        y = slope * (x - xp[lo + 1]) + fp[lo + 1]
+        if np.isnan(y) and fp[lo] == fp[lo + 1]:
+            y = fp[lo]
+    return y
