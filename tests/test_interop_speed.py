@@ -17,6 +17,7 @@ import pytest
 
 import replay
 from hindsight import trace as tf
+from hindsight.interop import bytetext
 from hindsight.interop import perfetto as P
 from hindsight.interop import pipit as PIPIT
 from hindsight.interop.timeline import call_heads, read_timeline
@@ -119,7 +120,7 @@ def test_perfetto_is_byte_identical_on_replayed_and_two_timelines(name, tmp_path
 
 def test_perfetto_edge_cases_are_byte_identical(tmp_path):
     """Unsorted rows, an empty and a quoted region name, an op this version does not know,
-    negative durations and times, times past 1e15 ns, a batch boundary inside a call."""
+    negative durations and times, times past 1e15 ns, the text buffer written inside a call."""
     table = tf.read_trace(CORPUS / "requests-n2").table
     n = table.num_rows
     rng = np.random.default_rng(3)
@@ -136,12 +137,13 @@ def test_perfetto_edge_cases_are_byte_identical(tmp_path):
     late = table.set_column(table.schema.get_field_index("t_end"), "t_end",
                             pa.array(t_end + 3 * 10**15))
     _check([("late", late)], tmp_path)
-    old = P.BATCH_ROWS
+    old = bytetext.BUFFER_BYTES
     try:
-        P.BATCH_ROWS = 7
+        bytetext.BUFFER_BYTES = 1           # the buffer written after every row
         _check([(None, table), ("again", table)], tmp_path)
+        _check([(None, tf.read_trace(CORPUS / "p2p-all-n3").table)], tmp_path)  # Sendrecv
     finally:
-        P.BATCH_ROWS = old
+        bytetext.BUFFER_BYTES = old
 
 
 def test_perfetto_of_an_empty_timeline(tmp_path):
@@ -256,12 +258,12 @@ def test_pipit_edge_cases_are_identical(tmp_path):
     late = table.set_column(table.schema.get_field_index("t_end"), "t_end",
                             pa.array(t_end + 10**16))
     _check_pipit(late, tmp_path)
-    old = PIPIT.BUFFER_BYTES
+    old = bytetext.BUFFER_BYTES
     try:
-        PIPIT.BUFFER_BYTES = 1
+        bytetext.BUFFER_BYTES = 1
         _check_pipit(table, tmp_path)
     finally:
-        PIPIT.BUFFER_BYTES = old
+        bytetext.BUFFER_BYTES = old
 
 
 def test_pipit_of_an_empty_timeline(tmp_path):

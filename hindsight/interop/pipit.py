@@ -37,6 +37,8 @@ import pandas as pd
 import pyarrow as pa
 
 from hindsight import trace as tf
+from hindsight.interop import bytetext
+from hindsight.interop.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
 from replay.frame import load
 from replay.matching import match_messages
@@ -45,8 +47,6 @@ __all__ = ["PIPIT_COLUMNS", "export_pipit", "load", "pipit_trace", "to_pipit"]
 
 PIPIT_COLUMNS = ["Timestamp (ns)", "Event Type", "Name", "Thread", "Process", "Attributes"]
 EVENT_TYPES = ["Enter", "Leave", "Instant"]
-# The buffer the CSV text is formatted into and written from, reused (small: stays in cache).
-BUFFER_BYTES = 1 << 20
 # Beyond 2**53 ns a timestamp is not an exact double and its text is not "<integer>.0"
 # (the compiled formatter's form): those traces are written through pandas.
 EXACT_NS = 2**53
@@ -260,12 +260,12 @@ def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
                                          for a in frame["Attributes"]])
         frame.to_csv(out, index=False)
         return m
-    name_buf, name_off = _texts([_csv_field(s) for s in ev.names])
-    enter_buf, enter_off = _texts([_csv_field(json.dumps({"region": s})) for s in ev.names])
-    piece_buf, piece_off = _texts(_PIECES)
+    name_buf, name_off = byte_table([_csv_field(s) for s in ev.names])
+    enter_buf, enter_off = byte_table([_csv_field(json.dumps({"region": s})) for s in ev.names])
+    piece_buf, piece_off = byte_table(_PIECES)
     # room for any event: the longest name and Enter attributes, and an instant's six integers
-    room = 300 + int(np.diff(name_off).max(initial=0) + np.diff(enter_off).max(initial=0))
-    buf = np.empty(max(BUFFER_BYTES, room), np.uint8)
+    room = 300 + longest(name_off) + longest(enter_off)
+    buf = np.empty(max(bytetext.BUFFER_BYTES, room), np.uint8)
     with open(out, "wb") as fh:
         fh.write((",".join(PIPIT_COLUMNS) + "\n").encode())
         at = 0
@@ -285,50 +285,10 @@ def _csv_field(text: str) -> str:
     return buf.getvalue()[:-2]
 
 
-def _texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Strings as one UTF-8 byte array and the offsets of each."""
-    data = [t.encode() for t in texts]
-    off = np.zeros(len(data) + 1, np.int64)
-    off[1:] = np.cumsum([len(d) for d in data])
-    return np.frombuffer(b"".join(data) or b"\0", np.uint8).copy(), off
-
-
-# The constant text of the CSV (indices into it are the P_* constants of _format).
+# The constant text of the CSV (_format names its pieces by index).
 _PIECES = ["Enter", "Leave", "Instant", '"{""receiver"": ', '"{""sender"": ',
            ', ""communicator"": ', ', ""msg_tag"": ', ', ""msg_length"": ',
            ', ""request_id"": ', '}"']
-
-
-@nb.njit(cache=True, inline="always")
-def _put(buf, at, src, lo, hi):
-    for j in range(lo, hi):
-        buf[at] = src[j]
-        at += 1
-    return at
-
-
-@nb.njit(cache=True, inline="always")
-def _int(buf, at, v):
-    """The decimal text of the int64 ``v``."""
-    if v < 0:
-        buf[at] = 45                                  # "-"
-        at += 1
-        u = np.uint64(-(v + 1)) + np.uint64(1)
-    else:
-        u = np.uint64(v)
-    start = at
-    while True:                                       # the digits backwards, then reversed
-        buf[at] = 48 + np.uint8(u % np.uint64(10))
-        at += 1
-        u //= np.uint64(10)
-        if u == 0:
-            break
-    i, j = start, at - 1
-    while i < j:
-        buf[i], buf[j] = buf[j], buf[i]
-        i += 1
-        j -= 1
-    return at
 
 
 @nb.njit(cache=True)
@@ -339,42 +299,40 @@ def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, p
     at = 0
     e = first
     while e < len(time) and at + room <= len(buf):
-        at = _int(buf, at, time[e])
+        at = put_int(buf, at, time[e])
         buf[at] = 46                                  # ".0,": a float of an integer
         buf[at + 1] = 48
         buf[at + 2] = 44
         at += 3
-        t = etype[e]
-        at = _put(buf, at, piece_buf, piece_off[t], piece_off[t + 1])
+        at = put(buf, at, piece_buf, piece_off, etype[e])
         buf[at] = 44
         at += 1
         c = name[e]
-        at = _put(buf, at, name_buf, name_off[c], name_off[c + 1])
+        at = put(buf, at, name_buf, name_off, c)
         buf[at] = 44                                  # ",0," the thread
         buf[at + 1] = 48
         buf[at + 2] = 44
         at += 3
-        at = _int(buf, at, rank[e])
+        at = put_int(buf, at, rank[e])
         buf[at] = 44
         at += 1
         k = kind[e]
         if k == 0:
-            at = _put(buf, at, enter_buf, enter_off[c], enter_off[c + 1])
+            at = put(buf, at, enter_buf, enter_off, c)
         elif k == 1 or k == 2:
             r = row[e]
-            p = 3 if k == 1 else 4
-            at = _put(buf, at, piece_buf, piece_off[p], piece_off[p + 1])
-            at = _int(buf, at, peer[r])
-            at = _put(buf, at, piece_buf, piece_off[5], piece_off[6])
-            at = _int(buf, at, comm[r])
-            at = _put(buf, at, piece_buf, piece_off[6], piece_off[7])
-            at = _int(buf, at, tag[r])
-            at = _put(buf, at, piece_buf, piece_off[7], piece_off[8])
-            at = _int(buf, at, nbytes[r])
+            at = put(buf, at, piece_buf, piece_off, 3 if k == 1 else 4)
+            at = put_int(buf, at, peer[r])
+            at = put(buf, at, piece_buf, piece_off, 5)
+            at = put_int(buf, at, comm[r])
+            at = put(buf, at, piece_buf, piece_off, 6)
+            at = put_int(buf, at, tag[r])
+            at = put(buf, at, piece_buf, piece_off, 7)
+            at = put_int(buf, at, nbytes[r])
             if nonblocking[e]:
-                at = _put(buf, at, piece_buf, piece_off[8], piece_off[9])
-                at = _int(buf, at, request[r])
-            at = _put(buf, at, piece_buf, piece_off[9], piece_off[10])
+                at = put(buf, at, piece_buf, piece_off, 8)
+                at = put_int(buf, at, request[r])
+            at = put(buf, at, piece_buf, piece_off, 9)
         buf[at] = 10
         at += 1
         e += 1
