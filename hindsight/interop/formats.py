@@ -15,16 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import pyarrow as pa
-
-from hindsight.interop.goal import export_goal, import_goal
-from hindsight.interop.otf2_export import export_otf2
-from hindsight.interop.otf2_import import import_otf2
-from hindsight.interop.perfetto import export_perfetto
-from hindsight.interop.pipit import export_pipit
-from replay.loggopsim.simulator import SEND
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -61,13 +55,21 @@ class Importer:
     read: Callable[[Path, Path, list[tuple[str, str]]], Path]
 
 
+# Each format's module is imported when it runs: the registry itself (the choices of
+# `export --format`, `import FORMAT`) must load neither pyarrow nor numba.
+
+
 def _otf2(job: ExportJob, out: Path) -> str:
+    from hindsight.interop.otf2_export import export_otf2
+
     anchor = export_otf2(job.trace, out, table=job.table, manifest=job.manifest)
     return (f"wrote {anchor}: OTF2 archive, {job.nranks} locations, {job.table.num_rows} "
             "trace rows")
 
 
 def _perfetto(job: ExportJob, out: Path) -> str:
+    from hindsight.interop.perfetto import export_perfetto
+
     timelines = [(job.label, job.table)]
     if job.measured is not None:
         timelines = [("measured", job.measured), (job.label, job.table)]
@@ -78,6 +80,9 @@ def _perfetto(job: ExportJob, out: Path) -> str:
 
 
 def _goal(job: ExportJob, out: Path) -> str:
+    from hindsight.interop.goal import export_goal
+    from replay.loggopsim.simulator import SEND
+
     sched = export_goal(job.trace, out, compute_scale=job.compute_scale,
                         algorithms=job.algorithms)
     return (f"wrote {out}: GOAL schedule of {sched.nranks} ranks, {sched.nops} operations "
@@ -85,8 +90,22 @@ def _goal(job: ExportJob, out: Path) -> str:
 
 
 def _pipit(job: ExportJob, out: Path) -> str:
+    from hindsight.interop.pipit import export_pipit
+
     events = export_pipit(job.table, out)
     return f"wrote {out}: {events} events in pipit's columns"
+
+
+def _import_otf2(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
+    from hindsight.interop.otf2_import import import_otf2
+
+    return import_otf2(source, out)
+
+
+def _import_goal(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
+    from hindsight.interop.goal import import_goal
+
+    return import_goal(source, out, params)
 
 
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
@@ -98,6 +117,6 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
 )}
 
 IMPORTERS: dict[str, Importer] = {i.name: i for i in (
-    Importer("otf2", False, lambda source, out, params: import_otf2(source, out)),
-    Importer("goal", True, import_goal),
+    Importer("otf2", False, _import_otf2),
+    Importer("goal", True, _import_goal),
 )}
