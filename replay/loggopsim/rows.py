@@ -149,21 +149,12 @@ def _wait_starts(rank, op, wait, rs, re):
 
 def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndarray):
     """Rows without replayed times (regions, unmatched ops) are mapped through the rank's time
-    warp: piecewise linear between rows that have times (as the default engine does)."""
+    warp: piecewise linear between rows that have times (the default engine's rule,
+    ``replay.kernel.time_warp``)."""
     rows = prep.rows
-    rank = rows["rank"]
-    ts = (rows["t_start"] - prep.t0).astype(float)
-    te = (rows["t_end"] - prep.t0).astype(float)
-    for r in range(prep.nranks):
-        idx = np.flatnonzero(rank == r)
-        have = idx[rs[idx] >= 0]
-        miss = idx[rs[idx] < 0]
-        if not len(miss):
-            continue
-        mx = np.concatenate([[0.0], ts[have], te[have], [prep.measured_rank_end_ns[r]]])
-        my = np.concatenate([[0.0], rs[have], np.maximum(re[have], rs[have]), [rank_end[r]]])
-        o = np.lexsort((my, mx))
-        mx, my = mx[o], np.maximum.accumulate(my[o])
-        rs[miss] = np.interp(ts[miss], mx, my)
-        re[miss] = np.interp(te[miss], mx, my)
+    has = rs >= 0
+    re = np.where(has, np.maximum(re, rs), re)
+    K.time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has,
+                (rows["t_start"] - prep.t0).astype(float), (rows["t_end"] - prep.t0).astype(float),
+                rs, re, np.asarray(prep.measured_rank_end_ns, float), np.asarray(rank_end, float))
     return rs, np.maximum(re, rs)
