@@ -135,10 +135,11 @@ def _check_order(cols, ops, files) -> list[str]:
 
 
 def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str]:
-    """A rank that finished must have completed every non-blocking send it posted (the other
-    request problems, receives included, are reported by the matching)."""
+    """A rank that finished must have completed every non-blocking send and collective it
+    posted (the other request problems, receives included, are reported by the matching)."""
     req, rank, seq = cols["request"], cols["rank"], cols["seq"]
-    posts = np.flatnonzero(tf.op_mask(ops, tf.NONBLOCKING_SEND_OPS) & (req >= 0))
+    posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
+    posts = np.flatnonzero(tf.op_mask(ops, posted) & (req >= 0))
     done = np.flatnonzero(tf.op_mask(ops, tf.COMPLETION_OPS) & (req >= 0))
     width = int(req.max()) + 1 if len(req) else 1
     key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731

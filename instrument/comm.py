@@ -9,10 +9,9 @@ matched probe) and a ``Recv`` row (the receive); allocation and unpickling lie b
 
 Persistent point-to-point requests (`Send_init`, `Recv_init`, ...) are recorded at each `Start`
 as the matching non-blocking post (instrument.completion.TracedPrequest). Every communicator
-constructor returns a traced communicator with a derived id. Calls with no row model
-(non-blocking and persistent collectives, matched probes, neighbourhood collectives, one-sided
-communication, intercommunicator traffic) are counted per name (instrument.untraced), and the
-manifest says so (`untraced_calls`).
+constructor returns a traced communicator with a derived id; non-blocking collectives are
+instrument.nonblocking's. Calls with no row model are counted per name (instrument.untraced),
+and the manifest says so (`untraced_calls`).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from hindsight.trace import core as tf
 from instrument import completion as _completion
 from instrument.completion import TracedPrequest, TracedRequest
 from instrument.sizes import nbytes as _nbytes, pickled_size as _pickled_size
-from instrument import untraced as _untraced
+from instrument import nonblocking as _nonblocking, untraced as _untraced
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm
@@ -544,6 +543,7 @@ class TracedComm(_C):
             _C.Create_intercomm(self, local_leader, peer_comm, remote_leader, tag))
 
 
+_nonblocking.install(TracedComm)
 _untraced.add_counters(TracedComm, _C, _untraced.COMM_UNTRACED)
 
 #: Create_group calls per (parent id, members): how many of that group were made before.

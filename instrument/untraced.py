@@ -1,6 +1,6 @@
 """Calls the tracer does not model, counted so that a trace says its traffic is incomplete.
 
-Non-blocking and persistent collectives, `Alltoallw`, matched probes, partitioned and combined
+Persistent collectives, `Alltoallw` and `Ialltoallw`, matched probes, partitioned and combined
 non-blocking send-receives, neighbourhood collectives, one-sided communication (windows) and
 intercommunicator traffic are not recorded as rows (replay has no model for them). Each such
 call is counted per name in `COUNTS`; the rank's file metadata carries the totals and the manifest
@@ -20,9 +20,7 @@ COUNTS: dict[str, int] = {}
 #: Methods of an intracommunicator that are counted, not traced.
 COMM_UNTRACED = (
     "Alltoallw", "Isendrecv", "Isendrecv_replace", "Mprobe", "Improbe", "mprobe", "improbe",
-    "Ibarrier", "Ibcast", "Igather", "Igatherv", "Iscatter", "Iscatterv", "Iallgather",
-    "Iallgatherv", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ireduce", "Iallreduce",
-    "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan",
+    "Ialltoallw",
     "Barrier_init", "Bcast_init", "Gather_init", "Gatherv_init", "Scatter_init", "Scatterv_init",
     "Allgather_init", "Allgatherv_init", "Alltoall_init", "Alltoallv_init", "Alltoallw_init",
     "Reduce_init", "Allreduce_init", "Reduce_scatter_init", "Reduce_scatter_block_init",
@@ -46,7 +44,10 @@ INTERCOMM_UNTRACED = (
     "Bsend_init", "Rsend_init", "Recv_init", "Barrier", "Bcast", "Gather", "Gatherv", "Scatter",
     "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Reduce", "Allreduce",
     "Reduce_scatter", "Reduce_scatter_block", "barrier", "bcast", "gather", "scatter",
-    "allgather", "alltoall", "reduce", "allreduce", "Merge", "Dup", "Split") + COMM_UNTRACED
+    "allgather", "alltoall", "reduce", "allreduce", "Merge", "Dup", "Split", "Ibarrier", "Ibcast",
+    "Igather", "Igatherv", "Iscatter", "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall",
+    "Ialltoallv", "Ireduce", "Iallreduce", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan",
+    "Iexscan") + COMM_UNTRACED
 
 #: Window (one-sided) methods, counted as "Win.<name>"; the constructors are class methods.
 WIN_UNTRACED = (

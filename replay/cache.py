@@ -21,7 +21,7 @@ from replay.instances import Instances
 from replay.rows import Messages, Rows
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 12
+CACHE_VERSION = 13
 
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances))

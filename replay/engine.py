@@ -198,6 +198,14 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
              "(some ranks wait for messages or collectives that can never happen)")
 
+#: Rule ``nonblocking_split`` (replay.stream) runs a non-blocking collective's later steps at
+#: its completion; a program whose other calls before that completion wait for a peer that
+#: first completes the collective cannot be replayed so (docs/replay.md).
+_NONBLOCKING_HINT = ("; the trace has non-blocking collectives, whose steps after the first "
+                     "are replayed at their Wait/Test: a rank that waits for a peer's message "
+                     "before completing its collective, while that peer completes the "
+                     "collective first, deadlocks under that rule (use --model measured)")
+
 
 def run(prep: Prepared, model: str | NetworkModel = "loggps",
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, *,
@@ -252,7 +260,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last,
                              cost)
         if stuck:
-            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck)")
+            hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
+            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,

@@ -20,7 +20,10 @@ class Instances:
     """The collective instances of a trace. Per instance: ``comm``, ``op``, ``root``, ``size``
     (members of the communicator); its rows are ``rows[off[x]:off[x+1]]`` (sorted by rank),
     and ``local`` is each of those rows' rank within the communicator (0 on COMM_SELF).
-    ``coll["rows"]`` reads a field by name as well."""
+    ``done`` is, per row of ``rows``, the row that completes that member's part: the row
+    itself for a blocking collective, the Wait*/Test* row of a non-blocking collective's
+    request (-1: never completed, in a partial trace). ``coll["rows"]`` reads a field by name
+    as well."""
 
     comm: np.ndarray
     op: np.ndarray
@@ -29,6 +32,7 @@ class Instances:
     rows: np.ndarray
     off: np.ndarray
     local: np.ndarray
+    done: np.ndarray
 
     def __getitem__(self, name: str) -> np.ndarray:
         return getattr(self, name)
@@ -63,7 +67,7 @@ def collective_instances(crows: np.ndarray, rank: np.ndarray, op: np.ndarray,
     if len(crows) == 0:
         e = np.zeros(0, np.int64)
         return Instances(comm=e, op=e, root=e, size=e, rows=e, off=np.zeros(1, np.int64),
-                         local=e)
+                         local=e, done=e)
     c = comm[crows]
     r = rank[crows]
     # (by offset when the ids span little, WORLD and SELF; hashed with a derived communicator)
@@ -113,7 +117,25 @@ def collective_instances(crows: np.ndarray, rank: np.ndarray, op: np.ndarray,
             sel = np.repeat(i_comm == cid, cnt)
             local[sel] = lut[rank[rows[sel]]]
     return Instances(comm=i_comm, op=i_op, root=i_root, size=size, rows=rows, off=off,
-                     local=local)
+                     local=local, done=rows.copy())
+
+
+def complete_nonblocking(coll: Instances, op: np.ndarray, completion_row: np.ndarray,
+                         completion_post_row: np.ndarray) -> None:
+    """Set ``coll.done`` of the non-blocking collectives' post rows to the rows that complete
+    their requests (``completion_row[k]`` completes the request posted by
+    ``completion_post_row[k]``, as matching paired them); -1 where none does."""
+    nb_rows = tf.op_mask(op[coll.rows], tf.NONBLOCKING_COLLECTIVE_OPS)
+    if not nb_rows.any():
+        return
+    posts = coll.rows[nb_rows]
+    order = np.argsort(completion_post_row, kind="stable")
+    cpost, crow = completion_post_row[order], completion_row[order]
+    at = np.minimum(np.searchsorted(cpost, posts), max(len(cpost) - 1, 0))
+    found = (cpost[at] == posts) if len(cpost) else np.zeros(len(posts), bool)
+    done = np.asarray(coll.done).copy()
+    done[nb_rows] = np.where(found, crow[at] if len(crow) else -1, -1)
+    coll.done = done
 
 
 @nb.njit(cache=True)

@@ -13,6 +13,10 @@ Operation kinds (``kind``):
   ISEND  post the send side;  IRECV  post the receive side
   WSEND  complete the send side (Wait on an Isend);  WRECV  complete the receive side
   COLL   enter collective instance ``msg`` and leave when all members entered (measured mode)
+  CPOST  enter collective instance ``msg`` without waiting (a non-blocking collective's post;
+         measured mode)
+  CWAIT  leave collective instance ``msg`` once all members entered (its completion: rule
+         ``nonblocking_meeting``; measured mode)
   PROBE  a blocking probe that returned message ``msg`` (the receive that follows takes it): wait
          until its envelope is there (eager: the data; rendezvous: the request to send), do not
          consume it; the receive is posted by the RECV that follows
@@ -43,7 +47,7 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
 RULES_SHA1 = "2c39e40bb682"
 
-NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE = range(9)
+NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT = range(11)
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS = \
@@ -314,10 +318,13 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     if not is_rendezvous(kb, S, m_sync[m]):
                         de += wire_time(kb, kshift, G)
                     t, waited, pk = bound(start, de, PRED_SEND)
-            elif k == COLL:
+            elif k == COLL or k == CPOST or k == CWAIT:
+                # Rule nonblocking_meeting: a non-blocking collective enters at its post
+                # (CPOST, which never waits) and meets the others at its completion (CWAIT),
+                # as a blocking one (COLL) enters and meets in one call.
                 c = msg[i]
                 # Entry is counted once: phase 2 marks "entered, waiting for the others".
-                if ph == 1:
+                if ph == 1 and k != CWAIT:
                     ph = 2
                     coll_cnt[c] += 1
                     if t > coll_max[c] or coll_cnt[c] == 1:
@@ -331,7 +338,9 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                             top += 1
                             w = next_waiter[w]
                         coll_head[c] = -1
-                if coll_cnt[c] < coll_n[c]:
+                if k == CPOST:
+                    t = start + loc[i]
+                elif coll_cnt[c] < coll_n[c]:
                     next_waiter[r] = coll_head[c]
                     coll_head[c] = r
                     blocked = -2

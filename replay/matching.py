@@ -122,10 +122,11 @@ def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
 
 def _classes() -> np.ndarray:
     """Per op code (the last slot: -1, an unknown op), the class of a row for matching:
-    bit 1 posts a request (Irecv, Isend...), 2 completes requests (Wait*, Test*), 4 sends,
-    8 is a blocking receive, 16 is an Irecv."""
+    bit 1 posts a request (Irecv, Isend..., a non-blocking collective), 2 completes requests
+    (Wait*, Test*), 4 sends, 8 is a blocking receive, 16 is an Irecv."""
     cls = np.zeros(len(tf.OPS) + 1, np.int8)
-    for names, bit in ((tf.NONBLOCKING_SEND_OPS | {"Irecv"}, 1), (tf.COMPLETION_OPS, 2),
+    posts = tf.NONBLOCKING_SEND_OPS | {"Irecv"} | tf.NONBLOCKING_COLLECTIVE_OPS
+    for names, bit in ((posts, 1), (tf.COMPLETION_OPS, 2),
                        (tf.SEND_OPS, 4), (tf.BLOCKING_RECV_OPS, 8), ({"Irecv"}, 16)):
         for x in names:
             cls[tf.OP_CODE[x]] |= bit

@@ -160,8 +160,8 @@ def _violations(sub: dict[str, np.ndarray], nranks: int,
     mark(match.unmatched_send_rows)
     mark(match.unmatched_recv_rows)
     # Requests whose completion was cut (or never happened): cut at the post.
-    post = np.flatnonzero((tf.op_mask(op, tf.NONBLOCKING_SEND_OPS) | (op == tf.OP_CODE["Irecv"]))
-                          & (sub["request"] >= 0))
+    posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS | {"Irecv"}
+    post = np.flatnonzero(tf.op_mask(op, posted) & (sub["request"] >= 0))
     done = np.zeros(len(rank), bool)
     done[match.completion_post_row] = True
     mark(post[~done[post]])

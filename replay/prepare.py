@@ -23,7 +23,7 @@ from replay import cache
 from replay import collectives as C
 from replay import kernel as K
 from replay.errors import ReplayError
-from replay.instances import Instances, collective_instances
+from replay.instances import Instances, collective_instances, complete_nonblocking
 from replay.matching import match_messages
 from replay.models.base import ParamError
 from replay.rows import Messages, Rows, trace_rows
@@ -192,6 +192,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
     coll = collective_instances(np.flatnonzero(rows.kind == K.COLL), rows.rank, rows.op,
                                 a["comm"], a["root"], comm_members, problems, partial)
     rows.coll[coll.rows] = coll.of_rows()
+    complete_nonblocking(coll, rows.op, match.completion_row, match.completion_post_row)
     return Prepared(cols.path, manifest, nranks, rows, cols.region_names, trail, t0,
                     Messages.of(match), coll, comm_members, host_placement(manifest, nranks),
                     problems)

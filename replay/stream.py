@@ -4,6 +4,14 @@
 * ``expand=True`` (network models): a collective becomes the point-to-point pattern of its
   algorithm (``replay.collectives``).
 
+A non-blocking collective (``Iallreduce``...) is its blocking collective split over two rows:
+its post row and the Wait*/Test* row that completes its request. Unexpanded, the post is a
+NOP and the members meet (COLL) at the completion. Expanded, the post row carries the member's
+first step's posts (the sends and receives the library starts inside the call) and the
+completion row the rest of its pattern (rule ``nonblocking_split``: without asynchronous
+progress the library advances a collective's schedule inside MPI calls, and the one call this
+model knows of is the completion).
+
 Per row its operations (one per MPI row; two for a Sendrecv's receive half, whose send half
 completes there; a collective's pattern steps when expanded), each carrying the row's region,
 the first one its burst; then per message its size, endpoints and the operations that post it.
@@ -45,6 +53,8 @@ def call_classes(st: Stream, row_op: np.ndarray) -> np.ndarray:
     has_row = st.op_row >= 0
     op = np.where(has_row, row_op[np.where(has_row, st.op_row, 0)], 0)
     own = has_row & ~_COLLECTIVE_ROW[op]
+    if len(st.coll_done_rows):  # a non-blocking collective's steps, not the program's calls
+        own &= ~np.isin(st.op_row, st.coll_done_rows)
     cls[own & (st.kind == K.IRECV)] = CALL_IRECV
     cls[own & (st.kind == K.WSEND) & _COMPLETION_ROW[op]] = CALL_WAIT
     cls[own & (st.kind == K.PROBE)] = CALL_PROBE
@@ -76,6 +86,8 @@ class Stream:
     #: picked, where ``algorithms`` names it)
     selected: dict[str, dict[str, int]] = field(default_factory=dict)
     m_sync: np.ndarray | None = None   # per message: synchronous send (Ssend/Issend); None = none
+    #: the rows that complete non-blocking collectives (expanded: they carry pattern steps)
+    coll_done_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def nops(self) -> int:
@@ -97,6 +109,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     # there), a collective's pattern steps when expanded (``per_row``, empty when none)
     per_row = np.zeros(0, np.int64)
     pats: dict[int, tuple[C.Pattern, list[int]] | None] = {}
+    heads: dict[int, np.ndarray] = {}   # per pattern: each member's operations at the post
     inst_pat = np.full(ninst, -1, np.int64)
     selected: dict[str, dict[str, int]] = {}
     if expand and ninst:
@@ -104,7 +117,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         # (COMM_SELF, size 1)
         root = np.where(coll.root >= 0, coll.root, -1)
         algo_names, inst_algo = _instance_algorithms(coll, rows.nbytes, algos)
-        key, cnt = np.unique(coll.op * len(algo_names) + inst_algo, return_counts=True)
+        key, cnt = np.unique(coll.op.astype(np.int64) * len(algo_names) + inst_algo,
+                             return_counts=True)
         for k, c in zip(key.tolist(), cnt.tolist()):
             op = tf.OPS[k // len(algo_names)]
             selected.setdefault(op, {})[algo_names[k % len(algo_names)]] = c
@@ -119,18 +133,31 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
                 continue
             mem = comm_members[cid]
             root_local = mem.index(rootw) if rootw in mem else 0
-            pats[g] = (C.pattern(tf.OPS[opc], algo_names[ac], int(size), root_local), mem)
+            op = tf.OPS[opc]
+            pat = C.pattern(tf.BLOCKING_OF.get(op, op), algo_names[ac], int(size), root_local)
+            heads[g] = nonblocking_split(pat) if op in tf.BLOCKING_OF else \
+                np.zeros(int(size), np.int64)
+            pats[g] = (pat, mem)
         inst_pat = gid
-        # per collective row: ops of its member in the pattern (at least one, to carry the burst)
+        # per collective row: ops of its member in the pattern (at least one, to carry the
+        # burst); a non-blocking one's split over its post and completion rows
         inst_of = coll.of_rows()
         per = np.ones(len(coll.rows), np.int64)
+        per_done = np.ones(len(coll.rows), np.int64)
         for g, pm in pats.items():
             if pm is None:
                 continue
             sel = inst_pat[inst_of] == g
-            per[sel] = np.maximum(np.diff(pm[0].op_off)[coll.local[sel]], 1)
+            nops = np.diff(pm[0].op_off)[coll.local[sel]]
+            head = heads[g][coll.local[sel]]
+            split = head > 0
+            per[sel] = np.maximum(np.where(split, head, nops), 1)
+            per_done[sel] = np.maximum(nops - head, 1)
         per_row = np.zeros(n, np.int64)
         per_row[coll.rows] = per
+        split_rows = coll.done != coll.rows
+        has_done = split_rows & (coll.done >= 0)
+        per_row[coll.done[has_done]] = per_done[has_done]
     cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
     # Message and row numbers as int32 when they fit: the operation arrays are most of a
     # stream's memory, and writing them most of its build time.
@@ -162,9 +189,17 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     _trace_message_ops(m_send_op, m_recv_op, m_sync, first, msgs.send_row, msgs.recv_row,
                        rows.op, _SYNC_OF)
     coll_n = np.zeros(0, np.int64)
+    nb_done = coll.done[(coll.done != coll.rows) & (coll.done >= 0)]
     if ninst and not expand:
-        kind[first[coll.rows]] = K.COLL
-        msg[first[coll.rows]] = coll.of_rows()
+        # a blocking collective is one COLL; a non-blocking one enters at its post (CPOST) and
+        # meets the others where its request completes (CWAIT)
+        inst = coll.of_rows()
+        nonblocking = coll.done != coll.rows
+        kind[first[coll.rows]] = np.where(nonblocking, K.CPOST, K.COLL)
+        msg[first[coll.rows]] = inst
+        met = nonblocking & (coll.done >= 0)
+        kind[first[coll.done[met]]] = K.CWAIT
+        msg[first[coll.done[met]]] = inst[met]
         coll_n = np.diff(coll.off).astype(np.int64)
     elif ninst:
         base = M0
@@ -176,7 +211,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             Mp = len(pat.src)
             ni = len(insts)
             mem_arr = np.asarray(mem, np.int32)
-            by_local = _rows_by_local(coll, insts, len(mem))
+            by_local = _rows_by_local(coll, coll.rows, insts, len(mem))
+            done_local = _rows_by_local(coll, coll.done, insts, len(mem))
             block = slice(base, base + ni * Mp)
             _pattern_bytes(m_bytes, base, by_local, np.asarray(pat.owner, np.int64),
                            np.asarray(pat.mult, np.float64), rows.nbytes)
@@ -185,8 +221,10 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             poff = np.asarray(pat.op_off, np.int64)
             pkind = np.asarray(pat.op_kind, np.int8)
             pmsg = np.asarray(pat.op_msg, np.int64)
-            _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp)
-            _pattern_ops(m_send_op, m_recv_op, first, by_local, base,
+            head = heads[g]
+            _fill_pattern(kind, msg, first, by_local, done_local, head, poff, pkind, pmsg,
+                          base, Mp)
+            _pattern_ops(m_send_op, m_recv_op, first, by_local, done_local, head, base,
                          *_message_steps(poff, pkind, pmsg, Mp))
             base += ni * Mp
         assert base == nmsg  # the messages counted before the layout are all written
@@ -197,7 +235,25 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         loc, dep_lat = _measured_costs(rows, msgs, kind, msg, op_row, first, coll_n)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
-                  selected, m_sync)
+                  selected, m_sync, np.unique(nb_done).astype(np.int64))
+
+
+def nonblocking_split(pat: C.Pattern) -> np.ndarray:
+    """Rule ``nonblocking_split``: per member of a non-blocking collective's pattern, how many
+    of its operations its post row carries: the sends and receives of its first step (the
+    leading ISEND/IRECV operations; a pattern lists each step's posts before its waits). The
+    rest run at the row that completes the request. At least one for a member with operations,
+    0 for one without."""
+    p = len(pat.op_off) - 1
+    out = np.zeros(p, np.int64)
+    is_post = (pat.op_kind == K.ISEND) | (pat.op_kind == K.IRECV)
+    for q in range(p):
+        a, b = int(pat.op_off[q]), int(pat.op_off[q + 1])
+        k = a
+        while k < b and is_post[k]:
+            k += 1
+        out[q] = k - a
+    return out
 
 
 def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
@@ -207,8 +263,10 @@ def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
     the instance's communicator size and the largest block a member recorded (and their sum,
     ``replay.selection.total_bytes``)."""
     ninst = len(coll.comm)
-    per_op = {opc: algos.get(tf.OPS[opc], C.DEFAULT_ALGORITHMS[tf.OPS[opc]])
-              for opc in np.unique(coll.op).tolist()}
+    # a non-blocking collective runs its blocking collective's algorithms (replay.collectives)
+    blocking = {opc: tf.BLOCKING_OF.get(tf.OPS[opc], tf.OPS[opc])
+                for opc in np.unique(coll.op).tolist()}
+    per_op = {opc: algos.get(op, C.DEFAULT_ALGORITHMS[op]) for opc, op in blocking.items()}
     chosen = np.empty(ninst, object)
     for opc, a in per_op.items():
         chosen[coll.op == opc] = a
@@ -223,25 +281,27 @@ def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
         picks = []
         for opc, size, b, t in uniq.tolist():
-            op = tf.OPS[int(opc)]
+            op = blocking[int(opc)]
             picks.append(choose(op, int(size), b, total_bytes(op, int(size), b, t)))
         chosen[selected] = np.asarray(picks, object)[inv.reshape(-1)]
     names, codes = np.unique(chosen.astype(str), return_inverse=True)
     return names.tolist(), codes.reshape(-1).astype(np.int64)
 
 
-def _rows_by_local(coll: Instances, insts: np.ndarray, nmem: int) -> np.ndarray:
-    """The rows of the instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial
-    trace did not record)."""
+def _rows_by_local(coll: Instances, rows: np.ndarray, insts: np.ndarray,
+                   nmem: int) -> np.ndarray:
+    """``rows`` (one per row of ``coll.rows``: those rows, or the rows completing them) of the
+    instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial trace did not
+    record)."""
     ni = len(insts)
     by_local = np.full((ni, nmem), -1, np.int64)
     offs = coll.off
     if np.all(offs[insts + 1] - offs[insts] == nmem):  # every member recorded
         pos = offs[insts][:, None] + np.arange(nmem)[None, :]
-        by_local[np.arange(ni)[:, None], coll.local[pos]] = coll.rows[pos]
+        by_local[np.arange(ni)[:, None], coll.local[pos]] = rows[pos]
     else:  # a partial trace: some instances lack members
         for q_i, i in enumerate(insts.tolist()):
-            rs = coll.rows[offs[i]:offs[i + 1]]
+            rs = rows[offs[i]:offs[i + 1]]
             by_local[q_i, coll.local[offs[i]:offs[i + 1]]] = rs
     return by_local
 
@@ -270,11 +330,12 @@ def _measured_costs(rows: Rows, msgs: Messages, kind: np.ndarray, msg: np.ndarra
     dep_lat[rc] = E[rc] - sp_meas[msg[rc]]
     sc = (kind == K.SEND) | (kind == K.WSEND)
     dep_lat[sc] = E[sc] - rp_meas[msg[sc]]
-    cc = kind == K.COLL
+    enters = (kind == K.COLL) | (kind == K.CPOST)
+    cc = (kind == K.COLL) | (kind == K.CWAIT)   # the operations that wait for the others
     if cc.any():
         ninst = len(coll_n)
         mx = np.full(ninst, -np.inf)
-        np.maximum.at(mx, msg[cc], ts[op_row[cc]])
+        np.maximum.at(mx, msg[enters], ts[op_row[enters]])
         dep_lat[cc] = E[cc] - mx[msg[cc]]
     loc = d.copy()
     dep = rc | cc
@@ -380,12 +441,24 @@ def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sy
         sync[m] = sync_of[o if o >= 0 else len(sync_of) - 1]
 
 
+@nb.njit(cache=True, inline="always")
+def _step_position(first, post_row, done_row, head, j):
+    """Rule ``nonblocking_split``: where a member's ``j``-th pattern operation lies: the
+    ``head`` first ones from its post row's first operation on, the others from its completion
+    row's (-1: that row was not recorded). A blocking collective has head 0 and its own row as
+    completion."""
+    if j < head:
+        return first[post_row] + j if post_row >= 0 else -1
+    return first[done_row] + j - head if done_row >= 0 else -1
+
+
 @nb.njit(cache=True)
-def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
+def _fill_pattern(kind, msg, first, by_local, done_local, head, poff, pkind, pmsg, base, Mp):
     """The operations of a collective's pattern for each of its instances: member q of instance
-    x (its row ``by_local[x, q]``) gets the pattern's steps ``poff[q]..poff[q+1]``, their
-    messages numbered ``base + x·Mp + pmsg``. A member without steps keeps its single NOP;
-    one a partial trace did not record (row -1) has no operations to fill.
+    x (its row ``by_local[x, q]``, completed at ``done_local[x, q]``) gets the pattern's steps
+    ``poff[q]..poff[q+1]`` (placed by ``_step_position``), their messages numbered
+    ``base + x·Mp + pmsg``. A member without steps keeps its single NOP; one a partial trace
+    did not record (row -1) has no operations to fill.
 
     Member by member: a member's instances are its rank's rows in order, so the writes walk
     each rank's operations forward (instance by instance, they jumped between ranks: 20 ms
@@ -393,19 +466,24 @@ def _fill_pattern(kind, msg, first, by_local, poff, pkind, pmsg, base, Mp):
     ni, nmem = by_local.shape
     for q in range(nmem):
         for x in range(ni):
-            if by_local[x, q] < 0:
+            post_row = by_local[x, q]
+            if post_row < 0:
                 continue
-            f = first[by_local[x, q]] - poff[q]
+            done_row = done_local[x, q]
             for j in range(poff[q], poff[q + 1]):
-                kind[f + j] = pkind[j]
-                msg[f + j] = base + x * Mp + pmsg[j]
+                at = _step_position(first, post_row, done_row, head[q], j - poff[q])
+                if at >= 0:
+                    kind[at] = pkind[j]
+                    msg[at] = base + x * Mp + pmsg[j]
 
 
 @nb.njit(cache=True)
-def _pattern_ops(send_op, recv_op, first, by_local, base, s_member, s_step, r_member, r_step):
+def _pattern_ops(send_op, recv_op, first, by_local, done_local, head, base, s_member, s_step,
+                 r_member, r_step):
     """For each instance's messages of a pattern, the operations that post the send and the
     receive: message j is sent by member ``s_member[j]`` at its step ``s_step[j]`` and
-    received by ``r_member[j]`` at ``r_step[j]`` (-1 for a member a partial trace lacks).
+    received by ``r_member[j]`` at ``r_step[j]`` (placed by ``_step_position``; -1 for a
+    member a partial trace lacks).
 
     Instance by instance, so the writes walk the message arrays forward (member by member
     they jumped by a pattern's length at each write)."""
@@ -414,10 +492,13 @@ def _pattern_ops(send_op, recv_op, first, by_local, base, s_member, s_step, r_me
     for x in range(ni):
         for j in range(Mp):
             m = base + x * Mp + j
-            rs = by_local[x, s_member[j]]
-            rr = by_local[x, r_member[j]]
-            send_op[m] = first[rs] + s_step[j] if rs >= 0 else -1
-            recv_op[m] = first[rr] + r_step[j] if rr >= 0 else -1
+            s, r = s_member[j], r_member[j]
+            rs = by_local[x, s]
+            rr = by_local[x, r]
+            send_op[m] = _step_position(first, rs, done_local[x, s], head[s], s_step[j]) \
+                if rs >= 0 else -1
+            recv_op[m] = _step_position(first, rr, done_local[x, r], head[r], r_step[j]) \
+                if rr >= 0 else -1
 
 
 @nb.njit(cache=True)

@@ -71,7 +71,10 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
       ("probe", src[, tag[, comm]])               blocking Probe: waits for the message, leaves it
       ("wait", [req, ...])                        Wait (one) or Waitall (several) rows
       ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
-      ("coll", name, nbytes[, root[, comm]])      any collective from hindsight.trace.COLLECTIVE_OPS
+      ("coll", name, nbytes[, root[, comm]])      any blocking collective
+      ("icoll", name, nbytes[, root[, comm]])     a non-blocking collective's post (Iallreduce...):
+                                                  a request completed by "wait" once every
+                                                  member posted, as the blocking one would end
       ("stall", ns)                               the next operation (an MPI call) is entered,
                                                   then the rank is held ns (preemption) before
                                                   it acts: its rows start ns earlier
@@ -160,7 +163,12 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                     taken = []  # (key, (avail, nbytes)) popped so far; put back if we block
                     for q in reqs:
                         info = s.reqs[q]
-                        if info[0] == "recv":
+                        if info[0] == "coll":
+                            arr = coll_arrivals[info[1]]
+                            if len(arr) < info[2]:
+                                break
+                            taken.append((None, None))
+                        elif info[0] == "recv":
                             key = find(r, info[1], info[2], info[3])
                             if key is None:
                                 break
@@ -170,10 +178,14 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                     else:
                         t1 = s.t + net.overhead
                         name = "Wait" if len(reqs) == 1 else "Waitall"
+                        for q in reqs:
+                            if s.reqs[q][0] == "coll":
+                                t1 = max(t1, s.reqs[q][3](coll_arrivals[s.reqs[q][1]]))
                         for q, (key, got) in zip(reqs, taken):
                             info = s.reqs.pop(q)
                             if key is None:
-                                _row(s, name, s.t, -1, request=q)
+                                _row(s, name, s.t, -1, request=q,
+                                     comm=info[1][0] if info[0] == "coll" else 0)
                             else:
                                 t1 = max(t1, got[0])
                                 _row(s, name, s.t, -1, key[0], key[3], info[3], got[1], q)
@@ -206,20 +218,35 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                     _row(s, "Sendrecv_send", s.t, t1, dst, tag, 0, nb)
                     _row(s, "Sendrecv_recv", s.t, t1, key[0], tag, 0, rb)
                     s.t = t1
-                elif kind == "coll":
+                elif kind in ("coll", "icoll"):
                     name, nb = op[1], op[2]
                     root = op[3] if len(op) > 3 else -1
                     comm = op[4] if len(op) > 4 else 0
                     members = comms.get(comm) or [r]
                     k = coll_count.get((r, comm), 0)
                     arr = coll_arrivals.setdefault((comm, k), {})
+                    steps = max(1, int(np.ceil(np.log2(max(len(members), 2)))))
+
+                    def coll_end(arr, steps=steps, nb=nb):
+                        return max(arr.values()) + steps * (net.coll_step
+                                                            + net.ns_per_byte * max(nb, 0))
+                    if kind == "icoll":
+                        arr[r] = s.t
+                        req = s.next_req
+                        s.next_req += 1
+                        s.reqs[req] = ("coll", (comm, k), len(members), coll_end)
+                        _row(s, name, s.t, s.t + 100, -1, -1, comm, nb, req, root)
+                        coll_count[(r, comm)] = k + 1
+                        s.t += 100
+                        s.pc += 1
+                        progress = True
+                        continue
                     if r not in arr:
                         arr[r] = s.t
                         progress = True
                     if len(arr) < len(members):
                         break
-                    steps = max(1, int(np.ceil(np.log2(max(len(members), 2)))))
-                    t1 = max(arr.values()) + steps * (net.coll_step + net.ns_per_byte * max(nb, 0))
+                    t1 = coll_end(arr)
                     _row(s, name, s.t, t1, -1, -1, comm, nb, -1, root)
                     coll_count[(r, comm)] = k + 1
                     s.t = t1

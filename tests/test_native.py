@@ -123,14 +123,19 @@ def test_collectives_bytes_and_roots(exe, tmp_path):
                 "Exscan": block, "Reduce_scatter": block * p, "Reduce_scatter_block": block}
     for r in range(p):
         mine = df[df["rank"] == r]
-        assert _counts(mine, r) == {**{op: 1 for op in tf.COLLECTIVE_OPS}, "Allreduce": 2}
+        assert _counts(mine, r) == {**{op: 1 for op in tf.COLLECTIVE_OPS}, "Allreduce": 2,
+                                    "Waitall": len(tf.NONBLOCKING_COLLECTIVE_OPS)}
         got = dict(zip(mine["op"].astype(str), mine["nbytes"]))
         for op, n in expected.items():
             assert got[op] == n, op
+            assert got["I" + op[0].lower() + op[1:]] == n, op      # sized as the blocking one
+        posts = mine[mine["op"].isin(list(tf.NONBLOCKING_COLLECTIVE_OPS))]
+        assert sorted(posts["request"]) == sorted(mine[mine["op"] == "Waitall"]["request"])
         # Scatterv's root sends every block; the others receive one
         assert got["Scatterv"] == (block * p if r == 0 else block)
         roots = dict(zip(mine["op"].astype(str), mine["root"]))
         assert roots["Bcast"] == 1 and roots["Reduce"] == 0 and roots["Allreduce"] == -1
+        assert roots["Ibcast"] == 1 and roots["Ireduce"] == 0 and roots["Iallreduce"] == -1
     _check_and_replay(tmp_path / "t")
 
 

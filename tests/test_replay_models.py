@@ -363,7 +363,10 @@ def test_collective_algorithm_registry():
     from hindsight import trace as tf
     from replay import collectives as C
 
-    assert set(C.DEFAULT_ALGORITHMS) == set(tf.COLLECTIVE_OPS) | set(tf.COMM_OPS)
+    blocking = set(tf.COLLECTIVE_OPS) - set(tf.NONBLOCKING_COLLECTIVE_OPS)
+    assert set(C.DEFAULT_ALGORITHMS) == blocking | set(tf.COMM_OPS)
+    # a non-blocking collective runs its blocking collective's algorithms
+    assert set(tf.BLOCKING_OF.values()) == blocking
     for op, names in C.ALGORITHMS.items():
         assert C.DEFAULT_ALGORITHMS[op] in names
         for name in names:

@@ -52,6 +52,7 @@ def _role(op: str):
     import otf2
     R = otf2.RegionRole
     if op in tf.COLLECTIVE_OPS:
+        op = tf.BLOCKING_OF.get(op, op)
         if op == "Barrier":
             return R.BARRIER
         if op in ("Bcast", "Scatter", "Scatterv"):
@@ -195,7 +196,7 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                             int(getattr(tl, c)[i]) for c in ROW_FIELDS[1:]))
                             for pos, i in extras])
                     evw.enter(t, region_def(name, True, _role(name)), attributes=attrs or None)
-                    if name in tf.COLLECTIVE_OPS:
+                    if name in tf.COLLECTIVE_OPS and name not in tf.NONBLOCKING_COLLECTIVE_OPS:
                         evw.mpi_collective_begin(t)
                 elif kind == "leave":
                     name = tf.OPS[op[payload]]
@@ -206,7 +207,8 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                 elif kind == "in_enter":
                     continue
                 else:  # an MPI record inside a call
-                    i = payload
+                    # (a non-blocking collective's completion also names its post row p)
+                    i, p = payload if kind == "nbc_complete" else (payload, -1)
                     name = tf.OPS[op[i]]
                     cid = int(tl.comm[i])
                     nb = max(int(tl.nbytes[i]), 0)
@@ -233,6 +235,18 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                                       comm_def[cid], tag if tag >= 0 else UNDEFINED_ROOT,
                                       UNDEFINED_UINT64,
                                       attributes={a_nbytes: int(tl.nbytes[i])})
+                    elif kind == "nbc_request":
+                        evw.non_blocking_collective_request(t, int(tl.request[i]))
+                    elif kind == "nbc_complete":
+                        name = tf.BLOCKING_OF[tf.OPS[op[p]]]
+                        nbp = max(int(tl.nbytes[p]), 0)
+                        size = len(comms.get(cid) or [0]) if cid != tf.COMM_SELF_ID else 1
+                        total = nbp * (size if name in TOTAL_OVER_PEERS else 1)
+                        root = int(tl.root[p])
+                        evw.non_blocking_collective_complete(
+                            t, getattr(otf2.CollectiveOp, COLLECTIVE_OPS_OTF2[name]), comm_def[cid],
+                            local(cid, root, r) if root >= 0 else UNDEFINED_ROOT, total, total,
+                            int(tl.request[i]))
                     elif kind == "coll_end":
                         size = len(comms.get(cid) or [0]) if cid != tf.COMM_SELF_ID else 1
                         total = nb * (size if name in TOTAL_OVER_PEERS else 1)
@@ -264,8 +278,17 @@ def _record_kind(tl: Timeline, i: int, post: dict[int, tuple[bool, int]], start:
         return ("recv", end) if message else (None, 0)
     if name in ("Probe", "Iprobe"):
         return ("probe", end) if peer != -1 and tag != -1 else (None, 0)
+    if name in tf.NONBLOCKING_COLLECTIVE_OPS:
+        # the completion carries op, root and sizes (OTF2 NonBlockingCollectiveComplete)
+        post[req] = ("coll", int(tl.comm[i]), i)
+        exact = req >= 0 and nb >= 0 and peer == -1 and tag == -1
+        return ("nbc_request", start) if exact else (None, 0)
     if name in tf.COMPLETION_OPS:
-        is_send, comm = post.get(req, (None, None))
+        posted = post.get(req, (None, None))
+        if posted[0] == "coll":
+            exact = (peer, tag, nb) == (-1, -1, -1) and int(tl.comm[i]) == posted[1]
+            return ("nbc_complete", end) if exact else (None, 0)
+        is_send, comm = posted
         if is_send and (peer, tag, nb) == (-1, -1, -1) and int(tl.comm[i]) == comm:
             return "isend_complete", end
         if is_send is False and message:
@@ -349,6 +372,8 @@ def _rank_events(rows: range, tl: Timeline) -> list[tuple[int, int, str, int]]:
             kind, t = _record_kind(tl, i, post, start, end)
             if kind is None:
                 extras.append((pos, i))
+            elif kind == "nbc_complete":
+                out.append((t, n, kind, (i, post[int(tl.request[i])][2])))
             else:
                 out.append((t, n, kind, i))
             n += 1

@@ -53,6 +53,10 @@ OPS: tuple[str, ...] = (
     "Reduce_scatter", "Reduce_scatter_block",
     # communicator creation
     "Comm_split", "Comm_dup", "Comm_create",
+    # non-blocking collectives: the post row (with its request); a Wait*/Test* row completes it
+    "Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv", "Iscatter",
+    "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Iscan", "Iexscan",
+    "Ireduce_scatter", "Ireduce_scatter_block",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -66,7 +70,19 @@ COLLECTIVE_OPS = frozenset({"Barrier", "Bcast", "Reduce", "Allreduce", "Gather",
                             "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
                             "Alltoallv", "Scan", "Exscan", "Reduce_scatter",
                             "Reduce_scatter_block"})
-ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv"})
+#: A non-blocking collective's post row -> the blocking collective it performs (same block
+#: size, same algorithms in replay; its completion row is the Wait*/Test* row of its request).
+BLOCKING_OF: dict[str, str] = {
+    "I" + name[0].lower() + name[1:]: name
+    for name in ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter",
+                 "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Scan",
+                 "Exscan", "Reduce_scatter", "Reduce_scatter_block")}
+NONBLOCKING_COLLECTIVE_OPS = frozenset(BLOCKING_OF)
+#: Collectives, blocking and non-blocking: MPI orders both kinds in one sequence per
+#: communicator (MPI 4.0 §6.12), so each is one instance of its communicator's sequence.
+COLLECTIVE_OPS = COLLECTIVE_OPS | NONBLOCKING_COLLECTIVE_OPS
+ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv",
+                        "Ibcast", "Ireduce", "Igather", "Igatherv", "Iscatter", "Iscatterv"})
 COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
 
 

@@ -34,7 +34,10 @@ enum {
     OP_WAIT, OP_WAITALL, OP_WAITANY, OP_WAITSOME, OP_TEST, OP_TESTALL, OP_TESTANY, OP_TESTSOME,
     OP_BARRIER, OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_GATHERV, OP_SCATTER,
     OP_SCATTERV, OP_ALLGATHER, OP_ALLGATHERV, OP_ALLTOALL, OP_ALLTOALLV, OP_SCAN, OP_EXSCAN,
-    OP_REDUCE_SCATTER, OP_REDUCE_SCATTER_BLOCK, OP_COMM_SPLIT, OP_COMM_DUP, OP_COMM_CREATE
+    OP_REDUCE_SCATTER, OP_REDUCE_SCATTER_BLOCK, OP_COMM_SPLIT, OP_COMM_DUP, OP_COMM_CREATE,
+    OP_IBARRIER, OP_IBCAST, OP_IREDUCE, OP_IALLREDUCE, OP_IGATHER, OP_IGATHERV, OP_ISCATTER,
+    OP_ISCATTERV, OP_IALLGATHER, OP_IALLGATHERV, OP_IALLTOALL, OP_IALLTOALLV, OP_ISCAN,
+    OP_IEXSCAN, OP_IREDUCE_SCATTER, OP_IREDUCE_SCATTER_BLOCK
 };
 #define NFIELDS 11
 #define RECORD (NFIELDS * 8)
@@ -936,6 +939,117 @@ int MPI_Reduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype 
                              MPI_Comm comm) {
     COLL(OP_REDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,
          PMPI_Reduce_scatter_block(sb, rb, rcount, t, op, comm))
+}
+
+/* ---- non-blocking collectives: a post row with a request id, sized as the blocking one;
+ *      the Wait/Test that completes the request records its row ---------------------------- */
+
+#define ICOLL(OPC, NBYTES, ROOT, CALL)                                                       \
+    if (!on) return CALL;                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = CALL;                                                                           \
+    int64_t t1 = now_ns();                                                                   \
+    comm_t *c = comm_of(comm);                                                               \
+    int64_t rid = next_request++;                                                            \
+    rec(OPC, t0, -1, -1, -1, c->id, NBYTES, rid, ROOT, t1);                                  \
+    req_put(*request, rid, NULL, c->id);                                                     \
+    return rc;
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IBARRIER, 0, -1, PMPI_Ibarrier(comm, request))
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm,
+               MPI_Request *request) {
+    ICOLL(OP_IBCAST, bytes(count, t), world_of(c, root),
+          PMPI_Ibcast(buf, count, t, root, comm, request))
+}
+
+int MPI_Ireduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IREDUCE, bytes(count, t), world_of(c, root),
+          PMPI_Ireduce(sb, rb, count, t, op, root, comm, request))
+}
+
+int MPI_Iallreduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IALLREDUCE, bytes(count, t), -1,
+          PMPI_Iallreduce(sb, rb, count, t, op, comm, request))
+}
+
+int MPI_Iscan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+              MPI_Request *request) {
+    ICOLL(OP_ISCAN, bytes(count, t), -1, PMPI_Iscan(sb, rb, count, t, op, comm, request))
+}
+
+int MPI_Iexscan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                MPI_Request *request) {
+    ICOLL(OP_IEXSCAN, bytes(count, t), -1, PMPI_Iexscan(sb, rb, count, t, op, comm, request))
+}
+
+int MPI_Igather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                int root, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), world_of(c, root),
+          PMPI_Igather(sb, sc, st, rb, rc_, rt, root, comm, request))
+}
+
+int MPI_Igatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
+                 const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
+                 MPI_Request *request) {
+    ICOLL(OP_IGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, world_of(c, root),
+          PMPI_Igatherv(sb, sc, st, rb, rcs, displs, rt, root, comm, request))
+}
+
+int MPI_Iscatter(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                 int root, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_ISCATTER, rb != MPI_IN_PLACE ? bytes(rc_, rt) : bytes(sc, st), world_of(c, root),
+          PMPI_Iscatter(sb, sc, st, rb, rc_, rt, root, comm, request))
+}
+
+int MPI_Iscatterv(const void *sb, const int scs[], const int displs[], MPI_Datatype st,
+                  void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm,
+                  MPI_Request *request) {
+    ICOLL(OP_ISCATTERV, is_root(comm, root) ? sum_bytes(scs, comm, st) : bytes(rc_, rt),
+          world_of(c, root),
+          PMPI_Iscatterv(sb, scs, displs, st, rb, rc_, rt, root, comm, request))
+}
+
+int MPI_Iallgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                   MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IALLGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
+          PMPI_Iallgather(sb, sc, st, rb, rc_, rt, comm, request))
+}
+
+int MPI_Iallgatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
+                    const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IALLGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, -1,
+          PMPI_Iallgatherv(sb, sc, st, rb, rcs, displs, rt, comm, request))
+}
+
+int MPI_Ialltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
+                  MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IALLTOALL, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
+          PMPI_Ialltoall(sb, sc, st, rb, rc_, rt, comm, request))
+}
+
+int MPI_Ialltoallv(const void *sb, const int scs[], const int sdispls[], MPI_Datatype st,
+                   void *rb, const int rcs[], const int rdispls[], MPI_Datatype rt,
+                   MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IALLTOALLV,
+          sb != MPI_IN_PLACE ? sum_bytes(scs, comm, st) : sum_bytes(rcs, comm, rt), -1,
+          PMPI_Ialltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, request))
+}
+
+int MPI_Ireduce_scatter(const void *sb, void *rb, const int rcs[], MPI_Datatype t, MPI_Op op,
+                        MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IREDUCE_SCATTER, sum_bytes(rcs, comm, t), -1,
+          PMPI_Ireduce_scatter(sb, rb, rcs, t, op, comm, request))
+}
+
+int MPI_Ireduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype t, MPI_Op op,
+                              MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_IREDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,
+          PMPI_Ireduce_scatter_block(sb, rb, rcount, t, op, comm, request))
 }
 
 /* ---- communicator creation: the row's peer holds the new communicator's id --------------- */

@@ -1,5 +1,5 @@
-"""Calls the tracer counts but does not record: non-blocking collectives, Alltoallw, matched
-probes, a neighbourhood collective, one-sided communication, with one traced Barrier."""
+"""Calls the tracer counts but does not record: matched probes, a neighbourhood collective,
+one-sided communication; with traced non-blocking collectives and one traced Barrier."""
 import numpy as np
 from mpi4py import MPI
 
