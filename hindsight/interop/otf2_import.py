@@ -1,13 +1,18 @@
-"""OTF2 import: any MPI archive (e.g. one Score-P recorded from a C or Fortran program) as a trace.
+"""OTF2 import: any MPI archive (e.g. one Score-P recorded from a C or Fortran program, MPI only
+or hybrid: MPI + OpenMP, pthreads, CUDA, ...) as a trace.
 
-Ranks are the positions in the MPI ``COMM_LOCATIONS`` group; non-MPI regions become ``region``
-rows; each call's rows come from the MPI records inside it (the mapping
-``hindsight.interop.otf2_export`` writes, read back, with the rows it wrote as ``hindsight::rows``
-in their places). What a trace cannot hold is skipped and counted by kind (``import.skipped`` in
-the manifest): MPI calls hindsight has no op for (``MPI_Init``, ``MPI_Comm_rank``, ...: their time
-counts as computation), records it has no row for (RMA, I/O, ...), locations outside the group.
-It fails with ``OtfError`` on a file that is not an OTF2 anchor, on missing definitions, on
-records it cannot place, and on messages that do not match.
+Ranks are the positions in the MPI ``COMM_LOCATIONS`` group (the processes' master threads);
+communicators are those of paradigm MPI; non-MPI regions on the ranks' locations (functions,
+OpenMP constructs on the master thread) become ``region`` rows; each call's rows come from the
+MPI records inside it (the mapping ``hindsight.interop.otf2_export`` writes, read back, with the
+rows it wrote as ``hindsight::rows`` in their places). What a trace cannot hold is skipped and
+counted by kind (``import.skipped`` in the manifest): MPI calls hindsight has no op for
+(``MPI_Init``, ``MPI_Comm_rank``, ...: their time counts as computation), records it has no row
+for (RMA, I/O, threading, ...), metric values (per metric), the locations outside the MPI group
+(OpenMP threads, pthreads, accelerator streams, metric locations) with their events, and the
+communicators of other paradigms (thread teams, ...). It fails with ``OtfError`` on a file that
+is not an OTF2 anchor, on missing definitions, on records it cannot place, and on messages that
+do not match.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from hindsight import trace as tf
 from hindsight.interop.otf2 import (
+    ARCHIVE_NAME,
     ATTR_COMM,
     ATTR_CPU,
     ATTR_IRECV_BYTES,
@@ -44,9 +50,10 @@ from hindsight.trace.write import INT_FIELDS, write_trace
 # buffer flushes, and communicator records (the definitions give the communicators).
 _NOT_A_LOSS = ("MpiCollectiveBegin", "MpiRequestTest", "ProgramBegin", "ProgramEnd",
                "BufferFlush", "CommCreate", "CommDestroy")
-# OTF2 record name prefix -> the kind a skipped one is counted under
+# OTF2 record name prefix -> the kind a skipped one is counted under (metric values are counted
+# per metric, see _convert)
 _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "thread event"),
-                ("Io", "I/O event"), ("Metric", "metric event"), ("Parameter", "parameter event"),
+                ("Io", "I/O event"), ("Parameter", "parameter event"),
                 ("CallingContext", "calling-context event"),
                 ("NonBlockingCollective", "non-blocking collective event"),
                 ("MpiImrecv", "matched receive event"), ("MpiMrecv", "matched receive event"))
@@ -55,6 +62,50 @@ _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "threa
 def _event_kind(record: str) -> str:
     return next((kind for prefix, kind in _EVENT_KINDS if record.startswith(prefix)),
                 f"{record} event")
+
+
+def _app_name(path: Path | str) -> str:
+    """The imported trace's ``app``: the archive's directory name when ``path`` is that directory
+    or an anchor named ``traces.otf2`` (the name Score-P and hindsight give every archive), else
+    the anchor's name without ``.otf2``."""
+    path = Path(path)
+    if path.is_dir():
+        return path.resolve().name or path.name
+    if path.stem == ARCHIVE_NAME:
+        return path.resolve().parent.name or path.stem
+    return path.stem
+
+
+def _paradigm_name(defs, paradigm) -> str:
+    """The name the archive's Paradigm definitions give ``paradigm`` (Score-P writes "OpenMP",
+    "CUDA", ...), else the enum's ("OPENMP")."""
+    return next((str(p.name) for p in defs.paradigms if p.paradigm == paradigm),
+                str(paradigm).rsplit(".", 1)[-1])
+
+
+def _location_labels(defs, otf2) -> dict[Any, str]:
+    """Location -> what it is, for the skipped counts of locations outside the MPI group: the
+    paradigm of the non-MPI ``COMM_LOCATIONS`` group that lists it (Score-P defines one per
+    paradigm: the OpenMP threads, the pthreads, CUDA's host threads and streams), else its type
+    if that is not a CPU thread; locations neither describes are left out."""
+    label: dict[Any, str] = {}
+    for g in defs.groups:
+        if g.group_type == otf2.GroupType.COMM_LOCATIONS and g.paradigm != otf2.Paradigm.MPI:
+            name = _paradigm_name(defs, g.paradigm)
+            for loc in g.members:
+                label.setdefault(loc, name)
+    by_type = {otf2.LocationType.ACCELERATOR_STREAM: "accelerator stream",
+               otf2.LocationType.METRIC: "metric"}
+    for loc in defs.locations:
+        if loc not in label and loc.type in by_type:
+            label[loc] = by_type[loc.type]
+    return label
+
+
+def _is_mpi(region, otf2) -> bool:
+    """An MPI call's region: paradigm MPI, or named ``MPI_*`` (writers that leave the paradigm
+    out)."""
+    return region.paradigm == otf2.Paradigm.MPI or str(region.name).startswith("MPI_")
 
 
 def _anchor(path: Path) -> Path:
@@ -126,13 +177,20 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     if nranks == 0:
         raise OtfError(f"{anchor}: missing definitions: the MPI COMM_LOCATIONS group is empty")
 
-    # Communicators: world ranks of each comm, and hindsight ids.
+    skipped: Counter[str] = Counter()       # what the trace cannot hold, by kind
+
+    # Communicators: world ranks of each MPI comm, and hindsight ids. Those of other paradigms
+    # (OpenMP thread teams, pthread contingents, CUDA contexts, ...) group thread or stream
+    # locations, not ranks: skipped.
     comm_id: dict[Any, int] = {}
     members_of: dict[int, list[int]] = {}
     creation: dict[int, int] = {}
     for cm in defs.comms:
         g = getattr(cm, "group", None)
         if g is None:
+            continue
+        if g.paradigm != otf2.Paradigm.MPI:
+            skipped[f"non-MPI communicator ({_paradigm_name(defs, g.paradigm)})"] += 1
             continue
         if g.group_type == otf2.GroupType.COMM_SELF:
             comm_id[cm] = tf.COMM_SELF_ID
@@ -157,10 +215,14 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     if tf.COMM_WORLD_ID not in members_of:
         members_of[tf.COMM_WORLD_ID] = list(range(nranks))
 
+    def hindsight_comm(cm, where: str) -> int:
+        if cm not in comm_id:
+            raise OtfError(f"{anchor}: {where}: MPI record names a communicator that is not a "
+                           "defined MPI communicator")
+        return comm_id[cm]
+
     def world_rank(cm, local: int, where: str) -> int:
-        cid = comm_id.get(cm)
-        if cid is None:
-            raise OtfError(f"{anchor}: {where}: record names a communicator without definition")
+        cid = hindsight_comm(cm, where)
         if cid == tf.COMM_SELF_ID:
             return rank_here
         mem = members_of[cid]
@@ -175,9 +237,14 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
     state = [dict(stack=[], regions=[], call=None, recs=[], extras=[], req={}, next_req=0)
              for _ in range(nranks)]
-    skipped: Counter[str] = Counter()       # what the trace cannot hold, by kind
+    labels = _location_labels(defs, otf2)
     other_locations: set = set()
     rank_here = 0
+
+    def about(loc) -> str:
+        """What a location outside the MPI group is, where the archive says, as the suffix of
+        a skipped kind: " (OpenMP)"."""
+        return f" ({labels[loc]})" if loc in labels else ""
 
     def add(r, op_name, t0, t1, peer=-1, tag=-1, comm=0, nbytes=-1, request=-1, root=-1,
             region=None, cpu=-1):
@@ -190,8 +257,11 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     for loc, ev in trace.events:
         r = rank_of_loc.get(loc)
         if r is None:
+            # a thread, stream or metric location: its events are not the rank's
             other_locations.add(loc)
-            skipped["event on a non-MPI location"] += 1
+            mpi = type(ev).__name__.startswith("Mpi") or (
+                isinstance(ev, (E.Enter, E.Leave)) and _is_mpi(ev.region, otf2))
+            skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += 1
             continue
         rank_here = r
         s = state[r]
@@ -199,7 +269,7 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
         where = f"rank {r} at {t} ns"
         if isinstance(ev, E.Enter):
             name = str(ev.region.name)
-            is_mpi = ev.region.paradigm == otf2.Paradigm.MPI or name.startswith("MPI_")
+            is_mpi = _is_mpi(ev.region, otf2)
             named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
             s["stack"].append((name, t, is_mpi, int(named.get(ATTR_SIZE, -1))))
             if is_mpi and s["call"] is None:
@@ -236,12 +306,13 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                 s["call"] = None
         elif isinstance(ev, (E.MpiSend, E.MpiIsend)):
             rec = ("send", world_rank(ev.communicator, int(ev.receiver), where),
-                   int(ev.msg_tag), comm_id[ev.communicator], int(ev.msg_length),
+                   int(ev.msg_tag), hindsight_comm(ev.communicator, where), int(ev.msg_length),
                    int(getattr(ev, "request_id", -1)))
             s["recs"].append(rec)
         elif isinstance(ev, (E.MpiRecv, E.MpiIrecv)):
             rec = ("recv", world_rank(ev.communicator, int(ev.sender), where), int(ev.msg_tag),
-                   comm_id[ev.communicator], int(ev.msg_length), int(getattr(ev, "request_id", -1)))
+                   hindsight_comm(ev.communicator, where), int(ev.msg_length),
+                   int(getattr(ev, "request_id", -1)))
             s["recs"].append(rec)
         elif isinstance(ev, E.MpiIrecvRequest):
             named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
@@ -254,20 +325,21 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
             s["recs"].append((
                 "probe", world_rank(ev.communicator, sender, where) if sender != UNDEFINED_ROOT
                 else tf.ANY_SOURCE, tag if tag != UNDEFINED_ROOT else tf.ANY_TAG,
-                comm_id[ev.communicator], int(named.get(ATTR_NBYTES, -1)), -1))
+                hindsight_comm(ev.communicator, where), int(named.get(ATTR_NBYTES, -1)), -1))
         elif isinstance(ev, E.MpiIsendComplete):
             s["recs"].append(("isend_complete", -1, -1, 0, -1, int(ev.request_id)))
         elif isinstance(ev, E.MpiCollectiveEnd):
             cm = ev.communicator
-            if cm not in comm_id:
-                raise OtfError(f"{anchor}: {where}: collective on a communicator without "
-                               "definition")
             root = int(ev.root)
-            cid = comm_id[cm]
+            cid = hindsight_comm(cm, where)
             root_w = world_rank(cm, root, where) if root != UNDEFINED_ROOT and cid != 1 and \
                 root < len(members_of.get(cid, [])) else -1
             s["recs"].append(("coll", root_w, -1, cid, max(int(ev.size_sent),
                                                             int(ev.size_received)), -1))
+        elif isinstance(ev, E.Metric):
+            # hardware counters (PAPI), rusage, plugins: a trace has no column for them
+            for member in ev.metric.members:
+                skipped[f"value of metric {member.name}"] += 1
         elif type(ev).__name__ not in _NOT_A_LOSS:
             skipped[_event_kind(type(ev).__name__)] += 1
     open_ranks = [r for r in range(nranks) if state[r]["stack"]]
@@ -280,8 +352,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
             if opn in TOTAL_OVER_PEERS and col["comm"][k] != tf.COMM_SELF_ID:
                 size = len(members_of.get(col["comm"][k], [0])) or 1
                 col["nbytes"][k] //= size
-    if other_locations:
-        skipped["non-MPI location"] = len(other_locations)
+    for loc in other_locations:
+        skipped[f"non-MPI location{about(loc)}"] += 1
     extra = {"communicators": {k: v for k, v in members_of.items() if k != 0},
              "skipped": dict(skipped), **_placement(world)}
     return cols, extra
@@ -383,7 +455,7 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         c["t_end"] = [t - t_min for t in c["t_end"]]
     comms = {int(k): v for k, v in extra["communicators"].items()}
     write_trace(out, cols, communicators=comms, manifest={
-        "app": Path(path).stem, "paradigm": None,
+        "app": _app_name(path), "paradigm": None,
         "origin": {"format": "otf2", "source": str(path)},
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
@@ -395,5 +467,8 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
     if fatal:
         shutil.rmtree(out, ignore_errors=True)
         more = f" (and {len(fatal) - 3} more)" if len(fatal) > 3 else ""
-        raise OtfError(f"{path}: messages do not match: {'; '.join(fatal[:3])}{more}")
+        off_rank = sum(n for k, n in extra["skipped"].items() if k.startswith("MPI event on"))
+        why = f"; {off_rank} MPI records on non-MPI locations (threads other than the ranks' " \
+            "master threads) were skipped" if off_rank else ""
+        raise OtfError(f"{path}: messages do not match: {'; '.join(fatal[:3])}{more}{why}")
     return out

@@ -1,8 +1,8 @@
 """What an importer could not put into the trace, counted by kind.
 
-Importers count each thing they skip under a singular kind ("RMA event", "non-MPI location");
-the manifest keeps the counts (``import.skipped``) and ``hindsight import`` prints them as one
-line, ``skipped: 12 RMA events, 1 non-MPI location``.
+Importers count each thing they skip under a singular kind ("RMA event", "non-MPI location
+(OpenMP)"); the manifest keeps the counts (``import.skipped``) and ``hindsight import`` prints
+them as one line, ``skipped: 12 RMA events, 2 non-MPI locations (OpenMP)``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ _PREPOSITIONS = ("on", "in", "of", "with", "without")
 
 
 def plural(kind: str, n: int) -> str:
-    """``n kind``, the kind's noun in the plural unless n is 1 ("MPI call without an op" ->
-    "MPI calls without an op")."""
+    """``n kind``, the kind's noun (the word before its first preposition or parenthesis) in the
+    plural unless n is 1 ("MPI call without an op" -> "MPI calls without an op", "non-MPI
+    location (OpenMP)" -> "non-MPI locations (OpenMP)")."""
     if n == 1:
         return f"1 {kind}"
     words = kind.split(" ")
-    at = next((k for k, w in enumerate(words) if w in _PREPOSITIONS and k > 0), len(words)) - 1
+    at = next((k for k, w in enumerate(words)
+               if k > 0 and (w in _PREPOSITIONS or w.startswith("("))), len(words)) - 1
     words[at] += "es" if words[at].endswith("s") else "s"
     return f"{n} " + " ".join(words)
 
