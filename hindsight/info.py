@@ -41,7 +41,11 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
     per_rank = np.zeros(nranks, np.int64)
     op_counts = np.zeros(len(tf.OPS) + 1, np.int64)  # last slot: names this version lacks
     is_send = np.append(tf.op_mask(np.arange(len(tf.OPS)), tf.SEND_OPS), False)
-    sent = 0
+    codes = np.arange(len(tf.OPS))
+    # bytes a one-sided operation moves: once, or twice for those that move them both ways
+    rma_ways = np.append(tf.op_mask(codes, tf.RMA_OPS).astype(np.int64)
+                         + tf.op_mask(codes, tf.RMA_BOTH_OPS), 0)
+    sent = one_sided = 0
     t_lo, t_hi = None, None
     for src in sources:
         for path in src.files:
@@ -62,6 +66,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
                     op_counts += np.bincount(op, minlength=len(op_counts))
                     nb = codes["nbytes"]
                     sent += int(np.maximum(nb[is_send[op]], 0).sum())
+                    one_sided += int((np.maximum(nb, 0) * rma_ways[op]).sum())
             except tf.READ_ERRORS as exc:
                 raise tf.TraceError(f"{path}: corrupt or truncated Parquet data ({exc})") from None
     names = list(tf.OPS) + ["(unknown)"]
@@ -76,6 +81,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "events_per_rank": [int(x) for x in per_rank],
         "events_per_op": dict(sorted(events_per_op.items(), key=lambda kv: -kv[1])),
         "bytes_sent": int(sent),
+        "bytes_one_sided": int(one_sided),
         "makespan_s": measured / 1e9,
         "complete": complete,
         "incomplete_ranks": incomplete_ranks,
@@ -131,7 +137,9 @@ def format_info(info: dict[str, Any]) -> str:
            f"{[info['rank_status'][r] for r in info['incomplete_ranks']]})"),
         f"verified    {info['result_verified']}",
         makespan_text(info["makespan_s"] * 1e9),
-        f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p)",
+        f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p"
+        + (f", {info['bytes_one_sided']} moved by one-sided operations"
+           if info.get("bytes_one_sided") else "") + ")",
     ]
     width = max((len(k) for k in info["events_per_op"]), default=4)
     for op, n in info["events_per_op"].items():

@@ -126,7 +126,7 @@ class _TraceOnImport:
         import mpi4py
 
         from instrument.completion import TracedPrequest
-        from instrument.untraced import TracedWin
+        from instrument.rma import TracedWin
 
         o = self.opts
         level = mpi4py.rc.thread_level

@@ -1,9 +1,9 @@
 """Calls the tracer does not model, counted so that a trace says its traffic is incomplete.
 
 Persistent collectives, `Alltoallw` and `Ialltoallw`, matched probes, partitioned and combined
-non-blocking send-receives, neighbourhood collectives, one-sided communication (windows) and
-intercommunicator traffic are not recorded as rows (replay has no model for them). Each such
-call is counted per name in `COUNTS`; the rank's file metadata carries the totals and the manifest
+non-blocking send-receives, neighbourhood collectives, intercommunicator traffic and some window
+calls (instrument.rma) are not recorded as rows (replay has no model for them). Each such call is
+counted per name in `COUNTS`; the rank's file metadata carries the totals and the manifest
 their sum over the ranks (`untraced_calls`, instrument/seal.py). Only these methods are wrapped:
 the calls traced as rows keep their own wrappers and cost nothing more.
 """
@@ -49,15 +49,6 @@ INTERCOMM_UNTRACED = (
     "Ialltoallv", "Ireduce", "Iallreduce", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan",
     "Iexscan") + COMM_UNTRACED
 
-#: Window (one-sided) methods, counted as "Win.<name>"; the constructors are class methods.
-WIN_UNTRACED = (
-    "Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Rput",
-    "Rget", "Raccumulate", "Rget_accumulate", "Fence", "Lock", "Unlock", "Lock_all",
-    "Unlock_all", "Flush", "Flush_all", "Flush_local", "Flush_local_all", "Post", "Start",
-    "Complete", "Wait", "Test", "Sync")
-WIN_CONSTRUCTORS = ("Create", "Allocate", "Allocate_shared", "Create_dynamic")
-
-
 def counting(name: str, fn: Callable) -> Callable:
     """`fn` (a method), counting each call under `name` before it runs."""
     def method(*args: Any, **kwargs: Any) -> Any:
@@ -81,25 +72,3 @@ class TracedIntercomm(MPI.Intercomm):
 
 
 add_counters(TracedIntercomm, MPI.Intercomm, INTERCOMM_UNTRACED, "Intercomm.")
-
-
-class TracedWin(MPI.Win):
-    """An RMA window whose calls are counted (not recorded): `MPI.Win` in a traced program."""
-
-
-add_counters(TracedWin, MPI.Win, WIN_UNTRACED, "Win.")
-
-
-def _constructor(name: str) -> classmethod:
-    real = MPI.Win.__dict__[name]
-
-    def make(cls, *args: Any, **kwargs: Any) -> Any:
-        COUNTS["Win." + name] = COUNTS.get("Win." + name, 0) + 1
-        return real.__get__(None, cls)(*args, **kwargs)
-    make.__name__ = name
-    make.__doc__ = getattr(MPI.Win, name).__doc__
-    return classmethod(make)
-
-
-for _name in WIN_CONSTRUCTORS:
-    setattr(TracedWin, _name, _constructor(_name))

@@ -21,7 +21,7 @@ from replay.instances import Instances
 from replay.rows import Messages, Rows
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 13
+CACHE_VERSION = 14
 
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances))
@@ -67,7 +67,8 @@ def save(prep: Any, path: Path) -> None:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr))
         meta = dict(nranks=prep.nranks, t0=prep.t0, region_names=prep.region_names,
                     comm_members={str(k): v for k, v in prep.comm_members.items()},
-                    problems=prep.problems, version=CACHE_VERSION, arrays=sorted(arrays))
+                    problems=prep.problems, notes=prep.notes, version=CACHE_VERSION,
+                    arrays=sorted(arrays))
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.rename(tmp, path)
     except OSError:
@@ -91,5 +92,5 @@ def load(path: Path) -> dict[str, Any]:
     out.update(nranks=int(meta["nranks"]), region_names=meta["region_names"],
                trail=z["trail"], t0=int(meta["t0"]), host_of_rank=z["host_of_rank"],
                comm_members={int(k): v for k, v in meta["comm_members"].items()},
-               problems=list(meta["problems"]))
+               problems=list(meta["problems"]), notes=list(meta["notes"]))
     return out

@@ -145,6 +145,9 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc)
                                    else str(exc)) from None
+    if not quiet:
+        for note in prep.notes:
+            click.echo(f"note: {note}", err=True)
     if profile and not quiet:
         _note_mismatch(profile, prep.manifest)
         _warn_noisy(profile)

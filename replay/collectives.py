@@ -91,15 +91,19 @@ def _recursive_doubling_allreduce(p: int):
     return out
 
 
-_SYNC_OPS = ("Barrier", "Comm_split", "Comm_dup", "Comm_create")
+_SYNC_OPS = ("Barrier", "Comm_split", "Comm_dup", "Comm_create", "Win_create", "Win_fence",
+             "Win_free")
+#: synchronisations whose messages carry no data (a window's creation exchanges a few words)
+_EMPTY_OPS = ("Barrier", "Win_create", "Win_fence", "Win_free")
 _ALL_TO_ALL_OPS = ("Alltoall", "Alltoallv", "Reduce_scatter", "Reduce_scatter_block")
 
 
 @algorithm("dissemination", *_SYNC_OPS)
 def _dissemination(op: str, p: int, root: int) -> list[Message]:
-    """Step i: rank r sends to r + 2^i (mod p); ceil(log2 p) steps. A Barrier's messages carry
-    no data; communicator creation's carry the recorded size."""
-    mult = 0 if op == "Barrier" else 1
+    """Step i: rank r sends to r + 2^i (mod p); ceil(log2 p) steps. The messages of a Barrier
+    and of a window's creation, fence and free carry no data; communicator creation's carry the
+    recorded size."""
+    mult = 0 if op in _EMPTY_OPS else 1
     return [(i, r, (r + (1 << i)) % p, r, mult) for i in range(_log2ceil(p)) for r in range(p)]
 
 
@@ -430,7 +434,12 @@ class Pattern(NamedTuple):
 def pattern(op: str, algo: str, p: int, root: int) -> Pattern:
     """The pattern of collective ``op`` by algorithm ``algo`` on p local ranks (``root``: the
     root's local rank)."""
-    msgs = _messages(op, algo, p, root)
+    return pattern_of(_messages(op, algo, p, root), p)
+
+
+def pattern_of(msgs: list[Message], p: int) -> Pattern:
+    """The pattern of the messages ``msgs`` among p local ranks. A message whose owner is -1
+    carries ``mult`` bytes (a transfer of known size, not a multiple of a recorded block)."""
     if not msgs:
         e = np.zeros(0, np.int64)
         return Pattern(e, e, e, np.zeros(0), np.zeros(p + 1, np.int64), np.zeros(0, np.int8), e)

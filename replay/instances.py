@@ -22,8 +22,9 @@ class Instances:
     and ``local`` is each of those rows' rank within the communicator (0 on COMM_SELF).
     ``done`` is, per row of ``rows``, the row that completes that member's part: the row
     itself for a blocking collective, the Wait*/Test* row of a non-blocking collective's
-    request (-1: never completed, in a partial trace). ``coll["rows"]`` reads a field by name
-    as well."""
+    request (-1: never completed, in a partial trace). ``xfer_*``: the one-sided transfers of
+    window fences (``replay.rma``), per transfer its fence instance, world ranks and bytes.
+    ``coll["rows"]`` reads a field by name as well."""
 
     comm: np.ndarray
     op: np.ndarray
@@ -33,6 +34,10 @@ class Instances:
     off: np.ndarray
     local: np.ndarray
     done: np.ndarray
+    xfer_inst: np.ndarray
+    xfer_src: np.ndarray
+    xfer_dst: np.ndarray
+    xfer_bytes: np.ndarray
 
     def __getitem__(self, name: str) -> np.ndarray:
         return getattr(self, name)
@@ -67,7 +72,7 @@ def collective_instances(crows: np.ndarray, rank: np.ndarray, op: np.ndarray,
     if len(crows) == 0:
         e = np.zeros(0, np.int64)
         return Instances(comm=e, op=e, root=e, size=e, rows=e, off=np.zeros(1, np.int64),
-                         local=e, done=e)
+                         local=e, done=e, xfer_inst=e, xfer_src=e, xfer_dst=e, xfer_bytes=e)
     c = comm[crows]
     r = rank[crows]
     # (by offset when the ids span little, WORLD and SELF; hashed with a derived communicator)
@@ -116,8 +121,10 @@ def collective_instances(crows: np.ndarray, rank: np.ndarray, op: np.ndarray,
         else:
             sel = np.repeat(i_comm == cid, cnt)
             local[sel] = lut[rank[rows[sel]]]
+    e = np.zeros(0, np.int64)
     return Instances(comm=i_comm, op=i_op, root=i_root, size=size, rows=rows, off=off,
-                     local=local, done=rows.copy())
+                     local=local, done=rows.copy(), xfer_inst=e, xfer_src=e, xfer_dst=e,
+                     xfer_bytes=e)
 
 
 def complete_nonblocking(coll: Instances, op: np.ndarray, completion_row: np.ndarray,

@@ -26,6 +26,7 @@ from replay.errors import ReplayError
 from replay.instances import Instances, collective_instances, complete_nonblocking
 from replay.matching import match_messages
 from replay.models.base import ParamError
+from replay.rma import fence_transfers
 from replay.rows import Messages, Rows, trace_rows
 from replay.stream import Stream, build_stream
 
@@ -46,6 +47,8 @@ class Prepared:
     comm_members: dict[int, list[int]]   # world ranks of each communicator, local rank order
     host_of_rank: np.ndarray             # host_placement
     problems: list[str] = field(default_factory=list)
+    #: what the replay of this trace leaves out, said to the user (``hindsight replay``)
+    notes: list[str] = field(default_factory=list)
     _streams: dict[tuple, Stream] = field(default_factory=dict, repr=False)
     table: pa.Table | None = field(default=None, repr=False)
 
@@ -176,7 +179,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
         a = {k: v[order] for k, v in a.items()}
 
     match, problems = match_messages(a, _in_order=True)
-    peer, tag = a.pop("peer"), a.pop("tag")  # only matching and the probes need them
+    peer, tag = a.pop("peer"), a.pop("tag")  # only matching, the probes and RMA need them
     a.pop("request", None)
     fatal = [p for p in problems if "bytes but" not in p]
     if fatal and not partial:
@@ -185,7 +188,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
 
     t0 = int(a["t_start"].min()) if n else 0
     rows, trail = trace_rows(a, peer, tag, cols.region_names, match, nranks, t0)
-    del peer, tag
+    del tag
     comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
                     if v is not None}
     comm_members.setdefault(0, list(range(nranks)))
@@ -193,6 +196,13 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
                                 a["comm"], a["root"], comm_members, problems, partial)
     rows.coll[coll.rows] = coll.of_rows()
     complete_nonblocking(coll, rows.op, match.completion_row, match.completion_post_row)
+    xf = fence_transfers(rows.rank, rows.op, peer, a["comm"], rows.nbytes, rows.coll)
+    coll.xfer_inst, coll.xfer_src, coll.xfer_dst, coll.xfer_bytes = xf[:4]
+    notes = []
+    if xf.unmodelled:
+        notes.append(f"{xf.unmodelled} one-sided operations outside fence epochs (in lock "
+                     "epochs, or with no closing fence) replay as their calls: their transfers "
+                     "are not modelled")
     return Prepared(cols.path, manifest, nranks, rows, cols.region_names, trail, t0,
                     Messages.of(match), coll, comm_members, host_placement(manifest, nranks),
-                    problems)
+                    problems, notes)

@@ -145,6 +145,11 @@ RULES: dict[str, Callable[[int, float, float], str]] = {
     "Comm_split": _fixed("dissemination"),
     "Comm_dup": _fixed("dissemination"),
     "Comm_create": _fixed("dissemination"),
+    # MPICH (ch4) synchronises a window's creation, fence and free with a barrier over the
+    # window's communicator
+    "Win_create": _fixed("dissemination"),
+    "Win_fence": _fixed("dissemination"),
+    "Win_free": _fixed("dissemination"),
 }
 
 

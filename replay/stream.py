@@ -122,19 +122,25 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         for k, c in zip(key.tolist(), cnt.tolist()):
             op = tf.OPS[k // len(algo_names)]
             selected.setdefault(op, {})[algo_names[k % len(algo_names)]] = c
-        gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0], inst_algo)
+        sig, epochs = _epoch_signatures(coll)
+        gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0], inst_algo,
+                        sig)
         _, first_inst = np.unique(gid, return_index=True)
         guniq = zip(coll.op[first_inst].tolist(), coll.size[first_inst].tolist(),
                     root[first_inst].tolist(), coll.comm[first_inst].tolist(),
-                    inst_algo[first_inst].tolist())
-        for g, (opc, size, rootw, cid, ac) in enumerate(guniq):
+                    inst_algo[first_inst].tolist(), sig[first_inst].tolist())
+        for g, (opc, size, rootw, cid, ac, sg) in enumerate(guniq):
             if cid == tf.COMM_SELF_ID or size <= 1:
                 pats[g] = None
                 continue
             mem = comm_members[cid]
             root_local = mem.index(rootw) if rootw in mem else 0
             op = tf.OPS[opc]
-            pat = C.pattern(tf.BLOCKING_OF.get(op, op), algo_names[ac], int(size), root_local)
+            if sg:      # a window fence that carries its epoch's transfers
+                pat = _fence_pattern(epochs[sg - 1], mem, algo_names[ac])
+            else:
+                pat = C.pattern(tf.BLOCKING_OF.get(op, op), algo_names[ac], int(size),
+                                root_local)
             heads[g] = nonblocking_split(pat) if op in tf.BLOCKING_OF else \
                 np.zeros(int(size), np.int64)
             pats[g] = (pat, mem)
@@ -236,6 +242,36 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
                   selected, m_sync, np.unique(nb_done).astype(np.int64))
+
+
+def _epoch_signatures(coll: Instances) -> tuple[np.ndarray, list[tuple]]:
+    """Per collective instance, 0, or 1 + the index in the returned list of the one-sided
+    transfers its window fence carries (``replay.rma``; (src, dst, bytes) world-rank triples):
+    fences with the same transfers share a pattern."""
+    sig = np.zeros(len(coll.comm), np.int64)
+    epochs: list[tuple] = []
+    if not len(coll.xfer_inst):
+        return sig, epochs
+    index: dict[tuple, int] = {}
+    bounds = np.flatnonzero(np.r_[True, coll.xfer_inst[1:] != coll.xfer_inst[:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        key = tuple(zip(coll.xfer_src[a:b].tolist(), coll.xfer_dst[a:b].tolist(),
+                        coll.xfer_bytes[a:b].tolist()))
+        if key not in index:
+            epochs.append(key)
+            index[key] = len(epochs)
+        sig[int(coll.xfer_inst[a])] = index[key]
+    return sig, epochs
+
+
+def _fence_pattern(transfers: tuple, members: list[int], algo: str) -> C.Pattern:
+    """Rule ``fence_epoch`` (``replay.rma``): a window fence's pattern, its epoch's transfers
+    (one message per pair of members, its bytes) in a first step, then its barrier."""
+    local = {w: q for q, w in enumerate(members)}
+    msgs = [(0, local[s], local[d], -1, float(b)) for s, d, b in transfers]
+    msgs += [(s + 1, a, b, o, m)
+             for s, a, b, o, m in C._messages("Win_fence", algo, len(members), 0)]
+    return C.pattern_of(msgs, len(members))
 
 
 def nonblocking_split(pat: C.Pattern) -> np.ndarray:
@@ -505,11 +541,14 @@ def _pattern_ops(send_op, recv_op, first, by_local, done_local, head, base, s_me
 def _pattern_bytes(m_bytes, base, by_local, owner, mult, nbytes):
     """Bytes of a pattern's messages for each of its instances: message j of instance x
     carries ``mult[j]`` times the bytes of its owner's row (``by_local[x, owner[j]]``; 0 for
-    a member a partial trace did not record)."""
+    a member a partial trace did not record), or ``mult[j]`` bytes where its owner is -1."""
     ni = by_local.shape[0]
     Mp = len(owner)
     for x in range(ni):
         for j in range(Mp):
+            if owner[j] < 0:
+                m_bytes[base + x * Mp + j] = mult[j]
+                continue
             r = by_local[x, owner[j]]
             nb = float(max(nbytes[r], 0)) if r >= 0 else 0.0
             m_bytes[base + x * Mp + j] = mult[j] * nb

@@ -196,7 +196,7 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                             int(getattr(tl, c)[i]) for c in ROW_FIELDS[1:]))
                             for pos, i in extras])
                     evw.enter(t, region_def(name, True, _role(name)), attributes=attrs or None)
-                    if name in tf.COLLECTIVE_OPS and name not in tf.NONBLOCKING_COLLECTIVE_OPS:
+                    if name in COLLECTIVE_OPS_OTF2:    # (a blocking collective OTF2 names)
                         evw.mpi_collective_begin(t)
                 elif kind == "leave":
                     name = tf.OPS[op[payload]]
@@ -294,7 +294,7 @@ def _record_kind(tl: Timeline, i: int, post: dict[int, tuple[bool, int]], start:
         if is_send is False and message:
             return "irecv", end
         return None, 0
-    if name in tf.COLLECTIVE_OPS:
+    if name in COLLECTIVE_OPS_OTF2:
         return ("coll_end", end) if nb >= 0 and peer == -1 and tag == -1 else (None, 0)
     if name in tf.COMM_OPS:
         return "in_enter", start    # its Enter's attributes carry the row

@@ -57,6 +57,10 @@ OPS: tuple[str, ...] = (
     "Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv", "Iscatter",
     "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Iscan", "Iexscan",
     "Ireduce_scatter", "Ireduce_scatter_block",
+    # one-sided communication (`comm` holds the window's id, a communicator of its own)
+    "Win_create", "Win_free", "Win_fence", "Put", "Get", "Accumulate", "Get_accumulate",
+    "Fetch_and_op", "Compare_and_swap", "Win_lock", "Win_unlock", "Win_lock_all",
+    "Win_unlock_all", "Win_flush", "Win_sync",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -80,10 +84,19 @@ BLOCKING_OF: dict[str, str] = {
 NONBLOCKING_COLLECTIVE_OPS = frozenset(BLOCKING_OF)
 #: Collectives, blocking and non-blocking: MPI orders both kinds in one sequence per
 #: communicator (MPI 4.0 §6.12), so each is one instance of its communicator's sequence.
-COLLECTIVE_OPS = COLLECTIVE_OPS | NONBLOCKING_COLLECTIVE_OPS
+COLLECTIVE_OPS = COLLECTIVE_OPS | NONBLOCKING_COLLECTIVE_OPS | {"Win_fence", "Win_free"}
+#: One-sided data operations: origin to target (PUT), target to origin (GET), or both ways.
+RMA_PUT_OPS = frozenset({"Put", "Accumulate"})
+RMA_GET_OPS = frozenset({"Get"})
+RMA_BOTH_OPS = frozenset({"Get_accumulate", "Fetch_and_op", "Compare_and_swap"})
+RMA_OPS = RMA_PUT_OPS | RMA_GET_OPS | RMA_BOTH_OPS
+#: Passive-target synchronisation (no collective): lock epochs and their flushes.
+RMA_LOCK_OPS = frozenset({"Win_lock", "Win_unlock", "Win_lock_all", "Win_unlock_all",
+                          "Win_flush", "Win_sync"})
 ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv",
                         "Ibcast", "Ireduce", "Igather", "Igatherv", "Iscatter", "Iscatterv"})
-COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create"})
+#: Communicator creation (a window's creation gives it a communicator id of its own).
+COMM_OPS = frozenset({"Comm_split", "Comm_dup", "Comm_create", "Win_create"})
 
 
 # The raw staging record: one per event, written by the tracer into a memory-mapped file while the

@@ -1,5 +1,6 @@
-"""Calls the tracer counts but does not record: matched probes, a neighbourhood collective,
-one-sided communication; with traced non-blocking collectives and one traced Barrier."""
+"""Calls the tracer counts but does not record: matched probes, a neighbourhood collective, a
+request-based one-sided Rput; with traced non-blocking collectives, a traced window and one
+traced Barrier."""
 import numpy as np
 from mpi4py import MPI
 
@@ -17,6 +18,7 @@ cart.Neighbor_allgather(np.full(1, float(r)), nb)
 win = MPI.Win.Create(np.zeros(4), comm=w)
 win.Fence()
 win.Put(np.full(4, float(r)), (r + 1) % n)
+win.Rput(np.full(4, float(r)), (r + 1) % n).Wait()       # request-based: counted
 win.Fence()
 win.Free()
 w.Barrier()

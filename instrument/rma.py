@@ -1,0 +1,162 @@
+"""Traced one-sided communication: `MPI.Win` in a traced program (docs/trace-format.md, "One-sided
+communication").
+
+A window is made collectively over a communicator and gets an id of its own, derived as a
+communicator's is (`derived_comm_id` of the parent, the parent's creation count, the lowest
+member), with the same members: its rows carry that id in `comm`, so fences and frees form that
+window's collective sequence, apart from the parent's collectives. Recorded: the constructors
+(`Win_create` on the parent, `peer` = the window's id, as a communicator's creation row), the
+data operations (`Put`, `Get`, `Accumulate`, `Get_accumulate`,
+`Fetch_and_op`, `Compare_and_swap`: `peer` = the target as a world rank, `nbytes` = the bytes
+moved one way), the synchronisation (`Win_fence`, `Win_lock`/`Win_unlock` with the target,
+`Win_lock_all`/`Win_unlock_all`, `Win_flush`, `Win_sync`) and `Win_free`. Request-based operations
+(`Rput`...) and general active-target synchronisation (`Post`/`Start`/`Complete`/`Wait`) are
+counted (instrument.untraced), not recorded, as is every call on a window made over a
+communicator the tracer does not know.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns as _now
+from typing import Any
+
+from mpi4py import MPI
+
+from hindsight.trace import core as tf
+from instrument import completion as _completion
+from instrument import untraced as _untraced
+from instrument.sizes import nbytes as _nbytes
+from instrument.tracer import RECORD as _ROW, pack as _pack
+
+_W = MPI.Win
+OP = tf.OP_CODE
+#: constructor -> position of its `comm` argument
+_CONSTRUCTORS = {"Create": 3, "Allocate": 3, "Allocate_shared": 3, "Create_dynamic": 1}
+#: Window calls counted, not recorded (no row model).
+UNRECORDED = ("Rput", "Rget", "Raccumulate", "Rget_accumulate", "Post", "Start", "Complete",
+              "Wait", "Test")
+
+#: windows made on COMM_SELF so far on this rank (a parent the tracer does not wrap)
+_self_created = [0]
+
+
+class TracedWin(_W):
+    """An RMA window whose calls are recorded (docs/trace-format.md)."""
+
+    # _id: the window's id (-1: made on a communicator the tracer does not know: its calls are
+    # counted, not recorded); _w: world rank of each window rank
+    __slots__ = ("_id", "_w")
+
+    def __new__(cls, win: MPI.Win | None = None):
+        self = _W.__new__(cls, win)
+        self._id = -1
+        self._w = ()
+        return self
+
+    def _rec(self, op: int, t0: int, t1: int, target: int = -1, nbytes: int = -1) -> None:
+        T = _completion._T     # the tracer of this process (``instrument.comm.set_tracer``)
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, -1, self._w[target] if target >= 0 else -1, -1,
+              self._id, nbytes, -1, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+
+
+def _make(name: str):
+    real = _W.__dict__[name]
+    at = _CONSTRUCTORS[name]
+
+    def make(cls, *args: Any, **kwargs: Any) -> TracedWin:
+        comm = kwargs.get("comm", args[at] if len(args) > at else MPI.COMM_SELF)
+        t0 = _now()
+        win = real.__get__(None, cls)(*args, **kwargs)
+        t1 = _now()
+        if getattr(comm, "_id", None) is not None:   # a traced communicator
+            pid, members = comm._id, comm._members()
+            index = comm._ncreated
+            comm._ncreated += 1
+        elif comm == MPI.COMM_SELF:
+            pid, members = tf.COMM_SELF_ID, [MPI.COMM_WORLD.Get_rank()]
+            index = _self_created[0]
+            _self_created[0] += 1
+        else:
+            _untraced.COUNTS["Win." + name] = _untraced.COUNTS.get("Win." + name, 0) + 1
+            return win
+        wid = tf.derived_comm_id(pid, index, min(members))
+        T = _completion._T
+        T.add_communicator(wid, members)
+        o = T.off
+        _pack(T.buf, o, OP["Win_create"], T.region, t0, -1, wid, -1, pid, -1, -1, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+        win._id = wid
+        win._w = tuple(members)
+        return win
+    make.__name__ = name
+    make.__doc__ = getattr(_W, name).__doc__
+    return classmethod(make)
+
+
+def _counted(name: str) -> None:
+    """A window call on a window the tracer does not know: counted, as untraced calls are."""
+    _untraced.COUNTS["Win." + name] = _untraced.COUNTS.get("Win." + name, 0) + 1
+
+
+def _data(name: str, target_at: int, size_at: int):
+    """The traced data operation ``name``: its target is argument ``target_at``, the bytes it
+    moves one way those of argument ``size_at``."""
+    real = getattr(_W, name)
+    code = OP[name]
+
+    def method(self, *args: Any, **kwargs: Any) -> None:
+        if self._id < 0:
+            _counted(name)
+            return real(self, *args, **kwargs)
+        t0 = _now()
+        real(self, *args, **kwargs)
+        t1 = _now()
+        target = kwargs.get("target_rank", args[target_at] if len(args) > target_at else -1)
+        self._rec(code, t0, t1, int(target), _nbytes(args[size_at]))
+    method.__name__ = name
+    method.__doc__ = real.__doc__
+    return method
+
+
+def _sync(name: str, op_name: str, target: bool):
+    """The traced synchronisation ``name``, recorded as ``op_name`` (with its target rank, the
+    first argument, when ``target``)."""
+    real = getattr(_W, name)
+    code = OP[op_name]
+
+    def method(self, *args: Any, **kwargs: Any) -> None:
+        if self._id < 0:
+            _counted(name)
+            return real(self, *args, **kwargs)
+        t0 = _now()
+        real(self, *args, **kwargs)
+        t1 = _now()
+        rank = kwargs.get("rank", args[0] if args else -1) if target else -1
+        self._rec(code, t0, t1, int(rank))
+    method.__name__ = name
+    method.__doc__ = real.__doc__
+    return method
+
+
+for _name in _CONSTRUCTORS:
+    setattr(TracedWin, _name, _make(_name))
+for _name, _t, _s in (("Put", 1, 0), ("Get", 1, 0), ("Accumulate", 1, 0),
+                      ("Get_accumulate", 2, 1), ("Fetch_and_op", 2, 1),
+                      ("Compare_and_swap", 3, 2)):
+    setattr(TracedWin, _name, _data(_name, _t, _s))
+for _name, _op, _t in (("Fence", "Win_fence", False), ("Lock", "Win_lock", True),
+                       ("Unlock", "Win_unlock", True), ("Lock_all", "Win_lock_all", False),
+                       ("Unlock_all", "Win_unlock_all", False), ("Flush", "Win_flush", True),
+                       ("Flush_local", "Win_flush", True), ("Flush_all", "Win_flush", False),
+                       ("Flush_local_all", "Win_flush", False), ("Sync", "Win_sync", False),
+                       ("Free", "Win_free", False)):
+    setattr(TracedWin, _name, _sync(_name, _op, _t))
+_untraced.add_counters(TracedWin, _W, UNRECORDED, "Win.")

@@ -1,0 +1,41 @@
+"""One-sided communication: fence epochs with Put, Get and Accumulate, an allocated window
+updated under a lock with Fetch_and_op, then both windows freed; every result checked."""
+import numpy as np
+from mpi4py import MPI
+
+w = MPI.COMM_WORLD
+r, n = w.rank, w.size
+right, left = (r + 1) % n, (r - 1) % n
+
+mem = np.zeros(8)
+win = MPI.Win.Create(mem, disp_unit=mem.itemsize, comm=w)
+win.Fence()
+win.Put(np.full(8, float(r)), right)                     # 64 B to the right neighbour
+win.Fence()
+got = np.zeros(4)
+win.Get(got, left, target=[0, 4, MPI.DOUBLE])             # 32 B back from the left one
+win.Accumulate(np.ones(8), left, op=MPI.SUM)              # 64 B added on the left one
+win.Fence()
+checks = [got.tolist() == [float((r - 2) % n)] * 4, mem.tolist() == [left + 1.0] * 8]
+
+counter = MPI.Win.Allocate(8, disp_unit=8, comm=w)
+buf = np.frombuffer(counter.tomemory(), dtype=np.int64)
+buf[0] = 0
+w.Barrier()
+old = np.zeros(1, np.int64)
+counter.Lock(0)
+counter.Fetch_and_op(np.ones(1, np.int64), old, 0, op=MPI.SUM)
+counter.Unlock(0)
+w.Barrier()
+if r == 0:
+    counter.Lock(0, MPI.LOCK_SHARED)
+    total = np.zeros(1, np.int64)
+    counter.Get(total, 0)
+    counter.Unlock(0)
+    checks.append(int(total[0]) == n)
+checks.append(0 <= int(old[0]) < n)
+counter.Free()
+win.Free()
+told = w.gather(f"rank {r}: {len(checks)} checks, {'all passed' if all(checks) else 'FAILED'}")
+if r == 0:
+    print("\n".join(told))
