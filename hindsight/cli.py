@@ -160,6 +160,10 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
                    + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
                       if manifest.get("makespan_ns") else ""))
+    if manifest.get("stopped_in"):
+        from instrument.stopped import describe
+        for line in describe(manifest["stopped_in"]):
+            click.echo(f"  {line}")
     if manifest.get("timed_out_after_s"):
         raise UserError(f"{what}: timed out after {timeout:g} s; {out} is incomplete")
     if rc == INTERRUPTED:
