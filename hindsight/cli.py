@@ -11,7 +11,7 @@ import click
 
 from apps.skeletons import SKELETONS as PARADIGMS  # imports no MPI
 from hindsight import trace as tf
-from hindsight.errors import UsageError, UserError
+from hindsight.errors import DataError, UsageError, UserError
 
 
 #: the exit code of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
@@ -160,6 +160,10 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
                    + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
                       if manifest.get("makespan_ns") else ""))
+    if manifest.get("stopped_in"):
+        from instrument.stopped import describe
+        for line in describe(manifest["stopped_in"]):
+            click.echo(f"  {line}")
     if manifest.get("timed_out_after_s"):
         raise UserError(f"{what}: timed out after {timeout:g} s; {out} is incomplete")
     if rc == INTERRUPTED:
@@ -207,16 +211,18 @@ def info(trace_dir, as_json, noise, profile, model_name):
 
 
 def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
-    """``noise_info`` with its errors as one line: the profile or model as usage (exit 2), an
-    unreplayable trace as data (exit 1)."""
+    """``noise_info`` with its errors as one line: the model as usage (exit 2), a missing or
+    unusable profile and an unreplayable trace as data (exit 1)."""
     from replay import models as M
     from replay.noise import noise_info
     from replay.prepare import ReplayError
 
     if profile is not None and not profile.is_file():
-        raise UsageError(f"--profile {profile}: no such file")
+        raise DataError(f"--profile {profile}: no such file")
     try:
         return noise_info(trace_dir, profile, model_name)
+    except M.ProfileParamError as exc:
+        raise DataError(f"--profile: {exc}") from None
     except M.ParamError as exc:
         flag = "--model" if str(exc).startswith("unknown model") else "--profile"
         raise UsageError(f"{flag}: {exc}") from None

@@ -227,13 +227,14 @@ def _relay(pipe, sink) -> None:
 
 
 def _run_job(cmd: list[str], env: dict, timeout: float | None,
-             quiet: bool) -> tuple[int, bool]:
+             quiet: bool, out: Path | None = None) -> tuple[int, bool]:
     """Run the job to its end; return (its exit code, whether --timeout stopped it).
 
     --timeout or a SIGINT / SIGTERM to collect stops the job (``stop_job``): exit code
-    TIMED_OUT or INTERRUPTED. From then on, until the caller calls ``restore_signals``,
-    further signals are ignored, so a second Ctrl-C cannot leave the ranks running or the
-    trace unsealed."""
+    TIMED_OUT or INTERRUPTED. Before that, the ranks tracing into ``out`` are asked where they
+    are (instrument.stopped; the sealer records it). From then on, until the caller calls
+    ``restore_signals``, further signals are ignored, so a second Ctrl-C cannot leave the ranks
+    running or the trace unsealed."""
     import threading
 
     # A session of its own, so a timeout can stop mpiexec and every rank together (and Ctrl-C
@@ -251,10 +252,12 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
         rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         ignore_signals()
+        _ask_where(proc, out)
         stop_job(proc, signal.SIGTERM)
         rc, timed_out = TIMED_OUT, True
     except KeyboardInterrupt:
         ignore_signals()
+        _ask_where(proc, out)
         stop_job(proc, signal.SIGINT)
         rc = INTERRUPTED
     finally:
@@ -267,6 +270,16 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
         # A rank that outlived mpiexec may hold the pipe open: do not wait for it for long.
         relay.join(timeout=5)
     return rc, timed_out
+
+
+def _ask_where(proc: subprocess.Popen, out: Path | None) -> None:
+    """Ask the job's ranks where they are before they are stopped (instrument.stopped): only
+    processes below mpiexec that wrote their pid into ``out``'s staging area are signalled."""
+    if out is None:
+        return
+    from instrument import stopped
+
+    stopped.request(out, set(_descendants(proc.pid)))
 
 
 _SAVED_HANDLERS: dict[int, Any] = {}
@@ -328,7 +341,7 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         if out.is_dir():
             tf.clear_run(out)
     try:
-        rc, timed_out = _run_job(cmd, env, timeout, quiet)
+        rc, timed_out = _run_job(cmd, env, timeout, quiet, None if untraced else out)
         stopped = {"timed_out_after_s": timeout} if timed_out else {}
         return _finish(out, rc, stopped, nprocs, network, state, before, app, paradigm,
                        program, args, untraced)

@@ -102,6 +102,8 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "format_version": m.get("format_version"),
         "untraced_calls": dict(m.get("untraced_calls") or {}),
         "rank_errors": dict(m.get("rank_errors") or {}),
+        "timed_out_after_s": m.get("timed_out_after_s"),
+        "stopped_in": m.get("stopped_in"),
     }
 
 
@@ -135,6 +137,13 @@ def format_info(info: dict[str, Any]) -> str:
         f"complete    {'yes' if info['complete'] else 'NO'}"
         + ("" if info["complete"] else f"  (ranks {info['incomplete_ranks']}: "
            f"{[info['rank_status'][r] for r in info['incomplete_ranks']]})"),
+    ]
+    if info.get("timed_out_after_s"):
+        lines.append(f"timed out   after {info['timed_out_after_s']:g} s (collect --timeout)")
+    if info.get("stopped_in"):
+        from instrument.stopped import describe
+        lines.append("where       " + "\n            ".join(describe(info["stopped_in"])))
+    lines += [
         f"verified    {info['result_verified']}",
         makespan_text(info["makespan_s"] * 1e9),
         f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p"

@@ -78,6 +78,15 @@ def _measure(fn, *args):
     return out, t0, _now(), c0
 
 
+def _named(method, fn) -> None:
+    """Give the traced ``method`` the name and doc of mpi4py's ``fn``, in its code object too:
+    a stack dump (instrument.stopped) and a traceback then name the MPI call, not the factory's
+    inner function."""
+    method.__code__ = method.__code__.replace(co_name=fn.__name__, co_qualname=fn.__name__)
+    method.__name__ = method.__qualname__ = fn.__name__
+    method.__doc__ = fn.__doc__
+
+
 # The completion calls come in four families that differ only in how they report what completed.
 # Each factory below builds the traced method from mpi4py's own one.
 
@@ -91,8 +100,7 @@ def _single(op: int, fn, done):
         if done(out):
             _complete_rows(op, t0, t1, c0, [(0, self)], [st])
         return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
+    _named(method, fn)
     return method
 
 
@@ -104,8 +112,7 @@ def _all(op: int, fn, done):
         if done(out):
             _complete_rows(op, t0, t1, c0, list(enumerate(requests)), sts)
         return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
+    _named(method, fn)
     return classmethod(method)
 
 
@@ -118,8 +125,7 @@ def _any(op: int, fn, index):
         if i is not None and i != MPI.UNDEFINED:
             _complete_rows(op, t0, t1, c0, [(0, requests[i])], [st])
         return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
+    _named(method, fn)
     return classmethod(method)
 
 
@@ -133,8 +139,7 @@ def _some(op: int, fn, indices):
         if idx:
             _complete_rows(op, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
         return out
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
+    _named(method, fn)
     return classmethod(method)
 
 

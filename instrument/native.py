@@ -29,6 +29,7 @@ from typing import Any
 from hindsight import system
 from hindsight.errors import DataError
 from hindsight.trace import core as fc
+from instrument import stopped
 
 SOURCE = Path(__file__).resolve().parent / "pmpi" / "hindsight_pmpi.c"
 BUILD_DIR = SOURCE.parent / "build"
@@ -149,7 +150,8 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
             env: dict[str, str] | None = None) -> dict[str, str]:
     """Build the library, clear `out` of an earlier run, write the run's start
     (`.staging/start.json`, described from `env`, the ranks' environment, default ours); returns
-    what to add to that environment (LD_PRELOAD, the trace directory, the run id)."""
+    what to add to that environment (LD_PRELOAD, the trace directory, the run id, the signal
+    that asks a rank where it is: instrument.stopped)."""
     env = dict(os.environ if env is None else env)
     lib = library()
     out = Path(out)
@@ -165,7 +167,7 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
                           f"{exc.strerror or exc}") from None
     preload = env.get("LD_PRELOAD", "")
     return {"LD_PRELOAD": f"{lib} {preload}".strip(), "HINDSIGHT_TRACE_DIR": str(out.resolve()),
-            "HINDSIGHT_RUN_ID": run_id}
+            "HINDSIGHT_RUN_ID": run_id, "HINDSIGHT_STOP_SIGNAL": str(stopped.SIGNAL)}
 
 
 def _read_status(stage: Path) -> dict[str, Any]:

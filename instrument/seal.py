@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight import trace as tf
+from instrument import stopped
 from instrument.tracer import seal_rank, still_recording
 
 
@@ -38,8 +39,12 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     status, events, comms, ends, verified = [], [], dict(manifest.get("communicators") or {}), [], []
     untraced: dict[str, int] = {}
     errors: dict[str, str] = {}
+    stopped_in: dict[str, Any] = {}
     for rank in range(nranks):
         path = trace_dir / tf.rank_file_name(rank)
+        where = stopped.read(tf.staging_dir(trace_dir, rank), manifest.get("program"))
+        if where is not None:
+            stopped_in[str(rank)] = where
         if not path.is_file():
             _seal_dead_rank(trace_dir, rank, manifest["run_id"], tf.epoch_of(manifest, rank))
         meta = None
@@ -72,6 +77,9 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     manifest["untraced_calls"] = dict(sorted(untraced.items()))
     if errors:
         manifest["rank_errors"] = errors
+    if stopped_in:
+        # where each rank was when `hindsight collect` stopped the run (instrument.stopped)
+        manifest["stopped_in"] = {str(r): stopped_in.get(str(r)) for r in range(nranks)}
     if summaries:
         clock = manifest.setdefault("clock", {})
         clock["end_offset_ns"] = [s.get("end_offset_ns", 0) for s in summaries]

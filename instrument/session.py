@@ -29,7 +29,7 @@ from mpi4py import MPI
 
 from hindsight import conditions, system
 from hindsight.trace import core as tf
-from instrument import comm as tcomm, untraced as _untraced_calls
+from instrument import comm as tcomm, stopped as _stopped, untraced as _untraced_calls
 from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
 from instrument.tracer import pack as _pack
 from instrument.seal import finalize_manifest
@@ -152,6 +152,11 @@ def start(trace_dir: str | os.PathLike | None, app: str | None = None,
         tcomm.set_tracer(t)
         _world = tcomm.TracedComm(world)
         _install_exit_paths()
+        try:
+            # where the rank is when `hindsight collect` stops the run: no cost per call
+            _stopped.install(t.stage)
+        except OSError:
+            pass                 # the run is traced all the same; collect says "not known"
     else:
         _install_exit_paths(signals=False)
     _wrap_finalize()

@@ -293,7 +293,7 @@ def seal_rank(trace_dir: Path, rank: int, meta: dict[str, Any], drift: float = 0
     except tf.TraceError as exc:
         tmp.unlink(missing_ok=True)
         raise TraceWriteError(f"rank {rank}: cannot seal its staged records: {exc}") from None
-    for leftover in (fc.RAW_FILE, fc.RAW_NAMES_FILE, "status.json"):
+    for leftover in (fc.RAW_FILE, fc.RAW_NAMES_FILE, "status.json", fc.STOP_FILE):
         (stage / leftover).unlink(missing_ok=True)
     try:
         stage.rmdir()

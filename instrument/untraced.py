@@ -54,7 +54,10 @@ def counting(name: str, fn: Callable) -> Callable:
     def method(*args: Any, **kwargs: Any) -> Any:
         COUNTS[name] = COUNTS.get(name, 0) + 1
         return fn(*args, **kwargs)
-    method.__name__ = getattr(fn, "__name__", name)
+    # its name in the code object too, so that a stack dump (instrument.stopped) names the call
+    own = getattr(fn, "__name__", name)
+    method.__code__ = method.__code__.replace(co_name=own, co_qualname=own)
+    method.__name__ = method.__qualname__ = own
     method.__doc__ = getattr(fn, "__doc__", None)
     return method
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from apps.skeletons import SKELETONS
-from hindsight.errors import UsageError, UserError
+from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import check_output, write_failed
 
 
@@ -159,9 +159,10 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
                 profile_doc = tomllib.loads(Path(profile).read_text())
             except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
                 profile_doc = None  # a JSON parameter file: analytic constants from the model
+    except M.ProfileParamError as exc:
+        raise DataError(f"--profile: {exc}") from None       # the file's content: exit 1
     except M.ParamError as exc:
-        flag = "--profile" if str(exc).startswith("profile") else "--set"
-        raise UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"--set: {exc}") from None
 
     from predict import costmodel as C
     from predict import scaling

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hindsight.errors import UsageError, UserError
+from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
 from hindsight.trace import MANIFEST_NAME, read_manifest
 from replay.units import fmt_time
@@ -121,9 +121,10 @@ def model_from_flags(model_name: str, sets, profile):
         assignments = M.parse_assignments(list(sets))
         prof = M.load_profile(profile, mod) if profile else None
         values = M.resolve(mod, assignments, prof)
+    except M.ProfileParamError as exc:
+        raise DataError(f"--profile: {exc}") from None       # the file's content: exit 1
     except M.ParamError as exc:
-        flag = "--profile" if str(exc).startswith("profile") else "--set"
-        raise UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"--set: {exc}") from None
     return mod, values, prof, assignments
 
 

@@ -3,6 +3,7 @@ loader used by `hindsight replay --profile`, transport verification, and one rea
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -476,3 +477,80 @@ def test_calibrate_writes_the_call_overheads(monkeypatch, tmp_path):
     assert "calls " not in r.output
     v = M.resolve(M.get_model("loggps"), {}, M.load_profile(out, M.get_model("loggps")))
     assert v["o_irecv"] == 0.0
+
+
+def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
+    """A real run on shm, with the lines about the sizes let through at every size (they come at
+    most every 5 s otherwise): one per visit of a size, in the benchmark's order (ascending,
+    then descending, ...), counting up, with the time the other sizes need; then the probes.
+    --quiet prints none of it."""
+    from hindsight.cli import main
+    from replay.calibration import progress
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
+    sizes = [1, 16, 256, 4096, 65536, 1048576]
+    args = ["calibrate", "-n", "2", "--sizes", "1B..1MiB:16", "--repeat", "20",
+            "--overhead-ranks", "2", "--attempts", "1", "--accept-noisy"]
+    r = CliRunner().invoke(main, args + ["--out", str(tmp_path / "p.toml")])
+    assert r.exit_code == 0, r.output
+    lines = [x for x in r.stderr.splitlines() if x.startswith("calibrate:   size ")]
+    order = [k for p in range(5) for k in (sizes if p % 2 == 0 else sizes[::-1])]
+    assert len(lines) == len(order) == 30
+    for i, (line, k) in enumerate(zip(lines, order), 1):
+        assert line.startswith(f"calibrate:   size {k} B (pass {(i - 1) // 6 + 1}/5): "
+                               f"{i}/30 done"), line
+        # an estimate once two sizes give a slope, none when no size is left
+        assert ("left in the sizes" in line) == (1 < i < 30), line
+    probes = [x for x in r.stderr.splitlines() if x.endswith(", after all 30 sizes")]
+    assert [x.split(":", 1)[1].split(",")[0].strip() for x in probes] == \
+        ["eager probe", "progress probe", "call probe", "gap and loopback probes"]
+    q = CliRunner().invoke(main, args + ["-q", "--out", str(tmp_path / "q.toml")])
+    assert q.exit_code == 0, q.output
+    assert q.output == f"{tmp_path / 'q.toml'}\n{tmp_path / 'q.png'}\n"
+
+
+def test_a_benchmark_stopped_by_its_timeout_says_where_it_was():
+    """A benchmark that runs past its time limit is stopped (mpiexec and the ranks), with an
+    error naming the size it was measuring, how far it got and what the others still need."""
+    t0 = time.monotonic()
+    # tiny sizes with a large --repeat: 0.6-1.2 s per size here, 20 sizes to visit
+    with pytest.raises(CalibrationError) as exc:
+        R.run_bench(2, "shm", [1, 2, 4, 8], 20_000, timeout=6)
+    assert time.monotonic() - t0 < 30
+    text = str(exc.value)
+    assert text.startswith("the benchmark at -n 2 did not finish in 6 s (at size "), text
+    import re
+    m = re.search(r"at size (\d+) B \(pass (\d)/5\), (\d+)/20 sizes measured in ", text)
+    assert m and int(m[1]) in (1, 2, 4, 8) and int(m[3]) < 20, text
+    if int(m[3]) > 0:
+        assert "more needed for the sizes" in text
+    assert text.endswith("; fewer or smaller --sizes, or a smaller --repeat, shorten it")
+
+
+def test_size_progress_estimate_is_exact_on_a_linear_network():
+    """Sizes whose round trip costs a + b·k: after two sizes the time the remaining ones need is
+    exact (measured ones by their own mean, the others by the line through the measured); before
+    the first size the benchmark is in its warm-up, after the sizes in its probes."""
+    from replay.calibration.progress import PREFIX, SizeProgress
+
+    said = []
+    sp = SizeProgress(said.append, every_s=0)
+    sizes = [1, 1024, 1 << 20]
+    plan = [[k, 10 + i] for i, k in enumerate(sizes + sizes[::-1])]
+    sp.line(PREFIX + json.dumps({"plan": plan, "passes": 2, "warmup": 1 << 20}) + "\n")
+    assert sp.where().startswith("in the warm-up before the first size (ping-pongs up to "
+                                 "1048576 B)")
+    cost = lambda k: 20e-6 + 8e-9 * k                   # noqa: E731
+    for i, (k, n) in enumerate(plan, 1):
+        if i >= 3:
+            left = sum(m * cost(q) for q, m in plan[i - 1:])
+            assert sp.seconds_left() == pytest.approx(left, rel=1e-9)
+            assert sp.where().startswith(f"at size {k} B (pass {(i - 1) // 3 + 1}/2), "
+                                         f"{i - 1}/6 sizes measured in ")
+        sp.line(PREFIX + json.dumps({"done": i, "s": n * cost(k)}) + "\n")
+    assert said[0] == "  size 1 B (pass 1/2): 1/6 done"          # one size: no slope yet
+    assert said[1].startswith("  size 1024 B (pass 1/2): 2/6 done, ~")
+    assert said[-1] == "  size 1 B (pass 2/2): 6/6 done"
+    sp.line(PREFIX + json.dumps({"phase": "eager probe"}) + "\n")
+    assert said[-1] == "  eager probe, after all 6 sizes"
+    assert sp.where().startswith("in the eager probe, after all 6 sizes; ")

@@ -195,6 +195,25 @@ def test_flag_errors_exit_2(trace, tmp_path, args, flag):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args", [
+    ["replay", "{t}", "--profile", "{p}"],
+    ["sweep", "{t}", "--profile", "{p}", "--vary", "L=1us,2us", "--json"],
+    ["trace", "info", "{t}", "--profile", "{p}"],
+    ["predict", "{t}", "--ranks", "1..4", "--profile", "{p}"],
+])
+def test_a_profile_the_model_cannot_use_is_a_data_error(trace, tmp_path, args):
+    """A profile whose content is wrong (a parameter the model does not know) is one line naming
+    the file, exit 1 like any input file that cannot be used; a missing one too."""
+    prof = tmp_path / "x.json"
+    prof.write_text(json.dumps({"a": 1}))
+    r = invoke(*[a.format(t=trace, p=prof) for a in args])
+    assert r.exit_code == 1, r.output
+    one_error_line(r, "--profile", str(prof), "unknown parameter 'a'")
+    r = invoke(*[a.format(t=trace, p=tmp_path / "none.toml") for a in args])
+    assert r.exit_code == 1, r.output
+    one_error_line(r, "--profile", str(tmp_path / "none.toml"))
+
+
 # ---------------------------------------------------------------------------------------------
 # --json and --quiet
 

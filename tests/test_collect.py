@@ -450,8 +450,52 @@ def test_timeout_is_named_and_recorded(tmp_path):
     assert res.stderr == f"Error: {prog}: timed out after 3 s; {out} is incomplete\n"
     m = tf.read_manifest(out)
     assert m["timed_out_after_s"] == 3 and m["complete"] is False
+    # both ranks were asked where they were: in the program's sleep, not in an MPI call
+    sleep_line = SLEEPER.splitlines().index("time.sleep(120)") + 1
+    at = {"call": None, "where": f"sleeper.py:{sleep_line}"}
+    assert m["stopped_in"] == {"0": at, "1": at}
+    assert f"ranks 0-1 stopped outside any traced MPI call at sleeper.py:{sleep_line}" \
+        in res.stdout
     assert _job_processes(prog) == []
     res = hindsight("collect", "-n", 2, "--untraced", "--program", prog, "--out",
                     tmp_path / "u", "--timeout", 2)
     assert res.returncode == 1 and "timed out after 2 s" in res.stderr
     assert tf.read_manifest(tmp_path / "u")["timed_out_after_s"] == 2
+
+
+def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
+    """A deadlock (each rank receives from the other first) stopped by --timeout: the manifest,
+    collect's output and `trace info` name the call and the program's line of each rank."""
+    prog = PROGRAMS / "deadlock.py"
+    src = prog.read_text().splitlines()
+    line = {r: src.index(f"    comm.Recv(buf, source={1 - r}, tag=7)") + 1 for r in (0, 1)}
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 2, "--program", prog, "--out", out, "--timeout", 5)
+    assert res.returncode == 1
+    assert res.stderr == f"Error: {prog}: timed out after 5 s; {out} is incomplete\n"
+    m = tf.read_manifest(out)
+    assert m["stopped_in"] == {str(r): {"call": "Recv", "where": f"deadlock.py:{line[r]}"}
+                               for r in (0, 1)}
+    for r in (0, 1):
+        assert f"  rank {r} stopped in Recv at deadlock.py:{line[r]}\n" in res.stdout
+    info = hindsight("trace", "info", out)
+    assert "timed out   after 5 s" in info.stdout
+    assert f"rank 1 stopped in Recv at deadlock.py:{line[1]}" in info.stdout
+    assert _job_processes(prog) == []
+
+
+def test_stopped_in_lines_group_ranks_at_one_place():
+    from instrument.stopped import describe
+
+    recv = {"call": "Recv", "where": "p.py:3"}
+    stopped = {"0": recv, "1": {"call": "Allreduce", "where": "p.py:9"}, "2": recv, "3": recv,
+               "5": recv, "4": {"call": None, "where": "p.py:7"}, "6": None,
+               "7": {"call": "finish", "where": None}}
+    assert describe(stopped) == ["ranks 0,2-3,5 stopped in Recv at p.py:3",
+                                 "rank 1 stopped in Allreduce at p.py:9",
+                                 "rank 4 stopped outside any traced MPI call at p.py:7",
+                                 "rank 6 did not say where it was",
+                                 "rank 7 stopped in finish"]
+    many = {str(r): {"call": "Recv", "where": f"p.py:{r}"} for r in range(12)}
+    lines = describe(many, most=8)
+    assert len(lines) == 9 and lines[-1] == "... and 4 more places (manifest stopped_in)"

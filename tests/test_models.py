@@ -250,7 +250,7 @@ def test_no_input_makes_a_model_divide_by_zero_or_go_negative():
 ])
 def test_json_profile_keys_are_checked_against_the_model(tmp_path, data, words):
     """A JSON profile's error names the profile (and --profile at the command line), never
-    --set, which was not given."""
+    --set, which was not given; at the command line it is a data error (exit 1)."""
     from replay import models as M
     from tests.conftest import ROOT
     path = tmp_path / "x.json"
@@ -261,7 +261,7 @@ def test_json_profile_keys_are_checked_against_the_model(tmp_path, data, words):
     from hindsight.cli import main
     r = CliRunner().invoke(main, ["replay", str(ROOT / "tests/corpus/requests-n2"),
                                   "--profile", str(path)])
-    assert r.exit_code == 2 and r.output.strip() == f"Error: --profile: {exc.value}"
+    assert r.exit_code == 1 and r.output.strip() == f"Error: --profile: {exc.value}"
 
 
 def test_every_evaluator_runs_on_its_defaults():

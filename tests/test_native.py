@@ -210,3 +210,26 @@ def test_thread_multiple_is_refused_in_one_line(exe, tmp_path):
         "Error: hindsight: the program asks for MPI_THREAD_MULTIPLE (thread-multiple), which the "
         "PMPI tracer does not support; run it untraced")
     assert "started" not in res.stdout
+
+
+def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
+    """A compiled deadlock stopped by `collect --timeout`: the library's stop-signal handler
+    names the call each rank was inside, and its return address the source line (-g)."""
+    exe = tmp_path / "deadlock"
+    # -O0: at -O2 the compiler merges the two MPI_Recv calls into one call site
+    subprocess.run([native.find_mpicc(), "-g", "-O0", "-o", str(exe),
+                    str(PROGRAMS / "deadlock.c")], check=True)
+    src = (PROGRAMS / "deadlock.c").read_text().splitlines()
+    line = {r: src.index(f"        MPI_Recv(&buf, 1, MPI_INT, {1 - r}, 7, MPI_COMM_WORLD, "
+                         "MPI_STATUS_IGNORE);") + 1 for r in (0, 1)}
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 2, "--program", exe, "--out", out, "--timeout", 5)
+    assert res.returncode == 1
+    assert res.stderr == f"Error: {exe}: timed out after 5 s; {out} is incomplete\n"
+    m = tf.read_manifest(out)
+    assert m["tracer"] == "pmpi" and m["timed_out_after_s"] == 5
+    # the source file as the user knows it: relative to the folder collect ran in
+    where = {r: f"tests/programs/deadlock.c:{line[r]}" for r in (0, 1)}
+    assert m["stopped_in"] == {str(r): {"call": "Recv", "where": where[r]} for r in (0, 1)}
+    for r in (0, 1):
+        assert f"  rank {r} stopped in Recv at {where[r]}\n" in res.stdout

@@ -167,7 +167,7 @@ def test_cli_errors(traces):
     assert r.exit_code == 2 and "Error: --noise" in r.output
     r = CliRunner().invoke(hindsight_main, ["trace", "info", str(traces["one"]), "--profile",
                                             str(traces["one"] / "nope.toml")])
-    assert r.exit_code == 2 and "Error: --profile" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 1 and "Error: --profile" in r.output and "Traceback" not in r.output
 
 
 def test_trace_info_noise(traces):

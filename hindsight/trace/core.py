@@ -113,6 +113,9 @@ RAW_FILE = "events.raw"
 #: each, so a killed rank's records can still be named): ["rank", rank, run_id, capacity],
 #: ["epoch", ns], ["region", code, name], ["comm", id, [world ranks]].
 RAW_NAMES_FILE = "names.jsonl"
+#: Beside them, the rank's pid (first line, ``pid N``) and, once `hindsight collect` asked
+#: before stopping the run, where the rank was (instrument.stopped).
+STOP_FILE = "stopped_in.txt"
 
 
 def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:

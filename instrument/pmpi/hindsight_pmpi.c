@@ -8,6 +8,8 @@
  * beside it. The kernel owns the mapped pages, so a killed rank keeps what it recorded; t_end is
  * stored last (after a compiler barrier), so a record cut short by a kill reads as unwritten.
  * At MPI_Finalize each rank leaves status.json; native.py seals the ranks after the run.
+ * Where the rank is when `hindsight collect` stops the run is kept at no cost beyond two stores
+ * a call and written on request (stop signal, instrument/stopped.py) to stopped_in.txt.
  *
  * Single-threaded use of MPI only (one record cursor per process, no locking).
  */
@@ -16,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -383,6 +386,98 @@ static void at_exit(void) {
     if (on && !finished) stop("exited", -1);
 }
 
+/* ---- where the rank is, for the stop signal (instrument/stopped.py) ----------------------- *
+ * The op code of the traced call the rank is inside (0: none, -1: MPI_Finalize) and the call's
+ * return address (the program's call site), stored at the call's entry; the op code is cleared
+ * at its exit. Nothing else is done per call: the signal handler reads them when asked. */
+static volatile int64_t in_op;
+static void *volatile in_caller;
+static int stop_fd = -1;
+
+#define ENTER(OPC) (in_caller = __builtin_return_address(0), in_op = (OPC))
+#define LEAVE() (in_op = 0)
+
+static size_t put_hex(char *b, size_t n, uint64_t v) {
+    char d[16];
+    int k = 0;
+    do { d[k++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+    while (k) b[n++] = d[--k];
+    return n;
+}
+
+static size_t put_lit(char *b, size_t n, const char *s) {
+    while (*s) b[n++] = *s++;
+    return n;
+}
+
+/* The answer: "pmpi op N caller 0xADDR" and "end", with write(2) only (async-signal-safe). */
+static void on_stop_signal(int sig) {
+    (void)sig;
+    int saved = errno;
+    char b[96];
+    size_t n = put_lit(b, 0, "pmpi op ");
+    int64_t op = in_op;
+    if (op < 0) { b[n++] = '-'; op = -op; }
+    char d[24];
+    int k = 0;
+    do { d[k++] = (char)('0' + op % 10); op /= 10; } while (op);
+    while (k) b[n++] = d[--k];
+    n = put_lit(b, n, " caller 0x");
+    n = put_hex(b, n, (uint64_t)(uintptr_t)in_caller);
+    n = put_lit(b, n, "\nend\n");
+    if (stop_fd >= 0) {
+        ssize_t w = write(stop_fd, b, n);
+        (void)w;
+    }
+    errno = saved;
+}
+
+/* "module LO HI BIAS PATH" for every loaded ELF object (its PT_LOAD range and load bias), so
+ * that the sealer can turn a return address into a file and an address addr2line reads. */
+static int module_line(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        if (ph->p_vaddr < lo) lo = ph->p_vaddr;
+        if (ph->p_vaddr + ph->p_memsz > hi) hi = ph->p_vaddr + ph->p_memsz;
+    }
+    if (hi <= lo) return 0;
+    char path[4096];
+    const char *name = info->dlpi_name;
+    if (!name || !*name) {                       /* the main program */
+        ssize_t m = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (m <= 0) return 0;
+        path[m] = 0;
+        name = path;
+    }
+    dprintf(stop_fd, "module %llx %llx %llx %s\n", (unsigned long long)(info->dlpi_addr + lo),
+            (unsigned long long)(info->dlpi_addr + hi), (unsigned long long)info->dlpi_addr,
+            name);
+    return 0;
+}
+
+/* Leave the handler first, then write the pid: collect signals only ranks whose pid it read,
+ * and a real-time signal without a handler would kill the rank. */
+static void stop_setup(void) {
+    const char *s = getenv("HINDSIGHT_STOP_SIGNAL");
+    int sig = s ? atoi(s) : 0;
+    if (sig <= 0 || sig > SIGRTMAX) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stopped_in.txt", stage);
+    stop_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    if (stop_fd < 0) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+    dprintf(stop_fd, "pid %d\n", (int)getpid());
+    dl_iterate_phdr(module_line, NULL);
+}
+
 static struct sigaction old_term, old_int;
 
 static void on_signal(int sig) {
@@ -497,6 +592,7 @@ static void start(void) {
     world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0};
     self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0};
     on = 1;
+    stop_setup();
     atexit(at_exit);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -547,7 +643,10 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 
 int MPI_Finalize(void) {
     if (on && !finished) stop("complete", now_ns() - epoch);
-    return PMPI_Finalize();
+    ENTER(-1);
+    int rc = PMPI_Finalize();
+    LEAVE();
+    return rc;
 }
 
 /* ---- point-to-point --------------------------------------------------------------------- */
@@ -571,9 +670,11 @@ static inline int64_t status_bytes(const MPI_Status *st) {
 int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {  \
     if (!on) return P##NAME(buf, count, type, dest, tag, comm);                              \
     CPU0;                                                                                    \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(buf, count, type, dest, tag, comm);                                     \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     comm_t *c = comm_of(comm);                                                               \
     rec(OPC, t0, CPU1, world_of(c, dest), tag, c->id, bytes(count, type), -1, -1, t1);       \
     return rc;                                                                               \
@@ -589,9 +690,11 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     CPU0;
+    ENTER(OP_RECV);
     int64_t t0 = now_ns();
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
     int64_t t1 = now_ns();
+    LEAVE();
     comm_t *c = comm_of(comm);
     rec(OP_RECV, t0, CPU1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st), -1,
         -1, t1);
@@ -607,10 +710,12 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     CPU0;
+    ENTER(OP_SR_SEND);
     int64_t t0 = now_ns();
     int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, st);
     int64_t t1 = now_ns();
+    LEAVE();
     comm_t *c = comm_of(comm);
     rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(sendcount, sendtype), -1,
         -1, t1);
@@ -623,9 +728,11 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     if (!on) return PMPI_Probe(source, tag, comm, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    ENTER(OP_PROBE);
     int64_t t0 = now_ns();
     int rc = PMPI_Probe(source, tag, comm, st);
     int64_t t1 = now_ns();
+    LEAVE();
     comm_t *c = comm_of(comm);
     rec(OP_PROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st), -1,
         -1, t1);
@@ -636,9 +743,11 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
     if (!on) return PMPI_Iprobe(source, tag, comm, flag, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    ENTER(OP_IPROBE);
     int64_t t0 = now_ns();
     int rc = PMPI_Iprobe(source, tag, comm, flag, st);
     int64_t t1 = now_ns();
+    LEAVE();
     if (*flag) {
         comm_t *c = comm_of(comm);
         rec(OP_IPROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,
@@ -653,9 +762,11 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,    \
          MPI_Request *request) {                                                             \
     if (!on) return P##NAME(buf, count, type, dest, tag, comm, request);                     \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(buf, count, type, dest, tag, comm, request);                            \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     comm_t *c = comm_of(comm);                                                               \
     int64_t rid = next_request++;                                                            \
     rec(OPC, t0, -1, world_of(c, dest), tag, c->id, bytes(count, type), rid, -1, t1);        \
@@ -670,9 +781,11 @@ ISEND_WRAPPER(MPI_Irsend, OP_IRSEND)
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request *request) {
     if (!on) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    ENTER(OP_IRECV);
     int64_t t0 = now_ns();
     int rc = PMPI_Irecv(buf, count, type, source, tag, comm, request);
     int64_t t1 = now_ns();
+    LEAVE();
     comm_t *c = comm_of(comm);
     int64_t rid = next_request++;
     rec(OP_IRECV, t0, -1, source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),
@@ -708,9 +821,11 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     CPU0;
+    ENTER(OP_WAIT);
     int64_t t0 = now_ns();
     int rc = PMPI_Wait(request, st);
     int64_t t1 = now_ns();
+    LEAVE();
     completed(OP_WAIT, t0, CPU1, t1, e, st);
     return rc;
 }
@@ -721,9 +836,11 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     CPU0;
+    ENTER(OP_TEST);
     int64_t t0 = now_ns();
     int rc = PMPI_Test(request, flag, st);
     int64_t t1 = now_ns();
+    LEAVE();
     if (*flag) completed(OP_TEST, t0, CPU1, t1, e, st);
     return rc;
 }
@@ -763,9 +880,11 @@ int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {   
     scratch_t x;                                                                             \
     scratch_take(&x, count, reqs_in, statuses);                                              \
     CPU0;                                                                                    \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(count, reqs_in FLAG_ARG, x.s);                                          \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     if (DONE) {                                                                              \
         int64_t cpu = CPU1;                                                                  \
         for (int i = 0; i < count; i++) {                                                    \
@@ -790,9 +909,11 @@ int NAME(int count, MPI_Request reqs_in[], int *index FLAG_DECL, MPI_Status *sta
     MPI_Status mine;                                                                         \
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
     CPU0;                                                                                    \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(count, reqs_in, index FLAG_ARG, st);                                    \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     if ((DONE) && *index != MPI_UNDEFINED) {                                                 \
         req_t *e = req_find(x.h[*index]);                                                    \
         if (e) completed(OPC, t0, CPU1, t1, e, st);                                          \
@@ -811,9 +932,11 @@ int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],      
     scratch_t x;                                                                             \
     scratch_take(&x, incount, reqs_in, statuses);                                            \
     CPU0;                                                                                    \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(incount, reqs_in, outcount, indices, x.s);                              \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     if (*outcount != MPI_UNDEFINED) {                                                        \
         int64_t cpu = CPU1;                                                                  \
         for (int k = 0; k < *outcount; k++) {                                                \
@@ -834,9 +957,11 @@ SOME_WRAPPER(MPI_Testsome, OP_TESTSOME)
 #define COLL(OPC, NBYTES, ROOT, CALL)                                                        \
     if (!on) return CALL;                                                                    \
     CPU0;                                                                                    \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = CALL;                                                                           \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     comm_t *c = comm_of(comm);                                                               \
     rec(OPC, t0, CPU1, -1, -1, c->id, NBYTES, -1, ROOT, t1);                                 \
     return rc;
@@ -1069,48 +1194,60 @@ static void derived(int op, int64_t t0, int64_t t1, MPI_Comm parent, MPI_Comm ma
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
     if (!on) return PMPI_Comm_split(comm, color, key, newcomm);
+    ENTER(OP_COMM_SPLIT);
     int64_t t0 = now_ns();
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
+    LEAVE();
     derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
     return rc;
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
     if (!on) return PMPI_Comm_split_type(comm, type, key, info, newcomm);
+    ENTER(OP_COMM_SPLIT);
     int64_t t0 = now_ns();
     int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+    LEAVE();
     derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
     return rc;
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     if (!on) return PMPI_Comm_dup(comm, newcomm);
+    ENTER(OP_COMM_DUP);
     int64_t t0 = now_ns();
     int rc = PMPI_Comm_dup(comm, newcomm);
+    LEAVE();
     derived(OP_COMM_DUP, t0, now_ns(), comm, *newcomm);
     return rc;
 }
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
     if (!on) return PMPI_Comm_dup_with_info(comm, info, newcomm);
+    ENTER(OP_COMM_DUP);
     int64_t t0 = now_ns();
     int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+    LEAVE();
     derived(OP_COMM_DUP, t0, now_ns(), comm, *newcomm);
     return rc;
 }
 
 int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
     if (!on) return PMPI_Cart_sub(comm, remain_dims, newcomm);
+    ENTER(OP_COMM_SPLIT);
     int64_t t0 = now_ns();
     int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+    LEAVE();
     derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
     return rc;
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
     if (!on) return PMPI_Comm_create(comm, group, newcomm);
+    ENTER(OP_COMM_CREATE);
     int64_t t0 = now_ns();
     int rc = PMPI_Comm_create(comm, group, newcomm);
+    LEAVE();
     derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
     return rc;
 }
@@ -1118,8 +1255,10 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
 int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
                     int reorder, MPI_Comm *newcomm) {
     if (!on) return PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    ENTER(OP_COMM_CREATE);
     int64_t t0 = now_ns();
     int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    LEAVE();
     derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
     return rc;
 }

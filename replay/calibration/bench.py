@@ -34,6 +34,9 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
+Rank 0 reports its progress on stderr, one line per visit of a size and per probe
+(``replay.calibration.progress``; `hindsight calibrate` relays it).
+
 ``--api pickle`` times what ``instrument.comm`` records as MPI calls for a pickle-API message: the
 object is pickled *before* the send (the tracer pickles outside the call to learn the wire size),
 the bytes are sent with ``Send``; the receive is mpi4py's matched probe and the receive of the
@@ -58,6 +61,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hindsight import conditions
+from replay.calibration import progress as _progress
 from replay.calibration.calls import call_probe
 
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
@@ -288,6 +292,14 @@ def main(argv: list[str] | None = None) -> None:
                 comm.Send([ack, 0, MPI.BYTE], dest=0, tag=5)
             return (time.perf_counter_ns() - t0) * ns
 
+        visits = [k for p in range(a.passes) for k in (sizes if p % 2 == 0 else sizes[::-1])]
+        if rank == 0:
+            # each visit's weight in round trips of its size: the warm-up and timed ping-pongs,
+            # and the receive-overhead samples (a message, a wait of 3 round trips, an ack)
+            _progress.report(passes=a.passes, warmup=maxk, plan=[
+                [k, min(a.warmup, r) + r + 4 * max(2, r // 2)]
+                for k, r in ((k, -(-_reps(k, a.repeat) // a.passes)) for k in visits)])
+
         # Global warm-up: connection set-up and first-touch of the buffers happen here, not in
         # the first measured size.
         for k in (1, 1024, 65536, maxk):
@@ -297,9 +309,11 @@ def main(argv: list[str] | None = None) -> None:
         # interference from other work on the machine then hits a few samples of every size
         # instead of all samples of a few neighbouring sizes, and the medians stay clean.
         samples = {k: {"rtt": [], "o_send": [], "o_recv": []} for k in sizes}
+        done = 0
         for p in range(a.passes):
             order = sizes if p % 2 == 0 else sizes[::-1]
             for k in order:
+                t_visit = time.perf_counter_ns()
                 reps = -(-_reps(k, a.repeat) // a.passes)
                 pingpong(k, min(a.warmup, reps))
                 rtt, osend = pingpong(k, reps)
@@ -317,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
                     samples[k]["rtt"] += rtt
                     samples[k]["o_send"] += osend
                     samples[k]["o_recv"] += orecv
+                    done += 1
+                    _progress.report(done=done, s=(time.perf_counter_ns() - t_visit) * ns)
         per_size = [{"k": wire(k), **samples[k]} for k in sizes] if rank == 0 else []
         result["per_size"] = per_size
 
@@ -418,12 +434,20 @@ def main(argv: list[str] | None = None) -> None:
             return out
 
         if not a.overhead_only:
+            if rank == 0:
+                _progress.report(phase="eager probe")
             probes = [(k, eager_probe(k)) for k in sizes]
             result["eager_probe"] = {"delay_s": EAGER_DELAY,
                                      "sizes": [wire(k) for k, _ in probes],
                                      "send_s": [t for _, t in probes]}
+            if rank == 0:
+                _progress.report(phase="progress probe")
             result["progress_probe"] = progress_probe(probes)
+            if rank == 0:
+                _progress.report(phase="call probe")
             result["call_probe"] = call_probe(comm, rank, pickled, payload(8), pair_sync)
+            if rank == 0:
+                _progress.report(phase="gap and loopback probes")
             n1, n2 = 8, 64
             for n in (n1, n2):
                 burst(n)            # warm-up

@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -24,6 +26,7 @@ from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
+from replay.calibration.progress import PREFIX as PROGRESS_PREFIX, SizeProgress
 from replay.profile import FORMAT
 from hindsight.errors import UsageError, UserError
 
@@ -66,8 +69,14 @@ def parse_sizes(spec: str) -> list[int]:
 
 def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
               overhead_only: bool = False, timeout: float = 300,
-              testbed: str | None = None, api: str = "buffer") -> tuple[dict, str]:
-    """One mpiexec run of ``replay.calibration.bench``; returns (its JSON, MPICH's stdout)."""
+              testbed: str | None = None, api: str = "buffer",
+              progress: Callable[[str], None] | None = None,
+              every_s: float | None = None) -> tuple[dict, str]:
+    """One mpiexec run of ``replay.calibration.bench``; returns (its JSON, MPICH's stdout).
+
+    ``progress`` gets a line about the sizes measured and the time the others need at most
+    every ``every_s`` seconds (replay.calibration.progress); a run that does not finish in
+    ``timeout`` seconds is stopped with an error that says where it was."""
     try:
         env = launch_env(nprocs, transport)
         mpiexec = find_mpiexec()
@@ -99,7 +108,8 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
             cmd = tb.mpmd_command([mpiexec, "-bind-to", "core"], program, state, nprocs, "cyclic")
         else:
             cmd = bench_command(mpiexec, nprocs, program, bind=not oversubscribed(nprocs))
-        stdout, stderr, rc = run_job(cmd, env, timeout, f"the benchmark at -n {nprocs}")
+        stdout, stderr, rc = run_job(cmd, env, timeout, f"the benchmark at -n {nprocs}",
+                                     SizeProgress(progress or (lambda m: None), every_s))
         if rc != 0 or not out.is_file():
             last = (stderr.strip().splitlines() or ["no output"])[-1]
             raise CalibrationError(f"the benchmark at -n {nprocs} failed (exit code "
@@ -124,20 +134,41 @@ def bench_command(mpiexec: str, nprocs: int, program: list[str], bind: bool) -> 
     return [mpiexec] + (["-bind-to", "core"] if bind else []) + ["-n", str(nprocs)] + program
 
 
-def run_job(cmd: list[str], env: dict, timeout: float, what: str) -> tuple[str, str, int]:
-    """Run an MPI job in a session of its own and return (stdout, stderr, exit code). A timeout,
-    Ctrl-C or SIGTERM to this process stops the job, mpiexec and every rank below it
-    (``stop_job``), before the error or the interrupt goes on: calibrate never leaves a
-    benchmark running behind it."""
+def run_job(cmd: list[str], env: dict, timeout: float, what: str,
+            progress: SizeProgress | None = None) -> tuple[str, str, int]:
+    """Run an MPI job in a session of its own and return (stdout, stderr, exit code); the
+    benchmark's progress lines on stderr go to ``progress`` as they come, not into the returned
+    stderr. A timeout, Ctrl-C or SIGTERM to this process stops the job, mpiexec and every rank
+    below it (``stop_job``), before the error (which says where the benchmark was) or the
+    interrupt goes on: calibrate never leaves a benchmark running behind it."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    kept: dict[str, list[str]] = {"out": [], "err": []}
+
+    def read(pipe, name: str) -> None:
+        for line in pipe:
+            if name == "err" and progress is not None and line.startswith(PROGRESS_PREFIX):
+                progress.line(line)
+            else:
+                kept[name].append(line)
+        pipe.close()
+
+    readers = [threading.Thread(target=read, args=(pipe, name), daemon=True)
+               for pipe, name in ((proc.stdout, "out"), (proc.stderr, "err"))]
+    for r in readers:
+        r.start()
     old_term = sigterm_interrupts()
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         stop_job(proc, signal.SIGTERM, grace=2.0)
-        proc.communicate()
-        raise CalibrationError(f"{what} did not finish in {timeout:g} s") from None
+        for r in readers:
+            r.join(timeout=5)
+        where = ""
+        if progress is not None:
+            where = f" ({progress.where()})" + ("; fewer or smaller --sizes, or a smaller "
+                                                 "--repeat, shorten it" if progress.plan else "")
+        raise CalibrationError(f"{what} did not finish in {timeout:g} s{where}") from None
     except BaseException:
         ignore_signals()        # a second Ctrl-C must not cut the stopping of the job short
         try:
@@ -148,7 +179,9 @@ def run_job(cmd: list[str], env: dict, timeout: float, what: str) -> tuple[str, 
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-    return stdout, stderr, proc.returncode
+    for r in readers:
+        r.join(timeout=5)       # a rank that outlived mpiexec may hold a pipe open
+    return "".join(kept["out"]), "".join(kept["err"]), proc.returncode
 
 
 def summarize(run: dict) -> dict:
@@ -281,7 +314,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     through the shaped veth links; ``transport`` is then tcp.
 
     ``progress`` gets one line per phase (with the time it is expected to take once a first
-    measurement has shown it); ``warn`` gets what makes the profile less trustworthy."""
+    measurement has shown it) and, during a benchmark run, a line on the message sizes measured
+    and the time the others need at most every ``progress.EVERY_S`` seconds; ``warn`` gets what
+    makes the profile less trustworthy."""
     if testbed:
         transport = "tcp"
     if nprocs < 2:
@@ -322,7 +357,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
                  + (f", about {took:.0f} s" if took is not None else ""))
         before = conditions.snapshot()
         t0 = time.monotonic()
-        run, stdout = run_bench(nprocs, transport, ks, repeat, testbed=testbed, api=api)
+        run, stdout = run_bench(nprocs, transport, ks, repeat, testbed=testbed, api=api,
+                                progress=progress)
         took = time.monotonic() - t0
         progress(f"attempt {attempt}/{attempts}: measured in {took:.1f} s")
         cond = Q.record(before, conditions.snapshot(), run.get("rank_info", []))
@@ -362,7 +398,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         progress(f"small-message overheads on {p} ranks (2 communicate, {p - 2} idle), "
                  f"under {took:.0f} s")
         run_p, stdout_p = run_bench(p, transport, list(SMALL), repeat, overhead_only=True,
-                                    testbed=testbed, api=api)
+                                    testbed=testbed, api=api, progress=progress)
         verify_transport(transport, {**run_p, "loopback_probe": None}, stdout_p)
         o_by_p[p] = o_prime(summarize(run_p), O)
     ps = sorted(o_by_p)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from replay import profile, units
-from replay.models.base import REGISTRY, NetworkModel, Param, ParamError, register  # noqa: F401
+from replay.models.base import (REGISTRY, NetworkModel, Param, ParamError,  # noqa: F401
+                                ProfileParamError, register)
 
 
 #: The order ``--model`` lists the models in; models registered by other modules come after.
@@ -91,8 +92,16 @@ def load_profile(path: Path | str, model: NetworkModel) -> dict[str, Any]:
     [loggps], [hockney], [mm1], see docs/calibration.md) is mapped onto the model's names; the
     older JSON shapes ``{"model": NAME, "params": {...}}``, ``{"models": {NAME: {...}}}`` and a
     flat ``{NAME: VALUE}`` are still read. Values are numbers in SI base units or strings with
-    units. Errors are ParamError naming the file."""
-    path = Path(path)
+    units. Errors are ProfileParamError (a data error, exit 1) naming the file."""
+    try:
+        return _load_profile(Path(path), model)
+    except ProfileParamError:
+        raise
+    except ParamError as exc:
+        raise ProfileParamError(str(exc)) from None
+
+
+def _load_profile(path: Path, model: NetworkModel) -> dict[str, Any]:
     try:
         kind, data = profile.read_any(path)
     except profile.ProfileError as exc:

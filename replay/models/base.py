@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hindsight.errors import UsageError
+from hindsight.errors import DataError, UsageError
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class Param:
 
 class ParamError(UsageError, ValueError):
     """A bad model parameter or parameter file; the message names the parameter or the file."""
+
+
+class ProfileParamError(DataError, ParamError):
+    """A profile file whose content the model cannot use (unknown or impossible parameters, a
+    missing section, not a profile): a data error, exit 1 (the file is wrong, not the command
+    line), still a ParamError for callers that catch those. The message names the file."""
 
 
 class NetworkModel:

@@ -1,0 +1,17 @@
+/* Two ranks that each wait to receive from the other first: a deadlock. `collect --timeout`
+ * stops it and records where each rank was (instrument/stopped.py). Built with -g. */
+#include <mpi.h>
+
+int main(int argc, char **argv) {
+    int rank, buf = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        MPI_Recv(&buf, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else
+        MPI_Recv(&buf, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(&buf, 1, MPI_INT, 1 - rank, 7, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
