@@ -16,7 +16,7 @@ from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.interop import goal as G
 from hindsight.interop.formats import EXPORTERS, IMPORTERS
-from hindsight.interop.otf2 import OtfError
+from hindsight.interop.otf2 import UNDEFINED_ROOT, OtfError
 from hindsight.interop.otf2_export import export_otf2
 from hindsight.interop.otf2_import import import_otf2
 from hindsight.interop.perfetto import to_perfetto
@@ -540,29 +540,202 @@ ROUND_TRIP = ["p2p-all-n3", "master-worker-n4", "stencil-n4", "requests-n2", "so
               "hddi-pipeline-n4", "collectives-n3"]
 
 
-@pytest.mark.parametrize("name", ROUND_TRIP)
-def test_otf2_round_trip_of_corpus_trace_is_exact(name, tmp_path):
-    from tests.corpus.digest import CONFIGS
-
-    src = CORPUS / name
-    export_otf2(src, tmp_path / "otf2")
-    import_otf2(tmp_path / "otf2", tmp_path / "back")
-    assert check_trace(tmp_path / "back") == []
-    a, b = _frame(src), _frame(tmp_path / "back")
+def _assert_same_rows(src: Path, back: Path) -> None:
+    """Every row of ``src`` came back in ``back`` with all its columns, and the manifest's
+    communicators and makespan; nothing was skipped."""
+    a, b = _frame(src), _frame(back)
     assert b["op"] == a["op"]             # no row dropped (Probe rows were)
     for col in ("rank", "seq", "peer", "tag", "comm", "nbytes", "t_start", "t_end", "cpu_ns",
                 "request", "root", "region"):
         assert b[col] == a[col], col
-    ma, mb = tf.read_manifest(src), tf.read_manifest(tmp_path / "back")
+    ma, mb = tf.read_manifest(src), tf.read_manifest(back)
     assert mb["communicators"] == ma["communicators"]
     assert mb["makespan_ns"] == ma["makespan_ns"]
     assert mb["import"]["skipped"] == {}
-    pa_, pb = replay.prepare(src, use_cache=False), replay.prepare(tmp_path / "back",
-                                                                   use_cache=False)
+
+
+def _assert_same_replays(src: Path, back: Path) -> None:
+    """``back`` replays as ``src`` under every model configuration of the corpus digest."""
+    from tests.corpus.digest import CONFIGS
+
+    pa_, pb = replay.prepare(src, use_cache=False), replay.prepare(back, use_cache=False)
     for model, params, opts in CONFIGS.values():
         ra, rb = replay.run(pa_, model, params, **opts), replay.run(pb, model, params, **opts)
         assert rb.makespan_ns == ra.makespan_ns, model
         assert rb.rel_error_pct == ra.rel_error_pct, model
+
+
+@pytest.mark.parametrize("name", ROUND_TRIP)
+def test_otf2_round_trip_of_corpus_trace_is_exact(name, tmp_path):
+    src = CORPUS / name
+    export_otf2(src, tmp_path / "otf2")
+    import_otf2(tmp_path / "otf2", tmp_path / "back")
+    assert check_trace(tmp_path / "back") == []
+    _assert_same_rows(src, tmp_path / "back")
+    _assert_same_replays(src, tmp_path / "back")
+
+
+# ------------------------------------------------------------------------------------------------
+# OTF2 non-blocking collectives: NonBlockingCollectiveRequest in the MPI_I<collective> call,
+# NonBlockingCollectiveComplete in the MPI_Wait*/MPI_Test* that completes it (as Score-P writes)
+
+NBC_PROGRAM = Path(__file__).resolve().parent / "programs" / "nonblocking_collectives.py"
+
+
+@pytest.fixture(scope="module")
+def nbc_trace(tmp_path_factory) -> Path:
+    """A real 3-rank trace with all 16 non-blocking collectives, completed by Wait, Waitall,
+    Test and Waitany."""
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not available")
+    out = tmp_path_factory.mktemp("nbc") / "trace"
+    p = hindsight("collect", "-n", "3", "--program", NBC_PROGRAM, "--out", out, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out
+
+
+def _records(anchor: Path, rank: int) -> list[tuple]:
+    """(record, region or request) of one rank's events, in order."""
+    import otf2
+    out = []
+    with otf2.reader.open(str(anchor)) as t:
+        for loc, ev in t.events:
+            if loc.group.name == f"rank {rank}":
+                what = ev.region.name if hasattr(ev, "region") else getattr(ev, "request_id", None)
+                out.append((type(ev).__name__, what))
+    return out
+
+
+def test_otf2_round_trip_of_nonblocking_collectives_is_exact(nbc_trace, tmp_path):
+    ops = set(_frame(nbc_trace)["op"])
+    assert tf.NONBLOCKING_COLLECTIVE_OPS <= ops          # the trace has all 16
+    anchor = export_otf2(nbc_trace, tmp_path / "otf2")
+    recs = _records(anchor, 0)
+    # the Request inside the post's region, the Complete inside the completing call's
+    k = recs.index(("Enter", "MPI_Iallreduce"))
+    assert recs[k + 1:k + 3] == [("NonBlockingCollectiveRequest", 0), ("Leave", "MPI_Iallreduce")]
+    k = recs.index(("Enter", "MPI_Wait"))
+    assert recs[k + 1:k + 3] == [("NonBlockingCollectiveComplete", 0), ("Leave", "MPI_Wait")]
+    assert sum(r == "NonBlockingCollectiveRequest" for r, _ in recs) == 16
+    assert sum(r == "NonBlockingCollectiveComplete" for r, _ in recs) == 16
+    import_otf2(tmp_path / "otf2", tmp_path / "back")
+    assert check_trace(tmp_path / "back") == []
+    _assert_same_rows(nbc_trace, tmp_path / "back")
+    _assert_same_replays(nbc_trace, tmp_path / "back")
+
+
+def test_otf2_round_trip_of_a_collective_never_completed_is_exact(tmp_path):
+    # rank 1 ends before completing its Ibcast (a partial trace): no Complete can give the
+    # post's comm, root and size, so the post travels whole in hindsight::rows
+    progs = [[("icoll", "Iallreduce", 24), ("compute", 1000), ("wait", [0]),
+              ("icoll", "Ibcast", 16, 1), ("wait", [1])],
+             [("icoll", "Iallreduce", 24), ("compute", 1000), ("wait", [0]),
+              ("icoll", "Ibcast", 16, 1)]]
+    src = simulate_to_dir(tmp_path / "src", progs)
+    anchor = export_otf2(src, tmp_path / "otf2")
+    assert [r for r, _ in _records(anchor, 1)].count("NonBlockingCollectiveRequest") == 1
+    import_otf2(tmp_path / "otf2", tmp_path / "back")
+    _assert_same_rows(src, tmp_path / "back")
+    problems = [p.split(": ", 1)[1] for p in check_trace(tmp_path / "back")]
+    assert problems == [p.split(": ", 1)[1] for p in check_trace(src)]
+    assert problems == ["seq 2: Ibcast request 1 is never completed"]
+
+
+def _scorep_nbc_archive(path: Path, barrier_done: tuple[int, ...] = (),
+                        op_of_reduce: str = "REDUCE") -> Path:
+    """2 ranks as Score-P records non-blocking collectives: a NonBlockingCollectiveRequest at
+    the Enter of MPI_Iallreduce/MPI_Ireduce/MPI_Comm_idup/MPI_Ibarrier, a
+    NonBlockingCollectiveComplete (op, comm, comm-local root, bytes sent/received, request)
+    before the Leave of the MPI_Test/MPI_Waitall that completes it; Score-P's request ids (one
+    counter per process); an MPI_Comm_idup's Complete is a CREATE_HANDLE on the parent; the
+    Ibarrier is completed on the ranks ``barrier_done`` only."""
+    import otf2
+    C = otf2.CollectiveOp
+    none = UNDEFINED_ROOT
+    with otf2.writer.open(str(path), timer_resolution=10**9) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        locs = [d.location("Master thread", group=d.location_group(f"rank {r}",
+                                                                   system_tree_parent=node))
+                for r in range(2)]
+        d.group("COMM_LOCATIONS", group_type=otf2.GroupType.COMM_LOCATIONS,
+                paradigm=otf2.Paradigm.MPI, members=locs)
+        g = d.group("world", group_type=otf2.GroupType.COMM_GROUP, paradigm=otf2.Paradigm.MPI,
+                    members=[0, 1])
+        comm = d.comm("MPI_COMM_WORLD", group=g)
+        reg = {n: d.region(f"MPI_{n}", paradigm=otf2.Paradigm.MPI)
+               for n in ("Iallreduce", "Ireduce", "Comm_idup", "Ibarrier", "Test", "Waitall")}
+        for r, loc in enumerate(locs):
+            ev = w.event_writer_from_location(loc)
+            t = 1000 * (r + 1)
+
+            def call(name, *records, dt=100):
+                nonlocal t
+                ev.enter(t, reg[name])
+                for rec, *args in records:
+                    getattr(ev, rec)(t, *args)
+                ev.leave(t + dt, reg[name])
+                t += dt + 50
+
+            call("Iallreduce", ("non_blocking_collective_request", 40 + r))
+            call("Ireduce", ("non_blocking_collective_request", 41 + r))
+            call("Comm_idup", ("non_blocking_collective_request", 42 + r))
+            call("Ibarrier", ("non_blocking_collective_request", 43 + r))
+            call("Test", ("non_blocking_collective_complete", C.ALLREDUCE, comm, none, 64, 64,
+                          40 + r), dt=300)
+            call("Waitall",
+                 ("non_blocking_collective_complete", getattr(C, op_of_reduce), comm, 1, 32,
+                  32 if r == 1 else 0, 41 + r),
+                 ("non_blocking_collective_complete", C.CREATE_HANDLE, comm, none, 0, 0, 42 + r),
+                 *([("non_blocking_collective_complete", C.BARRIER, comm, none, 0, 0, 43 + r)]
+                   if r in barrier_done else []), dt=500)
+    return path / "traces.otf2"
+
+
+def test_otf2_import_of_scorep_nonblocking_collectives(tmp_path):
+    anchor = _scorep_nbc_archive(tmp_path / "a")
+    p = hindsight("import", "otf2", anchor, "--out", tmp_path / "t")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = _frame(tmp_path / "t")
+    assert rows["op"] == ["Iallreduce", "Ireduce", "Test", "Waitall"] * 2
+    # post rows: comm, root (as a world rank) and bytes from their Complete; completion rows
+    # name the request and the collective's communicator
+    assert rows["comm"] == [0] * 8
+    assert rows["nbytes"] == [64, 32, -1, -1] * 2
+    assert rows["root"] == [-1, 1, -1, -1] * 2
+    assert rows["request"] == [0, 1, 0, 1] * 2       # numbered per rank in post order
+    assert rows["t_start"][:4] == [0, 150, 600, 950] and rows["t_end"][:4] == [100, 250, 900, 1450]
+    # the Comm_idup (no op in a trace) and the Ibarrier no record completes are counted
+    assert tf.read_manifest(tmp_path / "t")["import"]["skipped"] == {
+        "MPI call without a trace op": 2, "non-blocking collective event": 4,
+        "non-blocking collective without completion": 2}
+    assert "2 non-blocking collectives without completion" in p.stdout
+    assert check_trace(tmp_path / "t") == []
+    assert replay.run(replay.prepare(tmp_path / "t"), "loggps").makespan_ns > 0
+    # with the Ibarrier completed, it is a row too
+    import_otf2(_scorep_nbc_archive(tmp_path / "b", barrier_done=(0, 1)), tmp_path / "u")
+    assert _frame(tmp_path / "u")["op"][:4] == ["Iallreduce", "Ireduce", "Ibarrier", "Test"]
+    assert tf.read_manifest(tmp_path / "u")["import"]["skipped"] == {
+        "MPI call without a trace op": 2, "non-blocking collective event": 4}
+
+
+def test_otf2_import_of_a_collective_one_rank_never_completes_fails_trace_check(tmp_path):
+    # rank 0 completes its Ibarrier, rank 1's archive ends before: skipped on rank 1, the
+    # communicator's collective sequences differ, and trace check rejects the conversion
+    anchor = _scorep_nbc_archive(tmp_path / "a", barrier_done=(0,))
+    p = hindsight("import", "otf2", anchor, "--out", tmp_path / "t")
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.startswith("Error: ") and len(p.stderr.splitlines()) == 1, p.stderr
+    assert "collective #2 on communicator 0 is nothing (root -1) but rank 0 has Ibarrier" \
+        in p.stderr
+    assert not (tmp_path / "t").exists()
+
+
+def test_otf2_import_rejects_a_complete_of_another_collective(tmp_path):
+    anchor = _scorep_nbc_archive(tmp_path / "a", op_of_reduce="BCAST")
+    with pytest.raises(OtfError, match="completes request 41 of an MPI_Ireduce with a BCAST"):
+        import_otf2(anchor, tmp_path / "t")
+    assert not (tmp_path / "t").exists()
 
 
 def test_cli_import_prints_the_traced_makespan_as_trace_info_does(tmp_path):

@@ -5,7 +5,10 @@ host's system-tree node), ``Enter``/``Leave`` for every MPI call (regions ``MPI_
 MPI) and every application region, and the MPI records Score-P writes: ``MpiSend``/``MpiRecv``
 inside blocking calls, ``MpiIsend``/``MpiIrecvRequest`` at a post and
 ``MpiIsendComplete``/``MpiIrecv`` inside the call that completes the request,
-``MpiCollectiveBegin``/``MpiCollectiveEnd`` around collectives, and ``MpiProbe`` in probes.
+``MpiCollectiveBegin``/``MpiCollectiveEnd`` around collectives,
+``NonBlockingCollectiveRequest`` in a non-blocking collective's post and
+``NonBlockingCollectiveComplete`` (op, communicator, root, sizes) inside the call that completes
+it, and ``MpiProbe`` in probes.
 Every communicator is defined as a ``COMM_GROUP`` over the one ``COMM_LOCATIONS`` group of all
 ranks (without that, readers such as ``otf2-print`` and Vampir report invalid references);
 ``COMM_SELF`` is a ``COMM_SELF`` group.
@@ -257,10 +260,31 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
     return anchor
 
 
-def _record_kind(tl: Timeline, i: int, post: dict[int, tuple[bool, int]], start: int,
-                 end: int) -> tuple[str | None, int]:
+def _completed_collectives(rows: list[int], tl: Timeline) -> set[int]:
+    """The requests of one rank's non-blocking collectives whose completion row a
+    NonBlockingCollectiveComplete carries: only those posts are a NonBlockingCollectiveRequest,
+    since the Complete gives the post's comm, root and size; another post (never completed, as
+    on a rank that ended early) travels whole in its call's ATTR_ROWS."""
+    posted: dict[int, int] = {}    # request -> comm of its post
+    done = set()
+    for i in rows:
+        name, req = tf.OPS[tl.op[i]], int(tl.request[i])
+        fields = (int(tl.peer[i]), int(tl.tag[i]), int(tl.nbytes[i]))
+        if name in tf.NONBLOCKING_COLLECTIVE_OPS and req >= 0 and fields[:2] == (-1, -1) \
+                and fields[2] >= 0:
+            posted[req] = int(tl.comm[i])
+        elif name in tf.COMPLETION_OPS and fields == (-1, -1, -1) and \
+                posted.get(req) == int(tl.comm[i]):
+            done.add(req)
+    return done
+
+
+def _record_kind(tl: Timeline, i: int, post: dict[int, tuple], start: int, end: int,
+                 completed: set[int]) -> tuple[str | None, int]:
     """The OTF2 record that carries row ``i`` of a call [start, end] and its time, or (None, 0)
-    for a row no record can carry exactly (the row then travels in the call's ATTR_ROWS)."""
+    for a row no record can carry exactly (the row then travels in the call's ATTR_ROWS).
+    ``completed``: the requests of the collectives whose completion is a record
+    (``_completed_collectives``)."""
     name = tf.OPS[tl.op[i]]
     peer, tag, nb = int(tl.peer[i]), int(tl.tag[i]), int(tl.nbytes[i])
     req = int(tl.request[i])
@@ -280,9 +304,10 @@ def _record_kind(tl: Timeline, i: int, post: dict[int, tuple[bool, int]], start:
         return ("probe", end) if peer != -1 and tag != -1 else (None, 0)
     if name in tf.NONBLOCKING_COLLECTIVE_OPS:
         # the completion carries op, root and sizes (OTF2 NonBlockingCollectiveComplete)
+        if req not in completed:
+            return None, 0
         post[req] = ("coll", int(tl.comm[i]), i)
-        exact = req >= 0 and nb >= 0 and peer == -1 and tag == -1
-        return ("nbc_request", start) if exact else (None, 0)
+        return "nbc_request", start
     if name in tf.COMPLETION_OPS:
         posted = post.get(req, (None, None))
         if posted[0] == "coll":
@@ -306,9 +331,11 @@ def _rank_events(rows: range, tl: Timeline) -> list[tuple[int, int, str, int]]:
     Enter/Leave (a region's children are clamped to it) with the MPI records inside their
     call."""
     op, ts, te = tl.op, tl.t_start, tl.t_end
-    post: dict[int, tuple[bool, int]] = {}   # request -> (a send?, communicator) of its post
+    # request -> (a send?, communicator) of its post, or ("coll", communicator, post row)
+    post: dict[int, tuple] = {}
     calls = []           # (start, end, is_region, payload rows)
     rows = list(rows)
+    completed = _completed_collectives(rows, tl)
     k = 0
     while k < len(rows):
         i = rows[k]
@@ -369,7 +396,7 @@ def _rank_events(rows: range, tl: Timeline) -> list[tuple[int, int, str, int]]:
         n += 1
         extras = []     # (position in the call, row) of rows no OTF2 record carries
         for pos, i in enumerate(grp):
-            kind, t = _record_kind(tl, i, post, start, end)
+            kind, t = _record_kind(tl, i, post, start, end, completed)
             if kind is None:
                 extras.append((pos, i))
             elif kind == "nbc_complete":

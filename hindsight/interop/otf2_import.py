@@ -5,10 +5,13 @@ Ranks are the positions in the MPI ``COMM_LOCATIONS`` group (the processes' mast
 communicators are those of paradigm MPI; non-MPI regions on the ranks' locations (functions,
 OpenMP constructs on the master thread) become ``region`` rows; each call's rows come from the
 MPI records inside it (the mapping ``hindsight.interop.otf2_export`` writes, read back, with the
-rows it wrote as ``hindsight::rows`` in their places). What a trace cannot hold is skipped and
-counted by kind (``import.skipped`` in the manifest): MPI calls hindsight has no op for
-(``MPI_Init``, ``MPI_Comm_rank``, ...: their time counts as computation), records it has no row
-for (RMA, I/O, threading, ...), metric values (per metric), the locations outside the MPI group
+rows it wrote as ``hindsight::rows`` in their places; a non-blocking collective's post row
+takes its communicator, root and size from the ``NonBlockingCollectiveComplete`` of its request,
+in the call that completes it). What a trace cannot hold is skipped and counted by kind
+(``import.skipped`` in the manifest): MPI calls hindsight has no op for (``MPI_Init``,
+``MPI_Comm_rank``, ...: their time counts as computation), records it has no row for (RMA, I/O,
+threading, ...), non-blocking collectives no ``NonBlockingCollectiveComplete`` completes,
+metric values (per metric), the locations outside the MPI group
 (OpenMP threads, pthreads, accelerator streams, metric locations) with their events, and the
 communicators of other paradigms (thread teams, ...). It fails with ``OtfError`` on a file that
 is not an OTF2 anchor, on missing definitions, on records it cannot place, and on messages that
@@ -35,6 +38,7 @@ from hindsight.interop.otf2 import (
     ATTR_SIZE,
     ATTR_SOURCE,
     ATTR_TAG,
+    COLLECTIVE_OPS_OTF2,
     TESTBED_NODE,
     TOTAL_OVER_PEERS,
     UNDEFINED_ROOT,
@@ -55,7 +59,6 @@ _NOT_A_LOSS = ("MpiCollectiveBegin", "MpiRequestTest", "ProgramBegin", "ProgramE
 _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "thread event"),
                 ("Io", "I/O event"), ("Parameter", "parameter event"),
                 ("CallingContext", "calling-context event"),
-                ("NonBlockingCollective", "non-blocking collective event"),
                 ("MpiImrecv", "matched receive event"), ("MpiMrecv", "matched receive event"))
 
 
@@ -231,11 +234,23 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                            f"'{cm.name}' of size {len(mem)}")
         return mem[local]
 
+    def root_rank(cm, root: int, cid: int, where: str) -> int:
+        """The world rank of a collective record's root, -1 for none (OTF2_UNDEFINED_UINT32,
+        COMM_SELF, MPI_ROOT/MPI_PROC_NULL of an intercommunicator)."""
+        if root == UNDEFINED_ROOT or cid == tf.COMM_SELF_ID or \
+                root >= len(members_of.get(cid, [])):
+            return -1
+        return world_rank(cm, root, where)
+
     def ns(t: int) -> int:
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
     cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
-    state = [dict(stack=[], regions=[], call=None, recs=[], extras=[], req={}, next_req=0)
+    # nbc: a non-blocking collective's OTF2 request id -> (hindsight request, post op);
+    # nbc_post: hindsight request -> index of its post row, which the NonBlockingCollective-
+    # Complete fills; nbc_done: hindsight request -> (comm, total bytes, world root) from it
+    state = [dict(stack=[], regions=[], call=None, recs=[], extras=[], req={}, next_req=0,
+                  nbc={}, nbc_post={}, nbc_done={})
              for _ in range(nranks)]
     labels = _location_labels(defs, otf2)
     other_locations: set = set()
@@ -295,12 +310,17 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                 add(r, "region", t_enter, t, comm=-1, nbytes=work, region=name, cpu=cpu)
             elif s["call"] is not None and s["call"][1] == t_enter and \
                     not any(x[2] for x in s["stack"]):
-                rows = _call_rows(r, s, s["call"][0], s["recs"], s["extras"], anchor, own_ids)
+                rows = _call_rows(r, s, s["call"][0], s["recs"], s["extras"], anchor, own_ids,
+                                  skipped)
                 if not rows:
                     # A call hindsight has no op for, or one whose records are missing (e.g. a
                     # Test that completed nothing): its time is computation.
                     skipped["MPI call without a trace op"] += 1
                 for k, (op_name, *fields) in enumerate(rows):
+                    if fields[2] is None:
+                        # a non-blocking collective's post: its Complete gives comm, bytes, root
+                        s["nbc_post"][fields[4]] = len(cols[r]["op"])
+                        fields[2] = 0
                     add(r, op_name, t_enter, t, *fields, region=inner,
                         cpu=cpu if k == 0 else -1)     # the call's CPU time on its first row
                 s["call"] = None
@@ -329,13 +349,21 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
         elif isinstance(ev, E.MpiIsendComplete):
             s["recs"].append(("isend_complete", -1, -1, 0, -1, int(ev.request_id)))
         elif isinstance(ev, E.MpiCollectiveEnd):
-            cm = ev.communicator
-            root = int(ev.root)
-            cid = hindsight_comm(cm, where)
-            root_w = world_rank(cm, root, where) if root != UNDEFINED_ROOT and cid != 1 and \
-                root < len(members_of.get(cid, [])) else -1
-            s["recs"].append(("coll", root_w, -1, cid, max(int(ev.size_sent),
-                                                            int(ev.size_received)), -1))
+            cid = hindsight_comm(ev.communicator, where)
+            s["recs"].append(("coll", root_rank(ev.communicator, int(ev.root), cid, where), -1,
+                              cid, max(int(ev.size_sent), int(ev.size_received)), -1))
+        elif isinstance(ev, (E.NonBlockingCollectiveRequest, E.NonBlockingCollectiveComplete)) \
+                and s["call"] is None:
+            skipped["non-blocking collective event"] += 1     # outside any MPI call
+        elif isinstance(ev, E.NonBlockingCollectiveRequest):
+            s["recs"].append(("nbc_request", -1, -1, -1, -1, int(ev.request_id)))
+        elif isinstance(ev, E.NonBlockingCollectiveComplete):
+            # (kind, root, collective op's OTF2 name, comm, total bytes, request)
+            cid = hindsight_comm(ev.communicator, where)
+            s["recs"].append(("nbc_complete", root_rank(ev.communicator, int(ev.root), cid, where),
+                              str(ev.collective_op).rsplit(".", 1)[-1], cid,
+                              max(int(ev.size_sent), int(ev.size_received)),
+                              int(ev.request_id)))
         elif isinstance(ev, E.Metric):
             # hardware counters (PAPI), rusage, plugins: a trace has no column for them
             for member in ev.metric.members:
@@ -346,12 +374,33 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     if open_ranks:
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
     # collectives: back from OTF2 totals to hindsight's per-process block
+    def block(opn: str, cid: int, total: int) -> int:
+        if opn in TOTAL_OVER_PEERS and cid != tf.COMM_SELF_ID:
+            return total // (len(members_of.get(cid, [0])) or 1)
+        return total
+
     for r in range(nranks):
         col = cols[r]
         for k, opn in enumerate(col["op"]):
-            if opn in TOTAL_OVER_PEERS and col["comm"][k] != tf.COMM_SELF_ID:
-                size = len(members_of.get(col["comm"][k], [0])) or 1
-                col["nbytes"][k] //= size
+            if opn in TOTAL_OVER_PEERS:
+                col["nbytes"][k] = block(opn, col["comm"][k], col["nbytes"][k])
+        # non-blocking collectives: the post row gets what its Complete says; a post no
+        # Complete names (the archive ends before the completion, or it was not recorded) has
+        # no communicator, root or size to give: skipped, counted
+        never = []
+        for q, k in state[r]["nbc_post"].items():
+            if q not in state[r]["nbc_done"]:
+                never.append(k)
+                continue
+            opn = col["op"][k]
+            cid, total, root = state[r]["nbc_done"][q]
+            col["comm"][k], col["nbytes"][k] = cid, block(tf.BLOCKING_OF[opn], cid, total)
+            col["root"][k] = root if opn in tf.ROOTED_OPS else -1
+        if never:
+            skipped["non-blocking collective without completion"] += len(never)
+            gone = set(never)
+            for name, values in col.items():
+                col[name] = [v for k, v in enumerate(values) if k not in gone]
     for loc in other_locations:
         skipped[f"non-MPI location{about(loc)}"] += 1
     extra = {"communicators": {k: v for k, v in members_of.items() if k != 0},
@@ -378,15 +427,22 @@ def _placement(world: list) -> dict[str, Any]:
 
 
 def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple],
-               anchor: Path, own_ids: bool) -> list[tuple]:
+               anchor: Path, own_ids: bool, skipped: Counter) -> list[tuple]:
     """The rows of one MPI call, (op, peer, tag, comm, nbytes, request, root) each, from its
-    records (see the module docstring) and the rows its ATTR_ROWS carries in their places."""
+    records (see the module docstring) and the rows its ATTR_ROWS carries in their places. A
+    non-blocking collective's post row has comm ``None``: its NonBlockingCollectiveComplete,
+    in a later call, gives comm, nbytes and root (``s["nbc_done"]``)."""
     req = s["req"]           # OTF2 request id -> (hindsight request, communicator of the post)
+    nbc = s["nbc"]           # OTF2 request id -> (hindsight request, op) of a collective's post
 
-    def post(otf_id: int, comm: int) -> int:
+    def new_request(otf_id: int) -> int:
         # an archive hindsight wrote keeps its request ids; others get 0, 1, ... per rank
         q = otf_id if own_ids else s["next_req"]
         s["next_req"] += 1
+        return q
+
+    def post(otf_id: int, comm: int) -> int:
+        q = new_request(otf_id)
         req[otf_id] = (q, comm)
         return q
 
@@ -396,6 +452,13 @@ def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple
                            "which was never posted")
         return req.pop(rid)
 
+    # a non-blocking collective's records in a call that cannot hold them: the post of a
+    # collective hindsight has no op for (MPI_Comm_idup, MPI_Ialltoallw, MPI_Ineighbor_*, ...),
+    # a completion outside MPI_Wait*/MPI_Test*
+    for kind, *_ in recs:
+        if (kind == "nbc_request" and name not in tf.NONBLOCKING_COLLECTIVE_OPS) or (
+                kind == "nbc_complete" and name not in tf.COMPLETION_OPS):
+            skipped["non-blocking collective event"] += 1
     rows: list[tuple] = []
     if name in ("Send", "Ssend", "Bsend", "Rsend"):
         rows = [(name, peer, tag, comm, nb, -1, -1)
@@ -419,12 +482,27 @@ def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple
                  -1) for kind, peer, tag, comm, nb, _ in recs if kind in ("send", "recv")]
         if len(rows) + len(extras) != 2:
             rows = []       # both halves or none
+    elif name in tf.NONBLOCKING_COLLECTIVE_OPS:
+        for kind, *_, rid in recs:
+            if kind == "nbc_request" and not rows:
+                nbc[rid] = new_request(rid), name
+                rows = [(name, -1, -1, None, -1, nbc[rid][0], -1)]
     elif name in tf.COMPLETION_OPS:
         for kind, peer, tag, comm, nb, rid in recs:
             if kind == "recv":
                 rows.append((name, peer, tag, comm, nb, complete(rid)[0], -1))
             elif kind == "isend_complete":
                 q, comm = complete(rid)
+                rows.append((name, -1, -1, comm, -1, q, -1))
+            elif kind == "nbc_complete" and rid not in nbc:
+                # the completion of a post skipped above
+                skipped["non-blocking collective event"] += 1
+            elif kind == "nbc_complete":
+                q, posted = nbc.pop(rid)
+                if tag != COLLECTIVE_OPS_OTF2[tf.BLOCKING_OF[posted]]:
+                    raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid} of "
+                                   f"an MPI_{posted} with a {tag} NonBlockingCollectiveComplete")
+                s["nbc_done"][q] = (comm, nb, peer)
                 rows.append((name, -1, -1, comm, -1, q, -1))
     elif name in tf.COMM_OPS:
         rows = [(name, new, -1, comm, -1, -1, -1)
