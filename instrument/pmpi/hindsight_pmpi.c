@@ -1071,9 +1071,11 @@ int MPI_Reduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype 
 
 #define ICOLL(OPC, NBYTES, ROOT, CALL)                                                       \
     if (!on) return CALL;                                                                    \
+    ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = CALL;                                                                           \
     int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
     comm_t *c = comm_of(comm);                                                               \
     int64_t rid = next_request++;                                                            \
     rec(OPC, t0, -1, -1, -1, c->id, NBYTES, rid, ROOT, t1);                                  \
