@@ -25,7 +25,7 @@ from hindsight.trace import core as tf
 from instrument import completion as _completion
 from instrument.completion import TracedPrequest, TracedRequest
 from instrument.sizes import nbytes as _nbytes, pickled_size as _pickled_size
-from instrument import nonblocking as _nonblocking, untraced as _untraced
+from instrument import nonblocking as _nonblocking, topology as _topology, untraced as _untraced
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm
@@ -559,10 +559,10 @@ def _members_of(comm: MPI.Comm) -> list[int]:
 
 def _adopt(new: MPI.Comm, op_name: str, t0: int, t1: int, cid: int, members: list[int],
            row_comm: int) -> TracedComm:
-    """Record the creation row (`peer` holds the child's id, see docs/trace-format.md), name the
-    new communicator's members, and return it traced."""
+    """Record the creation row (`peer`: the child's id), the members (and neighbours): traced."""
     T = _T
     T.add_communicator(cid, members)
+    _topology.adopted(new, cid, members)
     o = T.off
     _pack(T.buf, o, OP[op_name], T.region, t0, -1, cid, -1, row_comm, -1, -1, -1, t1)
     o += _ROW
@@ -582,7 +582,7 @@ def _traced_class(base: type, extra: dict) -> type:
     both TracedComm and a topology class: their instance layouts differ in its eyes)."""
     body = {k: v for k, v in vars(TracedComm).items()
             if k not in ("__dict__", "__weakref__", "_id", "_w", "_ncreated", "_st")}
-    body.update(extra, _BASE=base, __doc__=f"A traced {base.__name__}.")
+    body.update(_topology.methods(), **extra, _BASE=base, __doc__=f"A traced {base.__name__}.")
     cls = type("Traced" + base.__name__, (base,), body)
     _untraced.add_counters(cls, base, _untraced.TOPO_UNTRACED)
     return cls

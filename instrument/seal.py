@@ -40,6 +40,7 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     untraced: dict[str, int] = {}
     errors: dict[str, str] = {}
     stopped_in: dict[str, Any] = {}
+    neighbours: dict[str, dict[str, list]] = dict(manifest.get("neighbours") or {})
     for rank in range(nranks):
         path = trace_dir / tf.rank_file_name(rank)
         where = stopped.read(tf.staging_dir(trace_dir, rank), manifest.get("program"))
@@ -58,6 +59,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
             events.append(meta["events"])
             ends.append(meta.get("max_t_end_ns", 0))
             comms.update(meta.get("communicators", {}))
+            for cid, outs in (meta.get("neighbours") or {}).items():
+                neighbours.setdefault(cid, {})[str(rank)] = outs
             for name, n in (meta.get("untraced_calls") or {}).items():
                 untraced[name] = untraced.get(name, 0) + int(n)
             if meta.get("error"):
@@ -70,6 +73,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     manifest["rank_status"] = status
     manifest["events"] = events
     manifest["communicators"] = comms
+    if neighbours:
+        manifest["neighbours"] = neighbours
     manifest["end_unix"] = time.time()
     manifest["makespan_ns"] = max(ends) if ends else None
     manifest["complete"] = all(s == "complete" for s in status)

@@ -76,6 +76,7 @@ class Tracer:
         self.region_codes: dict[str, int] = {}
         self.next_request = 0
         self.communicators: dict[int, list[int]] = {}
+        self.neighbours: dict[int, list[int]] = {}     # topology communicator -> out-neighbours
         self.closed = False
         self.host = ""
         self.clock_offset_ns = 0
@@ -170,6 +171,12 @@ class Tracer:
         self.communicators[cid] = members
         self._name("comm", cid, members)
 
+    def add_neighbours(self, cid: int, outs: list[int]) -> None:
+        """This rank's out-neighbours (world ranks, -1 for MPI_PROC_NULL) in topology
+        communicator ``cid``, in the order its neighbourhood collectives send."""
+        self.neighbours[cid] = outs
+        self._name("nbrs", cid, outs)
+
     def set_epoch(self, epoch_ns: int) -> None:
         self.epoch_ns = epoch_ns
         self._name("epoch", epoch_ns)
@@ -216,6 +223,7 @@ class Tracer:
             "clock_drift": self.drift,
             "program_end_ns": self.program_end_ns,
             "communicators": {str(k): v for k, v in self.communicators.items()},
+            "neighbours": {str(k): v for k, v in self.neighbours.items()},
             "closed_unix": time.time(),
             "run": self.run_meta,
             "untraced_calls": dict(self.untraced_calls),

@@ -27,13 +27,12 @@ COMM_UNTRACED = (
     "Scan_init", "Exscan_init", "Psend_init", "Precv_init",
     "Create_intercomm", "Spawn", "Spawn_multiple", "Accept", "Connect", "Join")
 
-#: Neighbourhood collectives of a communicator with a topology (Cartcomm, Graphcomm, ...).
+#: Neighbourhood collectives of a communicator with a topology (Cartcomm, Graphcomm, ...) that
+#: instrument.topology does not trace.
 TOPO_UNTRACED = (
-    "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
-    "Neighbor_alltoallw", "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall",
-    "Ineighbor_alltoallv", "Ineighbor_alltoallw", "Neighbor_allgather_init",
+    "Neighbor_alltoallw", "Ineighbor_alltoallw", "Neighbor_allgather_init",
     "Neighbor_allgatherv_init", "Neighbor_alltoall_init", "Neighbor_alltoallv_init",
-    "Neighbor_alltoallw_init", "neighbor_allgather", "neighbor_alltoall")
+    "Neighbor_alltoallw_init")
 
 #: Everything that moves data or synchronises on an intercommunicator (counted as
 #: "Intercomm.<name>").

@@ -198,7 +198,7 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
              "(some ranks wait for messages or collectives that can never happen)")
 
-#: Rule ``nonblocking_split`` (replay.stream) runs a non-blocking collective's later steps at
+#: Rule ``nonblocking_split`` (replay.patterns) runs a non-blocking collective's later steps at
 #: its completion; a program whose other calls before that completion wait for a peer that
 #: first completes the collective cannot be replayed so (docs/replay.md).
 _NONBLOCKING_HINT = ("; the trace has non-blocking collectives, whose steps after the first "

@@ -89,7 +89,8 @@ class Prepared:
         key = (expand, tuple(sorted(algos.items())) if expand else ())
         if key not in self._streams:
             self._streams[key] = build_stream(self.rows, self.msgs, self.coll,
-                                              self.comm_members, self.nranks, expand, algos)
+                                              self.comm_members, self.nranks, expand, algos,
+                                              self.manifest.get("neighbours"))
         return self._streams[key]
 
     def default_tcomp(self) -> float:

@@ -8,9 +8,8 @@ A non-blocking collective (``Iallreduce``...) is its blocking collective split o
 its post row and the Wait*/Test* row that completes its request. Unexpanded, the post is a
 NOP and the members meet (COLL) at the completion. Expanded, the post row carries the member's
 first step's posts (the sends and receives the library starts inside the call) and the
-completion row the rest of its pattern (rule ``nonblocking_split``: without asynchronous
-progress the library advances a collective's schedule inside MPI calls, and the one call this
-model knows of is the completion).
+completion row the rest of its pattern (rule ``nonblocking_split``, ``replay.patterns``).
+Window fences and neighbourhood collectives have patterns of their own (``replay.patterns``).
 
 Per row its operations (one per MPI row; two for a Sendrecv's receive half, whose send half
 completes there; a collective's pattern steps when expanded), each carrying the row's region,
@@ -27,6 +26,7 @@ import pandas as pd
 
 from hindsight import trace as tf
 from replay import collectives as C
+from replay import patterns as P
 from replay import kernel as K
 from replay.instances import Instances, group_ids
 from replay.matching import index_proto
@@ -99,9 +99,11 @@ class Stream:
 
 
 def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict[int, list[int]],
-                 nranks: int, expand: bool, algos: dict[str, str]) -> Stream:
+                 nranks: int, expand: bool, algos: dict[str, str],
+                 neighbours: dict | None = None) -> Stream:
     """The stream of a prepared trace's rows, messages and collective instances; ``algos``
-    names each collective's algorithm (used when ``expand``)."""
+    names each collective's algorithm (used when ``expand``); ``neighbours`` is the manifest's
+    (each topology communicator's out-neighbours per rank)."""
     n = len(rows.rank)
     ninst = len(coll.comm)
     M0 = len(msgs.bytes)
@@ -122,7 +124,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         for k, c in zip(key.tolist(), cnt.tolist()):
             op = tf.OPS[k // len(algo_names)]
             selected.setdefault(op, {})[algo_names[k % len(algo_names)]] = c
-        sig, epochs = _epoch_signatures(coll)
+        sig, epochs = P.epoch_signatures(coll)
         gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0], inst_algo,
                         sig)
         _, first_inst = np.unique(gid, return_index=True)
@@ -137,11 +139,13 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             root_local = mem.index(rootw) if rootw in mem else 0
             op = tf.OPS[opc]
             if sg:      # a window fence that carries its epoch's transfers
-                pat = _fence_pattern(epochs[sg - 1], mem, algo_names[ac])
+                pat = P.fence_pattern(epochs[sg - 1], mem, algo_names[ac])
+            elif op in tf.NEIGHBOR_OPS:
+                pat = P.neighbour_pattern(tf.BLOCKING_OF.get(op, op), cid, mem, neighbours)
             else:
                 pat = C.pattern(tf.BLOCKING_OF.get(op, op), algo_names[ac], int(size),
                                 root_local)
-            heads[g] = nonblocking_split(pat) if op in tf.BLOCKING_OF else \
+            heads[g] = P.nonblocking_split(pat) if op in tf.BLOCKING_OF else \
                 np.zeros(int(size), np.int64)
             pats[g] = (pat, mem)
         inst_pat = gid
@@ -244,54 +248,6 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
                   selected, m_sync, np.unique(nb_done).astype(np.int64))
 
 
-def _epoch_signatures(coll: Instances) -> tuple[np.ndarray, list[tuple]]:
-    """Per collective instance, 0, or 1 + the index in the returned list of the one-sided
-    transfers its window fence carries (``replay.rma``; (src, dst, bytes) world-rank triples):
-    fences with the same transfers share a pattern."""
-    sig = np.zeros(len(coll.comm), np.int64)
-    epochs: list[tuple] = []
-    if not len(coll.xfer_inst):
-        return sig, epochs
-    index: dict[tuple, int] = {}
-    bounds = np.flatnonzero(np.r_[True, coll.xfer_inst[1:] != coll.xfer_inst[:-1], True])
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        key = tuple(zip(coll.xfer_src[a:b].tolist(), coll.xfer_dst[a:b].tolist(),
-                        coll.xfer_bytes[a:b].tolist()))
-        if key not in index:
-            epochs.append(key)
-            index[key] = len(epochs)
-        sig[int(coll.xfer_inst[a])] = index[key]
-    return sig, epochs
-
-
-def _fence_pattern(transfers: tuple, members: list[int], algo: str) -> C.Pattern:
-    """Rule ``fence_epoch`` (``replay.rma``): a window fence's pattern, its epoch's transfers
-    (one message per pair of members, its bytes) in a first step, then its barrier."""
-    local = {w: q for q, w in enumerate(members)}
-    msgs = [(0, local[s], local[d], -1, float(b)) for s, d, b in transfers]
-    msgs += [(s + 1, a, b, o, m)
-             for s, a, b, o, m in C._messages("Win_fence", algo, len(members), 0)]
-    return C.pattern_of(msgs, len(members))
-
-
-def nonblocking_split(pat: C.Pattern) -> np.ndarray:
-    """Rule ``nonblocking_split``: per member of a non-blocking collective's pattern, how many
-    of its operations its post row carries: the sends and receives of its first step (the
-    leading ISEND/IRECV operations; a pattern lists each step's posts before its waits). The
-    rest run at the row that completes the request. At least one for a member with operations,
-    0 for one without."""
-    p = len(pat.op_off) - 1
-    out = np.zeros(p, np.int64)
-    is_post = (pat.op_kind == K.ISEND) | (pat.op_kind == K.IRECV)
-    for q in range(p):
-        a, b = int(pat.op_off[q]), int(pat.op_off[q + 1])
-        k = a
-        while k < b and is_post[k]:
-            k += 1
-        out[q] = k - a
-    return out
-
-
 def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
                          algos: dict[str, str]) -> tuple[list[str], np.ndarray]:
     """The algorithm of each collective instance, as (names, index into names per instance):
@@ -302,7 +258,9 @@ def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
     # a non-blocking collective runs its blocking collective's algorithms (replay.collectives)
     blocking = {opc: tf.BLOCKING_OF.get(tf.OPS[opc], tf.OPS[opc])
                 for opc in np.unique(coll.op).tolist()}
-    per_op = {opc: algos.get(op, C.DEFAULT_ALGORITHMS[op]) for opc, op in blocking.items()}
+    # a neighbourhood collective has one pattern, its topology's (_neighbour_pattern)
+    per_op = {opc: P.NEIGHBOURS if op in tf.NEIGHBOR_OPS
+              else algos.get(op, C.DEFAULT_ALGORITHMS[op]) for opc, op in blocking.items()}
     chosen = np.empty(ninst, object)
     for opc, a in per_op.items():
         chosen[coll.op == opc] = a

@@ -11,7 +11,7 @@ import replay
 from replay import collectives as C
 from replay import kernel as K
 from replay.errors import ReplayError
-from replay.stream import nonblocking_split
+from replay.patterns import nonblocking_split
 from tests.conftest import hindsight
 
 L, G = 1000.0, 0.5

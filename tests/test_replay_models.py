@@ -363,10 +363,11 @@ def test_collective_algorithm_registry():
     from hindsight import trace as tf
     from replay import collectives as C
 
-    blocking = set(tf.COLLECTIVE_OPS) - set(tf.NONBLOCKING_COLLECTIVE_OPS)
+    # (a neighbourhood collective's one pattern is its topology's: tests/test_neighbours.py)
+    blocking = set(tf.COLLECTIVE_OPS) - set(tf.NONBLOCKING_COLLECTIVE_OPS) - set(tf.NEIGHBOR_OPS)
     assert set(C.DEFAULT_ALGORITHMS) == blocking | set(tf.COMM_OPS)
     # a non-blocking collective runs its blocking collective's algorithms
-    assert set(tf.BLOCKING_OF.values()) <= blocking
+    assert set(tf.BLOCKING_OF.values()) <= blocking | set(tf.NEIGHBOR_OPS)
     for op, names in C.ALGORITHMS.items():
         assert C.DEFAULT_ALGORITHMS[op] in names
         for name in names:

@@ -61,6 +61,9 @@ OPS: tuple[str, ...] = (
     "Win_create", "Win_free", "Win_fence", "Put", "Get", "Accumulate", "Get_accumulate",
     "Fetch_and_op", "Compare_and_swap", "Win_lock", "Win_unlock", "Win_lock_all",
     "Win_unlock_all", "Win_flush", "Win_sync",
+    # neighbourhood collectives of a topology communicator (the manifest's `neighbours`)
+    "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+    "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -80,11 +83,18 @@ BLOCKING_OF: dict[str, str] = {
     "I" + name[0].lower() + name[1:]: name
     for name in ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter",
                  "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Scan",
-                 "Exscan", "Reduce_scatter", "Reduce_scatter_block")}
+                 "Exscan", "Reduce_scatter", "Reduce_scatter_block", "Neighbor_allgather",
+                 "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv")}
 NONBLOCKING_COLLECTIVE_OPS = frozenset(BLOCKING_OF)
 #: Collectives, blocking and non-blocking: MPI orders both kinds in one sequence per
 #: communicator (MPI 4.0 §6.12), so each is one instance of its communicator's sequence.
-COLLECTIVE_OPS = COLLECTIVE_OPS | NONBLOCKING_COLLECTIVE_OPS | {"Win_fence", "Win_free"}
+#: Neighbourhood collectives: each member sends to its out-neighbours of the communicator's
+#: topology (the manifest's `neighbours`) and receives from its in-neighbours.
+NEIGHBOR_OPS = frozenset({"Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall",
+                          "Neighbor_alltoallv", "Ineighbor_allgather", "Ineighbor_allgatherv",
+                          "Ineighbor_alltoall", "Ineighbor_alltoallv"})
+COLLECTIVE_OPS = COLLECTIVE_OPS | NONBLOCKING_COLLECTIVE_OPS | NEIGHBOR_OPS | {"Win_fence",
+                                                                              "Win_free"}
 #: One-sided data operations: origin to target (PUT), target to origin (GET), or both ways.
 RMA_PUT_OPS = frozenset({"Put", "Accumulate"})
 RMA_GET_OPS = frozenset({"Get"})
@@ -131,7 +141,8 @@ def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
 def read_raw_names(stage: Path) -> dict[str, Any]:
     """What a rank's names file says: epoch_ns, regions (by code), communicators, capacity.
     A line cut short by a kill is ignored."""
-    out: dict[str, Any] = {"epoch_ns": 0, "regions": [], "communicators": {}, "capacity": None}
+    out: dict[str, Any] = {"epoch_ns": 0, "regions": [], "communicators": {}, "neighbours": {},
+                           "capacity": None}
     try:
         lines = (Path(stage) / RAW_NAMES_FILE).read_text().splitlines()
     except OSError:
@@ -150,6 +161,8 @@ def read_raw_names(stage: Path) -> dict[str, Any]:
             regions[int(item[1])] = str(item[2])
         elif kind == "comm":
             out["communicators"][str(item[1])] = list(item[2])
+        elif kind == "nbrs":
+            out["neighbours"][str(item[1])] = list(item[2])
         elif kind == "rank":
             out["capacity"] = int(item[3])
     return out

@@ -54,6 +54,15 @@ def read_manifest(trace_dir: Path) -> dict[str, Any]:
                          f"below {ranks}")
     if comms is not None and not all(k.isdigit() for k in comms):
         raise TraceError(f"{path}: 'communicators' ids must be non-negative integers")
+    nbrs = manifest.get("neighbours")
+    if nbrs is not None and not (isinstance(nbrs, dict) and all(
+            k.isdigit() and isinstance(per, dict) and all(
+                r.isdigit() and int(r) < ranks and isinstance(outs, list) and all(
+                    isinstance(x, int) and not isinstance(x, bool) and -1 <= x < ranks
+                    for x in outs) for r, outs in per.items())
+            for k, per in nbrs.items())):
+        raise TraceError(f"{path}: 'neighbours' must map communicator ids to each rank's list "
+                         f"of out-neighbours (ranks below {ranks}, -1 for none)")
     for key, kind in _MANIFEST_TYPES.items():
         v = manifest.get(key)
         if v is not None and (not isinstance(v, kind) or (isinstance(v, bool) and bool not in

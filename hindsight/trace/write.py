@@ -220,6 +220,7 @@ def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None
     if meta is not None:
         meta = dict(meta)
         meta.setdefault("communicators", {}).update(names.get("communicators") or {})
+        meta.setdefault("neighbours", {}).update(names.get("neighbours") or {})
         records = raw_records(raw) if raw.is_file() else np.zeros((0, len(RAW_COLUMNS)))
         meta["events"] = len(records)
         last = int(records[:, -1].max()) - int(names["epoch_ns"]) if len(records) else 0

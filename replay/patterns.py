@@ -1,0 +1,86 @@
+"""Collective instances whose pattern is not a fixed algorithm's (``replay.collectives``): a
+window fence carries its epoch's one-sided transfers (rule ``fence_epoch``, ``replay.rma``), a
+neighbourhood collective sends along its communicator's topology, and a non-blocking collective
+splits its blocking collective's pattern between its post and its completion (rule
+``nonblocking_split``: without asynchronous progress the library advances a collective's
+schedule inside MPI calls, and the one call this model knows of is the completion)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay import collectives as C
+from replay import kernel as K
+from replay.errors import ReplayError
+from replay.instances import Instances
+
+
+def epoch_signatures(coll: Instances) -> tuple[np.ndarray, list[tuple]]:
+    """Per collective instance, 0, or 1 + the index in the returned list of the one-sided
+    transfers its window fence carries (``replay.rma``; (src, dst, bytes) world-rank triples):
+    fences with the same transfers share a pattern."""
+    sig = np.zeros(len(coll.comm), np.int64)
+    epochs: list[tuple] = []
+    if not len(coll.xfer_inst):
+        return sig, epochs
+    index: dict[tuple, int] = {}
+    bounds = np.flatnonzero(np.r_[True, coll.xfer_inst[1:] != coll.xfer_inst[:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        key = tuple(zip(coll.xfer_src[a:b].tolist(), coll.xfer_dst[a:b].tolist(),
+                        coll.xfer_bytes[a:b].tolist()))
+        if key not in index:
+            epochs.append(key)
+            index[key] = len(epochs)
+        sig[int(coll.xfer_inst[a])] = index[key]
+    return sig, epochs
+
+
+def fence_pattern(transfers: tuple, members: list[int], algo: str) -> C.Pattern:
+    """Rule ``fence_epoch`` (``replay.rma``): a window fence's pattern, its epoch's transfers
+    (one message per pair of members, its bytes) in a first step, then its barrier."""
+    local = {w: q for q, w in enumerate(members)}
+    msgs = [(0, local[s], local[d], -1, float(b)) for s, d, b in transfers]
+    msgs += [(s + 1, a, b, o, m)
+             for s, a, b, o, m in C._messages("Win_fence", algo, len(members), 0)]
+    return C.pattern_of(msgs, len(members))
+
+
+#: The algorithm name of every neighbourhood collective: one message per topology edge.
+NEIGHBOURS = "neighbours"
+
+
+def neighbour_pattern(op: str, cid: int, members: list[int],
+                       neighbours: dict | None) -> C.Pattern:
+    """A neighbourhood collective as one step: each member sends to each of its out-neighbours
+    (the manifest's ``neighbours``; MPI_PROC_NULL ones skipped) its recorded block
+    (``Neighbor_allgather(v)``, ``Neighbor_alltoall``) or its recorded total split evenly over
+    its out-degree (``Neighbor_alltoallv``)."""
+    per_rank = (neighbours or {}).get(str(cid))
+    if per_rank is None:
+        raise ReplayError(f"cannot replay {op} on communicator {cid}: the trace does not record "
+                          "its topology (the manifest's 'neighbours')")
+    local = {w: q for q, w in enumerate(members)}
+    msgs = []
+    for q, w in enumerate(members):
+        outs = [d for d in per_rank.get(str(w), []) if d >= 0]
+        mult = 1.0 / len(outs) if op == "Neighbor_alltoallv" and outs else 1.0
+        msgs += [(0, q, local[d], q, mult) for d in outs if d in local]
+    return C.pattern_of(msgs, len(members))
+
+
+def nonblocking_split(pat: C.Pattern) -> np.ndarray:
+    """Rule ``nonblocking_split``: per member of a non-blocking collective's pattern, how many
+    of its operations its post row carries: the sends and receives of its first step (the
+    leading ISEND/IRECV operations; a pattern lists each step's posts before its waits). The
+    rest run at the row that completes the request. At least one for a member with operations,
+    0 for one without."""
+    p = len(pat.op_off) - 1
+    out = np.zeros(p, np.int64)
+    is_post = (pat.op_kind == K.ISEND) | (pat.op_kind == K.IRECV)
+    for q in range(p):
+        a, b = int(pat.op_off[q]), int(pat.op_off[q + 1])
+        k = a
+        while k < b and is_post[k]:
+            k += 1
+        out[q] = k - a
+    return out
