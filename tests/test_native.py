@@ -4,6 +4,7 @@ the trace passes `hindsight trace check`, and replays (`measured` reproduces the
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -50,7 +51,9 @@ def _rows(out: Path):
     return tf.read_trace(out).to_pandas()
 
 
-def _check_and_replay(out: Path) -> None:
+def _check_and_replay(out: Path):
+    """`trace check` says ok, `measured` reproduces the makespan, `loggps` replays; returns the
+    prepared trace."""
     res = hindsight("trace", "check", out)
     assert res.returncode == 0 and res.stdout.strip() == f"{out}: ok", res.stdout + res.stderr
     import replay
@@ -59,10 +62,21 @@ def _check_and_replay(out: Path) -> None:
     measured = replay.run(prep, "measured")
     assert measured.makespan_ns == pytest.approx(prep.measured_makespan_ns, rel=0.01)
     assert replay.run(prep, "loggps").makespan_ns > 0
+    return prep
 
 
 def _counts(df, rank: int) -> Counter:
     return Counter(df[df["rank"] == rank]["op"].astype(str))
+
+
+def test_op_codes_are_the_trace_formats():
+    """The library's enum lists hindsight.trace.core.OPS in order, from OP_SEND = 1 ("region",
+    code 0, is never a library row): a record's op code names the same call in both tracers."""
+    body = re.search(r"enum \{(.*?)\};", native.SOURCE.read_text(), re.S).group(1)
+    names = [x.split("=")[0].strip() for x in body.split(",") if x.strip()]
+    assert body.split(",")[0].split("=")[1].strip() == "1"
+    alias = {"Sendrecv_send": "OP_SR_SEND", "Sendrecv_recv": "OP_SR_RECV"}
+    assert names == [alias.get(op, "OP_" + op.upper()) for op in tf.OPS[1:]]
 
 
 def test_ring_rows_output_and_replay(exe, tmp_path):
@@ -123,7 +137,7 @@ def test_collectives_bytes_and_roots(exe, tmp_path):
                 "Exscan": block, "Reduce_scatter": block * p, "Reduce_scatter_block": block}
     for r in range(p):
         mine = df[df["rank"] == r]
-        # one-sided and neighbourhood collectives: not in this program
+        # one-sided and neighbourhood collectives: collectives.c makes no window or topology
         others = {"Win_fence", "Win_free"} | tf.NEIGHBOR_OPS
         assert _counts(mine, r) == {**{op: 1 for op in tf.COLLECTIVE_OPS - others},
                                     "Allreduce": 2,
@@ -234,3 +248,86 @@ def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
     assert m["stopped_in"] == {str(r): {"call": "Recv", "where": where[r]} for r in (0, 1)}
     for r in (0, 1):
         assert f"  rank {r} stopped in Recv at {where[r]}\n" in res.stdout
+
+
+ONE_SIDED = tf.RMA_OPS | tf.RMA_LOCK_OPS | {"Win_create", "Win_fence", "Win_free"}
+
+
+def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
+    """rma.c, the scenario of rma.py (fence epochs with Put, Get, Accumulate on a created window;
+    Fetch_and_op under a lock on an allocated one): the same output traced, each window a
+    communicator of its own with a derived id, and row for row the one-sided rows the Python
+    tracer writes for rma.py."""
+    prog = exe("rma")
+    done, m = _traced(prog, 3, tmp_path / "t")
+    assert done.stdout == _untraced_stdout(prog, 3)
+    assert done.stdout.count("all passed") == 3
+    df = _rows(tmp_path / "t")
+    # two windows on COMM_WORLD, its creations 0 and 1, lowest member 0
+    wins = [tf.derived_comm_id(tf.COMM_WORLD_ID, k, 0) for k in (0, 1)]
+    for r in range(3):
+        assert _counts(df, r) == {"Win_create": 2, "Win_fence": 3, "Put": 1,
+                                  "Get": 2 if r == 0 else 1, "Accumulate": 1,
+                                  "Fetch_and_op": 1, "Win_lock": 2 if r == 0 else 1,
+                                  "Win_unlock": 2 if r == 0 else 1, "Win_free": 2,
+                                  "Barrier": 2, "Gather": 1}
+        mine = df[df["rank"] == r]
+        made = mine[mine["op"] == "Win_create"]
+        assert list(made["peer"]) == wins and set(made["comm"]) == {tf.COMM_WORLD_ID}
+        put, get, acc = (mine[mine["op"] == op].iloc[0] for op in ("Put", "Get", "Accumulate"))
+        assert (put["peer"], put["comm"], put["nbytes"]) == ((r + 1) % 3, wins[0], 64)
+        assert (get["peer"], get["comm"], get["nbytes"]) == ((r + 2) % 3, wins[0], 32)
+        assert (acc["peer"], acc["comm"], acc["nbytes"]) == ((r + 2) % 3, wins[0], 64)
+        fao = mine[mine["op"] == "Fetch_and_op"].iloc[0]
+        assert (fao["peer"], fao["comm"], fao["nbytes"]) == (0, wins[1], 8)
+        assert list(mine[mine["op"] == "Win_free"]["comm"]) == wins[::-1]
+    for w in wins:
+        assert m["communicators"][str(w)] == [0, 1, 2]
+    _check_and_replay(tmp_path / "t")
+    res = hindsight("replay", tmp_path / "t", "--model", "hockney")
+    assert res.returncode == 0, res.stderr
+    # rank 0's Fetch_and_op and Get, the others' Fetch_and_op: all in lock epochs
+    assert "note: 4 one-sided operations outside fence epochs" in res.stderr
+
+    py = tmp_path / "py"
+    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "rma.py", "--out", py)
+    assert res.returncode == 0, res.stderr
+    cols = ["rank", "op", "peer", "tag", "comm", "nbytes", "request", "root"]
+
+    def one_sided(rows):
+        return rows[rows["op"].astype(str).isin(ONE_SIDED)][cols].reset_index(drop=True)
+    pd_rows = one_sided(_rows(py))
+    assert len(pd_rows) == 16 + 13 + 13            # rank 0 also reads the counter
+    assert one_sided(df).equals(pd_rows)
+    assert tf.read_manifest(py)["communicators"] == m["communicators"]
+
+
+def test_every_window_call_is_traced(exe, tmp_path):
+    """rma.c all: a shared window on a reversed communicator (lock_all, Compare_and_swap,
+    Get_accumulate, the four flushes, sync) and a dynamic one on its duplicate: targets are world
+    ranks, a window's id counts among its parent's creations, its members are the parent's."""
+    prog = exe("rma")
+    done, m = _traced(prog, 3, tmp_path / "t", ["all"])
+    assert done.stdout == _untraced_stdout(prog, 3, ["all"])
+    assert done.stdout.count("all passed") == 3
+    df = _rows(tmp_path / "t")
+    rev = tf.derived_comm_id(tf.COMM_WORLD_ID, 2, 0)      # after the two windows of COMM_WORLD
+    twin = tf.derived_comm_id(rev, 0, 0)
+    shared = tf.derived_comm_id(rev, 1, 0)                # after the duplicate
+    dynamic = tf.derived_comm_id(twin, 0, 0)
+    for c in (rev, twin, shared, dynamic):
+        assert m["communicators"][str(c)] == [2, 1, 0]
+    for r in range(3):
+        mine = df[(df["rank"] == r) & (df["comm"].isin([shared, dynamic]))]
+        assert list(zip(mine["op"].astype(str), mine["peer"], mine["nbytes"])) == [
+            ("Win_lock_all", -1, -1), ("Win_sync", -1, -1),
+            ("Compare_and_swap", 2, 8), ("Win_flush", 2, -1), ("Get_accumulate", 2, 8),
+            ("Win_flush", -1, -1), ("Win_flush", 2, -1), ("Win_flush", -1, -1),
+            ("Win_unlock_all", -1, -1), ("Win_free", -1, -1),     # window rank 0 = world 2
+            ("Win_fence", -1, -1), ("Win_free", -1, -1)]
+        assert list(mine["comm"]) == [shared] * 10 + [dynamic] * 2
+        made = df[(df["rank"] == r) & (df["op"] == "Win_create")]
+        assert list(zip(made["comm"], made["peer"]))[2:] == [(rev, shared), (twin, dynamic)]
+    prep = _check_and_replay(tmp_path / "t")
+    # rank 0's Fetch_and_op and Get, the others' Fetch_and_op; everyone's CAS, Get_accumulate
+    assert prep.notes[0].startswith("10 one-sided operations outside fence epochs")

@@ -4,8 +4,8 @@
  * HINDSIGHT_TRACE_DIR names the trace directory (native.py has prepared TRACE/.staging/).
  * Each rank writes the records of hindsight.trace.core (RAW_RECORD "<11q", RAW_COLUMNS) into a
  * shared mapping of TRACE/.staging/rank-NNNNN/events.raw, the rows the Python tracer
- * (instrument/comm.py, instrument/completion.py) writes for the same calls, and names.jsonl
- * beside it. The kernel owns the mapped pages, so a killed rank keeps what it recorded; t_end is
+ * (instrument/comm.py, instrument/completion.py, instrument/rma.py) writes for the same calls,
+ * and names.jsonl beside it. The kernel owns the mapped pages, so a killed rank keeps what it recorded; t_end is
  * stored last (after a compiler barrier), so a record cut short by a kill reads as unwritten.
  * At MPI_Finalize each rank leaves status.json; native.py seals the ranks after the run.
  * Where the rank is when `hindsight collect` stops the run is kept at no cost beyond two stores
@@ -40,7 +40,13 @@ enum {
     OP_REDUCE_SCATTER, OP_REDUCE_SCATTER_BLOCK, OP_COMM_SPLIT, OP_COMM_DUP, OP_COMM_CREATE,
     OP_IBARRIER, OP_IBCAST, OP_IREDUCE, OP_IALLREDUCE, OP_IGATHER, OP_IGATHERV, OP_ISCATTER,
     OP_ISCATTERV, OP_IALLGATHER, OP_IALLGATHERV, OP_IALLTOALL, OP_IALLTOALLV, OP_ISCAN,
-    OP_IEXSCAN, OP_IREDUCE_SCATTER, OP_IREDUCE_SCATTER_BLOCK
+    OP_IEXSCAN, OP_IREDUCE_SCATTER, OP_IREDUCE_SCATTER_BLOCK,
+    OP_WIN_CREATE, OP_WIN_FREE, OP_WIN_FENCE, OP_PUT, OP_GET, OP_ACCUMULATE, OP_GET_ACCUMULATE,
+    OP_FETCH_AND_OP, OP_COMPARE_AND_SWAP, OP_WIN_LOCK, OP_WIN_UNLOCK, OP_WIN_LOCK_ALL,
+    OP_WIN_UNLOCK_ALL, OP_WIN_FLUSH, OP_WIN_SYNC,
+    OP_NEIGHBOR_ALLGATHER, OP_NEIGHBOR_ALLGATHERV, OP_NEIGHBOR_ALLTOALL, OP_NEIGHBOR_ALLTOALLV,
+    OP_INEIGHBOR_ALLGATHER, OP_INEIGHBOR_ALLGATHERV, OP_INEIGHBOR_ALLTOALL,
+    OP_INEIGHBOR_ALLTOALLV
 };
 #define NFIELDS 11
 #define RECORD (NFIELDS * 8)
@@ -142,6 +148,18 @@ static int lowest(const int *world, int size) {
     return m;
 }
 
+/* names.jsonl's ["comm", id, [world ranks]] (world NULL: world numbering, 0..size-1) */
+static void comm_line(int64_t id, const int *world, int size) {
+    size_t n = 64 + (size_t)size * 12;
+    char *line = malloc(n);
+    int k = snprintf(line, n, "[\"comm\", %lld, [", (long long)id);
+    for (int i = 0; i < size; i++)
+        k += snprintf(line + k, n - (size_t)k, i ? ", %d" : "%d", world ? world[i] : i);
+    snprintf(line + k, n - (size_t)k, "]]\n");
+    name_line(line);
+    free(line);
+}
+
 static comm_t *add_comm(MPI_Comm comm, int64_t id, int *world, int size) {
     forget_comm(comm);                    /* a handle reused after an untraced free */
     if (ncomms == capcomms) {
@@ -151,15 +169,7 @@ static comm_t *add_comm(MPI_Comm comm, int64_t id, int *world, int size) {
     comm_t *c = malloc(sizeof *c);
     *c = (comm_t){comm, id, world, size, 0};
     comms[ncomms++] = c;
-    /* ["comm", id, [world ranks]] */
-    size_t n = 64 + (size_t)size * 12;
-    char *line = malloc(n);
-    int k = snprintf(line, n, "[\"comm\", %lld, [", (long long)id);
-    for (int i = 0; i < size; i++)
-        k += snprintf(line + k, n - (size_t)k, i ? ", %d" : "%d", world[i]);
-    snprintf(line + k, n - (size_t)k, "]]\n");
-    name_line(line);
-    free(line);
+    comm_line(id, world, size);
     return c;
 }
 
@@ -1268,4 +1278,177 @@ int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int period
 int MPI_Comm_free(MPI_Comm *comm) {
     if (on) forget_comm(*comm);
     return PMPI_Comm_free(comm);
+}
+
+/* ---- one-sided communication (instrument/rma.py): a window is a communicator of its own --- *
+ * Its creation is a Win_create row on the parent (peer = the window's id, derived as a
+ * communicator's from the parent's creation count), its members are the parent's; every other
+ * row carries the window's id in `comm` and the target as a world rank in `peer`. */
+
+typedef struct {
+    MPI_Win win;
+    int64_t id;
+    const comm_t *group;                 /* the parent's entry (never freed): its world ranks */
+} win_t;
+
+static win_t *wins;
+static int nwins, capwins;
+
+/* NULL: a window the library did not see made; its calls run untraced */
+static inline const win_t *win_of(MPI_Win win) {
+    for (int i = 0; i < nwins; i++)
+        if (wins[i].win == win) return &wins[i];
+    return NULL;
+}
+
+static void forget_win(MPI_Win win) {
+    for (int i = 0; i < nwins; i++)
+        if (wins[i].win == win) {
+            wins[i] = wins[--nwins];
+            return;
+        }
+}
+
+static void made_window(int64_t t0, int64_t t1, MPI_Comm parent, MPI_Win win) {
+    comm_t *p = comm_of(parent);
+    int64_t index = p->created++;        /* shared with the parent's communicator creations */
+    int64_t id = derived_id(p->id, index, p->world ? lowest(p->world, p->size) : 0);
+    comm_line(id, p->world, p->size);
+    forget_win(win);                     /* a handle reused after an untraced free */
+    if (nwins == capwins) {
+        capwins = capwins ? 2 * capwins : 8;
+        wins = realloc(wins, (size_t)capwins * sizeof *wins);
+    }
+    wins[nwins++] = (win_t){win, id, p};
+    rec(OP_WIN_CREATE, t0, -1, id, -1, p->id, -1, -1, -1, t1);
+}
+
+#define WIN_CREATE(CALL)                                                                     \
+    if (!on) return CALL;                                                                    \
+    ENTER(OP_WIN_CREATE);                                                                    \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = CALL;                                                                           \
+    LEAVE();                                                                                 \
+    if (rc == MPI_SUCCESS) made_window(t0, now_ns(), comm, *win);                            \
+    return rc;
+
+int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                   MPI_Win *win) {
+    WIN_CREATE(PMPI_Win_create(base, size, disp_unit, info, comm, win))
+}
+
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
+                     MPI_Win *win) {
+    WIN_CREATE(PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win))
+}
+
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                            void *baseptr, MPI_Win *win) {
+    WIN_CREATE(PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win))
+}
+
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
+    WIN_CREATE(PMPI_Win_create_dynamic(info, comm, win))
+}
+
+/* A call on window `win`: target TARGET (a window rank; -1: none), NBYTES as the Python tracer
+ * records them (the origin buffer's bytes; the result buffer's where there is one). */
+#define WIN_CALL(OPC, TARGET, NBYTES, CALL)                                                  \
+    const win_t *w = on ? win_of(win) : NULL;                                                \
+    if (!w) return CALL;                                                                     \
+    ENTER(OPC);                                                                              \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = CALL;                                                                           \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    rec(OPC, t0, -1, world_of(w->group, TARGET), -1, w->id, NBYTES, -1, -1, t1);              \
+    return rc;
+
+int MPI_Put(const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
+            MPI_Datatype tt, MPI_Win win) {
+    WIN_CALL(OP_PUT, target, bytes(oc, ot), PMPI_Put(oa, oc, ot, target, disp, tc, tt, win))
+}
+
+int MPI_Get(void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
+            MPI_Datatype tt, MPI_Win win) {
+    WIN_CALL(OP_GET, target, bytes(oc, ot), PMPI_Get(oa, oc, ot, target, disp, tc, tt, win))
+}
+
+int MPI_Accumulate(const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
+                   MPI_Datatype tt, MPI_Op op, MPI_Win win) {
+    WIN_CALL(OP_ACCUMULATE, target, bytes(oc, ot),
+             PMPI_Accumulate(oa, oc, ot, target, disp, tc, tt, op, win))
+}
+
+int MPI_Get_accumulate(const void *oa, int oc, MPI_Datatype ot, void *ra, int rc_,
+                       MPI_Datatype rt, int target, MPI_Aint disp, int tc, MPI_Datatype tt,
+                       MPI_Op op, MPI_Win win) {
+    WIN_CALL(OP_GET_ACCUMULATE, target, bytes(rc_, rt),
+             PMPI_Get_accumulate(oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win))
+}
+
+int MPI_Fetch_and_op(const void *oa, void *ra, MPI_Datatype t, int target, MPI_Aint disp,
+                     MPI_Op op, MPI_Win win) {
+    WIN_CALL(OP_FETCH_AND_OP, target, bytes(1, t),
+             PMPI_Fetch_and_op(oa, ra, t, target, disp, op, win))
+}
+
+int MPI_Compare_and_swap(const void *oa, const void *ca, void *ra, MPI_Datatype t, int target,
+                         MPI_Aint disp, MPI_Win win) {
+    WIN_CALL(OP_COMPARE_AND_SWAP, target, bytes(1, t),
+             PMPI_Compare_and_swap(oa, ca, ra, t, target, disp, win))
+}
+
+int MPI_Win_fence(int assert_, MPI_Win win) {
+    WIN_CALL(OP_WIN_FENCE, -1, -1, PMPI_Win_fence(assert_, win))
+}
+
+int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win) {
+    WIN_CALL(OP_WIN_LOCK, rank, -1, PMPI_Win_lock(lock_type, rank, assert_, win))
+}
+
+int MPI_Win_unlock(int rank, MPI_Win win) {
+    WIN_CALL(OP_WIN_UNLOCK, rank, -1, PMPI_Win_unlock(rank, win))
+}
+
+int MPI_Win_lock_all(int assert_, MPI_Win win) {
+    WIN_CALL(OP_WIN_LOCK_ALL, -1, -1, PMPI_Win_lock_all(assert_, win))
+}
+
+int MPI_Win_unlock_all(MPI_Win win) {
+    WIN_CALL(OP_WIN_UNLOCK_ALL, -1, -1, PMPI_Win_unlock_all(win))
+}
+
+int MPI_Win_flush(int rank, MPI_Win win) {
+    WIN_CALL(OP_WIN_FLUSH, rank, -1, PMPI_Win_flush(rank, win))
+}
+
+int MPI_Win_flush_local(int rank, MPI_Win win) {
+    WIN_CALL(OP_WIN_FLUSH, rank, -1, PMPI_Win_flush_local(rank, win))
+}
+
+int MPI_Win_flush_all(MPI_Win win) {
+    WIN_CALL(OP_WIN_FLUSH, -1, -1, PMPI_Win_flush_all(win))
+}
+
+int MPI_Win_flush_local_all(MPI_Win win) {
+    WIN_CALL(OP_WIN_FLUSH, -1, -1, PMPI_Win_flush_local_all(win))
+}
+
+int MPI_Win_sync(MPI_Win win) {
+    WIN_CALL(OP_WIN_SYNC, -1, -1, PMPI_Win_sync(win))
+}
+
+int MPI_Win_free(MPI_Win *win) {
+    const win_t *w = on ? win_of(*win) : NULL;
+    if (!w) return PMPI_Win_free(win);
+    win_t was = *w;                      /* MPI sets *win to MPI_WIN_NULL */
+    ENTER(OP_WIN_FREE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Win_free(win);
+    int64_t t1 = now_ns();
+    LEAVE();
+    forget_win(was.win);
+    rec(OP_WIN_FREE, t0, -1, -1, -1, was.id, -1, -1, -1, t1);
+    return rc;
 }
