@@ -315,17 +315,14 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
-    if untraced and program is not None and Path(program).is_file():
-        from instrument import native
-        if native.is_native(program):
-            raise CollectUsageError("--untraced: not available for compiled programs yet "
-                                    "(docs/native.md)")
     cmd = build_command(nprocs, out, app, paradigm, program, list(args))
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
-    if program is not None and not untraced:
+    compiled = False
+    if program is not None:
         from instrument import native
-        if native.is_native(program):
-            env.update(native.prepare(out, nprocs, program, list(args), env))
+        compiled = native.is_native(program)
+        if compiled:    # the run's start (and the clearing of an earlier run) is written here
+            env.update(native.prepare(out, nprocs, program, list(args), env, untraced))
     network = {"transport": transport, "testbed": None, "nodes": 1, "ranks_per_node": [nprocs]}
     state = before = None
     if testbed:
@@ -338,7 +335,7 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         env["HINDSIGHT_UNTRACED"] = "1"
         # What an earlier run left here must not pass for this run's result if this one dies
         # before rank 0 writes its manifest.
-        if out.is_dir():
+        if out.is_dir() and not compiled:
             tf.clear_run(out)
     try:
         rc, timed_out = _run_job(cmd, env, timeout, quiet, None if untraced else out)
@@ -367,6 +364,10 @@ def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state
         except tb.TestbedError:
             network["veth_bytes"] = None          # the testbed went down during the run
     if untraced:
+        if program is not None and (out / tf.STAGING_DIR / "start.json").is_file():
+            from instrument import native
+            if native.is_native(program):
+                native.finish(out)      # the ranks' ends, into the manifest of the untraced run
         manifest = _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args,
                                     stopped)
         return rc, manifest

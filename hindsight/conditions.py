@@ -119,3 +119,20 @@ def load_problems(cond: dict[str, Any] | None) -> list[str]:
     if steal is not None and steal > MAX_STEAL_FRACTION:
         problems.append(f"{100 * steal:.1f} % of the CPU time stolen by the hypervisor")
     return problems
+
+
+def of_run(before: dict[str, Any] | None, after: dict[str, Any] | None,
+           per_rank: list[dict[str, Any]], oversubscribed: bool) -> dict[str, Any]:
+    """A run's manifest `conditions`: the machine's between two snapshots (rank 0's, at the
+    start barrier and the end of the program; left out unless both were taken), each rank's
+    `ctx_switches` and `run_queue_wait` (``per_rank``: dicts with those keys), and `problems`:
+    `load_problems`, plus `preemption_problems` of the ranks unless the run is oversubscribed
+    (its ranks wait for cores by construction, and the manifest says so)."""
+    cond = between(before, after) if before and after else {}
+    cond["rank_ctx_switches"] = [r.get("ctx_switches") for r in per_rank]
+    cond["rank_run_queue_wait"] = [r.get("run_queue_wait") for r in per_rank]
+    cond["problems"] = load_problems(cond)
+    if not oversubscribed:
+        cond["problems"] += preemption_problems(
+            {f"rank {r}": w for r, w in enumerate(cond["rank_run_queue_wait"])})
+    return cond

@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 from hindsight.trace import core as tf
 from instrument import completion as _completion
-from instrument.completion import TracedPrequest, TracedRequest
+from instrument.completion import TracedPrequest, TracedRequest, recv_post, send_post
 from instrument.sizes import nbytes as _nbytes, pickled_size as _pickled_size
 from instrument import nonblocking as _nonblocking, topology as _topology, untraced as _untraced
 from instrument.tracer import RECORD as _ROW, pack as _pack
@@ -41,6 +41,9 @@ OP = tf.OP_CODE
  _SR_RECV, _PROBE, _IPROBE) = (
     OP[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Ibsend",
                     "Irsend", "Irecv", "Sendrecv_send", "Sendrecv_recv", "Probe", "Iprobe"))
+
+#: the traced post of a pickle-API irecv (its buffer optional, its size -1 without one)
+_irecv = recv_post(_IRECV, _C.irecv)
 
 # The tracer of this process; set by instrument.session.start(). Module global: the cheapest
 # lookup from a wrapper.
@@ -249,61 +252,25 @@ class TracedComm(_C):
 
     # -- non-blocking point-to-point ----------------------------------------------------------------
 
-    def _post(self, op, fn, buf, peer, tag, nbytes, is_recv) -> "TracedRequest":
-        T = _T
-        t0 = _now()
-        req = fn(self, buf, peer, tag)
-        t1 = _now()
-        rid = T.next_request
-        T.next_request = rid + 1
-        if is_recv:
-            peer = tf.ANY_SOURCE if peer == _ANY_SOURCE else peer
-            tag = tf.ANY_TAG if tag == _ANY_TAG else tag
-        w = self._w
-        # The record written here rather than by _rec: a method call less on a hot path (a
-        # halo step posts four requests an iteration).
-        o = T.off
-        _pack(T.buf, o, op, T.region, t0, -1, peer if w is None or peer < 0 else w[peer], tag,
-              self._id, nbytes, rid, -1, t1)
-        o += _ROW
-        T.off = o
-        if o >= T.end:
-            T.roll()
-        r = TracedRequest(req)
-        r._hid = rid
-        r._comm = self if is_recv else None
-        r._cid = self._id
-        return r
+    Isend = send_post(_ISEND, _C.Isend)
+    Issend = send_post(_ISSEND, _C.Issend)
+    Ibsend = send_post(_IBSEND, _C.Ibsend)
+    Irsend = send_post(_IRSEND, _C.Irsend)
+    Irecv = recv_post(_IRECV, _C.Irecv)
 
-    def Isend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
-        return self._post(_ISEND, _C.Isend, buf, dest, tag, _nbytes(buf), False)
+    # Pickle API: pickled here and posted as one message of MPI.BYTE, as mpi4py's own isend does
+    # (so `nbytes` is the pickle's size).
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return TracedComm.Isend(self, [_dumps(obj), _BYTE], dest, tag)
 
-    def Issend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
-        return self._post(_ISSEND, _C.Issend, buf, dest, tag, _nbytes(buf), False)
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return TracedComm.Issend(self, [_dumps(obj), _BYTE], dest, tag)
 
-    def Ibsend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
-        return self._post(_IBSEND, _C.Ibsend, buf, dest, tag, _nbytes(buf), False)
+    def ibsend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return TracedComm.Ibsend(self, [_dumps(obj), _BYTE], dest, tag)
 
-    def Irsend(self, buf, dest: int, tag: int = 0) -> "TracedRequest":
-        return self._post(_IRSEND, _C.Irsend, buf, dest, tag, _nbytes(buf), False)
-
-    def Irecv(self, buf, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> "TracedRequest":
-        return self._post(_IRECV, _C.Irecv, buf, source, tag, _nbytes(buf), True)
-
-    def isend(self, obj: Any, dest: int, tag: int = 0) -> "TracedRequest":
-        data = [_dumps(obj), _BYTE]
-        return self._post(_ISEND, _C.Isend, data, dest, tag, len(data[0]), False)
-
-    def issend(self, obj: Any, dest: int, tag: int = 0) -> "TracedRequest":
-        data = [_dumps(obj), _BYTE]
-        return self._post(_ISSEND, _C.Issend, data, dest, tag, len(data[0]), False)
-
-    def ibsend(self, obj: Any, dest: int, tag: int = 0) -> "TracedRequest":
-        data = [_dumps(obj), _BYTE]
-        return self._post(_IBSEND, _C.Ibsend, data, dest, tag, len(data[0]), False)
-
-    def irecv(self, buf=None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> "TracedRequest":
-        return self._post(_IRECV, _C.irecv, buf, source, tag, _nbytes(buf), True)
+    def irecv(self, buf=None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> TracedRequest:
+        return _irecv(self, buf, source, tag)
 
     # -- persistent point-to-point: each Start is recorded as the matching post ----------------------
 

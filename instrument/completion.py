@@ -1,9 +1,12 @@
-"""The traced request: completions of non-blocking operations, one row per completed request;
-the traced persistent request (`TracedPrequest`), recorded at each `Start`.
+"""The traced request: the non-blocking posts that make one (`send_post`, `recv_post`: the
+Isend, Irecv... of ``instrument.comm``), the completions of non-blocking operations, one row per
+completed request; the traced persistent request (`TracedPrequest`), recorded at each `Start`.
 
-``instrument.comm`` posts the requests (Isend, Irecv...) and returns ``TracedRequest`` objects;
-this module records their completion (Wait, Test and their -all/-any/-some forms), with the
-peer, tag and size read from the completion's status for receives.
+A post returns a ``TracedRequest`` carrying its request id; this module records its completion
+(Wait, Test and their -all/-any/-some forms), with the peer, tag and size read from the
+completion's status for receives. Posts and completions are the hot path of a
+message-rate-bound program (windows of posts, each completed by a Waitall): each is one Python
+call level around the MPI call, and a completion reuses its statuses.
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ from time import perf_counter_ns as _now, thread_time_ns as _cpu
 from mpi4py import MPI
 
 from hindsight.trace import core as tf
+from instrument.sizes import nbytes as _nbytes
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _R = MPI.Request
+_new_request = _R.__new__
 _BYTE = MPI.BYTE
+_ANY_SOURCE = MPI.ANY_SOURCE
+_ANY_TAG = MPI.ANY_TAG
 
 OP = tf.OP_CODE
 (_WAIT, _WAITALL, _WAITANY, _WAITSOME, _TEST, _TESTALL, _TESTANY, _TESTSOME) = (
@@ -33,49 +40,45 @@ def set_tracer(tracer) -> None:
     _T = tracer
 
 
-def _complete_rows(op: int, t0: int, t1: int, c0: int, done: list,
-                   statuses: list | None) -> None:
-    """Append one completion row per traced request that just completed."""
+#: Statuses for completion calls whose caller passed none: reused (MPI use is one thread at a
+#: time here), so a Waitall of 64 requests makes no 64 Status objects. mpi4py fills the first
+#: entries and appends more when a call has more requests than the list holds.
+_STATUSES: list = []
+_STATUS = MPI.Status()
+
+
+def _complete_rows(op: int, t0: int, t1: int, cpu: int, requests, indices,
+                   statuses) -> None:
+    """Append one completion row per traced request that just completed: ``requests[i]`` for i
+    in ``indices``, its status ``statuses[k]`` (k counting those rows) for a receive. ``cpu``
+    goes on the call's first row only. The record fields are kept in locals over the loop."""
     T = _T
-    cpu = _cpu() - c0 if T.cpu_all else -1
-    for i, r in done:
+    buf, o, end, region = T.buf, T.off, T.end, T.region
+    k = -1
+    for i in indices:
+        k += 1
+        r = requests[i]
         hid = getattr(r, "_hid", -1)
         if hid < 0:
             continue
         comm = r._comm
         if comm is not None:
-            cid = comm._id
-            if statuses is not None:
-                st = statuses[i]
-                peer, w = st.Get_source(), comm._w
-                if w is not None and peer >= 0:
-                    peer = w[peer]
-                tag, nbytes = st.Get_tag(), st.Get_count(_BYTE)
-            else:
-                peer = tag = nbytes = -1
+            st = statuses[k]
+            peer, w = st.Get_source(), comm._w
+            if w is not None and peer >= 0:
+                peer = w[peer]
+            _pack(buf, o, op, region, t0, cpu, peer, st.Get_tag(), comm._id, st.Get_count(_BYTE),
+                  hid, -1, t1)
         else:
-            peer = tag = nbytes = -1
-            cid = r._cid
-        o = T.off
-        _pack(T.buf, o, op, T.region, t0, cpu, peer, tag, cid, nbytes, hid, -1, t1)
-        o += _ROW
-        T.off = o
-        if o >= T.end:
-            T.roll()
-        cpu = -1    # the call's CPU time goes on its first row only
+            _pack(buf, o, op, region, t0, cpu, -1, -1, r._cid, -1, hid, -1, t1)
         r._hid = -1
-
-
-def _statuses(requests) -> list:
-    return [MPI.Status() for _ in requests]
-
-
-def _measure(fn, *args):
-    """Call an MPI completion function; return its result with start/end time and start CPU."""
-    c0 = _cpu() if _T.cpu_all else 0
-    t0 = _now()
-    out = fn(*args)
-    return out, t0, _now(), c0
+        cpu = -1    # the call's CPU time goes on its first row only
+        o += _ROW
+        if o >= end:
+            T.off = o
+            T.roll()
+            buf, o, end = T.buf, T.off, T.end
+    T.off = o
 
 
 def _named(method, fn) -> None:
@@ -88,17 +91,23 @@ def _named(method, fn) -> None:
 
 
 # The completion calls come in four families that differ only in how they report what completed.
-# Each factory below builds the traced method from mpi4py's own one.
+# Each factory below builds the traced method from mpi4py's own one; each is one Python call
+# level around the MPI call (a Waitall of a window of requests is a message-rate program's hot
+# path).
 
 def _single(op: int, fn, done):
     """Wait/wait/Test/test on one request; `done(result)` tells whether it completed."""
     def method(self, status: MPI.Status | None = None):
         if self._hid < 0:                 # untraced or already completed: nothing to record
             return fn(self, status)
-        st = status if status is not None else MPI.Status()
-        out, t0, t1, c0 = _measure(fn, self, st)
+        st = status if status is not None else _STATUS
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        out = fn(self, st)
+        t1 = _now()
         if done(out):
-            _complete_rows(op, t0, t1, c0, [(0, self)], [st])
+            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, (self,), (0,), (st,))
         return out
     _named(method, fn)
     return method
@@ -107,10 +116,15 @@ def _single(op: int, fn, done):
 def _all(op: int, fn, done):
     """Waitall/waitall/Testall/testall: every request completes together, or none."""
     def method(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        out, t0, t1, c0 = _measure(fn, requests, sts)
+        sts = statuses if statuses is not None else _STATUSES
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        out = fn(requests, sts)
+        t1 = _now()
         if done(out):
-            _complete_rows(op, t0, t1, c0, list(enumerate(requests)), sts)
+            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests,
+                           range(len(requests)), sts)
         return out
     _named(method, fn)
     return classmethod(method)
@@ -119,11 +133,15 @@ def _all(op: int, fn, done):
 def _any(op: int, fn, index):
     """Waitany/waitany/Testany/testany: `index(result)` is the completed request or None."""
     def method(cls, requests, status=None):
-        st = status if status is not None else MPI.Status()
-        out, t0, t1, c0 = _measure(fn, requests, st)
+        st = status if status is not None else _STATUS
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        out = fn(requests, st)
+        t1 = _now()
         i = index(out)
         if i is not None and i != MPI.UNDEFINED:
-            _complete_rows(op, t0, t1, c0, [(0, requests[i])], [st])
+            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests, (i,), (st,))
         return out
     _named(method, fn)
     return classmethod(method)
@@ -133,14 +151,88 @@ def _some(op: int, fn, indices):
     """Waitsome/Testsome (and lower case): `indices(result)` lists the completed requests; their
     statuses are the first entries of the status list, in the same order."""
     def method(cls, requests, statuses=None):
-        sts = statuses if statuses is not None else _statuses(requests)
-        out, t0, t1, c0 = _measure(fn, requests, sts)
+        sts = statuses if statuses is not None else _STATUSES
+        cpu = _T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        out = fn(requests, sts)
+        t1 = _now()
         idx = indices(out)
         if idx:
-            _complete_rows(op, t0, t1, c0, [(k, requests[i]) for k, i in enumerate(idx)], sts)
+            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests, idx, sts)
         return out
     _named(method, fn)
     return classmethod(method)
+
+
+# -- posts -------------------------------------------------------------------------------------
+
+def send_post(op: int, fn):
+    """The traced send post `fn` (Isend, Issend, Ibsend, Irsend; the pickle API's isend family
+    posts its pickle through them): its row, and a TracedRequest for its completion. One
+    Python call level: the record packed here, the request made without TracedRequest.__new__
+    (every slot is set here)."""
+    def post(self, buf, dest: int, tag: int = 0) -> TracedRequest:
+        T = _T
+        n = getattr(buf, "nbytes", None)
+        if n is None:
+            n = _nbytes(buf)
+        t0 = _now()
+        req = fn(self, buf, dest, tag)
+        t1 = _now()
+        rid = T.next_request
+        T.next_request = rid + 1
+        w = self._w
+        cid = self._id
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, -1, dest if w is None or dest < 0 else w[dest], tag,
+              cid, n, rid, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+        r = _new_request(TracedRequest, req)
+        r._hid = rid
+        r._comm = None
+        r._cid = cid
+        return r
+    post.__name__ = fn.__name__
+    post.__doc__ = fn.__doc__
+    return post
+
+
+def recv_post(op: int, fn):
+    """The traced receive post `fn` (Irecv, the pickle API's irecv), as send_post;
+    ANY_SOURCE/ANY_TAG are recorded as the format's sentinels, and the request keeps its
+    communicator so that its completion row can name the source in world ranks."""
+    def post(self, buf, source: int = _ANY_SOURCE, tag: int = _ANY_TAG) -> TracedRequest:
+        T = _T
+        n = getattr(buf, "nbytes", None)
+        if n is None:
+            n = _nbytes(buf)
+        t0 = _now()
+        req = fn(self, buf, source, tag)
+        t1 = _now()
+        rid = T.next_request
+        T.next_request = rid + 1
+        w = self._w
+        o = T.off
+        _pack(T.buf, o, op, T.region, t0, -1,
+              tf.ANY_SOURCE if source == _ANY_SOURCE else
+              source if w is None or source < 0 else w[source],
+              tf.ANY_TAG if tag == _ANY_TAG else tag, self._id, n, rid, -1, t1)
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+        r = _new_request(TracedRequest, req)
+        r._hid = rid
+        r._comm = self
+        r._cid = self._id
+        return r
+    post.__name__ = fn.__name__
+    post.__doc__ = fn.__doc__
+    return post
 
 
 def _always(_out) -> bool:

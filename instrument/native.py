@@ -5,7 +5,10 @@
     finish(out)                                      # what the ranks left, into the manifest
     finalize_manifest(out, launcher_exit=rc)         # seal the ranks (instrument.seal)
 
-`launch` does all of it (as `hindsight collect --program ./a.out` does). The library is built
+`launch` does all of it (as `hindsight collect --program ./a.out` does); with `untraced=True`
+(`hindsight collect --untraced`) the ranks take the same start-up barrier and epoch, record
+nothing, and `finish` writes the run's wall time into a manifest of its own (`traced: false`,
+docs/trace-format.md, "Untraced runs"). The library is built
 with the environment's `mpicc` on first use into instrument/pmpi/build/ (one file per source
 version and compiler, so an edited source is rebuilt and concurrent builds do not collide).
 Every rank writes the raw records the Python tracer writes (hindsight.trace.core.RAW_RECORD)
@@ -26,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hindsight import system
+from hindsight import conditions, system
 from hindsight.errors import DataError
 from hindsight.trace import core as fc
 from instrument import stopped
@@ -101,7 +104,7 @@ def library() -> Path:
 
 
 def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
-                   env: dict[str, str]) -> dict[str, Any]:
+                   env: dict[str, str], untraced: bool = False) -> dict[str, Any]:
     """The start of the run's manifest, as instrument.session writes it for a Python program
     (from the ranks' environment `env`); `finish` adds what only the ranks know (hosts, clocks,
     MPI library, end times)."""
@@ -109,7 +112,7 @@ def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
     return {
         "format_version": fc.FORMAT_VERSION,
         "run_id": run_id,
-        "traced": True,
+        "traced": not untraced,
         "tracer": "pmpi",
         "app": Path(program).name,
         "paradigm": None,
@@ -132,7 +135,7 @@ def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
             "start_offset_ns": [0] * nprocs,
             "start_uncertainty_ns": [0] * nprocs,
         },
-        "cpu_sampling": env.get("HINDSIGHT_CPU_SAMPLING", "regions"),
+        "cpu_sampling": None if untraced else env.get("HINDSIGHT_CPU_SAMPLING", "regions"),
         "start_unix": time.time(),
         "end_unix": None,
         "makespan_ns": None,
@@ -147,11 +150,12 @@ def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
 
 
 def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
-            env: dict[str, str] | None = None) -> dict[str, str]:
+            env: dict[str, str] | None = None, untraced: bool = False) -> dict[str, str]:
     """Build the library, clear `out` of an earlier run, write the run's start
     (`.staging/start.json`, described from `env`, the ranks' environment, default ours); returns
     what to add to that environment (LD_PRELOAD, the trace directory, the run id, the signal
-    that asks a rank where it is: instrument.stopped)."""
+    that asks a rank where it is: instrument.stopped; and with `untraced`
+    HINDSIGHT_UNTRACED=1: the same launch, nothing recorded)."""
     env = dict(os.environ if env is None else env)
     lib = library()
     out = Path(out)
@@ -161,13 +165,16 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
         fc.clear_run(out)
         (out / fc.STAGING_DIR).mkdir()
         fc.write_json(out / fc.STAGING_DIR / "start.json",
-                      _base_manifest(run_id, nprocs, program, list(args), env))
+                      _base_manifest(run_id, nprocs, program, list(args), env, untraced))
     except OSError as exc:
         raise NativeError(f"cannot prepare the trace directory {out}: "
                           f"{exc.strerror or exc}") from None
     preload = env.get("LD_PRELOAD", "")
-    return {"LD_PRELOAD": f"{lib} {preload}".strip(), "HINDSIGHT_TRACE_DIR": str(out.resolve()),
-            "HINDSIGHT_RUN_ID": run_id, "HINDSIGHT_STOP_SIGNAL": str(stopped.SIGNAL)}
+    added = {"LD_PRELOAD": f"{lib} {preload}".strip(), "HINDSIGHT_TRACE_DIR": str(out.resolve()),
+             "HINDSIGHT_RUN_ID": run_id, "HINDSIGHT_STOP_SIGNAL": str(stopped.SIGNAL)}
+    if untraced:
+        added["HINDSIGHT_UNTRACED"] = "1"
+    return added
 
 
 def _read_status(stage: Path) -> dict[str, Any]:
@@ -178,11 +185,23 @@ def _read_status(stage: Path) -> dict[str, Any]:
         return {}
 
 
+def _rank_conditions(st: dict[str, Any]) -> dict[str, Any]:
+    """A rank's context switches and share of its run spent waiting for a core, from what its
+    status says (as instrument.session measures them: start barrier to end of program)."""
+    wait, span = st.get("run_queue_wait_ns"), st.get("conditions_ns")
+    share = round(wait / span, 4) if isinstance(wait, int) and isinstance(span, int) \
+        and span > 0 else None
+    return {"ctx_switches": st.get("ctx_switches"), "run_queue_wait": share}
+
+
 def finish(out: Path) -> dict[str, Any]:
     """After the run: put into `.staging/start.json` what the ranks left beside their records
-    (hosts, clock offsets, the MPI library, each rank's end of program), so that
-    `finalize_manifest` seals every rank at the right epoch and writes a complete manifest.
-    Returns the updated start."""
+    (hosts, clock offsets, the MPI library, each rank's end of program, the machine's
+    conditions), so that `finalize_manifest` seals every rank at the right epoch and writes a
+    complete manifest. Returns the updated start.
+
+    An untraced run (`prepare(untraced=True)`) has no records to seal: its manifest is written
+    here, with `traced: false`, `wall_ns` = `makespan_ns` and each rank's status."""
     out = Path(out)
     start_path = out / fc.STAGING_DIR / "start.json"
     try:
@@ -190,8 +209,12 @@ def finish(out: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise NativeError(f"{start_path}: the run's start is unreadable ({exc})") from None
     n = int(manifest["ranks"])
+    untraced = manifest.get("traced") is False
     statuses = [_read_status(fc.staging_dir(out, r)) for r in range(n)]
-    epochs = [fc.read_raw_names(fc.staging_dir(out, r))["epoch_ns"] for r in range(n)]
+    # an untraced rank has no names file: its status holds its epoch reading
+    epochs = [int(st.get("epoch_ns") or 0) if untraced
+              else fc.read_raw_names(fc.staging_dir(out, r))["epoch_ns"]
+              for r, st in enumerate(statuses)]
     by_host: dict[str, list[int]] = {}
     for r, st in enumerate(statuses):
         if st.get("host"):
@@ -212,10 +235,21 @@ def finish(out: Path) -> dict[str, Any]:
     for key in ("mpi_library", "mpi_version"):
         if statuses[0].get(key):
             manifest[key] = statuses[0][key]
+    if any(st.get("status") == "complete" for st in statuses):
+        manifest["conditions"] = conditions.of_run(
+            statuses[0].get("machine_start"), statuses[0].get("machine_end"),
+            [_rank_conditions(st) for st in statuses], bool(manifest.get("oversubscribed")))
     try:
-        fc.write_json(start_path, manifest)
+        if untraced:
+            status = [st.get("status") or "missing" for st in statuses]
+            manifest.update(makespan_ns=manifest.get("wall_ns"), rank_status=status,
+                            complete=all(s == "complete" for s in status),
+                            end_unix=time.time(), events=None)
+            fc.write_manifest(out, manifest)
+        else:
+            fc.write_json(start_path, manifest)
     except OSError as exc:
-        raise NativeError(f"cannot write {start_path}: {exc.strerror or exc}") from None
+        raise NativeError(f"cannot write the manifest of {out}: {exc.strerror or exc}") from None
     return manifest
 
 
@@ -226,17 +260,23 @@ def command(nprocs: int, program: str, args: list[str] = ()) -> list[str]:
 
 
 def launch(nprocs: int, out: Path, program: str, args: list[str] = (),
-           env: dict[str, str] | None = None,
-           timeout: float | None = None) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
-    """Run `program` traced under mpiexec into `out`; returns (the finished process with its
-    captured output, the final manifest)."""
+           env: dict[str, str] | None = None, timeout: float | None = None,
+           untraced: bool = False) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
+    """Run `program` traced (or `untraced`: its wall time only) under mpiexec into `out`;
+    returns (the finished process with its captured output, the final manifest)."""
     from instrument.seal import finalize_manifest
 
     full = dict(os.environ if env is None else env)
-    full.update(prepare(out, nprocs, program, args, full))
+    full.update(prepare(out, nprocs, program, args, full, untraced))
     done = subprocess.run(command(nprocs, program, args), env=full, capture_output=True,
                           text=True, timeout=timeout, check=False)
-    finish(out)
+    manifest = finish(out)
+    if untraced:
+        manifest["launcher_exit_code"] = done.returncode
+        manifest["complete"] = manifest["complete"] and done.returncode == 0
+        fc.write_manifest(out, manifest)
+        shutil.rmtree(Path(out) / fc.STAGING_DIR, ignore_errors=True)
+        return done, manifest
     return done, finalize_manifest(out, launcher_exit=done.returncode)
 
 

@@ -16,11 +16,21 @@ For the program, `mpi4py.MPI` is then a view of the real module in which `COMM_W
 everything else is the real module, whose `Finalize` finishes the trace first
 (instrument.session).
 
-A program that asks for MPI_THREAD_MULTIPLE itself (`mpi4py.rc.thread_level = "multiple"`) is
-refused: the tracer records one thread's MPI calls at a time. mpi4py's own default request
-(the same level, made for every program) is not a refusal: most programs call MPI from one
-thread. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`)
-the program gets the real module and only its wall time is written (instrument.session).
+A program that initialises MPI itself (`mpi4py.rc.initialize = False`, then `MPI.Init()` or
+`MPI.Init_thread(...)`) gets a view whose `Init` and `Init_thread` start tracing as they
+return (collective, as they are); its `COMM_WORLD` is the traced one from then on. A
+`COMM_WORLD` the program took before `MPI.Init` is the real one, whose calls are not traced:
+that is counted in the manifest's `untraced_calls` (`COMM_WORLD before MPI.Init`), so
+`trace check` says the traffic may be incomplete. Its own `MPI.Finalize`
+(`mpi4py.rc.finalize = False`) finishes the trace first, as any program's.
+
+A program that asks for MPI_THREAD_MULTIPLE itself (`mpi4py.rc.thread_level = "multiple"`, or
+`MPI.Init_thread(MPI.THREAD_MULTIPLE)`) is refused: the tracer records one thread's MPI calls
+at a time. mpi4py's own default request (the same level, made for every program, and by
+`MPI.Init_thread()` without an argument) is not a refusal: most programs call MPI from one
+thread. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`) the program gets the real
+module (or, if it initialises MPI itself, a view that only starts the run in `Init`) and only
+its wall time is written (instrument.session).
 """
 
 from __future__ import annotations
@@ -80,19 +90,25 @@ class _DefaultLevel(str):
 THREAD_MULTIPLE_REFUSED = (
     "{program} asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records the MPI calls "
     "of one thread at a time, and calls from two threads at once would overwrite each other's "
-    "records; set mpi4py.rc.thread_level to 'serialized' or 'funneled' to trace it")
+    "records; {fix} to trace it")
+FIX_RC = "set mpi4py.rc.thread_level to 'serialized' or 'funneled'"
+FIX_INIT_THREAD = "ask MPI.Init_thread for THREAD_SERIALIZED or THREAD_FUNNELED"
+#: `untraced_calls` entry of a program that took COMM_WORLD before its own MPI.Init
+EARLY_WORLD = "COMM_WORLD before MPI.Init"
 
 
 class _TraceOnImport:
     """A meta-path finder that lets `mpi4py.MPI` load as usual, then starts tracing (a
-    collective: every rank imports it) and hands the program the traced view of it."""
+    collective: every rank imports it; in a program that initialises MPI itself, every rank
+    calls its MPI.Init) and hands the program the traced view of it."""
 
     def __init__(self, opts: dict) -> None:
         self.opts = opts
-        self.world = None
+        self.world = None           # what instrument.start returned, once it has run
+        self.imported = False       # the program imported mpi4py.MPI
 
     def find_spec(self, name, path=None, target=None):
-        if name not in ("mpi4py", "mpi4py.MPI") or self.world is not None:
+        if name not in ("mpi4py", "mpi4py.MPI") or self.imported:
             return None
         sys.meta_path.remove(self)
         try:
@@ -116,42 +132,117 @@ class _TraceOnImport:
         return spec
 
     def started(self, mpi):
-        """Called once the real module is loaded (MPI is initialised): start the run and return
-        what the program gets as `mpi4py.MPI`."""
-        import types
-
+        """Called once the real module is loaded: start the run (MPI is initialised), or wait
+        for the program's own MPI.Init; return what the program gets as `mpi4py.MPI`."""
         import instrument
-        from instrument.session import start
-
+        # Loaded now, while `mpi4py.MPI` in sys.modules is the real module, so that the
+        # tracer's own MPI calls never go through the view.
+        import instrument.session  # noqa: F401
         import mpi4py
 
-        from instrument.completion import TracedPrequest
-        from instrument.rma import TracedWin
-
-        o = self.opts
+        self.imported = True
+        if not mpi.Is_initialized():
+            return self._deferred(mpi)
         level = mpi4py.rc.thread_level
         refuse = None
         if (not isinstance(level, _DefaultLevel) and level == "multiple"
                 and mpi.Query_thread() == mpi.THREAD_MULTIPLE):
-            refuse = THREAD_MULTIPLE_REFUSED.format(program=os.path.basename(o["program"]))
+            refuse = self._refusal(FIX_RC)
+        self._begin(refuse)
+        if not instrument.active():
+            return mpi
+        return self._view(mpi)
+
+    def _refusal(self, fix: str) -> str:
+        return THREAD_MULTIPLE_REFUSED.format(program=os.path.basename(self.opts["program"]),
+                                              fix=fix)
+
+    def _begin(self, refuse: str | None) -> None:
+        """Start the run (collective): instrument.start with the program's description."""
+        from instrument.session import start
+
+        o = self.opts
         self.world = start(o["trace"], app=o["app"] or os.path.basename(o["program"]),
                            paradigm=o["paradigm"], args={"argv": o["args"]},
                            program=os.path.abspath(o["program"]), refuse=refuse)
-        if not instrument.active():
-            return mpi
 
-        # A plain module holding the real module's namespace: `MPI.SUM` or `MPI.ANY_SOURCE` in a
-        # program's hot loop is one dict lookup (0.1 us), as untraced. A subclass of ModuleType
-        # with __getattr__ built, formatted and caught an AttributeError first (4.8 us here: +36 %
-        # on a loop of small collectives). What the real module gains later, the module-level
-        # __getattr__ (PEP 562) still finds.
+    def _view(self, mpi, deferred: bool = False):
+        """A plain module holding the real module's namespace with the traced names.
+
+        `MPI.SUM` or `MPI.ANY_SOURCE` in a program's hot loop is one dict lookup (0.1 us), as
+        untraced. A subclass of ModuleType with __getattr__ built, formatted and caught an
+        AttributeError first (4.8 us here: +36 % on a loop of small collectives). What the real
+        module gains later, the module-level __getattr__ (PEP 562) still finds. `deferred`:
+        MPI is not initialised yet, so COMM_WORLD is left to the program's MPI.Init."""
+        import types
+
+        import instrument
+        from instrument.completion import TracedPrequest
+        from instrument.rma import TracedWin
+
         view = types.ModuleType(mpi.__name__, mpi.__doc__)
         view.__dict__.update(vars(mpi))
         view.__getattr__ = lambda attr: getattr(mpi, attr)
-        view.COMM_WORLD = self.world
+        if not deferred:
+            view.COMM_WORLD = self.world
         view.Request = instrument.TracedRequest
         view.Prequest = TracedPrequest
         view.Win = TracedWin
+        return view
+
+    def _deferred(self, mpi):
+        """The view of a program that initialises MPI itself (`mpi4py.rc.initialize = False`):
+        its `Init` and `Init_thread` start the run when MPI is up (every rank calls them, so the
+        start's collectives line up), then give it the traced COMM_WORLD and a Finalize that
+        finishes the run first."""
+        import types
+
+        import instrument
+        from instrument import untraced
+
+        traced = os.environ.get("HINDSIGHT_UNTRACED") != "1"
+        if traced:
+            view = self._view(mpi, deferred=True)
+            early = []
+            # Until MPI.Init, COMM_WORLD is answered by __getattr__, which notes that the
+            # program holds the real one (a traced one cannot be made before MPI is up).
+            del view.COMM_WORLD
+
+            def early_world(attr: str):
+                if attr == "COMM_WORLD" and not early:
+                    early.append(True)
+                return getattr(mpi, attr)
+            view.__getattr__ = early_world
+        else:
+            view = types.ModuleType(mpi.__name__, mpi.__doc__)
+            view.__dict__.update(vars(mpi))
+            view.__getattr__ = lambda attr: getattr(mpi, attr)
+        real_init, real_init_thread = mpi.Init, mpi.Init_thread
+
+        def begin(refuse: str | None) -> None:
+            self._begin(refuse)
+            view.Finalize = mpi.Finalize        # instrument.start made it finish the run first
+            if instrument.active():
+                view.COMM_WORLD = self.world
+                view.__getattr__ = lambda attr: getattr(mpi, attr)
+                if early:
+                    untraced.COUNTS[EARLY_WORLD] = untraced.COUNTS.get(EARLY_WORLD, 0) + 1
+
+        def Init() -> None:
+            real_init()
+            begin(None)
+
+        def Init_thread(*args, **kwargs) -> int:
+            provided = real_init_thread(*args, **kwargs)
+            # Asked for explicitly; `Init_thread()` takes mpi4py's default level, as rc does.
+            asked = args[0] if args else kwargs.get("required")
+            begin(self._refusal(FIX_INIT_THREAD)
+                  if asked == mpi.THREAD_MULTIPLE and provided == mpi.THREAD_MULTIPLE else None)
+            return provided
+
+        for fn, real in ((Init, real_init), (Init_thread, real_init_thread)):
+            fn.__doc__ = real.__doc__
+            view.__dict__[fn.__name__] = fn
         return view
 
 
@@ -178,8 +269,10 @@ def main(argv: list[str] | None = None) -> None:
     from instrument.session import end_of_program, finish
     end_of_program()
     if hook.world is None:
-        # The program never imported mpi4py.MPI: nothing ran under MPI, nothing was traced.
-        _say(f"hindsight: {program} never imported mpi4py.MPI: no trace written")
+        # Nothing ran under MPI, nothing was traced.
+        _say(f"hindsight: {program} never " + ("initialised MPI (mpi4py.rc.initialize is False "
+                                              "and it called no MPI.Init)" if hook.imported
+                                              else "imported mpi4py.MPI") + ": no trace written")
         raise SystemExit(1)
     finish()
 

@@ -389,16 +389,8 @@ def _rank_conditions() -> dict[str, Any]:
 
 def _run_conditions(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """The machine's conditions over the run (rank 0's view) and each rank's context switches."""
-    before, after = _conditions_start.get("snapshot"), _conditions_end.get("snapshot")
-    cond = conditions.between(before, after) if before and after else {}
-    cond["rank_ctx_switches"] = [r.get("ctx_switches") for r in per_rank]
-    cond["rank_run_queue_wait"] = [r.get("run_queue_wait") for r in per_rank]
-    cond["problems"] = conditions.load_problems(cond)
-    # An oversubscribed run's ranks wait for cores by construction (the manifest says so).
-    if not _conditions_start.get("oversubscribed"):
-        cond["problems"] += conditions.preemption_problems(
-            {f"rank {r}": w for r, w in enumerate(cond["rank_run_queue_wait"])})
-    return cond
+    return conditions.of_run(_conditions_start.get("snapshot"), _conditions_end.get("snapshot"),
+                             per_rank, bool(_conditions_start.get("oversubscribed")))
 
 
 def finish(result_verified: bool | None = None, extra: dict[str, Any] | None = None) -> None:

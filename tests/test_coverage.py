@@ -1,7 +1,8 @@
-"""The tracer's coverage of mpi4py: communicator constructors, MPI.Finalize in the program, every
-buffer form, persistent requests, calls it does not model (counted in the manifest), a refused
-MPI_THREAD_MULTIPLE, and a rank that raises. Each program runs traced under `hindsight collect`
-and untraced under plain mpiexec: same output, `trace check` ok, the rows expected, a replay."""
+"""The tracer's coverage of mpi4py: communicator constructors, MPI.Finalize in the program, a
+program that initialises MPI itself, every buffer form, persistent requests, calls it does not
+model (counted in the manifest), a refused MPI_THREAD_MULTIPLE, and a rank that raises. Each
+program runs traced under `hindsight collect` and untraced under plain mpiexec: same output,
+`trace check` ok, the rows expected, a replay."""
 
 from __future__ import annotations
 
@@ -19,22 +20,24 @@ from tests.conftest import PROGRAMS, ROOT, hindsight
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
-def _untraced_output(program: str, n: int) -> str:
-    res = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(PROGRAMS / program)],
+def _untraced_output(program: str, n: int, args: tuple[str, ...] = ()) -> str:
+    res = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(PROGRAMS / program), *args],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     return res.stdout
 
 
-def _traced(tmp_path, program: str, n: int, untraced: bool = False):
-    """Collect, check and replay `program`; return (rows as a DataFrame, the manifest). With
-    ``untraced`` the program makes calls the tracer does not model: `trace check` must say the
-    traffic is incomplete (and nothing else)."""
+def _traced(tmp_path, program: str, n: int, untraced: bool = False,
+            args: tuple[str, ...] = ()):
+    """Collect, check and replay `program` (with `args`); return (rows as a DataFrame, the
+    manifest). With ``untraced`` the program makes calls the tracer does not model: `trace
+    check` must say the traffic is incomplete (and nothing else)."""
     out = tmp_path / "trace"
-    res = hindsight("collect", "-n", n, "--program", PROGRAMS / program, "--out", out)
+    res = hindsight("collect", "-n", n, "--program", PROGRAMS / program, "--out", out, "--",
+                    *args)
     assert res.returncode == 0, res.stderr
     lines = [x for x in res.stdout.splitlines() if not x.startswith("trace ")]
-    assert "\n".join(lines) + "\n" == _untraced_output(program, n)
+    assert "\n".join(lines) + "\n" == _untraced_output(program, n, args)
     check = hindsight("trace", "check", out)
     if untraced:
         assert check.returncode == 1, check.stdout + check.stderr
@@ -71,6 +74,45 @@ def test_a_program_that_calls_finalize_keeps_its_trace(tmp_path):
     df, m = _traced(tmp_path, "finalize.py", 2)
     assert m["complete"] and m["rank_status"] == ["complete"] * 2
     assert _ops(df, 1) == {"Allreduce": 1, "Barrier": 1}
+
+
+@pytest.mark.parametrize("how", ["init", "init_thread"])
+def test_a_program_that_initialises_mpi_itself_is_traced(tmp_path, how):
+    """mpi4py.rc.initialize = False and MPI.Init() / MPI.Init_thread(FUNNELED), rc.finalize =
+    False and MPI.Finalize(): the run starts in the program's Init, its COMM_WORLD is traced,
+    and its Finalize finishes the trace; the same run untraced measures the same interval."""
+    df, m = _traced(tmp_path, "self_init.py", 2, args=(how,))
+    assert m["complete"] and m["untraced_calls"] == {}
+    for r in range(2):
+        assert _ops(df, r) == {"Sendrecv_send": 1, "Sendrecv_recv": 1, "Irecv": 1, "Isend": 1,
+                               "Waitall": 2, "Allreduce": 1, "Gather": 1}
+        mine = df[df["rank"] == r]
+        assert set(mine[mine["op"] == "Isend"]["peer"]) == {(r + 1) % 2}
+        assert list(mine[mine["op"] == "Waitall"]["nbytes"]) == [32, -1]  # the receive's size
+    assert 0 < m["makespan_ns"] <= m["wall_ns"]
+    out = tmp_path / "untraced"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "self_init.py", "--out", out,
+                    "--untraced", "--", how)
+    assert res.returncode == 0, res.stderr
+    u = tf.read_manifest(out)
+    assert u["traced"] is False and u["complete"] and u["wall_ns"] > 0
+    assert sorted(f.name for f in out.iterdir()) == [tf.MANIFEST_NAME]
+
+
+def test_a_comm_world_taken_before_mpi_init_is_counted(tmp_path):
+    """COMM_WORLD taken before the program's own MPI.Init is the real one (a traced one cannot
+    be made before MPI is up): its calls have no rows, and the manifest says so."""
+    out = tmp_path / "trace"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "self_init.py", "--out", out,
+                    "--", "init", "early")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0] == \
+        _untraced_output("self_init.py", 2, ("init", "early")).strip()
+    m = tf.read_manifest(out)
+    assert m["untraced_calls"] == {"COMM_WORLD before MPI.Init": 2} and m["events"] == [0, 0]
+    check = hindsight("trace", "check", out)
+    assert check.returncode == 1 and "traffic incomplete: 2 calls (COMM_WORLD before " \
+        "MPI.Init 2) not traced" in check.stdout
 
 
 def test_every_buffer_form_is_sized_in_bytes(tmp_path):
@@ -120,6 +162,25 @@ def test_thread_multiple_is_refused_at_start_up(tmp_path):
         res.stderr.strip().splitlines()[-1]
     assert "Traceback" not in res.stderr
     assert "done" not in res.stdout
+    # asked for through the program's own MPI.Init_thread: refused alike
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "self_init.py",
+                    "--out", tmp_path / "i", "--", "init_thread_multiple")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "Error: self_init.py asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records "
+        "the MPI calls of one thread at a time, and calls from two threads at once would "
+        "overwrite each other's records; ask MPI.Init_thread for THREAD_SERIALIZED or "
+        "THREAD_FUNNELED to trace it")
+    assert "finalized" not in res.stdout
+
+
+def test_a_program_that_never_initialises_mpi_is_one_line(tmp_path):
+    prog = tmp_path / "no_init.py"
+    prog.write_text("import mpi4py\nmpi4py.rc.initialize = False\nfrom mpi4py import MPI\n")
+    res = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert f"hindsight: {prog} never initialised MPI (mpi4py.rc.initialize is False and it " \
+        "called no MPI.Init): no trace written" in res.stderr
 
 
 def test_a_rank_that_raises_leaves_its_error_in_the_manifest(tmp_path):

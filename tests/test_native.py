@@ -4,8 +4,11 @@ the trace passes `hindsight trace check`, and replays (`measured` reproduces the
 
 from __future__ import annotations
 
+import json
 import re
+import statistics
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -201,8 +204,7 @@ def test_not_a_program_is_not_native(tmp_path, exe):
 
 
 def test_hindsight_collect_traces_a_compiled_program(exe, tmp_path):
-    """`hindsight collect --program ./a.out` detects the executable and traces it through PMPI;
-    `--untraced` of a compiled program is refused in one line."""
+    """`hindsight collect --program ./a.out` detects the executable and traces it through PMPI."""
     out = tmp_path / "t"
     res = hindsight("collect", "-n", 3, "--program", exe("ring"), "--out", out)
     assert res.returncode == 0, res.stderr
@@ -211,11 +213,107 @@ def test_hindsight_collect_traces_a_compiled_program(exe, tmp_path):
     m = tf.read_manifest(out)
     assert m["complete"] and m["ranks"] == 3
     _check_and_replay(out)
-    res = hindsight("collect", "-n", 2, "--program", exe("ring"), "--out", tmp_path / "u",
+
+
+def test_untraced_run_of_a_compiled_program(exe, tmp_path):
+    """`hindsight collect --untraced --program ./a.out`: the PMPI library takes the same start-up
+    barrier and epoch, records nothing, and the folder gets the manifest only, with the wall time
+    from the epoch to MPI_Finalize's entry on every rank, as an untraced mpi4py run's; the traced
+    run of the same program measures the same interval."""
+    prog, nap, p = exe("nap"), 300, 2
+    (tmp_path / "traced").mkdir()
+    (tmp_path / "traced" / "rank-00005.parquet").write_bytes(b"left by an earlier run")
+    walls, runs = {}, {}
+    for kind in ("traced", "untraced", "traced", "untraced"):
+        out = tmp_path / kind
+        t0 = time.monotonic()
+        res = hindsight("collect", "-n", p, "--program", prog, "--out", out,
+                        *(["--untraced"] if kind == "untraced" else []), "--", nap)
+        elapsed_ns = (time.monotonic() - t0) * 1e9
+        assert res.returncode == 0, res.stderr
+        assert "token went round 2 ranks" in res.stdout
+        m = runs[kind] = tf.read_manifest(out)
+        # plausible: each rank waited for rank 0's nap, and the run lasted less than collect
+        assert all(nap * 1e6 <= e <= m["wall_ns"] for e in m["program_end_ns"])
+        assert m["wall_ns"] == max(m["program_end_ns"]) < elapsed_ns
+        walls.setdefault(kind, []).append(m["wall_ns"])
+    u, t = runs["untraced"], runs["traced"]
+    assert sorted(f.name for f in (tmp_path / "untraced").iterdir()) == [tf.MANIFEST_NAME]
+    assert u["traced"] is False and u["complete"] is True and u["rank_status"] == ["complete"] * p
+    assert u["makespan_ns"] == u["wall_ns"] and len(u["program_end_ns"]) == p
+    assert u["events"] is None and u["cpu_sampling"] is None and u["result_verified"] is None
+    assert u["launcher_exit_code"] == 0 and u["ranks"] == p
+    assert u["program"] == str(prog.resolve()) and u["app"] == "nap"
+    assert u["args"] == {"argv": [str(nap)]} and u["network"]["transport"] == "shm"
+    assert sorted(r for rs in u["hosts"].values() for r in rs) == list(range(p))
+    assert u["start_unix"] <= u["end_unix"] and u["run_id"] != t["run_id"]
+    cond = u["conditions"]
+    assert cond["loadavg_1m_before"] is not None and cond["seconds"] > nap / 1e3
+    assert len(cond["rank_ctx_switches"]) == p and len(cond["rank_run_queue_wait"]) == p
+    assert all(0 <= w <= 1 for w in cond["rank_run_queue_wait"])
+    # the traced run: the same interval, ending after its last event
+    assert t["traced"] is True and t["complete"] and t["wall_ns"] >= t["makespan_ns"] > 0
+    assert len(t["conditions"]["rank_ctx_switches"]) == p
+    assert not (tmp_path / "traced" / "rank-00005.parquet").exists()
+    # both are the nap and a few messages: within the nap of each other, however noisy
+    assert abs(statistics.median(walls["traced"]) - statistics.median(walls["untraced"])) \
+        < nap * 1e6
+    res = hindsight("trace", "info", tmp_path / "untraced")
+    assert res.returncode == 1 and "an untraced run (wall time only)" in res.stderr
+
+
+def test_untraced_run_when_the_program_dies(exe, tmp_path):
+    """A rank that dies before MPI_Finalize leaves no end: the untraced run is incomplete, the
+    rank `missing`, and no wall time is given."""
+    res = hindsight("collect", "-n", 3, "--program", exe("crash"), "--out", tmp_path / "u",
                     "--untraced")
-    assert res.returncode == 2
-    assert res.stderr.strip() == "Error: --untraced: not available for compiled programs yet " \
-                                 "(docs/native.md)"
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    m = tf.read_manifest(tmp_path / "u")
+    assert m["traced"] is False and m["complete"] is False and m["launcher_exit_code"] != 0
+    assert m["rank_status"][1] == "missing" and m.get("wall_ns") is None
+    assert sorted(f.name for f in (tmp_path / "u").iterdir()) == [tf.MANIFEST_NAME]
+    done, m = native.launch(3, tmp_path / "l", str(exe("crash")), timeout=120, untraced=True)
+    assert done.returncode != 0 and m["launcher_exit_code"] == done.returncode
+    assert m["complete"] is False and m["rank_status"][1] == "missing"
+    assert sorted(f.name for f in (tmp_path / "l").iterdir()) == [tf.MANIFEST_NAME]
+
+
+def test_a_compiled_program_validates_against_its_untraced_runs(exe, tmp_path):
+    """`hindsight validate` of a compiled program with the default ground truth: its traced and
+    untraced runs are made, the actual time is the untraced runs' wall time."""
+    import tomli_w
+
+    from validation.spec import load_spec
+    from validation.validate import validate
+
+    (tmp_path / "prof.toml").write_text(tomli_w.dumps(
+        {"loggps": {"L": 5e-6, "o_send": 2e-6, "o_recv": 2e-6, "g": 0.0, "G": 2e-9,
+                    "S": 65536.0}, "measured_on": {"transport": "shm"}}))
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""name = "c"
+repetitions = 1
+[networks.shm]
+transport = "shm"
+profile = "prof.toml"
+[predictors]
+replay = ["loggps"]
+[[experiment]]
+program = "{exe('nap')}"
+ranks = [2]
+[experiment.sizes]
+"short" = ["50"]
+""")
+    sp = load_spec(spec)
+    assert sp.ground_truth == "untraced"
+    out = tmp_path / "v"
+    s = validate(sp, out, progress=False, log=lambda m: None)
+    assert s["run"] == 1 and s["failed"] == 0
+    res = json.loads((out / "cells" / "nap-n2-short-shm.json").read_text())
+    u = tf.read_manifest(out / "untraced" / "nap-n2-short-shm" / "rep0")
+    assert u["traced"] is False and u["program"] == str(exe("nap").resolve())
+    assert res["actual_s"] == pytest.approx(u["wall_ns"] / 1e9)
+    # the run is rank 0's nap of 50 ms: the replay of the trace (with its lead-in) finds it
+    assert res["predictions"][0]["predicted_s"] == pytest.approx(res["actual_s"], rel=0.5)
 
 
 def test_thread_multiple_is_refused_in_one_line(exe, tmp_path):
@@ -225,6 +323,12 @@ def test_thread_multiple_is_refused_in_one_line(exe, tmp_path):
         "Error: hindsight: the program asks for MPI_THREAD_MULTIPLE (thread-multiple), which the "
         "PMPI tracer does not support; run it untraced")
     assert "started" not in res.stdout
+    # which it can be: the untraced run records nothing, so any thread level will do
+    res = hindsight("collect", "-n", 2, "--program", exe("thread_multiple"), "--out",
+                    tmp_path / "u", "--untraced")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("started with thread level 3") == 2
+    assert tf.read_manifest(tmp_path / "u")["complete"] is True
 
 
 def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):

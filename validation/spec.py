@@ -20,7 +20,6 @@ from apps import APPS
 from apps.skeletons import skeleton
 from hindsight import testbed as tb
 from hindsight.errors import UserError
-from instrument.native import is_native
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 GROUND_TRUTHS = ("untraced", "traced")
@@ -225,7 +224,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                             + ("both" if "app" in e else "neither"))
         program = None
         if "program" in e:
-            program = _program(path, where, e, ground_truth)
+            program = _program(path, where, e)
             app, paradigms = Path(program).stem, [PROGRAM]
         else:
             app = _req(e, "app", str, where)
@@ -321,9 +320,10 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 actual=actual, ground_truth=ground_truth)
 
 
-def _program(path: Path, where: str, e: dict[str, Any], ground_truth: str) -> str:
+def _program(path: Path, where: str, e: dict[str, Any]) -> str:
     """An experiment's ``program``: its resolved path (relative to the spec's folder unless
-    absolute), checked to exist and to be runnable the way the spec measures it."""
+    absolute), checked to exist. A Python script or a compiled program (traced through PMPI,
+    docs/native.md); both have untraced runs."""
     if "paradigms" in e:
         raise SpecError(f"{where}: 'paradigms' is for an 'app'; a program runs as it is")
     prog = e["program"]
@@ -333,11 +333,6 @@ def _program(path: Path, where: str, e: dict[str, Any], ground_truth: str) -> st
     p = (p if p.is_absolute() else path.parent / p).resolve()
     if not p.is_file():
         raise SpecError(f"{where}: program not found: {p}")
-    if ground_truth == "untraced" and is_native(p):
-        # the untraced run of a compiled program cannot be launched yet (`collect --untraced`)
-        raise SpecError(f"{where}: program {p} is compiled: its untraced runs cannot be made "
-                        "yet; set ground_truth = \"traced\" to validate it against its traced "
-                        "runs")
     return str(p)
 
 

@@ -10,6 +10,9 @@
  * At MPI_Finalize each rank leaves status.json; native.py seals the ranks after the run.
  * Where the rank is when `hindsight collect` stops the run is kept at no cost beyond two stores
  * a call and written on request (stop signal, instrument/stopped.py) to stopped_in.txt.
+ * With HINDSIGHT_UNTRACED=1 as well (`hindsight collect --untraced`), a rank takes the same
+ * start-up barrier and epoch and leaves the same status.json (its end of program, the machine's
+ * conditions), but records nothing: every wrapper passes straight to PMPI.
  *
  * Single-threaded use of MPI only (one record cursor per process, no locking).
  */
@@ -62,6 +65,8 @@ enum {
 /* ---- state ------------------------------------------------------------------------------ */
 
 static int on;                          /* recording */
+static int started;                     /* start() set the run up (traced or untraced) */
+static int untraced;                    /* HINDSIGHT_UNTRACED=1: started, recording nothing */
 static int finished;                    /* status written (Finalize, exit or signal) */
 static int cpu_all;
 static int wrank, wsize;
@@ -325,13 +330,124 @@ static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
     return at;
 }
 
-/* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
- * library. Only write/rename, so the signal path may call it too. */
 /* n after appending to b[cap]: snprintf returns what it would have written, which may be more */
 #define CLAMP(n, cap) ((n) >= (cap) ? (cap) - 1 : (n))
 
-static void write_status(const char *status, int64_t program_end) {
-    char tmp[4200], dst[4200], b[2048];
+/* ---- the machine's conditions (hindsight/conditions.py reads the same /proc files) -------- */
+
+typedef struct {
+    int64_t t;                          /* CLOCK_MONOTONIC */
+    int64_t ctx[2];                     /* voluntary, involuntary context switches; -1 unknown */
+    int64_t wait;                       /* ns runnable but waiting for a core; -1 unknown */
+    double load[3];
+    int nload;                          /* load averages read (0: none) */
+    long long ticks[8];                 /* /proc/stat's cpu line: user .. steal */
+    int nticks;
+} cond_t;
+
+static cond_t cond_start;
+
+static ssize_t slurp(const char *path, char *b, size_t cap) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, b, cap - 1);
+    close(fd);
+    if (n < 0) return -1;
+    b[n] = 0;
+    return n;
+}
+
+/* This rank's context switches and run-queue wait; with `machine`, the load averages and CPU
+ * ticks too (rank 0's view, as instrument.session takes it). */
+static void read_conditions(cond_t *c, int machine) {
+    char b[4096];
+    c->t = now_ns();
+    c->ctx[0] = c->ctx[1] = c->wait = -1;
+    c->nload = c->nticks = 0;
+    if (slurp("/proc/self/status", b, sizeof b) > 0) {
+        static const char vol[] = "\nvoluntary_ctxt_switches:";
+        static const char invol[] = "\nnonvoluntary_ctxt_switches:";
+        char *v = strstr(b, vol), *i = strstr(b, invol);
+        if (v && i) {
+            c->ctx[0] = strtoll(v + sizeof vol - 1, NULL, 10);
+            c->ctx[1] = strtoll(i + sizeof invol - 1, NULL, 10);
+        }
+    }
+    if (slurp("/proc/self/schedstat", b, sizeof b) > 0) {
+        char *end;
+        strtoll(b, &end, 10);
+        if (end != b) c->wait = strtoll(end, NULL, 10);
+    }
+    if (!machine) return;
+    c->nload = getloadavg(c->load, 3) == 3 ? 3 : 0;
+    if (slurp("/proc/stat", b, sizeof b) > 0 && strncmp(b, "cpu ", 4) == 0) {
+        char *p = b + 4, *end;
+        for (int k = 0; k < 8; k++, p = end) {
+            c->ticks[k] = strtoll(p, &end, 10);
+            if (end == p) break;
+            c->nticks = k + 1;
+        }
+        if (c->nticks < 8) c->nticks = 0;
+    }
+}
+
+/* One snapshot as hindsight.conditions.snapshot writes it: {"time_ns", "loadavg", "cpu_ticks"}. */
+static size_t put_snapshot(char *b, size_t n, size_t cap, const char *key, const cond_t *c) {
+    n += (size_t)snprintf(b + n, cap - n, ", \"%s\": {\"time_ns\": %lld, \"loadavg\": ", key,
+                          (long long)c->t);
+    n = CLAMP(n, cap);
+    if (c->nload)
+        n += (size_t)snprintf(b + n, cap - n, "[%.6g, %.6g, %.6g]", c->load[0], c->load[1],
+                              c->load[2]);
+    else
+        n += (size_t)snprintf(b + n, cap - n, "null");
+    n = CLAMP(n, cap);
+    n += (size_t)snprintf(b + n, cap - n, ", \"cpu_ticks\": ");
+    n = CLAMP(n, cap);
+    if (c->nticks) {
+        for (int k = 0; k < 8; k++) {
+            n += (size_t)snprintf(b + n, cap - n, k ? ", %lld" : "[%lld", c->ticks[k]);
+            n = CLAMP(n, cap);
+        }
+        n += (size_t)snprintf(b + n, cap - n, "]}");
+    } else {
+        n += (size_t)snprintf(b + n, cap - n, "null}");
+    }
+    return CLAMP(n, cap);
+}
+
+/* The conditions from start() to the end of the program `c`: this rank's context switches
+ * and run-queue wait over that span (null where /proc did not tell), rank 0 the machine's two
+ * snapshots; native.py turns them into the manifest's `conditions`. */
+static size_t put_conditions(char *b, size_t n, size_t cap, const cond_t *c) {
+    const cond_t *a = &cond_start;
+    if (a->ctx[0] >= 0 && c->ctx[0] >= 0)
+        n += (size_t)snprintf(b + n, cap - n, ", \"ctx_switches\": [%lld, %lld]",
+                              (long long)(c->ctx[0] - a->ctx[0]),
+                              (long long)(c->ctx[1] - a->ctx[1]));
+    else
+        n += (size_t)snprintf(b + n, cap - n, ", \"ctx_switches\": null");
+    n = CLAMP(n, cap);
+    if (a->wait >= 0 && c->wait >= 0)
+        n += (size_t)snprintf(b + n, cap - n, ", \"run_queue_wait_ns\": %lld",
+                              (long long)(c->wait - a->wait));
+    else
+        n += (size_t)snprintf(b + n, cap - n, ", \"run_queue_wait_ns\": null");
+    n = CLAMP(n, cap);
+    n += (size_t)snprintf(b + n, cap - n, ", \"conditions_ns\": %lld", (long long)(c->t - a->t));
+    n = CLAMP(n, cap);
+    if (wrank == 0) {
+        n = put_snapshot(b, n, cap, "machine_start", a);
+        n = put_snapshot(b, n, cap, "machine_end", c);
+    }
+    return n;
+}
+
+/* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
+ * library. `end` (the conditions at the end of the program) is NULL on the signal path, which
+ * only calls write/rename. */
+static void write_status(const char *status, int64_t program_end, const cond_t *end) {
+    char tmp[4200], dst[4200], b[4096];
     snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
     snprintf(dst, sizeof dst, "%s/status.json", stage);
     size_t n = (size_t)snprintf(b, sizeof b,
@@ -363,6 +479,7 @@ static void write_status(const char *status, int64_t program_end) {
         n += (size_t)snprintf(b + n, sizeof b - n, "\"");
         n = CLAMP(n, sizeof b);
     }
+    if (end) n = put_conditions(b, n, sizeof b, end);
     n += (size_t)snprintf(b + n, sizeof b - n, "}\n");
     n = CLAMP(n, sizeof b);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -372,11 +489,11 @@ static void write_status(const char *status, int64_t program_end) {
     if (w == (ssize_t)n) rename(tmp, dst);
 }
 
-static void stop(const char *status, int64_t program_end) {
+static void stop(const char *status, int64_t program_end, const cond_t *end) {
     if (finished) return;
     finished = 1;
     on = 0;
-    write_status(status, program_end);
+    write_status(status, program_end, end);
     cur = scratch;
     lim = scratch + NFIELDS;
     /* the mapping is left to the kernel (it stays the file's); the lock goes with the fd */
@@ -388,12 +505,12 @@ static void stop(const char *status, int64_t program_end) {
 static void fail_write(const char *what, int err) {
     fprintf(stderr, "hindsight: rank %d: cannot write %s/%s: %s; stopping the run (the trace "
             "stays incomplete)\n", wrank, stage, what, strerror(err));
-    stop("write-error", -1);
+    stop("write-error", -1, NULL);
     PMPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 static void at_exit(void) {
-    if (on && !finished) stop("exited", -1);
+    if (on && !finished) stop("exited", -1, NULL);
 }
 
 /* ---- where the rank is, for the stop signal (instrument/stopped.py) ----------------------- *
@@ -491,7 +608,7 @@ static void stop_setup(void) {
 static struct sigaction old_term, old_int;
 
 static void on_signal(int sig) {
-    if (on && !finished) stop("terminated", -1);
+    if (on && !finished) stop("terminated", -1, NULL);
     sigaction(sig, sig == SIGTERM ? &old_term : &old_int, NULL);
     raise(sig);
 }
@@ -546,9 +663,11 @@ static void clock_offsets(const char *hosts, int hlen) {
     free(probe);
 }
 
+/* The rank's staging folder (for status.json); traced, its records and names files too. */
 static int open_stage(const char *dir, int64_t capacity) {
     snprintf(stage, sizeof stage, "%s/.staging/rank-%05d", dir, wrank);
     if (mkdir(stage, 0755) != 0 && errno != EEXIST) return errno;
+    if (untraced) return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/events.raw", stage);
     raw_fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -582,6 +701,8 @@ static void start(void) {
     if (capacity < 1) capacity = 1;
     capacity = (capacity + GRANULE - 1) / GRANULE * GRANULE;
     const char *run_id = getenv("HINDSIGHT_RUN_ID");
+    s = getenv("HINDSIGHT_UNTRACED");
+    untraced = s && strcmp(s, "1") == 0;
 
     int err = open_stage(dir, capacity), any = 0;
     PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -601,15 +722,19 @@ static void start(void) {
     PMPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
     world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0};
     self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0};
-    on = 1;
-    stop_setup();
-    atexit(at_exit);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, &old_term);
-    sigaction(SIGINT, &sa, &old_int);
+    started = 1;
+    if (!untraced) {
+        on = 1;
+        stop_setup();
+        atexit(at_exit);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigaction(SIGTERM, &sa, &old_term);
+        sigaction(SIGINT, &sa, &old_int);
+    }
 
+    read_conditions(&cond_start, wrank == 0);
     PMPI_Barrier(MPI_COMM_WORLD);
     int64_t epoch0 = wrank == 0 ? now_ns() : 0;
     PMPI_Bcast(&epoch0, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
@@ -628,8 +753,9 @@ int MPI_Init(int *argc, char ***argv) {
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    const char *dir = getenv("HINDSIGHT_TRACE_DIR");
-    if (rc == MPI_SUCCESS && dir && *dir && *provided == MPI_THREAD_MULTIPLE) {
+    const char *dir = getenv("HINDSIGHT_TRACE_DIR"), *u = getenv("HINDSIGHT_UNTRACED");
+    int tracing = dir && *dir && !(u && strcmp(u, "1") == 0);
+    if (rc == MPI_SUCCESS && tracing && *provided == MPI_THREAD_MULTIPLE) {
         /* One record cursor per rank: calls of several threads would overlap and corrupt it.
          * Refused as the Python tracer refuses it: one line, every rank exits with status 2. */
         int r = 0;
@@ -651,8 +777,14 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     return rc;
 }
 
+/* The end of the program (`program_end_ns`, what `wall_ns` ends at) is this call's entry. */
 int MPI_Finalize(void) {
-    if (on && !finished) stop("complete", now_ns() - epoch);
+    if (started && !finished) {
+        int64_t end = now_ns();
+        cond_t c;
+        read_conditions(&c, wrank == 0);
+        stop("complete", end - epoch, &c);
+    }
     ENTER(-1);
     int rc = PMPI_Finalize();
     LEAVE();
