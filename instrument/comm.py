@@ -473,19 +473,10 @@ class TracedComm(_C):
         return self._derive("Comm_create", _C.Create, (group,))
 
     def Create_group(self, group, tag: int = 0):
-        """Collective over the group's members only, so its row goes on the new communicator
-        and its id counts the creations of that same group (non-members never see them)."""
         t0 = _now()
         new = _C.Create_group(self, group, tag)
         t1 = _now()
-        if new == MPI.COMM_NULL:
-            return new
-        members = _members_of(new)
-        key = (self._id, tuple(members))
-        index = _group_created.get(key, 0)
-        _group_created[key] = index + 1
-        cid = tf.derived_comm_id(self._id, -1 - index, min(members))
-        return _adopt(new, "Comm_create", t0, t1, cid, members, cid)
+        return new if new == MPI.COMM_NULL else _adopt_by_members(new, self._id, -1, t0, t1)
 
     def Create_cart(self, dims, periods=None, reorder: bool = False):
         return self._derive("Comm_create", _C.Create_cart, (dims, periods, reorder))
@@ -513,8 +504,36 @@ class TracedComm(_C):
 _nonblocking.install(TracedComm)
 _untraced.add_counters(TracedComm, _C, _untraced.COMM_UNTRACED)
 
-#: Create_group calls per (parent id, members): how many of that group were made before.
+#: Communicators made over their own members only, per (parent id, index base, members): how
+#: many of them were made before.
 _group_created: dict[tuple, int] = {}
+#: The index base of an intercommunicator's Merge (apart from Create_group's, -1, -2, ...).
+_MERGE_BASE = -(1 << 20)
+
+
+def _adopt_by_members(new: MPI.Intracomm, parent: int, base: int, t0: int,
+                      t1: int) -> "TracedComm":
+    """A communicator made collectively over its own members only (`Create_group`, an
+    intercommunicator's `Merge`): its row goes on itself, and its id counts the creations of
+    the same members from ``parent`` (non-members never see them), ``base - k`` for the k-th."""
+    members = _members_of(new)
+    key = (parent, base, tuple(members))
+    index = _group_created.get(key, 0)
+    _group_created[key] = index + 1
+    cid = tf.derived_comm_id(parent, base - index, min(members))
+    return _adopt(new, "Comm_create", t0, t1, cid, members, cid)
+
+
+def _merge(self, high: bool = False) -> "TracedComm":
+    """`Intercomm.Merge`: the intracommunicator of both groups, traced (its id derived from
+    COMM_WORLD's and its members, as a Create_group's)."""
+    t0 = _now()
+    new = MPI.Intercomm.Merge(self, high)
+    t1 = _now()
+    return _adopt_by_members(new, tf.COMM_WORLD_ID, _MERGE_BASE, t0, t1)
+
+
+_untraced.TracedIntercomm.Merge = _merge
 
 
 def _members_of(comm: MPI.Comm) -> list[int]:

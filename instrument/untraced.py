@@ -43,7 +43,7 @@ INTERCOMM_UNTRACED = (
     "Bsend_init", "Rsend_init", "Recv_init", "Barrier", "Bcast", "Gather", "Gatherv", "Scatter",
     "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Reduce", "Allreduce",
     "Reduce_scatter", "Reduce_scatter_block", "barrier", "bcast", "gather", "scatter",
-    "allgather", "alltoall", "reduce", "allreduce", "Merge", "Dup", "Split", "Ibarrier", "Ibcast",
+    "allgather", "alltoall", "reduce", "allreduce", "Dup", "Split", "Ibarrier", "Ibcast",
     "Igather", "Igatherv", "Iscatter", "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall",
     "Ialltoallv", "Ireduce", "Iallreduce", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan",
     "Iexscan") + COMM_UNTRACED

@@ -240,3 +240,17 @@ def test_nonblocking_collectives_are_posts_completed_like_requests(tmp_path):
     for model in ("hockney", "mm1"):
         assert replay.run(prep, model).makespan_ns > 0
     assert prep.stream(True).selected["Iallreduce"] == {"rabenseifner": 1}   # 4 elements, p 3
+
+
+def test_an_intercommunicators_merge_is_traced(tmp_path):
+    df, m = _traced(tmp_path, "intercomm.py", 4, untraced=True)
+    # the messages across the intercommunicator are counted, not recorded
+    assert m["untraced_calls"] == {"Create_intercomm": 4, "Intercomm.send": 2,
+                                   "Intercomm.recv": 2}
+    made = df[(df["op"] == "Comm_create") & (df["comm"] == df["peer"])]
+    assert len(made) == 4 and made["peer"].nunique() == 1      # one id on every member
+    merged = int(made["peer"].iloc[0])
+    assert m["communicators"][str(merged)] == [0, 2, 1, 3]      # evens first, then odds
+    for r in range(4):
+        ops = _ops(df[df["comm"] == merged], r)
+        assert ops == {"Comm_create": 1, "Allreduce": 1, "Sendrecv_send": 1, "Sendrecv_recv": 1}
