@@ -106,29 +106,16 @@ def _counted(name: str) -> None:
     _untraced.COUNTS["Win." + name] = _untraced.COUNTS.get("Win." + name, 0) + 1
 
 
-def _data(name: str, target_at: int, size_at: int):
-    """The traced data operation ``name``: its target is argument ``target_at``, the bytes it
-    moves one way those of argument ``size_at``."""
-    real = getattr(_W, name)
-    code = OP[name]
-
-    def method(self, *args: Any, **kwargs: Any) -> None:
-        if self._id < 0:
-            _counted(name)
-            return real(self, *args, **kwargs)
-        t0 = _now()
-        real(self, *args, **kwargs)
-        t1 = _now()
-        target = kwargs.get("target_rank", args[target_at] if len(args) > target_at else -1)
-        self._rec(code, t0, t1, int(target), _nbytes(args[size_at]))
-    method.__name__ = name
-    method.__doc__ = real.__doc__
-    return method
+def _arg(args: tuple, kwargs: dict, at: int, keyword: str) -> Any:
+    """Argument ``at`` of a call, given by position or by ``keyword`` (None: not given)."""
+    return args[at] if len(args) > at else kwargs.get(keyword)
 
 
-def _sync(name: str, op_name: str, target: bool):
-    """The traced synchronisation ``name``, recorded as ``op_name`` (with its target rank, the
-    first argument, when ``target``)."""
+def _call(name: str, op_name: str, target: tuple[int, str] | None = None,
+          size: tuple[int, str] | None = None):
+    """The traced window call ``name``, recorded as ``op_name``: its target rank is the
+    argument ``target`` (position, keyword), the bytes it moves one way those of the buffer
+    ``size``; None: the row has none."""
     real = getattr(_W, name)
     code = OP[op_name]
 
@@ -139,8 +126,9 @@ def _sync(name: str, op_name: str, target: bool):
         t0 = _now()
         real(self, *args, **kwargs)
         t1 = _now()
-        rank = kwargs.get("rank", args[0] if args else -1) if target else -1
-        self._rec(code, t0, t1, int(rank))
+        rank = -1 if target is None else _arg(args, kwargs, *target)
+        nb = -1 if size is None else _nbytes(_arg(args, kwargs, *size))
+        self._rec(code, t0, t1, -1 if rank is None else int(rank), nb)
     method.__name__ = name
     method.__doc__ = real.__doc__
     return method
@@ -148,15 +136,20 @@ def _sync(name: str, op_name: str, target: bool):
 
 for _name in _CONSTRUCTORS:
     setattr(TracedWin, _name, _make(_name))
-for _name, _t, _s in (("Put", 1, 0), ("Get", 1, 0), ("Accumulate", 1, 0),
-                      ("Get_accumulate", 2, 1), ("Fetch_and_op", 2, 1),
-                      ("Compare_and_swap", 3, 2)):
-    setattr(TracedWin, _name, _data(_name, _t, _s))
-for _name, _op, _t in (("Fence", "Win_fence", False), ("Lock", "Win_lock", True),
-                       ("Unlock", "Win_unlock", True), ("Lock_all", "Win_lock_all", False),
-                       ("Unlock_all", "Win_unlock_all", False), ("Flush", "Win_flush", True),
-                       ("Flush_local", "Win_flush", True), ("Flush_all", "Win_flush", False),
-                       ("Flush_local_all", "Win_flush", False), ("Sync", "Win_sync", False),
-                       ("Free", "Win_free", False)):
-    setattr(TracedWin, _name, _sync(_name, _op, _t))
+_ORIGIN, _RESULT = (0, "origin"), (1, "result")
+for _name, _target, _size in (
+        ("Put", (1, "target_rank"), _ORIGIN), ("Get", (1, "target_rank"), _ORIGIN),
+        ("Accumulate", (1, "target_rank"), _ORIGIN),
+        ("Get_accumulate", (2, "target_rank"), _RESULT),
+        ("Fetch_and_op", (2, "target_rank"), _RESULT),
+        ("Compare_and_swap", (3, "target_rank"), (2, "result"))):
+    setattr(TracedWin, _name, _call(_name, _name, _target, _size))
+for _name, _op, _target in (
+        ("Fence", "Win_fence", None), ("Lock", "Win_lock", (0, "rank")),
+        ("Unlock", "Win_unlock", (0, "rank")), ("Lock_all", "Win_lock_all", None),
+        ("Unlock_all", "Win_unlock_all", None), ("Flush", "Win_flush", (0, "rank")),
+        ("Flush_local", "Win_flush", (0, "rank")), ("Flush_all", "Win_flush", None),
+        ("Flush_local_all", "Win_flush", None), ("Sync", "Win_sync", None),
+        ("Free", "Win_free", None)):
+    setattr(TracedWin, _name, _call(_name, _op, _target))
 _untraced.add_counters(TracedWin, _W, UNRECORDED, "Win.")
