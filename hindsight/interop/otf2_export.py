@@ -302,8 +302,9 @@ def _record_kind(tl: Timeline, i: int, post: dict[int, tuple], start: int, end: 
         return ("recv", end) if message else (None, 0)
     if name in ("Probe", "Iprobe"):
         return ("probe", end) if peer != -1 and tag != -1 else (None, 0)
-    if name in tf.NONBLOCKING_COLLECTIVE_OPS:
-        # the completion carries op, root and sizes (OTF2 NonBlockingCollectiveComplete)
+    if name in tf.NONBLOCKING_COLLECTIVE_OPS and tf.BLOCKING_OF[name] in COLLECTIVE_OPS_OTF2:
+        # the completion carries op, root and sizes (OTF2 NonBlockingCollectiveComplete; a
+        # neighbourhood collective has no OTF2 op: its rows travel as attributes)
         if req not in completed:
             return None, 0
         post[req] = ("coll", int(tl.comm[i]), i)
