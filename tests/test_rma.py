@@ -116,3 +116,17 @@ def test_a_real_program_with_windows(tmp_path):
     out = hindsight("replay", tmp_path / "trace", "--model", "hockney")
     assert out.returncode == 0
     assert "note: 4 one-sided operations outside fence epochs" in out.stderr
+
+
+def test_otf2_round_trip_of_windows_is_exact(tmp_path):
+    _traced(tmp_path, "rma.py", 3)
+    src, archive, back = tmp_path / "trace", tmp_path / "otf2", tmp_path / "back"
+    assert hindsight("export", src, "--format", "otf2", "--out", archive).returncode == 0
+    res = hindsight("import", "otf2", archive, "--out", back)
+    assert res.returncode == 0, res.stderr
+    cols = ["rank", "seq", "op", "peer", "tag", "comm", "nbytes", "request", "root", "t_start",
+            "t_end"]
+    a = tf.read_trace(src).to_pandas()[cols].astype(str)
+    b = tf.read_trace(back).to_pandas()[cols].astype(str)
+    assert a.equals(b)
+    assert tf.read_manifest(back)["communicators"] == tf.read_manifest(src)["communicators"]
