@@ -35,6 +35,17 @@ class CollectUsageError(UsageError, CollectError):
 #: Ctrl-C that `collect` handles itself, not output of the program
 _LAUNCHER_CHATTER = (b"Sending Ctrl-C to processes as requested",
                      b"Press Ctrl-C again to force abort")
+#: the lines hydra prints after its box "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+#: when a rank died of a signal (mpiexec.c: "YOUR APPLICATION TERMINATED WITH THE EXIT STRING:
+#: <signal> (signal N)" and two lines of advice)
+_BAD_TERMINATION_TAIL = (b"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: ",
+                         b"This typically refers to a problem with your application.",
+                         b"Please see the FAQ page for debugging suggestions")
+
+
+def _is_rule(text: bytes) -> bool:
+    """A line of hydra's box: '=' only (83 of them in MPICH 4)."""
+    return len(text) >= 20 and text.strip(b"=") == b""
 
 
 def find_mpiexec() -> str:
@@ -212,17 +223,45 @@ def _started(pids: list[int]) -> dict[int, int]:
 TIMED_OUT, INTERRUPTED = 124, 130
 
 
-def _relay(pipe, sink) -> None:
+def _relay(pipe, sink, stopping=None) -> None:
     """Copy the job's stdout (the ranks' output, through mpiexec) to ``sink`` line by line,
-    leaving out mpiexec's own lines about the Ctrl-C that collect forwards."""
-    for line in iter(pipe.readline, b""):
-        if any(c in line for c in _LAUNCHER_CHATTER):
-            continue
+    leaving out mpiexec's own lines about the Ctrl-C that collect forwards, and, once
+    ``stopping`` (a threading.Event) is set because collect stops the job, mpiexec's report of
+    the ranks that stop killed: the blank line and '='-ruled box "BAD TERMINATION OF ONE OF YOUR
+    APPLICATION PROCESSES", and the lines after it (_BAD_TERMINATION_TAIL). Collect says itself
+    that and why it stopped the job; a job that fails on its own keeps mpiexec's report."""
+    in_box, blank = False, None        # blank: a blank line held until the next shows a box
+
+    def write(line: bytes) -> None:
         try:
             sink.write(line.decode(errors="replace"))
             sink.flush()
         except (OSError, ValueError):
             pass                         # our stdout closed: keep draining the pipe
+
+    for line in iter(pipe.readline, b""):
+        if any(c in line for c in _LAUNCHER_CHATTER):
+            continue
+        if stopping is not None and stopping.is_set():
+            text = line.rstrip(b"\r\n")
+            if _is_rule(text):          # the box's first or last line
+                in_box, blank = not in_box, None
+                continue
+            if in_box:
+                continue
+            if text.startswith(_BAD_TERMINATION_TAIL):
+                continue
+            if not text.strip():
+                if blank is not None:
+                    write(blank)
+                blank = line
+                continue
+        if blank is not None:
+            write(blank)
+            blank = None
+        write(line)
+    if blank is not None:
+        write(blank)
     pipe.close()
 
 
@@ -244,19 +283,22 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
     # SIGTERM to `hindsight collect` itself (a batch system, `timeout`) stops the job like Ctrl-C,
     # instead of killing collect alone and leaving mpiexec and the ranks running.
     old_term = sigterm_interrupts()
-    relay, timed_out = None, False
+    relay, timed_out, stopping = None, False, threading.Event()
     try:
         if proc.stdout is not None:
-            relay = threading.Thread(target=_relay, args=(proc.stdout, sys.stdout), daemon=True)
+            relay = threading.Thread(target=_relay, args=(proc.stdout, sys.stdout, stopping),
+                                     daemon=True)
             relay.start()
         rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         ignore_signals()
+        stopping.set()
         _ask_where(proc, out)
         stop_job(proc, signal.SIGTERM)
         rc, timed_out = TIMED_OUT, True
     except KeyboardInterrupt:
         ignore_signals()
+        stopping.set()
         _ask_where(proc, out)
         stop_job(proc, signal.SIGINT)
         rc = INTERRUPTED

@@ -509,22 +509,66 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     assert q.output == f"{tmp_path / 'q.toml'}\n{tmp_path / 'q.png'}\n"
 
 
-def test_a_benchmark_stopped_by_its_timeout_says_where_it_was():
-    """A benchmark that runs past its time limit is stopped (mpiexec and the ranks), with an
-    error naming the size it was measuring, how far it got and what the others still need."""
+def test_a_benchmark_that_keeps_progressing_outlives_its_time_limit():
+    """The limit is a watchdog from the benchmark's last step forward, not from its start: a real
+    run whose sizes each take a fraction of a second finishes although the whole takes longer
+    than the limit."""
+    limit, times, sizes = 4.0, [], list(range(1, 17))
     t0 = time.monotonic()
-    # tiny sizes with a large --repeat: 0.6-1.2 s per size here, 20 sizes to visit
+    # 80 visits of 0.05-0.2 s here; the start-up and the last probes (whose gap probe grows
+    # with --repeat) 0.5-4 s each
+    data, _ = R.run_bench(2, "shm", sizes, 1200, timeout=limit,
+                          progress=lambda m: times.append(time.monotonic()), every_s=0)
+    took = time.monotonic() - t0
+    assert took > 1.2 * limit, f"the run took {took:.1f} s: too short to test the watchdog"
+    assert [r["k"] for r in data["per_size"]] == sizes
+    assert len(times) == 84                     # 80 visits and 4 probes, each told
+    gaps = np.diff([t0, *times])
+    assert gaps.max() < limit, gaps
+
+
+def test_a_benchmark_without_progress_is_stopped_and_says_where_it_was():
+    """A run that takes no step forward for the limit is stopped (mpiexec and the ranks), about
+    the limit after its last step, with an error naming the size it was measuring and how far it
+    got."""
+    limit = 3.0
+    t0 = time.monotonic()
+    # tiny sizes with a huge --repeat: a visit of a size takes 10-40 s here
     with pytest.raises(CalibrationError) as exc:
-        R.run_bench(2, "shm", [1, 2, 4, 8], 20_000, timeout=6)
-    assert time.monotonic() - t0 < 30
+        R.run_bench(2, "shm", [1, 2, 4, 8], 1_000_000, timeout=limit)
+    took = time.monotonic() - t0
+    assert limit < took < limit + 20, took
     text = str(exc.value)
-    assert text.startswith("the benchmark at -n 2 did not finish in 6 s (at size "), text
     import re
-    m = re.search(r"at size (\d+) B \(pass (\d)/5\), (\d+)/20 sizes measured in ", text)
-    assert m and int(m[1]) in (1, 2, 4, 8) and int(m[3]) < 20, text
-    if int(m[3]) > 0:
-        assert "more needed for the sizes" in text
-    assert text.endswith("; fewer or smaller --sizes, or a smaller --repeat, shorten it")
+    m = re.fullmatch(r"the benchmark at -n 2 made no progress for 3 s \((in the warm-up before "
+                     r"the first size \(ping-pongs up to \d+ B\);|at size 1 B \(pass 1/5\), 0/20 "
+                     r"sizes measured in) ([\d.]+) s(?: in all)?\); smaller --sizes or a smaller "
+                     r"--repeat shorten each size", text)
+    assert m, text
+    assert float(m[2]) >= limit, text
+
+
+def test_only_a_step_forward_holds_off_the_watchdog():
+    """The plan counts once, a visit only with a higher count, a probe only the first time: a
+    benchmark repeating a line cannot keep itself alive."""
+    from replay.calibration.progress import PREFIX, SizeProgress
+
+    sp = SizeProgress(lambda m: None, every_s=0)
+    steps = []
+
+    def feed(item: dict) -> None:
+        before = sp.last_step
+        time.sleep(0.002)
+        sp.line(PREFIX + json.dumps(item) + "\n")
+        steps.append(sp.last_step > before)
+
+    plan = {"plan": [[1, 10], [2, 10]], "passes": 1, "warmup": 2}
+    for item in (plan, plan, {"done": 1, "s": 0.1}, {"done": 1, "s": 0.1}, {"done": 2, "s": 0.1},
+                 {"done": 3, "s": 0.1}, {"phase": "eager probe"}, {"phase": "eager probe"},
+                 {"phase": "call probe"}):
+        feed(item)
+    assert steps == [True, False, True, False, True, False, True, False, True]
+    assert sp.done == 2 and sp.phase == "call probe"
 
 
 def test_size_progress_estimate_is_exact_on_a_linear_network():

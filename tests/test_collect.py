@@ -413,6 +413,34 @@ def _job_processes(program) -> list[int]:
     return out
 
 
+def test_mpiexecs_report_is_left_out_only_once_collect_stops_the_job():
+    """The relay of the job's stdout: hydra's blank line, '='-ruled box and the three lines
+    after it go once collect has begun stopping the job; the program's own lines, blank ones
+    included, always come through, and before that the report does too."""
+    import io
+    import threading
+
+    from hindsight.collect import _relay
+
+    rule = b"=" * 83 + b"\n"
+    report = [b"\n", rule, b"=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n",
+              b"=   EXIT CODE: 15\n", rule,
+              b"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Terminated (signal 15)\n",
+              b"This typically refers to a problem with your application.\n",
+              b"Please see the FAQ page for debugging suggestions\n"]
+    job = [b"step 1\n", b"\n", b"= not a rule\n", *report, b"\n", b"last\n"]
+
+    def relayed(stopping: bool) -> str:
+        sink, event = io.StringIO(), threading.Event()
+        if stopping:
+            event.set()
+        _relay(io.BytesIO(b"".join(job)), sink, event)
+        return sink.getvalue()
+
+    assert relayed(False) == b"".join(job).decode()
+    assert relayed(True) == "step 1\n\n= not a rule\n\nlast\n"
+
+
 def test_ctrl_c_stops_the_run_exit_130_without_launcher_chatter(tmp_path):
     import signal
     import subprocess

@@ -16,7 +16,7 @@ from hindsight import trace as tf
 from hindsight.check import check_trace
 from hindsight.interop import goal as G
 from hindsight.interop.formats import EXPORTERS, IMPORTERS
-from hindsight.interop.otf2 import UNDEFINED_ROOT, OtfError
+from hindsight.interop.otf2 import COLLECTIVE_OPS_OTF2, UNDEFINED_ROOT, OtfError
 from hindsight.interop.otf2_export import export_otf2
 from hindsight.interop.otf2_import import import_otf2
 from hindsight.interop.perfetto import to_perfetto
@@ -681,11 +681,13 @@ def _scorep_nbc_archive(path: Path, barrier_done: tuple[int, ...] = (),
             call("Ireduce", ("non_blocking_collective_request", 41 + r))
             call("Comm_idup", ("non_blocking_collective_request", 42 + r))
             call("Ibarrier", ("non_blocking_collective_request", 43 + r))
+            # sizes as Score-P computes them: 32-byte buffers, an Allreduce sends and receives
+            # 2 x 32 on each rank, a Reduce's root (1) receives 2 x 32
             call("Test", ("non_blocking_collective_complete", C.ALLREDUCE, comm, none, 64, 64,
                           40 + r), dt=300)
             call("Waitall",
                  ("non_blocking_collective_complete", getattr(C, op_of_reduce), comm, 1, 32,
-                  32 if r == 1 else 0, 41 + r),
+                  64 if r == 1 else 0, 41 + r),
                  ("non_blocking_collective_complete", C.CREATE_HANDLE, comm, none, 0, 0, 42 + r),
                  *([("non_blocking_collective_complete", C.BARRIER, comm, none, 0, 0, 43 + r)]
                    if r in barrier_done else []), dt=500)
@@ -701,7 +703,7 @@ def test_otf2_import_of_scorep_nonblocking_collectives(tmp_path):
     # post rows: comm, root (as a world rank) and bytes from their Complete; completion rows
     # name the request and the collective's communicator
     assert rows["comm"] == [0] * 8
-    assert rows["nbytes"] == [64, 32, -1, -1] * 2
+    assert rows["nbytes"] == [32, 32, -1, -1] * 2
     assert rows["root"] == [-1, 1, -1, -1] * 2
     assert rows["request"] == [0, 1, 0, 1] * 2       # numbered per rank in post order
     assert rows["t_start"][:4] == [0, 150, 600, 950] and rows["t_end"][:4] == [100, 250, 900, 1450]
@@ -717,6 +719,147 @@ def test_otf2_import_of_scorep_nonblocking_collectives(tmp_path):
     assert _frame(tmp_path / "u")["op"][:4] == ["Iallreduce", "Ireduce", "Ibarrier", "Test"]
     assert tf.read_manifest(tmp_path / "u")["import"]["skipped"] == {
         "MPI call without a trace op": 2, "non-blocking collective event": 4}
+
+
+# Collectives of 4 ranks: (op, comm-local root or None, MPI_IN_PLACE at the root (rooted) or
+# everywhere, bytes per rank: one block for every rank, or per rank for the v-variants (for
+# Alltoallv rank i sends COUNTS[i][j] bytes to j))
+COUNTS = [[8, 16, 24, 32], [40, 8, 16, 24], [8, 8, 8, 8], [16, 32, 48, 64]]
+SCOREP_CALLS = [
+    ("Barrier", None, False, 0), ("Bcast", 1, False, 40), ("Reduce", 2, False, 24),
+    ("Reduce", 0, True, 16), ("Allreduce", None, False, 8), ("Allreduce", None, True, 10),
+    ("Gather", 3, False, 16), ("Gather", 1, True, 8), ("Scatter", 0, False, 24),
+    ("Scatter", 2, True, 8), ("Allgather", None, False, 8), ("Alltoall", None, False, 4),
+    ("Reduce_scatter_block", None, False, 8), ("Reduce_scatter_block", None, True, 6),
+    ("Scan", None, False, 8), ("Scan", None, True, 16), ("Exscan", None, False, 8),
+    ("Gatherv", 0, False, [8, 16, 24, 32]), ("Scatterv", 1, False, [16, 8, 24, 40]),
+    ("Allgatherv", None, False, [8, 16, 24, 32]), ("Alltoallv", None, False, COUNTS),
+    ("Reduce_scatter", None, False, [8, 16, 24, 32])]
+
+
+def _scorep_sizes(op: str, n: int, me: int, root, in_place: bool, b) -> tuple[int, int]:
+    """(sizeSent, sizeReceived) of one process as Score-P's MPI adapter computes them
+    (scorep_mpi_coll.inc.c: coll_bytes_all_to_one and the others), b the bytes per rank."""
+    at_root = me == root
+    if op == "Barrier":
+        return 0, 0
+    if op in ("Gather", "Reduce"):
+        if not at_root:
+            return b, 0
+        return (0, (n - 1) * b) if in_place else (b, n * b)
+    if op == "Scatter":        # all_to_one with send and receive exchanged
+        if not at_root:
+            return 0, b
+        return ((n - 1) * b, 0) if in_place else (n * b, b)
+    if op == "Bcast":
+        return (n * b, b) if at_root else (0, b)
+    if op in ("Allreduce", "Allgather", "Alltoall", "Reduce_scatter_block"):
+        k = n - 1 if in_place else n
+        return k * b, k * b
+    if op == "Scan":
+        return ((n - me - 1) * b, me * b) if in_place else ((n - me) * b, (me + 1) * b)
+    if op == "Exscan":
+        return (n - me - 1) * b, me * b
+    if op == "Gatherv":
+        return (b[me], sum(b)) if at_root else (b[me], 0)
+    if op == "Scatterv":
+        return (sum(b), b[me]) if at_root else (0, b[me])
+    if op == "Allgatherv":
+        return n * b[me], sum(b)
+    if op == "Alltoallv":
+        return sum(b[me]), sum(row[me] for row in b)
+    assert op == "Reduce_scatter"
+    return sum(b), n * b[me]
+
+
+def _hindsight_nbytes(op: str, me: int, root, b) -> int:
+    """What hindsight records for the call (docs/trace-format.md)."""
+    if op in ("Gatherv", "Allgatherv"):
+        return b[me]
+    if op == "Scatterv":
+        return sum(b) if me == root else b[me]
+    if op == "Alltoallv":
+        return sum(b[me])
+    if op == "Reduce_scatter":
+        return sum(b)
+    return b
+
+
+def _scorep_collectives_archive(path: Path) -> Path:
+    """4 ranks calling SCOREP_CALLS blocking (MpiCollectiveBegin/End in MPI_<op>), then
+    non-blocking (NonBlockingCollectiveRequest in MPI_I<op>, its Complete in an MPI_Wait), with
+    Score-P's sizes per rank."""
+    import otf2
+    n = 4
+    with otf2.writer.open(str(path), timer_resolution=10**9) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        locs = [d.location("Master thread", group=d.location_group(f"rank {r}",
+                                                                   system_tree_parent=node))
+                for r in range(n)]
+        d.group("COMM_LOCATIONS", group_type=otf2.GroupType.COMM_LOCATIONS,
+                paradigm=otf2.Paradigm.MPI, members=locs)
+        g = d.group("world", group_type=otf2.GroupType.COMM_GROUP, paradigm=otf2.Paradigm.MPI,
+                    members=list(range(n)))
+        comm = d.comm("MPI_COMM_WORLD", group=g)
+        post_of = {blocking: post for post, blocking in tf.BLOCKING_OF.items()}
+        names = {op for op, *_ in SCOREP_CALLS}
+        reg = {x: d.region(f"MPI_{x}", paradigm=otf2.Paradigm.MPI)
+               for x in sorted(names | {post_of[x] for x in names} | {"Wait"})}
+        for me, loc in enumerate(locs):
+            ev = w.event_writer_from_location(loc)
+            t = 1000
+            for blocking in (True, False):
+                for k, (op, root, in_place, b) in enumerate(SCOREP_CALLS):
+                    sent, received = _scorep_sizes(op, n, me, root, in_place and (
+                        root is None or me == root), b)
+                    cop = getattr(otf2.CollectiveOp, COLLECTIVE_OPS_OTF2[op])
+                    r = UNDEFINED_ROOT if root is None else root
+                    if blocking:
+                        ev.enter(t, reg[op]), ev.mpi_collective_begin(t)
+                        ev.mpi_collective_end(t + 100, cop, comm, r, sent, received)
+                        ev.leave(t + 100, reg[op])
+                    else:
+                        ev.enter(t, reg[post_of[op]])
+                        ev.non_blocking_collective_request(t, 100 + k)
+                        ev.leave(t + 50, reg[post_of[op]])
+                        ev.enter(t + 60, reg["Wait"])
+                        ev.non_blocking_collective_complete(t + 100, cop, comm, r, sent,
+                                                            received, 100 + k)
+                        ev.leave(t + 100, reg["Wait"])
+                    t += 200
+    return path / "traces.otf2"
+
+
+def test_otf2_import_of_scorep_collective_sizes(tmp_path):
+    """Score-P writes what each process sends and receives (a non-root Gather: the block and 0;
+    its root: the block and 4 blocks), with MPI_IN_PLACE at the root or everywhere taking the
+    own block out; the import gives back hindsight's nbytes on every rank, root or not, blocking
+    or non-blocking."""
+    import_otf2(_scorep_collectives_archive(tmp_path / "a"), tmp_path / "t")
+    df = tf.read_trace(tmp_path / "t").table.to_pandas()
+    post = {blocking: p for p, blocking in tf.BLOCKING_OF.items()}
+    for me in range(4):
+        rows = df[df["rank"] == me]
+        calls = rows[rows["op"] != "Wait"]
+        want = [(op if blocking else post[op], _hindsight_nbytes(op, me, root, b),
+                 -1 if root is None else root)
+                for blocking in (True, False) for op, root, _, b in SCOREP_CALLS]
+        assert list(zip(calls["op"], calls["nbytes"], calls["root"])) == want, me
+    assert check_trace(tmp_path / "t") == []
+    assert tf.read_manifest(tmp_path / "t")["import"]["skipped"] == {}
+
+
+def test_scorep_sizes_that_two_readings_fit_or_none_fits():
+    """An in-place Allreduce whose sizes an ordinary one also writes is read as ordinary (12-byte
+    blocks in place on 4 ranks: 36 and 36, also 9-byte blocks); an in-place one they do not fit
+    is recognised; sizes that fit no reading give their total over the first's multiples."""
+    from hindsight.interop.scorep_sizes import scorep_block
+
+    assert scorep_block("Allreduce", 36, 36, 4, 0, False) == 9
+    assert scorep_block("Allreduce", 30, 30, 4, 0, False) == 10
+    assert scorep_block("Gather", 16, 16, 4, 1, True) == 6       # (16 + 16) // (1 + 4)
+    assert scorep_block("Exscan", 0, 0, 1, 0, False) == 0
 
 
 def test_otf2_import_of_a_collective_one_rank_never_completes_fails_trace_check(tmp_path):

@@ -352,6 +352,9 @@ def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
     assert m["stopped_in"] == {str(r): {"call": "Recv", "where": where[r]} for r in (0, 1)}
     for r in (0, 1):
         assert f"  rank {r} stopped in Recv at {where[r]}\n" in res.stdout
+    # collect says why the job ended: mpiexec's report of the ranks it stopped is left out
+    assert [x for x in res.stdout.splitlines()
+            if not x.startswith(("trace ", "  rank "))] == [], res.stdout
 
 
 ONE_SIDED = tf.RMA_OPS | tf.RMA_LOCK_OPS | {"Win_create", "Win_fence", "Win_free"}
@@ -435,3 +438,45 @@ def test_every_window_call_is_traced(exe, tmp_path):
     prep = _check_and_replay(tmp_path / "t")
     # rank 0's Fetch_and_op and Get, the others' Fetch_and_op; everyone's CAS, Get_accumulate
     assert prep.notes[0].startswith("10 one-sided operations outside fence epochs")
+
+
+# what mpiexec (hydra) prints when a rank dies of a signal
+BANNER = ("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+          "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: ")
+
+
+def test_ctrl_c_of_a_compiled_program_leaves_out_mpiexecs_report(exe, tmp_path):
+    """Ctrl-C to collect stops a hung compiled program without mpiexec's box about the ranks
+    that died of the forwarded signal (nor its Ctrl-C chatter)."""
+    import signal
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "t"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hindsight.cli", "collect", "-n", "2", "--program",
+         str(exe("deadlock")), "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not list((out / tf.STAGING_DIR).glob("rank-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)                      # both ranks in their Recv
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr
+    assert stderr == f"Error: {exe('deadlock')}: interrupted; {out} is incomplete\n"
+    assert [x for x in stdout.splitlines() if not x.startswith(("trace ", "  rank"))] == [], \
+        stdout
+    assert " stopped in Recv at " in stdout
+
+
+def test_a_compiled_program_that_crashes_keeps_mpiexecs_report(exe, tmp_path):
+    """A rank that dies on its own (SIGKILL) is the program's failure: collect passes on
+    mpiexec's report of it."""
+    res = hindsight("collect", "-n", 3, "--program", exe("crash"), "--out", tmp_path / "t")
+    assert res.returncode == 1
+    assert all(b in res.stdout for b in BANNER), res.stdout
+    assert "(signal 9)" in res.stdout

@@ -172,7 +172,8 @@ def openmp_archive(path: Path, threads: int = 2, with_papi: bool = True) -> Path
             m.enter(4020, par2)
             m.enter(4030, master)
             m.enter(4040, allreduce), m.mpi_collective_begin(4040)
-            m.mpi_collective_end(4500, otf2.CollectiveOp.ALLREDUCE, world, 0xFFFFFFFF, 8, 8)
+            # Score-P's sizes of an 8-byte Allreduce: 2 x 8 sent and received on each rank
+            m.mpi_collective_end(4500, otf2.CollectiveOp.ALLREDUCE, world, 0xFFFFFFFF, 16, 16)
             m.leave(4500, allreduce)
             m.leave(4510, master)
             m.enter(4520, bar2), m.leave(4600, bar2)

@@ -4,8 +4,10 @@
 hindsight's rows map to OTF2 records as Score-P writes them (see ``otf2_export``); what a row
 holds and OTF2 has no field for travels as attributes named ``hindsight::...``, which other
 readers show and the importer reads back. Sizes of collectives: hindsight records the
-per-process block, OTF2 the total, so for ``TOTAL_OVER_PEERS`` the two differ by the
-communicator's size.
+per-process block; the exporter writes it as sizeSent = sizeReceived, times the communicator's
+size for ``TOTAL_OVER_PEERS``, and the importer reads that back from archives hindsight wrote
+(Score-P's per-process sizes, which depend on the root and MPI_IN_PLACE, are read by
+``scorep_sizes.scorep_block``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ COLLECTIVE_OPS_OTF2 = {
     "Allgather": "ALLGATHER", "Allgatherv": "ALLGATHERV", "Alltoall": "ALLTOALL",
     "Alltoallv": "ALLTOALLV", "Scan": "SCAN", "Exscan": "EXSCAN",
     "Reduce_scatter": "REDUCE_SCATTER", "Reduce_scatter_block": "REDUCE_SCATTER_BLOCK"}
-# the ops whose OTF2 sizes are totals over all peers: hindsight's nbytes times the comm's size
+# the ops whose sizes hindsight's exporter writes as totals over all peers: nbytes times the
+# comm's size
 TOTAL_OVER_PEERS = {"Gather", "Scatter", "Allgather", "Alltoall", "Reduce_scatter_block"}
 ATTR_SOURCE = "hindsight::irecv_source"
 ATTR_TAG = "hindsight::irecv_tag"

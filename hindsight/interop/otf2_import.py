@@ -7,7 +7,9 @@ OpenMP constructs on the master thread) become ``region`` rows; each call's rows
 MPI records inside it (the mapping ``hindsight.interop.otf2_export`` writes, read back, with the
 rows it wrote as ``hindsight::rows`` in their places; a non-blocking collective's post row
 takes its communicator, root and size from the ``NonBlockingCollectiveComplete`` of its request,
-in the call that completes it). What a trace cannot hold is skipped and counted by kind
+in the call that completes it; a collective's size is the per-process block, from the
+sizeSent/sizeReceived Score-P writes per process (``scorep_sizes``), or from the totals of an
+archive hindsight wrote). What a trace cannot hold is skipped and counted by kind
 (``import.skipped`` in the manifest): MPI calls hindsight has no op for (``MPI_Init``,
 ``MPI_Comm_rank``, ...: their time counts as computation), records it has no row for (RMA, I/O,
 threading, ...), non-blocking collectives no ``NonBlockingCollectiveComplete`` completes,
@@ -45,6 +47,7 @@ from hindsight.interop.otf2 import (
     OtfError,
     parse_rows,
 )
+from hindsight.interop.scorep_sizes import scorep_block
 from hindsight.trace.schema import short_error
 from replay.matching import match_messages
 from hindsight.trace.write import INT_FIELDS, write_trace
@@ -242,13 +245,26 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
             return -1
         return world_rank(cm, root, where)
 
+    def block(op_name: str, cid: int, root: int, rank: int, sent: int, received: int) -> int:
+        """hindsight's ``nbytes`` of a collective (``op_name`` blocking) on ``rank`` from its
+        record's sizes: an archive hindsight wrote has sent = received = nbytes, times the
+        communicator's size for ``TOTAL_OVER_PEERS``; others as Score-P writes them
+        (``scorep_sizes.scorep_block``)."""
+        mem = [rank] if cid == tf.COMM_SELF_ID else members_of.get(cid) or [rank]
+        if own_ids:
+            return sent // len(mem) if op_name in TOTAL_OVER_PEERS else sent
+        return scorep_block(op_name, sent, received, len(mem),
+                            mem.index(rank) if rank in mem else 0,
+                            root == rank or cid == tf.COMM_SELF_ID)
+
     def ns(t: int) -> int:
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
     cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
     # nbc: a non-blocking collective's OTF2 request id -> (hindsight request, post op);
     # nbc_post: hindsight request -> index of its post row, which the NonBlockingCollective-
-    # Complete fills; nbc_done: hindsight request -> (comm, total bytes, world root) from it
+    # Complete fills; nbc_done: hindsight request -> (comm, (sizeSent, sizeReceived), world
+    # root) from it
     state = [dict(stack=[], regions=[], call=None, recs=[], extras=[], req={}, next_req=0,
                   nbc={}, nbc_post={}, nbc_done={})
              for _ in range(nranks)]
@@ -317,6 +333,9 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                     # Test that completed nothing): its time is computation.
                     skipped["MPI call without a trace op"] += 1
                 for k, (op_name, *fields) in enumerate(rows):
+                    if isinstance(fields[3], tuple):
+                        # a blocking collective's (sizeSent, sizeReceived): its block
+                        fields[3] = block(op_name, fields[2], fields[5], r, *fields[3])
                     if fields[2] is None:
                         # a non-blocking collective's post: its Complete gives comm, bytes, root
                         s["nbc_post"][fields[4]] = len(cols[r]["op"])
@@ -349,20 +368,21 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
         elif isinstance(ev, E.MpiIsendComplete):
             s["recs"].append(("isend_complete", -1, -1, 0, -1, int(ev.request_id)))
         elif isinstance(ev, E.MpiCollectiveEnd):
+            # nbytes is (sizeSent, sizeReceived) until the row is added (block())
             cid = hindsight_comm(ev.communicator, where)
             s["recs"].append(("coll", root_rank(ev.communicator, int(ev.root), cid, where), -1,
-                              cid, max(int(ev.size_sent), int(ev.size_received)), -1))
+                              cid, (int(ev.size_sent), int(ev.size_received)), -1))
         elif isinstance(ev, (E.NonBlockingCollectiveRequest, E.NonBlockingCollectiveComplete)) \
                 and s["call"] is None:
             skipped["non-blocking collective event"] += 1     # outside any MPI call
         elif isinstance(ev, E.NonBlockingCollectiveRequest):
             s["recs"].append(("nbc_request", -1, -1, -1, -1, int(ev.request_id)))
         elif isinstance(ev, E.NonBlockingCollectiveComplete):
-            # (kind, root, collective op's OTF2 name, comm, total bytes, request)
+            # (kind, root, collective op's OTF2 name, comm, (sizeSent, sizeReceived), request)
             cid = hindsight_comm(ev.communicator, where)
             s["recs"].append(("nbc_complete", root_rank(ev.communicator, int(ev.root), cid, where),
                               str(ev.collective_op).rsplit(".", 1)[-1], cid,
-                              max(int(ev.size_sent), int(ev.size_received)),
+                              (int(ev.size_sent), int(ev.size_received)),
                               int(ev.request_id)))
         elif isinstance(ev, E.Metric):
             # hardware counters (PAPI), rusage, plugins: a trace has no column for them
@@ -373,17 +393,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     open_ranks = [r for r in range(nranks) if state[r]["stack"]]
     if open_ranks:
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
-    # collectives: back from OTF2 totals to hindsight's per-process block
-    def block(opn: str, cid: int, total: int) -> int:
-        if opn in TOTAL_OVER_PEERS and cid != tf.COMM_SELF_ID:
-            return total // (len(members_of.get(cid, [0])) or 1)
-        return total
-
     for r in range(nranks):
         col = cols[r]
-        for k, opn in enumerate(col["op"]):
-            if opn in TOTAL_OVER_PEERS:
-                col["nbytes"][k] = block(opn, col["comm"][k], col["nbytes"][k])
         # non-blocking collectives: the post row gets what its Complete says; a post no
         # Complete names (the archive ends before the completion, or it was not recorded) has
         # no communicator, root or size to give: skipped, counted
@@ -393,8 +404,9 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
                 never.append(k)
                 continue
             opn = col["op"][k]
-            cid, total, root = state[r]["nbc_done"][q]
-            col["comm"][k], col["nbytes"][k] = cid, block(tf.BLOCKING_OF[opn], cid, total)
+            cid, (sent, received), root = state[r]["nbc_done"][q]
+            col["comm"][k] = cid
+            col["nbytes"][k] = block(tf.BLOCKING_OF[opn], cid, root, r, sent, received)
             col["root"][k] = root if opn in tf.ROOTED_OPS else -1
         if never:
             skipped["non-blocking collective without completion"] += len(never)

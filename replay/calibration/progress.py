@@ -4,8 +4,13 @@ Rank 0 of the benchmark (``bench``) writes one line to stderr per step (``report
 plan (every visit of a message size, in order, with its weight in round trips), then one line
 per visit done (its size and how long it took), then the name of each probe after the sizes.
 ``run.run_job`` reads them as they come and hands them to a ``SizeProgress``, which turns them
-into `calibrate:` lines with an estimate of the time the remaining sizes need, and says where
-the benchmark was if it has to be stopped.
+into `calibrate:` lines with an estimate of the time the remaining sizes need, keeps the time of
+the last step forward (``last_step``: the watchdog of ``run.run_job`` counts from it), and says
+where the benchmark was if it has to be stopped.
+
+A step forward is the plan (once), a visit done with a higher count than the last, or a probe
+not begun before: a run has a fixed number of them (the visits of its plan and four probes), so
+a benchmark that keeps stepping forward ends, and a line repeated does not hold off the watchdog.
 
 The estimate: a size already measured takes, per round trip, what it took on average; a size
 not measured yet takes ``a + b·k`` per round trip, a straight line through the sizes measured so
@@ -53,6 +58,8 @@ class SizeProgress:
         self.warmup: int | None = None             # largest size of the warm-up, until size 1
         self.t0 = time.monotonic()
         self.last_said = self.t0
+        self.last_step = self.t0                   # the start, or the last step forward
+        self.phases: set[str] = set()
 
     def line(self, text: str) -> None:
         """One line of the benchmark's stderr that starts with PREFIX."""
@@ -62,20 +69,22 @@ class SizeProgress:
             return
         if not isinstance(item, dict):
             return
-        if "plan" in item:
+        if "plan" in item and not self.plan:
             self.plan = [(int(k), float(n)) for k, n in item["plan"]]
             self.passes = int(item.get("passes", 1))
             self.warmup = int(item["warmup"]) if item.get("warmup") else None
-            self.took.clear()
-            self.done = 0
-        elif "done" in item and self.plan:
+            self.last_step = time.monotonic()
+        elif "done" in item and self.done < int(item["done"]) <= len(self.plan):
             self.done = int(item["done"])
             self.warmup = None
             k, n = self.plan[self.done - 1]
             self.took.setdefault(k, []).append((n, float(item["s"])))
+            self.last_step = time.monotonic()
             self._maybe_say(self._size_text())
-        elif "phase" in item:
+        elif "phase" in item and str(item["phase"]) not in self.phases:
             self.phase = str(item["phase"])
+            self.phases.add(self.phase)
+            self.last_step = time.monotonic()
             self._maybe_say(f"  {self.phase}, after all {len(self.plan)} sizes")
 
     def _maybe_say(self, text: str) -> None:

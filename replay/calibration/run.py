@@ -31,6 +31,8 @@ from replay.profile import FORMAT
 from hindsight.errors import UsageError, UserError
 
 DEFAULT_SIZES = "1B..16MiB"
+#: seconds a benchmark run may go without a step forward before it is stopped (run_job)
+STALL_TIMEOUT_S = 300.0
 #: sizes (bytes) whose overheads give o' at each rank count: small, eager on every transport here
 SMALL = (1, 8, 64, 512)
 
@@ -68,15 +70,16 @@ def parse_sizes(spec: str) -> list[int]:
 
 
 def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
-              overhead_only: bool = False, timeout: float = 300,
+              overhead_only: bool = False, timeout: float = STALL_TIMEOUT_S,
               testbed: str | None = None, api: str = "buffer",
               progress: Callable[[str], None] | None = None,
               every_s: float | None = None) -> tuple[dict, str]:
     """One mpiexec run of ``replay.calibration.bench``; returns (its JSON, MPICH's stdout).
 
     ``progress`` gets a line about the sizes measured and the time the others need at most
-    every ``every_s`` seconds (replay.calibration.progress); a run that does not finish in
-    ``timeout`` seconds is stopped with an error that says where it was."""
+    every ``every_s`` seconds (replay.calibration.progress); a run that takes no step forward
+    (a size visited, a probe begun) for ``timeout`` seconds is stopped with an error that says
+    where it was (``run_job``'s watchdog)."""
     try:
         env = launch_env(nprocs, transport)
         mpiexec = find_mpiexec()
@@ -138,9 +141,18 @@ def run_job(cmd: list[str], env: dict, timeout: float, what: str,
             progress: SizeProgress | None = None) -> tuple[str, str, int]:
     """Run an MPI job in a session of its own and return (stdout, stderr, exit code); the
     benchmark's progress lines on stderr go to ``progress`` as they come, not into the returned
-    stderr. A timeout, Ctrl-C or SIGTERM to this process stops the job, mpiexec and every rank
-    below it (``stop_job``), before the error (which says where the benchmark was) or the
-    interrupt goes on: calibrate never leaves a benchmark running behind it."""
+    stderr.
+
+    ``timeout`` is a watchdog: the job is stopped once ``timeout`` seconds passed since its last
+    step forward (``progress.last_step``; without ``progress``, since its start), so a slow run
+    that keeps stepping forward is never stopped and a hung one is, ``timeout`` seconds after
+    its last step. There is no cap on the whole run: its steps are a fixed number (the visits of
+    its plan and four probes, each counted once), so it ends within (steps + 1) x ``timeout``,
+    and a cap would stop exactly the slow runs that are making progress.
+
+    A timeout, Ctrl-C or SIGTERM to this process stops the job, mpiexec and every rank below it
+    (``stop_job``), before the error (which says where the benchmark was) or the interrupt goes
+    on: calibrate never leaves a benchmark running behind it."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     kept: dict[str, list[str]] = {"out": [], "err": []}
@@ -157,18 +169,27 @@ def run_job(cmd: list[str], env: dict, timeout: float, what: str,
                for pipe, name in ((proc.stdout, "out"), (proc.stderr, "err"))]
     for r in readers:
         r.start()
+    started = time.monotonic()
     old_term = sigterm_interrupts()
     try:
-        proc.wait(timeout=timeout)
+        while True:
+            last = progress.last_step if progress is not None else started
+            try:
+                proc.wait(timeout=max(0.0, last + timeout - time.monotonic()))
+                break
+            except subprocess.TimeoutExpired:
+                if progress is None or progress.last_step == last:
+                    raise
     except subprocess.TimeoutExpired:
         stop_job(proc, signal.SIGTERM, grace=2.0)
         for r in readers:
             r.join(timeout=5)
         where = ""
         if progress is not None:
-            where = f" ({progress.where()})" + ("; fewer or smaller --sizes, or a smaller "
-                                                 "--repeat, shorten it" if progress.plan else "")
-        raise CalibrationError(f"{what} did not finish in {timeout:g} s{where}") from None
+            where = f" ({progress.where()})"
+            if progress.plan and progress.phase is None and progress.done < len(progress.plan):
+                where += "; smaller --sizes or a smaller --repeat shorten each size"
+        raise CalibrationError(f"{what} made no progress for {timeout:g} s{where}") from None
     except BaseException:
         ignore_signals()        # a second Ctrl-C must not cut the stopping of the job short
         try:
