@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 import time
 
 import numpy as np
@@ -509,22 +511,38 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     assert q.output == f"{tmp_path / 'q.toml'}\n{tmp_path / 'q.png'}\n"
 
 
-def test_a_benchmark_that_keeps_progressing_outlives_its_time_limit():
-    """The limit is a watchdog from the benchmark's last step forward, not from its start: a real
-    run whose sizes each take a fraction of a second finishes although the whole takes longer
-    than the limit."""
-    limit, times, sizes = 4.0, [], list(range(1, 17))
+def test_a_job_that_keeps_progressing_outlives_its_time_limit(tmp_path):
+    """The limit is a watchdog from the job's last step forward, not from its start: a real
+    process (run_job's own machinery) that reports a size visit every 0.3 s for 3 s is not
+    stopped by a 1 s limit; one that goes quiet after its first visit is, about 1 s later, and
+    the error says where it was. Paced by the test, not by this machine's speed."""
+    from replay.calibration.progress import PREFIX, SizeProgress
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json, sys, time\n"
+        f"P = {PREFIX!r}\n"
+        "quiet = sys.argv[1] == 'quiet'\n"
+        "plan = [[k, 10] for k in range(1, 11)]\n"
+        "print(P + json.dumps({'plan': plan, 'passes': 1, 'warmup': 0}), file=sys.stderr,"
+        " flush=True)\n"
+        "for i in range(10):\n"
+        "    time.sleep(30 if quiet and i == 1 else 0.3)\n"
+        "    print(P + json.dumps({'done': i + 1, 's': 0.3}), file=sys.stderr, flush=True)\n"
+        "print('finished')\n")
+    cmd = [sys.executable, str(script)]
     t0 = time.monotonic()
-    # 80 visits of 0.05-0.2 s here; the start-up and the last probes (whose gap probe grows
-    # with --repeat) 0.5-4 s each
-    data, _ = R.run_bench(2, "shm", sizes, 1200, timeout=limit,
-                          progress=lambda m: times.append(time.monotonic()), every_s=0)
+    out, _, rc = R.run_job(cmd + ["steady"], dict(os.environ), 1.0, "the job",
+                           SizeProgress(lambda m: None, every_s=0))
     took = time.monotonic() - t0
-    assert took > 1.2 * limit, f"the run took {took:.1f} s: too short to test the watchdog"
-    assert [r["k"] for r in data["per_size"]] == sizes
-    assert len(times) == 84                     # 80 visits and 4 probes, each told
-    gaps = np.diff([t0, *times])
-    assert gaps.max() < limit, gaps
+    assert rc == 0 and out == "finished\n" and took > 2.5     # three times the limit, unstopped
+    t0 = time.monotonic()
+    with pytest.raises(CalibrationError) as exc:
+        R.run_job(cmd + ["quiet"], dict(os.environ), 1.0, "the job",
+                  SizeProgress(lambda m: None, every_s=0))
+    assert 1.0 <= time.monotonic() - t0 < 10
+    assert "made no progress for 1 s" in str(exc.value) and "1/10 sizes" in str(exc.value), \
+        str(exc.value)
 
 
 def test_a_benchmark_without_progress_is_stopped_and_says_where_it_was():
