@@ -1,5 +1,5 @@
 """hindsight report: header facts, section order, per-app tables, charts that show every point,
-and the page in a real headless browser."""
+the measured vs replayed timeline per cell, and the page in a real headless browser."""
 
 import json
 import re
@@ -9,12 +9,15 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from hindsight import trace as tf
 from validation.errors_table import write_errors
 from validation.report import report
 from validation.report_plots import error_plot, speedup, time_vs_ranks
 from validation.report_svg import nice_ticks
+from validation.report_timeline import MAX_LANE_RECTS, cell_timeline
 
 CHROMIUM = Path("/usr/bin/chromium")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -65,6 +68,8 @@ residual_worst_size = 2097152
 residual_median = 0.125
 misses = []
 """
+# what a replay needs of a calibrated profile: the whole LogGPS section
+FULL_PROFILE = PROFILE.replace("S = 4096.0", "S = 4096.0\ng = 0.0\nO = 0.0\no_b = 0.0")
 
 
 @pytest.fixture
@@ -227,19 +232,183 @@ def test_html_is_self_contained(vdir, tmp_path):
     assert (tmp_path / "rep" / "rel_error.svg").read_text().startswith("<svg")
 
 
+# Two small programs (ns) that use every kind a timeline tells apart: compute, point-to-point,
+# collective, wait.
+P2_PROGRAMS = [
+    [("compute", 2_000_000, "task"), ("isend", 1, 8192), ("compute", 1_000_000), ("wait", [0]),
+     ("coll", "Allreduce", 8), ("sendrecv", 1, 1024, 1), ("compute", 500_000, "merge")],
+    [("compute", 1_000_000), ("recv", 0), ("compute", 2_000_000, "task"),
+     ("coll", "Allreduce", 8), ("sendrecv", 0, 1024, 0), ("compute", 200_000)],
+]
+P4_PROGRAMS = [[op for _ in range(3) for op in (("compute", 300_000 * (r + 1)),
+                                                ("sendrecv", (r + 1) % 4, 4096, (r - 1) % 4),
+                                                ("coll", "Barrier", 0))] for r in range(4)]
+TRACED = {"sorting-pipeline-n2-s-shm": P2_PROGRAMS, "sorting-pipeline-n4-s-shm": P4_PROGRAMS,
+          "components-hypercube-n2-s-shm": [
+              [("compute", 1_500_000 * (r + 1)), ("sendrecv", 1 - r, 2048, 1 - r),
+               ("coll", "Bcast", 64, 0), ("compute", 400_000)] for r in range(2)]}
+
+
+@pytest.fixture
+def traced_vdir(vdir):
+    """``vdir`` with real (synthetic) trace files for three of its cells; the master-worker cell
+    keeps a manifest only, the P = 1 baseline has nothing to replay."""
+    from synthetic import simulate_to_dir
+
+    (vdir / "profiles" / "shm.toml").write_text(FULL_PROFILE)
+    for key, programs in TRACED.items():
+        d = vdir / "traces" / key / "rep0"
+        simulate_to_dir(d, programs, manifest=json.loads((d / "manifest.json").read_text()))
+    return vdir
+
+
+def _timelines(page: str) -> list[ET.Element]:
+    return [ET.fromstring(m) for m in re.findall(r"<svg[^>]*class=\"timeline\".*?</svg>", page,
+                                                 re.S)]
+
+
+def _lanes(svg: ET.Element) -> dict[tuple[int, str], ET.Element]:
+    return {(int(g.get("data-rank")), g.get("data-run")): g for g in svg.iter(f"{SVG}g")
+            if g.get("class") == "lane"}
+
+
+def _tips(lane: ET.Element) -> list[tuple[str, str]]:
+    """(class of the bar, hover text) of every bar of a lane (a stacked bar: class "mix")."""
+    out = []
+    for el in lane:
+        t = el.find(f"{SVG}title")
+        out.append((el.get("class"), t.text if t is not None else ""))
+    return out
+
+
+_UNIT = {"ms": 1e6, "µs": 1e3, "ns": 1.0}
+_KINDS = ("compute", "point-to-point / one-sided", "collective", "wait / test")
+
+
+def _ns(value: str, unit: str) -> float:
+    return float(value) * _UNIT[unit]
+
+
+def _kind_times(lane: ET.Element) -> list[float]:
+    """Time per kind (ns) as the lane's hover texts give it."""
+    tot = [0.0] * 4
+    kinds = "|".join(re.escape(k) for k in _KINDS)
+    for cls, tip in _tips(lane):
+        if m := re.search(r"duration ([\d.]+) (ms|µs|ns)", tip):
+            tot[int(cls[2:])] += _ns(*m.groups())
+        elif m := re.search(rf"of which ({kinds}) ([\d.]+) (ms|µs|ns)", tip):
+            tot[_KINDS.index(m[1])] += _ns(m[2], m[3])
+        else:
+            for k, v, u in re.findall(rf"({kinds}) ([\d.]+) (ms|µs|ns) \(", tip):
+                tot[_KINDS.index(k)] += _ns(v, u)
+    return tot
+
+
+def test_one_timeline_per_cell_with_a_trace(traced_vdir, tmp_path):
+    """Every cell with its trace has a timeline: a measured and a replayed lane per rank whose
+    bars' hover texts name each MPI call with its start (measured, and replayed as the replay
+    engine computes it) and whose bars tile the rank's time; the cells without one are named
+    once; the Markdown links each timeline's SVG file."""
+    import replay
+    from validation.profiles import read_profile, replay_params
+
+    report(traced_vdir, tmp_path / "rep")
+    page = (tmp_path / "rep" / "report.html").read_text()
+    md = (tmp_path / "rep" / "report.md").read_text()
+    svgs = _timelines(page)
+    titles = [s.find(f"{SVG}title").text for s in svgs]
+    assert len(svgs) == 3 and sorted(titles) == sorted(
+        f"{c}: measured vs replayed (LogGPS), rep0" for c in (
+            "components / hypercube, P = 2, s, shm", "sorting / pipeline, P = 2, s, shm",
+            "sorting / pipeline, P = 4, s, shm"))
+    for doc in (page, md):
+        assert doc.count("No timeline for") == 1
+        assert ("No timeline for 1 cell(s) whose trace or profile is not in the validation folder "
+                "(sorting / master-worker, P = 2, s, shm); the 1 P = 1 baseline run(s)") in doc
+    prof = traced_vdir / "profiles" / "shm.toml"
+    for svg, title in zip(svgs, titles):
+        key = next(k for k in TRACED if title.startswith(
+            "{} / {}, P = {}".format(*k.split("-")[:2], k.split("-")[2][1:])))
+        assert f"![{title}](timeline-{key}.svg)" in md
+        assert (tmp_path / "rep" / f"timeline-{key}.svg").read_text().startswith("<svg")
+        prep = replay.prepare(traced_vdir / "traces" / key / "rep0")
+        res = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof))
+        lanes = _lanes(svg)
+        assert set(lanes) == {(r, run) for r in range(prep.nranks)
+                              for run in ("measured", "replayed")}
+        rows = prep.rows
+        times = {"measured": (rows.t_start - prep.t0, rows.t_end - prep.t0),
+                 "replayed": (res.row_start_ns, res.row_end_ns)}
+        kinds_seen = set()
+        for (rank, run), lane in lanes.items():
+            tips = _tips(lane)
+            kinds_seen |= {c for c, _ in tips}
+            assert all(t.startswith(f"rank {rank} {run}: ") for _, t in tips)
+            start, end = times[run]
+            mine = rows.rank == rank
+            for i in np.flatnonzero(mine & (rows.op > 0)):
+                op = tf.OPS[rows.op[i]]
+                assert any(op in t and f"start {start[i] / 1e6:.3f} ms" in t for _, t in tips), \
+                    (run, rank, op)
+            # compute bursts and calls tile the rank's time, first row to last
+            span = end[mine].max() - start[mine].min()
+            assert sum(_kind_times(lane)) == pytest.approx(span, rel=1e-3, abs=300)
+        if key == "sorting-pipeline-n2-s-shm":
+            assert kinds_seen == {"tk0", "tk1", "tk2", "tk3"}  # compute, p2p, collective, wait
+            assert any("compute (region task)" in t for _, t in _tips(lanes[0, "measured"]))
+    caption = page.split("timeline-sorting-pipeline-n2-s-shm'>")[1].split("</figcaption>")[0]
+    assert "replayed under LogGPS with profiles/shm.toml" in caption
+    assert "Coarsened" not in caption
+
+
+def test_timeline_of_a_big_trace_is_bounded_and_keeps_the_times(tmp_path):
+    """120,000 rows: each lane is coarsened to at most MAX_LANE_RECTS rects, the caption says
+    so, the page stays small, and the hover texts still add up to each kind's time."""
+    from synthetic import ring_columns, write_trace
+
+    iters, compute, step = 20_000, 5000, 3000
+    v = tmp_path / "v"
+    write_trace(v / "traces" / "ring" / "rep0", ring_columns(2, iters, compute_ns=compute,
+                                                             step_ns=step, allreduce=True))
+    (v / "profiles").mkdir()
+    (v / "profiles" / "shm.toml").write_text(FULL_PROFILE)
+    plot = cell_timeline(v, {"app": "ring", "paradigm": "program", "ranks": 2, "size": "big",
+                             "network": "shm", "traces": ["traces/ring/rep0"],
+                             "profile": "profiles/shm.toml", "replayed_rep": 0})
+    assert "Coarsened: 4 of 4 lanes would have had more than 2,000 rects" in plot.note
+    assert "120,000 trace rows" in plot.note
+    assert len(plot.svg) < 1_500_000
+    svg = ET.fromstring(plot.svg)
+    lanes = _lanes(svg)
+    assert len(lanes) == 4
+    for (rank, run), lane in lanes.items():
+        assert 0 < len(list(lane.iter(f"{SVG}rect"))) <= MAX_LANE_RECTS
+        tips = [t for c, t in _tips(lane) if c == "mix"]
+        assert tips and all("events merged (coarsened)" in t for t in tips)
+        if run == "measured":   # the recorded schedule: every iteration compute, step, 2 steps
+            c, p2p, coll, wait = _kind_times(lane)
+            assert c == pytest.approx((iters - 1) * compute, rel=2e-3)
+            assert p2p == pytest.approx(iters * step, rel=2e-3)
+            assert coll == pytest.approx(iters * 2 * step, rel=2e-3)
+            assert wait == 0
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(),
                     reason="/usr/bin/chromium not installed (Debian package chromium)")
-def test_report_renders_in_a_headless_browser(vdir, tmp_path):
+def test_report_renders_in_a_headless_browser(traced_vdir, tmp_path):
+    """The whole page (the timelines at its end included) in a real browser."""
     from PIL import Image
 
-    report(vdir, tmp_path / "rep")
+    from validation.report_timeline import COLOURS
+
+    report(traced_vdir, tmp_path / "rep")
     shot = tmp_path / "shot.png"
     with tempfile.TemporaryDirectory() as profile:
         r = subprocess.run(
             [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
              "--disable-background-networking", "--disable-component-update", "--no-first-run",
              f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-             f"--screenshot={shot}", "--window-size=1280,2000",
+             f"--screenshot={shot}", "--window-size=1280,6000",
              (tmp_path / "rep" / "report.html").as_uri()],
             capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -247,7 +416,10 @@ def test_report_renders_in_a_headless_browser(vdir, tmp_path):
     assert console == [], console
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with Image.open(shot) as im:
-        assert im.size == (1280, 2000)
-        colours = im.convert("RGB").getcolors(maxcolors=1 << 16)
-    assert colours is None or len(colours) > 1
+        assert im.size == (1280, 6000)
+        pixels = np.asarray(im.convert("RGB"))
+    assert (pixels != pixels[0, 0]).any()
+    # the timelines' compute bars (a colour no other chart uses) were drawn
+    compute = tuple(int(COLOURS[0][i:i + 2], 16) for i in (1, 3, 5))
+    assert (pixels == compute).all(axis=-1).sum() > 1000
     shutil.rmtree(tmp_path / "rep")

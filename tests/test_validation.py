@@ -323,6 +323,11 @@ def test_actual_time_is_the_untraced_runs(tmp_path):
     md = (out / "report" / "report.md").read_text()
     assert "## Tracing perturbation" in md and "Tracing %" in md
     assert f"| {pert:+.1f} |" in md
+    # the run's real trace replayed into the cell's timeline: both lanes of both ranks
+    page = (out / "report" / "report.html").read_text()
+    assert page.count('class="timeline"') == 1 and "No timeline" not in page
+    assert all(f'data-rank="{r}" data-run="{run}"' in page for r in (0, 1)
+               for run in ("measured", "replayed"))
     s2 = validate(sp, out, progress=False, log=lambda m: None)
     assert s2["run"] == 0 and s2["skipped"] == 1
 

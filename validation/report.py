@@ -2,14 +2,14 @@
 
 Reading order, the same in both: a header (when, on what, from which revision, under what load,
 how well each network profile fits), the verdict and a summary per predictor, one table per
-application (predictors as columns), cross-network predictions, charts (inline SVG with each
-point's numbers on hover; SVG files beside the Markdown), the tracing perturbation per cell and
-how the numbers were formed. Tables: report_tables.py; charts: report_plots.py, report_svg.py;
-header: report_facts.py; timeline: report_gantt.py."""
+application (predictors as columns), cross-network predictions, charts and a measured vs
+replayed timeline per cell (inline SVG with each point's or bar's numbers on hover; SVG files
+beside the Markdown), the tracing perturbation per cell and how the numbers were formed.
+Tables: report_tables.py; charts: report_plots.py, report_svg.py; header: report_facts.py;
+timelines: report_timeline.py."""
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import math
@@ -20,7 +20,6 @@ import pandas as pd
 
 from hindsight.errors import DataError
 from validation.report_facts import header_items, profile_facts, spec_facts
-from validation.report_gantt import safe_gantt
 from validation.report_plots import Plot, error_plot, paradigms, speedup, time_vs_ranks
 from validation.report_tables import (
     NOISY_SPREAD_PCT,
@@ -35,6 +34,7 @@ from validation.report_tables import (
     predictor_summary,
     summary_table,
 )
+from validation.report_timeline import cell_timelines
 
 PAPERS = "paper 000: 11.5 % (feature extraction), 15.8 % (sorting); paper 002: 8.8 %; " \
          "paper 003: under 6 % in most cells; paper 004: 3-10 %"
@@ -283,7 +283,14 @@ table.facts td:first-child{font-weight:bold;white-space:nowrap}
 .met{background:#e6f4e6;border:1px solid #7b7}.notmet{background:#fbe9e9;border:1px solid #d88}
 .nojudge{background:#f3f3f3;border:1px solid #bbb}.note{color:#555;font-style:italic}
 figure{margin:1em 0}svg{max-width:100%;height:auto;border:1px solid #ddd}
-img{max-width:100%;border:1px solid #ddd}"""
+figcaption{color:#555;font-size:13px;margin-top:.3em}"""
+
+
+_TIMELINE_TEXT = (
+    "Per cell, the traced run its predictions replay: each rank's measured timeline (upper lane) "
+    "and the one replayed under LogGPS with the cell's network profile (lower lane, grey), on "
+    "one time axis. MPI calls are coloured by kind; between them the compute bursts, which "
+    "replay keeps as measured.")
 
 
 def _html_text(text: str) -> str:
@@ -295,8 +302,8 @@ def _html_text(text: str) -> str:
 
 
 def report(vdir: Path | str, out: Path | str) -> list[Path]:
-    """Write DIR's report into ``out`` (report.md, report.html, the charts' SVG files and the
-    timeline PNG); returns their paths."""
+    """Write DIR's report into ``out`` (report.md, report.html, the charts' and the timelines'
+    SVG files); returns their paths."""
     vdir, out = Path(vdir), Path(out)
     err, cells = _load(vdir)
     err, cross = split_cross(err)
@@ -314,7 +321,10 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
         if p.svg:
             files.append(out / f"{p.name}.svg")
             files[-1].write_text(p.svg)
-    gantt = safe_gantt(vdir, cells, out / "gantt.png")
+    timelines, no_timeline = cell_timelines(vdir, cells)
+    for p in timelines:
+        files.append(out / f"{p.name}.svg")
+        files[-1].write_text(p.svg)
     pert_text, pert_t = _perturbation_section(perturbation_table(cells))
     method = _method_text(vdir)
     name = spec_facts(vdir).get("name", "")
@@ -344,8 +354,10 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
             md += [p.note, ""]
         if p.svg:
             md += [f"### {p.title}", "", f"![{p.title}]({p.name}.svg)", ""]
-    if gantt:
-        md += ["### Measured vs replayed per-rank timeline", "", f"![timeline]({gantt.name})", ""]
+    md += ["### Measured vs replayed timelines", "", _TIMELINE_TEXT, ""]
+    md += [no_timeline, ""] if no_timeline else []
+    for p in timelines:
+        md += [f"#### {p.title}", "", f"![{p.title}]({p.name}.svg)", "", p.note, ""]
     md += _perturbation_md(perturbation_table(cells))
     md += ["## Method", "", method, ""]
     md_path = out / "report.md"
@@ -373,9 +385,13 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
             body.append(f"<p class='note'>{e(p.note)}</p>")
         if p.svg:
             body.append(f"<figure><h3>{e(p.title)}</h3>{p.svg}</figure>")
-    if gantt:
-        body.append("<h3>Measured vs replayed per-rank timeline</h3><img alt='timeline' "
-                    f"src='data:image/png;base64,{base64.b64encode(gantt.read_bytes()).decode()}'>")
+    body.append(f"<h3>Measured vs replayed timelines</h3><p>{e(_TIMELINE_TEXT)} Hover over a "
+                "bar for the call, its start and its duration.</p>")
+    if no_timeline:
+        body.append(f"<p class='note'>{e(no_timeline)}</p>")
+    for p in timelines:
+        body.append(f"<figure id='{e(p.name)}'>{p.svg}<figcaption>{e(p.note)}</figcaption>"
+                    "</figure>")
     body.append(f"<h2>Tracing perturbation</h2><p>{_html_text(pert_text)}</p>"
                 + (pert_t.html() if pert_t else ""))
     body.append(f"<h2>Method</h2><p>{_html_text(method)}</p>")
@@ -383,4 +399,4 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     html_path = out / "report.html"
     html_path.write_text(page)
-    return [md_path, html_path] + files + ([gantt] if gantt else [])
+    return [md_path, html_path] + files
