@@ -277,7 +277,7 @@ def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
         put, get, acc = (mine[mine["op"] == op].iloc[0] for op in ("Put", "Get", "Accumulate"))
         assert (put["peer"], put["comm"], put["nbytes"]) == ((r + 1) % 3, wins[0], 64)
         assert (get["peer"], get["comm"], get["nbytes"]) == ((r + 2) % 3, wins[0], 32)
-        assert (acc["peer"], acc["comm"], acc["nbytes"]) == ((r + 2) % 3, wins[0], 64)
+        assert (acc["peer"], acc["comm"], acc["nbytes"]) == ((r + 2) % 3, wins[0], 32)
         fao = mine[mine["op"] == "Fetch_and_op"].iloc[0]
         assert (fao["peer"], fao["comm"], fao["nbytes"]) == (0, wins[1], 8)
         assert list(mine[mine["op"] == "Win_free"]["comm"]) == wins[::-1]
