@@ -331,3 +331,74 @@ def test_every_window_call_is_traced(exe, tmp_path):
     prep = _check_and_replay(tmp_path / "t")
     # rank 0's Fetch_and_op and Get, the others' Fetch_and_op; everyone's CAS, Get_accumulate
     assert prep.notes[0].startswith("10 one-sided operations outside fence epochs")
+
+
+def test_neighbourhood_collectives_are_the_python_tracers(exe, tmp_path):
+    """neighbours.c, the scenario of neighbours.py (a periodic ring: Neighbor_allgather,
+    Neighbor_alltoall, Ineighbor_allgather; a distributed graph r -> r+1, r+2:
+    Neighbor_allgatherv): the same output traced, each topology's out-neighbours in the
+    manifest as the Python tracer records them, and its rows those of the Python tracer but for
+    neighbours.py's pickled neighbor_allgather."""
+    prog = exe("neighbours")
+    done, m = _traced(prog, 3, tmp_path / "t")
+    assert done.stdout == _untraced_stdout(prog, 3)
+    assert done.stdout.count("all passed") == 3
+    ring, graph = (tf.derived_comm_id(tf.COMM_WORLD_ID, k, 0) for k in (0, 1))
+    assert m["neighbours"] == {
+        str(ring): {str(r): [(r - 1) % 3, (r + 1) % 3] for r in range(3)},
+        str(graph): {str(r): [(r + 1) % 3, (r + 2) % 3] for r in range(3)}}
+    df = _rows(tmp_path / "t")
+    for r in range(3):
+        mine = df[df["rank"] == r]
+        assert list(zip(mine["op"].astype(str), mine["comm"], mine["nbytes"])) == [
+            ("Comm_create", 0, -1), ("Neighbor_allgather", ring, 32),
+            ("Neighbor_alltoall", ring, 24),             # one block: 3 doubles a neighbour
+            ("Ineighbor_allgather", ring, 32), ("Wait", ring, -1),
+            ("Comm_create", 0, -1), ("Neighbor_allgatherv", graph, 16), ("Gather", 0, 64)]
+    _check_and_replay(tmp_path / "t")
+
+    py = tmp_path / "py"
+    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "neighbours.py", "--out", py)
+    assert res.returncode == 0, res.stderr
+    pym = tf.read_manifest(py)
+    assert pym["neighbours"] == m["neighbours"]
+    assert pym["communicators"] == m["communicators"]
+    cols = ["rank", "op", "peer", "tag", "comm", "nbytes", "request", "root"]
+    topo = tf.NEIGHBOR_OPS | {"Comm_create", "Wait"}
+
+    def topology_rows(rows):
+        return rows[rows["op"].astype(str).isin(topo)][cols].reset_index(drop=True)
+    pyrows = _rows(py)
+    # neighbours.py's third call, the pickled neighbor_allgather: the one C cannot make
+    pickled = [pyrows.index[(pyrows["rank"] == r) & (pyrows["op"] == "Neighbor_allgather")][1]
+               for r in range(3)]
+    assert topology_rows(df).equals(topology_rows(pyrows.drop(pickled)))
+
+
+def test_every_neighbourhood_collective_is_traced(exe, tmp_path):
+    """neighbours.c all: Neighbor_alltoallv on a non-periodic line (-1, MPI_PROC_NULL, at its
+    ends), Ineighbor_alltoall(v) on a duplicate of the ring (its topology comes with it),
+    Ineighbor_allgatherv on an MPI_Graph_create ring; completed by one Waitall."""
+    prog = exe("neighbours")
+    done, m = _traced(prog, 3, tmp_path / "t", ["all"])
+    assert done.stdout == _untraced_stdout(prog, 3, ["all"])
+    assert done.stdout.count("8 checks, all passed") == 3
+    ring = tf.derived_comm_id(tf.COMM_WORLD_ID, 0, 0)
+    line, graph = (tf.derived_comm_id(tf.COMM_WORLD_ID, k, 0) for k in (2, 3))
+    twin = tf.derived_comm_id(ring, 0, 0)
+    assert m["neighbours"][str(line)] == {"0": [-1, 1], "1": [0, 2], "2": [1, -1]}
+    assert m["neighbours"][str(twin)] == m["neighbours"][str(ring)]
+    assert m["neighbours"][str(graph)] == {str(r): [(r + 1) % 3, (r - 1) % 3] for r in range(3)}
+    df = _rows(tmp_path / "t")
+    for r in range(3):
+        mine = df[df["rank"] == r].iloc[7:-1]           # after the first test's calls
+        assert list(zip(mine["op"].astype(str), mine["peer"], mine["comm"], mine["nbytes"],
+                        mine["request"])) == [
+            ("Comm_create", line, 0, -1, -1),
+            ("Neighbor_alltoallv", -1, line, 24, -1),    # 1 + 2 doubles
+            ("Comm_dup", twin, ring, -1, -1),
+            ("Ineighbor_alltoall", -1, twin, 16, 1), ("Ineighbor_alltoallv", -1, twin, 32, 2),
+            ("Comm_create", graph, 0, -1, -1), ("Ineighbor_allgatherv", -1, graph, 8, 3),
+            ("Waitall", -1, twin, -1, 1), ("Waitall", -1, twin, -1, 2),
+            ("Waitall", -1, graph, -1, 3)]
+    _check_and_replay(tmp_path / "t")

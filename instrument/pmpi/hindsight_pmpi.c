@@ -4,9 +4,11 @@
  * HINDSIGHT_TRACE_DIR names the trace directory (native.py has prepared TRACE/.staging/).
  * Each rank writes the records of hindsight.trace.core (RAW_RECORD "<11q", RAW_COLUMNS) into a
  * shared mapping of TRACE/.staging/rank-NNNNN/events.raw, the rows the Python tracer
- * (instrument/comm.py, instrument/completion.py, instrument/rma.py) writes for the same calls,
- * and names.jsonl beside it. The kernel owns the mapped pages, so a killed rank keeps what it recorded; t_end is
- * stored last (after a compiler barrier), so a record cut short by a kill reads as unwritten.
+ * (instrument/comm.py, instrument/completion.py, instrument/rma.py, instrument/topology.py)
+ * writes for the same calls, and names.jsonl beside it (communicators' members, topologies'
+ * out-neighbours). The kernel owns the mapped pages, so a killed rank keeps what it recorded;
+ * t_end is stored last (after a compiler barrier), so a record cut short by a kill reads as
+ * unwritten.
  * At MPI_Finalize each rank leaves status.json; native.py seals the ranks after the run.
  * Where the rank is when `hindsight collect` stops the run is kept at no cost beyond two stores
  * a call and written on request (stop signal, instrument/stopped.py) to stopped_in.txt.
@@ -92,6 +94,7 @@ typedef struct {
     int *world;                          /* NULL: world numbering */
     int size;
     int64_t created;
+    int outdeg;                          /* out-neighbours of its topology (0: none) */
 } comm_t;
 
 /* Entries are allocated one by one and never freed: a request posted on a communicator keeps
@@ -101,6 +104,7 @@ static int ncomms, capcomms;
 static comm_t world_entry, self_entry;
 
 static void name_line(const char *line);
+static void neighbours_line(comm_t *c);
 
 static uint32_t crc32_of(const char *s) {
     uint32_t c = 0xFFFFFFFFu;
@@ -167,9 +171,10 @@ static comm_t *add_comm(MPI_Comm comm, int64_t id, int *world, int size) {
         comms = realloc(comms, (size_t)capcomms * sizeof *comms);
     }
     comm_t *c = malloc(sizeof *c);
-    *c = (comm_t){comm, id, world, size, 0};
+    *c = (comm_t){comm, id, world, size, 0, 0};
     comms[ncomms++] = c;
     comm_line(id, world, size);
+    neighbours_line(c);
     return c;
 }
 
@@ -197,6 +202,49 @@ static inline comm_t *comm_of(MPI_Comm comm) {
 
 static inline int64_t world_of(const comm_t *c, int r) {
     return (c->world == NULL || r < 0 || r >= c->size) ? r : c->world[r];
+}
+
+/* A communicator with a topology (made by MPI_Cart_create, MPI_Graph_create,
+ * MPI_Dist_graph_create*, or duplicated from one): names.jsonl's ["nbrs", id, [world ranks]],
+ * this rank's out-neighbours in the order its neighbourhood collectives send (per dimension the
+ * lower neighbour then the upper one, MPI_Cart_shift; MPI_Graph_neighbors; the destinations of
+ * MPI_Dist_graph_neighbors), -1 for MPI_PROC_NULL (instrument/topology.py). */
+static void neighbours_line(comm_t *c) {
+    int kind = MPI_UNDEFINED, n = 0, *outs = NULL;
+    PMPI_Topo_test(c->comm, &kind);
+    if (kind == MPI_CART) {
+        int ndims = 0;
+        PMPI_Cartdim_get(c->comm, &ndims);
+        outs = malloc((size_t)(2 * ndims + 1) * sizeof(int));
+        for (int d = 0; d < ndims; d++, n += 2)
+            PMPI_Cart_shift(c->comm, d, 1, &outs[n], &outs[n + 1]);
+    } else if (kind == MPI_GRAPH) {
+        int me;
+        PMPI_Comm_rank(c->comm, &me);
+        PMPI_Graph_neighbors_count(c->comm, me, &n);
+        outs = malloc((size_t)(n + 1) * sizeof(int));
+        PMPI_Graph_neighbors(c->comm, me, n, outs);
+    } else if (kind == MPI_DIST_GRAPH) {
+        int in = 0, weighted = 0;
+        PMPI_Dist_graph_neighbors_count(c->comm, &in, &n, &weighted);
+        int *ins = malloc((size_t)(2 * in + 2 * n + 2) * sizeof(int));
+        outs = malloc((size_t)(n + 1) * sizeof(int));
+        PMPI_Dist_graph_neighbors(c->comm, in, ins, ins + in, n, outs, ins + 2 * in);
+        free(ins);
+    } else {
+        return;
+    }
+    c->outdeg = n;
+    size_t cap = 64 + (size_t)n * 12;
+    char *line = malloc(cap);
+    int k = snprintf(line, cap, "[\"nbrs\", %lld, [", (long long)c->id);
+    for (int i = 0; i < n; i++)
+        k += snprintf(line + k, cap - (size_t)k, i ? ", %lld" : "%lld",
+                      (long long)(outs[i] == MPI_PROC_NULL ? -1 : world_of(c, outs[i])));
+    snprintf(line + k, cap - (size_t)k, "]]\n");
+    name_line(line);
+    free(line);
+    free(outs);
 }
 
 /* ---- requests: open addressing on the handle (duplicates allowed), backward-shift deletion - */
@@ -599,8 +647,8 @@ static void start(void) {
 
     char *hosts = calloc((size_t)wsize, sizeof host);
     PMPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
-    world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0};
-    self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0};
+    world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0, 0};
+    self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0, 0};
     on = 1;
     stop_setup();
     atexit(at_exit);
@@ -1189,6 +1237,69 @@ int MPI_Ireduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype
           PMPI_Ireduce_scatter_block(sb, rb, rcount, t, op, comm, request))
 }
 
+/* ---- neighbourhood collectives of a topology communicator (instrument/topology.py): one row
+ *      (a post row with a request id for the non-blocking forms) whose nbytes is what this rank
+ *      sends each out-neighbour: the send block (allgather(v), alltoall), for alltoallv the sum
+ *      of the send counts; the out-neighbours are on the communicator's "nbrs" line --------- */
+
+static int64_t sum_n(const int *counts, int n, MPI_Datatype t) {
+    int64_t s = 0;
+    for (int i = 0; i < n; i++) s += counts[i];
+    return s * bytes(1, t);
+}
+
+int MPI_Neighbor_allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                           MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLGATHER, bytes(sc, st), -1,
+         PMPI_Neighbor_allgather(sb, sc, st, rb, rc_, rt, comm))
+}
+
+int MPI_Neighbor_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb,
+                            const int rcs[], const int displs[], MPI_Datatype rt,
+                            MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLGATHERV, bytes(sc, st), -1,
+         PMPI_Neighbor_allgatherv(sb, sc, st, rb, rcs, displs, rt, comm))
+}
+
+int MPI_Neighbor_alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                          MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLTOALL, bytes(sc, st), -1,
+         PMPI_Neighbor_alltoall(sb, sc, st, rb, rc_, rt, comm))
+}
+
+int MPI_Neighbor_alltoallv(const void *sb, const int scs[], const int sdispls[],
+                           MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
+                           MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLTOALLV, sum_n(scs, c->outdeg, st), -1,
+         PMPI_Neighbor_alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))
+}
+
+int MPI_Ineighbor_allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                            MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLGATHER, bytes(sc, st), -1,
+          PMPI_Ineighbor_allgather(sb, sc, st, rb, rc_, rt, comm, request))
+}
+
+int MPI_Ineighbor_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb,
+                             const int rcs[], const int displs[], MPI_Datatype rt,
+                             MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLGATHERV, bytes(sc, st), -1,
+          PMPI_Ineighbor_allgatherv(sb, sc, st, rb, rcs, displs, rt, comm, request))
+}
+
+int MPI_Ineighbor_alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                           MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLTOALL, bytes(sc, st), -1,
+          PMPI_Ineighbor_alltoall(sb, sc, st, rb, rc_, rt, comm, request))
+}
+
+int MPI_Ineighbor_alltoallv(const void *sb, const int scs[], const int sdispls[],
+                            MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
+                            MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLTOALLV, sum_n(scs, c->outdeg, st), -1,
+          PMPI_Ineighbor_alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, request))
+}
+
 /* ---- communicator creation: the row's peer holds the new communicator's id --------------- */
 
 static void derived(int op, int64_t t0, int64_t t1, MPI_Comm parent, MPI_Comm made) {
@@ -1270,6 +1381,49 @@ int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int period
     ENTER(OP_COMM_CREATE);
     int64_t t0 = now_ns();
     int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    LEAVE();
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
+                     int reorder, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+    ENTER(OP_COMM_CREATE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+    LEAVE();
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info,
+                          int reorder, MPI_Comm *newcomm) {
+    if (!on)
+        return PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
+                                      reorder, newcomm);
+    ENTER(OP_COMM_CREATE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
+                                    reorder, newcomm);
+    LEAVE();
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[],
+                                   MPI_Info info, int reorder, MPI_Comm *newcomm) {
+    if (!on)
+        return PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                               destinations, destweights, info, reorder,
+                                               newcomm);
+    ENTER(OP_COMM_CREATE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                             destinations, destweights, info, reorder, newcomm);
     LEAVE();
     derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
     return rc;
