@@ -178,18 +178,64 @@ static comm_t *add_comm(MPI_Comm comm, int64_t id, int *world, int size) {
     return c;
 }
 
-/* A communicator made by a call that is not traced (an intercommunicator merge, a graph
- * topology...): named by its members, the same on every member without communicating. */
-static comm_t *adopt(MPI_Comm comm) {
-    int size;
-    int *world = members_of(comm, &size);
+static int64_t named_id(const int *world, int size) {
     char key[64];
     uint32_t h = 0;
     for (int i = 0; i < size; i++) {
         snprintf(key, sizeof key, "%u/%d", h, world[i]);
         h = crc32_of(key);
     }
-    return add_comm(comm, derived_id(-1, h, 0), world, size);
+    return derived_id(-1, h, 0);
+}
+
+static int ascending(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* An intercommunicator (made by MPI_Intercomm_create, MPI_Comm_spawn...: counted, not traced).
+ * The peers and roots its calls name are ranks of the remote group, so its entry maps them
+ * through that group's world ranks (-1 for a process outside this MPI_COMM_WORLD); it is named
+ * by both groups' world ranks in ascending order, the same list, hence the same id, on both
+ * sides. */
+static comm_t *adopt_inter(MPI_Comm comm) {
+    int lsize, rsize;
+    int *local = members_of(comm, &lsize);
+    PMPI_Comm_remote_size(comm, &rsize);
+    int *remote = malloc((size_t)(rsize + 1) * sizeof(int));
+    int *index = malloc((size_t)(rsize + 1) * sizeof(int));
+    for (int i = 0; i < rsize; i++) index[i] = i;
+    MPI_Group rg, wg;
+    PMPI_Comm_remote_group(comm, &rg);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(rg, rsize, index, wg, remote);
+    PMPI_Group_free(&rg);
+    PMPI_Group_free(&wg);
+    free(index);
+    for (int i = 0; i < rsize; i++)
+        if (remote[i] == MPI_UNDEFINED) remote[i] = -1;
+    int *both = malloc((size_t)(lsize + rsize) * sizeof(int));
+    memcpy(both, local, (size_t)lsize * sizeof(int));
+    memcpy(both + lsize, remote, (size_t)rsize * sizeof(int));
+    free(local);
+    qsort(both, (size_t)(lsize + rsize), sizeof(int), ascending);
+    comm_t *c = add_comm(comm, named_id(both, lsize + rsize), both, lsize + rsize);
+    free(both);
+    c->world = remote;
+    c->size = rsize;
+    return c;
+}
+
+/* A communicator made by a call that is not traced (MPI_Comm_idup, MPI_Intercomm_merge,
+ * MPI_Comm_create_group...): named by its members, the same on every member without
+ * communicating. */
+static comm_t *adopt(MPI_Comm comm) {
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return adopt_inter(comm);
+    int size;
+    int *world = members_of(comm, &size);
+    return add_comm(comm, named_id(world, size), world, size);
 }
 
 static inline comm_t *comm_of(MPI_Comm comm) {
@@ -373,13 +419,54 @@ static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
     return at;
 }
 
+/* ---- calls without a row, counted per name: the rank's `untraced_calls` in status.json ---- *
+ * They move data or synchronise, but the trace has no row model for them (as for the Python
+ * tracer: docs/trace-format.md, "What is not traced"); the sealer sums them into the manifest,
+ * and `trace check` and `trace info` say the traffic is incomplete. Each is counted under the
+ * name the Python tracer gives the same mpi4py call (instrument/untraced.py, instrument/rma.py),
+ * so a C and a Python program are counted alike. One increment per call, nothing else. */
+#define UNTRACED_CALLS(X)                                                                    \
+    X(RPUT, "Win.Rput") X(RGET, "Win.Rget") X(RACCUMULATE, "Win.Raccumulate")                \
+    X(RGET_ACCUMULATE, "Win.Rget_accumulate") X(WIN_POST, "Win.Post")                        \
+    X(WIN_START, "Win.Start") X(WIN_COMPLETE, "Win.Complete") X(WIN_WAIT, "Win.Wait")        \
+    X(WIN_TEST, "Win.Test")                                                                  \
+    X(MPROBE, "Mprobe") X(IMPROBE, "Improbe") X(MRECV, "Message.Recv")                       \
+    X(IMRECV, "Message.Irecv") X(ISENDRECV, "Isendrecv")                                     \
+    X(ISENDRECV_REPLACE, "Isendrecv_replace") X(PSEND_INIT, "Psend_init")                    \
+    X(PRECV_INIT, "Precv_init")                                                              \
+    X(ALLTOALLW, "Alltoallw") X(IALLTOALLW, "Ialltoallw")                                    \
+    X(NEIGHBOR_ALLTOALLW, "Neighbor_alltoallw") X(INEIGHBOR_ALLTOALLW, "Ineighbor_alltoallw") \
+    X(BARRIER_INIT, "Barrier_init") X(BCAST_INIT, "Bcast_init") X(GATHER_INIT, "Gather_init") \
+    X(GATHERV_INIT, "Gatherv_init") X(SCATTER_INIT, "Scatter_init")                          \
+    X(SCATTERV_INIT, "Scatterv_init") X(ALLGATHER_INIT, "Allgather_init")                    \
+    X(ALLGATHERV_INIT, "Allgatherv_init") X(ALLTOALL_INIT, "Alltoall_init")                  \
+    X(ALLTOALLV_INIT, "Alltoallv_init") X(ALLTOALLW_INIT, "Alltoallw_init")                  \
+    X(REDUCE_INIT, "Reduce_init") X(ALLREDUCE_INIT, "Allreduce_init")                        \
+    X(REDUCE_SCATTER_INIT, "Reduce_scatter_init")                                            \
+    X(REDUCE_SCATTER_BLOCK_INIT, "Reduce_scatter_block_init") X(SCAN_INIT, "Scan_init")      \
+    X(EXSCAN_INIT, "Exscan_init") X(NEIGHBOR_ALLGATHER_INIT, "Neighbor_allgather_init")      \
+    X(NEIGHBOR_ALLGATHERV_INIT, "Neighbor_allgatherv_init")                                  \
+    X(NEIGHBOR_ALLTOALL_INIT, "Neighbor_alltoall_init")                                      \
+    X(NEIGHBOR_ALLTOALLV_INIT, "Neighbor_alltoallv_init")                                    \
+    X(NEIGHBOR_ALLTOALLW_INIT, "Neighbor_alltoallw_init")                                    \
+    X(INTERCOMM_CREATE, "Create_intercomm")                                                  \
+    X(INTERCOMM_FROM_GROUPS, "Intercomm.Create_from_groups")                                 \
+    X(INTERCOMM_MERGE, "Intercomm.Merge") X(SPAWN, "Spawn")                                  \
+    X(SPAWN_MULTIPLE, "Spawn_multiple") X(ACCEPT, "Accept") X(CONNECT, "Connect")            \
+    X(JOIN, "Join")
+#define U_ENUM(ID, NAME) U_##ID,
+#define U_NAME(ID, NAME) NAME,
+enum { UNTRACED_CALLS(U_ENUM) N_UNTRACED };
+static const char *const untraced_name[N_UNTRACED] = {UNTRACED_CALLS(U_NAME)};
+static int64_t untraced[N_UNTRACED];
+
 /* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
  * library. Only write/rename, so the signal path may call it too. */
 /* n after appending to b[cap]: snprintf returns what it would have written, which may be more */
 #define CLAMP(n, cap) ((n) >= (cap) ? (cap) - 1 : (n))
 
 static void write_status(const char *status, int64_t program_end) {
-    char tmp[4200], dst[4200], b[2048];
+    char tmp[4200], dst[4200], b[8192];
     snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
     snprintf(dst, sizeof dst, "%s/status.json", stage);
     size_t n = (size_t)snprintf(b, sizeof b,
@@ -396,6 +483,17 @@ static void write_status(const char *status, int64_t program_end) {
         n += (size_t)snprintf(b + n, sizeof b - n, "%lld", (long long)program_end);
     else
         n += (size_t)snprintf(b + n, sizeof b - n, "null");
+    n = CLAMP(n, sizeof b);
+    n += (size_t)snprintf(b + n, sizeof b - n, ", \"untraced_calls\": {");
+    n = CLAMP(n, sizeof b);
+    for (int i = 0, first = 1; i < N_UNTRACED; i++) {
+        if (!untraced[i]) continue;
+        n += (size_t)snprintf(b + n, sizeof b - n, "%s\"%s\": %lld", first ? "" : ", ",
+                              untraced_name[i], (long long)untraced[i]);
+        n = CLAMP(n, sizeof b);
+        first = 0;
+    }
+    n += (size_t)snprintf(b + n, sizeof b - n, "}");
     n = CLAMP(n, sizeof b);
     if (wrank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -782,6 +880,28 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     return rc;
 }
 
+/* As instrument/comm.py records it: the rows of a Sendrecv of `count` elements each way. */
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag,
+                         int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
+    if (!on)
+        return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm,
+                                     status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    ENTER(OP_SR_SEND);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, st);
+    int64_t t1 = now_ns();
+    LEAVE();
+    comm_t *c = comm_of(comm);
+    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(count, type), -1, -1,
+        t1);
+    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st),
+        -1, -1, t1);
+    return rc;
+}
+
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     if (!on) return PMPI_Probe(source, tag, comm, status);
     MPI_Status mine;
@@ -856,6 +976,123 @@ int MPI_Request_free(MPI_Request *request) {
     req_t *e = on ? req_find(*request) : NULL;
     if (e) req_del(e);
     return PMPI_Request_free(request);
+}
+
+/* ---- persistent point-to-point (instrument/completion.py, TracedPrequest): nothing at
+ *      MPI_Send_init/Ssend_init/Bsend_init/Rsend_init/Recv_init but what each MPI_Start will
+ *      record, the non-blocking post it starts (Isend, Issend, Ibsend, Irsend, Irecv) with a
+ *      fresh request id, completed by the Wait or Test row of its request as any other ---- */
+
+typedef struct {
+    MPI_Request req;
+    int64_t op;                          /* 0: a persistent request that is not traced */
+    int64_t peer, tag, nbytes;
+    comm_t *comm;
+    int recv, used;
+} preq_t;
+
+/* By handle, one entry each (open addressing); an entry is overwritten by the next persistent
+ * request MPI makes with its handle, never removed. */
+static preq_t *preqs;
+static size_t preqcap, npreqs;
+
+static preq_t *preq_slot(MPI_Request r) {
+    size_t i = ((uint64_t)(uintptr_t)r * 0x9E3779B97F4A7C15ull) >> 20 & (preqcap - 1);
+    while (preqs[i].used && preqs[i].req != r) i = (i + 1) & (preqcap - 1);
+    return &preqs[i];
+}
+
+static void preq_set(MPI_Request r, int64_t op, int64_t peer, int64_t tag, int64_t nbytes,
+                     comm_t *comm, int recv) {
+    if (2 * (npreqs + 1) > preqcap) {
+        preq_t *old = preqs;
+        size_t oldcap = preqcap;
+        preqcap = preqcap ? 2 * preqcap : 64;
+        preqs = calloc(preqcap, sizeof *preqs);
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].used) *preq_slot(old[i].req) = old[i];
+        free(old);
+    }
+    preq_t *e = preq_slot(r);
+    if (!e->used) npreqs++;
+    *e = (preq_t){r, op, peer, tag, nbytes, comm, recv, 1};
+}
+
+/* A persistent request MPI made that is not traced (a persistent collective's, a partitioned
+ * one's): its handle may have been a traced one's before. */
+static void preq_untraced(MPI_Request r) {
+    if (!npreqs) return;
+    preq_t *e = preq_slot(r);
+    if (e->used) e->op = 0;
+}
+
+static inline const preq_t *preq_find(MPI_Request r) {
+    if (!npreqs || r == MPI_REQUEST_NULL) return NULL;
+    const preq_t *e = preq_slot(r);
+    return e->used && e->op ? e : NULL;
+}
+
+#define PSEND_INIT(NAME, OPC)                                                                \
+int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,    \
+         MPI_Request *request) {                                                             \
+    int rc = P##NAME(buf, count, type, dest, tag, comm, request);                            \
+    if (on && rc == MPI_SUCCESS) {                                                           \
+        comm_t *c = comm_of(comm);                                                           \
+        preq_set(*request, OPC, world_of(c, dest), tag, bytes(count, type), c, 0);           \
+    }                                                                                        \
+    return rc;                                                                               \
+}
+PSEND_INIT(MPI_Send_init, OP_ISEND)
+PSEND_INIT(MPI_Ssend_init, OP_ISSEND)
+PSEND_INIT(MPI_Bsend_init, OP_IBSEND)
+PSEND_INIT(MPI_Rsend_init, OP_IRSEND)
+
+int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request *request) {
+    int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+    if (on && rc == MPI_SUCCESS) {
+        comm_t *c = comm_of(comm);
+        preq_set(*request, OP_IRECV,
+                 source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),
+                 tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, bytes(count, type), c, 1);
+    }
+    return rc;
+}
+
+/* The post row of a started persistent request; its completion is then looked up as any. */
+static void started(const preq_t *p, MPI_Request r, int64_t t0, int64_t t1) {
+    int64_t rid = next_request++;
+    rec(p->op, t0, -1, p->peer, p->tag, p->comm->id, p->nbytes, rid, -1, t1);
+    req_put(r, rid, p->recv ? p->comm : NULL, p->comm->id);
+}
+
+int MPI_Start(MPI_Request *request) {
+    const preq_t *p = on ? preq_find(*request) : NULL;
+    if (!p) return PMPI_Start(request);
+    ENTER(p->op);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Start(request);
+    int64_t t1 = now_ns();
+    LEAVE();
+    started(p, *request, t0, t1);
+    return rc;
+}
+
+/* One post row per traced request, each with the call's times (as TracedPrequest.Startall). */
+int MPI_Startall(int count, MPI_Request reqs_in[]) {
+    const preq_t *first = NULL;
+    for (int i = 0; on && i < count && !first; i++) first = preq_find(reqs_in[i]);
+    if (!first) return PMPI_Startall(count, reqs_in);
+    ENTER(first->op);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Startall(count, reqs_in);
+    int64_t t1 = now_ns();
+    LEAVE();
+    for (int i = 0; i < count; i++) {
+        const preq_t *p = preq_find(reqs_in[i]);
+        if (p) started(p, reqs_in[i], t0, t1);
+    }
+    return rc;
 }
 
 /* ---- completions: one row per traced request that completed ----------------------------- */
@@ -1606,3 +1843,185 @@ int MPI_Win_free(MPI_Win *win) {
     rec(OP_WIN_FREE, t0, -1, -1, -1, was.id, -1, -1, -1, t1);
     return rc;
 }
+
+/* ---- calls without a row: counted (UNTRACED_CALLS above), then MPI's ---------------------- */
+
+#define COUNTED(ID, NAME, PARAMS, ARGS)                                                      \
+    int NAME PARAMS {                                                                        \
+        untraced[U_##ID]++;                                                                  \
+        return P##NAME ARGS;                                                                 \
+    }
+
+/* A persistent request MPI makes that is not traced: counted, and its handle forgotten as a
+ * traced persistent request's (MPI_Start then passes it through). */
+#define COUNTED_INIT(ID, NAME, PARAMS, ARGS)                                                 \
+    int NAME PARAMS {                                                                        \
+        untraced[U_##ID]++;                                                                  \
+        int rc = P##NAME ARGS;                                                               \
+        if (rc == MPI_SUCCESS) preq_untraced(*request);                                      \
+        return rc;                                                                           \
+    }
+
+/* request-based one-sided operations, general active-target synchronisation */
+COUNTED(RPUT, MPI_Rput, (const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp,
+        int tc, MPI_Datatype tt, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, target, disp, tc, tt, win, request))
+COUNTED(RGET, MPI_Rget, (void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
+        MPI_Datatype tt, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, target, disp, tc, tt, win, request))
+COUNTED(RACCUMULATE, MPI_Raccumulate, (const void *oa, int oc, MPI_Datatype ot, int target,
+        MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, target, disp, tc, tt, op, win, request))
+COUNTED(RGET_ACCUMULATE, MPI_Rget_accumulate, (const void *oa, int oc, MPI_Datatype ot,
+        void *ra, int rc_, MPI_Datatype rt, int target, MPI_Aint disp, int tc, MPI_Datatype tt,
+        MPI_Op op, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win, request))
+COUNTED(WIN_POST, MPI_Win_post, (MPI_Group group, int assert_, MPI_Win win),
+        (group, assert_, win))
+COUNTED(WIN_START, MPI_Win_start, (MPI_Group group, int assert_, MPI_Win win),
+        (group, assert_, win))
+COUNTED(WIN_COMPLETE, MPI_Win_complete, (MPI_Win win), (win))
+COUNTED(WIN_WAIT, MPI_Win_wait, (MPI_Win win), (win))
+COUNTED(WIN_TEST, MPI_Win_test, (MPI_Win win, int *flag), (win, flag))
+
+/* matched probes and receives */
+COUNTED(MPROBE, MPI_Mprobe, (int source, int tag, MPI_Comm comm, MPI_Message *message,
+        MPI_Status *status), (source, tag, comm, message, status))
+COUNTED(IMPROBE, MPI_Improbe, (int source, int tag, MPI_Comm comm, int *flag,
+        MPI_Message *message, MPI_Status *status), (source, tag, comm, flag, message, status))
+COUNTED(MRECV, MPI_Mrecv, (void *buf, int count, MPI_Datatype type, MPI_Message *message,
+        MPI_Status *status), (buf, count, type, message, status))
+COUNTED(IMRECV, MPI_Imrecv, (void *buf, int count, MPI_Datatype type, MPI_Message *message,
+        MPI_Request *request), (buf, count, type, message, request))
+
+/* collectives with a datatype per peer */
+COUNTED(ALLTOALLW, MPI_Alltoallw, (const void *sb, const int scs[], const int sdispls[],
+        const MPI_Datatype sts[], void *rb, const int rcs[], const int rdispls[],
+        const MPI_Datatype rts[], MPI_Comm comm),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))
+COUNTED(IALLTOALLW, MPI_Ialltoallw, (const void *sb, const int scs[], const int sdispls[],
+        const MPI_Datatype sts[], void *rb, const int rcs[], const int rdispls[],
+        const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
+COUNTED(NEIGHBOR_ALLTOALLW, MPI_Neighbor_alltoallw, (const void *sb, const int scs[],
+        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
+        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))
+COUNTED(INEIGHBOR_ALLTOALLW, MPI_Ineighbor_alltoallw, (const void *sb, const int scs[],
+        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
+        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
+
+/* intercommunicators: their creation (their traffic: adopt_inter) */
+COUNTED(INTERCOMM_CREATE, MPI_Intercomm_create, (MPI_Comm local, int local_leader,
+        MPI_Comm peer, int remote_leader, int tag, MPI_Comm *newcomm),
+        (local, local_leader, peer, remote_leader, tag, newcomm))
+COUNTED(INTERCOMM_MERGE, MPI_Intercomm_merge, (MPI_Comm inter, int high, MPI_Comm *newcomm),
+        (inter, high, newcomm))
+COUNTED(SPAWN, MPI_Comm_spawn, (const char *command, char *argv[], int maxprocs, MPI_Info info,
+        int root, MPI_Comm comm, MPI_Comm *inter, int errcodes[]),
+        (command, argv, maxprocs, info, root, comm, inter, errcodes))
+COUNTED(SPAWN_MULTIPLE, MPI_Comm_spawn_multiple, (int count, char *commands[], char **argvs[],
+        const int maxprocs[], const MPI_Info infos[], int root, MPI_Comm comm, MPI_Comm *inter,
+        int errcodes[]), (count, commands, argvs, maxprocs, infos, root, comm, inter, errcodes))
+COUNTED(ACCEPT, MPI_Comm_accept, (const char *port, MPI_Info info, int root, MPI_Comm comm,
+        MPI_Comm *newcomm), (port, info, root, comm, newcomm))
+COUNTED(CONNECT, MPI_Comm_connect, (const char *port, MPI_Info info, int root, MPI_Comm comm,
+        MPI_Comm *newcomm), (port, info, root, comm, newcomm))
+COUNTED(JOIN, MPI_Comm_join, (int fd, MPI_Comm *inter), (fd, inter))
+
+#if MPI_VERSION >= 4
+COUNTED(INTERCOMM_FROM_GROUPS, MPI_Intercomm_create_from_groups, (MPI_Group local,
+        int local_leader, MPI_Group remote, int remote_leader, const char *tag, MPI_Info info,
+        MPI_Errhandler errhandler, MPI_Comm *newcomm),
+        (local, local_leader, remote, remote_leader, tag, info, errhandler, newcomm))
+COUNTED(ISENDRECV, MPI_Isendrecv, (const void *sb, int sc, MPI_Datatype st, int dest,
+        int sendtag, void *rb, int rc_, MPI_Datatype rt, int source, int recvtag, MPI_Comm comm,
+        MPI_Request *request),
+        (sb, sc, st, dest, sendtag, rb, rc_, rt, source, recvtag, comm, request))
+COUNTED(ISENDRECV_REPLACE, MPI_Isendrecv_replace, (void *buf, int count, MPI_Datatype type,
+        int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request),
+        (buf, count, type, dest, sendtag, source, recvtag, comm, request))
+
+/* partitioned and persistent collective requests: counted at their *_init */
+COUNTED_INIT(PSEND_INIT, MPI_Psend_init, (const void *buf, int partitions, MPI_Count count,
+        MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (buf, partitions, count, type, dest, tag, comm, info, request))
+COUNTED_INIT(PRECV_INIT, MPI_Precv_init, (void *buf, int partitions, MPI_Count count,
+        MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (buf, partitions, count, type, source, tag, comm, info, request))
+COUNTED_INIT(BARRIER_INIT, MPI_Barrier_init, (MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (comm, info, request))
+COUNTED_INIT(BCAST_INIT, MPI_Bcast_init, (void *buf, int count, MPI_Datatype t, int root,
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (buf, count, t, root, comm, info, request))
+COUNTED_INIT(GATHER_INIT, MPI_Gather_init, (const void *sb, int sc, MPI_Datatype st, void *rb,
+        int rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rc_, rt, root, comm, info, request))
+COUNTED_INIT(GATHERV_INIT, MPI_Gatherv_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, const int rcs[], const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
+        MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rcs, displs, rt, root, comm, info, request))
+COUNTED_INIT(SCATTER_INIT, MPI_Scatter_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, root, comm, info, request))
+COUNTED_INIT(SCATTERV_INIT, MPI_Scatterv_init, (const void *sb, const int scs[],
+        const int displs[], MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, int root,
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, scs, displs, st, rb, rc_, rt, root, comm, info, request))
+COUNTED_INIT(ALLGATHER_INIT, MPI_Allgather_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(ALLGATHERV_INIT, MPI_Allgatherv_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, const int rcs[], const int displs[], MPI_Datatype rt, MPI_Comm comm,
+        MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))
+COUNTED_INIT(ALLTOALL_INIT, MPI_Alltoall_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(ALLTOALLV_INIT, MPI_Alltoallv_init, (const void *sb, const int scs[],
+        const int sdispls[], MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
+        MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info, request))
+COUNTED_INIT(ALLTOALLW_INIT, MPI_Alltoallw_init, (const void *sb, const int scs[],
+        const int sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
+        const int rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
+COUNTED_INIT(REDUCE_INIT, MPI_Reduce_init, (const void *sb, void *rb, int count, MPI_Datatype t,
+        MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, root, comm, info, request))
+COUNTED_INIT(ALLREDUCE_INIT, MPI_Allreduce_init, (const void *sb, void *rb, int count,
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, comm, info, request))
+COUNTED_INIT(REDUCE_SCATTER_INIT, MPI_Reduce_scatter_init, (const void *sb, void *rb,
+        const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, rb, rcs, t, op, comm, info, request))
+COUNTED_INIT(REDUCE_SCATTER_BLOCK_INIT, MPI_Reduce_scatter_block_init, (const void *sb,
+        void *rb, int rcount, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, rb, rcount, t, op, comm, info, request))
+COUNTED_INIT(SCAN_INIT, MPI_Scan_init, (const void *sb, void *rb, int count, MPI_Datatype t,
+        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, comm, info, request))
+COUNTED_INIT(EXSCAN_INIT, MPI_Exscan_init, (const void *sb, void *rb, int count,
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLGATHER_INIT, MPI_Neighbor_allgather_init, (const void *sb, int sc,
+        MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLGATHERV_INIT, MPI_Neighbor_allgatherv_init, (const void *sb, int sc,
+        MPI_Datatype st, void *rb, const int rcs[], const int displs[], MPI_Datatype rt,
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLTOALL_INIT, MPI_Neighbor_alltoall_init, (const void *sb, int sc,
+        MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLTOALLV_INIT, MPI_Neighbor_alltoallv_init, (const void *sb,
+        const int scs[], const int sdispls[], MPI_Datatype st, void *rb, const int rcs[],
+        const int rdispls[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLTOALLW_INIT, MPI_Neighbor_alltoallw_init, (const void *sb,
+        const int scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb,
+        const int rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm,
+        MPI_Info info, MPI_Request *request),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
+#endif
