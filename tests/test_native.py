@@ -489,3 +489,23 @@ def test_calls_without_a_row_are_counted_in_the_manifest(exe, tmp_path):
     res = hindsight("trace", "check", out)
     assert res.returncode == 1 and len(res.stdout.strip().splitlines()) == 1
     assert "traffic incomplete: 33 calls" in res.stdout
+
+
+def test_a_spawned_process_runs_untraced(exe, tmp_path):
+    """spawn.c: the traced ranks spawn a process (its MPI_COMM_WORLD numbers its rank 0 as the
+    job's rank 0): it runs untraced and leaves the job's files alone, the spawn is counted, and
+    rank 0's message to it has no world rank (-1)."""
+    prog = exe("spawn")
+    done, m = _traced(prog, 2, tmp_path / "t")
+    assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, 2).splitlines())
+    assert "spawned: got 5" in done.stdout
+    assert m["complete"] and m["rank_status"] == ["complete"] * 2
+    assert m["untraced_calls"] == {"Spawn": 2}
+    df = _rows(tmp_path / "t")
+    send = df[df["op"] == "Send"]
+    assert list(zip(send["rank"], send["peer"], send["nbytes"])) == [(0, -1, 4)]
+    assert m["communicators"][str(send["comm"].iloc[0])] == [0, 1]
+    res = hindsight("trace", "check", tmp_path / "t")
+    assert res.stdout.strip().splitlines() == [
+        f"{tmp_path / 't' / tf.MANIFEST_NAME}: traffic incomplete: 2 calls (Spawn 2) not traced; "
+        "replay leaves them out (docs/trace-format.md, \"What is not traced\")"]

@@ -195,9 +195,9 @@ static int ascending(const void *a, const void *b) {
 
 /* An intercommunicator (made by MPI_Intercomm_create, MPI_Comm_spawn...: counted, not traced).
  * The peers and roots its calls name are ranks of the remote group, so its entry maps them
- * through that group's world ranks (-1 for a process outside this MPI_COMM_WORLD); it is named
- * by both groups' world ranks in ascending order, the same list, hence the same id, on both
- * sides. */
+ * through that group's world ranks (-1 for a process outside this MPI_COMM_WORLD, a spawned
+ * one); it is named by both groups' world ranks in ascending order (those in this
+ * MPI_COMM_WORLD), the same list, hence the same id, on both sides. */
 static comm_t *adopt_inter(MPI_Comm comm) {
     int lsize, rsize;
     int *local = members_of(comm, &lsize);
@@ -212,14 +212,15 @@ static comm_t *adopt_inter(MPI_Comm comm) {
     PMPI_Group_free(&rg);
     PMPI_Group_free(&wg);
     free(index);
-    for (int i = 0; i < rsize; i++)
-        if (remote[i] == MPI_UNDEFINED) remote[i] = -1;
-    int *both = malloc((size_t)(lsize + rsize) * sizeof(int));
+    int *both = malloc((size_t)(lsize + rsize) * sizeof(int)), nboth = lsize;
     memcpy(both, local, (size_t)lsize * sizeof(int));
-    memcpy(both + lsize, remote, (size_t)rsize * sizeof(int));
     free(local);
-    qsort(both, (size_t)(lsize + rsize), sizeof(int), ascending);
-    comm_t *c = add_comm(comm, named_id(both, lsize + rsize), both, lsize + rsize);
+    for (int i = 0; i < rsize; i++) {
+        if (remote[i] == MPI_UNDEFINED) remote[i] = -1;
+        else both[nboth++] = remote[i];
+    }
+    qsort(both, (size_t)nboth, sizeof(int), ascending);
+    comm_t *c = add_comm(comm, named_id(both, nboth), both, nboth);
     free(both);
     c->world = remote;
     c->size = rsize;
@@ -697,10 +698,13 @@ static int open_stage(const char *dir, int64_t capacity) {
     if (mkdir(stage, 0755) != 0 && errno != EEXIST) return errno;
     char path[4200];
     snprintf(path, sizeof path, "%s/events.raw", stage);
-    raw_fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    raw_fd = open(path, O_RDWR | O_CREAT, 0644);
     if (raw_fd < 0) return errno;
-    /* held while the rank lives: `trace seal` tells a live rank from a dead one by it */
+    /* held while the rank lives: `trace seal` tells a live rank from a dead one by it; emptied
+     * only once held, so that another process with this rank number cannot cut a live rank's
+     * mapped file short */
     if (flock(raw_fd, LOCK_EX | LOCK_NB) != 0) return errno;
+    if (ftruncate(raw_fd, 0) != 0) return errno;
     snprintf(path, sizeof path, "%s/names.jsonl", stage);
     names_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
     if (names_fd < 0) return errno;
@@ -716,6 +720,11 @@ static int open_stage(const char *dir, int64_t capacity) {
 static void start(void) {
     const char *dir = getenv("HINDSIGHT_TRACE_DIR");
     if (!dir || !*dir) return;
+    /* A process started by MPI_Comm_spawn has an MPI_COMM_WORLD of its own, whose rank numbers
+     * are the traced job's: it runs untraced (its parent counts the spawn). */
+    MPI_Comm parent = MPI_COMM_NULL;
+    PMPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
     const char *h = getenv("HINDSIGHT_HOSTNAME");
