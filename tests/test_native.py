@@ -249,6 +249,15 @@ def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
     for r in (0, 1):
         assert f"  rank {r} stopped in Recv at {where[r]}\n" in res.stdout
 
+    # in a call that is counted, not traced: named as untraced_calls names it
+    line = src.index("        MPI_Mprobe(1 - rank, 7, MPI_COMM_WORLD, &msg, MPI_STATUS_IGNORE);") + 1
+    res = hindsight("collect", "-n", 2, "--program", exe, "--out", out, "--timeout", 5, "--",
+                    "mprobe")
+    assert res.returncode == 1
+    where = f"tests/programs/deadlock.c:{line}"
+    assert tf.read_manifest(out)["stopped_in"] == {
+        str(r): {"call": "Mprobe", "where": where} for r in (0, 1)}
+
 
 ONE_SIDED = tf.RMA_OPS | tf.RMA_LOCK_OPS | {"Win_create", "Win_fence", "Win_free"}
 

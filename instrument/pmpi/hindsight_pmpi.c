@@ -425,7 +425,8 @@ static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
  * tracer: docs/trace-format.md, "What is not traced"); the sealer sums them into the manifest,
  * and `trace check` and `trace info` say the traffic is incomplete. Each is counted under the
  * name the Python tracer gives the same mpi4py call (instrument/untraced.py, instrument/rma.py),
- * so a C and a Python program are counted alike. One increment per call, nothing else. */
+ * so a C and a Python program are counted alike. Per call: one increment, and the two stores
+ * that say where the rank is (the stop signal, below), nothing else. */
 #define UNTRACED_CALLS(X)                                                                    \
     X(RPUT, "Win.Rput") X(RGET, "Win.Rget") X(RACCUMULATE, "Win.Raccumulate")                \
     X(RGET_ACCUMULATE, "Win.Rget_accumulate") X(WIN_POST, "Win.Post")                        \
@@ -544,7 +545,8 @@ static void at_exit(void) {
 }
 
 /* ---- where the rank is, for the stop signal (instrument/stopped.py) ----------------------- *
- * The op code of the traced call the rank is inside (0: none, -1: MPI_Finalize) and the call's
+ * The op code of the traced call the rank is inside (0: none, -1: MPI_Finalize, -2 - k: the
+ * counted call k of UNTRACED_CALLS) and the call's
  * return address (the program's call site), stored at the call's entry; the op code is cleared
  * at its exit. Nothing else is done per call: the signal handler reads them when asked. */
 static volatile int64_t in_op;
@@ -567,18 +569,25 @@ static size_t put_lit(char *b, size_t n, const char *s) {
     return n;
 }
 
-/* The answer: "pmpi op N caller 0xADDR" and "end", with write(2) only (async-signal-safe). */
+/* The answer: "pmpi op N caller 0xADDR" (a counted call: "pmpi call NAME caller 0xADDR") and
+ * "end", with write(2) only (async-signal-safe). */
 static void on_stop_signal(int sig) {
     (void)sig;
     int saved = errno;
-    char b[96];
-    size_t n = put_lit(b, 0, "pmpi op ");
+    char b[160];
+    size_t n;
     int64_t op = in_op;
-    if (op < 0) { b[n++] = '-'; op = -op; }
-    char d[24];
-    int k = 0;
-    do { d[k++] = (char)('0' + op % 10); op /= 10; } while (op);
-    while (k) b[n++] = d[--k];
+    if (op <= -2 && -2 - op < N_UNTRACED) {
+        n = put_lit(b, 0, "pmpi call ");
+        n = put_lit(b, n, untraced_name[-2 - op]);
+    } else {
+        n = put_lit(b, 0, "pmpi op ");
+        if (op < 0) { b[n++] = '-'; op = -op; }
+        char d[24];
+        int k = 0;
+        do { d[k++] = (char)('0' + op % 10); op /= 10; } while (op);
+        while (k) b[n++] = d[--k];
+    }
     n = put_lit(b, n, " caller 0x");
     n = put_hex(b, n, (uint64_t)(uintptr_t)in_caller);
     n = put_lit(b, n, "\nend\n");
@@ -1853,12 +1862,16 @@ int MPI_Win_free(MPI_Win *win) {
     return rc;
 }
 
-/* ---- calls without a row: counted (UNTRACED_CALLS above), then MPI's ---------------------- */
+/* ---- calls without a row: counted (UNTRACED_CALLS above), then MPI's; the stop signal names
+ *      the one a rank is inside ------------------------------------------------------------- */
 
 #define COUNTED(ID, NAME, PARAMS, ARGS)                                                      \
     int NAME PARAMS {                                                                        \
         untraced[U_##ID]++;                                                                  \
-        return P##NAME ARGS;                                                                 \
+        ENTER(-2 - U_##ID);                                                                  \
+        int rc = P##NAME ARGS;                                                               \
+        LEAVE();                                                                             \
+        return rc;                                                                           \
     }
 
 /* A persistent request MPI makes that is not traced: counted, and its handle forgotten as a
@@ -1866,7 +1879,9 @@ int MPI_Win_free(MPI_Win *win) {
 #define COUNTED_INIT(ID, NAME, PARAMS, ARGS)                                                 \
     int NAME PARAMS {                                                                        \
         untraced[U_##ID]++;                                                                  \
+        ENTER(-2 - U_##ID);                                                                  \
         int rc = P##NAME ARGS;                                                               \
+        LEAVE();                                                                             \
         if (rc == MPI_SUCCESS) preq_untraced(*request);                                      \
         return rc;                                                                           \
     }
