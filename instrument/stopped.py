@@ -13,7 +13,8 @@ the signal, where the rank is:
 - a compiled program (instrument/pmpi/hindsight_pmpi.c): the library keeps the op code of the
   traced call the rank is inside and that call's return address in two static variables (stored
   at the call's entry, the op code cleared at its exit); the handler writes them with write(2)
-  (``pmpi op N caller 0xADDR``, then ``end``). At start-up the library wrote the address range
+  (``pmpi op N caller 0xADDR``, for a call it counts but does not record ``pmpi call NAME
+  caller 0xADDR``, then ``end``). At start-up the library wrote the address range
   and load bias of every loaded ELF module (``module LO HI BIAS PATH``), so the return address
   becomes a module and an address in it, and addr2line makes it a source line where the program
   has debug information (-g).
@@ -126,7 +127,7 @@ def read(stage: Path, program: str | None = None) -> dict[str, Any] | None:
     lines = text.splitlines()[1:]            # after "pid N"
     if not lines:
         return None
-    if any(s.startswith(("module ", "pmpi op ")) for s in lines):
+    if any(s.startswith(("module ", "pmpi op ", "pmpi call ")) for s in lines):
         return _read_pmpi(lines, program)
     return _read_python(lines, program)
 
@@ -217,13 +218,18 @@ def _read_pmpi(lines: list[str], program: str | None) -> dict[str, Any] | None:
                                 words[4]))
             elif words[:2] == ["pmpi", "op"] and len(words) >= 5:
                 op, caller = int(words[2]), int(words[4], 16)
+            elif words[:2] == ["pmpi", "call"] and len(words) >= 5:
+                op, caller = words[2], int(words[4], 16)      # a counted call, by its name
         except ValueError:
             continue
     if op is None:
         return None                       # asked, but the answer did not arrive
     if op == 0:
         return {"call": None, "where": None}
-    call = "Finalize" if op < 0 else (fc.OPS[op] if 0 < op < len(fc.OPS) else str(op))
+    if isinstance(op, str):
+        call = op
+    else:
+        call = "Finalize" if op < 0 else (fc.OPS[op] if 0 < op < len(fc.OPS) else str(op))
     return {"call": _pmpi_call_name(call), "where": _symbolize(caller, modules, program)}
 
 

@@ -4,9 +4,11 @@
  * HINDSIGHT_TRACE_DIR names the trace directory (native.py has prepared TRACE/.staging/).
  * Each rank writes the records of hindsight.trace.core (RAW_RECORD "<11q", RAW_COLUMNS) into a
  * shared mapping of TRACE/.staging/rank-NNNNN/events.raw, the rows the Python tracer
- * (instrument/comm.py, instrument/completion.py, instrument/rma.py) writes for the same calls,
- * and names.jsonl beside it. The kernel owns the mapped pages, so a killed rank keeps what it recorded; t_end is
- * stored last (after a compiler barrier), so a record cut short by a kill reads as unwritten.
+ * (instrument/comm.py, instrument/completion.py, instrument/rma.py, instrument/topology.py)
+ * writes for the same calls, and names.jsonl beside it (communicators' members, topologies'
+ * out-neighbours). The kernel owns the mapped pages, so a killed rank keeps what it recorded;
+ * t_end is stored last (after a compiler barrier), so a record cut short by a kill reads as
+ * unwritten.
  * At MPI_Finalize each rank leaves status.json; native.py seals the ranks after the run.
  * Where the rank is when `hindsight collect` stops the run is kept at no cost beyond two stores
  * a call and written on request (stop signal, instrument/stopped.py) to stopped_in.txt.
@@ -97,6 +99,7 @@ typedef struct {
     int *world;                          /* NULL: world numbering */
     int size;
     int64_t created;
+    int outdeg;                          /* out-neighbours of its topology (0: none) */
 } comm_t;
 
 /* Entries are allocated one by one and never freed: a request posted on a communicator keeps
@@ -106,6 +109,7 @@ static int ncomms, capcomms;
 static comm_t world_entry, self_entry;
 
 static void name_line(const char *line);
+static void neighbours_line(comm_t *c);
 
 static uint32_t crc32_of(const char *s) {
     uint32_t c = 0xFFFFFFFFu;
@@ -172,24 +176,72 @@ static comm_t *add_comm(MPI_Comm comm, int64_t id, int *world, int size) {
         comms = realloc(comms, (size_t)capcomms * sizeof *comms);
     }
     comm_t *c = malloc(sizeof *c);
-    *c = (comm_t){comm, id, world, size, 0};
+    *c = (comm_t){comm, id, world, size, 0, 0};
     comms[ncomms++] = c;
     comm_line(id, world, size);
+    neighbours_line(c);
     return c;
 }
 
-/* A communicator made by a call that is not traced (an intercommunicator merge, a graph
- * topology...): named by its members, the same on every member without communicating. */
-static comm_t *adopt(MPI_Comm comm) {
-    int size;
-    int *world = members_of(comm, &size);
+static int64_t named_id(const int *world, int size) {
     char key[64];
     uint32_t h = 0;
     for (int i = 0; i < size; i++) {
         snprintf(key, sizeof key, "%u/%d", h, world[i]);
         h = crc32_of(key);
     }
-    return add_comm(comm, derived_id(-1, h, 0), world, size);
+    return derived_id(-1, h, 0);
+}
+
+static int ascending(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* An intercommunicator (made by MPI_Intercomm_create, MPI_Comm_spawn...: counted, not traced).
+ * The peers and roots its calls name are ranks of the remote group, so its entry maps them
+ * through that group's world ranks (-1 for a process outside this MPI_COMM_WORLD, a spawned
+ * one); it is named by both groups' world ranks in ascending order (those in this
+ * MPI_COMM_WORLD), the same list, hence the same id, on both sides. */
+static comm_t *adopt_inter(MPI_Comm comm) {
+    int lsize, rsize;
+    int *local = members_of(comm, &lsize);
+    PMPI_Comm_remote_size(comm, &rsize);
+    int *remote = malloc((size_t)(rsize + 1) * sizeof(int));
+    int *index = malloc((size_t)(rsize + 1) * sizeof(int));
+    for (int i = 0; i < rsize; i++) index[i] = i;
+    MPI_Group rg, wg;
+    PMPI_Comm_remote_group(comm, &rg);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(rg, rsize, index, wg, remote);
+    PMPI_Group_free(&rg);
+    PMPI_Group_free(&wg);
+    free(index);
+    int *both = malloc((size_t)(lsize + rsize) * sizeof(int)), nboth = lsize;
+    memcpy(both, local, (size_t)lsize * sizeof(int));
+    free(local);
+    for (int i = 0; i < rsize; i++) {
+        if (remote[i] == MPI_UNDEFINED) remote[i] = -1;
+        else both[nboth++] = remote[i];
+    }
+    qsort(both, (size_t)nboth, sizeof(int), ascending);
+    comm_t *c = add_comm(comm, named_id(both, nboth), both, nboth);
+    free(both);
+    c->world = remote;
+    c->size = rsize;
+    return c;
+}
+
+/* A communicator made by a call that is not traced (MPI_Comm_idup, MPI_Intercomm_merge,
+ * MPI_Comm_create_group...): named by its members, the same on every member without
+ * communicating. */
+static comm_t *adopt(MPI_Comm comm) {
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return adopt_inter(comm);
+    int size;
+    int *world = members_of(comm, &size);
+    return add_comm(comm, named_id(world, size), world, size);
 }
 
 static inline comm_t *comm_of(MPI_Comm comm) {
@@ -202,6 +254,49 @@ static inline comm_t *comm_of(MPI_Comm comm) {
 
 static inline int64_t world_of(const comm_t *c, int r) {
     return (c->world == NULL || r < 0 || r >= c->size) ? r : c->world[r];
+}
+
+/* A communicator with a topology (made by MPI_Cart_create, MPI_Graph_create,
+ * MPI_Dist_graph_create*, or duplicated from one): names.jsonl's ["nbrs", id, [world ranks]],
+ * this rank's out-neighbours in the order its neighbourhood collectives send (per dimension the
+ * lower neighbour then the upper one, MPI_Cart_shift; MPI_Graph_neighbors; the destinations of
+ * MPI_Dist_graph_neighbors), -1 for MPI_PROC_NULL (instrument/topology.py). */
+static void neighbours_line(comm_t *c) {
+    int kind = MPI_UNDEFINED, n = 0, *outs = NULL;
+    PMPI_Topo_test(c->comm, &kind);
+    if (kind == MPI_CART) {
+        int ndims = 0;
+        PMPI_Cartdim_get(c->comm, &ndims);
+        outs = malloc((size_t)(2 * ndims + 1) * sizeof(int));
+        for (int d = 0; d < ndims; d++, n += 2)
+            PMPI_Cart_shift(c->comm, d, 1, &outs[n], &outs[n + 1]);
+    } else if (kind == MPI_GRAPH) {
+        int me;
+        PMPI_Comm_rank(c->comm, &me);
+        PMPI_Graph_neighbors_count(c->comm, me, &n);
+        outs = malloc((size_t)(n + 1) * sizeof(int));
+        PMPI_Graph_neighbors(c->comm, me, n, outs);
+    } else if (kind == MPI_DIST_GRAPH) {
+        int in = 0, weighted = 0;
+        PMPI_Dist_graph_neighbors_count(c->comm, &in, &n, &weighted);
+        int *ins = malloc((size_t)(2 * in + 2 * n + 2) * sizeof(int));
+        outs = malloc((size_t)(n + 1) * sizeof(int));
+        PMPI_Dist_graph_neighbors(c->comm, in, ins, ins + in, n, outs, ins + 2 * in);
+        free(ins);
+    } else {
+        return;
+    }
+    c->outdeg = n;
+    size_t cap = 64 + (size_t)n * 12;
+    char *line = malloc(cap);
+    int k = snprintf(line, cap, "[\"nbrs\", %lld, [", (long long)c->id);
+    for (int i = 0; i < n; i++)
+        k += snprintf(line + k, cap - (size_t)k, i ? ", %lld" : "%lld",
+                      (long long)(outs[i] == MPI_PROC_NULL ? -1 : world_of(c, outs[i])));
+    snprintf(line + k, cap - (size_t)k, "]]\n");
+    name_line(line);
+    free(line);
+    free(outs);
 }
 
 /* ---- requests: open addressing on the handle (duplicates allowed), backward-shift deletion - */
@@ -443,11 +538,53 @@ static size_t put_conditions(char *b, size_t n, size_t cap, const cond_t *c) {
     return n;
 }
 
+/* ---- calls without a row, counted per name: the rank's `untraced_calls` in status.json ---- *
+ * They move data or synchronise, but the trace has no row model for them (as for the Python
+ * tracer: docs/trace-format.md, "What is not traced"); the sealer sums them into the manifest,
+ * and `trace check` and `trace info` say the traffic is incomplete. Each is counted under the
+ * name the Python tracer gives the same mpi4py call (instrument/untraced.py, instrument/rma.py),
+ * so a C and a Python program are counted alike. Per call: one increment, and the two stores
+ * that say where the rank is (the stop signal, below), nothing else. */
+#define UNTRACED_CALLS(X)                                                                    \
+    X(RPUT, "Win.Rput") X(RGET, "Win.Rget") X(RACCUMULATE, "Win.Raccumulate")                \
+    X(RGET_ACCUMULATE, "Win.Rget_accumulate") X(WIN_POST, "Win.Post")                        \
+    X(WIN_START, "Win.Start") X(WIN_COMPLETE, "Win.Complete") X(WIN_WAIT, "Win.Wait")        \
+    X(WIN_TEST, "Win.Test")                                                                  \
+    X(MPROBE, "Mprobe") X(IMPROBE, "Improbe") X(MRECV, "Message.Recv")                       \
+    X(IMRECV, "Message.Irecv") X(ISENDRECV, "Isendrecv")                                     \
+    X(ISENDRECV_REPLACE, "Isendrecv_replace") X(PSEND_INIT, "Psend_init")                    \
+    X(PRECV_INIT, "Precv_init")                                                              \
+    X(ALLTOALLW, "Alltoallw") X(IALLTOALLW, "Ialltoallw")                                    \
+    X(NEIGHBOR_ALLTOALLW, "Neighbor_alltoallw") X(INEIGHBOR_ALLTOALLW, "Ineighbor_alltoallw") \
+    X(BARRIER_INIT, "Barrier_init") X(BCAST_INIT, "Bcast_init") X(GATHER_INIT, "Gather_init") \
+    X(GATHERV_INIT, "Gatherv_init") X(SCATTER_INIT, "Scatter_init")                          \
+    X(SCATTERV_INIT, "Scatterv_init") X(ALLGATHER_INIT, "Allgather_init")                    \
+    X(ALLGATHERV_INIT, "Allgatherv_init") X(ALLTOALL_INIT, "Alltoall_init")                  \
+    X(ALLTOALLV_INIT, "Alltoallv_init") X(ALLTOALLW_INIT, "Alltoallw_init")                  \
+    X(REDUCE_INIT, "Reduce_init") X(ALLREDUCE_INIT, "Allreduce_init")                        \
+    X(REDUCE_SCATTER_INIT, "Reduce_scatter_init")                                            \
+    X(REDUCE_SCATTER_BLOCK_INIT, "Reduce_scatter_block_init") X(SCAN_INIT, "Scan_init")      \
+    X(EXSCAN_INIT, "Exscan_init") X(NEIGHBOR_ALLGATHER_INIT, "Neighbor_allgather_init")      \
+    X(NEIGHBOR_ALLGATHERV_INIT, "Neighbor_allgatherv_init")                                  \
+    X(NEIGHBOR_ALLTOALL_INIT, "Neighbor_alltoall_init")                                      \
+    X(NEIGHBOR_ALLTOALLV_INIT, "Neighbor_alltoallv_init")                                    \
+    X(NEIGHBOR_ALLTOALLW_INIT, "Neighbor_alltoallw_init")                                    \
+    X(INTERCOMM_CREATE, "Create_intercomm")                                                  \
+    X(INTERCOMM_FROM_GROUPS, "Intercomm.Create_from_groups")                                 \
+    X(INTERCOMM_MERGE, "Intercomm.Merge") X(SPAWN, "Spawn")                                  \
+    X(SPAWN_MULTIPLE, "Spawn_multiple") X(ACCEPT, "Accept") X(CONNECT, "Connect")            \
+    X(JOIN, "Join")
+#define U_ENUM(ID, NAME) U_##ID,
+#define U_NAME(ID, NAME) NAME,
+enum { UNTRACED_CALLS(U_ENUM) N_UNTRACED };
+static const char *const untraced_name[N_UNTRACED] = {UNTRACED_CALLS(U_NAME)};
+static int64_t uncounted[N_UNTRACED];     /* per UNTRACED_CALLS entry: calls made */
+
 /* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
  * library. `end` (the conditions at the end of the program) is NULL on the signal path, which
  * only calls write/rename. */
 static void write_status(const char *status, int64_t program_end, const cond_t *end) {
-    char tmp[4200], dst[4200], b[4096];
+    char tmp[4200], dst[4200], b[8192];
     snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
     snprintf(dst, sizeof dst, "%s/status.json", stage);
     size_t n = (size_t)snprintf(b, sizeof b,
@@ -464,6 +601,17 @@ static void write_status(const char *status, int64_t program_end, const cond_t *
         n += (size_t)snprintf(b + n, sizeof b - n, "%lld", (long long)program_end);
     else
         n += (size_t)snprintf(b + n, sizeof b - n, "null");
+    n = CLAMP(n, sizeof b);
+    n += (size_t)snprintf(b + n, sizeof b - n, ", \"untraced_calls\": {");
+    n = CLAMP(n, sizeof b);
+    for (int i = 0, first = 1; i < N_UNTRACED; i++) {
+        if (!uncounted[i]) continue;
+        n += (size_t)snprintf(b + n, sizeof b - n, "%s\"%s\": %lld", first ? "" : ", ",
+                              untraced_name[i], (long long)uncounted[i]);
+        n = CLAMP(n, sizeof b);
+        first = 0;
+    }
+    n += (size_t)snprintf(b + n, sizeof b - n, "}");
     n = CLAMP(n, sizeof b);
     if (wrank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -514,7 +662,8 @@ static void at_exit(void) {
 }
 
 /* ---- where the rank is, for the stop signal (instrument/stopped.py) ----------------------- *
- * The op code of the traced call the rank is inside (0: none, -1: MPI_Finalize) and the call's
+ * The op code of the traced call the rank is inside (0: none, -1: MPI_Finalize, -2 - k: the
+ * counted call k of UNTRACED_CALLS) and the call's
  * return address (the program's call site), stored at the call's entry; the op code is cleared
  * at its exit. Nothing else is done per call: the signal handler reads them when asked. */
 static volatile int64_t in_op;
@@ -537,18 +686,25 @@ static size_t put_lit(char *b, size_t n, const char *s) {
     return n;
 }
 
-/* The answer: "pmpi op N caller 0xADDR" and "end", with write(2) only (async-signal-safe). */
+/* The answer: "pmpi op N caller 0xADDR" (a counted call: "pmpi call NAME caller 0xADDR") and
+ * "end", with write(2) only (async-signal-safe). */
 static void on_stop_signal(int sig) {
     (void)sig;
     int saved = errno;
-    char b[96];
-    size_t n = put_lit(b, 0, "pmpi op ");
+    char b[160];
+    size_t n;
     int64_t op = in_op;
-    if (op < 0) { b[n++] = '-'; op = -op; }
-    char d[24];
-    int k = 0;
-    do { d[k++] = (char)('0' + op % 10); op /= 10; } while (op);
-    while (k) b[n++] = d[--k];
+    if (op <= -2 && -2 - op < N_UNTRACED) {
+        n = put_lit(b, 0, "pmpi call ");
+        n = put_lit(b, n, untraced_name[-2 - op]);
+    } else {
+        n = put_lit(b, 0, "pmpi op ");
+        if (op < 0) { b[n++] = '-'; op = -op; }
+        char d[24];
+        int k = 0;
+        do { d[k++] = (char)('0' + op % 10); op /= 10; } while (op);
+        while (k) b[n++] = d[--k];
+    }
     n = put_lit(b, n, " caller 0x");
     n = put_hex(b, n, (uint64_t)(uintptr_t)in_caller);
     n = put_lit(b, n, "\nend\n");
@@ -670,10 +826,13 @@ static int open_stage(const char *dir, int64_t capacity) {
     if (untraced) return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/events.raw", stage);
-    raw_fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    raw_fd = open(path, O_RDWR | O_CREAT, 0644);
     if (raw_fd < 0) return errno;
-    /* held while the rank lives: `trace seal` tells a live rank from a dead one by it */
+    /* held while the rank lives: `trace seal` tells a live rank from a dead one by it; emptied
+     * only once held, so that another process with this rank number cannot cut a live rank's
+     * mapped file short */
     if (flock(raw_fd, LOCK_EX | LOCK_NB) != 0) return errno;
+    if (ftruncate(raw_fd, 0) != 0) return errno;
     snprintf(path, sizeof path, "%s/names.jsonl", stage);
     names_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
     if (names_fd < 0) return errno;
@@ -689,6 +848,11 @@ static int open_stage(const char *dir, int64_t capacity) {
 static void start(void) {
     const char *dir = getenv("HINDSIGHT_TRACE_DIR");
     if (!dir || !*dir) return;
+    /* A process started by MPI_Comm_spawn has an MPI_COMM_WORLD of its own, whose rank numbers
+     * are the traced job's: it runs untraced (its parent counts the spawn). */
+    MPI_Comm parent = MPI_COMM_NULL;
+    PMPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
     const char *h = getenv("HINDSIGHT_HOSTNAME");
@@ -720,8 +884,8 @@ static void start(void) {
 
     char *hosts = calloc((size_t)wsize, sizeof host);
     PMPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
-    world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0};
-    self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0};
+    world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0, 0};
+    self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0, 0};
     started = 1;
     if (!untraced) {
         on = 1;
@@ -866,6 +1030,28 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     return rc;
 }
 
+/* As instrument/comm.py records it: the rows of a Sendrecv of `count` elements each way. */
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag,
+                         int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
+    if (!on)
+        return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm,
+                                     status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    ENTER(OP_SR_SEND);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, st);
+    int64_t t1 = now_ns();
+    LEAVE();
+    comm_t *c = comm_of(comm);
+    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(count, type), -1, -1,
+        t1);
+    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st),
+        -1, -1, t1);
+    return rc;
+}
+
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     if (!on) return PMPI_Probe(source, tag, comm, status);
     MPI_Status mine;
@@ -940,6 +1126,123 @@ int MPI_Request_free(MPI_Request *request) {
     req_t *e = on ? req_find(*request) : NULL;
     if (e) req_del(e);
     return PMPI_Request_free(request);
+}
+
+/* ---- persistent point-to-point (instrument/completion.py, TracedPrequest): nothing at
+ *      MPI_Send_init/Ssend_init/Bsend_init/Rsend_init/Recv_init but what each MPI_Start will
+ *      record, the non-blocking post it starts (Isend, Issend, Ibsend, Irsend, Irecv) with a
+ *      fresh request id, completed by the Wait or Test row of its request as any other ---- */
+
+typedef struct {
+    MPI_Request req;
+    int64_t op;                          /* 0: a persistent request that is not traced */
+    int64_t peer, tag, nbytes;
+    comm_t *comm;
+    int recv, used;
+} preq_t;
+
+/* By handle, one entry each (open addressing); an entry is overwritten by the next persistent
+ * request MPI makes with its handle, never removed. */
+static preq_t *preqs;
+static size_t preqcap, npreqs;
+
+static preq_t *preq_slot(MPI_Request r) {
+    size_t i = ((uint64_t)(uintptr_t)r * 0x9E3779B97F4A7C15ull) >> 20 & (preqcap - 1);
+    while (preqs[i].used && preqs[i].req != r) i = (i + 1) & (preqcap - 1);
+    return &preqs[i];
+}
+
+static void preq_set(MPI_Request r, int64_t op, int64_t peer, int64_t tag, int64_t nbytes,
+                     comm_t *comm, int recv) {
+    if (2 * (npreqs + 1) > preqcap) {
+        preq_t *old = preqs;
+        size_t oldcap = preqcap;
+        preqcap = preqcap ? 2 * preqcap : 64;
+        preqs = calloc(preqcap, sizeof *preqs);
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].used) *preq_slot(old[i].req) = old[i];
+        free(old);
+    }
+    preq_t *e = preq_slot(r);
+    if (!e->used) npreqs++;
+    *e = (preq_t){r, op, peer, tag, nbytes, comm, recv, 1};
+}
+
+/* A persistent request MPI made that is not traced (a persistent collective's, a partitioned
+ * one's): its handle may have been a traced one's before. */
+static void preq_untraced(MPI_Request r) {
+    if (!npreqs) return;
+    preq_t *e = preq_slot(r);
+    if (e->used) e->op = 0;
+}
+
+static inline const preq_t *preq_find(MPI_Request r) {
+    if (!npreqs || r == MPI_REQUEST_NULL) return NULL;
+    const preq_t *e = preq_slot(r);
+    return e->used && e->op ? e : NULL;
+}
+
+#define PSEND_INIT(NAME, OPC)                                                                \
+int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,    \
+         MPI_Request *request) {                                                             \
+    int rc = P##NAME(buf, count, type, dest, tag, comm, request);                            \
+    if (on && rc == MPI_SUCCESS) {                                                           \
+        comm_t *c = comm_of(comm);                                                           \
+        preq_set(*request, OPC, world_of(c, dest), tag, bytes(count, type), c, 0);           \
+    }                                                                                        \
+    return rc;                                                                               \
+}
+PSEND_INIT(MPI_Send_init, OP_ISEND)
+PSEND_INIT(MPI_Ssend_init, OP_ISSEND)
+PSEND_INIT(MPI_Bsend_init, OP_IBSEND)
+PSEND_INIT(MPI_Rsend_init, OP_IRSEND)
+
+int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request *request) {
+    int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+    if (on && rc == MPI_SUCCESS) {
+        comm_t *c = comm_of(comm);
+        preq_set(*request, OP_IRECV,
+                 source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),
+                 tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, bytes(count, type), c, 1);
+    }
+    return rc;
+}
+
+/* The post row of a started persistent request; its completion is then looked up as any. */
+static void started(const preq_t *p, MPI_Request r, int64_t t0, int64_t t1) {
+    int64_t rid = next_request++;
+    rec(p->op, t0, -1, p->peer, p->tag, p->comm->id, p->nbytes, rid, -1, t1);
+    req_put(r, rid, p->recv ? p->comm : NULL, p->comm->id);
+}
+
+int MPI_Start(MPI_Request *request) {
+    const preq_t *p = on ? preq_find(*request) : NULL;
+    if (!p) return PMPI_Start(request);
+    ENTER(p->op);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Start(request);
+    int64_t t1 = now_ns();
+    LEAVE();
+    started(p, *request, t0, t1);
+    return rc;
+}
+
+/* One post row per traced request, each with the call's times (as TracedPrequest.Startall). */
+int MPI_Startall(int count, MPI_Request reqs_in[]) {
+    const preq_t *first = NULL;
+    for (int i = 0; on && i < count && !first; i++) first = preq_find(reqs_in[i]);
+    if (!first) return PMPI_Startall(count, reqs_in);
+    ENTER(first->op);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Startall(count, reqs_in);
+    int64_t t1 = now_ns();
+    LEAVE();
+    for (int i = 0; i < count; i++) {
+        const preq_t *p = preq_find(reqs_in[i]);
+        if (p) started(p, reqs_in[i], t0, t1);
+    }
+    return rc;
 }
 
 /* ---- completions: one row per traced request that completed ----------------------------- */
@@ -1321,6 +1624,69 @@ int MPI_Ireduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype
           PMPI_Ireduce_scatter_block(sb, rb, rcount, t, op, comm, request))
 }
 
+/* ---- neighbourhood collectives of a topology communicator (instrument/topology.py): one row
+ *      (a post row with a request id for the non-blocking forms) whose nbytes is what this rank
+ *      sends each out-neighbour: the send block (allgather(v), alltoall), for alltoallv the sum
+ *      of the send counts; the out-neighbours are on the communicator's "nbrs" line --------- */
+
+static int64_t sum_n(const int *counts, int n, MPI_Datatype t) {
+    int64_t s = 0;
+    for (int i = 0; i < n; i++) s += counts[i];
+    return s * bytes(1, t);
+}
+
+int MPI_Neighbor_allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                           MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLGATHER, bytes(sc, st), -1,
+         PMPI_Neighbor_allgather(sb, sc, st, rb, rc_, rt, comm))
+}
+
+int MPI_Neighbor_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb,
+                            const int rcs[], const int displs[], MPI_Datatype rt,
+                            MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLGATHERV, bytes(sc, st), -1,
+         PMPI_Neighbor_allgatherv(sb, sc, st, rb, rcs, displs, rt, comm))
+}
+
+int MPI_Neighbor_alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                          MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLTOALL, bytes(sc, st), -1,
+         PMPI_Neighbor_alltoall(sb, sc, st, rb, rc_, rt, comm))
+}
+
+int MPI_Neighbor_alltoallv(const void *sb, const int scs[], const int sdispls[],
+                           MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
+                           MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_NEIGHBOR_ALLTOALLV, sum_n(scs, c->outdeg, st), -1,
+         PMPI_Neighbor_alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))
+}
+
+int MPI_Ineighbor_allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                            MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLGATHER, bytes(sc, st), -1,
+          PMPI_Ineighbor_allgather(sb, sc, st, rb, rc_, rt, comm, request))
+}
+
+int MPI_Ineighbor_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb,
+                             const int rcs[], const int displs[], MPI_Datatype rt,
+                             MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLGATHERV, bytes(sc, st), -1,
+          PMPI_Ineighbor_allgatherv(sb, sc, st, rb, rcs, displs, rt, comm, request))
+}
+
+int MPI_Ineighbor_alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
+                           MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLTOALL, bytes(sc, st), -1,
+          PMPI_Ineighbor_alltoall(sb, sc, st, rb, rc_, rt, comm, request))
+}
+
+int MPI_Ineighbor_alltoallv(const void *sb, const int scs[], const int sdispls[],
+                            MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
+                            MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
+    ICOLL(OP_INEIGHBOR_ALLTOALLV, sum_n(scs, c->outdeg, st), -1,
+          PMPI_Ineighbor_alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, request))
+}
+
 /* ---- communicator creation: the row's peer holds the new communicator's id --------------- */
 
 static void derived(int op, int64_t t0, int64_t t1, MPI_Comm parent, MPI_Comm made) {
@@ -1402,6 +1768,49 @@ int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int period
     ENTER(OP_COMM_CREATE);
     int64_t t0 = now_ns();
     int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    LEAVE();
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
+                     int reorder, MPI_Comm *newcomm) {
+    if (!on) return PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+    ENTER(OP_COMM_CREATE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+    LEAVE();
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info,
+                          int reorder, MPI_Comm *newcomm) {
+    if (!on)
+        return PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
+                                      reorder, newcomm);
+    ENTER(OP_COMM_CREATE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
+                                    reorder, newcomm);
+    LEAVE();
+    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[],
+                                   MPI_Info info, int reorder, MPI_Comm *newcomm) {
+    if (!on)
+        return PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                               destinations, destweights, info, reorder,
+                                               newcomm);
+    ENTER(OP_COMM_CREATE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                             destinations, destweights, info, reorder, newcomm);
     LEAVE();
     derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
     return rc;
@@ -1584,3 +1993,191 @@ int MPI_Win_free(MPI_Win *win) {
     rec(OP_WIN_FREE, t0, -1, -1, -1, was.id, -1, -1, -1, t1);
     return rc;
 }
+
+/* ---- calls without a row: counted (UNTRACED_CALLS above), then MPI's; the stop signal names
+ *      the one a rank is inside ------------------------------------------------------------- */
+
+#define COUNTED(ID, NAME, PARAMS, ARGS)                                                      \
+    int NAME PARAMS {                                                                        \
+        uncounted[U_##ID]++;                                                                 \
+        ENTER(-2 - U_##ID);                                                                  \
+        int rc = P##NAME ARGS;                                                               \
+        LEAVE();                                                                             \
+        return rc;                                                                           \
+    }
+
+/* A persistent request MPI makes that is not traced: counted, and its handle forgotten as a
+ * traced persistent request's (MPI_Start then passes it through). */
+#define COUNTED_INIT(ID, NAME, PARAMS, ARGS)                                                 \
+    int NAME PARAMS {                                                                        \
+        uncounted[U_##ID]++;                                                                 \
+        ENTER(-2 - U_##ID);                                                                  \
+        int rc = P##NAME ARGS;                                                               \
+        LEAVE();                                                                             \
+        if (rc == MPI_SUCCESS) preq_untraced(*request);                                      \
+        return rc;                                                                           \
+    }
+
+/* request-based one-sided operations, general active-target synchronisation */
+COUNTED(RPUT, MPI_Rput, (const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp,
+        int tc, MPI_Datatype tt, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, target, disp, tc, tt, win, request))
+COUNTED(RGET, MPI_Rget, (void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
+        MPI_Datatype tt, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, target, disp, tc, tt, win, request))
+COUNTED(RACCUMULATE, MPI_Raccumulate, (const void *oa, int oc, MPI_Datatype ot, int target,
+        MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, target, disp, tc, tt, op, win, request))
+COUNTED(RGET_ACCUMULATE, MPI_Rget_accumulate, (const void *oa, int oc, MPI_Datatype ot,
+        void *ra, int rc_, MPI_Datatype rt, int target, MPI_Aint disp, int tc, MPI_Datatype tt,
+        MPI_Op op, MPI_Win win, MPI_Request *request),
+        (oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win, request))
+COUNTED(WIN_POST, MPI_Win_post, (MPI_Group group, int assert_, MPI_Win win),
+        (group, assert_, win))
+COUNTED(WIN_START, MPI_Win_start, (MPI_Group group, int assert_, MPI_Win win),
+        (group, assert_, win))
+COUNTED(WIN_COMPLETE, MPI_Win_complete, (MPI_Win win), (win))
+COUNTED(WIN_WAIT, MPI_Win_wait, (MPI_Win win), (win))
+COUNTED(WIN_TEST, MPI_Win_test, (MPI_Win win, int *flag), (win, flag))
+
+/* matched probes and receives */
+COUNTED(MPROBE, MPI_Mprobe, (int source, int tag, MPI_Comm comm, MPI_Message *message,
+        MPI_Status *status), (source, tag, comm, message, status))
+COUNTED(IMPROBE, MPI_Improbe, (int source, int tag, MPI_Comm comm, int *flag,
+        MPI_Message *message, MPI_Status *status), (source, tag, comm, flag, message, status))
+COUNTED(MRECV, MPI_Mrecv, (void *buf, int count, MPI_Datatype type, MPI_Message *message,
+        MPI_Status *status), (buf, count, type, message, status))
+COUNTED(IMRECV, MPI_Imrecv, (void *buf, int count, MPI_Datatype type, MPI_Message *message,
+        MPI_Request *request), (buf, count, type, message, request))
+
+/* collectives with a datatype per peer */
+COUNTED(ALLTOALLW, MPI_Alltoallw, (const void *sb, const int scs[], const int sdispls[],
+        const MPI_Datatype sts[], void *rb, const int rcs[], const int rdispls[],
+        const MPI_Datatype rts[], MPI_Comm comm),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))
+COUNTED(IALLTOALLW, MPI_Ialltoallw, (const void *sb, const int scs[], const int sdispls[],
+        const MPI_Datatype sts[], void *rb, const int rcs[], const int rdispls[],
+        const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
+COUNTED(NEIGHBOR_ALLTOALLW, MPI_Neighbor_alltoallw, (const void *sb, const int scs[],
+        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
+        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))
+COUNTED(INEIGHBOR_ALLTOALLW, MPI_Ineighbor_alltoallw, (const void *sb, const int scs[],
+        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
+        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
+
+/* intercommunicators: their creation (their traffic: adopt_inter) */
+COUNTED(INTERCOMM_CREATE, MPI_Intercomm_create, (MPI_Comm local, int local_leader,
+        MPI_Comm peer, int remote_leader, int tag, MPI_Comm *newcomm),
+        (local, local_leader, peer, remote_leader, tag, newcomm))
+COUNTED(INTERCOMM_MERGE, MPI_Intercomm_merge, (MPI_Comm inter, int high, MPI_Comm *newcomm),
+        (inter, high, newcomm))
+COUNTED(SPAWN, MPI_Comm_spawn, (const char *command, char *argv[], int maxprocs, MPI_Info info,
+        int root, MPI_Comm comm, MPI_Comm *inter, int errcodes[]),
+        (command, argv, maxprocs, info, root, comm, inter, errcodes))
+COUNTED(SPAWN_MULTIPLE, MPI_Comm_spawn_multiple, (int count, char *commands[], char **argvs[],
+        const int maxprocs[], const MPI_Info infos[], int root, MPI_Comm comm, MPI_Comm *inter,
+        int errcodes[]), (count, commands, argvs, maxprocs, infos, root, comm, inter, errcodes))
+COUNTED(ACCEPT, MPI_Comm_accept, (const char *port, MPI_Info info, int root, MPI_Comm comm,
+        MPI_Comm *newcomm), (port, info, root, comm, newcomm))
+COUNTED(CONNECT, MPI_Comm_connect, (const char *port, MPI_Info info, int root, MPI_Comm comm,
+        MPI_Comm *newcomm), (port, info, root, comm, newcomm))
+COUNTED(JOIN, MPI_Comm_join, (int fd, MPI_Comm *inter), (fd, inter))
+
+#if MPI_VERSION >= 4
+COUNTED(INTERCOMM_FROM_GROUPS, MPI_Intercomm_create_from_groups, (MPI_Group local,
+        int local_leader, MPI_Group remote, int remote_leader, const char *tag, MPI_Info info,
+        MPI_Errhandler errhandler, MPI_Comm *newcomm),
+        (local, local_leader, remote, remote_leader, tag, info, errhandler, newcomm))
+COUNTED(ISENDRECV, MPI_Isendrecv, (const void *sb, int sc, MPI_Datatype st, int dest,
+        int sendtag, void *rb, int rc_, MPI_Datatype rt, int source, int recvtag, MPI_Comm comm,
+        MPI_Request *request),
+        (sb, sc, st, dest, sendtag, rb, rc_, rt, source, recvtag, comm, request))
+COUNTED(ISENDRECV_REPLACE, MPI_Isendrecv_replace, (void *buf, int count, MPI_Datatype type,
+        int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request),
+        (buf, count, type, dest, sendtag, source, recvtag, comm, request))
+
+/* partitioned and persistent collective requests: counted at their *_init */
+COUNTED_INIT(PSEND_INIT, MPI_Psend_init, (const void *buf, int partitions, MPI_Count count,
+        MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (buf, partitions, count, type, dest, tag, comm, info, request))
+COUNTED_INIT(PRECV_INIT, MPI_Precv_init, (void *buf, int partitions, MPI_Count count,
+        MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (buf, partitions, count, type, source, tag, comm, info, request))
+COUNTED_INIT(BARRIER_INIT, MPI_Barrier_init, (MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (comm, info, request))
+COUNTED_INIT(BCAST_INIT, MPI_Bcast_init, (void *buf, int count, MPI_Datatype t, int root,
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (buf, count, t, root, comm, info, request))
+COUNTED_INIT(GATHER_INIT, MPI_Gather_init, (const void *sb, int sc, MPI_Datatype st, void *rb,
+        int rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rc_, rt, root, comm, info, request))
+COUNTED_INIT(GATHERV_INIT, MPI_Gatherv_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, const int rcs[], const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
+        MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rcs, displs, rt, root, comm, info, request))
+COUNTED_INIT(SCATTER_INIT, MPI_Scatter_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, root, comm, info, request))
+COUNTED_INIT(SCATTERV_INIT, MPI_Scatterv_init, (const void *sb, const int scs[],
+        const int displs[], MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, int root,
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, scs, displs, st, rb, rc_, rt, root, comm, info, request))
+COUNTED_INIT(ALLGATHER_INIT, MPI_Allgather_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(ALLGATHERV_INIT, MPI_Allgatherv_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, const int rcs[], const int displs[], MPI_Datatype rt, MPI_Comm comm,
+        MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))
+COUNTED_INIT(ALLTOALL_INIT, MPI_Alltoall_init, (const void *sb, int sc, MPI_Datatype st,
+        void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(ALLTOALLV_INIT, MPI_Alltoallv_init, (const void *sb, const int scs[],
+        const int sdispls[], MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
+        MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info, request))
+COUNTED_INIT(ALLTOALLW_INIT, MPI_Alltoallw_init, (const void *sb, const int scs[],
+        const int sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
+        const int rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
+COUNTED_INIT(REDUCE_INIT, MPI_Reduce_init, (const void *sb, void *rb, int count, MPI_Datatype t,
+        MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, root, comm, info, request))
+COUNTED_INIT(ALLREDUCE_INIT, MPI_Allreduce_init, (const void *sb, void *rb, int count,
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, comm, info, request))
+COUNTED_INIT(REDUCE_SCATTER_INIT, MPI_Reduce_scatter_init, (const void *sb, void *rb,
+        const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, rb, rcs, t, op, comm, info, request))
+COUNTED_INIT(REDUCE_SCATTER_BLOCK_INIT, MPI_Reduce_scatter_block_init, (const void *sb,
+        void *rb, int rcount, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, rb, rcount, t, op, comm, info, request))
+COUNTED_INIT(SCAN_INIT, MPI_Scan_init, (const void *sb, void *rb, int count, MPI_Datatype t,
+        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, comm, info, request))
+COUNTED_INIT(EXSCAN_INIT, MPI_Exscan_init, (const void *sb, void *rb, int count,
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, rb, count, t, op, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLGATHER_INIT, MPI_Neighbor_allgather_init, (const void *sb, int sc,
+        MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLGATHERV_INIT, MPI_Neighbor_allgatherv_init, (const void *sb, int sc,
+        MPI_Datatype st, void *rb, const int rcs[], const int displs[], MPI_Datatype rt,
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),
+        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLTOALL_INIT, MPI_Neighbor_alltoall_init, (const void *sb, int sc,
+        MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLTOALLV_INIT, MPI_Neighbor_alltoallv_init, (const void *sb,
+        const int scs[], const int sdispls[], MPI_Datatype st, void *rb, const int rcs[],
+        const int rdispls[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
+        MPI_Request *request), (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info, request))
+COUNTED_INIT(NEIGHBOR_ALLTOALLW_INIT, MPI_Neighbor_alltoallw_init, (const void *sb,
+        const int scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb,
+        const int rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm,
+        MPI_Info info, MPI_Request *request),
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
+#endif

@@ -7,19 +7,19 @@ w = MPI.COMM_WORLD
 r, n = w.rank, w.size
 right, left = (r + 1) % n, (r - 1) % n
 
-# Put into [0, 8), Get from [0, 4), Accumulate into [4, 12): the epoch's Get and Accumulate
-# touch different locations (MPI leaves overlapping ones undefined)
-mem = np.zeros(12)
+# Put into [0, 8), Get from [0, 4), Accumulate into [4, 8): the epoch's Get and Accumulate
+# touch different locations (MPI leaves overlapping ones undefined); as rma.c does
+mem = np.zeros(8)
 win = MPI.Win.Create(mem, disp_unit=mem.itemsize, comm=w)
 win.Fence()
 win.Put(np.full(8, float(r)), right)                     # 64 B to the right neighbour
 win.Fence()
 got = np.zeros(4)
 win.Get(got, left, target=[0, 4, MPI.DOUBLE])             # 32 B back from the left one
-win.Accumulate(np.ones(8), left, target=[4, 8, MPI.DOUBLE], op=MPI.SUM)   # 64 B on the left one
+win.Accumulate(np.ones(4), left, target=[4, 4, MPI.DOUBLE], op=MPI.SUM)   # 32 B on the left one
 win.Fence()
 checks = [got.tolist() == [float((r - 2) % n)] * 4,
-          mem.tolist() == [float(left)] * 4 + [left + 1.0] * 4 + [1.0] * 4]
+          mem.tolist() == [float(left)] * 4 + [left + 1.0] * 4]
 
 counter = MPI.Win.Allocate(8, disp_unit=8, comm=w)
 buf = np.frombuffer(counter.tomemory(), dtype=np.int64)
