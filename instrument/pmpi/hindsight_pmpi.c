@@ -1210,7 +1210,7 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, 
 }
 
 /* The post row of a started persistent request; its completion is then looked up as any. */
-static void started(const preq_t *p, MPI_Request r, int64_t t0, int64_t t1) {
+static void preq_started(const preq_t *p, MPI_Request r, int64_t t0, int64_t t1) {
     int64_t rid = next_request++;
     rec(p->op, t0, -1, p->peer, p->tag, p->comm->id, p->nbytes, rid, -1, t1);
     req_put(r, rid, p->recv ? p->comm : NULL, p->comm->id);
@@ -1224,7 +1224,7 @@ int MPI_Start(MPI_Request *request) {
     int rc = PMPI_Start(request);
     int64_t t1 = now_ns();
     LEAVE();
-    started(p, *request, t0, t1);
+    preq_started(p, *request, t0, t1);
     return rc;
 }
 
@@ -1240,7 +1240,7 @@ int MPI_Startall(int count, MPI_Request reqs_in[]) {
     LEAVE();
     for (int i = 0; i < count; i++) {
         const preq_t *p = preq_find(reqs_in[i]);
-        if (p) started(p, reqs_in[i], t0, t1);
+        if (p) preq_started(p, reqs_in[i], t0, t1);
     }
     return rc;
 }
@@ -1702,86 +1702,48 @@ static void derived(int op, int64_t t0, int64_t t1, MPI_Comm parent, MPI_Comm ma
     rec(op, t0, -1, c->id, -1, pid, -1, -1, -1, t1);
 }
 
-int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Comm_split(comm, color, key, newcomm);
-    ENTER(OP_COMM_SPLIT);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Comm_split(comm, color, key, newcomm);
-    LEAVE();
-    derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
+/* A communicator made from `comm` into `*newcomm`: its row, its id and members (derived). */
+#define DERIVED(OPC, CALL)                                                                   \
+    if (!on) return CALL;                                                                    \
+    ENTER(OPC);                                                                              \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = CALL;                                                                           \
+    LEAVE();                                                                                 \
+    derived(OPC, t0, now_ns(), comm, *newcomm);                                              \
     return rc;
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    DERIVED(OP_COMM_SPLIT, PMPI_Comm_split(comm, color, key, newcomm))
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Comm_split_type(comm, type, key, info, newcomm);
-    ENTER(OP_COMM_SPLIT);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
-    LEAVE();
-    derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_SPLIT, PMPI_Comm_split_type(comm, type, key, info, newcomm))
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Comm_dup(comm, newcomm);
-    ENTER(OP_COMM_DUP);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Comm_dup(comm, newcomm);
-    LEAVE();
-    derived(OP_COMM_DUP, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_DUP, PMPI_Comm_dup(comm, newcomm))
 }
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Comm_dup_with_info(comm, info, newcomm);
-    ENTER(OP_COMM_DUP);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
-    LEAVE();
-    derived(OP_COMM_DUP, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_DUP, PMPI_Comm_dup_with_info(comm, info, newcomm))
 }
 
 int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
-    if (!on) return PMPI_Cart_sub(comm, remain_dims, newcomm);
-    ENTER(OP_COMM_SPLIT);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
-    LEAVE();
-    derived(OP_COMM_SPLIT, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_SPLIT, PMPI_Cart_sub(comm, remain_dims, newcomm))
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Comm_create(comm, group, newcomm);
-    ENTER(OP_COMM_CREATE);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Comm_create(comm, group, newcomm);
-    LEAVE();
-    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_CREATE, PMPI_Comm_create(comm, group, newcomm))
 }
 
 int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
                     int reorder, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
-    ENTER(OP_COMM_CREATE);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
-    LEAVE();
-    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_CREATE, PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm))
 }
 
 int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
                      int reorder, MPI_Comm *newcomm) {
-    if (!on) return PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
-    ENTER(OP_COMM_CREATE);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
-    LEAVE();
-    derived(OP_COMM_CREATE, t0, now_ns(), comm, *newcomm);
-    return rc;
+    DERIVED(OP_COMM_CREATE, PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm))
 }
 
 int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
