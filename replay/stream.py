@@ -5,10 +5,11 @@
   algorithm (``replay.collectives``).
 
 A non-blocking collective (``Iallreduce``...) is its blocking collective split over two rows:
-its post row and the Wait*/Test* row that completes its request. Unexpanded, the post is a
-NOP and the members meet (COLL) at the completion. Expanded, the post row carries the member's
-first step's posts (the sends and receives the library starts inside the call) and the
-completion row the rest of its pattern (rule ``nonblocking_split``, ``replay.patterns``).
+its post row and the Wait*/Test* row that completes its request. Unexpanded, a member enters
+at its post (CPOST) and meets the others at its completion (CWAIT). Expanded, the post row
+carries the member's first step's posts (the sends and receives the library starts inside the
+call) and the completion row the rest of its pattern (rule ``nonblocking_split``,
+``replay.patterns``).
 Window fences and neighbourhood collectives have patterns of their own (``replay.patterns``).
 
 Per row its operations (one per MPI row; two for a Sendrecv's receive half, whose send half
