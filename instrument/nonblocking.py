@@ -46,11 +46,6 @@ def _reduced(sendbuf, recvbuf) -> int:
     return _nbytes(sendbuf) if sendbuf is not _IN_PLACE else _nbytes(recvbuf)
 
 
-def _share(comm, buf) -> int:
-    n = _nbytes(buf)
-    return n // comm.Get_size() if n > 0 else n
-
-
 #: Per call, what its blocking collective records for the same arguments:
 #: ``(comm, *args) -> (nbytes, root as a communicator rank, or -1)``.
 SIZES: dict[str, Callable[..., tuple[int, int]]] = {
@@ -61,15 +56,15 @@ SIZES: dict[str, Callable[..., tuple[int, int]]] = {
     "Iscan": lambda c, sb, rb, op=None: (_reduced(sb, rb), -1),
     "Iexscan": lambda c, sb, rb, op=None: (_reduced(sb, rb), -1),
     "Igather": lambda c, sb, rb, root=0: (
-        _nbytes(sb) if sb is not _IN_PLACE else _share(c, rb), root),
+        _nbytes(sb) if sb is not _IN_PLACE else c._share(rb), root),
     "Igatherv": lambda c, sb, rb, root=0: (_nbytes(sb) if sb is not _IN_PLACE else -1, root),
     "Iscatter": lambda c, sb, rb, root=0: (
-        _nbytes(rb) if rb is not _IN_PLACE else _share(c, sb), root),
+        _nbytes(rb) if rb is not _IN_PLACE else c._share(sb), root),
     "Iscatterv": lambda c, sb, rb, root=0: (
         _nbytes(sb) if c.Get_rank() == root and sb is not None else _nbytes(rb), root),
-    "Iallgather": lambda c, sb, rb: (_nbytes(sb) if sb is not _IN_PLACE else _share(c, rb), -1),
+    "Iallgather": lambda c, sb, rb: (_nbytes(sb) if sb is not _IN_PLACE else c._share(rb), -1),
     "Iallgatherv": lambda c, sb, rb: (_nbytes(sb), -1),
-    "Ialltoall": lambda c, sb, rb: (_share(c, sb if sb is not _IN_PLACE else rb), -1),
+    "Ialltoall": lambda c, sb, rb: (c._share(sb if sb is not _IN_PLACE else rb), -1),
     "Ialltoallv": lambda c, sb, rb: (_nbytes(sb if sb is not _IN_PLACE else rb), -1),
     "Ireduce_scatter": lambda c, sb, rb, counts=None, op=None: (
         _nbytes(sb if sb is not _IN_PLACE else rb), -1),

@@ -113,6 +113,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     per_row = np.zeros(0, np.int64)
     pats: dict[int, tuple[C.Pattern, list[int]] | None] = {}
     heads: dict[int, np.ndarray] = {}   # per pattern: each member's operations at the post
+    # per collective row: a non-blocking collective's post whose request some row completes
+    completed_apart = (coll.done != coll.rows) & (coll.done >= 0)
     inst_pat = np.full(ninst, -1, np.int64)
     selected: dict[str, dict[str, int]] = {}
     if expand and ninst:
@@ -166,9 +168,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             per_done[sel] = np.maximum(nops - head, 1)
         per_row = np.zeros(n, np.int64)
         per_row[coll.rows] = per
-        split_rows = coll.done != coll.rows
-        has_done = split_rows & (coll.done >= 0)
-        per_row[coll.done[has_done]] = per_done[has_done]
+        per_row[coll.done[completed_apart]] = per_done[completed_apart]
     cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
     # Message and row numbers as int32 when they fit: the operation arrays are most of a
     # stream's memory, and writing them most of its build time.
@@ -200,17 +200,14 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     _trace_message_ops(m_send_op, m_recv_op, m_sync, first, msgs.send_row, msgs.recv_row,
                        rows.op, _SYNC_OF)
     coll_n = np.zeros(0, np.int64)
-    nb_done = coll.done[(coll.done != coll.rows) & (coll.done >= 0)]
     if ninst and not expand:
         # a blocking collective is one COLL; a non-blocking one enters at its post (CPOST) and
         # meets the others where its request completes (CWAIT)
         inst = coll.of_rows()
-        nonblocking = coll.done != coll.rows
-        kind[first[coll.rows]] = np.where(nonblocking, K.CPOST, K.COLL)
+        kind[first[coll.rows]] = np.where(coll.done != coll.rows, K.CPOST, K.COLL)
         msg[first[coll.rows]] = inst
-        met = nonblocking & (coll.done >= 0)
-        kind[first[coll.done[met]]] = K.CWAIT
-        msg[first[coll.done[met]]] = inst[met]
+        kind[first[coll.done[completed_apart]]] = K.CWAIT
+        msg[first[coll.done[completed_apart]]] = inst[completed_apart]
         coll_n = np.diff(coll.off).astype(np.int64)
     elif ninst:
         base = M0
@@ -246,7 +243,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         loc, dep_lat = _measured_costs(rows, msgs, kind, msg, op_row, first, coll_n)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
-                  selected, m_sync, np.unique(nb_done).astype(np.int64))
+                  selected, m_sync, np.unique(coll.done[completed_apart]).astype(np.int64))
 
 
 def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
