@@ -69,9 +69,9 @@ class Program:
             return [str(WORKLOADS / self.target), *self.args]
         return ["-m", self.target, *self.args]
 
-    def traced(self, trace_dir: Path) -> list[str]:
+    def traced(self, trace_dir: Path, recorder: str = "python") -> list[str]:
         if self.kind == "workload":
-            return ["-m", "instrument.run", "--trace", str(trace_dir),
+            return ["-m", "instrument.run", "--trace", str(trace_dir), "--recorder", recorder,
                     str(WORKLOADS / self.target), *self.args]
         return ["-m", self.target, *self.args, "--trace", str(trace_dir)]
 
@@ -163,11 +163,18 @@ def others_running() -> int | None:
 
 
 def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
-             env: dict[str, str]) -> Run:
+             env: dict[str, str], recorder: str = "python") -> Run:
     trace_dir = Path(tempfile.mkdtemp(prefix="hindsight-observer-")) / "trace"
+    library = variant == "traced" and recorder == "pmpi"
     try:
-        tail = prog.traced(trace_dir) if variant == "traced" else prog.untraced()
+        tail = prog.traced(trace_dir, recorder) if variant == "traced" else prog.untraced()
         cmd = [find_mpiexec(), "-n", str(nprocs), sys.executable, *tail]
+        if library:
+            # As `hindsight collect --recorder pmpi`: the library preloaded, the run's start
+            # written beside the trace; sealed below.
+            from instrument import native
+            env = {**env, **native.prepare(trace_dir, nprocs, str(WORKLOADS / prog.target),
+                                           list(prog.args), env)}
         others = others_running()
         faults0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
         t0 = time.perf_counter()
@@ -188,6 +195,14 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
         if run.time_s is None:
             tail_lines = [line for line in out.strip().splitlines() if line.strip()][-3:]
             run.error = f"exit {proc.returncode}: " + " | ".join(tail_lines)
+        if library:
+            from instrument import native
+            from instrument.seal import finalize_manifest
+            try:
+                native.finish(trace_dir)
+                finalize_manifest(trace_dir, launcher_exit=proc.returncode)
+            except Exception as exc:            # reported as the run's trace, not raised
+                run.error = f"cannot seal the trace: {exc}"
         if variant == "traced":
             manifest = trace_dir / "manifest.json"
             if manifest.exists():
@@ -203,12 +218,12 @@ def run_once(prog: Program, variant: str, pair: int, root: Path, nprocs: int,
 
 
 def measure(prog: Program, root: Path, nprocs: int, pairs: int, warmup: int,
-            env: dict[str, str], log: Callable[[str], None]) -> Result:
+            env: dict[str, str], log: Callable[[str], None], recorder: str = "python") -> Result:
     res = Result(prog)
     before = conditions.snapshot()
     for pair in [-1] * warmup + list(range(pairs)):
         for variant in ("untraced", "traced"):
-            run = run_once(prog, variant, pair, root, nprocs, env)
+            run = run_once(prog, variant, pair, root, nprocs, env, recorder)
             res.runs.append(run)
             shown = f"{run.time_s:.3f} s" if run.time_s is not None else f"FAILED ({run.error})"
             log(f"  {prog.name:<24} {'warm-up' if pair < 0 else f'pair {pair}':<8} "
@@ -397,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the ranks against this commit of the repository (git archive)")
     p.add_argument("--label", default=None,
                    help="how to name the tracer in the output (default: --root and its revision)")
+    p.add_argument("--recorder", choices=("python", "pmpi"), default="python",
+                   help="who records the workloads' traced runs: the mpi4py tracer (default) or "
+                        "the PMPI library below mpi4py (hindsight collect --recorder pmpi; the "
+                        "applications record through instrument's Python API and are left out)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the raw numbers")
     p.add_argument("--show", type=Path, default=None, metavar="FILE",
                    help="print the table of a --json file again, without running anything")
@@ -418,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
                     + ", ".join(pr.name for pr in PROGRAMS))
     else:
         chosen = PROGRAMS
+    if ns.recorder == "pmpi":
+        chosen = [pr for pr in chosen if pr.kind == "workload"]
+        if not chosen:
+            p.error("--recorder pmpi records the workloads only")
     root = ns.root.resolve()
     snapshot = None
     if ns.revision:
@@ -448,7 +471,10 @@ def main(argv: list[str] | None = None) -> int:
         f"pairs each; tracer: {tracer}")
     started = time.time()
     before = conditions.snapshot()
-    results = [measure(pr, root, ns.n, ns.pairs, ns.warmup, env, log) for pr in chosen]
+    if ns.recorder == "pmpi":
+        tracer += ", recorded by the PMPI library (--recorder pmpi)"
+    results = [measure(pr, root, ns.n, ns.pairs, ns.warmup, env, log, ns.recorder)
+               for pr in chosen]
     results[0].first_program = True
     overall = conditions.between(before, conditions.snapshot())
     report(results, overall, tracer, ns.n, ns.pairs)
@@ -465,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             "programs": {
                 r.program.name: {
                     "untraced_cmd": r.program.untraced(),
-                    "traced_cmd": r.program.traced(Path("TRACE_DIR")),
+                    "traced_cmd": r.program.traced(Path("TRACE_DIR"), ns.recorder),
                     "runs": [vars(run) for run in r.runs],
                     "conditions": r.conditions,
                     **s,

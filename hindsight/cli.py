@@ -124,9 +124,13 @@ def main() -> None:
 @click.option("--untraced", is_flag=True,
               help="launch the same run without tracing; OUT/manifest.json gets its wall time "
                    "only (the ground truth a traced run is compared with)")
+@click.option("--recorder", type=click.Choice(["python", "pmpi"]), default="python",
+              show_default=True,
+              help="who records a Python --program's MPI calls: the mpi4py tracer, or the PMPI "
+                   "library below mpi4py (cheaper per call; docs/native.md)")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
 def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, untraced,
-            words):
+            recorder, words):
     """Run APP (or --program prog.py) under mpiexec with tracing on (or off: --untraced).
 
     Arguments after `--` go to the application or program (`python -m apps.APP --help` lists
@@ -148,7 +152,7 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
                                args=list(app_args), transport=transport,
                                cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed,
-                               untraced=untraced)
+                               untraced=untraced, recorder=recorder)
     what = program or app
     state = "complete" if manifest.get("complete") else "INCOMPLETE"
     if untraced:

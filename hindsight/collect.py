@@ -87,10 +87,29 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
     return env
 
 
+#: who records a program's MPI calls (`collect --recorder`): the mpi4py tracer in Python
+#: (instrument/comm.py ...), or the PMPI library below mpi4py (instrument/pmpi, docs/native.md)
+RECORDERS = ("python", "pmpi")
+
+
+def by_library(program: str | None, recorder: str = "python", untraced: bool = False) -> bool:
+    """Whether the run of `program` goes through the PMPI library: a compiled program always
+    (traced or not), a Python program when traced with ``recorder="pmpi"`` (its untraced run is
+    the same whichever recorder its traced runs use)."""
+    if program is None:
+        return False
+    from instrument import native
+    return native.is_native(program) or (recorder == "pmpi" and not untraced)
+
+
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
-                  program: str | None, args: list[str]) -> list[str]:
+                  program: str | None, args: list[str], recorder: str = "python",
+                  untraced: bool = False) -> list[str]:
     if nprocs < 1:
         raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
+    if recorder not in RECORDERS:
+        raise CollectUsageError(f"--recorder must be one of {', '.join(RECORDERS)}, "
+                                f"not {recorder!r}")
     launcher = [find_mpiexec(), "-n", str(nprocs)]
     py = sys.executable
     if program is not None:
@@ -99,8 +118,12 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
         from instrument import native
         if native.is_native(program):       # a compiled program: traced through PMPI
             return launcher + native.command(nprocs, program, args)[3:]
-        return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + \
+        via = ["--recorder", "pmpi"] if by_library(program, recorder, untraced) else []
+        return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + via + \
             (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
+    if recorder != "python":
+        raise CollectUsageError("--recorder pmpi is for a --program: an application records "
+                                "its calls through instrument's Python API")
     if app is None:
         raise CollectUsageError("name an application (feature_extraction, sorting, components) "
                            "or give --program prog.py")
@@ -347,24 +370,24 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
             program: str | None = None, args: list[str] = (), transport: str = "shm",
             cpu_sampling: str = "regions", timeout: float | None = None,
             quiet: bool = False, testbed: str | None = None,
-            untraced: bool = False) -> tuple[int, dict]:
+            untraced: bool = False, recorder: str = "python") -> tuple[int, dict]:
     """Run the job under mpiexec and return (exit code, final manifest).
 
     With ``testbed`` (the name of a testbed that is up, docs/testbed.md) the ranks run inside its
     nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored.
     With ``untraced`` the run is launched the same way but records nothing: ``out`` receives a
-    manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only."""
+    manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only.
+    ``recorder="pmpi"`` records a Python program's MPI calls with the PMPI library instead of
+    the Python tracer (`by_library`)."""
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
-    cmd = build_command(nprocs, out, app, paradigm, program, list(args))
+    cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder, untraced)
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
-    compiled = False
-    if program is not None:
+    library = by_library(program, recorder, untraced)
+    if library:     # the run's start (and the clearing of an earlier run) is written here
         from instrument import native
-        compiled = native.is_native(program)
-        if compiled:    # the run's start (and the clearing of an earlier run) is written here
-            env.update(native.prepare(out, nprocs, program, list(args), env, untraced))
+        env.update(native.prepare(out, nprocs, program, list(args), env, untraced))
     network = {"transport": transport, "testbed": None, "nodes": 1, "ranks_per_node": [nprocs]}
     state = before = None
     if testbed:
@@ -377,22 +400,23 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         env["HINDSIGHT_UNTRACED"] = "1"
         # What an earlier run left here must not pass for this run's result if this one dies
         # before rank 0 writes its manifest.
-        if out.is_dir() and not compiled:
+        if out.is_dir() and not library:
             tf.clear_run(out)
     try:
         rc, timed_out = _run_job(cmd, env, timeout, quiet, None if untraced else out)
         stopped = {"timed_out_after_s": timeout} if timed_out else {}
         return _finish(out, rc, stopped, nprocs, network, state, before, app, paradigm,
-                       program, args, untraced)
+                       program, args, untraced, library)
     finally:
         restore_signals()
 
 
 def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state,
             before, app: str | None, paradigm: str | None, program: str | None,
-            args: list[str], untraced: bool) -> tuple[int, dict]:
+            args: list[str], untraced: bool, library: bool = False) -> tuple[int, dict]:
     """Seal the run that ended with ``rc`` and return (rc, its final manifest); ``stopped`` goes
-    into the manifest (the --timeout that stopped it)."""
+    into the manifest (the --timeout that stopped it); ``library``: the ranks ran with the PMPI
+    library (`by_library`), whose ends `native.finish` gathers."""
     from instrument.seal import finalize_manifest
     from instrument.tracer import TraceWriteError
 
@@ -406,20 +430,18 @@ def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state
         except tb.TestbedError:
             network["veth_bytes"] = None          # the testbed went down during the run
     if untraced:
-        if program is not None and (out / tf.STAGING_DIR / "start.json").is_file():
+        if library and (out / tf.STAGING_DIR / "start.json").is_file():
             from instrument import native
-            if native.is_native(program):
-                native.finish(out)      # the ranks' ends, into the manifest of the untraced run
+            native.finish(out)          # the ranks' ends, into the manifest of the untraced run
         manifest = _finish_untraced(out, rc, nprocs, network, app, paradigm, program, args,
                                     stopped)
         return rc, manifest
     refused = out / tf.STAGING_DIR / "refused.txt"
     if rc != 0 and refused.is_file():   # the tracer refused the program at start-up, and why
         raise CollectError(refused.read_text().strip().splitlines()[0])
-    if program is not None and (out / tf.STAGING_DIR / "start.json").is_file():
+    if library and (out / tf.STAGING_DIR / "start.json").is_file():
         from instrument import native
-        if native.is_native(program):
-            native.finish(out)
+        native.finish(out)
     if not (out / tf.MANIFEST_NAME).is_file() and not (out / tf.STAGING_DIR / "start.json").is_file():
         raise CollectError(f"the run wrote no trace in {out} (mpiexec exit code {rc})")
     manifest = tf.read_manifest(out) if (out / tf.MANIFEST_NAME).is_file() else {}

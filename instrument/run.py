@@ -1,6 +1,7 @@
 """Trace an unmodified mpi4py program:
 
-    mpiexec -n P python -m instrument.run --trace DIR [--app NAME] [--paradigm NAME] prog.py [ARGS]
+    mpiexec -n P python -m instrument.run --trace DIR [--app NAME] [--paradigm NAME]
+        [--recorder python|pmpi] prog.py [ARGS]
 
 The program runs as under ``python prog.py`` (its folder first on `sys.path`, its own `argv`),
 and MPI is initialised when *the program* imports `mpi4py.MPI`, not before: tracing starts
@@ -31,6 +32,15 @@ at a time. mpi4py's own default request (the same level, made for every program,
 thread. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`) the program gets the real
 module (or, if it initialises MPI itself, a view that only starts the run in `Init`) and only
 its wall time is written (instrument.session).
+
+With ``--recorder pmpi`` the MPI calls are recorded in C, below mpi4py, by the PMPI library of
+compiled programs (instrument/pmpi, docs/native.md), which `hindsight collect` preloads into the
+ranks; Python records nothing and the program gets the real `mpi4py.MPI`. This launcher then
+only runs the program as `python prog.py` would, tells the library whether MPI_THREAD_MULTIPLE
+is mpi4py's default request (HINDSIGHT_MULTIPLE_IS_DEFAULT=1: accepted, as above) or the
+program's own (refused by the library), and leaves Python's faulthandler chained before the
+library's stop-signal handler, so that a stopped rank names its Python line as well as its MPI
+call (instrument.stopped).
 """
 
 from __future__ import annotations
@@ -39,7 +49,11 @@ import os
 import sys
 
 USAGE = ("usage: python -m instrument.run --trace DIR [--app NAME] [--paradigm NAME] "
-         "prog.py [ARGS ...]")
+         "[--recorder python|pmpi] prog.py [ARGS ...]")
+#: who records the MPI calls: this process's Python tracer, or the preloaded PMPI library
+RECORDERS = ("python", "pmpi")
+#: tells the PMPI library that MPI_THREAD_MULTIPLE is mpi4py's default request, not the program's
+MULTIPLE_IS_DEFAULT = "HINDSIGHT_MULTIPLE_IS_DEFAULT"
 
 
 def _say(text: str) -> None:
@@ -57,7 +71,7 @@ def _fail(message: str) -> None:
 def _parse(argv: list[str]) -> dict:
     """The launcher's own flags, then the program and its arguments (argparse is not loaded:
     every module the launcher imports runs before the program)."""
-    opts: dict = {"trace": None, "app": None, "paradigm": None}
+    opts: dict = {"trace": None, "app": None, "paradigm": None, "recorder": "python"}
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
         arg = argv[i]
@@ -76,6 +90,8 @@ def _parse(argv: list[str]) -> dict:
         i += 1
     if opts["trace"] is None:
         _fail("--trace DIR is required")
+    if opts["recorder"] not in RECORDERS:
+        _fail(f"--recorder must be one of {', '.join(RECORDERS)}, not {opts['recorder']!r}")
     if i >= len(argv):
         _fail("name the program to run")
     opts["program"], opts["args"] = argv[i], argv[i + 1:]
@@ -95,6 +111,24 @@ FIX_RC = "set mpi4py.rc.thread_level to 'serialized' or 'funneled'"
 FIX_INIT_THREAD = "ask MPI.Init_thread for THREAD_SERIALIZED or THREAD_FUNNELED"
 #: `untraced_calls` entry of a program that took COMM_WORLD before its own MPI.Init
 EARLY_WORLD = "COMM_WORLD before MPI.Init"
+
+
+def _plain_view(mpi):
+    """A plain module holding the real module's namespace; what the real module gains later,
+    the module-level __getattr__ (PEP 562) still finds."""
+    import types
+
+    view = types.ModuleType(mpi.__name__, mpi.__doc__)
+    view.__dict__.update(vars(mpi))
+    view.__getattr__ = lambda attr: getattr(mpi, attr)
+    return view
+
+
+def _put_inits(view, mpi, init, init_thread) -> None:
+    """`view`'s Init and Init_thread become `init` and `init_thread` (with the real ones' docs)."""
+    for fn, real in ((init, mpi.Init), (init_thread, mpi.Init_thread)):
+        fn.__doc__ = real.__doc__
+        view.__dict__[real.__name__] = fn
 
 
 class _TraceOnImport:
@@ -121,6 +155,8 @@ class _TraceOnImport:
         real_exec = spec.loader.exec_module
 
         def exec_module(module):
+            if name == "mpi4py.MPI" and self.opts["recorder"] == "pmpi":
+                self._tell_library_the_level()
             real_exec(module)
             if name == "mpi4py":
                 module.rc.thread_level = _DefaultLevel(module.rc.thread_level)
@@ -141,6 +177,8 @@ class _TraceOnImport:
         import mpi4py
 
         self.imported = True
+        if self.opts["recorder"] == "pmpi":
+            return self._recorded_by_library(mpi)
         if not mpi.Is_initialized():
             return self._deferred(mpi)
         level = mpi4py.rc.thread_level
@@ -152,6 +190,56 @@ class _TraceOnImport:
         if not instrument.active():
             return mpi
         return self._view(mpi)
+
+    def _tell_library_the_level(self) -> None:
+        """Before MPI is initialised: MPI_THREAD_MULTIPLE is accepted by the PMPI library only
+        as mpi4py's default request (the program left rc.thread_level alone)."""
+        import mpi4py
+
+        if isinstance(mpi4py.rc.thread_level, _DefaultLevel):
+            os.environ[MULTIPLE_IS_DEFAULT] = "1"
+        else:
+            os.environ.pop(MULTIPLE_IS_DEFAULT, None)
+
+    def _recorded_by_library(self, mpi):
+        """``--recorder pmpi``: the program gets the real module; a program that initialises
+        MPI itself gets a view whose `Init_thread(MPI.THREAD_MULTIPLE)` is its own request."""
+        if mpi.Is_initialized():
+            self._library_started(mpi)
+            return mpi
+        view = _plain_view(mpi)
+        real_init, real_init_thread = mpi.Init, mpi.Init_thread
+
+        def Init() -> None:
+            real_init()
+            self._library_started(mpi)
+
+        def Init_thread(*args, **kwargs) -> int:
+            asked = args[0] if args else kwargs.get("required")
+            if asked == mpi.THREAD_MULTIPLE:
+                os.environ.pop(MULTIPLE_IS_DEFAULT, None)
+            provided = real_init_thread(*args, **kwargs)
+            self._library_started(mpi)
+            return provided
+
+        _put_inits(view, mpi, Init, Init_thread)
+        return view
+
+    def _library_started(self, mpi) -> None:
+        """MPI is up and the library records: chain Python's stack dump before the library's
+        stop-signal handler, into the same file (instrument.stopped)."""
+        import faulthandler
+
+        from hindsight.trace import core as fc
+        from instrument import stopped
+
+        self.world = "pmpi"
+        stage = fc.staging_dir(self.opts["trace"], mpi.COMM_WORLD.Get_rank())
+        path = stage / fc.STOP_FILE
+        if os.environ.get("HINDSIGHT_STOP_SIGNAL") and path.is_file():
+            f = open(path, "a")
+            faulthandler.register(stopped.SIGNAL, file=f, all_threads=True, chain=True)
+            stopped._open_files.append(f)
 
     def _refusal(self, fix: str) -> str:
         return THREAD_MULTIPLE_REFUSED.format(program=os.path.basename(self.opts["program"]),
@@ -174,15 +262,11 @@ class _TraceOnImport:
         AttributeError first (4.8 us here: +36 % on a loop of small collectives). What the real
         module gains later, the module-level __getattr__ (PEP 562) still finds. `deferred`:
         MPI is not initialised yet, so COMM_WORLD is left to the program's MPI.Init."""
-        import types
-
         import instrument
         from instrument.completion import TracedPrequest
         from instrument.rma import TracedWin
 
-        view = types.ModuleType(mpi.__name__, mpi.__doc__)
-        view.__dict__.update(vars(mpi))
-        view.__getattr__ = lambda attr: getattr(mpi, attr)
+        view = _plain_view(mpi)
         if not deferred:
             view.COMM_WORLD = self.world
         view.Request = instrument.TracedRequest
@@ -195,8 +279,6 @@ class _TraceOnImport:
         its `Init` and `Init_thread` start the run when MPI is up (every rank calls them, so the
         start's collectives line up), then give it the traced COMM_WORLD and a Finalize that
         finishes the run first."""
-        import types
-
         import instrument
         from instrument import untraced
 
@@ -214,9 +296,7 @@ class _TraceOnImport:
                 return getattr(mpi, attr)
             view.__getattr__ = early_world
         else:
-            view = types.ModuleType(mpi.__name__, mpi.__doc__)
-            view.__dict__.update(vars(mpi))
-            view.__getattr__ = lambda attr: getattr(mpi, attr)
+            view = _plain_view(mpi)
         real_init, real_init_thread = mpi.Init, mpi.Init_thread
 
         def begin(refuse: str | None) -> None:
@@ -240,9 +320,7 @@ class _TraceOnImport:
                   if asked == mpi.THREAD_MULTIPLE and provided == mpi.THREAD_MULTIPLE else None)
             return provided
 
-        for fn, real in ((Init, real_init), (Init_thread, real_init_thread)):
-            fn.__doc__ = real.__doc__
-            view.__dict__[fn.__name__] = fn
+        _put_inits(view, mpi, Init, Init_thread)
         return view
 
 
@@ -266,15 +344,18 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if hook in sys.meta_path:
             sys.meta_path.remove(hook)
-    from instrument.session import end_of_program, finish
-    end_of_program()
+    python = opts["recorder"] == "python"
+    if python:
+        from instrument.session import end_of_program, finish
+        end_of_program()
     if hook.world is None:
         # Nothing ran under MPI, nothing was traced.
         _say(f"hindsight: {program} never " + ("initialised MPI (mpi4py.rc.initialize is False "
                                               "and it called no MPI.Init)" if hook.imported
                                               else "imported mpi4py.MPI") + ": no trace written")
         raise SystemExit(1)
-    finish()
+    if python:
+        finish()
 
 
 if __name__ == "__main__":

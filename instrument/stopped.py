@@ -17,7 +17,10 @@ the signal, where the rank is:
   caller 0xADDR``, then ``end``). At start-up the library wrote the address range
   and load bias of every loaded ELF module (``module LO HI BIAS PATH``), so the return address
   becomes a module and an address in it, and addr2line makes it a source line where the program
-  has debug information (-g).
+  has debug information (-g);
+- a Python program recorded by the library (``collect --recorder pmpi``): faulthandler's dump,
+  chained before the library's handler into the same file (instrument/run.py); the call is the
+  library's, the line the program's.
 
 ``read`` (run by the sealer, instrument.seal.finalize_manifest) turns a dump into ``{"call":
 NAME or None, "where": "FILE:LINE" or None}``; call None means the rank was not inside a traced
@@ -127,9 +130,15 @@ def read(stage: Path, program: str | None = None) -> dict[str, Any] | None:
     lines = text.splitlines()[1:]            # after "pid N"
     if not lines:
         return None
-    if any(s.startswith(("module ", "pmpi op ", "pmpi call ")) for s in lines):
-        return _read_pmpi(lines, program)
-    return _read_python(lines, program)
+    if not any(s.startswith(("module ", "pmpi op ", "pmpi call ")) for s in lines):
+        return _read_python(lines, program)
+    found = _read_pmpi(lines, program)
+    # A Python program recorded by the library (`collect --recorder pmpi`): Python's dump came
+    # first (chained handlers), and its line is the program's; the library knows the call.
+    python = _read_python(lines, program)
+    if found is not None and python is not None and python["where"]:
+        found["where"] = python["where"]
+    return found
 
 
 def _shown(path: str, program: str | None) -> str:

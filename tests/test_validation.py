@@ -1,5 +1,6 @@
 """hindsight validate / report: spec checking, errors.csv, resume, report, one tiny real run."""
 
+import dataclasses
 import json
 import math
 import shutil
@@ -562,6 +563,10 @@ def test_a_program_validates_end_to_end(tmp_path):
     (PROGRAM_SPEC.replace("PROGRAM", "missing.py"), r"experiment 1: program not found: .*missing.py$"),
     (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nparadigms = ["tree"]'),
      "'paradigms' is for an 'app'"),
+    (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nrecorder = "c"'),
+     "'recorder' must be one of python, pmpi, not 'c'$"),
+    (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nrecorder = ["pmpi"]'),
+     "'recorder' must be a string, not"),
 ])
 def test_bad_program_experiments_are_one_line_errors(tmp_path, text, msg):
     p = _spec(tmp_path, text.replace("PROGRAM", str(WORKLOADS / "stencil.py")))
@@ -589,6 +594,25 @@ def test_program_paths_relative_to_the_spec_and_compiled_programs(tmp_path):
         "PROGRAM", "progs/stencil.py")
     with pytest.raises(SpecError, match="two experiments make cell stencil-n2-tiny-shm"):
         load_spec(_program_spec(tmp_path, text=two))
+
+
+def test_a_trace_of_the_other_recorder_is_not_reused(tmp_path):
+    """A program's cell with `recorder = "pmpi"` reuses only traces the library took, and the
+    other way round; its untraced runs are the same either way."""
+    from validation.matrix import _run_of
+
+    p = _program_spec(tmp_path, str(WORKLOADS / "stencil.py"))
+    p.write_text(p.read_text().replace("ranks = [2]", 'ranks = [2]\nrecorder = "pmpi"'))
+    sp = load_spec(p)
+    cell = sp.cells[0]
+    assert cell.recorder == "pmpi"
+    run = {"program": cell.program, "ranks": 2, "args": {"argv": list(cell.args)},
+           "network": {"transport": "shm"}}
+    net = sp.networks[cell.network]
+    assert _run_of({**run, "tracer": "pmpi"}, cell, net)
+    assert not _run_of(run, cell, net)
+    assert _run_of({**run, "traced": False}, cell, net)
+    assert _run_of(run, dataclasses.replace(cell, recorder="python"), net)
 
 
 def test_a_run_of_another_program_of_the_same_name_is_not_reused(tmp_path):

@@ -23,7 +23,7 @@ from typing import Any
 
 import replay
 from hindsight import trace as tf
-from hindsight.collect import INTERRUPTED, collect
+from hindsight.collect import INTERRUPTED, by_library, collect
 from replay.prepare import host_placement
 from validation.params import analytic
 from validation.profiles import read_profile, replay_params
@@ -56,6 +56,9 @@ def _run_of(m: dict, cell: Cell, net: dict) -> bool:
     recorded = {"ranks": m.get("ranks"), "args": (m.get("args") or {}).get("argv"),
                 "transport": (m.get("network") or {}).get("transport")}
     wanted = {"ranks": cell.ranks, "args": list(cell.args), "transport": net["transport"]}
+    if m.get("traced") is not False and cell.program is not None \
+            and (m.get("tracer") == "pmpi") != by_library(cell.program, cell.recorder):
+        return False                        # a trace taken by the other recorder
     if cell.program is None:
         recorded.update(app=m.get("app"), paradigm=m.get("paradigm"))
         wanted.update(app=cell.app, paradigm=cell.paradigm)
@@ -77,7 +80,7 @@ def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
             dict(app=cell.app, paradigm=cell.paradigm)
         rc, m = collect(cell.ranks, d, **app, args=list(cell.args), transport=net["transport"],
                         timeout=spec.timeout, quiet=True, testbed=net.get("testbed_name"),
-                        untraced=untraced)
+                        untraced=untraced, recorder=cell.recorder)
         if rc == INTERRUPTED:
             raise KeyboardInterrupt        # Ctrl-C stops the whole validation, not this cell
         if rc != 0 or not m.get("complete") or not m.get("makespan_ns"):
@@ -147,7 +150,7 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str,
             (len(traced_times) - 1) // 2]
     res: dict[str, Any] = {
         "app": cell.app, "paradigm": cell.paradigm, "program": cell.program,
-        "ranks": cell.ranks, "size": cell.size,
+        "recorder": cell.recorder, "ranks": cell.ranks, "size": cell.size,
         "args": cell.args, "network": cell.network, "baseline": cell.baseline,
         "repetitions": len(times), "ground_truth": spec.ground_truth, "actual_runs_s": times,
         "actual_s": stat(times), "actual_stat": spec.actual,

@@ -43,7 +43,9 @@ NETWORK_KEYS = ("transport", "calibrate", "calibrate_sizes", "profile", "testbed
 TESTBED_KEYS = ("nodes", "rate")
 PREDICTOR_KEYS = ("replay", "analytic", "set")
 EXPERIMENT_KEYS = ("app", "program", "paradigms", "ranks", "sizes", "baseline", "networks",
-                   "predict_on")
+                   "predict_on", "recorder")
+#: who records a Python program's traced runs (`hindsight collect --recorder`)
+RECORDERS = ("python", "pmpi")
 #: the paradigm column of a program's cells (errors.csv, the report): a program has no paradigm
 PROGRAM = "program"
 
@@ -70,6 +72,7 @@ class Cell:
     baseline: bool = False          # P = 1 run for speedup / efficiency only (no predictions)
     predict_on: list[str] = field(default_factory=list)  # networks to predict from this trace
     program: str | None = None      # a program's resolved path (None: an application)
+    recorder: str = "python"        # a Python program's recorder (collect --recorder)
 
     @property
     def key(self) -> str:
@@ -243,6 +246,13 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         nets = _get(e, "networks", "strings", where, list(networks))
         predict_on = _get(e, "predict_on", "strings", where, [])
         baseline = _get(e, "baseline", "bool", where, program is None)
+        recorder = _get(e, "recorder", "string", where, "python")
+        if recorder not in RECORDERS:
+            raise SpecError(f"{where}: 'recorder' must be one of {', '.join(RECORDERS)}, "
+                            f"not {recorder!r}")
+        if recorder != "python" and program is None:
+            raise SpecError(f"{where}: 'recorder' is for a 'program' (an application records "
+                            "its calls through instrument's Python API)")
         # Every network predicted on is also run on: its measured time is the actual.
         nets = list(nets) + [n for n in predict_on if n not in nets]
         for n in nets:
@@ -256,14 +266,14 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 # a program's P = 1 run only when asked: a program of the user's may need P >= 2
                 if baseline:
                     cells.append(Cell(app, PROGRAM if program else "pipeline", 1, label, args,
-                                      net, baseline=True, program=program))
+                                      net, baseline=True, program=program, recorder=recorder))
                 for p in paradigms:
                     for r in ranks:
                         if program is None and skeleton(p).power_of_two and r & (r - 1):
                             raise SpecError(f"{where}: {p} needs power-of-two ranks, not {r}")
                         cells.append(Cell(app, p, r, label, args, net,
                                           predict_on=[b for b in predict_on if b != net],
-                                          program=program))
+                                          program=program, recorder=recorder))
     pred = raw.get("predictors", {})
     if not isinstance(pred, dict):
         raise SpecError(f"spec {path}: [predictors] must be a table")

@@ -77,6 +77,8 @@ def run_inputs(cell: Cell, spec: Spec) -> dict[str, Any]:
          "testbed": net.get("testbed")}
     if cell.program:
         d["program"] = cell.program
+        if cell.recorder != "python":
+            d["recorder"] = cell.recorder
     return d
 
 
