@@ -301,15 +301,7 @@ def summarize(res: Result, nprocs: int) -> dict[str, Any]:
 
 
 def _cond_text(cond: dict[str, Any] | None) -> str:
-    if not cond:
-        return "conditions unknown"
-    la = f"load {cond['loadavg_1m_before']:.2f}->{cond['loadavg_1m_after']:.2f}" \
-        if cond.get("loadavg_1m_before") is not None else "load ?"
-    steal = f"steal {100 * cond['steal_fraction']:.1f} %" \
-        if cond.get("steal_fraction") is not None else "steal ?"
-    busy = f"busy {100 * cond['busy_fraction']:.0f} %" \
-        if cond.get("busy_fraction") is not None else "busy ?"
-    return f"{la} on {cond.get('cores')} cores, {steal}, {busy} over {cond['seconds']:.0f} s"
+    return conditions.describe(cond)
 
 
 def table(results: list[Result], summaries: list[dict[str, Any]]) -> str:

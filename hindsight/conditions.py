@@ -136,3 +136,16 @@ def of_run(before: dict[str, Any] | None, after: dict[str, Any] | None,
         cond["problems"] += preemption_problems(
             {f"rank {r}": w for r, w in enumerate(cond["rank_run_queue_wait"])})
     return cond
+
+
+def describe(cond: dict[str, Any] | None) -> str:
+    """One line for the conditions `between` measured: load, steal and busy share."""
+    if not cond:
+        return "conditions unknown"
+    la = f"load {cond['loadavg_1m_before']:.2f}->{cond['loadavg_1m_after']:.2f}" \
+        if cond.get("loadavg_1m_before") is not None else "load ?"
+    steal = f"steal {100 * cond['steal_fraction']:.1f} %" \
+        if cond.get("steal_fraction") is not None else "steal ?"
+    busy = f"busy {100 * cond['busy_fraction']:.0f} %" \
+        if cond.get("busy_fraction") is not None else "busy ?"
+    return f"{la} on {cond.get('cores')} cores, {steal}, {busy} over {cond['seconds']:.0f} s"
