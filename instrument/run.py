@@ -240,6 +240,20 @@ class _TraceOnImport:
             f = open(path, "a")
             faulthandler.register(stopped.SIGNAL, file=f, all_threads=True, chain=True)
             stopped._open_files.append(f)
+        previous_hook = sys.excepthook
+
+        def hook(exc_type, exc, tb):
+            # As the Python tracer does (instrument.session): the error into the manifest
+            # (rank_errors, through the sealer), then abort the job, whose other ranks may wait
+            # for this one, instead of hanging in MPI_Finalize until killed.
+            try:
+                (stage / fc.ERROR_FILE).write_text(f"{exc_type.__name__}: {exc}"[:2000])
+            except OSError:
+                pass
+            previous_hook(exc_type, exc, tb)
+            if mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+                mpi.COMM_WORLD.Abort(1)
+        sys.excepthook = hook
 
     def _refusal(self, fix: str) -> str:
         return THREAD_MULTIPLE_REFUSED.format(program=os.path.basename(self.opts["program"]),

@@ -123,5 +123,10 @@ def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | Non
             meta.update(json.loads(status_file.read_text()))
         except (OSError, json.JSONDecodeError):
             pass
+    try:
+        meta["error"] = (stage / tf.ERROR_FILE).read_text(errors="replace").strip()[:2000]
+        meta["status"] = "error"            # as the Python tracer marks a rank that raised
+    except OSError:
+        pass                                # the rank raised nothing
     meta["sealed_by"] = "hindsight collect"
     seal_rank(trace_dir, rank, meta, epoch_ns=epoch_ns)

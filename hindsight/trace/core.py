@@ -126,6 +126,9 @@ RAW_NAMES_FILE = "names.jsonl"
 #: Beside them, the rank's pid (first line, ``pid N``) and, once `hindsight collect` asked
 #: before stopping the run, where the rank was (instrument.stopped).
 STOP_FILE = "stopped_in.txt"
+#: The exception that ended a Python rank recorded by the PMPI library (instrument/run.py), as
+#: ``Type: message``; the sealer puts it into the rank file's metadata (manifest `rank_errors`).
+ERROR_FILE = "error.txt"
 
 
 def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
