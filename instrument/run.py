@@ -13,7 +13,8 @@ faults a run against 15k untraced), the observer effect of docs/robustness.md.
 
 For the program, `mpi4py.MPI` is then a view of the real module in which `COMM_WORLD` is traced,
 `Request` and `Prequest` are the traced request classes (so `MPI.Request.Waitall(...)` and
-`MPI.Prequest.Startall(...)` are recorded too) and `Win` counts its calls (instrument.untraced);
+`MPI.Prequest.Startall(...)` are recorded too), `Win` records its calls (instrument.rma), and
+`Intracomm`/`Intercomm` trace their communicators made from a group (instrument.groups);
 everything else is the real module, whose `Finalize` finishes the trace first
 (instrument.session).
 
@@ -277,6 +278,7 @@ class _TraceOnImport:
         module gains later, the module-level __getattr__ (PEP 562) still finds. `deferred`:
         MPI is not initialised yet, so COMM_WORLD is left to the program's MPI.Init."""
         import instrument
+        from instrument import groups
         from instrument.completion import TracedPrequest
         from instrument.rma import TracedWin
 
@@ -286,6 +288,8 @@ class _TraceOnImport:
         view.Request = instrument.TracedRequest
         view.Prequest = TracedPrequest
         view.Win = TracedWin
+        view.Intracomm = groups.Intracomm
+        view.Intercomm = groups.Intercomm
         return view
 
     def _deferred(self, mpi):

@@ -70,6 +70,21 @@ def test_every_communicator_constructor_gives_a_traced_communicator(tmp_path):
     assert m["untraced_calls"] == {}
 
 
+def test_communicators_made_from_a_group_are_traced_or_counted(tmp_path):
+    """from_group.py: `Intracomm.Create_from_group` gives a traced communicator (its rows on it,
+    its members in the manifest), `Intercomm.Create_from_groups` is counted with its traffic;
+    `isinstance` against the program's MPI.Intracomm/Intercomm holds as untraced."""
+    df, m = _traced(tmp_path, "from_group.py", 2, untraced=True)
+    made = df[df["op"] == "Comm_create"]
+    assert len(made) == 2 and (made["comm"] == made["peer"]).all()
+    cid = int(made["peer"].iloc[0])
+    assert m["communicators"][str(cid)] == [0, 1]
+    for r in range(2):
+        assert _ops(df, r) == {"Comm_create": 1, "Allreduce": 1, "Barrier": 1}
+        assert set(df[(df["rank"] == r) & (df["op"] != "Comm_create")]["comm"]) == {cid}
+    assert m["untraced_calls"] == {"Intercomm.Create_from_groups": 2, "Intercomm.Barrier": 2}
+
+
 def test_a_program_that_calls_finalize_keeps_its_trace(tmp_path):
     df, m = _traced(tmp_path, "finalize.py", 2)
     assert m["complete"] and m["rank_status"] == ["complete"] * 2
