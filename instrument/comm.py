@@ -25,7 +25,8 @@ from hindsight.trace import core as tf
 from instrument import completion as _completion
 from instrument.completion import TracedPrequest, TracedRequest, recv_post, send_post
 from instrument.sizes import nbytes as _nbytes, pickled_size as _pickled_size
-from instrument import nonblocking as _nonblocking, topology as _topology, untraced as _untraced
+from instrument import matched as _matched, nonblocking as _nonblocking, topology as _topology
+from instrument import untraced as _untraced
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
 _C = MPI.Intracomm
@@ -503,6 +504,7 @@ class TracedComm(_C):
 
 _nonblocking.install(TracedComm)
 _untraced.add_counters(TracedComm, _C, _untraced.COMM_UNTRACED)
+_matched.attach(TracedComm, _C)
 
 #: Communicators made over their own members only, per (parent id, index base, members): how
 #: many of them were made before.

@@ -14,7 +14,8 @@ faults a run against 15k untraced), the observer effect of docs/robustness.md.
 For the program, `mpi4py.MPI` is then a view of the real module in which `COMM_WORLD` is traced,
 `Request` and `Prequest` are the traced request classes (so `MPI.Request.Waitall(...)` and
 `MPI.Prequest.Startall(...)` are recorded too), `Win` records its calls (instrument.rma), and
-`Intracomm`/`Intercomm` trace their communicators made from a group (instrument.groups);
+`Intracomm`/`Intercomm` trace their communicators made from a group (instrument.groups) and
+`Message` the receives of matched probes (instrument.matched);
 everything else is the real module, whose `Finalize` finishes the trace first
 (instrument.session).
 
@@ -280,6 +281,7 @@ class _TraceOnImport:
         import instrument
         from instrument import groups
         from instrument.completion import TracedPrequest
+        from instrument.matched import TracedMessage
         from instrument.rma import TracedWin
 
         view = _plain_view(mpi)
@@ -290,6 +292,7 @@ class _TraceOnImport:
         view.Win = TracedWin
         view.Intracomm = groups.Intracomm
         view.Intercomm = groups.Intercomm
+        view.Message = TracedMessage
         return view
 
     def _deferred(self, mpi):

@@ -1,6 +1,6 @@
 """Calls the tracer does not model, counted so that a trace says its traffic is incomplete.
 
-Persistent collectives, `Alltoallw` and `Ialltoallw`, matched probes, partitioned and combined
+Persistent collectives, `Alltoallw` and `Ialltoallw`, partitioned and combined
 non-blocking send-receives, neighbourhood collectives, intercommunicator traffic and some window
 calls (instrument.rma) are not recorded as rows (replay has no model for them). Each such call is
 counted per name in `COUNTS`; the rank's file metadata carries the totals and the manifest
@@ -19,8 +19,7 @@ COUNTS: dict[str, int] = {}
 
 #: Methods of an intracommunicator that are counted, not traced.
 COMM_UNTRACED = (
-    "Alltoallw", "Isendrecv", "Isendrecv_replace", "Mprobe", "Improbe", "mprobe", "improbe",
-    "Ialltoallw",
+    "Alltoallw", "Isendrecv", "Isendrecv_replace", "Ialltoallw",
     "Barrier_init", "Bcast_init", "Gather_init", "Gatherv_init", "Scatter_init", "Scatterv_init",
     "Allgather_init", "Allgatherv_init", "Alltoall_init", "Alltoallv_init", "Alltoallw_init",
     "Reduce_init", "Allreduce_init", "Reduce_scatter_init", "Reduce_scatter_block_init",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from collections import Counter
@@ -85,6 +86,24 @@ def test_communicators_made_from_a_group_are_traced_or_counted(tmp_path):
     assert m["untraced_calls"] == {"Intercomm.Create_from_groups": 2, "Intercomm.Barrier": 2}
 
 
+def test_matched_probes_are_a_probe_and_a_receive(tmp_path):
+    """matched.py: every matched-probe form gives the rows of a probe (Probe, or Iprobe once an
+    Improbe finds the message) and of the receive of its message (Recv, or an Irecv post and its
+    Wait), with the matched source, tag and size; an Improbe that finds nothing gives none."""
+    df, m = _traced(tmp_path, "matched.py", 2)
+    assert m["untraced_calls"] == {}
+    got = df[df["rank"] == 1][["op", "peer", "tag", "nbytes"]].astype({"op": str})
+    five, six = (len(pickle.dumps(o, pickle.HIGHEST_PROTOCOL)) for o in ({"five": 5}, [6] * 6))
+    assert [tuple(r) for r in got.itertuples(index=False)] == [
+        ("Probe", 0, 1, 40), ("Recv", 0, 1, 40),
+        ("Iprobe", 0, 2, 80), ("Recv", 0, 2, 80),
+        ("Probe", 0, 3, 120), ("Irecv", 0, 3, 120), ("Wait", 0, 3, 120),
+        ("Probe", 0, 4, 160), ("Irecv", 0, 4, 160), ("Wait", 0, 4, 160),
+        ("Probe", 0, 5, five), ("Recv", 0, 5, five),
+        ("Probe", 0, 6, six), ("Irecv", 0, 6, -1), ("Wait", 0, 6, six),
+        ("Barrier", -1, -1, 0)]
+
+
 def test_a_program_that_calls_finalize_keeps_its_trace(tmp_path):
     df, m = _traced(tmp_path, "finalize.py", 2)
     assert m["complete"] and m["rank_status"] == ["complete"] * 2
@@ -157,12 +176,12 @@ def test_persistent_requests_are_nonblocking_messages(tmp_path):
 
 def test_calls_without_a_model_are_counted_in_the_manifest(tmp_path):
     df, m = _traced(tmp_path, "untraced_calls.py", 3, untraced=True)
-    assert m["untraced_calls"] == {"Improbe": 3, "Win.Rput": 3}
+    assert m["untraced_calls"] == {"Win.Rput": 3}
     assert _ops(df, 0) == {"Comm_create": 1, "Barrier": 1, "Gather": 1, "Iallreduce": 3,
                            "Ibarrier": 1, "Wait": 4, "Win_create": 1, "Win_fence": 2,
                            "Put": 1, "Win_free": 1, "Neighbor_allgather": 1}
     info = hindsight("trace", "info", tmp_path / "trace")
-    assert "untraced    6 calls (Improbe 3, Win.Rput 3) not traced: " \
+    assert "untraced    3 calls (Win.Rput 3) not traced: " \
            "the traffic is incomplete" in info.stdout, info.stdout
 
 
