@@ -670,3 +670,64 @@ def test_a_spawned_process_runs_untraced(exe, tmp_path):
         f"{tmp_path / 't' / tf.MANIFEST_NAME}: traffic incomplete: 2 calls (Spawn 2) not traced; "
         "replay leaves them out (docs/trace-format.md, \"What is not traced\")"]
 
+
+def test_large_count_variants_give_the_int_count_calls_rows(exe, tmp_path):
+    """large_count.c makes the same calls with int counts and with MPI 4's large-count
+    variants (MPI_Send_c, MPI_Recv_c, MPI_Isend_c, MPI_Irecv_c, MPI_Allreduce_c, MPI_Bcast_c,
+    MPI_Alltoallv_c with MPI_Count counts and MPI_Aint displacements, MPI_Sendrecv_c,
+    MPI_Mrecv_c): the rows are the same, and these."""
+    prog = exe("large_count")
+    cols = ["rank", "op", "peer", "tag", "comm", "nbytes", "request", "root"]
+    frames = {}
+    for mode in ("int", "large"):
+        done, m = _traced(prog, 2, tmp_path / mode, [mode])
+        assert sorted(done.stdout.splitlines()) == \
+            sorted(_untraced_stdout(prog, 2, ["int"]).splitlines())
+        assert m["untraced_calls"] == {}
+        frames[mode] = _rows(tmp_path / mode)[cols].astype({"op": str})
+    assert frames["large"].equals(frames["int"])
+    df = frames["large"]
+    for r in (0, 1):
+        p = 1 - r
+        rows = [tuple(x) for x in df[df["rank"] == r][cols[1:]].itertuples(index=False)]
+        first = [("Send", p, 7, 0, 64, -1, -1), ("Recv", p, 8, 0, 32, -1, -1)] if r == 0 else \
+            [("Recv", p, 7, 0, 64, -1, -1), ("Send", p, 8, 0, 32, -1, -1)]
+        assert rows == first + [
+            ("Irecv", p, 9, 0, 12, 0, -1), ("Isend", p, 9, 0, 12, 1, -1),
+            ("Waitall", p, 9, 0, 12, 0, -1), ("Waitall", -1, -1, 0, -1, 1, -1),
+            ("Allreduce", -1, -1, 0, 16, -1, -1), ("Bcast", -1, -1, 0, 8, -1, 1),
+            # rank r sends r + 1 + i ints to rank i: 4 * (2 * (r + 1) + 1) bytes
+            ("Alltoallv", -1, -1, 0, 4 * (2 * r + 3), -1, -1),
+            ("Sendrecv_send", p, 10, 0, 4, -1, -1), ("Sendrecv_recv", p, 10, 0, 4, -1, -1),
+            ("Send", p, 11, 0, 4, -1, -1), ("Probe", p, 11, 0, 4, -1, -1),
+            ("Recv", p, 11, 0, 4, -1, -1)]
+    _check_and_replay(tmp_path / "large", rel=0.05)
+
+
+def test_matched_probes_and_receives_are_traced(exe, tmp_path):
+    """matched.c: MPI_Mprobe + MPI_Mrecv give a Probe and a Recv row (the message's source as a
+    world rank, its tag and size, though the probe named any source and tag), as the Python
+    tracer records a pickle-API recv; an MPI_Improbe that matched an Iprobe row (one that did
+    not, none), its MPI_Imrecv an Irecv post of the message's source and tag completed by the
+    Wait row; the trace checks and replays."""
+    prog = exe("matched")
+    out = tmp_path / "t"
+    done, m = _traced(prog, 2, out)
+    assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, 2).splitlines())
+    assert m["untraced_calls"] == {}
+    df = _rows(out)
+    for r in (0, 1):
+        p = 1 - r
+        mine = df[df["rank"] == r]
+        recv = mine[~mine["op"].isin(["Isend", "Waitall"])]
+        rows = [(str(o), pe, t, n) for o, pe, t, n in
+                zip(recv["op"], recv["peer"], recv["tag"], recv["nbytes"])]
+        expected = []
+        for k in range(6):
+            n = 4 * (k + 1)
+            expected += [("Probe", p, 20 + k, n), ("Recv", p, 20 + k, n)] if k % 2 == 0 else \
+                [("Iprobe", p, 20 + k, n), ("Irecv", p, 20 + k, n), ("Wait", p, 20 + k, n)]
+        assert rows == expected
+        posts = recv[recv["op"] == "Irecv"]["request"]
+        assert list(recv[recv["op"] == "Wait"]["request"]) == list(posts)
+    _check_and_replay(out, rel=0.05)
