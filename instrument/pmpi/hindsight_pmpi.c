@@ -16,6 +16,11 @@
  * start-up barrier and epoch and leaves the same status.json (its end of program, the machine's
  * conditions), but records nothing: every wrapper passes straight to PMPI.
  *
+ * The same library records an mpi4py program preloaded with it: mpi4py 4 calls the MPI 4
+ * large-count variants (MPI_Send_c...), recorded as their int-count calls, and receives a
+ * pickled message by a matched probe (MPI_Mprobe, MPI_Mrecv_c), recorded as the Python tracer
+ * records the pickle-API recv.
+ *
  * Single-threaded use of MPI only (one record cursor per process, no locking).
  */
 #define _GNU_SOURCE
@@ -543,15 +548,15 @@ static size_t put_conditions(char *b, size_t n, size_t cap, const cond_t *c) {
  * tracer: docs/trace-format.md, "What is not traced"); the sealer sums them into the manifest,
  * and `trace check` and `trace info` say the traffic is incomplete. Each is counted under the
  * name the Python tracer gives the same mpi4py call (instrument/untraced.py, instrument/rma.py),
- * so a C and a Python program are counted alike. Per call: one increment, and the two stores
- * that say where the rank is (the stop signal, below), nothing else. */
+ * so a C and a Python program are counted alike (an MPI 4 large-count variant, MPI_Rput_c...,
+ * under its call's name). Per call: one increment, and the two stores that say where the rank
+ * is (the stop signal, below), nothing else. */
 #define UNTRACED_CALLS(X)                                                                    \
     X(RPUT, "Win.Rput") X(RGET, "Win.Rget") X(RACCUMULATE, "Win.Raccumulate")                \
     X(RGET_ACCUMULATE, "Win.Rget_accumulate") X(WIN_POST, "Win.Post")                        \
     X(WIN_START, "Win.Start") X(WIN_COMPLETE, "Win.Complete") X(WIN_WAIT, "Win.Wait")        \
     X(WIN_TEST, "Win.Test")                                                                  \
-    X(MPROBE, "Mprobe") X(IMPROBE, "Improbe") X(MRECV, "Message.Recv")                       \
-    X(IMRECV, "Message.Irecv") X(ISENDRECV, "Isendrecv")                                     \
+    X(ISENDRECV, "Isendrecv")                                                                \
     X(ISENDRECV_REPLACE, "Isendrecv_replace") X(PSEND_INIT, "Psend_init")                    \
     X(PRECV_INIT, "Precv_init")                                                              \
     X(ALLTOALLW, "Alltoallw") X(IALLTOALLW, "Ialltoallw")                                    \
@@ -918,10 +923,15 @@ int MPI_Init(int *argc, char ***argv) {
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     const char *dir = getenv("HINDSIGHT_TRACE_DIR"), *u = getenv("HINDSIGHT_UNTRACED");
+    const char *d = getenv("HINDSIGHT_MULTIPLE_IS_DEFAULT");
     int tracing = dir && *dir && !(u && strcmp(u, "1") == 0);
-    if (rc == MPI_SUCCESS && tracing && *provided == MPI_THREAD_MULTIPLE) {
+    int by_default = d && strcmp(d, "1") == 0;
+    if (rc == MPI_SUCCESS && tracing && *provided == MPI_THREAD_MULTIPLE && !by_default) {
         /* One record cursor per rank: calls of several threads would overlap and corrupt it.
-         * Refused as the Python tracer refuses it: one line, every rank exits with status 2. */
+         * Refused as the Python tracer refuses it: one line, every rank exits with status 2.
+         * Accepted with HINDSIGHT_MULTIPLE_IS_DEFAULT=1: the level is the default of the
+         * runtime that initialised MPI (mpi4py's), not one the program asked for, and the
+         * program is taken to call MPI from one thread (as the Python tracer takes it). */
         int r = 0;
         PMPI_Comm_rank(MPI_COMM_WORLD, &r);
         if (r == 0) {
@@ -957,100 +967,122 @@ int MPI_Finalize(void) {
 
 /* ---- point-to-point --------------------------------------------------------------------- */
 
+/* Every call with a count has, since MPI 4, a large-count variant MPI_X_c (counts MPI_Count,
+ * displacements and displacement units MPI_Aint), which mpi4py 4 calls; both record the same
+ * row. Each such wrapper is a macro W(SFX, CNT, DSP) instantiated for both: SFX the name's
+ * suffix (empty or _c), CNT the count type (int or MPI_Count), DSP the displacement type (int
+ * or MPI_Aint). */
+#if MPI_VERSION >= 4
+#define INT_AND_LARGE(W) W(, int, int) W(_c, MPI_Count, MPI_Aint)
+#else
+#define INT_AND_LARGE(W) W(, int, int)
+#endif
+
 #define CPU0 int64_t c0 = cpu_all ? cpu_ns() : 0
 #define CPU1 (cpu_all ? cpu_ns() - c0 : -1)
 
-static inline int64_t bytes(int count, MPI_Datatype t) {
+static inline int64_t bytes(int64_t count, MPI_Datatype t) {
     int s;
     PMPI_Type_size(t, &s);
-    return (int64_t)count * s;
+    return count * s;
 }
 
 static inline int64_t status_bytes(const MPI_Status *st) {
+#if MPI_VERSION >= 4
+    MPI_Count n;
+    PMPI_Get_count_c(st, MPI_BYTE, &n);
+#else
     int n;
     PMPI_Get_count(st, MPI_BYTE, &n);
-    return n == MPI_UNDEFINED ? -1 : n;
+#endif
+    return n == MPI_UNDEFINED ? -1 : (int64_t)n;
 }
 
-#define SEND_WRAPPER(NAME, OPC)                                                              \
-int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {  \
-    if (!on) return P##NAME(buf, count, type, dest, tag, comm);                              \
+#define SEND_WRAPPER(NAME, OPC, SFX, CNT)                                                    \
+int NAME##SFX(const void *buf, CNT count, MPI_Datatype type, int dest, int tag,              \
+              MPI_Comm comm) {                                                               \
+    if (!on) return P##NAME##SFX(buf, count, type, dest, tag, comm);                         \
     CPU0;                                                                                    \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
-    int rc = P##NAME(buf, count, type, dest, tag, comm);                                     \
+    int rc = P##NAME##SFX(buf, count, type, dest, tag, comm);                                \
     int64_t t1 = now_ns();                                                                   \
     LEAVE();                                                                                 \
     comm_t *c = comm_of(comm);                                                               \
     rec(OPC, t0, CPU1, world_of(c, dest), tag, c->id, bytes(count, type), -1, -1, t1);       \
     return rc;                                                                               \
 }
-SEND_WRAPPER(MPI_Send, OP_SEND)
-SEND_WRAPPER(MPI_Ssend, OP_SSEND)
-SEND_WRAPPER(MPI_Bsend, OP_BSEND)
-SEND_WRAPPER(MPI_Rsend, OP_RSEND)
 
-int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-             MPI_Status *status) {
-    if (!on) return PMPI_Recv(buf, count, type, source, tag, comm, status);
-    MPI_Status mine;
-    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
-    CPU0;
-    ENTER(OP_RECV);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
-    int64_t t1 = now_ns();
-    LEAVE();
-    comm_t *c = comm_of(comm);
-    rec(OP_RECV, t0, CPU1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st), -1,
-        -1, t1);
-    return rc;
+#define P2P(SFX, CNT, DSP)                                                                   \
+SEND_WRAPPER(MPI_Send, OP_SEND, SFX, CNT)                                                    \
+SEND_WRAPPER(MPI_Ssend, OP_SSEND, SFX, CNT)                                                  \
+SEND_WRAPPER(MPI_Bsend, OP_BSEND, SFX, CNT)                                                  \
+SEND_WRAPPER(MPI_Rsend, OP_RSEND, SFX, CNT)                                                  \
+                                                                                             \
+int MPI_Recv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,              \
+                  MPI_Comm comm, MPI_Status *status) {                                       \
+    if (!on) return PMPI_Recv##SFX(buf, count, type, source, tag, comm, status);             \
+    MPI_Status mine;                                                                         \
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
+    CPU0;                                                                                    \
+    ENTER(OP_RECV);                                                                          \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = PMPI_Recv##SFX(buf, count, type, source, tag, comm, st);                        \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    comm_t *c = comm_of(comm);                                                               \
+    rec(OP_RECV, t0, CPU1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,                  \
+        status_bytes(st), -1, -1, t1);                                                       \
+    return rc;                                                                               \
+}                                                                                            \
+                                                                                             \
+int MPI_Sendrecv##SFX(const void *sendbuf, CNT sendcount, MPI_Datatype sendtype, int dest,   \
+                      int sendtag, void *recvbuf, CNT recvcount, MPI_Datatype recvtype,      \
+                      int source, int recvtag, MPI_Comm comm, MPI_Status *status) {          \
+    if (!on)                                                                                 \
+        return PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,      \
+                                  recvcount, recvtype, source, recvtag, comm, status);       \
+    MPI_Status mine;                                                                         \
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
+    CPU0;                                                                                    \
+    ENTER(OP_SR_SEND);                                                                       \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,        \
+                                recvcount, recvtype, source, recvtag, comm, st);             \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    comm_t *c = comm_of(comm);                                                               \
+    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(sendcount, sendtype), \
+        -1, -1, t1);                                                                         \
+    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,                 \
+        status_bytes(st), -1, -1, t1);                                                       \
+    return rc;                                                                               \
+}                                                                                            \
+                                                                                             \
+/* as instrument/comm.py records it: the rows of a Sendrecv of `count` elements each way */  \
+int MPI_Sendrecv_replace##SFX(void *buf, CNT count, MPI_Datatype type, int dest,             \
+                              int sendtag, int source, int recvtag, MPI_Comm comm,           \
+                              MPI_Status *status) {                                          \
+    if (!on)                                                                                 \
+        return PMPI_Sendrecv_replace##SFX(buf, count, type, dest, sendtag, source, recvtag,  \
+                                          comm, status);                                     \
+    MPI_Status mine;                                                                         \
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
+    CPU0;                                                                                    \
+    ENTER(OP_SR_SEND);                                                                       \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = PMPI_Sendrecv_replace##SFX(buf, count, type, dest, sendtag, source, recvtag,    \
+                                        comm, st);                                           \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    comm_t *c = comm_of(comm);                                                               \
+    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(count, type), -1, -1, \
+        t1);                                                                                 \
+    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,                 \
+        status_bytes(st), -1, -1, t1);                                                       \
+    return rc;                                                                               \
 }
-
-int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
-                 int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source,
-                 int recvtag, MPI_Comm comm, MPI_Status *status) {
-    if (!on)
-        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
-                             recvtype, source, recvtag, comm, status);
-    MPI_Status mine;
-    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
-    CPU0;
-    ENTER(OP_SR_SEND);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
-                           recvtype, source, recvtag, comm, st);
-    int64_t t1 = now_ns();
-    LEAVE();
-    comm_t *c = comm_of(comm);
-    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(sendcount, sendtype), -1,
-        -1, t1);
-    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st),
-        -1, -1, t1);
-    return rc;
-}
-
-/* As instrument/comm.py records it: the rows of a Sendrecv of `count` elements each way. */
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag,
-                         int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
-    if (!on)
-        return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm,
-                                     status);
-    MPI_Status mine;
-    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
-    CPU0;
-    ENTER(OP_SR_SEND);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, st);
-    int64_t t1 = now_ns();
-    LEAVE();
-    comm_t *c = comm_of(comm);
-    rec(OP_SR_SEND, t0, CPU1, world_of(c, dest), sendtag, c->id, bytes(count, type), -1, -1,
-        t1);
-    rec(OP_SR_RECV, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st),
-        -1, -1, t1);
-    return rc;
-}
+INT_AND_LARGE(P2P)
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     if (!on) return PMPI_Probe(source, tag, comm, status);
@@ -1086,13 +1118,13 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 
 /* ---- non-blocking posts ------------------------------------------------------------------ */
 
-#define ISEND_WRAPPER(NAME, OPC)                                                             \
-int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,    \
-         MPI_Request *request) {                                                             \
-    if (!on) return P##NAME(buf, count, type, dest, tag, comm, request);                     \
+#define ISEND_WRAPPER(NAME, OPC, SFX, CNT)                                                   \
+int NAME##SFX(const void *buf, CNT count, MPI_Datatype type, int dest, int tag,              \
+              MPI_Comm comm, MPI_Request *request) {                                         \
+    if (!on) return P##NAME##SFX(buf, count, type, dest, tag, comm, request);                \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
-    int rc = P##NAME(buf, count, type, dest, tag, comm, request);                            \
+    int rc = P##NAME##SFX(buf, count, type, dest, tag, comm, request);                       \
     int64_t t1 = now_ns();                                                                   \
     LEAVE();                                                                                 \
     comm_t *c = comm_of(comm);                                                               \
@@ -1101,32 +1133,145 @@ int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_C
     req_put(*request, rid, NULL, c->id);                                                     \
     return rc;                                                                               \
 }
-ISEND_WRAPPER(MPI_Isend, OP_ISEND)
-ISEND_WRAPPER(MPI_Issend, OP_ISSEND)
-ISEND_WRAPPER(MPI_Ibsend, OP_IBSEND)
-ISEND_WRAPPER(MPI_Irsend, OP_IRSEND)
 
-int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-              MPI_Request *request) {
-    if (!on) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
-    ENTER(OP_IRECV);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Irecv(buf, count, type, source, tag, comm, request);
-    int64_t t1 = now_ns();
-    LEAVE();
-    comm_t *c = comm_of(comm);
-    int64_t rid = next_request++;
-    rec(OP_IRECV, t0, -1, source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),
-        tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, c->id, bytes(count, type), rid, -1, t1);
-    req_put(*request, rid, c, c->id);
-    return rc;
+#define POSTS(SFX, CNT, DSP)                                                                 \
+ISEND_WRAPPER(MPI_Isend, OP_ISEND, SFX, CNT)                                                 \
+ISEND_WRAPPER(MPI_Issend, OP_ISSEND, SFX, CNT)                                               \
+ISEND_WRAPPER(MPI_Ibsend, OP_IBSEND, SFX, CNT)                                               \
+ISEND_WRAPPER(MPI_Irsend, OP_IRSEND, SFX, CNT)                                               \
+                                                                                             \
+int MPI_Irecv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,             \
+                   MPI_Comm comm, MPI_Request *request) {                                    \
+    if (!on) return PMPI_Irecv##SFX(buf, count, type, source, tag, comm, request);           \
+    ENTER(OP_IRECV);                                                                         \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = PMPI_Irecv##SFX(buf, count, type, source, tag, comm, request);                  \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    comm_t *c = comm_of(comm);                                                               \
+    int64_t rid = next_request++;                                                            \
+    rec(OP_IRECV, t0, -1,                                                                    \
+        source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),                \
+        tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, c->id, bytes(count, type), rid, -1, t1); \
+    req_put(*request, rid, c, c->id);                                                        \
+    return rc;                                                                               \
 }
+INT_AND_LARGE(POSTS)
 
 int MPI_Request_free(MPI_Request *request) {
     req_t *e = on ? req_find(*request) : NULL;
     if (e) req_del(e);
     return PMPI_Request_free(request);
 }
+
+/* ---- matched probes (MPI_Mprobe, MPI_Improbe) and their receives (MPI_Mrecv, MPI_Imrecv):
+ *      an Mprobe and its Mrecv give the rows of instrument/comm.py's pickle-API recv, a Probe
+ *      row then a Recv row; an Improbe that matched an Iprobe row (one that did not, none, as
+ *      Iprobe); an Imrecv an Irecv post whose peer and tag are the message's, completed by its
+ *      Wait or Test row. A message handle names no communicator: each matched message's is
+ *      kept here from its probe to its receive, with its source (a world rank) and tag ------ */
+
+typedef struct {
+    MPI_Message msg;
+    comm_t *comm;
+    int64_t peer, tag;
+} matched_t;
+
+static matched_t *matched;
+static int nmatched, capmatched;
+
+static void matched_put(MPI_Message m, comm_t *c, const MPI_Status *st) {
+    if (nmatched == capmatched) {
+        capmatched = capmatched ? 2 * capmatched : 8;
+        matched = realloc(matched, (size_t)capmatched * sizeof *matched);
+    }
+    matched[nmatched++] = (matched_t){m, c, world_of(c, st->MPI_SOURCE), st->MPI_TAG};
+}
+
+/* The entry of message `m` into *out, taken out of the table (0: there is none). */
+static int matched_take(MPI_Message m, matched_t *out) {
+    for (int i = 0; i < nmatched; i++)
+        if (matched[i].msg == m) {
+            *out = matched[i];
+            matched[i] = matched[--nmatched];
+            return 1;
+        }
+    return 0;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+    if (!on) return PMPI_Mprobe(source, tag, comm, message, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    CPU0;
+    ENTER(OP_PROBE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Mprobe(source, tag, comm, message, st);
+    int64_t t1 = now_ns();
+    LEAVE();
+    comm_t *c = comm_of(comm);
+    rec(OP_PROBE, t0, CPU1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id, status_bytes(st),
+        -1, -1, t1);
+    if (rc == MPI_SUCCESS) matched_put(*message, c, st);
+    return rc;
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                MPI_Status *status) {
+    if (!on) return PMPI_Improbe(source, tag, comm, flag, message, status);
+    MPI_Status mine;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+    ENTER(OP_IPROBE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Improbe(source, tag, comm, flag, message, st);
+    int64_t t1 = now_ns();
+    LEAVE();
+    if (rc == MPI_SUCCESS && *flag) {
+        comm_t *c = comm_of(comm);
+        rec(OP_IPROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,
+            status_bytes(st), -1, -1, t1);
+        matched_put(*message, c, st);
+    }
+    return rc;
+}
+
+/* A message whose probe the library did not see (made before tracing began) is received
+ * without a row: there is none to match it either. */
+#define MATCHED_RECEIVES(SFX, CNT, DSP)                                                      \
+int MPI_Mrecv##SFX(void *buf, CNT count, MPI_Datatype type, MPI_Message *message,            \
+                   MPI_Status *status) {                                                     \
+    matched_t m;                                                                             \
+    if (!on || !matched_take(*message, &m))                                                  \
+        return PMPI_Mrecv##SFX(buf, count, type, message, status);                           \
+    MPI_Status mine;                                                                         \
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
+    CPU0;                                                                                    \
+    ENTER(OP_RECV);                                                                          \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = PMPI_Mrecv##SFX(buf, count, type, message, st);                                 \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    rec(OP_RECV, t0, CPU1, world_of(m.comm, st->MPI_SOURCE), st->MPI_TAG, m.comm->id,        \
+        status_bytes(st), -1, -1, t1);                                                       \
+    return rc;                                                                               \
+}                                                                                            \
+                                                                                             \
+int MPI_Imrecv##SFX(void *buf, CNT count, MPI_Datatype type, MPI_Message *message,           \
+                    MPI_Request *request) {                                                  \
+    matched_t m;                                                                             \
+    if (!on || !matched_take(*message, &m))                                                  \
+        return PMPI_Imrecv##SFX(buf, count, type, message, request);                         \
+    ENTER(OP_IRECV);                                                                         \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = PMPI_Imrecv##SFX(buf, count, type, message, request);                           \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    int64_t rid = next_request++;                                                            \
+    rec(OP_IRECV, t0, -1, m.peer, m.tag, m.comm->id, bytes(count, type), rid, -1, t1);       \
+    req_put(*request, rid, m.comm, m.comm->id);                                              \
+    return rc;                                                                               \
+}
+INT_AND_LARGE(MATCHED_RECEIVES)
 
 /* ---- persistent point-to-point (instrument/completion.py, TracedPrequest): nothing at
  *      MPI_Send_init/Ssend_init/Bsend_init/Rsend_init/Recv_init but what each MPI_Start will
@@ -1182,32 +1327,35 @@ static inline const preq_t *preq_find(MPI_Request r) {
     return e->used && e->op ? e : NULL;
 }
 
-#define PSEND_INIT(NAME, OPC)                                                                \
-int NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,    \
-         MPI_Request *request) {                                                             \
-    int rc = P##NAME(buf, count, type, dest, tag, comm, request);                            \
+#define PSEND_INIT(NAME, OPC, SFX, CNT)                                                      \
+int NAME##SFX(const void *buf, CNT count, MPI_Datatype type, int dest, int tag,              \
+              MPI_Comm comm, MPI_Request *request) {                                         \
+    int rc = P##NAME##SFX(buf, count, type, dest, tag, comm, request);                       \
     if (on && rc == MPI_SUCCESS) {                                                           \
         comm_t *c = comm_of(comm);                                                           \
         preq_set(*request, OPC, world_of(c, dest), tag, bytes(count, type), c, 0);           \
     }                                                                                        \
     return rc;                                                                               \
 }
-PSEND_INIT(MPI_Send_init, OP_ISEND)
-PSEND_INIT(MPI_Ssend_init, OP_ISSEND)
-PSEND_INIT(MPI_Bsend_init, OP_IBSEND)
-PSEND_INIT(MPI_Rsend_init, OP_IRSEND)
 
-int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                  MPI_Request *request) {
-    int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
-    if (on && rc == MPI_SUCCESS) {
-        comm_t *c = comm_of(comm);
-        preq_set(*request, OP_IRECV,
-                 source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),
-                 tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, bytes(count, type), c, 1);
-    }
-    return rc;
+#define P2P_INITS(SFX, CNT, DSP)                                                             \
+PSEND_INIT(MPI_Send_init, OP_ISEND, SFX, CNT)                                                \
+PSEND_INIT(MPI_Ssend_init, OP_ISSEND, SFX, CNT)                                              \
+PSEND_INIT(MPI_Bsend_init, OP_IBSEND, SFX, CNT)                                              \
+PSEND_INIT(MPI_Rsend_init, OP_IRSEND, SFX, CNT)                                              \
+                                                                                             \
+int MPI_Recv_init##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,         \
+                       MPI_Comm comm, MPI_Request *request) {                                \
+    int rc = PMPI_Recv_init##SFX(buf, count, type, source, tag, comm, request);              \
+    if (on && rc == MPI_SUCCESS) {                                                           \
+        comm_t *c = comm_of(comm);                                                           \
+        preq_set(*request, OP_IRECV,                                                         \
+                 source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),       \
+                 tag == MPI_ANY_TAG ? ANY_TAG_SENTINEL : tag, bytes(count, type), c, 1);     \
+    }                                                                                        \
+    return rc;                                                                               \
 }
+INT_AND_LARGE(P2P_INITS)
 
 /* The post row of a started persistent request; its completion is then looked up as any. */
 static void preq_started(const preq_t *p, MPI_Request r, int64_t t0, int64_t t1) {
@@ -1411,12 +1559,19 @@ SOME_WRAPPER(MPI_Testsome, OP_TESTSOME)
     rec(OPC, t0, CPU1, -1, -1, c->id, NBYTES, -1, ROOT, t1);                                 \
     return rc;
 
-static int64_t sum_bytes(const int *counts, MPI_Comm comm, MPI_Datatype t) {
+/* the bytes of the first n of `counts` elements of type t (sum_n, sum_n_c) */
+#define SUM_N(SFX, CNT, DSP)                                                                 \
+static int64_t sum_n##SFX(const CNT *counts, int n, MPI_Datatype t) {                        \
+    int64_t s = 0;                                                                           \
+    for (int i = 0; i < n; i++) s += counts[i];                                              \
+    return s * bytes(1, t);                                                                  \
+}
+INT_AND_LARGE(SUM_N)
+
+static int size_of(MPI_Comm comm) {
     int n;
     PMPI_Comm_size(comm, &n);
-    int64_t s = 0;
-    for (int i = 0; i < n; i++) s += counts[i];
-    return s * bytes(1, t);
+    return n;
 }
 
 static int is_root(MPI_Comm comm, int root) {
@@ -1427,89 +1582,96 @@ static int is_root(MPI_Comm comm, int root) {
 
 int MPI_Barrier(MPI_Comm comm) { COLL(OP_BARRIER, 0, -1, PMPI_Barrier(comm)) }
 
-int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-    COLL(OP_BCAST, bytes(count, t), world_of(c, root), PMPI_Bcast(buf, count, t, root, comm))
+#define COLLECTIVES(SFX, CNT, DSP)                                                           \
+int MPI_Bcast##SFX(void *buf, CNT count, MPI_Datatype t, int root, MPI_Comm comm) {          \
+    COLL(OP_BCAST, bytes(count, t), world_of(c, root),                                       \
+         PMPI_Bcast##SFX(buf, count, t, root, comm))                                         \
+}                                                                                            \
+                                                                                             \
+int MPI_Reduce##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op, int root, \
+                    MPI_Comm comm) {                                                         \
+    COLL(OP_REDUCE, bytes(count, t), world_of(c, root),                                      \
+         PMPI_Reduce##SFX(sb, rb, count, t, op, root, comm))                                 \
+}                                                                                            \
+                                                                                             \
+int MPI_Allreduce##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,       \
+                       MPI_Comm comm) {                                                      \
+    COLL(OP_ALLREDUCE, bytes(count, t), -1, PMPI_Allreduce##SFX(sb, rb, count, t, op, comm)) \
+}                                                                                            \
+                                                                                             \
+int MPI_Scan##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,            \
+                  MPI_Comm comm) {                                                           \
+    COLL(OP_SCAN, bytes(count, t), -1, PMPI_Scan##SFX(sb, rb, count, t, op, comm))           \
+}                                                                                            \
+                                                                                             \
+int MPI_Exscan##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,          \
+                    MPI_Comm comm) {                                                         \
+    COLL(OP_EXSCAN, bytes(count, t), -1, PMPI_Exscan##SFX(sb, rb, count, t, op, comm))       \
+}                                                                                            \
+                                                                                             \
+int MPI_Gather##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,              \
+                    MPI_Datatype rt, int root, MPI_Comm comm) {                              \
+    COLL(OP_GATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), world_of(c, root),  \
+         PMPI_Gather##SFX(sb, sc, st, rb, rc_, rt, root, comm))                              \
+}                                                                                            \
+                                                                                             \
+int MPI_Gatherv##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, const CNT rcs[],     \
+                     const DSP displs[], MPI_Datatype rt, int root, MPI_Comm comm) {         \
+    COLL(OP_GATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, world_of(c, root),             \
+         PMPI_Gatherv##SFX(sb, sc, st, rb, rcs, displs, rt, root, comm))                     \
+}                                                                                            \
+                                                                                             \
+int MPI_Scatter##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,             \
+                     MPI_Datatype rt, int root, MPI_Comm comm) {                             \
+    COLL(OP_SCATTER, rb != MPI_IN_PLACE ? bytes(rc_, rt) : bytes(sc, st), world_of(c, root), \
+         PMPI_Scatter##SFX(sb, sc, st, rb, rc_, rt, root, comm))                             \
+}                                                                                            \
+                                                                                             \
+int MPI_Scatterv##SFX(const void *sb, const CNT scs[], const DSP displs[], MPI_Datatype st,  \
+                      void *rb, CNT rc_, MPI_Datatype rt, int root, MPI_Comm comm) {         \
+    COLL(OP_SCATTERV,                                                                        \
+         is_root(comm, root) ? sum_n##SFX(scs, size_of(comm), st) : bytes(rc_, rt),          \
+         world_of(c, root), PMPI_Scatterv##SFX(sb, scs, displs, st, rb, rc_, rt, root, comm)) \
+}                                                                                            \
+                                                                                             \
+int MPI_Allgather##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,           \
+                       MPI_Datatype rt, MPI_Comm comm) {                                     \
+    COLL(OP_ALLGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,              \
+         PMPI_Allgather##SFX(sb, sc, st, rb, rc_, rt, comm))                                 \
+}                                                                                            \
+                                                                                             \
+int MPI_Allgatherv##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, const CNT rcs[],  \
+                        const DSP displs[], MPI_Datatype rt, MPI_Comm comm) {                \
+    COLL(OP_ALLGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, -1,                         \
+         PMPI_Allgatherv##SFX(sb, sc, st, rb, rcs, displs, rt, comm))                        \
+}                                                                                            \
+                                                                                             \
+int MPI_Alltoall##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,            \
+                      MPI_Datatype rt, MPI_Comm comm) {                                      \
+    COLL(OP_ALLTOALL, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,               \
+         PMPI_Alltoall##SFX(sb, sc, st, rb, rc_, rt, comm))                                  \
+}                                                                                            \
+                                                                                             \
+int MPI_Alltoallv##SFX(const void *sb, const CNT scs[], const DSP sdispls[], MPI_Datatype st, \
+                       void *rb, const CNT rcs[], const DSP rdispls[], MPI_Datatype rt,      \
+                       MPI_Comm comm) {                                                      \
+    COLL(OP_ALLTOALLV, sb != MPI_IN_PLACE ? sum_n##SFX(scs, size_of(comm), st)               \
+                                          : sum_n##SFX(rcs, size_of(comm), rt), -1,          \
+         PMPI_Alltoallv##SFX(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))              \
+}                                                                                            \
+                                                                                             \
+int MPI_Reduce_scatter##SFX(const void *sb, void *rb, const CNT rcs[], MPI_Datatype t,       \
+                            MPI_Op op, MPI_Comm comm) {                                      \
+    COLL(OP_REDUCE_SCATTER, sum_n##SFX(rcs, size_of(comm), t), -1,                           \
+         PMPI_Reduce_scatter##SFX(sb, rb, rcs, t, op, comm))                                 \
+}                                                                                            \
+                                                                                             \
+int MPI_Reduce_scatter_block##SFX(const void *sb, void *rb, CNT rcount, MPI_Datatype t,      \
+                                  MPI_Op op, MPI_Comm comm) {                                \
+    COLL(OP_REDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,                                      \
+         PMPI_Reduce_scatter_block##SFX(sb, rb, rcount, t, op, comm))                        \
 }
-
-int MPI_Reduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, int root,
-               MPI_Comm comm) {
-    COLL(OP_REDUCE, bytes(count, t), world_of(c, root),
-         PMPI_Reduce(sb, rb, count, t, op, root, comm))
-}
-
-int MPI_Allreduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op,
-                  MPI_Comm comm) {
-    COLL(OP_ALLREDUCE, bytes(count, t), -1, PMPI_Allreduce(sb, rb, count, t, op, comm))
-}
-
-int MPI_Scan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
-    COLL(OP_SCAN, bytes(count, t), -1, PMPI_Scan(sb, rb, count, t, op, comm))
-}
-
-int MPI_Exscan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
-    COLL(OP_EXSCAN, bytes(count, t), -1, PMPI_Exscan(sb, rb, count, t, op, comm))
-}
-
-int MPI_Gather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-               int root, MPI_Comm comm) {
-    COLL(OP_GATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), world_of(c, root),
-         PMPI_Gather(sb, sc, st, rb, rc_, rt, root, comm))
-}
-
-int MPI_Gatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
-                const int displs[], MPI_Datatype rt, int root, MPI_Comm comm) {
-    COLL(OP_GATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, world_of(c, root),
-         PMPI_Gatherv(sb, sc, st, rb, rcs, displs, rt, root, comm))
-}
-
-int MPI_Scatter(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                int root, MPI_Comm comm) {
-    COLL(OP_SCATTER, rb != MPI_IN_PLACE ? bytes(rc_, rt) : bytes(sc, st), world_of(c, root),
-         PMPI_Scatter(sb, sc, st, rb, rc_, rt, root, comm))
-}
-
-int MPI_Scatterv(const void *sb, const int scs[], const int displs[], MPI_Datatype st,
-                 void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm) {
-    COLL(OP_SCATTERV, is_root(comm, root) ? sum_bytes(scs, comm, st) : bytes(rc_, rt),
-         world_of(c, root), PMPI_Scatterv(sb, scs, displs, st, rb, rc_, rt, root, comm))
-}
-
-int MPI_Allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                  MPI_Comm comm) {
-    COLL(OP_ALLGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
-         PMPI_Allgather(sb, sc, st, rb, rc_, rt, comm))
-}
-
-int MPI_Allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
-                   const int displs[], MPI_Datatype rt, MPI_Comm comm) {
-    COLL(OP_ALLGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, -1,
-         PMPI_Allgatherv(sb, sc, st, rb, rcs, displs, rt, comm))
-}
-
-int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                 MPI_Comm comm) {
-    COLL(OP_ALLTOALL, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
-         PMPI_Alltoall(sb, sc, st, rb, rc_, rt, comm))
-}
-
-int MPI_Alltoallv(const void *sb, const int scs[], const int sdispls[], MPI_Datatype st,
-                  void *rb, const int rcs[], const int rdispls[], MPI_Datatype rt,
-                  MPI_Comm comm) {
-    COLL(OP_ALLTOALLV, sb != MPI_IN_PLACE ? sum_bytes(scs, comm, st) : sum_bytes(rcs, comm, rt),
-         -1, PMPI_Alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))
-}
-
-int MPI_Reduce_scatter(const void *sb, void *rb, const int rcs[], MPI_Datatype t, MPI_Op op,
-                       MPI_Comm comm) {
-    COLL(OP_REDUCE_SCATTER, sum_bytes(rcs, comm, t), -1,
-         PMPI_Reduce_scatter(sb, rb, rcs, t, op, comm))
-}
-
-int MPI_Reduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype t, MPI_Op op,
-                             MPI_Comm comm) {
-    COLL(OP_REDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,
-         PMPI_Reduce_scatter_block(sb, rb, rcount, t, op, comm))
-}
+INT_AND_LARGE(COLLECTIVES)
 
 /* ---- non-blocking collectives: a post row with a request id, sized as the blocking one;
  *      the Wait/Test that completes the request records its row ---------------------------- */
@@ -1531,161 +1693,165 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
     ICOLL(OP_IBARRIER, 0, -1, PMPI_Ibarrier(comm, request))
 }
 
-int MPI_Ibcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm,
-               MPI_Request *request) {
-    ICOLL(OP_IBCAST, bytes(count, t), world_of(c, root),
-          PMPI_Ibcast(buf, count, t, root, comm, request))
+#define NONBLOCKING_COLLECTIVES(SFX, CNT, DSP)                                               \
+int MPI_Ibcast##SFX(void *buf, CNT count, MPI_Datatype t, int root, MPI_Comm comm,           \
+                    MPI_Request *request) {                                                  \
+    ICOLL(OP_IBCAST, bytes(count, t), world_of(c, root),                                     \
+          PMPI_Ibcast##SFX(buf, count, t, root, comm, request))                              \
+}                                                                                            \
+                                                                                             \
+int MPI_Ireduce##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,         \
+                     int root, MPI_Comm comm, MPI_Request *request) {                        \
+    ICOLL(OP_IREDUCE, bytes(count, t), world_of(c, root),                                    \
+          PMPI_Ireduce##SFX(sb, rb, count, t, op, root, comm, request))                      \
+}                                                                                            \
+                                                                                             \
+int MPI_Iallreduce##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,      \
+                        MPI_Comm comm, MPI_Request *request) {                               \
+    ICOLL(OP_IALLREDUCE, bytes(count, t), -1,                                                \
+          PMPI_Iallreduce##SFX(sb, rb, count, t, op, comm, request))                         \
+}                                                                                            \
+                                                                                             \
+int MPI_Iscan##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,           \
+                   MPI_Comm comm, MPI_Request *request) {                                    \
+    ICOLL(OP_ISCAN, bytes(count, t), -1,                                                     \
+          PMPI_Iscan##SFX(sb, rb, count, t, op, comm, request))                              \
+}                                                                                            \
+                                                                                             \
+int MPI_Iexscan##SFX(const void *sb, void *rb, CNT count, MPI_Datatype t, MPI_Op op,         \
+                     MPI_Comm comm, MPI_Request *request) {                                  \
+    ICOLL(OP_IEXSCAN, bytes(count, t), -1,                                                   \
+          PMPI_Iexscan##SFX(sb, rb, count, t, op, comm, request))                            \
+}                                                                                            \
+                                                                                             \
+int MPI_Igather##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,             \
+                     MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *request) {       \
+    ICOLL(OP_IGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), world_of(c, root), \
+          PMPI_Igather##SFX(sb, sc, st, rb, rc_, rt, root, comm, request))                   \
+}                                                                                            \
+                                                                                             \
+int MPI_Igatherv##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, const CNT rcs[],    \
+                      const DSP displs[], MPI_Datatype rt, int root, MPI_Comm comm,          \
+                      MPI_Request *request) {                                                \
+    ICOLL(OP_IGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, world_of(c, root),           \
+          PMPI_Igatherv##SFX(sb, sc, st, rb, rcs, displs, rt, root, comm, request))          \
+}                                                                                            \
+                                                                                             \
+int MPI_Iscatter##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,            \
+                      MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *request) {      \
+    ICOLL(OP_ISCATTER, rb != MPI_IN_PLACE ? bytes(rc_, rt) : bytes(sc, st),                  \
+          world_of(c, root), PMPI_Iscatter##SFX(sb, sc, st, rb, rc_, rt, root, comm, request)) \
+}                                                                                            \
+                                                                                             \
+int MPI_Iscatterv##SFX(const void *sb, const CNT scs[], const DSP displs[], MPI_Datatype st, \
+                       void *rb, CNT rc_, MPI_Datatype rt, int root, MPI_Comm comm,          \
+                       MPI_Request *request) {                                               \
+    ICOLL(OP_ISCATTERV,                                                                      \
+          is_root(comm, root) ? sum_n##SFX(scs, size_of(comm), st) : bytes(rc_, rt),         \
+          world_of(c, root),                                                                 \
+          PMPI_Iscatterv##SFX(sb, scs, displs, st, rb, rc_, rt, root, comm, request))        \
+}                                                                                            \
+                                                                                             \
+int MPI_Iallgather##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,          \
+                        MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {              \
+    ICOLL(OP_IALLGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,            \
+          PMPI_Iallgather##SFX(sb, sc, st, rb, rc_, rt, comm, request))                      \
+}                                                                                            \
+                                                                                             \
+int MPI_Iallgatherv##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, const CNT rcs[], \
+                         const DSP displs[], MPI_Datatype rt, MPI_Comm comm,                 \
+                         MPI_Request *request) {                                             \
+    ICOLL(OP_IALLGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, -1,                       \
+          PMPI_Iallgatherv##SFX(sb, sc, st, rb, rcs, displs, rt, comm, request))             \
+}                                                                                            \
+                                                                                             \
+int MPI_Ialltoall##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,           \
+                       MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {               \
+    ICOLL(OP_IALLTOALL, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,             \
+          PMPI_Ialltoall##SFX(sb, sc, st, rb, rc_, rt, comm, request))                       \
+}                                                                                            \
+                                                                                             \
+int MPI_Ialltoallv##SFX(const void *sb, const CNT scs[], const DSP sdispls[],                \
+                        MPI_Datatype st, void *rb, const CNT rcs[], const DSP rdispls[],     \
+                        MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {              \
+    ICOLL(OP_IALLTOALLV, sb != MPI_IN_PLACE ? sum_n##SFX(scs, size_of(comm), st)             \
+                                            : sum_n##SFX(rcs, size_of(comm), rt), -1,        \
+          PMPI_Ialltoallv##SFX(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, request))   \
+}                                                                                            \
+                                                                                             \
+int MPI_Ireduce_scatter##SFX(const void *sb, void *rb, const CNT rcs[], MPI_Datatype t,      \
+                             MPI_Op op, MPI_Comm comm, MPI_Request *request) {               \
+    ICOLL(OP_IREDUCE_SCATTER, sum_n##SFX(rcs, size_of(comm), t), -1,                         \
+          PMPI_Ireduce_scatter##SFX(sb, rb, rcs, t, op, comm, request))                      \
+}                                                                                            \
+                                                                                             \
+int MPI_Ireduce_scatter_block##SFX(const void *sb, void *rb, CNT rcount, MPI_Datatype t,     \
+                                   MPI_Op op, MPI_Comm comm, MPI_Request *request) {         \
+    ICOLL(OP_IREDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,                                    \
+          PMPI_Ireduce_scatter_block##SFX(sb, rb, rcount, t, op, comm, request))             \
 }
-
-int MPI_Ireduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, int root,
-                MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IREDUCE, bytes(count, t), world_of(c, root),
-          PMPI_Ireduce(sb, rb, count, t, op, root, comm, request))
-}
-
-int MPI_Iallreduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op,
-                   MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IALLREDUCE, bytes(count, t), -1,
-          PMPI_Iallreduce(sb, rb, count, t, op, comm, request))
-}
-
-int MPI_Iscan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
-              MPI_Request *request) {
-    ICOLL(OP_ISCAN, bytes(count, t), -1, PMPI_Iscan(sb, rb, count, t, op, comm, request))
-}
-
-int MPI_Iexscan(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
-                MPI_Request *request) {
-    ICOLL(OP_IEXSCAN, bytes(count, t), -1, PMPI_Iexscan(sb, rb, count, t, op, comm, request))
-}
-
-int MPI_Igather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                int root, MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), world_of(c, root),
-          PMPI_Igather(sb, sc, st, rb, rc_, rt, root, comm, request))
-}
-
-int MPI_Igatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
-                 const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
-                 MPI_Request *request) {
-    ICOLL(OP_IGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, world_of(c, root),
-          PMPI_Igatherv(sb, sc, st, rb, rcs, displs, rt, root, comm, request))
-}
-
-int MPI_Iscatter(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                 int root, MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_ISCATTER, rb != MPI_IN_PLACE ? bytes(rc_, rt) : bytes(sc, st), world_of(c, root),
-          PMPI_Iscatter(sb, sc, st, rb, rc_, rt, root, comm, request))
-}
-
-int MPI_Iscatterv(const void *sb, const int scs[], const int displs[], MPI_Datatype st,
-                  void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm,
-                  MPI_Request *request) {
-    ICOLL(OP_ISCATTERV, is_root(comm, root) ? sum_bytes(scs, comm, st) : bytes(rc_, rt),
-          world_of(c, root),
-          PMPI_Iscatterv(sb, scs, displs, st, rb, rc_, rt, root, comm, request))
-}
-
-int MPI_Iallgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                   MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IALLGATHER, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
-          PMPI_Iallgather(sb, sc, st, rb, rc_, rt, comm, request))
-}
-
-int MPI_Iallgatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int rcs[],
-                    const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IALLGATHERV, sb != MPI_IN_PLACE ? bytes(sc, st) : -1, -1,
-          PMPI_Iallgatherv(sb, sc, st, rb, rcs, displs, rt, comm, request))
-}
-
-int MPI_Ialltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt,
-                  MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IALLTOALL, sb != MPI_IN_PLACE ? bytes(sc, st) : bytes(rc_, rt), -1,
-          PMPI_Ialltoall(sb, sc, st, rb, rc_, rt, comm, request))
-}
-
-int MPI_Ialltoallv(const void *sb, const int scs[], const int sdispls[], MPI_Datatype st,
-                   void *rb, const int rcs[], const int rdispls[], MPI_Datatype rt,
-                   MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IALLTOALLV,
-          sb != MPI_IN_PLACE ? sum_bytes(scs, comm, st) : sum_bytes(rcs, comm, rt), -1,
-          PMPI_Ialltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, request))
-}
-
-int MPI_Ireduce_scatter(const void *sb, void *rb, const int rcs[], MPI_Datatype t, MPI_Op op,
-                        MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IREDUCE_SCATTER, sum_bytes(rcs, comm, t), -1,
-          PMPI_Ireduce_scatter(sb, rb, rcs, t, op, comm, request))
-}
-
-int MPI_Ireduce_scatter_block(const void *sb, void *rb, int rcount, MPI_Datatype t, MPI_Op op,
-                              MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_IREDUCE_SCATTER_BLOCK, bytes(rcount, t), -1,
-          PMPI_Ireduce_scatter_block(sb, rb, rcount, t, op, comm, request))
-}
+INT_AND_LARGE(NONBLOCKING_COLLECTIVES)
 
 /* ---- neighbourhood collectives of a topology communicator (instrument/topology.py): one row
  *      (a post row with a request id for the non-blocking forms) whose nbytes is what this rank
  *      sends each out-neighbour: the send block (allgather(v), alltoall), for alltoallv the sum
  *      of the send counts; the out-neighbours are on the communicator's "nbrs" line --------- */
 
-static int64_t sum_n(const int *counts, int n, MPI_Datatype t) {
-    int64_t s = 0;
-    for (int i = 0; i < n; i++) s += counts[i];
-    return s * bytes(1, t);
+#define NEIGHBOURHOOD_COLLECTIVES(SFX, CNT, DSP)                                             \
+int MPI_Neighbor_allgather##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,  \
+                                MPI_Datatype rt, MPI_Comm comm) {                            \
+    COLL(OP_NEIGHBOR_ALLGATHER, bytes(sc, st), -1,                                           \
+         PMPI_Neighbor_allgather##SFX(sb, sc, st, rb, rc_, rt, comm))                        \
+}                                                                                            \
+                                                                                             \
+int MPI_Neighbor_allgatherv##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb,          \
+                                 const CNT rcs[], const DSP displs[], MPI_Datatype rt,       \
+                                 MPI_Comm comm) {                                            \
+    COLL(OP_NEIGHBOR_ALLGATHERV, bytes(sc, st), -1,                                          \
+         PMPI_Neighbor_allgatherv##SFX(sb, sc, st, rb, rcs, displs, rt, comm))               \
+}                                                                                            \
+                                                                                             \
+int MPI_Neighbor_alltoall##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,   \
+                               MPI_Datatype rt, MPI_Comm comm) {                             \
+    COLL(OP_NEIGHBOR_ALLTOALL, bytes(sc, st), -1,                                            \
+         PMPI_Neighbor_alltoall##SFX(sb, sc, st, rb, rc_, rt, comm))                         \
+}                                                                                            \
+                                                                                             \
+int MPI_Neighbor_alltoallv##SFX(const void *sb, const CNT scs[], const DSP sdispls[],        \
+                                MPI_Datatype st, void *rb, const CNT rcs[],                  \
+                                const DSP rdispls[], MPI_Datatype rt, MPI_Comm comm) {       \
+    COLL(OP_NEIGHBOR_ALLTOALLV, sum_n##SFX(scs, c->outdeg, st), -1,                          \
+         PMPI_Neighbor_alltoallv##SFX(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))     \
+}                                                                                            \
+                                                                                             \
+int MPI_Ineighbor_allgather##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_, \
+                                 MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {     \
+    ICOLL(OP_INEIGHBOR_ALLGATHER, bytes(sc, st), -1,                                         \
+          PMPI_Ineighbor_allgather##SFX(sb, sc, st, rb, rc_, rt, comm, request))             \
+}                                                                                            \
+                                                                                             \
+int MPI_Ineighbor_allgatherv##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb,         \
+                                  const CNT rcs[], const DSP displs[], MPI_Datatype rt,      \
+                                  MPI_Comm comm, MPI_Request *request) {                     \
+    ICOLL(OP_INEIGHBOR_ALLGATHERV, bytes(sc, st), -1,                                        \
+          PMPI_Ineighbor_allgatherv##SFX(sb, sc, st, rb, rcs, displs, rt, comm, request))    \
+}                                                                                            \
+                                                                                             \
+int MPI_Ineighbor_alltoall##SFX(const void *sb, CNT sc, MPI_Datatype st, void *rb, CNT rc_,  \
+                                MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {      \
+    ICOLL(OP_INEIGHBOR_ALLTOALL, bytes(sc, st), -1,                                          \
+          PMPI_Ineighbor_alltoall##SFX(sb, sc, st, rb, rc_, rt, comm, request))              \
+}                                                                                            \
+                                                                                             \
+int MPI_Ineighbor_alltoallv##SFX(const void *sb, const CNT scs[], const DSP sdispls[],       \
+                                 MPI_Datatype st, void *rb, const CNT rcs[],                 \
+                                 const DSP rdispls[], MPI_Datatype rt, MPI_Comm comm,        \
+                                 MPI_Request *request) {                                     \
+    ICOLL(OP_INEIGHBOR_ALLTOALLV, sum_n##SFX(scs, c->outdeg, st), -1,                        \
+          PMPI_Ineighbor_alltoallv##SFX(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm,    \
+                                        request))                                            \
 }
-
-int MPI_Neighbor_allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
-                           MPI_Datatype rt, MPI_Comm comm) {
-    COLL(OP_NEIGHBOR_ALLGATHER, bytes(sc, st), -1,
-         PMPI_Neighbor_allgather(sb, sc, st, rb, rc_, rt, comm))
-}
-
-int MPI_Neighbor_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb,
-                            const int rcs[], const int displs[], MPI_Datatype rt,
-                            MPI_Comm comm) {
-    COLL(OP_NEIGHBOR_ALLGATHERV, bytes(sc, st), -1,
-         PMPI_Neighbor_allgatherv(sb, sc, st, rb, rcs, displs, rt, comm))
-}
-
-int MPI_Neighbor_alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
-                          MPI_Datatype rt, MPI_Comm comm) {
-    COLL(OP_NEIGHBOR_ALLTOALL, bytes(sc, st), -1,
-         PMPI_Neighbor_alltoall(sb, sc, st, rb, rc_, rt, comm))
-}
-
-int MPI_Neighbor_alltoallv(const void *sb, const int scs[], const int sdispls[],
-                           MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
-                           MPI_Datatype rt, MPI_Comm comm) {
-    COLL(OP_NEIGHBOR_ALLTOALLV, sum_n(scs, c->outdeg, st), -1,
-         PMPI_Neighbor_alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm))
-}
-
-int MPI_Ineighbor_allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
-                            MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_INEIGHBOR_ALLGATHER, bytes(sc, st), -1,
-          PMPI_Ineighbor_allgather(sb, sc, st, rb, rc_, rt, comm, request))
-}
-
-int MPI_Ineighbor_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb,
-                             const int rcs[], const int displs[], MPI_Datatype rt,
-                             MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_INEIGHBOR_ALLGATHERV, bytes(sc, st), -1,
-          PMPI_Ineighbor_allgatherv(sb, sc, st, rb, rcs, displs, rt, comm, request))
-}
-
-int MPI_Ineighbor_alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc_,
-                           MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_INEIGHBOR_ALLTOALL, bytes(sc, st), -1,
-          PMPI_Ineighbor_alltoall(sb, sc, st, rb, rc_, rt, comm, request))
-}
-
-int MPI_Ineighbor_alltoallv(const void *sb, const int scs[], const int sdispls[],
-                            MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
-                            MPI_Datatype rt, MPI_Comm comm, MPI_Request *request) {
-    ICOLL(OP_INEIGHBOR_ALLTOALLV, sum_n(scs, c->outdeg, st), -1,
-          PMPI_Ineighbor_alltoallv(sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, request))
-}
+INT_AND_LARGE(NEIGHBOURHOOD_COLLECTIVES)
 
 /* ---- communicator creation: the row's peer holds the new communicator's id --------------- */
 
@@ -1835,20 +2001,23 @@ static void made_window(int64_t t0, int64_t t1, MPI_Comm parent, MPI_Win win) {
     if (rc == MPI_SUCCESS) made_window(t0, now_ns(), comm, *win);                            \
     return rc;
 
-int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                   MPI_Win *win) {
-    WIN_CREATE(PMPI_Win_create(base, size, disp_unit, info, comm, win))
+/* disp_unit is DSP: an int, a MPI_Aint in the large-count variants */
+#define WIN_CREATES(SFX, CNT, DSP)                                                           \
+int MPI_Win_create##SFX(void *base, MPI_Aint size, DSP disp_unit, MPI_Info info,             \
+                        MPI_Comm comm, MPI_Win *win) {                                       \
+    WIN_CREATE(PMPI_Win_create##SFX(base, size, disp_unit, info, comm, win))                 \
+}                                                                                            \
+                                                                                             \
+int MPI_Win_allocate##SFX(MPI_Aint size, DSP disp_unit, MPI_Info info, MPI_Comm comm,        \
+                          void *baseptr, MPI_Win *win) {                                     \
+    WIN_CREATE(PMPI_Win_allocate##SFX(size, disp_unit, info, comm, baseptr, win))            \
+}                                                                                            \
+                                                                                             \
+int MPI_Win_allocate_shared##SFX(MPI_Aint size, DSP disp_unit, MPI_Info info, MPI_Comm comm, \
+                                 void *baseptr, MPI_Win *win) {                              \
+    WIN_CREATE(PMPI_Win_allocate_shared##SFX(size, disp_unit, info, comm, baseptr, win))     \
 }
-
-int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
-                     MPI_Win *win) {
-    WIN_CREATE(PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win))
-}
-
-int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                            void *baseptr, MPI_Win *win) {
-    WIN_CREATE(PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win))
-}
+INT_AND_LARGE(WIN_CREATES)
 
 int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
     WIN_CREATE(PMPI_Win_create_dynamic(info, comm, win))
@@ -1867,28 +2036,32 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
     rec(OPC, t0, -1, world_of(w->group, TARGET), -1, w->id, NBYTES, -1, -1, t1);              \
     return rc;
 
-int MPI_Put(const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
-            MPI_Datatype tt, MPI_Win win) {
-    WIN_CALL(OP_PUT, target, bytes(oc, ot), PMPI_Put(oa, oc, ot, target, disp, tc, tt, win))
+#define RMA_CALLS(SFX, CNT, DSP)                                                             \
+int MPI_Put##SFX(const void *oa, CNT oc, MPI_Datatype ot, int target, MPI_Aint disp, CNT tc, \
+                 MPI_Datatype tt, MPI_Win win) {                                             \
+    WIN_CALL(OP_PUT, target, bytes(oc, ot),                                                  \
+             PMPI_Put##SFX(oa, oc, ot, target, disp, tc, tt, win))                           \
+}                                                                                            \
+                                                                                             \
+int MPI_Get##SFX(void *oa, CNT oc, MPI_Datatype ot, int target, MPI_Aint disp, CNT tc,       \
+                 MPI_Datatype tt, MPI_Win win) {                                             \
+    WIN_CALL(OP_GET, target, bytes(oc, ot),                                                  \
+             PMPI_Get##SFX(oa, oc, ot, target, disp, tc, tt, win))                           \
+}                                                                                            \
+                                                                                             \
+int MPI_Accumulate##SFX(const void *oa, CNT oc, MPI_Datatype ot, int target, MPI_Aint disp,  \
+                        CNT tc, MPI_Datatype tt, MPI_Op op, MPI_Win win) {                   \
+    WIN_CALL(OP_ACCUMULATE, target, bytes(oc, ot),                                           \
+             PMPI_Accumulate##SFX(oa, oc, ot, target, disp, tc, tt, op, win))                \
+}                                                                                            \
+                                                                                             \
+int MPI_Get_accumulate##SFX(const void *oa, CNT oc, MPI_Datatype ot, void *ra, CNT rc_,      \
+                            MPI_Datatype rt, int target, MPI_Aint disp, CNT tc,              \
+                            MPI_Datatype tt, MPI_Op op, MPI_Win win) {                       \
+    WIN_CALL(OP_GET_ACCUMULATE, target, bytes(rc_, rt),                                      \
+             PMPI_Get_accumulate##SFX(oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win)) \
 }
-
-int MPI_Get(void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
-            MPI_Datatype tt, MPI_Win win) {
-    WIN_CALL(OP_GET, target, bytes(oc, ot), PMPI_Get(oa, oc, ot, target, disp, tc, tt, win))
-}
-
-int MPI_Accumulate(const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
-                   MPI_Datatype tt, MPI_Op op, MPI_Win win) {
-    WIN_CALL(OP_ACCUMULATE, target, bytes(oc, ot),
-             PMPI_Accumulate(oa, oc, ot, target, disp, tc, tt, op, win))
-}
-
-int MPI_Get_accumulate(const void *oa, int oc, MPI_Datatype ot, void *ra, int rc_,
-                       MPI_Datatype rt, int target, MPI_Aint disp, int tc, MPI_Datatype tt,
-                       MPI_Op op, MPI_Win win) {
-    WIN_CALL(OP_GET_ACCUMULATE, target, bytes(rc_, rt),
-             PMPI_Get_accumulate(oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win))
-}
+INT_AND_LARGE(RMA_CALLS)
 
 int MPI_Fetch_and_op(const void *oa, void *ra, MPI_Datatype t, int target, MPI_Aint disp,
                      MPI_Op op, MPI_Win win) {
@@ -1980,20 +2153,24 @@ int MPI_Win_free(MPI_Win *win) {
         return rc;                                                                           \
     }
 
-/* request-based one-sided operations, general active-target synchronisation */
-COUNTED(RPUT, MPI_Rput, (const void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp,
-        int tc, MPI_Datatype tt, MPI_Win win, MPI_Request *request),
-        (oa, oc, ot, target, disp, tc, tt, win, request))
-COUNTED(RGET, MPI_Rget, (void *oa, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
-        MPI_Datatype tt, MPI_Win win, MPI_Request *request),
-        (oa, oc, ot, target, disp, tc, tt, win, request))
-COUNTED(RACCUMULATE, MPI_Raccumulate, (const void *oa, int oc, MPI_Datatype ot, int target,
-        MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op, MPI_Win win, MPI_Request *request),
-        (oa, oc, ot, target, disp, tc, tt, op, win, request))
-COUNTED(RGET_ACCUMULATE, MPI_Rget_accumulate, (const void *oa, int oc, MPI_Datatype ot,
-        void *ra, int rc_, MPI_Datatype rt, int target, MPI_Aint disp, int tc, MPI_Datatype tt,
-        MPI_Op op, MPI_Win win, MPI_Request *request),
+/* request-based one-sided operations */
+#define COUNTED_RMA(SFX, CNT, DSP)                                                           \
+COUNTED(RPUT, MPI_Rput##SFX, (const void *oa, CNT oc, MPI_Datatype ot, int target,           \
+        MPI_Aint disp, CNT tc, MPI_Datatype tt, MPI_Win win, MPI_Request *request),          \
+        (oa, oc, ot, target, disp, tc, tt, win, request))                                    \
+COUNTED(RGET, MPI_Rget##SFX, (void *oa, CNT oc, MPI_Datatype ot, int target, MPI_Aint disp,  \
+        CNT tc, MPI_Datatype tt, MPI_Win win, MPI_Request *request),                         \
+        (oa, oc, ot, target, disp, tc, tt, win, request))                                    \
+COUNTED(RACCUMULATE, MPI_Raccumulate##SFX, (const void *oa, CNT oc, MPI_Datatype ot,         \
+        int target, MPI_Aint disp, CNT tc, MPI_Datatype tt, MPI_Op op, MPI_Win win,          \
+        MPI_Request *request), (oa, oc, ot, target, disp, tc, tt, op, win, request))         \
+COUNTED(RGET_ACCUMULATE, MPI_Rget_accumulate##SFX, (const void *oa, CNT oc, MPI_Datatype ot, \
+        void *ra, CNT rc_, MPI_Datatype rt, int target, MPI_Aint disp, CNT tc,               \
+        MPI_Datatype tt, MPI_Op op, MPI_Win win, MPI_Request *request),                      \
         (oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win, request))
+INT_AND_LARGE(COUNTED_RMA)
+
+/* general active-target synchronisation */
 COUNTED(WIN_POST, MPI_Win_post, (MPI_Group group, int assert_, MPI_Win win),
         (group, assert_, win))
 COUNTED(WIN_START, MPI_Win_start, (MPI_Group group, int assert_, MPI_Win win),
@@ -2002,33 +2179,26 @@ COUNTED(WIN_COMPLETE, MPI_Win_complete, (MPI_Win win), (win))
 COUNTED(WIN_WAIT, MPI_Win_wait, (MPI_Win win), (win))
 COUNTED(WIN_TEST, MPI_Win_test, (MPI_Win win, int *flag), (win, flag))
 
-/* matched probes and receives */
-COUNTED(MPROBE, MPI_Mprobe, (int source, int tag, MPI_Comm comm, MPI_Message *message,
-        MPI_Status *status), (source, tag, comm, message, status))
-COUNTED(IMPROBE, MPI_Improbe, (int source, int tag, MPI_Comm comm, int *flag,
-        MPI_Message *message, MPI_Status *status), (source, tag, comm, flag, message, status))
-COUNTED(MRECV, MPI_Mrecv, (void *buf, int count, MPI_Datatype type, MPI_Message *message,
-        MPI_Status *status), (buf, count, type, message, status))
-COUNTED(IMRECV, MPI_Imrecv, (void *buf, int count, MPI_Datatype type, MPI_Message *message,
-        MPI_Request *request), (buf, count, type, message, request))
-
-/* collectives with a datatype per peer */
-COUNTED(ALLTOALLW, MPI_Alltoallw, (const void *sb, const int scs[], const int sdispls[],
-        const MPI_Datatype sts[], void *rb, const int rcs[], const int rdispls[],
-        const MPI_Datatype rts[], MPI_Comm comm),
-        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))
-COUNTED(IALLTOALLW, MPI_Ialltoallw, (const void *sb, const int scs[], const int sdispls[],
-        const MPI_Datatype sts[], void *rb, const int rcs[], const int rdispls[],
-        const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request),
-        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
-COUNTED(NEIGHBOR_ALLTOALLW, MPI_Neighbor_alltoallw, (const void *sb, const int scs[],
-        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
-        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm),
-        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))
-COUNTED(INEIGHBOR_ALLTOALLW, MPI_Ineighbor_alltoallw, (const void *sb, const int scs[],
-        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
-        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request),
-        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
+/* collectives with a datatype per peer (the neighbourhood ones' displacements are MPI_Aint
+ * in both variants) */
+#define COUNTED_W(SFX, CNT, DSP)                                                             \
+COUNTED(ALLTOALLW, MPI_Alltoallw##SFX, (const void *sb, const CNT scs[], const DSP sdispls[], \
+        const MPI_Datatype sts[], void *rb, const CNT rcs[], const DSP rdispls[],            \
+        const MPI_Datatype rts[], MPI_Comm comm),                                            \
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))                                \
+COUNTED(IALLTOALLW, MPI_Ialltoallw##SFX, (const void *sb, const CNT scs[],                   \
+        const DSP sdispls[], const MPI_Datatype sts[], void *rb, const CNT rcs[],            \
+        const DSP rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *request), \
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))                       \
+COUNTED(NEIGHBOR_ALLTOALLW, MPI_Neighbor_alltoallw##SFX, (const void *sb, const CNT scs[],   \
+        const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb, const CNT rcs[],       \
+        const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm),                  \
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm))                                \
+COUNTED(INEIGHBOR_ALLTOALLW, MPI_Ineighbor_alltoallw##SFX, (const void *sb,                  \
+        const CNT scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb,       \
+        const CNT rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm,  \
+        MPI_Request *request), (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, request))
+INT_AND_LARGE(COUNTED_W)
 
 /* intercommunicators: their creation (their traffic: adopt_inter) */
 COUNTED(INTERCOMM_CREATE, MPI_Intercomm_create, (MPI_Comm local, int local_leader,
@@ -2053,15 +2223,95 @@ COUNTED(INTERCOMM_FROM_GROUPS, MPI_Intercomm_create_from_groups, (MPI_Group loca
         int local_leader, MPI_Group remote, int remote_leader, const char *tag, MPI_Info info,
         MPI_Errhandler errhandler, MPI_Comm *newcomm),
         (local, local_leader, remote, remote_leader, tag, info, errhandler, newcomm))
-COUNTED(ISENDRECV, MPI_Isendrecv, (const void *sb, int sc, MPI_Datatype st, int dest,
-        int sendtag, void *rb, int rc_, MPI_Datatype rt, int source, int recvtag, MPI_Comm comm,
-        MPI_Request *request),
-        (sb, sc, st, dest, sendtag, rb, rc_, rt, source, recvtag, comm, request))
-COUNTED(ISENDRECV_REPLACE, MPI_Isendrecv_replace, (void *buf, int count, MPI_Datatype type,
-        int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request),
-        (buf, count, type, dest, sendtag, source, recvtag, comm, request))
+#define COUNTED_MPI4(SFX, CNT, DSP)                                                          \
+COUNTED(ISENDRECV, MPI_Isendrecv##SFX, (const void *sb, CNT sc, MPI_Datatype st, int dest,   \
+        int sendtag, void *rb, CNT rc_, MPI_Datatype rt, int source, int recvtag,            \
+        MPI_Comm comm, MPI_Request *request),                                                \
+        (sb, sc, st, dest, sendtag, rb, rc_, rt, source, recvtag, comm, request))            \
+COUNTED(ISENDRECV_REPLACE, MPI_Isendrecv_replace##SFX, (void *buf, CNT count,                \
+        MPI_Datatype type, int dest, int sendtag, int source, int recvtag, MPI_Comm comm,    \
+        MPI_Request *request), (buf, count, type, dest, sendtag, source, recvtag, comm,      \
+        request))                                                                            \
+                                                                                             \
+/* persistent collective requests: counted at their *_init */                                \
+COUNTED_INIT(BCAST_INIT, MPI_Bcast_init##SFX, (void *buf, CNT count, MPI_Datatype t,         \
+        int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),                       \
+        (buf, count, t, root, comm, info, request))                                          \
+COUNTED_INIT(GATHER_INIT, MPI_Gather_init##SFX, (const void *sb, CNT sc, MPI_Datatype st,    \
+        void *rb, CNT rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info,          \
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, root, comm, info, request))         \
+COUNTED_INIT(GATHERV_INIT, MPI_Gatherv_init##SFX, (const void *sb, CNT sc, MPI_Datatype st,  \
+        void *rb, const CNT rcs[], const DSP displs[], MPI_Datatype rt, int root,            \
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),                                 \
+        (sb, sc, st, rb, rcs, displs, rt, root, comm, info, request))                        \
+COUNTED_INIT(SCATTER_INIT, MPI_Scatter_init##SFX, (const void *sb, CNT sc, MPI_Datatype st,  \
+        void *rb, CNT rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info,          \
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, root, comm, info, request))         \
+COUNTED_INIT(SCATTERV_INIT, MPI_Scatterv_init##SFX, (const void *sb, const CNT scs[],        \
+        const DSP displs[], MPI_Datatype st, void *rb, CNT rc_, MPI_Datatype rt, int root,   \
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),                                 \
+        (sb, scs, displs, st, rb, rc_, rt, root, comm, info, request))                       \
+COUNTED_INIT(ALLGATHER_INIT, MPI_Allgather_init##SFX, (const void *sb, CNT sc,               \
+        MPI_Datatype st, void *rb, CNT rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,   \
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))               \
+COUNTED_INIT(ALLGATHERV_INIT, MPI_Allgatherv_init##SFX, (const void *sb, CNT sc,             \
+        MPI_Datatype st, void *rb, const CNT rcs[], const DSP displs[], MPI_Datatype rt,     \
+        MPI_Comm comm, MPI_Info info, MPI_Request *request),                                 \
+        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))                              \
+COUNTED_INIT(ALLTOALL_INIT, MPI_Alltoall_init##SFX, (const void *sb, CNT sc,                 \
+        MPI_Datatype st, void *rb, CNT rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,   \
+        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))               \
+COUNTED_INIT(ALLTOALLV_INIT, MPI_Alltoallv_init##SFX, (const void *sb, const CNT scs[],      \
+        const DSP sdispls[], MPI_Datatype st, void *rb, const CNT rcs[],                     \
+        const DSP rdispls[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,                  \
+        MPI_Request *request), (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info,      \
+        request))                                                                            \
+COUNTED_INIT(ALLTOALLW_INIT, MPI_Alltoallw_init##SFX, (const void *sb, const CNT scs[],      \
+        const DSP sdispls[], const MPI_Datatype sts[], void *rb, const CNT rcs[],            \
+        const DSP rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Info info,         \
+        MPI_Request *request), (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info,    \
+        request))                                                                            \
+COUNTED_INIT(REDUCE_INIT, MPI_Reduce_init##SFX, (const void *sb, void *rb, CNT count,        \
+        MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm, MPI_Info info,                   \
+        MPI_Request *request), (sb, rb, count, t, op, root, comm, info, request))            \
+COUNTED_INIT(ALLREDUCE_INIT, MPI_Allreduce_init##SFX, (const void *sb, void *rb, CNT count,  \
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),      \
+        (sb, rb, count, t, op, comm, info, request))                                         \
+COUNTED_INIT(REDUCE_SCATTER_INIT, MPI_Reduce_scatter_init##SFX, (const void *sb, void *rb,   \
+        const CNT rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,            \
+        MPI_Request *request), (sb, rb, rcs, t, op, comm, info, request))                    \
+COUNTED_INIT(REDUCE_SCATTER_BLOCK_INIT, MPI_Reduce_scatter_block_init##SFX, (const void *sb, \
+        void *rb, CNT rcount, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,       \
+        MPI_Request *request), (sb, rb, rcount, t, op, comm, info, request))                 \
+COUNTED_INIT(SCAN_INIT, MPI_Scan_init##SFX, (const void *sb, void *rb, CNT count,            \
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),      \
+        (sb, rb, count, t, op, comm, info, request))                                         \
+COUNTED_INIT(EXSCAN_INIT, MPI_Exscan_init##SFX, (const void *sb, void *rb, CNT count,        \
+        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),      \
+        (sb, rb, count, t, op, comm, info, request))                                         \
+COUNTED_INIT(NEIGHBOR_ALLGATHER_INIT, MPI_Neighbor_allgather_init##SFX, (const void *sb,     \
+        CNT sc, MPI_Datatype st, void *rb, CNT rc_, MPI_Datatype rt, MPI_Comm comm,          \
+        MPI_Info info, MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request)) \
+COUNTED_INIT(NEIGHBOR_ALLGATHERV_INIT, MPI_Neighbor_allgatherv_init##SFX, (const void *sb,   \
+        CNT sc, MPI_Datatype st, void *rb, const CNT rcs[], const DSP displs[],              \
+        MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),                \
+        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))                              \
+COUNTED_INIT(NEIGHBOR_ALLTOALL_INIT, MPI_Neighbor_alltoall_init##SFX, (const void *sb,       \
+        CNT sc, MPI_Datatype st, void *rb, CNT rc_, MPI_Datatype rt, MPI_Comm comm,          \
+        MPI_Info info, MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request)) \
+COUNTED_INIT(NEIGHBOR_ALLTOALLV_INIT, MPI_Neighbor_alltoallv_init##SFX, (const void *sb,     \
+        const CNT scs[], const DSP sdispls[], MPI_Datatype st, void *rb, const CNT rcs[],    \
+        const DSP rdispls[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,                  \
+        MPI_Request *request), (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info,      \
+        request))                                                                            \
+COUNTED_INIT(NEIGHBOR_ALLTOALLW_INIT, MPI_Neighbor_alltoallw_init##SFX, (const void *sb,     \
+        const CNT scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb,       \
+        const CNT rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm,  \
+        MPI_Info info, MPI_Request *request),                                                \
+        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
+INT_AND_LARGE(COUNTED_MPI4)
 
-/* partitioned and persistent collective requests: counted at their *_init */
+/* partitioned requests (their counts are MPI_Count already) and the persistent barrier */
 COUNTED_INIT(PSEND_INIT, MPI_Psend_init, (const void *buf, int partitions, MPI_Count count,
         MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Info info,
         MPI_Request *request), (buf, partitions, count, type, dest, tag, comm, info, request))
@@ -2070,76 +2320,4 @@ COUNTED_INIT(PRECV_INIT, MPI_Precv_init, (void *buf, int partitions, MPI_Count c
         MPI_Request *request), (buf, partitions, count, type, source, tag, comm, info, request))
 COUNTED_INIT(BARRIER_INIT, MPI_Barrier_init, (MPI_Comm comm, MPI_Info info,
         MPI_Request *request), (comm, info, request))
-COUNTED_INIT(BCAST_INIT, MPI_Bcast_init, (void *buf, int count, MPI_Datatype t, int root,
-        MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (buf, count, t, root, comm, info, request))
-COUNTED_INIT(GATHER_INIT, MPI_Gather_init, (const void *sb, int sc, MPI_Datatype st, void *rb,
-        int rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, sc, st, rb, rc_, rt, root, comm, info, request))
-COUNTED_INIT(GATHERV_INIT, MPI_Gatherv_init, (const void *sb, int sc, MPI_Datatype st,
-        void *rb, const int rcs[], const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
-        MPI_Info info, MPI_Request *request),
-        (sb, sc, st, rb, rcs, displs, rt, root, comm, info, request))
-COUNTED_INIT(SCATTER_INIT, MPI_Scatter_init, (const void *sb, int sc, MPI_Datatype st,
-        void *rb, int rc_, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, sc, st, rb, rc_, rt, root, comm, info, request))
-COUNTED_INIT(SCATTERV_INIT, MPI_Scatterv_init, (const void *sb, const int scs[],
-        const int displs[], MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, int root,
-        MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, scs, displs, st, rb, rc_, rt, root, comm, info, request))
-COUNTED_INIT(ALLGATHER_INIT, MPI_Allgather_init, (const void *sb, int sc, MPI_Datatype st,
-        void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, sc, st, rb, rc_, rt, comm, info, request))
-COUNTED_INIT(ALLGATHERV_INIT, MPI_Allgatherv_init, (const void *sb, int sc, MPI_Datatype st,
-        void *rb, const int rcs[], const int displs[], MPI_Datatype rt, MPI_Comm comm,
-        MPI_Info info, MPI_Request *request),
-        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))
-COUNTED_INIT(ALLTOALL_INIT, MPI_Alltoall_init, (const void *sb, int sc, MPI_Datatype st,
-        void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, sc, st, rb, rc_, rt, comm, info, request))
-COUNTED_INIT(ALLTOALLV_INIT, MPI_Alltoallv_init, (const void *sb, const int scs[],
-        const int sdispls[], MPI_Datatype st, void *rb, const int rcs[], const int rdispls[],
-        MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info, request))
-COUNTED_INIT(ALLTOALLW_INIT, MPI_Alltoallw_init, (const void *sb, const int scs[],
-        const int sdispls[], const MPI_Datatype sts[], void *rb, const int rcs[],
-        const int rdispls[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
-COUNTED_INIT(REDUCE_INIT, MPI_Reduce_init, (const void *sb, void *rb, int count, MPI_Datatype t,
-        MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, rb, count, t, op, root, comm, info, request))
-COUNTED_INIT(ALLREDUCE_INIT, MPI_Allreduce_init, (const void *sb, void *rb, int count,
-        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, rb, count, t, op, comm, info, request))
-COUNTED_INIT(REDUCE_SCATTER_INIT, MPI_Reduce_scatter_init, (const void *sb, void *rb,
-        const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, rb, rcs, t, op, comm, info, request))
-COUNTED_INIT(REDUCE_SCATTER_BLOCK_INIT, MPI_Reduce_scatter_block_init, (const void *sb,
-        void *rb, int rcount, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, rb, rcount, t, op, comm, info, request))
-COUNTED_INIT(SCAN_INIT, MPI_Scan_init, (const void *sb, void *rb, int count, MPI_Datatype t,
-        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, rb, count, t, op, comm, info, request))
-COUNTED_INIT(EXSCAN_INIT, MPI_Exscan_init, (const void *sb, void *rb, int count,
-        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, rb, count, t, op, comm, info, request))
-COUNTED_INIT(NEIGHBOR_ALLGATHER_INIT, MPI_Neighbor_allgather_init, (const void *sb, int sc,
-        MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))
-COUNTED_INIT(NEIGHBOR_ALLGATHERV_INIT, MPI_Neighbor_allgatherv_init, (const void *sb, int sc,
-        MPI_Datatype st, void *rb, const int rcs[], const int displs[], MPI_Datatype rt,
-        MPI_Comm comm, MPI_Info info, MPI_Request *request),
-        (sb, sc, st, rb, rcs, displs, rt, comm, info, request))
-COUNTED_INIT(NEIGHBOR_ALLTOALL_INIT, MPI_Neighbor_alltoall_init, (const void *sb, int sc,
-        MPI_Datatype st, void *rb, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, sc, st, rb, rc_, rt, comm, info, request))
-COUNTED_INIT(NEIGHBOR_ALLTOALLV_INIT, MPI_Neighbor_alltoallv_init, (const void *sb,
-        const int scs[], const int sdispls[], MPI_Datatype st, void *rb, const int rcs[],
-        const int rdispls[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,
-        MPI_Request *request), (sb, scs, sdispls, st, rb, rcs, rdispls, rt, comm, info, request))
-COUNTED_INIT(NEIGHBOR_ALLTOALLW_INIT, MPI_Neighbor_alltoallw_init, (const void *sb,
-        const int scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[], void *rb,
-        const int rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[], MPI_Comm comm,
-        MPI_Info info, MPI_Request *request),
-        (sb, scs, sdispls, sts, rb, rcs, rdispls, rts, comm, info, request))
 #endif

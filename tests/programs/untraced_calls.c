@@ -1,6 +1,7 @@
 /* Calls the PMPI library counts but does not record, the scenario of untraced_calls.py: a
- * matched probe that finds nothing and a request-based Rput; with traced non-blocking
- * collectives, a traced neighbourhood collective, a traced window and one traced Barrier.
+ * request-based Rput (and a matched probe that finds nothing: no row, counted by the Python
+ * tracer only); with traced non-blocking collectives, a traced neighbourhood collective, a
+ * traced window and one traced Barrier.
  * With the argument "all", then more of them: a general active-target epoch (post, start,
  * complete, wait), Alltoallw, Isendrecv, a persistent Bcast_init started and waited for (made
  * after a persistent send was freed: MPI may give it that one's handle), and an
