@@ -1,0 +1,90 @@
+"""`hindsight collect --recorder pmpi`: a Python program's MPI calls recorded by the PMPI library
+below mpi4py (instrument/run.py, docs/native.md) instead of the Python tracer."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from hindsight import trace as tf
+from instrument import native
+from tests.conftest import PROGRAMS, hindsight
+
+pytestmark = pytest.mark.skipif(native.find_mpicc() is None,
+                                reason="no mpicc: the PMPI library cannot be built here")
+
+COLS = ["rank", "op", "peer", "tag", "comm", "nbytes", "root"]
+
+
+def _collect(out, program, n: int = 2, *extra, recorder: str = "pmpi"):
+    res = hindsight("collect", "-n", n, "--program", program, "--out", out,
+                    "--recorder", recorder, *extra)
+    return res
+
+
+def test_rows_are_the_python_tracers(tmp_path):
+    """p2p_all.py (every kind of point-to-point call and collective, pickle API included) at
+    P = 3: the library writes the rows the Python tracer writes, call for call (one size aside),
+    and leaves no call uncounted; the trace checks and replays."""
+    lib, py = tmp_path / "lib", tmp_path / "py"
+    res = _collect(lib, PROGRAMS / "p2p_all.py", 3)
+    assert res.returncode == 0, res.stderr
+    assert _collect(py, PROGRAMS / "p2p_all.py", 3, recorder="python").returncode == 0
+    m = tf.read_manifest(lib)
+    assert m["tracer"] == "pmpi" and m["complete"] and not m.get("untraced_calls")
+    a = tf.read_trace(lib).to_pandas()
+    b = tf.read_trace(py).to_pandas()
+    for r in range(3):
+        assert Counter(a[a["rank"] == r]["op"].astype(str)) == \
+            Counter(b[b["rank"] == r]["op"].astype(str)), r
+    rows = [x[COLS].astype({"op": str}).reset_index(drop=True) for x in (a, b)]
+    # one difference, documented (docs/native.md): a pickle-API irecv without a buffer posts
+    # mpi4py's default buffer, whose size the library sees; the Python tracer records -1
+    differ = (rows[0] != rows[1]).any(axis=1)
+    assert list(rows[0][differ]["op"]) == ["Irecv"] and list(rows[0][differ]["tag"]) == [34]
+    assert list(rows[0][differ]["nbytes"]) == [32768] and list(rows[1][differ]["nbytes"]) == [-1]
+    check = hindsight("trace", "check", lib)
+    assert check.returncode == 0 and check.stdout.strip() == f"{lib}: ok", check.stdout
+    rep = hindsight("replay", lib, "--model", "loggps")
+    assert rep.returncode == 0, rep.stderr
+
+
+def test_thread_multiple_asked_by_the_program_is_refused(tmp_path):
+    """mpi4py's own default request for MPI_THREAD_MULTIPLE is accepted (every test here runs
+    with it); a program that asks for it itself is refused by the library in one line."""
+    res = _collect(tmp_path / "t", PROGRAMS / "thread_multiple.py")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and "MPI_THREAD_MULTIPLE" in last, res.stderr
+    assert "done" not in res.stdout
+
+
+def test_a_stopped_rank_names_its_python_line_and_its_call(tmp_path):
+    """deadlock.py stopped by --timeout: the call from the library's record, the line from
+    Python's stack dump chained before it (instrument.stopped)."""
+    out = tmp_path / "t"
+    res = _collect(out, PROGRAMS / "deadlock.py", 2, "--timeout", "4")
+    assert res.returncode == 1
+    stopped = json.loads((out / "manifest.json").read_text())["stopped_in"]
+    assert stopped == {"0": {"call": "Recv", "where": "deadlock.py:10"},
+                       "1": {"call": "Recv", "where": "deadlock.py:12"}}, stopped
+
+
+def test_the_recorder_is_for_programs_only(tmp_path):
+    res = hindsight("collect", "sorting", "-n", 2, "--recorder", "pmpi", "--out", tmp_path / "t")
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("Error: --recorder pmpi is for a --program: an application "
+                                  "records its calls through instrument's Python API")
+
+
+def test_a_rank_that_raises_leaves_its_error_and_ends_the_job(tmp_path):
+    """raises.py: rank 1 raises while rank 0 waits for it; the job ends (the launcher aborts it
+    as the Python tracer does), rank 1 is marked `error` with its exception in the manifest."""
+    out = tmp_path / "t"
+    res = _collect(out, PROGRAMS / "raises.py", 2, "--timeout", "60")
+    assert res.returncode == 1 and "timed out" not in res.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["rank_errors"] == {"1": "RuntimeError: deliberate failure on rank 1"}
+    assert m["rank_status"][1] == "error" and not m["complete"]
