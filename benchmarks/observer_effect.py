@@ -2,7 +2,7 @@
 
     python benchmarks/observer_effect.py [-n 2] [--pairs 5] [--programs a,b] [--json FILE]
 
-For every program (the seven workloads in workloads/ at their fine and coarse settings, and the
+For every program (the eight workloads in workloads/ at their fine and coarse settings, and the
 three applications with their default paradigm and input, except a larger graph for components)
 this runs, after one discarded warm-up pair, `--pairs` pairs of
 
@@ -79,7 +79,7 @@ class Program:
 PROGRAMS: list[Program] = [
     Program(f"{w}-{s}", "workload", f"{w}.py", (f"--{s}",))
     for w in ("stencil", "collectives", "master_worker", "pipeline", "cg", "transpose",
-              "irregular")
+              "irregular", "overlap")
     for s in ("fine", "coarse")
 ] + [
     Program("feature_extraction", "app", "apps.feature_extraction"),
