@@ -56,25 +56,20 @@ class TracedMessage(_M, metaclass=_SameAs):
         return recv_post(_IRECV, lambda comm, b, src, tag: _M.irecv(self))(
             self._comm, None, self._src, self._tag)
 
-    @classmethod
-    def Probe(cls, comm, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
-              status: MPI.Status | None = None):
-        return comm.Mprobe(source, tag, status)
 
-    @classmethod
-    def Iprobe(cls, comm, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+def _through(probe: str):
+    """`MPI.Message.<name>(comm, ...)`, the class-method form of a matched probe: `comm`'s
+    `probe` (a traced communicator's records it)."""
+    def method(cls, comm, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
                status: MPI.Status | None = None):
-        return comm.Improbe(source, tag, status)
+        return getattr(comm, probe)(source, tag, status)
+    method.__name__ = probe
+    return classmethod(method)
 
-    @classmethod
-    def probe(cls, comm, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
-              status: MPI.Status | None = None):
-        return comm.mprobe(source, tag, status)
 
-    @classmethod
-    def iprobe(cls, comm, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
-               status: MPI.Status | None = None):
-        return comm.improbe(source, tag, status)
+for _name, _probe in (("Probe", "Mprobe"), ("Iprobe", "Improbe"), ("probe", "mprobe"),
+                      ("iprobe", "improbe")):
+    setattr(TracedMessage, _name, _through(_probe))
 
 
 def _matched(comm, op: int, fn, source: int, tag: int, status):
