@@ -172,15 +172,15 @@ class _TraceOnImport:
     def started(self, mpi):
         """Called once the real module is loaded: start the run (MPI is initialised), or wait
         for the program's own MPI.Init; return what the program gets as `mpi4py.MPI`."""
+        self.imported = True
+        if self.opts["recorder"] == "pmpi":
+            return self._recorded_by_library(mpi)
         import instrument
         # Loaded now, while `mpi4py.MPI` in sys.modules is the real module, so that the
         # tracer's own MPI calls never go through the view.
         import instrument.session  # noqa: F401
         import mpi4py
 
-        self.imported = True
-        if self.opts["recorder"] == "pmpi":
-            return self._recorded_by_library(mpi)
         if not mpi.Is_initialized():
             return self._deferred(mpi)
         level = mpi4py.rc.thread_level
