@@ -4,12 +4,16 @@ of `mpiexec -n 3`, with rows identical to the local executor's."""
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
+from hindsight import testbed as tb
+from hindsight import collect
 from hindsight.collect import find_mpiexec, launch_env
 from tests.conftest import ROOT, hindsight
 
@@ -79,3 +83,35 @@ def test_mpi_executor_outside_mpiexec_is_one_clear_line(trace, tmp_path):
 def test_unknown_executor_is_a_usage_error(trace, tmp_path):
     res = hindsight("sweep", trace, *VARY, "--out", tmp_path / "x.csv", "--executor", "dask")
     assert res.returncode == 2 and "--executor" in res.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not all(tb._tool(t) for t in ("ip", "tc")),
+                    reason="the testbed needs root and iproute2 (ip, tc)")
+def test_mpi_sweep_across_testbed_nodes_equals_local_sweep(trace, tmp_path):
+    """The job of docs/replay.md's scaling table: rank 0 and its workers in two testbed nodes
+    (cyclic: the worker on the other node), MPI on TCP through the veth links."""
+    name = "s" + secrets.token_hex(3)
+    local, mpi = tmp_path / "local.csv", tmp_path / "mpi.csv"
+    res = hindsight("sweep", trace, *VARY, "--out", local)
+    assert res.returncode == 0, res.stderr
+    cmd = [find_mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures", "-m",
+           "hindsight.cli", "sweep", str(trace), *VARY, "--out", str(mpi), "--executor", "mpi"]
+    try:
+        tb.up(name, nodes=2, rate="1gbit")
+        cmd, env, state, network = collect.testbed_launch(cmd, launch_env(3, "tcp"), 3, name,
+                                                  placement="cyclic")
+        assert network["node_of_rank"] == [0, 1, 0]
+        before = tb.counters(state)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=300)
+        sent = tb.counters_delta(before, tb.counters(state))
+    finally:
+        tb.down(name)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert local.read_bytes() == mpi.read_bytes()
+    # the prepared trace went to the worker on node 1 over its link
+    import pickle
+
+    import replay
+    prepared = len(pickle.dumps(replay.prepare(trace), protocol=pickle.HIGHEST_PROTOCOL))
+    assert sent[f"{name}-n1"]["rx"] > prepared, (sent, prepared)
