@@ -6,11 +6,16 @@ undefined or duplicate label, a rank out of range, a number over 18 digits, non-
 stops with a non-zero code and the caller re-parses with the regular expressions, which name
 the line and the problem.
 
-Labels are never Python strings here: each one is hashed (64-bit FNV-1a) and kept as its byte
-span. When a rank's block closes, its labelled operations go into an open-addressing table keyed
-by the hash, and every dependency of the block looks both its labels up there; a hash match
-counts only when the bytes are equal too, so a collision cannot resolve to the wrong operation.
-A table per block keeps the work linear in the file and the table small enough for the cache.
+Labels are never Python strings here: the scan keeps where each one starts (an identifier ends
+by itself). When a rank's block closes, its labelled operations go into an open-addressing table
+keyed by the label: a label of up to 8 bytes is its own key (its bytes packed into an integer),
+a longer one its 64-bit FNV-1a hash, whose match counts only when the bytes are equal too, so a
+collision cannot resolve to the wrong operation. Every dependency of the block looks both its
+labels up there and gets the operations' indices in place. A table per block keeps the work
+linear in the file and the table small enough for the cache.
+
+The columns are allocated at their upper bound (a line each) and written front to back, so the
+memory touched is what the schedule holds: about 64 bytes per operation and 17 per dependency.
 """
 
 from __future__ import annotations
