@@ -104,6 +104,18 @@ def _capped(lines: list[str]) -> list[str]:
                                          "the above"]
 
 
+def _rows_by_rank(rank: np.ndarray):
+    """(rank, its row numbers) for each rank present, in rank order: slices of the rows when
+    they come grouped by rank (files read in rank order), else a search per rank."""
+    if len(rank) and bool(np.all(rank[1:] >= rank[:-1])):
+        cuts = np.flatnonzero(rank[1:] != rank[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rank)]):
+            yield rank[lo], np.arange(lo, hi)
+        return
+    for r in np.unique(rank):
+        yield r, np.flatnonzero(rank == r)
+
+
 def _check_order(cols, ops, files) -> list[str]:
     out = []
     rank, seq, t0, t1 = cols["rank"], cols["seq"], cols["t_start"], cols["t_end"]
@@ -114,8 +126,7 @@ def _check_order(cols, ops, files) -> list[str]:
     for i in neg[:MAX_LINES_PER_KIND + 1]:
         out.append(f"{files[rank[i]]}: seq {seq[i]}: negative timestamp {t0[i]}")
     is_mpi = ops != tf.OP_CODE["region"]
-    for r in np.unique(rank):
-        sel = np.flatnonzero(rank == r)
+    for r, sel in _rows_by_rank(rank):
         expected = np.arange(len(sel))
         if not np.array_equal(seq[sel], expected):
             first = int(np.flatnonzero(seq[sel] != expected)[0])

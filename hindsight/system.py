@@ -41,6 +41,24 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, _LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, _LIMIT))
 
 
+def release_freed_memory() -> bool:
+    """Hand the memory freed so far back to the kernel (glibc's ``malloc_trim``), for a command
+    that is done with one phase's arrays and starts a phase that allocates elsewhere (pyarrow's
+    own allocator cannot reuse glibc's kept blocks, so both would stay resident). Returns
+    whether it ran (False on other C libraries)."""
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return False
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a block (also a decorator); back on after

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Mapping
 
 import numba as nb
@@ -83,15 +84,17 @@ def import_goal(path: Path | str, out: Path | str,
         sim = simulate(sched, params_from_values(values, sched.nranks))
     except ScheduleError as exc:
         raise GoalError(f"{path}: {exc}") from None
-    ranks = _rows_from_simulation(sched, sim)
+    skipped = skipped_by_kind(sched)
+    ranks = RankRows(sched, sim)
+    del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")
+    # the manifest's makespan is the last row's end, from the epoch (time 0, where the
+    # simulation starts), as write_trace takes it from the rows
     write_trace(out, ranks, manifest={
         "app": path.stem, "paradigm": None,
-        "import": {"skipped": skipped_by_kind(sched)},
-        # the makespan from the epoch (time 0, where the simulation starts)
-        "makespan_ns": max((int(ev.ints["t_end"].max()) for ev in ranks if len(ev)), default=0),
+        "import": {"skipped": skipped},
         "origin": {"format": "goal", "source": str(path), "schedule": SIDECAR,
                    "timeline": "simulated with LogGOPSim rules",
                    "params_ns": {k: (v if np.isfinite(v) else "inf") if isinstance(v, float)
@@ -108,45 +111,60 @@ def skipped_by_kind(s: Schedule) -> dict[str, int]:
     return {"GOAL cpu/nic field": n} if n else {}
 
 
-def _rows_from_simulation(s: Schedule, sim: SimResult) -> list[RankEvents]:
-    """Linearise each rank's simulated operations into trace rows.
+class RankRows(Sequence[RankEvents]):
+    """Each rank's simulated operations linearised into trace rows, made when the rank is asked
+    for (a writer going through the ranks holds one rank's rows at a time).
 
     Sends become Isend and receives Irecv at their simulated start; each request gets a Wait row
     right before the first operation that requires it (or at the end), ending when the operation
     completed; calcs become ``calc`` region rows (the time between MPI rows is compute). Request
     ids are the operation's index on its rank: a replay of the trace under ``--model loggopsim``
     maps rows back to the schedule's operations through them."""
-    n = s.nops
-    kind = np.asarray(s.kind, np.int64)
-    rank = np.asarray(s.rank, np.int64)
-    # each rank's operations by simulated start (ties: schedule order)
-    order = np.lexsort((np.arange(n), sim.op_start, rank))
-    comp = ~np.asarray(s.dep_start, bool)
-    dep_op = np.asarray(s.dep_op, np.int64)[comp]
-    dep_on = np.asarray(s.dep_on, np.int64)[comp]
-    by_op = np.lexsort((dep_on, dep_op))
-    dep_off = np.searchsorted(dep_op[by_op], np.arange(n + 1)).astype(np.int64)
-    codes = np.array([OP_CODE[o] for o in ("region", "Isend", "Irecv", "Wait", "Waitall")],
-                     np.int8)
-    out = _linearise(s.rank_off, order, kind, np.asarray(s.size, np.float64),
-                     np.asarray(s.peer, np.int64), np.asarray(s.tag, np.int64), rank,
-                     sim.match, sim.op_start, sim.op_end, dep_off, dep_on[by_op], codes,
-                     tf.ANY_SOURCE, tf.ANY_TAG)
-    row_off, op, region, ints = out[0], out[1], out[2], out[3:]
-    ranks = []
-    for r in range(s.nranks):
-        lo, hi = int(row_off[r]), int(row_off[r + 1])
-        reg = region[lo:hi]
-        cols = {c: a[lo:hi] for c, a in zip(INT_FIELDS, ints)}
-        ranks.append(RankEvents(r, op[lo:hi], reg, cols, ["calc"] if (reg >= 0).any() else []))
-    return ranks
+
+    def __init__(self, s: Schedule, sim: SimResult):
+        n = s.nops
+        self.nranks = s.nranks
+        self.rank_off = s.rank_off
+        self.kind = np.asarray(s.kind, np.int64)
+        self.rank = np.asarray(s.rank, np.int64)
+        self.size = np.asarray(s.size, np.float64)
+        self.peer = np.asarray(s.peer, np.int64)
+        self.tag = np.asarray(s.tag, np.int64)
+        self.match, self.op_start, self.op_end = sim.match, sim.op_start, sim.op_end
+        # the completion dependencies by the operation that waits
+        comp = ~np.asarray(s.dep_start, bool)
+        dep_op = np.asarray(s.dep_op, np.int64)[comp]
+        dep_on = np.asarray(s.dep_on, np.int64)[comp]
+        by_op = np.lexsort((dep_on, dep_op))
+        self.dep_off = np.searchsorted(dep_op[by_op], np.arange(n + 1)).astype(np.int64)
+        self.dep_on = dep_on[by_op]
+        self.codes = np.array([OP_CODE[o] for o in ("region", "Isend", "Irecv", "Wait",
+                                                    "Waitall")], np.int8)
+
+    def __len__(self) -> int:
+        return self.nranks
+
+    def __getitem__(self, r):
+        if not 0 <= r < self.nranks:
+            raise IndexError(r)
+        lo, hi = int(self.rank_off[r]), int(self.rank_off[r + 1])
+        # the rank's operations by simulated start (ties: schedule order)
+        order = lo + np.argsort(self.op_start[lo:hi], kind="stable")
+        out = _linearise(lo, hi, order, self.kind, self.size, self.peer, self.tag, self.rank,
+                         self.match, self.op_start, self.op_end, self.dep_off, self.dep_on,
+                         self.codes, tf.ANY_SOURCE, tf.ANY_TAG)
+        op, region, ints = out[0], out[1], out[2:]
+        cols = dict(zip(INT_FIELDS, ints))
+        return RankEvents(r, op, region, cols, ["calc"] if (region >= 0).any() else [])
 
 
 @nb.njit(cache=True)
-def _linearise(rank_off, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
+def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
                dep_on, codes, any_source, any_tag):
-    """The rows of ``_rows_from_simulation``, all ranks, as flat columns (INT_FIELDS order)."""
-    n = len(kind)
+    """The rows of ``RankRows`` of the rank whose operations are lo..hi (``order``: them by
+    simulated start) as columns: op, region, then INT_FIELDS. A request is waited for once:
+    the requests a rank waits for are its own operations."""
+    n = hi - lo
     cap = 2 * n
     op = np.empty(cap, np.int8)
     region = np.full(cap, -1, np.int64)
@@ -159,84 +177,79 @@ def _linearise(rank_off, order, kind, size, peer, tag, rank, match, op_start, op
     nbytes = np.full(cap, -1, np.int64)
     request = np.full(cap, -1, np.int64)
     root = np.full(cap, -1, np.int64)
-    posted = np.zeros(n, np.bool_)
+    posted = np.zeros(n, np.bool_)         # by operation - lo
     waited = np.zeros(n, np.bool_)
     ys = np.empty(n, np.int64)
-    P = len(rank_off) - 1
-    row_off = np.zeros(P + 1, np.int64)
     nr = 0
-    for r in range(P):
-        lo = rank_off[r]
-        busy = 0.0      # end of the last MPI row: MPI calls of one rank never overlap
-        for j in range(rank_off[r], rank_off[r + 1] + 1):
-            last = j == rank_off[r + 1]
-            ny = 0
-            if last:
-                # every request not yet waited for, at the end
-                for y in range(rank_off[r], rank_off[r + 1]):
-                    if posted[y] and not waited[y]:
-                        ys[ny] = y
-                        ny += 1
-            else:
-                i = order[j]
-                for k in range(dep_off[i], dep_off[i + 1]):
-                    y = dep_on[k]
-                    if posted[y] and not waited[y] and (ny == 0 or ys[ny - 1] != y):
-                        ys[ny] = y
-                        ny += 1
-            if ny:
-                # one Wait (Waitall for several) from the end of the last call until the last of
-                # the operations completed; one row per request, as the collector records them
-                t1 = busy
-                for q in range(ny):
-                    t1 = max(t1, op_end[ys[q]])
-                for q in range(ny):
-                    y = ys[q]
-                    op[nr] = codes[3] if ny == 1 else codes[4]
-                    t_start[nr] = round(busy)
-                    t_end[nr] = round(t1)
-                    request[nr] = y - lo
-                    if kind[y] == RECV:
-                        m = match[y]
-                        r_peer[nr] = rank[m]
-                        r_tag[nr] = tag[m]
-                        nbytes[nr] = int(size[m])
-                    waited[y] = True
-                    nr += 1
-                busy = t1
-            if last:
-                break
-            t0 = op_start[i]
-            t1 = op_end[i]
-            if kind[i] == CALC:
-                op[nr] = codes[0]
-                region[nr] = 0
-                t_start[nr] = round(t0)
-                t_end[nr] = round(max(t1, t0))
-                cpu_ns[nr] = round(size[i])
-                comm[nr] = -1
+    busy = 0.0      # end of the last MPI row: MPI calls of one rank never overlap
+    for j in range(n + 1):
+        last = j == n
+        ny = 0
+        if last:
+            # every request not yet waited for, at the end
+            for y in range(lo, hi):
+                if posted[y - lo] and not waited[y - lo]:
+                    ys[ny] = y
+                    ny += 1
+        else:
+            i = order[j]
+            for k in range(dep_off[i], dep_off[i + 1]):
+                y = dep_on[k]
+                if posted[y - lo] and not waited[y - lo] and (ny == 0 or ys[ny - 1] != y):
+                    ys[ny] = y
+                    ny += 1
+        if ny:
+            # one Wait (Waitall for several) from the end of the last call until the last of
+            # the operations completed; one row per request, as the collector records them
+            t1 = busy
+            for q in range(ny):
+                t1 = max(t1, op_end[ys[q]])
+            for q in range(ny):
+                y = ys[q]
+                op[nr] = codes[3] if ny == 1 else codes[4]
+                t_start[nr] = round(busy)
+                t_end[nr] = round(t1)
+                request[nr] = y - lo
+                if kind[y] == RECV:
+                    m = match[y]
+                    r_peer[nr] = rank[m]
+                    r_tag[nr] = tag[m]
+                    nbytes[nr] = int(size[m])
+                waited[y - lo] = True
                 nr += 1
-                continue
-            t0 = max(t0, busy)
-            posted[i] = True
-            request[nr] = i - lo
-            nbytes[nr] = int(size[i])
-            r_tag[nr] = tag[i]
-            r_peer[nr] = peer[i]
-            if kind[i] == SEND:
-                t1 = max(t1, t0)
-                op[nr] = codes[1]
-            else:
-                t1 = t0
-                op[nr] = codes[2]
-                if peer[i] == ANY:
-                    r_peer[nr] = any_source
-                if tag[i] == ANY:
-                    r_tag[nr] = any_tag
+            busy = t1
+        if last:
+            break
+        t0 = op_start[i]
+        t1 = op_end[i]
+        if kind[i] == CALC:
+            op[nr] = codes[0]
+            region[nr] = 0
             t_start[nr] = round(t0)
             t_end[nr] = round(max(t1, t0))
+            cpu_ns[nr] = round(size[i])
+            comm[nr] = -1
             nr += 1
-            busy = t1
-        row_off[r + 1] = nr
-    return (row_off, op[:nr], region[:nr], t_start[:nr], t_end[:nr], cpu_ns[:nr], r_peer[:nr],
+            continue
+        t0 = max(t0, busy)
+        posted[i - lo] = True
+        request[nr] = i - lo
+        nbytes[nr] = int(size[i])
+        r_tag[nr] = tag[i]
+        r_peer[nr] = peer[i]
+        if kind[i] == SEND:
+            t1 = max(t1, t0)
+            op[nr] = codes[1]
+        else:
+            t1 = t0
+            op[nr] = codes[2]
+            if peer[i] == ANY:
+                r_peer[nr] = any_source
+            if tag[i] == ANY:
+                r_tag[nr] = any_tag
+        t_start[nr] = round(t0)
+        t_end[nr] = round(max(t1, t0))
+        nr += 1
+        busy = t1
+    return (op[:nr], region[:nr], t_start[:nr], t_end[:nr], cpu_ns[:nr], r_peer[:nr],
             r_tag[:nr], comm[:nr], nbytes[:nr], request[:nr], root[:nr])

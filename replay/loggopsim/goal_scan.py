@@ -6,11 +6,16 @@ undefined or duplicate label, a rank out of range, a number over 18 digits, non-
 stops with a non-zero code and the caller re-parses with the regular expressions, which name
 the line and the problem.
 
-Labels are never Python strings here: each one is hashed (64-bit FNV-1a) and kept as its byte
-span. When a rank's block closes, its labelled operations go into an open-addressing table keyed
-by the hash, and every dependency of the block looks both its labels up there; a hash match
-counts only when the bytes are equal too, so a collision cannot resolve to the wrong operation.
-A table per block keeps the work linear in the file and the table small enough for the cache.
+Labels are never Python strings here: the scan keeps where each one starts (an identifier ends
+by itself). When a rank's block closes, its labelled operations go into an open-addressing table
+keyed by the label: a label of up to 8 bytes is its own key (its bytes packed into an integer),
+a longer one its 64-bit FNV-1a hash, whose match counts only when the bytes are equal too, so a
+collision cannot resolve to the wrong operation. Every dependency of the block looks both its
+labels up there and gets the operations' indices in place. A table per block keeps the work
+linear in the file and the table small enough for the cache.
+
+The columns are allocated at their upper bound (a line each) and written front to back, so the
+memory touched is what the schedule holds: about 64 bytes per operation and 17 per dependency.
 """
 
 from __future__ import annotations
@@ -43,12 +48,10 @@ _MAX_DIGITS = 18                # any 18-digit number fits int64 and converts to
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _FIB = np.uint64(11400714819323198485)     # 2**64 / golden ratio: spreads hashes over slots
+_TOP = np.uint64(2**63)
 NO_MASK = np.uint64(2**64 - 1)
 
-# Columns of the scanner's per-operation rows.
-_C_KIND, _C_SIZE, _C_PEER, _C_TAG, _C_CPU, _C_NIC, _C_LS, _C_LE = range(8)
-# Columns of its per-dependency rows (labels as spans; then the resolved block-local indices).
-_D_AS, _D_AE, _D_BS, _D_BE, _D_START, _D_OP, _D_ON = range(7)
+_SHORT = 8                      # labels of up to 8 bytes are their own key (packed)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -103,10 +106,19 @@ def _number(b, p, t, wildcard):
 
 
 @nb.njit(cache=True)
-def _hash(b, s, e, hmask):
-    h = _FNV_OFFSET
-    for k in range(s, e):
-        h = (h ^ np.uint64(b[k])) * _FNV_PRIME
+def _key(b, s, e, hmask):
+    """The table key of label b[s:e]: a label of up to _SHORT bytes packed into the integer
+    (identifier bytes are ASCII and never 0, so the packing is one-to-one and below 2**63),
+    a longer one's 64-bit FNV-1a hash with the top bit set; masked by ``hmask``."""
+    if e - s <= _SHORT:
+        h = np.uint64(0)
+        for k in range(s, e):
+            h = (h << np.uint64(8)) | np.uint64(b[k])
+    else:
+        h = _FNV_OFFSET
+        for k in range(s, e):
+            h = (h ^ np.uint64(b[k])) * _FNV_PRIME
+        h |= _TOP
     return h & hmask
 
 
@@ -157,57 +169,72 @@ def _probe(h, bits):
 
 
 @nb.njit(cache=True)
-def _close_block(b, rows, hsh, o0, o1, d0, d1, hmask):
-    """Resolve the labels of one block's dependencies (rows o0..o1 its operations, d0..d1 its
-    dependencies) into block-local operation indices (columns _D_OP, _D_ON); an error code."""
+def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
+    """Resolve the labels of one block's dependencies (operations o0..o1, dependencies d0..d1)
+    in place: ``da``/``db`` hold where each side's label starts in ``b`` and get the index of
+    the operation it names. Returns an error code.
+
+    The table holds each labelled operation by its key; keys equal means labels equal when the
+    key is a packed short label and no mask is set, else the bytes are compared too, so a hash
+    collision cannot resolve to the wrong operation."""
     nlab = 0
     for i in range(o0, o1):
-        if rows[i, _C_LS] >= 0:
+        if lab[i] >= 0:
             nlab += 1
     if d1 == d0 and nlab < 2:
         return 0
     tsize, bits = 2, 1
     while tsize < 2 * nlab + 2:
         tsize, bits = 2 * tsize, bits + 1
-    tab = np.full(tsize, -1, np.int64)
+    tidx = np.full(tsize, -1, np.int64)
+    tkey = np.empty(tsize, np.uint64)
+    n = len(b)
+    exact = hmask == NO_MASK
     for i in range(o0, o1):
-        s, e = rows[i, _C_LS], rows[i, _C_LE]
+        s = lab[i]
         if s < 0:
             continue
-        h = _hash(b, s, e, hmask)
-        hsh[i] = h
+        e = _ident_end(b, s, n)
+        h = _key(b, s, e, hmask)
         slot = _probe(h, bits)
-        while tab[slot] >= 0:
-            j = tab[slot]
-            if hsh[j] == h and _same(b, s, e, rows[j, _C_LS], rows[j, _C_LE]):
-                return 20                   # label defined twice on the rank
+        while tidx[slot] >= 0:
+            if tkey[slot] == h:
+                j = tidx[slot]
+                if (exact and h < _TOP) or _same(b, s, e, lab[j], _ident_end(b, lab[j], n)):
+                    return 20                   # label defined twice on the rank
             slot = (slot + 1) & (tsize - 1)
-        tab[slot] = i
+        tidx[slot] = i
+        tkey[slot] = h
     for d in range(d0, d1):
         for side in range(2):
-            s, e = rows[d, 2 * side], rows[d, 2 * side + 1]
-            h = _hash(b, s, e, hmask)
+            s = da[d] if side == 0 else db[d]
+            e = _ident_end(b, s, n)
+            h = _key(b, s, e, hmask)
             slot = _probe(h, bits)
             found = -1
-            while tab[slot] >= 0:
-                j = tab[slot]
-                if hsh[j] == h and _same(b, s, e, rows[j, _C_LS], rows[j, _C_LE]):
-                    found = j
-                    break
+            while tidx[slot] >= 0:
+                if tkey[slot] == h:
+                    j = tidx[slot]
+                    if (exact and h < _TOP) or _same(b, s, e, lab[j], _ident_end(b, lab[j], n)):
+                        found = j
+                        break
                 slot = (slot + 1) & (tsize - 1)
             if found < 0:
                 return 21                   # a dependency names an undefined label
-            rows[d, _D_OP + side] = found - o0
+            if side == 0:
+                da[d] = found
+            else:
+                db[d] = found
     return 0
 
 
 @nb.njit(cache=True)
-def _parse_op(b, p, t, kw_s, kw_e, nranks, rows, i):
-    """Fill ``rows[i]`` from the operation whose keyword is b[kw_s:kw_e] and whose first number
+def _parse_op(b, p, t, kw_s, kw_e, nranks, kind, size, peer, tag, cpu, nic, i):
+    """Fill operation i's columns from the operation whose keyword is b[kw_s:kw_e] and whose first number
     is at p; returns an error code (0: fine)."""
     if _is(b, kw_s, kw_e, _W_SEND) or _is(b, kw_s, kw_e, _W_RECV):
         send = _is(b, kw_s, kw_e, _W_SEND)
-        size, p = _number(b, p, t, False)
+        sz, p = _number(b, p, t, False)
         if p < 0:
             return 30
         p = _skip_ws(b, p, t)
@@ -222,20 +249,20 @@ def _parse_op(b, p, t, kw_s, kw_e, nranks, rows, i):
         p = _skip_ws(b, q + len(w), t)
         if p == q + len(w):
             return 32
-        peer, p = _number(b, p, t, not send)
+        pr, p = _number(b, p, t, not send)
         if p < 0:
             return 33
-        if peer >= nranks:
+        if pr >= nranks:
             return 34                                       # peer out of range
-        rows[i, _C_KIND], rows[i, _C_SIZE], rows[i, _C_PEER] = SEND if send else RECV, size, peer
+        kind[i], size[i], peer[i] = SEND if send else RECV, sz, pr
     elif _is(b, kw_s, kw_e, _W_CALC):
-        size, p = _number(b, p, t, False)
+        sz, p = _number(b, p, t, False)
         if p < 0:
             return 30
-        rows[i, _C_KIND], rows[i, _C_SIZE], rows[i, _C_PEER] = CALC, size, -1
+        kind[i], size[i], peer[i] = CALC, sz, -1
     else:
         return 35
-    rows[i, _C_TAG] = rows[i, _C_CPU] = rows[i, _C_NIC] = 0
+    tg = cp = nc = 0
     stage = 0
     while p < t:                    # [tag T] [cpu C] [nic K], each after whitespace, in order
         q = _skip_ws(b, p, t)
@@ -246,25 +273,25 @@ def _parse_op(b, p, t, kw_s, kw_e, nranks, rows, i):
         if v0 == e:
             return 36
         if stage < 1 and _is(b, q, e, _W_TAG):
-            v, p = _number(b, v0, t, True)
-            stage, col = 1, _C_TAG
+            tg, p = _number(b, v0, t, True)
+            stage = 1
         elif stage < 2 and _is(b, q, e, _W_CPU):
-            v, p = _number(b, v0, t, False)
-            stage, col = 2, _C_CPU
+            cp, p = _number(b, v0, t, False)
+            stage = 2
         elif stage < 3 and _is(b, q, e, _W_NIC):
-            v, p = _number(b, v0, t, False)
-            stage, col = 3, _C_NIC
+            nc, p = _number(b, v0, t, False)
+            stage = 3
         else:
             return 36
         if p < 0:
             return 36
-        rows[i, col] = v
-        if rows[i, _C_KIND] == CALC and col != _C_CPU:
+        if kind[i] == CALC and stage != 2:
             return 37                                       # calc takes only cpu
-    if rows[i, _C_KIND] == SEND and rows[i, _C_TAG] == -1:
+    if kind[i] == SEND and tg == -1:
         return 38                                           # wildcard tag on a send
-    if rows[i, _C_TAG] >= 2**31:
+    if tg >= 2**31:
         return 39
+    tag[i], cpu[i], nic[i] = tg, cp, nc
     return 0
 
 
@@ -289,12 +316,22 @@ def _count(b):
 
 @nb.njit(cache=True)
 def _scan_lines(b, hmask, nlines, nbraces):
-    """Every statement of the text: operations in rows 0, 1, ... and dependencies in rows
-    nlines-1, nlines-2, ... of one table (each takes a line of its own, so they cannot meet),
-    blocks in ``blk``. No array is reallocated in the loop: numba compiles a loop that
-    reassigns an array several times slower."""
-    rows = np.empty((nlines, 8), np.int64)
-    hsh = np.zeros(nlines, np.uint64)
+    """Every statement of the text, in file order: operations into their columns, dependencies
+    into theirs (resolved to operation indices as each block closes), blocks in ``blk``. The
+    columns are allocated at their upper bound (a line each) and filled front to back: pages
+    never written are never mapped. No array is reallocated in the loop: numba compiles a loop
+    that reassigns an array several times slower."""
+    rank = np.empty(nlines, np.int64)
+    kind = np.empty(nlines, np.int64)
+    size = np.empty(nlines, np.float64)
+    peer = np.empty(nlines, np.int64)
+    tag = np.empty(nlines, np.int64)
+    cpu = np.empty(nlines, np.int64)
+    nic = np.empty(nlines, np.int64)
+    lab = np.empty(nlines + 1, np.int64)         # where the label starts in b, -1: none
+    da = np.empty(nlines, np.int64)              # label of the waiting op, then its index
+    db = np.empty(nlines, np.int64)              # label of the op waited for, then its index
+    dst = np.empty(nlines, np.bool_)
     blk = np.empty((nbraces + 1, 5), np.int64)   # rank, first op, end op, first dep, end dep
     nops = ndeps = nblk = 0
     nlab_bytes = 0
@@ -340,8 +377,8 @@ def _scan_lines(b, hmask, nlines, nbraces):
             cur = v
             continue
         if t - s == 1 and b[s] == 125:          # }
-            err = _close_block(b, rows, hsh, blk[nblk, 1], nops, nlines - ndeps,
-                               nlines - blk[nblk, 3], hmask)
+            err = _close_block(b, lab, da, db, blk[nblk, 1], nops, blk[nblk, 3], ndeps,
+                               hmask)
             if err:
                 break
             blk[nblk, 2], blk[nblk, 4] = nops, ndeps
@@ -359,9 +396,10 @@ def _scan_lines(b, hmask, nlines, nbraces):
             if k1 == k0 or p == k1:
                 err = 5
                 break
-            ls, le = s, q
+            ls = s
+            nlab_bytes += q - s
         elif p > q and p < t and 48 <= b[p] <= 57:  # keyword number ...
-            k0, k1, ls, le = s, q, -1, -1
+            k0, k1, ls = s, q, -1
         else:                                   # a requires|irequires b
             e = _ident_end(b, p, t)
             p2 = _skip_ws(b, e, t)
@@ -370,23 +408,21 @@ def _scan_lines(b, hmask, nlines, nbraces):
             if p == q or p2 == e or e2 == p2 or e2 != t or not (irq or _is(b, p, e, _W_REQ)):
                 err = 6
                 break
-            d = nlines - 1 - ndeps
-            rows[d, _D_AS], rows[d, _D_AE], rows[d, _D_BS], rows[d, _D_BE] = s, q, p2, e2
-            rows[d, _D_START] = 1 if irq else 0
+            da[ndeps], db[ndeps], dst[ndeps] = s, p2, irq
             ndeps += 1
             continue
-        err = _parse_op(b, p, t, k0, k1, nranks, rows, nops)
+        err = _parse_op(b, p, t, k0, k1, nranks, kind, size, peer, tag, cpu, nic, nops)
         if err:
             break
-        rows[nops, _C_LS], rows[nops, _C_LE] = ls, le
-        if ls >= 0:
-            nlab_bytes += le - ls
+        rank[nops] = cur
+        lab[nops] = ls
         nops += 1
     if err == 0 and cur >= 0:
         err = 7                                 # block not closed
     if err == 0 and nranks < 0:
         err = 8                                 # no num_ranks
-    return err, nranks, rows, blk, nops, ndeps, nblk, nlab_bytes
+    return (err, nranks, (rank, kind, size, peer, tag, cpu, nic, da, db, dst), lab, blk, nops,
+            ndeps, nblk, nlab_bytes)
 
 
 @nb.njit(cache=True)
@@ -404,59 +440,63 @@ def _block_order(blk, nblk):
 
 
 @nb.njit(cache=True)
-def _assemble(b, rows, blk, order, nops, ndeps, nlab_bytes):
-    """Flat arrays in rank order."""
-    nlines = rows.shape[0]
-    rank = np.empty(nops, np.int64)
-    kind = np.empty(nops, np.int64)
-    size = np.empty(nops, np.float64)
-    peer = np.empty(nops, np.int64)
-    tag = np.empty(nops, np.int64)
-    cpu = np.empty(nops, np.int64)
-    nic = np.empty(nops, np.int64)
-    lab_off = np.empty(nops + 1, np.int64)
-    lab_buf = np.empty(nlab_bytes, np.uint8)
-    dep_op = np.empty(ndeps, np.int64)
-    dep_on = np.empty(ndeps, np.int64)
-    dep_st = np.empty(ndeps, np.bool_)
-    g = 0
-    gd = 0
+def _labels(b, lab, nops, nlab_bytes):
+    """The labels' bytes end to end, and in place of ``lab``'s starts where each label begins
+    there (one more entry than operations)."""
+    buf = np.empty(nlab_bytes, np.uint8)
+    n = len(b)
     m = 0
-    for k in order:
-        base = g
-        for i in range(blk[k, 1], blk[k, 2]):
-            rank[g], kind[g], size[g] = blk[k, 0], rows[i, _C_KIND], rows[i, _C_SIZE]
-            peer[g], tag[g] = rows[i, _C_PEER], rows[i, _C_TAG]
-            cpu[g], nic[g] = rows[i, _C_CPU], rows[i, _C_NIC]
-            lab_off[g] = m
-            for c in range(rows[i, _C_LS], rows[i, _C_LE]):     # (-1, -1): no label
-                lab_buf[m] = b[c]
+    for g in range(nops):
+        s = lab[g]
+        lab[g] = m
+        if s >= 0:
+            for c in range(s, _ident_end(b, s, n)):
+                buf[m] = b[c]
                 m += 1
-            g += 1
-        for k_dep in range(blk[k, 3], blk[k, 4]):
-            d = nlines - 1 - k_dep
-            dep_op[gd], dep_on[gd] = base + rows[d, _D_OP], base + rows[d, _D_ON]
-            dep_st[gd] = rows[d, _D_START] != 0
-            gd += 1
-    lab_off[nops] = m
-    return rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_st, lab_off, lab_buf
+    lab[nops] = m
+    return buf
+
+
+def _in_rank_order(cols, lab_off, lab_buf, blk, order):
+    """The columns with the blocks moved into rank order (each block's operations, dependencies
+    and labels are contiguous; dependency indices move with their block)."""
+    ops = [np.arange(blk[k, 1], blk[k, 2]) for k in order]
+    deps = [np.arange(blk[k, 3], blk[k, 4]) for k in order]
+    op_perm = np.concatenate(ops) if ops else np.zeros(0, np.int64)
+    dep_perm = np.concatenate(deps) if deps else np.zeros(0, np.int64)
+    new_index = np.empty(len(op_perm), np.int64)
+    new_index[op_perm] = np.arange(len(op_perm))
+    rank, kind, size, peer, tag, cpu, nic, da, db, dst = cols
+    lens = np.diff(lab_off)[op_perm]
+    off = np.zeros(len(op_perm) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    buf = np.concatenate([lab_buf[lab_off[blk[k, 1]]:lab_off[blk[k, 2]]] for k in order]
+                         or [lab_buf[:0]])
+    return ([c[op_perm] for c in (rank, kind, size, peer, tag, cpu, nic)]
+            + [new_index[da[dep_perm]], new_index[db[dep_perm]], dst[dep_perm], off, buf])
 
 
 def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK):
     """Parse GOAL bytes (a uint8 array). Returns (0, nranks, arrays) with ``arrays`` =
     (rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_start, lab_off, lab_buf), or
     (code, None, None) if the text is anything the scanner does not take. ``hmask`` masks the
-    label hashes (tests force collisions with it)."""
+    label keys (tests force collisions with it)."""
     nlines, nbraces, block = _count(b)
     if block:           # the counts stay upper bounds: the comments' line breaks are kept
         b, ok = _strip_block_comments(b)
         if not ok:
             return 10, None, None
-    err, nranks, rows, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask), nlines,
-                                                                  nbraces)
+    err, nranks, cols, lab, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask),
+                                                                        nlines, nbraces)
     if err:
         return err, None, None
     order, ok = _block_order(blk, nblk)
     if not ok:
         return 9, None, None
-    return 0, nranks, _assemble(b, rows, blk, order, nops, ndeps, nlab)
+    lab_buf = _labels(b, lab, nops, nlab)
+    # views of the upper-bound columns: their unwritten tails were never mapped
+    cols = [c[:ndeps] if k >= 7 else c[:nops] for k, c in enumerate(cols)]
+    lab_off = lab[:nops + 1]
+    if np.any(np.diff(order) != 1):
+        return 0, nranks, tuple(_in_rank_order(cols, lab_off, lab_buf, blk, order))
+    return 0, nranks, (*cols, lab_off, lab_buf)
