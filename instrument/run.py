@@ -142,6 +142,7 @@ class _TraceOnImport:
         self.opts = opts
         self.world = None           # what instrument.start returned, once it has run
         self.imported = False       # the program imported mpi4py.MPI
+        self.end_mark = None        # --recorder pmpi: the library's hindsight_program_end
 
     def find_spec(self, name, path=None, target=None):
         if name not in ("mpi4py", "mpi4py.MPI") or self.imported:
@@ -195,8 +196,23 @@ class _TraceOnImport:
 
     def _tell_library_the_level(self) -> None:
         """Before MPI is initialised: MPI_THREAD_MULTIPLE is accepted by the PMPI library only
-        as mpi4py's default request (the program left rc.thread_level alone)."""
+        as mpi4py's default request (the program left rc.thread_level alone). What the launcher
+        needs later is loaded here too, before the library's start barrier takes the run's
+        epoch, as the Python tracer loads itself before its own: after it, a module's import
+        would count in the program's wall time."""
+        import ctypes
+        import faulthandler  # noqa: F401
+
         import mpi4py
+
+        from hindsight.trace import core  # noqa: F401
+        from instrument import stopped  # noqa: F401
+
+        try:
+            # the library is preloaded: its symbols are the process's
+            self.end_mark = ctypes.CDLL(None).hindsight_program_end
+        except (OSError, AttributeError):
+            self.end_mark = None
 
         if isinstance(mpi4py.rc.thread_level, _DefaultLevel):
             os.environ[MULTIPLE_IS_DEFAULT] = "1"
@@ -369,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     if python:
         from instrument.session import end_of_program, finish
         end_of_program()
+    elif hook.end_mark is not None:
+        hook.end_mark()             # the program's end, for the library (wall_ns ends here)
     if hook.world is None:
         # Nothing ran under MPI, nothing was traced.
         _say(f"hindsight: {program} never " + ("initialised MPI (mpi4py.rc.initialize is False "

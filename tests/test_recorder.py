@@ -88,3 +88,18 @@ def test_a_rank_that_raises_leaves_its_error_and_ends_the_job(tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     assert m["rank_errors"] == {"1": "RuntimeError: deliberate failure on rank 1"}
     assert m["rank_status"][1] == "error" and not m["complete"]
+
+
+def test_the_wall_time_ends_where_the_program_ends(tmp_path):
+    """The library's wall time ends when the program's code returns (the launcher marks it), as
+    the Python tracer's and an untraced run's do, not when mpi4py finalizes MPI in the
+    interpreter's teardown: an atexit handler sleeping 2 s after the program is not in it."""
+    prog = tmp_path / "late_exit.py"
+    prog.write_text("import atexit, time\nfrom mpi4py import MPI\n"
+                    "atexit.register(time.sleep, 2.0)\nMPI.COMM_WORLD.Barrier()\n")
+    out = tmp_path / "t"
+    res = _collect(out, prog, 2)
+    assert res.returncode == 0, res.stderr
+    m = tf.read_manifest(out)
+    assert m["complete"] and 0 < m["wall_ns"] < 1.5e9, m["wall_ns"]
+    assert m["wall_ns"] >= m["makespan_ns"]

@@ -951,13 +951,30 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     return rc;
 }
 
-/* The end of the program (`program_end_ns`, what `wall_ns` ends at) is this call's entry. */
+/* The end of a Python program that the library records (instrument/run.py, --recorder pmpi),
+ * marked by the launcher through ctypes as soon as the program's code has returned: the point
+ * where the Python tracer and an untraced run end the wall time. mpi4py finalizes MPI only in
+ * the interpreter's teardown (tens of ms later), which no untraced run counts. */
+static int64_t program_end_mark = -1;
+static cond_t cond_end_mark;
+
+void hindsight_program_end(void) {
+    if (!started || finished || program_end_mark >= 0) return;
+    program_end_mark = now_ns() - epoch;
+    read_conditions(&cond_end_mark, wrank == 0);
+}
+
+/* The end of the program (`program_end_ns`, what `wall_ns` ends at) is this call's entry, or
+ * the mark above when the launcher set one. */
 int MPI_Finalize(void) {
     if (started && !finished) {
         int64_t end = now_ns();
         cond_t c;
         read_conditions(&c, wrank == 0);
-        stop("complete", end - epoch, &c);
+        if (program_end_mark >= 0)
+            stop("complete", program_end_mark, &cond_end_mark);
+        else
+            stop("complete", end - epoch, &c);
     }
     ENTER(-1);
     int rc = PMPI_Finalize();
