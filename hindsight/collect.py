@@ -92,19 +92,19 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
 RECORDERS = ("python", "pmpi")
 
 
-def by_library(program: str | None, recorder: str = "python", untraced: bool = False) -> bool:
-    """Whether the run of `program` goes through the PMPI library: a compiled program always
-    (traced or not), a Python program when traced with ``recorder="pmpi"`` (its untraced run is
-    the same whichever recorder its traced runs use)."""
+def by_library(program: str | None, recorder: str = "python") -> bool:
+    """Whether the runs of `program` go through the PMPI library: a compiled program always, a
+    Python program with ``recorder="pmpi"``; traced or not (an untraced run loads the library
+    with recording off, as a compiled program's does, so that the tracing perturbation measures
+    the recording, not the library's presence in the process)."""
     if program is None:
         return False
     from instrument import native
-    return native.is_native(program) or (recorder == "pmpi" and not untraced)
+    return native.is_native(program) or recorder == "pmpi"
 
 
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
-                  program: str | None, args: list[str], recorder: str = "python",
-                  untraced: bool = False) -> list[str]:
+                  program: str | None, args: list[str], recorder: str = "python") -> list[str]:
     if nprocs < 1:
         raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
     if recorder not in RECORDERS:
@@ -118,7 +118,7 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
         from instrument import native
         if native.is_native(program):       # a compiled program: traced through PMPI
             return launcher + native.command(nprocs, program, args)[3:]
-        via = ["--recorder", "pmpi"] if by_library(program, recorder, untraced) else []
+        via = ["--recorder", "pmpi"] if by_library(program, recorder) else []
         return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + via + \
             (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
     if recorder != "python":
@@ -378,13 +378,14 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     With ``untraced`` the run is launched the same way but records nothing: ``out`` receives a
     manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only.
     ``recorder="pmpi"`` records a Python program's MPI calls with the PMPI library instead of
-    the Python tracer (`by_library`)."""
+    the Python tracer; its untraced runs then load the library with recording off
+    (`by_library`)."""
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
-    cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder, untraced)
+    cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder)
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
-    library = by_library(program, recorder, untraced)
+    library = by_library(program, recorder)
     if library:     # the run's start (and the clearing of an earlier run) is written here
         from instrument import native
         env.update(native.prepare(out, nprocs, program, list(args), env, untraced))

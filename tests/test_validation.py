@@ -597,8 +597,9 @@ def test_program_paths_relative_to_the_spec_and_compiled_programs(tmp_path):
 
 
 def test_a_trace_of_the_other_recorder_is_not_reused(tmp_path):
-    """A program's cell with `recorder = "pmpi"` reuses only traces the library took, and the
-    other way round; its untraced runs are the same either way."""
+    """A program's cell with `recorder = "pmpi"` reuses only runs launched with the library
+    (traced or untraced: its untraced runs load it with recording off), and the other way
+    round."""
     from validation.matrix import _run_of
 
     p = _program_spec(tmp_path, str(WORKLOADS / "stencil.py"))
@@ -611,7 +612,8 @@ def test_a_trace_of_the_other_recorder_is_not_reused(tmp_path):
     net = sp.networks[cell.network]
     assert _run_of({**run, "tracer": "pmpi"}, cell, net)
     assert not _run_of(run, cell, net)
-    assert _run_of({**run, "traced": False}, cell, net)
+    assert _run_of({**run, "traced": False, "tracer": "pmpi"}, cell, net)
+    assert not _run_of({**run, "traced": False}, cell, net)
     assert _run_of(run, dataclasses.replace(cell, recorder="python"), net)
 
 

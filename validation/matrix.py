@@ -56,9 +56,9 @@ def _run_of(m: dict, cell: Cell, net: dict) -> bool:
     recorded = {"ranks": m.get("ranks"), "args": (m.get("args") or {}).get("argv"),
                 "transport": (m.get("network") or {}).get("transport")}
     wanted = {"ranks": cell.ranks, "args": list(cell.args), "transport": net["transport"]}
-    if m.get("traced") is not False and cell.program is not None \
+    if cell.program is not None \
             and (m.get("tracer") == "pmpi") != by_library(cell.program, cell.recorder):
-        return False                        # a trace taken by the other recorder
+        return False                        # a run launched for the other recorder
     if cell.program is None:
         recorded.update(app=m.get("app"), paradigm=m.get("paradigm"))
         wanted.update(app=cell.app, paradigm=cell.paradigm)
