@@ -19,6 +19,7 @@ from typing import Any
 from apps import APPS
 from apps.skeletons import skeleton
 from hindsight import testbed as tb
+from hindsight.collect import RECORDERS
 from hindsight.errors import UserError
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
@@ -44,8 +45,6 @@ TESTBED_KEYS = ("nodes", "rate")
 PREDICTOR_KEYS = ("replay", "analytic", "set")
 EXPERIMENT_KEYS = ("app", "program", "paradigms", "ranks", "sizes", "baseline", "networks",
                    "predict_on", "recorder")
-#: who records a Python program's traced runs (`hindsight collect --recorder`)
-RECORDERS = ("python", "pmpi")
 #: the paradigm column of a program's cells (errors.csv, the report): a program has no paradigm
 PROGRAM = "program"
 
