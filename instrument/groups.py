@@ -19,23 +19,14 @@ from mpi4py import MPI
 from hindsight.trace import core as tf
 from instrument import comm as _comm
 from instrument import untraced as _untraced
+from instrument.matched import SameAs
 
 #: `base` of the ids of communicators made from a group (instrument.comm._adopt_by_members):
 #: apart from Create_group's (-1 ...) and Merge's (-2^20 ...)
 _FROM_GROUP_BASE = -(1 << 21)
 
 
-class _SameAs(type):
-    """`isinstance` and `issubclass` against the class answer as against mpi4py's own base."""
-
-    def __instancecheck__(cls, obj) -> bool:
-        return isinstance(obj, cls.__mro__[1])
-
-    def __subclasscheck__(cls, sub) -> bool:
-        return issubclass(sub, cls.__mro__[1])
-
-
-class Intracomm(MPI.Intracomm, metaclass=_SameAs):
+class Intracomm(MPI.Intracomm, metaclass=SameAs):
     """The traced program's `MPI.Intracomm`."""
 
     @classmethod
@@ -49,7 +40,7 @@ class Intracomm(MPI.Intracomm, metaclass=_SameAs):
         return _comm._adopt_by_members(new, tf.COMM_WORLD_ID, _FROM_GROUP_BASE, t0, t1)
 
 
-class Intercomm(MPI.Intercomm, metaclass=_SameAs):
+class Intercomm(MPI.Intercomm, metaclass=SameAs):
     """The traced program's `MPI.Intercomm`."""
 
     @classmethod

@@ -22,7 +22,6 @@ from mpi4py import MPI
 
 from hindsight.trace import core as tf
 from instrument.completion import recv_post
-from instrument.groups import _SameAs
 
 _M = MPI.Message
 _BYTE = MPI.BYTE
@@ -31,7 +30,18 @@ _ANY_TAG = MPI.ANY_TAG
 _PROBE, _IPROBE, _RECV, _IRECV = (tf.OP_CODE[n] for n in ("Probe", "Iprobe", "Recv", "Irecv"))
 
 
-class TracedMessage(_M, metaclass=_SameAs):
+class SameAs(type):
+    """`isinstance` and `issubclass` against the class answer as against mpi4py's own base
+    (the traced program's `MPI.Message`, and instrument.groups' `Intracomm`/`Intercomm`)."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, cls.__mro__[1])
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, cls.__mro__[1])
+
+
+class TracedMessage(_M, metaclass=SameAs):
     """A matched message of a traced communicator, whose receive is recorded."""
 
     __slots__ = ("_comm", "_src", "_tag", "_n")     # as probed (source: communicator rank)
