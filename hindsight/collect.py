@@ -118,7 +118,7 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
         from instrument import native
         if native.is_native(program):       # a compiled program: traced through PMPI
             return launcher + native.command(nprocs, program, args)[3:]
-        via = ["--recorder", "pmpi"] if by_library(program, recorder) else []
+        via = ["--recorder", "pmpi"] if recorder == "pmpi" else []
         return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + via + \
             (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
     if recorder != "python":

@@ -497,7 +497,7 @@ class TracedComm(_C):
 
     def Create_intercomm(self, local_leader: int, peer_comm, remote_leader: int, tag: int = 0):
         # Counted, not traced: its traffic has no row model (instrument.untraced).
-        _untraced.COUNTS["Create_intercomm"] = _untraced.COUNTS.get("Create_intercomm", 0) + 1
+        _untraced.count("Create_intercomm")
         return _untraced.TracedIntercomm(
             _C.Create_intercomm(self, local_leader, peer_comm, remote_leader, tag))
 

@@ -48,7 +48,6 @@ class Intercomm(MPI.Intercomm, metaclass=SameAs):
                            remote_group: MPI.Group, remote_leader: int,
                            stringtag: str = "org.mpi4py", info: MPI.Info = MPI.INFO_NULL,
                            errhandler=None):
-        name = "Intercomm.Create_from_groups"
-        _untraced.COUNTS[name] = _untraced.COUNTS.get(name, 0) + 1
+        _untraced.count("Intercomm.Create_from_groups")
         return _untraced.TracedIntercomm(MPI.Intercomm.Create_from_groups(
             local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler))

@@ -82,7 +82,7 @@ def _make(name: str):
             index = _self_created[0]
             _self_created[0] += 1
         else:
-            _untraced.COUNTS["Win." + name] = _untraced.COUNTS.get("Win." + name, 0) + 1
+            _untraced.count("Win." + name)
             return win
         wid = tf.derived_comm_id(pid, index, min(members))
         T = _completion._T
@@ -103,7 +103,7 @@ def _make(name: str):
 
 def _counted(name: str) -> None:
     """A window call on a window the tracer does not know: counted, as untraced calls are."""
-    _untraced.COUNTS["Win." + name] = _untraced.COUNTS.get("Win." + name, 0) + 1
+    _untraced.count("Win." + name)
 
 
 def _arg(args: tuple, kwargs: dict, at: int, keyword: str) -> Any:

@@ -159,7 +159,7 @@ class _TraceOnImport:
 
         def exec_module(module):
             if name == "mpi4py.MPI" and self.opts["recorder"] == "pmpi":
-                self._tell_library_the_level()
+                self._before_the_library_starts()
             real_exec(module)
             if name == "mpi4py":
                 module.rc.thread_level = _DefaultLevel(module.rc.thread_level)
@@ -194,7 +194,7 @@ class _TraceOnImport:
             return mpi
         return self._view(mpi)
 
-    def _tell_library_the_level(self) -> None:
+    def _before_the_library_starts(self) -> None:
         """Before MPI is initialised: MPI_THREAD_MULTIPLE is accepted by the PMPI library only
         as mpi4py's default request (the program left rc.thread_level alone). What the launcher
         needs later is loaded here too, before the library's start barrier takes the run's
@@ -343,7 +343,7 @@ class _TraceOnImport:
                 view.COMM_WORLD = self.world
                 view.__getattr__ = lambda attr: getattr(mpi, attr)
                 if early:
-                    untraced.COUNTS[EARLY_WORLD] = untraced.COUNTS.get(EARLY_WORLD, 0) + 1
+                    untraced.count(EARLY_WORLD)
 
         def Init() -> None:
             real_init()

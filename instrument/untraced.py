@@ -47,10 +47,15 @@ INTERCOMM_UNTRACED = (
     "Ialltoallv", "Ireduce", "Iallreduce", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan",
     "Iexscan") + COMM_UNTRACED
 
+def count(name: str) -> None:
+    """One more call of `name` on this rank."""
+    COUNTS[name] = COUNTS.get(name, 0) + 1
+
+
 def counting(name: str, fn: Callable) -> Callable:
     """`fn` (a method), counting each call under `name` before it runs."""
     def method(*args: Any, **kwargs: Any) -> Any:
-        COUNTS[name] = COUNTS.get(name, 0) + 1
+        count(name)
         return fn(*args, **kwargs)
     # its name in the code object too, so that a stack dump (instrument.stopped) names the call
     own = getattr(fn, "__name__", name)
