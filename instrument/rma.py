@@ -9,10 +9,12 @@ window's collective sequence, apart from the parent's collectives. Recorded: the
 data operations (`Put`, `Get`, `Accumulate`, `Get_accumulate`,
 `Fetch_and_op`, `Compare_and_swap`: `peer` = the target as a world rank, `nbytes` = the bytes
 moved one way), the synchronisation (`Win_fence`, `Win_lock`/`Win_unlock` with the target,
-`Win_lock_all`/`Win_unlock_all`, `Win_flush`, `Win_sync`) and `Win_free`. Request-based operations
-(`Rput`...) and general active-target synchronisation (`Post`/`Start`/`Complete`/`Wait`) are
-counted (instrument.untraced), not recorded, as is every call on a window made over a
-communicator the tracer does not know.
+`Win_lock_all`/`Win_unlock_all`, `Win_flush`, `Win_sync`), general active-target
+synchronisation (`Post` and `Start`: one `Win_post`/`Win_start` row per member of their group,
+`peer` = its world rank, all with the call's times; `Complete`, `Wait`: one row; `Test`: a
+`Win_test` row when it returns true, none when it returns false, as a request's `Test`) and
+`Win_free`. Request-based operations (`Rput`...) are counted (instrument.untraced), not
+recorded, as is every call on a window made over a communicator the tracer does not know.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ OP = tf.OP_CODE
 #: constructor -> position of its `comm` argument
 _CONSTRUCTORS = {"Create": 3, "Allocate": 3, "Allocate_shared": 3, "Create_dynamic": 1}
 #: Window calls counted, not recorded (no row model).
-UNRECORDED = ("Rput", "Rget", "Raccumulate", "Rget_accumulate", "Post", "Start", "Complete",
-              "Wait", "Test")
+UNRECORDED = ("Rput", "Rget", "Raccumulate", "Rget_accumulate")
 
 #: windows made on COMM_SELF so far on this rank (a parent the tracer does not wrap)
 _self_created = [0]
+#: COMM_WORLD's group, made at the first Post or Start (the group's ranks are translated to it)
+_world_group: list[MPI.Group] = []
 
 
 class TracedWin(_W):
@@ -54,10 +57,13 @@ class TracedWin(_W):
         return self
 
     def _rec(self, op: int, t0: int, t1: int, target: int = -1, nbytes: int = -1) -> None:
+        self._rec_world(op, t0, t1, self._w[target] if target >= 0 else -1, nbytes)
+
+    def _rec_world(self, op: int, t0: int, t1: int, peer: int, nbytes: int = -1) -> None:
+        """One row of this window; ``peer`` a world rank (-1: none)."""
         T = _completion._T     # the tracer of this process (``instrument.comm.set_tracer``)
         o = T.off
-        _pack(T.buf, o, op, T.region, t0, -1, self._w[target] if target >= 0 else -1, -1,
-              self._id, nbytes, -1, -1, t1)
+        _pack(T.buf, o, op, T.region, t0, -1, peer, -1, self._id, nbytes, -1, -1, t1)
         o += _ROW
         T.off = o
         if o >= T.end:
@@ -134,6 +140,51 @@ def _call(name: str, op_name: str, target: tuple[int, str] | None = None,
     return method
 
 
+def _world_ranks(group: MPI.Group) -> list[int]:
+    """The world ranks of ``group``'s members, in group rank order (-1: a process outside
+    COMM_WORLD)."""
+    if not _world_group:
+        _world_group.append(MPI.COMM_WORLD.Get_group())
+    ranks = group.Translate_ranks(None, _world_group[0])
+    return [-1 if w == MPI.UNDEFINED else int(w) for w in ranks]
+
+
+def _group_call(name: str, op_name: str):
+    """``Post`` or ``Start``: one row per member of the group (its world rank in ``peer``), all
+    with the call's times; one row with peer -1 for an empty group."""
+    real = getattr(_W, name)
+    code = OP[op_name]
+
+    def method(self, *args: Any, **kwargs: Any) -> None:
+        if self._id < 0:
+            _counted(name)
+            return real(self, *args, **kwargs)
+        t0 = _now()
+        real(self, *args, **kwargs)
+        t1 = _now()
+        for w in _world_ranks(_arg(args, kwargs, 0, "group")) or [-1]:
+            self._rec_world(code, t0, t1, w)
+    method.__name__ = name
+    method.__doc__ = real.__doc__
+    return method
+
+
+def _test(self, *args: Any, **kwargs: Any) -> bool:
+    real = _W.Test
+    if self._id < 0:
+        _counted("Test")
+        return real(self, *args, **kwargs)
+    t0 = _now()
+    done = real(self, *args, **kwargs)
+    t1 = _now()
+    if done:     # the exposure epoch ended; a Test that returns false is not recorded
+        self._rec_world(OP["Win_test"], t0, t1, -1)
+    return done
+
+
+_test.__name__ = "Test"
+_test.__doc__ = _W.Test.__doc__
+
 for _name in _CONSTRUCTORS:
     setattr(TracedWin, _name, _make(_name))
 _ORIGIN, _RESULT = (0, "origin"), (1, "result")
@@ -150,6 +201,10 @@ for _name, _op, _target in (
         ("Unlock_all", "Win_unlock_all", None), ("Flush", "Win_flush", (0, "rank")),
         ("Flush_local", "Win_flush", (0, "rank")), ("Flush_all", "Win_flush", None),
         ("Flush_local_all", "Win_flush", None), ("Sync", "Win_sync", None),
+        ("Complete", "Win_complete", None), ("Wait", "Win_wait", None),
         ("Free", "Win_free", None)):
     setattr(TracedWin, _name, _call(_name, _op, _target))
+TracedWin.Post = _group_call("Post", "Win_post")
+TracedWin.Start = _group_call("Start", "Win_start")
+TracedWin.Test = _test
 _untraced.add_counters(TracedWin, _W, UNRECORDED, "Win.")

@@ -18,13 +18,15 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay.instances import Instances
+from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
 
 CACHE_DIR = ".replay-cache"
-CACHE_VERSION = 14
+CACHE_VERSION = 15
 
 # the prefix of each table's arrays in the cache
-_TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances))
+_TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances),
+           ("e_", "rma", EpochOps))
 
 
 def fingerprint(trace_dir: Path) -> str:

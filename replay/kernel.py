@@ -17,6 +17,10 @@ Operation kinds (``kind``):
          measured mode)
   CWAIT  leave collective instance ``msg`` once all members entered (its completion: rule
          ``nonblocking_meeting``; measured mode)
+  PSEND  send message ``msg`` to a passive target (rule ``lock_epoch``, ``replay.rma_epochs``):
+         posted as an eager send; its receiver is the target's library, which takes it on
+         arrival and sends its reply, message ``msg + 1``, at once, without the target's rank
+  PRECV  receive the reply ``msg`` of a passive target (``passive_reply``)
   PROBE  a blocking probe that returned message ``msg`` (the receive that follows takes it): wait
          until its envelope is there (eager: the data; rendezvous: the request to send), do not
          consume it; the receive is posted by the RECV that follows
@@ -39,15 +43,15 @@ import numpy as np
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, after_overhead, bound, clear_to_send_done,
     eager_arrival, envelope_arrival, is_rendezvous, known_handshake, late_receiver_arrival,
-    next_send_slot, rendezvous_arrival, rendezvous_sender_done, request_arrival,
+    next_send_slot, passive_reply, rendezvous_arrival, rendezvous_sender_done, request_arrival,
     resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters, wire_time)
 
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "2c39e40bb682"
+RULES_SHA1 = "4ec954189cfb"
 
-NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT = range(11)
+NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV = range(13)
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS = \
@@ -318,6 +322,28 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     if not is_rendezvous(kb, S, m_sync[m]):
                         de += wire_time(kb, kshift, G)
                     t, waited, pk = bound(start, de, PRED_SEND)
+            elif k == PSEND:
+                # Rule lock_epoch: the bytes leave as an eager message's; the target's library
+                # takes them on arrival and sends its reply (message m + 1) then
+                m = msg[i]
+                kb = m_bytes[m]
+                kg = wire_time(kb, kshift, G)
+                ts = t
+                if not measured:
+                    ts = max(t, tx_r)
+                    tx_r = next_send_slot(ts, gap, kg)
+                m_sp[m] = ts
+                t = ts + send_overhead(os0, Os, kb)
+                m_rp[m] = eager_arrival(t, L, kg, m_delay[m])
+                m_sp[m + 1] = m_rp[m]
+            elif k == PRECV:
+                m = msg[i]
+                kb = m_bytes[m]
+                m_rp[m] = t
+                de = passive_reply(m_sp[m], L, wire_time(kb, kshift, G), m_delay[m])
+                tr, waited, pk = bound(max(t, rx_r), de, PRED_SEND)
+                rx_r = tr + gap
+                t = after_overhead(tr, or0, Or, kb)
             elif k == COLL or k == CPOST or k == CWAIT:
                 # Rule nonblocking_meeting: a non-blocking collective enters at its post
                 # (CPOST, which never waits) and meets the others at its completion (CWAIT),

@@ -27,6 +27,7 @@ from replay.instances import Instances, collective_instances, complete_nonblocki
 from replay.matching import match_messages
 from replay.models.base import ParamError
 from replay.rma import fence_transfers
+from replay.rma_epochs import EpochOps, epoch_ops
 from replay.rows import Messages, Rows, trace_rows
 from replay.stream import Stream, build_stream
 
@@ -49,6 +50,8 @@ class Prepared:
     problems: list[str] = field(default_factory=list)
     #: what the replay of this trace leaves out, said to the user (``hindsight replay``)
     notes: list[str] = field(default_factory=list)
+    #: the operations of one-sided lock and PSCW epochs (``replay.rma_epochs``)
+    rma: EpochOps = field(default_factory=EpochOps.empty)
     _streams: dict[tuple, Stream] = field(default_factory=dict, repr=False)
     table: pa.Table | None = field(default=None, repr=False)
 
@@ -90,7 +93,7 @@ class Prepared:
         if key not in self._streams:
             self._streams[key] = build_stream(self.rows, self.msgs, self.coll,
                                               self.comm_members, self.nranks, expand, algos,
-                                              self.manifest.get("neighbours"))
+                                              self.manifest.get("neighbours"), self.rma)
         return self._streams[key]
 
     def default_tcomp(self) -> float:
@@ -197,13 +200,19 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
                                 a["comm"], a["root"], comm_members, problems, partial)
     rows.coll[coll.rows] = coll.of_rows()
     complete_nonblocking(coll, rows.op, match.completion_row, match.completion_post_row)
-    xf = fence_transfers(rows.rank, rows.op, peer, a["comm"], rows.nbytes, rows.coll)
+    ep = epoch_ops(rows.rank, rows.op, peer, a["comm"], rows.nbytes, rows.t_start)
+    xf = fence_transfers(rows.rank, rows.op, peer, a["comm"], rows.nbytes, rows.coll,
+                         ep.in_epoch)
     coll.xfer_inst, coll.xfer_src, coll.xfer_dst, coll.xfer_bytes = xf[:4]
     notes = []
-    if xf.unmodelled:
-        notes.append(f"{xf.unmodelled} one-sided operations outside fence epochs (in lock "
-                     "epochs, or with no closing fence) replay as their calls: their transfers "
-                     "are not modelled")
+    if xf.unmodelled + ep.unclosed:
+        notes.append(f"{xf.unmodelled + ep.unclosed} one-sided operations in no closed epoch "
+                     "(no fence, unlock, flush or complete closes them) replay as their calls: "
+                     "their transfers are not modelled")
+    if ep.unmatched:
+        notes.append(f"{ep.unmatched} post/start/complete/wait calls of one-sided epochs have "
+                     "no partner in the trace: they replay as their calls, without the "
+                     "synchronisation")
     return Prepared(cols.path, manifest, nranks, rows, cols.region_names, trail, t0,
                     Messages.of(match), coll, comm_members, host_placement(manifest, nranks),
-                    problems, notes)
+                    problems, notes, rma=ep.ops)

@@ -10,9 +10,11 @@ the origin to the target, a ``Get`` from the target to the origin, ``Get_accumul
 each pair of members are summed into one message; the fence's pattern is those messages (one
 step) followed by its barrier (``replay.collectives``).
 
-Operations inside a lock epoch (``Win_lock``/``Win_lock_all`` .. unlock: passive target) or
-never followed by a fence are not transfers of any fence: they are counted and reported, and
-their rows replay as the calls they are (their time outside is computation).
+Operations inside a lock epoch (``Win_lock``/``Win_lock_all`` .. unlock: passive target) or a
+PSCW access epoch (``Win_start`` .. ``Win_complete``) are not transfers of any fence: rules
+``lock_epoch`` and ``pscw_epoch`` carry them (``replay.rma_epochs``). Operations no fence
+closes either are counted and reported, and their rows replay as the calls they are (their
+time outside is computation).
 """
 
 from __future__ import annotations
@@ -37,17 +39,18 @@ class FenceTransfers(NamedTuple):
 
 
 def fence_transfers(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np.ndarray,
-                    nbytes: np.ndarray, row_coll: np.ndarray) -> FenceTransfers:
+                    nbytes: np.ndarray, row_coll: np.ndarray,
+                    in_epoch: np.ndarray) -> FenceTransfers:
     """The transfers of the fence epochs of a trace's rows (in (rank, seq) order);
-    ``row_coll`` is each row's collective instance (-1: none)."""
+    ``row_coll`` is each row's collective instance (-1: none); ``in_epoch`` marks the data
+    rows of lock and PSCW epochs (``replay.rma_epochs.epoch_ops``), which no fence carries and
+    ``unmodelled`` does not count."""
     e = np.zeros(0, np.int64)
-    data = tf.op_mask(op, tf.RMA_OPS)
+    data = tf.op_mask(op, tf.RMA_OPS) & ~in_epoch
     if not data.any():
         return FenceTransfers(e, e, e, e, 0)
     fence = op == tf.OP_CODE["Win_fence"]
-    lock = tf.op_mask(op, {"Win_lock", "Win_lock_all"})
-    unlock = tf.op_mask(op, {"Win_unlock", "Win_unlock_all"})
-    rows = np.flatnonzero(data | fence | lock | unlock)
+    rows = np.flatnonzero(data | fence)
     # one key per (rank, window): rows come rank by rank, so a stable sort by key keeps each
     # rank's window rows in program order
     key = rank[rows].astype(np.int64) * (int(comm[rows].max()) + 1) + comm[rows]
@@ -63,7 +66,6 @@ def fence_transfers(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np
         return c - c[first][group]
 
     is_fence = fence[rows].astype(np.int64)
-    depth = running(lock[rows].astype(np.int64) - unlock[rows].astype(np.int64))
     fences_before = running(is_fence)
     # the closing fence of a data row: the (fences_before)-th fence of its (rank, window)
     fence_rows = rows[is_fence == 1]
@@ -71,7 +73,7 @@ def fence_transfers(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np
     fence_first = np.searchsorted(fence_group, np.arange(len(first)))
     fence_count = np.bincount(fence_group, minlength=len(first))
     d = data[rows]
-    active = d & (depth == 0) & (fences_before < fence_count[group])
+    active = d & (fences_before < fence_count[group])
     unmodelled = int(d.sum() - active.sum())
     sel = np.flatnonzero(active)
     closing = fence_rows[fence_first[group[sel]] + fences_before[sel]]

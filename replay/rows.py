@@ -67,7 +67,8 @@ class KindTables(NamedTuple):
 
     kind: np.ndarray          # kernel kind of a row that carries a matched message
     coll: np.ndarray          # a collective (or communicator creation)
-    completes: np.ndarray     # completes requests (Wait*, Test*)
+    one_call: np.ndarray      # consecutive rows with the same times are one call: Wait*, Test*
+                              # (a row per request) and Win_post, Win_start (per group member)
     sendrecv_send: np.int64   # the op codes of a Sendrecv's two halves, and of Probe
     sendrecv_recv: np.int64
     probe: np.int64
@@ -83,7 +84,7 @@ def _kind_tables() -> KindTables:
     coll = np.zeros(size, bool)
     coll[[tf.OP_CODE[x] for x in tf.COLLECTIVE_OPS | tf.COMM_OPS]] = True
     compl = np.zeros(size, bool)
-    compl[[tf.OP_CODE[x] for x in tf.COMPLETION_OPS]] = True
+    compl[[tf.OP_CODE[x] for x in tf.COMPLETION_OPS | {"Win_post", "Win_start"}]] = True
     return KindTables(kind, coll, compl, np.int64(tf.OP_CODE["Sendrecv_send"]),
                       np.int64(tf.OP_CODE["Sendrecv_recv"]), np.int64(tf.OP_CODE["Probe"]))
 
@@ -151,7 +152,8 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
       message's envelope; what the rank does between the two rows (allocating the buffer) is
       its own work, a burst;
     * ``cont``: the row continues the call of the row before it (the rows of one Waitall /
-      Testall..., or a Sendrecv's receive half; same rank and times);
+      Testall..., of one Win_post / Win_start, or a Sendrecv's receive half; same rank and
+      times);
     * ``burst``: the gap before each MPI row since the end of the rank's previous MPI rows (or
       ``t0``), 0 for a row that continues its call; ``trail``: per rank, the time from its last
       MPI row to its last event."""

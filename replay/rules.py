@@ -92,6 +92,16 @@ def late_receiver_arrival(rp, L, wire, delay):
 
 
 @nb.njit(inline="always")
+def passive_reply(arrived, L, wire, delay):
+    """arrived + L⁺ + wire + delay: the reply of a passive target's library to a one-sided
+    transfer whose bytes arrived at ``arrived`` (rule ``lock_epoch``, ``replay.rma_epochs``:
+    its data, or an empty acknowledgement) is at the origin. The library answers at once and
+    without the target's rank, so no overhead of the target's is charged (a ``protocol_hop``
+    with the reply's bytes)."""
+    return arrived + protocol_hop(L) + wire + delay
+
+
+@nb.njit(inline="always")
 def rendezvous_sender_done(sent, L, wire):
     """sent + L + L⁺ + wire: a rendezvous send completes, the receiver having been ready
     (request to send and clear to send, then the bytes leave)."""

@@ -31,6 +31,7 @@ from replay import patterns as P
 from replay import kernel as K
 from replay.instances import Instances, group_ids
 from replay.matching import index_proto
+from replay.rma_epochs import EpochOps, place_epoch_ops
 from replay.rows import KIND_TABLES, Messages, Rows
 from replay.selection import SELECTION, choose, total_bytes
 
@@ -101,10 +102,12 @@ class Stream:
 
 def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict[int, list[int]],
                  nranks: int, expand: bool, algos: dict[str, str],
-                 neighbours: dict | None = None) -> Stream:
+                 neighbours: dict | None = None, rma: EpochOps | None = None) -> Stream:
     """The stream of a prepared trace's rows, messages and collective instances; ``algos``
     names each collective's algorithm (used when ``expand``); ``neighbours`` is the manifest's
-    (each topology communicator's out-neighbours per rank)."""
+    (each topology communicator's out-neighbours per rank); ``rma`` the operations of the
+    one-sided lock and PSCW epochs (``replay.rma_epochs``; used when ``expand``: the measured
+    model keeps those calls' measured times)."""
     n = len(rows.rank)
     ninst = len(coll.comm)
     M0 = len(msgs.bytes)
@@ -169,6 +172,12 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         per_row = np.zeros(n, np.int64)
         per_row[coll.rows] = per
         per_row[coll.done[completed_apart]] = per_done[completed_apart]
+    with_epochs = expand and rma is not None and len(rma.row) > 0
+    if with_epochs:    # the closing calls' operations (rows apart from the collectives')
+        if not len(per_row):
+            per_row = np.zeros(n, np.int64)
+        carried = np.unique(rma.row)
+        per_row[carried] = np.bincount(rma.row)[carried]
     cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
     # Message and row numbers as int32 when they fit: the operation arrays are most of a
     # stream's memory, and writing them most of its build time.
@@ -176,6 +185,9 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     if expand and ninst:
         per_pat = np.bincount(inst_pat, minlength=len(pats))
         nmsg += sum(int(per_pat[g]) * len(pm[0].src) for g, pm in pats.items() if pm is not None)
+    E0 = nmsg        # the epochs' messages come last
+    if with_epochs:
+        nmsg += len(rma.m_bytes)
     off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
         rows.op, rows.kind, rows.msg, per_row, rows.burst, rows.ratio, rows.region, rows.rank,
         nranks, cpu_shared,
@@ -235,7 +247,10 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             _pattern_ops(m_send_op, m_recv_op, first, by_local, done_local, head, base,
                          *_message_steps(poff, pkind, pmsg, Mp))
             base += ni * Mp
-        assert base == nmsg  # the messages counted before the layout are all written
+        assert base == E0  # the messages counted before the layout are all written
+    if with_epochs:
+        place_epoch_ops(rma, first, E0, kind, msg, m_bytes, m_src, m_dst, m_send_op,
+                        m_recv_op)
 
     loc = np.zeros(0)
     dep_lat = np.zeros(0)

@@ -1,6 +1,7 @@
 """One-sided communication: windows traced as communicators of their own, data operations and
-synchronisation recorded, and fence epochs replayed with their transfers (rule ``fence_epoch``,
-replay/rma.py), checked by hand; a real program traced, checked and replayed."""
+synchronisation recorded, and fence, lock and PSCW epochs replayed with their transfers (rules
+``fence_epoch``, replay/rma.py; ``lock_epoch`` and ``pscw_epoch``, replay/rma_epochs.py), checked
+by hand; a real program traced, checked and replayed."""
 
 from __future__ import annotations
 
@@ -18,13 +19,26 @@ from tests.test_coverage import _traced
 W = 77        # the window's communicator id in the hand-made traces
 L, G = 1000.0, 0.5
 HOCKNEY = {"l": "1000ns", "g": "0.5ns"}
+OS, OR = 100.0, 50.0
+LOGGP = {"L": "1000ns", "G": "0.5ns", "o_send": "100ns", "o_recv": "50ns"}
+
+
+SAME = "same call"
 
 
 def _rank(calls):
-    """One rank's rows from (op, peer, comm, nbytes), back to back, 100 ns each."""
+    """One rank's rows from (op, peer, comm, nbytes[, idle ns before the row]), each 100 ns,
+    back to back unless idle time is given; idle SAME: the row of the call before (a group's
+    next member)."""
     ev = EventRows()
-    for k, (op, peer, comm, nb) in enumerate(calls):
-        ev.append(op, 100 * k, 100 * k + 100, peer, -1, comm, nb)
+    t = 0
+    for op, peer, comm, nb, *idle in calls:
+        if idle and idle[0] == SAME:
+            t -= 100
+        else:
+            t += idle[0] if idle else 0
+        ev.append(op, t, t + 100, peer, -1, comm, nb)
+        t += 100
     return ev
 
 
@@ -65,15 +79,97 @@ def test_transfers_sum_per_pair_and_skip_the_own_window(tmp_path):
         [(0, 1, 158), (1, 0, 8)]
 
 
-def test_operations_in_lock_epochs_are_reported_not_modelled(tmp_path):
+def test_lock_epochs_are_round_trips_at_their_closing_calls(tmp_path):
+    """Rule lock_epoch under LogGP: rank 0 puts 1000 B and gets 400 B under a lock of rank 1,
+    both at its unlock; rank 1, under lock_all, fetches-and-ops 8 B on rank 0 (at its flush)
+    and puts 64 B (at its unlock_all), then puts 32 B that nothing closes (a note)."""
+    prep = _trace(tmp_path, [
+        [("Win_lock", 1, W, -1), ("Put", 1, W, 1000), ("Get", 1, W, 400),
+         ("Win_unlock", 1, W, -1)],
+        [("Win_lock_all", -1, W, -1), ("Fetch_and_op", 0, W, 8), ("Win_flush", -1, W, -1),
+         ("Put", 0, W, 64), ("Win_unlock_all", -1, W, -1), ("Put", 0, W, 32)]])
+    assert len(prep.coll.xfer_inst) == 0
+    assert prep.notes == ["1 one-sided operations in no closed epoch (no fence, unlock, flush "
+                          "or complete closes them) replay as their calls: their transfers are "
+                          "not modelled"]
+    res = replay.run(prep, "loggp", LOGGP, compute_scale=0.0)
+    # rank 0's unlock: 1000 B out (o_s, L, 999 G), the 400 B back (L, 399 G), taken (o_r)
+    end0 = OS + L + 999 * G + L + 399 * G + OR
+    # rank 1's flush: 8 B each way; its unlock_all: 64 B out, an empty acknowledgement back
+    flush = OS + L + 7 * G + L + 7 * G + OR
+    end1 = flush + OS + L + 63 * G + L + OR
+    assert res.rank_end_ns.tolist() == pytest.approx([end0, end1])
+    ev = res.events_frame()
+    unlock = ev[(ev["rank"] == 0) & (ev["op"] == "Win_unlock")].iloc[0]
+    assert (unlock["start_ns"], unlock["end_ns"]) == pytest.approx((0.0, end0))
+    # the target is passive: a rank that only serves the epoch is not held
+    assert replay.run(prep, "measured").makespan_ns == \
+        pytest.approx(prep.measured_makespan_ns, rel=1e-9)
+
+
+def test_every_network_model_prices_a_lock_epoch_like_messages(tmp_path):
+    prep = _trace(tmp_path, [
+        [("Win_lock", 1, W, -1), ("Put", 1, W, 1000), ("Win_unlock", 1, W, -1)],
+        [("Win_lock", 0, W, -1), ("Win_unlock", 0, W, -1)]])
+    # Hockney: no overheads; L + 1000 G out, L back
+    res = replay.run(prep, "hockney", HOCKNEY, compute_scale=0.0)
+    assert res.rank_end_ns.tolist() == pytest.approx([L + 1000 * G + L, 0.0])
+    for model in ("loggps", "mm1", "loggp"):
+        assert replay.run(prep, model, compute_scale=0.0).rank_end_ns[0] > 0
+
+
+def test_pscw_epoch_waits_for_the_post_and_crosses_at_complete(tmp_path):
+    """Rule pscw_epoch under LogGP: rank 1 posts (to rank 0) 5 us late and waits; rank 0
+    starts (waits for that post), puts 1000 B and gets 400 B, completes: the put's bytes go
+    in the message its complete sends rank 1's wait, the get is a round trip."""
+    prep = _trace(tmp_path, [
+        [("Win_start", 1, W, -1), ("Put", 1, W, 1000), ("Get", 1, W, 400),
+         ("Win_complete", -1, W, -1)],
+        [("Win_post", 0, W, -1, 5000), ("Win_wait", -1, W, -1)]])
+    assert prep.notes == [] and len(prep.coll.xfer_inst) == 0
+    res = replay.run(prep, "loggp", LOGGP, compute_scale=1.0)
+    post_sent = 5000 + OS
+    started = post_sent + L + OR                      # the empty post message received
+    put_sent = started + OS                           # 1000 B leave the NIC by + 999 G
+    request_sent = started + 999 * G + OS             # the get's request waits for the NIC
+    end0 = request_sent + L + L + 399 * G + OR
+    end1 = put_sent + L + 999 * G + OR
+    assert res.rank_end_ns.tolist() == pytest.approx([end0, end1])
+    ev = res.events_frame()
+    start = ev[ev["op"] == "Win_start"].iloc[0]
+    assert start["end_ns"] == pytest.approx(started)
+    assert replay.run(prep, "measured").makespan_ns == \
+        pytest.approx(prep.measured_makespan_ns, rel=1e-9)
+
+
+def test_pscw_groups_match_in_order_and_unmatched_calls_are_said(tmp_path):
+    """Post and start rows per group member; the k-th post of T to O meets the k-th start of O
+    on T. A start whose post is missing gives a note and no message (no deadlock)."""
+    prep = _trace(tmp_path, [
+        [("Win_post", 1, W, -1), ("Win_post", 2, W, -1, SAME), ("Win_wait", -1, W, -1)],
+        [("Win_start", 0, W, -1), ("Put", 0, W, 10), ("Win_complete", -1, W, -1),
+         ("Win_start", 2, W, -1), ("Win_complete", -1, W, -1)],
+        [("Win_start", 0, W, -1), ("Win_complete", -1, W, -1)]])
+    ep = prep.rma
+    # messages: posts 0->1 and 0->2, completes 1->0 (10 B) and 2->0
+    assert sorted(zip(ep.m_src.tolist(), ep.m_dst.tolist(), ep.m_bytes.tolist())) == \
+        [(0, 1, 0.0), (0, 2, 0.0), (1, 0, 10.0), (2, 0, 0.0)]
+    assert prep.notes == ["2 post/start/complete/wait calls of one-sided epochs have no "
+                          "partner in the trace: they replay as their calls, without the "
+                          "synchronisation"]
+    assert replay.run(prep, "loggps").makespan_ns > 0
+    assert replay.run(prep, "measured").makespan_ns == \
+        pytest.approx(prep.measured_makespan_ns, rel=1e-9)
+
+
+def test_operations_in_lock_and_pscw_epochs_are_no_fences(tmp_path):
     prep = _trace(tmp_path, [
         _open() + [("Win_lock", 1, W, -1), ("Put", 1, W, 100), ("Win_unlock", 1, W, -1),
-                   ("Put", 1, W, 64)],     # after the last fence: no epoch closes it either
-        _open()])
-    assert len(prep.coll.xfer_inst) == 0
-    assert prep.notes and prep.notes[0].startswith("2 one-sided operations outside fence")
-    res = replay.run(prep, "hockney", HOCKNEY, compute_scale=0.0)
-    assert res.makespan_ns == pytest.approx(2 * L)       # creation and fence only
+                   ("Win_start", 1, W, -1), ("Get", 1, W, 8), ("Win_complete", -1, W, -1),
+                   ("Win_fence", -1, W, -1)],
+        _open() + [("Win_post", 0, W, -1), ("Win_wait", -1, W, -1), ("Win_fence", -1, W, -1)]])
+    assert len(prep.coll.xfer_inst) == 0 and prep.notes == []
+    assert replay.run(prep, "loggp", LOGGP).makespan_ns > 0
 
 
 def test_fence_transfers_of_two_windows_and_two_epochs():
@@ -86,7 +182,7 @@ def test_fence_transfers_of_two_windows_and_two_epochs():
     peer = np.array([-1, 1, -1, 2, -1, -1, 3], np.int32)
     nb = np.array([-1, 10, -1, 20, -1, -1, 30], np.int64)
     coll = np.array([0, -1, 1, -1, 2, 3, -1], np.int64)
-    xf = fence_transfers(rank, op, peer, comm, nb, coll)
+    xf = fence_transfers(rank, op, peer, comm, nb, coll, np.zeros(len(names), bool))
     assert list(zip(xf.inst.tolist(), xf.src.tolist(), xf.dst.tolist(),
                     xf.nbytes.tolist())) == [(1, 0, 1, 10), (2, 2, 0, 20)]
     assert xf.unmodelled == 1

@@ -18,7 +18,7 @@ from typing import Any
 from hindsight.system import write_text_atomic
 from hindsight.errors import DataError
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 #: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
 #: damaged manifest from sending the reader through billions of missing files).
 MAX_RANKS = 1 << 22
@@ -64,6 +64,9 @@ OPS: tuple[str, ...] = (
     # neighbourhood collectives of a topology communicator (the manifest's `neighbours`)
     "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
     "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
+    # general active-target synchronisation of a window (format 1.1): Post and Start one row
+    # per member of their group, Complete and Wait one row, Test one row when it returns true
+    "Win_post", "Win_start", "Win_complete", "Win_wait", "Win_test",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -103,6 +106,9 @@ RMA_OPS = RMA_PUT_OPS | RMA_GET_OPS | RMA_BOTH_OPS
 #: Passive-target synchronisation (no collective): lock epochs and their flushes.
 RMA_LOCK_OPS = frozenset({"Win_lock", "Win_unlock", "Win_lock_all", "Win_unlock_all",
                           "Win_flush", "Win_sync"})
+#: General active-target synchronisation (post/start/complete/wait): one exposure or access
+#: epoch per Post..Wait (Test) or Start..Complete of a window.
+RMA_PSCW_OPS = frozenset({"Win_post", "Win_start", "Win_complete", "Win_wait", "Win_test"})
 ROOTED_OPS = frozenset({"Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv",
                         "Ibcast", "Ireduce", "Igather", "Igatherv", "Iscatter", "Iscatterv"})
 #: Communicator creation (a window's creation gives it a communicator id of its own).

@@ -56,7 +56,7 @@ enum {
     OP_WIN_UNLOCK_ALL, OP_WIN_FLUSH, OP_WIN_SYNC,
     OP_NEIGHBOR_ALLGATHER, OP_NEIGHBOR_ALLGATHERV, OP_NEIGHBOR_ALLTOALL, OP_NEIGHBOR_ALLTOALLV,
     OP_INEIGHBOR_ALLGATHER, OP_INEIGHBOR_ALLGATHERV, OP_INEIGHBOR_ALLTOALL,
-    OP_INEIGHBOR_ALLTOALLV
+    OP_INEIGHBOR_ALLTOALLV, OP_WIN_POST, OP_WIN_START, OP_WIN_COMPLETE, OP_WIN_WAIT, OP_WIN_TEST
 };
 #define NFIELDS 11
 #define RECORD (NFIELDS * 8)
@@ -553,9 +553,7 @@ static size_t put_conditions(char *b, size_t n, size_t cap, const cond_t *c) {
  * is (the stop signal, below), nothing else. */
 #define UNTRACED_CALLS(X)                                                                    \
     X(RPUT, "Win.Rput") X(RGET, "Win.Rget") X(RACCUMULATE, "Win.Raccumulate")                \
-    X(RGET_ACCUMULATE, "Win.Rget_accumulate") X(WIN_POST, "Win.Post")                        \
-    X(WIN_START, "Win.Start") X(WIN_COMPLETE, "Win.Complete") X(WIN_WAIT, "Win.Wait")        \
-    X(WIN_TEST, "Win.Test")                                                                  \
+    X(RGET_ACCUMULATE, "Win.Rget_accumulate")                                                \
     X(ISENDRECV, "Isendrecv")                                                                \
     X(ISENDRECV_REPLACE, "Isendrecv_replace") X(PSEND_INIT, "Psend_init")                    \
     X(PRECV_INIT, "Precv_init")                                                              \
@@ -593,7 +591,7 @@ static void write_status(const char *status, int64_t program_end, const cond_t *
     snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
     snprintf(dst, sizeof dst, "%s/status.json", stage);
     size_t n = (size_t)snprintf(b, sizeof b,
-        "{\"format_version\": \"1.0\", \"rank\": %d, \"status\": \"%s\", \"host\": \"", wrank,
+        "{\"format_version\": \"1.1\", \"rank\": %d, \"status\": \"%s\", \"host\": \"", wrank,
         status);
     n = CLAMP(n, sizeof b);
     n = put_str(b, n, sizeof b, host);
@@ -2127,6 +2125,66 @@ int MPI_Win_sync(MPI_Win win) {
     WIN_CALL(OP_WIN_SYNC, -1, -1, PMPI_Win_sync(win))
 }
 
+/* General active-target synchronisation. Post and Start: one row per member of the group, in
+ * group rank order (peer = its world rank, all with the call's times; an empty group: one row
+ * with peer -1); Complete, Wait: one row; Test: a row when it returns true only. */
+static void group_rows(int64_t opc, int64_t t0, int64_t t1, MPI_Group group, int64_t id) {
+    int n = 0;
+    PMPI_Group_size(group, &n);
+    if (n <= 0) {
+        rec(opc, t0, -1, -1, -1, id, -1, -1, -1, t1);
+        return;
+    }
+    int *local = malloc(2 * (size_t)n * sizeof *local), *world = local + n;
+    for (int i = 0; i < n; i++) local[i] = i;
+    MPI_Group wg;
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(group, n, local, wg, world);
+    PMPI_Group_free(&wg);
+    for (int i = 0; i < n; i++)
+        rec(opc, t0, -1, world[i] == MPI_UNDEFINED ? -1 : world[i], -1, id, -1, -1, -1, t1);
+    free(local);
+}
+
+#define WIN_GROUP_CALL(OPC, CALL)                                                            \
+    const win_t *w = on ? win_of(win) : NULL;                                                \
+    if (!w) return CALL;                                                                     \
+    ENTER(OPC);                                                                              \
+    int64_t t0 = now_ns();                                                                   \
+    int rc = CALL;                                                                           \
+    int64_t t1 = now_ns();                                                                   \
+    LEAVE();                                                                                 \
+    group_rows(OPC, t0, t1, group, w->id);                                                   \
+    return rc;
+
+int MPI_Win_post(MPI_Group group, int assert_, MPI_Win win) {
+    WIN_GROUP_CALL(OP_WIN_POST, PMPI_Win_post(group, assert_, win))
+}
+
+int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win) {
+    WIN_GROUP_CALL(OP_WIN_START, PMPI_Win_start(group, assert_, win))
+}
+
+int MPI_Win_complete(MPI_Win win) {
+    WIN_CALL(OP_WIN_COMPLETE, -1, -1, PMPI_Win_complete(win))
+}
+
+int MPI_Win_wait(MPI_Win win) {
+    WIN_CALL(OP_WIN_WAIT, -1, -1, PMPI_Win_wait(win))
+}
+
+int MPI_Win_test(MPI_Win win, int *flag) {
+    const win_t *w = on ? win_of(win) : NULL;
+    if (!w) return PMPI_Win_test(win, flag);
+    ENTER(OP_WIN_TEST);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Win_test(win, flag);
+    int64_t t1 = now_ns();
+    LEAVE();
+    if (rc == MPI_SUCCESS && *flag) rec(OP_WIN_TEST, t0, -1, -1, -1, w->id, -1, -1, -1, t1);
+    return rc;
+}
+
 int MPI_Win_free(MPI_Win *win) {
     const win_t *w = on ? win_of(*win) : NULL;
     if (!w) return PMPI_Win_free(win);
@@ -2181,15 +2239,6 @@ COUNTED(RGET_ACCUMULATE, MPI_Rget_accumulate##SFX, (const void *oa, CNT oc, MPI_
         MPI_Datatype tt, MPI_Op op, MPI_Win win, MPI_Request *request),                      \
         (oa, oc, ot, ra, rc_, rt, target, disp, tc, tt, op, win, request))
 INT_AND_LARGE(COUNTED_RMA)
-
-/* general active-target synchronisation */
-COUNTED(WIN_POST, MPI_Win_post, (MPI_Group group, int assert_, MPI_Win win),
-        (group, assert_, win))
-COUNTED(WIN_START, MPI_Win_start, (MPI_Group group, int assert_, MPI_Win win),
-        (group, assert_, win))
-COUNTED(WIN_COMPLETE, MPI_Win_complete, (MPI_Win win), (win))
-COUNTED(WIN_WAIT, MPI_Win_wait, (MPI_Win win), (win))
-COUNTED(WIN_TEST, MPI_Win_test, (MPI_Win win, int *flag), (win, flag))
 
 /* collectives with a datatype per peer (the neighbourhood ones' displacements are MPI_Aint
  * in both variants) */
