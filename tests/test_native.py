@@ -16,6 +16,7 @@ import pytest
 
 from hindsight import trace as tf
 from instrument import native
+from replay import kernel as K
 from tests.conftest import PROGRAMS, hindsight
 
 pytestmark = pytest.mark.skipif(native.find_mpicc() is None,
@@ -366,14 +367,15 @@ def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
         str(r): {"call": "Win.Wait", "where": where} for r in (0, 1)}
 
 
-ONE_SIDED = tf.RMA_OPS | tf.RMA_LOCK_OPS | {"Win_create", "Win_fence", "Win_free"}
+ONE_SIDED = tf.RMA_OPS | tf.RMA_LOCK_OPS | tf.RMA_PSCW_OPS | {"Win_create", "Win_fence",
+                                                              "Win_free"}
 
 
 def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
-    """rma.c, the scenario of rma.py (fence epochs with Put, Get, Accumulate on a created window;
-    Fetch_and_op under a lock on an allocated one): the same output traced, each window a
-    communicator of its own with a derived id, and row for row the one-sided rows the Python
-    tracer writes for rma.py."""
+    """rma.c, the scenario of rma.py (fence epochs with Put, Get, Accumulate on a created window,
+    then a PSCW and a lock_all epoch on it; Fetch_and_op under a lock on an allocated one): the
+    same output traced, each window a communicator of its own with a derived id, and row for
+    row the one-sided rows the Python tracer writes for rma.py."""
     prog = exe("rma")
     done, m = _traced(prog, 3, tmp_path / "t")
     assert done.stdout == _untraced_stdout(prog, 3)
@@ -382,11 +384,16 @@ def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
     # two windows on COMM_WORLD, its creations 0 and 1, lowest member 0
     wins = [tf.derived_comm_id(tf.COMM_WORLD_ID, k, 0) for k in (0, 1)]
     for r in range(3):
-        assert _counts(df, r) == {"Win_create": 2, "Win_fence": 3, "Put": 1,
-                                  "Get": 2 if r == 0 else 1, "Accumulate": 1,
+        assert _counts(df, r) == {"Win_create": 2, "Win_fence": 3, "Put": 3,
+                                  "Get": 3 if r == 0 else 2, "Accumulate": 1,
                                   "Fetch_and_op": 1, "Win_lock": 2 if r == 0 else 1,
                                   "Win_unlock": 2 if r == 0 else 1, "Win_free": 2,
-                                  "Barrier": 2, "Gather": 1}
+                                  "Win_post": 1, "Win_start": 1, "Win_complete": 1,
+                                  "Win_wait": 1, "Win_lock_all": 1, "Win_flush": 1,
+                                  "Win_unlock_all": 1, "Barrier": 3, "Gather": 1}
+        post, start = (mine_op.iloc[0] for mine_op in (
+            df[(df["rank"] == r) & (df["op"] == op)] for op in ("Win_post", "Win_start")))
+        assert (post["peer"], start["peer"]) == ((r + 2) % 3, (r + 1) % 3)
         mine = df[df["rank"] == r]
         made = mine[mine["op"] == "Win_create"]
         assert list(made["peer"]) == wins and set(made["comm"]) == {tf.COMM_WORLD_ID}
@@ -402,8 +409,7 @@ def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
     _check_and_replay(tmp_path / "t")
     res = hindsight("replay", tmp_path / "t", "--model", "hockney")
     assert res.returncode == 0, res.stderr
-    # rank 0's Fetch_and_op and Get, the others' Fetch_and_op: all in lock epochs
-    assert "note: 4 one-sided operations outside fence epochs" in res.stderr
+    assert "note:" not in res.stderr          # every epoch closes: all transfers modelled
 
     py = tmp_path / "py"
     res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "rma.py", "--out", py)
@@ -413,7 +419,7 @@ def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
     def one_sided(rows):
         return rows[rows["op"].astype(str).isin(ONE_SIDED)][cols].reset_index(drop=True)
     pd_rows = one_sided(_rows(py))
-    assert len(pd_rows) == 16 + 13 + 13            # rank 0 also reads the counter
+    assert len(pd_rows) == 26 + 23 + 23            # rank 0 also reads the counter
     assert one_sided(df).equals(pd_rows)
     assert tf.read_manifest(py)["communicators"] == m["communicators"]
 
@@ -445,8 +451,16 @@ def test_every_window_call_is_traced(exe, tmp_path):
         made = df[(df["rank"] == r) & (df["op"] == "Win_create")]
         assert list(zip(made["comm"], made["peer"]))[2:] == [(rev, shared), (twin, dynamic)]
     prep = _check_and_replay(tmp_path / "t")
-    # rank 0's Fetch_and_op and Get, the others' Fetch_and_op; everyone's CAS, Get_accumulate
-    assert prep.notes[0].startswith("10 one-sided operations outside fence epochs")
+    assert prep.notes == []                   # every lock epoch closes: all modelled
+    # per rank: the main scenario's flush (16 B out) and unlock_all (16 B back), ranks 1 and
+    # 2's Fetch_and_op on rank 0; then ranks 0 and 1's Compare_and_swap (at the flush of
+    # window rank 0, world rank 2) and Get_accumulate (at the flush of all), 8 B each way
+    # (rank 2's are on its own window: nothing crosses)
+    trips = prep.rma.msg[prep.rma.kind == K.PSEND]
+    assert sorted(zip(prep.rma.m_src[trips].tolist(), prep.rma.m_bytes[trips].tolist(),
+                      prep.rma.m_bytes[trips + 1].tolist())) == sorted(
+        [(r, 16.0, 0.0) for r in range(3)] + [(r, 0.0, 16.0) for r in range(3)]
+        + [(1, 8.0, 8.0), (2, 8.0, 8.0)] + [(r, 8.0, 8.0) for r in (0, 1) for _ in "ab"])
 
 
 # what mpiexec (hydra) prints when a rank dies of a signal
@@ -605,8 +619,8 @@ def test_calls_without_a_row_are_counted_in_the_manifest(exe, tmp_path):
     manifest's `untraced_calls` as the Python tracer counts it, with the same rows otherwise;
     `trace check` and `trace info` say the traffic is incomplete. Its matched probe that finds
     nothing gives no row in either. With "all",
-    general active-target synchronisation, Alltoallw, Isendrecv, a persistent collective and
-    an intercommunicator are counted too; the persistent collective's start is no post row
+    Alltoallw, Isendrecv, a persistent collective and an intercommunicator are counted too
+    (its general active-target epoch is rows); the persistent collective's start is no post row
     though MPI gives it the handle of a freed persistent send; a message across the
     intercommunicator has world ranks for peers on both sides."""
     prog = exe("untraced_calls")
@@ -633,8 +647,9 @@ def test_calls_without_a_row_are_counted_in_the_manifest(exe, tmp_path):
     done, m = _traced(prog, 3, out, ["all"])
     assert done.stdout == _untraced_stdout(prog, 3, ["all"])
     assert m["untraced_calls"] == {name: 3 for name in (
-        "Alltoallw", "Bcast_init", "Create_intercomm", "Intercomm.Merge",
-        "Isendrecv", "Win.Complete", "Win.Post", "Win.Rput", "Win.Start", "Win.Wait")}
+        "Alltoallw", "Bcast_init", "Create_intercomm", "Intercomm.Merge", "Isendrecv",
+        "Win.Rput")}
+    assert _counts(_rows(out), 0)["Win_post"] == 1        # general active target: rows
     df = _rows(out)
     assert not df["op"].isin(["Isend", "Irecv"]).any()
     send = df[df["op"] == "Send"]
@@ -647,7 +662,7 @@ def test_calls_without_a_row_are_counted_in_the_manifest(exe, tmp_path):
     assert merged.nunique() == 1 and m["communicators"][str(merged.iloc[0])] == [0, 2, 1]
     res = hindsight("trace", "check", out)
     assert res.returncode == 1 and len(res.stdout.strip().splitlines()) == 1
-    assert "traffic incomplete: 30 calls" in res.stdout
+    assert "traffic incomplete: 18 calls" in res.stdout
 
 
 def test_a_spawned_process_runs_untraced(exe, tmp_path):

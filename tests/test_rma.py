@@ -11,6 +11,7 @@ import pytest
 
 import replay
 from hindsight import trace as tf
+from replay import kernel as K
 from hindsight.trace.write import EventRows, write_trace
 from replay.rma import fence_transfers
 from tests.conftest import hindsight
@@ -194,9 +195,15 @@ def test_a_real_program_with_windows(tmp_path):
     for r in range(3):
         ops = Counter(df[df["rank"] == r]["op"].astype(str))
         assert ops["Win_create"] == 2 and ops["Win_free"] == 2 and ops["Win_fence"] == 3
-        assert ops["Put"] == 1 and ops["Get"] == (2 if r == 0 else 1)
+        assert ops["Put"] == 3 and ops["Get"] == (3 if r == 0 else 2)
         assert ops["Accumulate"] == 1 and ops["Fetch_and_op"] == 1
         assert ops["Win_lock"] == ops["Win_unlock"] == (2 if r == 0 else 1)
+        mine = df[(df["rank"] == r) & df["op"].astype(str).isin(tf.RMA_PSCW_OPS | {
+            "Win_lock_all", "Win_flush", "Win_unlock_all"})]
+        left, right = (r - 1) % 3, (r + 1) % 3
+        assert list(zip(mine["op"].astype(str), mine["peer"])) == [
+            ("Win_post", left), ("Win_start", right), ("Win_complete", -1), ("Win_wait", -1),
+            ("Win_lock_all", -1), ("Win_flush", right), ("Win_unlock_all", -1)]
     made = df[df["op"] == "Win_create"]
     for wid in set(made["peer"]):
         assert m["communicators"][str(wid)] == [0, 1, 2]          # the window's members
@@ -209,9 +216,23 @@ def test_a_real_program_with_windows(tmp_path):
     assert replay.run(prep, "measured").makespan_ns == \
         pytest.approx(prep.measured_makespan_ns, rel=1e-9)
     assert len(prep.coll.xfer_inst) == 9      # 3 Puts; 3 Gets and 3 Accumulates, by pair
-    out = hindsight("replay", tmp_path / "trace", "--model", "hockney")
-    assert out.returncode == 0
-    assert "note: 4 one-sided operations outside fence epochs" in out.stderr
+    ep = prep.rma
+    sent = ep.msg[ep.kind == K.ISEND]
+    # PSCW: each rank's post to its left neighbour, its complete (16 B) to its right one
+    assert sorted(zip(ep.m_src[sent].tolist(), ep.m_dst[sent].tolist(),
+                      ep.m_bytes[sent].tolist())) == sorted(
+        [(r, (r - 1) % 3, 0.0) for r in range(3)] + [(r, (r + 1) % 3, 16.0) for r in range(3)])
+    trips = ep.msg[ep.kind == K.PSEND]
+    # the flush (16 B out), the unlock_all (16 B back), ranks 1 and 2's Fetch_and_op on rank 0
+    assert sorted(zip(ep.m_src[trips].tolist(), ep.m_dst[trips].tolist(),
+                      ep.m_bytes[trips].tolist(), ep.m_bytes[trips + 1].tolist())) == sorted(
+        [(r, (r + 1) % 3, 16.0, 0.0) for r in range(3)]
+        + [(r, (r + 1) % 3, 0.0, 16.0) for r in range(3)] + [(1, 0, 8.0, 8.0), (2, 0, 8.0, 8.0)])
+    assert prep.notes == []
+    for model in ("hockney", "loggp"):
+        out = hindsight("replay", tmp_path / "trace", "--model", model)
+        assert out.returncode == 0, out.stderr
+        assert "note:" not in out.stderr
 
 
 def test_otf2_round_trip_of_windows_is_exact(tmp_path):

@@ -1,6 +1,7 @@
 /* One-sided communication, the scenario of rma.py: fence epochs with Put, Get and Accumulate on
- * a created window, an allocated window updated under a lock with Fetch_and_op, then both
- * windows freed; every result checked. With the argument "all", then every other traced window
+ * a created window, a post/start/complete/wait epoch with a Put to the right neighbour, a
+ * lock_all epoch with a Put, a flush and a Get back, an allocated window updated under a lock
+ * with Fetch_and_op, then both windows freed; every result checked. With the argument "all", then every other traced window
  * call: a shared window on a reversed communicator (lock_all, Compare_and_swap,
  * Get_accumulate, the four flushes, sync) and a dynamic window on its duplicate (a fence). */
 #include <mpi.h>
@@ -64,11 +65,36 @@ int main(int argc, char **argv) {
     MPI_Win_fence(0, win);
     MPI_Get(got, 4, MPI_DOUBLE, left, 0, 4, MPI_DOUBLE, win);           /* 32 B from the left */
     MPI_Accumulate(ones, 4, MPI_DOUBLE, left, 4, 4, MPI_DOUBLE, MPI_SUM, win);   /* 32 B */
-    MPI_Win_fence(0, win);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
     for (int i = 0; i < 4; i++) failed += got[i] != (double)((r + 2 * n - 2) % n);
     for (int i = 0; i < 4; i++) failed += mem[i] != (double)left;
     for (int i = 4; i < 8; i++) failed += mem[i] != left + 1.0;
     nchecks += 4 + 4 + 4;
+
+    /* PSCW: exposed to the left neighbour, accessing the right one; 16 B into its [0, 2) */
+    MPI_Group world, from_left, to_right;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &left, &from_left);
+    MPI_Group_incl(world, 1, &right, &to_right);
+    double ten[2] = {10.0 + r, 10.0 + r}, twenty[2] = {20.0 + r, 20.0 + r}, back[2] = {0};
+    MPI_Win_post(from_left, 0, win);
+    MPI_Win_start(to_right, 0, win);
+    MPI_Put(ten, 2, MPI_DOUBLE, right, 0, 2, MPI_DOUBLE, win);
+    MPI_Win_complete(win);
+    MPI_Win_wait(win);
+    for (int i = 0; i < 2; i++) failed += mem[i] != 10.0 + left;
+    /* passive target: 16 B into the right one's [2, 4), flushed, then read back */
+    MPI_Win_lock_all(0, win);
+    MPI_Put(twenty, 2, MPI_DOUBLE, right, 2, 2, MPI_DOUBLE, win);
+    MPI_Win_flush(right, win);
+    MPI_Get(back, 2, MPI_DOUBLE, right, 2, 2, MPI_DOUBLE, win);
+    MPI_Win_unlock_all(win);
+    for (int i = 0; i < 2; i++) failed += back[i] != 20.0 + r;
+    nchecks += 4;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Group_free(&from_left);
+    MPI_Group_free(&to_right);
+    MPI_Group_free(&world);
 
     int64_t *counter;
     MPI_Win cwin;
