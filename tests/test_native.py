@@ -389,7 +389,7 @@ def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
                                   "Fetch_and_op": 1, "Win_lock": 2 if r == 0 else 1,
                                   "Win_unlock": 2 if r == 0 else 1, "Win_free": 2,
                                   "Win_post": 1, "Win_start": 1, "Win_complete": 1,
-                                  "Win_wait": 1, "Win_lock_all": 1, "Win_flush": 1,
+                                  "Win_test": 1, "Win_lock_all": 1, "Win_flush": 1,
                                   "Win_unlock_all": 1, "Barrier": 3, "Gather": 1}
         post, start = (mine_op.iloc[0] for mine_op in (
             df[(df["rank"] == r) & (df["op"] == op)] for op in ("Win_post", "Win_start")))

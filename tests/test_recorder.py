@@ -51,6 +51,28 @@ def test_rows_are_the_python_tracers(tmp_path):
     assert rep.returncode == 0, rep.stderr
 
 
+def test_one_sided_rows_are_the_python_tracers(tmp_path):
+    """rma.py (fence, PSCW, lock_all and lock epochs) at P = 3: the library records mpi4py's
+    window calls as the one-sided rows the Python tracer writes (Win_post/Win_start per group member, a
+    Win_test row for the Test that returned true only); the trace checks and replays."""
+    lib, py = tmp_path / "lib", tmp_path / "py"
+    assert _collect(lib, PROGRAMS / "rma.py", 3).returncode == 0
+    assert _collect(py, PROGRAMS / "rma.py", 3, recorder="python").returncode == 0
+    assert not tf.read_manifest(lib).get("untraced_calls")
+    one_sided = tf.RMA_OPS | tf.RMA_LOCK_OPS | tf.RMA_PSCW_OPS | {"Win_create", "Win_fence",
+                                                                  "Win_free"}
+    rows = []
+    for d in (lib, py):
+        df = tf.read_trace(d).to_pandas()[COLS].astype({"op": str})
+        rows.append(df[df["op"].isin(one_sided)].reset_index(drop=True))
+    assert len(rows[0]) == 26 + 23 + 23 and rows[0].equals(rows[1])
+    assert (rows[0]["op"] == "Win_test").sum() == 3
+    check = hindsight("trace", "check", lib)
+    assert check.returncode == 0 and check.stdout.strip() == f"{lib}: ok", check.stdout
+    rep = hindsight("replay", lib, "--model", "loggp")
+    assert rep.returncode == 0 and "note:" not in rep.stderr, rep.stderr
+
+
 def test_thread_multiple_asked_by_the_program_is_refused(tmp_path):
     """mpi4py's own default request for MPI_THREAD_MULTIPLE is accepted (every test here runs
     with it); a program that asks for it itself is refused by the library in one line."""

@@ -202,7 +202,7 @@ def test_a_real_program_with_windows(tmp_path):
             "Win_lock_all", "Win_flush", "Win_unlock_all"})]
         left, right = (r - 1) % 3, (r + 1) % 3
         assert list(zip(mine["op"].astype(str), mine["peer"])) == [
-            ("Win_post", left), ("Win_start", right), ("Win_complete", -1), ("Win_wait", -1),
+            ("Win_post", left), ("Win_start", right), ("Win_complete", -1), ("Win_test", -1),
             ("Win_lock_all", -1), ("Win_flush", right), ("Win_unlock_all", -1)]
     made = df[df["op"] == "Win_create"]
     for wid in set(made["peer"]):

@@ -1,9 +1,10 @@
 /* One-sided communication, the scenario of rma.py: fence epochs with Put, Get and Accumulate on
- * a created window, a post/start/complete/wait epoch with a Put to the right neighbour, a
+ * a created window, a post/start/complete/test epoch with a Put to the right neighbour, a
  * lock_all epoch with a Put, a flush and a Get back, an allocated window updated under a lock
- * with Fetch_and_op, then both windows freed; every result checked. With the argument "all", then every other traced window
- * call: a shared window on a reversed communicator (lock_all, Compare_and_swap,
- * Get_accumulate, the four flushes, sync) and a dynamic window on its duplicate (a fence). */
+ * with Fetch_and_op, then both windows freed; every result checked. With the argument "all",
+ * then every other traced window call: a shared window on a reversed communicator (lock_all,
+ * Compare_and_swap, Get_accumulate, the four flushes, sync) and a dynamic window on its
+ * duplicate (a fence). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,7 +82,12 @@ int main(int argc, char **argv) {
     MPI_Win_start(to_right, 0, win);
     MPI_Put(ten, 2, MPI_DOUBLE, right, 0, 2, MPI_DOUBLE, win);
     MPI_Win_complete(win);
-    MPI_Win_wait(win);
+    int exposed = 1;                  /* until a Test returns true: the epoch ended */
+    while (exposed) {
+        int done = 0;
+        MPI_Win_test(win, &done);
+        exposed = !done;
+    }
     for (int i = 0; i < 2; i++) failed += mem[i] != 10.0 + left;
     /* passive target: 16 B into the right one's [2, 4), flushed, then read back */
     MPI_Win_lock_all(0, win);

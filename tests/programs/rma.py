@@ -1,4 +1,4 @@
-"""One-sided communication: fence epochs with Put, Get and Accumulate, a post/start/complete/wait
+"""One-sided communication: fence epochs with Put, Get and Accumulate, a post/start/complete/test
 epoch with a Put to the right neighbour, a lock_all epoch with a Put, a flush and a Get back, an
 allocated window updated under a lock with Fetch_and_op, then both windows freed; every result
 checked."""
@@ -29,7 +29,8 @@ win.Post(world.Incl([left]))
 win.Start(world.Incl([right]))
 win.Put(np.full(2, 10.0 + r), right, target=[0, 2, MPI.DOUBLE])
 win.Complete()
-win.Wait()
+while not win.Test():     # the exposure epoch ends when a Test returns true
+    pass
 checks.append(mem[:2].tolist() == [10.0 + left] * 2)
 # passive target: 16 B into the right one's [2, 4), flushed, then read back
 win.Lock_all()
