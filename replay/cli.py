@@ -261,6 +261,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
+    if res.info.get("not_modelled"):
+        click.echo(f"note: {res.info['not_modelled']}", err=True)
     if noise is not None:
         say(noise.line())
     if injected:

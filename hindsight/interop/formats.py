@@ -83,10 +83,16 @@ def _goal(job: ExportJob, out: Path) -> str:
     from hindsight.interop.goal import export_goal
     from replay.loggopsim.simulator import SEND
 
+    from replay.loggopsim.schedule import passive_round_trips
+    from replay.prepare import prepare
+
     sched = export_goal(job.trace, out, compute_scale=job.compute_scale,
                         algorithms=job.algorithms)
+    left_out = passive_round_trips(prepare(job.trace))
     return (f"wrote {out}: GOAL schedule of {sched.nranks} ranks, {sched.nops} operations "
-            f"({int((sched.kind == SEND).sum())} messages)")
+            f"({int((sched.kind == SEND).sum())} messages)"
+            + (f"; {left_out} one-sided passive round trips (lock epochs, PSCW gets) left out: "
+               "GOAL has no passive target" if left_out else ""))
 
 
 def _pipit(job: ExportJob, out: Path) -> str:

@@ -46,6 +46,8 @@ def schedule_from_trace(prep: Prepared, scale: np.ndarray, cpu_time: bool = Fals
     blocking send/receive is an operation the next one ``requires``; a non-blocking post is one
     the next ``irequires`` (it only has to have started) and its Wait adds a ``requires`` on it.
     Collectives are the point-to-point messages of their algorithms (as in every network model).
+    One-sided PSCW epochs are their messages; passive round trips are left out
+    (``passive_round_trips``).
     Tags: a point-to-point message on COMM_WORLD keeps its tag; the others (collectives, other
     communicators) get tags above every user tag, unique per sender/receiver pair, so
     LogGOPSim's (source, tag) matching pairs exactly the messages the trace paired.
@@ -61,6 +63,14 @@ def schedule_from_trace(prep: Prepared, scale: np.ndarray, cpu_time: bool = Fals
     sched = Schedule(prep.nranks, rank, kind, size, peer, tag, z, z.copy(), dep_op, dep_on,
                      dep_start)
     return TraceSchedule(sched, st, stream_op)
+
+
+def passive_round_trips(prep: Prepared) -> int:
+    """How many one-sided passive round trips (rules ``lock_epoch`` and ``pscw_epoch``'s gets,
+    ``replay.rma_epochs``) a schedule of ``prep`` leaves out: GOAL has no operation whose
+    receiver is a target's library rather than its rank, so their PSEND and PRECV operations
+    are not in it (the calls stay, their transfers do not)."""
+    return int(np.count_nonzero(prep.rma.kind == K.PSEND))
 
 
 def sidecar_schedule(prep: Prepared) -> Schedule | None:

@@ -103,7 +103,8 @@ class LogGOPSim(NetworkModel):
         supported."""
         from replay.loggopsim.goal import GoalError
         from replay.loggopsim.rows import row_times
-        from replay.loggopsim.schedule import schedule_from_trace, sidecar_schedule
+        from replay.loggopsim.schedule import (passive_round_trips, schedule_from_trace,
+                                               sidecar_schedule)
         from replay.loggopsim.simulator import CALC, SEND, ScheduleError, simulate
 
         if delay_ns is not None:
@@ -124,6 +125,12 @@ class LogGOPSim(NetworkModel):
             sim = simulate(sched, params_from_values(values, prep.nranks))
         except ScheduleError as exc:
             raise ReplayError(f"replay deadlock (model {self.NAME}): {exc}") from None
+        info: dict[str, Any] = {"schedule": source}
+        left_out = passive_round_trips(prep) if traced is not None else 0
+        if left_out:
+            info["not_modelled"] = (f"{left_out} one-sided passive round trips (lock epochs, "
+                                    "PSCW gets) are left out: LogGOPSim's rules have no "
+                                    "passive target")
         comp = sim.rank_cpu_busy
         comm = sim.rank_overhead
         rs = re = None
@@ -135,4 +142,4 @@ class LogGOPSim(NetworkModel):
             rank_wait_ns=np.maximum(sim.rank_end - comp - comm, 0.0), operations=sched.nops,
             messages=int((sched.kind == SEND).sum()),
             algorithms=dict(traced.stream.algorithms) if traced is not None else {},
-            info={"schedule": source}, row_start_ns=rs, row_end_ns=re)
+            info=info, row_start_ns=rs, row_end_ns=re)
