@@ -90,6 +90,7 @@ def find_problems(trace_dir: Path | str) -> list[str]:
     problems += _capped(_check_send_requests(cols, ops, files, complete))
     problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
     problems += _capped(_check_matching(cols, files))
+    problems += _check_epochs(cols, ops, trace_dir)
     return problems
 
 
@@ -189,6 +190,22 @@ def _check_collectives(cols, ops, manifest, files) -> list[str]:
                 out.append(f"{files[r]}: collective #{k} on communicator {cid} is {b[0]} "
                            f"(root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
     return out
+
+
+def _check_epochs(cols, ops, trace_dir: Path) -> list[str]:
+    """General active-target synchronisation pairs up: the k-th post of a target naming an
+    origin with the k-th start of that origin naming it, and their completes and waits
+    (``replay.rma_epochs``, rule ``pscw_epoch``)."""
+    if not tf.op_mask(ops, tf.RMA_PSCW_OPS).any():
+        return []
+    from replay.rma_epochs import epoch_ops
+
+    ep = epoch_ops(cols["rank"], ops, cols["peer"], cols["comm"], cols["nbytes"],
+                   cols["t_start"])
+    if not ep.unmatched:
+        return []
+    return [f"{trace_dir}: {ep.unmatched} post/start/complete/wait calls of one-sided epochs "
+            "have no partner in the trace"]
 
 
 def _check_matching(cols: dict[str, np.ndarray], files: dict) -> list[str]:

@@ -161,6 +161,10 @@ def test_pscw_groups_match_in_order_and_unmatched_calls_are_said(tmp_path):
     assert replay.run(prep, "loggps").makespan_ns > 0
     assert replay.run(prep, "measured").makespan_ns == \
         pytest.approx(prep.measured_makespan_ns, rel=1e-9)
+    out = hindsight("trace", "check", tmp_path / "t")
+    assert out.returncode == 1 and out.stdout.strip() == (
+        f"{tmp_path / 't'}: 2 post/start/complete/wait calls of one-sided epochs have no "
+        "partner in the trace")
 
 
 def test_operations_in_lock_and_pscw_epochs_are_no_fences(tmp_path):
