@@ -114,7 +114,7 @@ def epoch_ops(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np.ndarr
     rows = rows[np.argsort(rank[rows].astype(np.int64) * (int(comm[rows].max()) + 1)
                            + comm[rows], kind="stable")]
     names = {tf.OP_CODE[x]: x for x in tf.RMA_OPS | tf.RMA_LOCK_OPS | tf.RMA_PSCW_OPS}
-    direction = {c: _directions(x) for c, x in names.items() if x in tf.RMA_OPS}
+    direction = {x: _directions(x) for x in tf.RMA_OPS}
     b = _Builder()
     unclosed = 0
     # the PSCW calls, each with its partner's key, in program order per key
@@ -122,35 +122,44 @@ def epoch_ops(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np.ndarr
     starts: dict[tuple, list[int]] = defaultdict(list)
     completes: dict[tuple, list[tuple]] = defaultdict(list)   # (window, origin, target)
     waits: dict[tuple, list[int]] = defaultdict(list)
+    # the loop reads Python lists: a NumPy scalar read costs ten times a list's
+    row_l = rows.tolist()
+    rank_l, comm_l, peer_l = (x[rows].tolist() for x in (rank, comm, peer))
+    name_l = [names[c] for c in op[rows].tolist()]
+    bytes_l = np.maximum(nbytes[rows], 0).tolist()
+    ts_l = t_start[rows].tolist()
+    in_epoch_l: list[int] = []
     a = 0
     while a < len(rows):
-        r, w = int(rank[rows[a]]), int(comm[rows[a]])
+        r, w = rank_l[a], comm_l[a]
         z = a
-        while z < len(rows) and rank[rows[z]] == r and comm[rows[z]] == w:
+        while z < len(rows) and rank_l[z] == r and comm_l[z] == w:
             z += 1
         pending: dict[int, list] = {}      # lock epochs: target -> [out, back, rows]
         access: dict[int, list] | None = None   # PSCW access epoch: target -> [out, back, rows]
         exposure: list[int] = []           # origins of the latest Win_post call
         depth = 0
-        prev = -1                          # the previous row of this (rank, window)
-        for i in rows[a:z].tolist():
-            name = names[int(op[i])]
-            p = int(peer[i])
-            same_call = prev >= 0 and op[prev] == op[i] and t_start[prev] == t_start[i]
-            prev = i
-            if name in tf.RMA_OPS:
+        for j in range(a, z):
+            i, name, p = row_l[j], name_l[j], peer_l[j]
+            # the rows of one Win_post / Win_start call: the same op at the same time
+            same_call = j > a and name_l[j - 1] == name and ts_l[j - 1] == ts_l[j]
+            if name in direction:
                 if depth > 0:
                     epoch = pending
                 elif access is not None:
                     epoch = access
                 else:
                     continue                # a fence's, or none (replay.rma)
-                in_epoch[i] = True
-                e = epoch.setdefault(p, [0, 0, 0])
-                out, back = direction[int(op[i])]
-                k = max(int(nbytes[i]), 0)
-                e[0] += k if out else 0
-                e[1] += k if back else 0
+                in_epoch_l.append(i)
+                e = epoch.get(p)
+                if e is None:
+                    e = epoch[p] = [0, 0, 0]
+                out, back = direction[name]
+                k = bytes_l[j]
+                if out:
+                    e[0] += k
+                if back:
+                    e[1] += k
                 e[2] += 1
             elif name in ("Win_lock", "Win_lock_all"):
                 depth += 1
@@ -191,6 +200,7 @@ def epoch_ops(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np.ndarr
         if access is not None:
             unclosed += sum(e[2] for e in access.values())
         a = z
+    in_epoch[in_epoch_l] = True
     unmatched = 0
     for key in posts.keys() | starts.keys():
         ps, ss = posts.get(key, []), starts.get(key, [])
