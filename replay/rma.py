@@ -28,8 +28,8 @@ from hindsight import trace as tf
 
 class FenceTransfers(NamedTuple):
     """Per transfer: the fence instance whose epoch it belongs to, the world ranks it moves bytes
-    from and to, and the bytes (summed per instance and pair); and how many data operations were
-    left out (passive target, or no closing fence)."""
+    from and to, and the bytes (summed per instance and pair); and how many data operations,
+    in no lock or PSCW epoch, no fence closes."""
 
     inst: np.ndarray
     src: np.ndarray
