@@ -97,3 +97,27 @@ def test_burst_fit_pairs_rounds_and_keeps_no_negative_extra():
     assert fit.evidence["kernel_doubles"] == [1024, 8192]
     assert any("less" in n for n in fit.notes)
     assert burst_curve({"compute": fit.params, "measured_on": {"transport": "shm"}}) is not None
+
+
+def test_replay_cli_applies_the_rule_with_both_profiles(tmp_path, run_hindsight):
+    import tomli_w
+
+    from replay.profile import read_profile
+    trace = simulate_to_dir(tmp_path / "cli", [
+        [("send", 1, 8), ("compute", 20_000), ("send", 1, 8)], [("recv", 0), ("recv", 0)]])
+    paths = {}
+    for name, extra in (("tcp", SRC), ("shm", DST)):
+        prof = read_profile(f"docs/calibration/{name}.toml")
+        prof["compute"] = extra["compute"]
+        paths[name] = tmp_path / f"{name}.toml"
+        paths[name].write_text(tomli_w.dumps(prof))
+    r = run_hindsight("replay", trace, "--profile", paths["shm"], "--trace-profile", paths["tcp"])
+    assert r.returncode == 0, r.stderr
+    # one burst of 20 us after a call: -(2 + 2/3) + 8 us
+    assert "transport  bursts tcp -> shm (rule transport_burst_cost): +0.00533 ms" in r.stdout
+    r = run_hindsight("replay", trace, "--trace-profile", paths["tcp"])
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "Error: --trace-profile: needs --profile (the network to predict)"]
+    r = run_hindsight("replay", trace, "--profile", paths["shm"], "--trace-profile",
+                      "docs/calibration/tcp.toml")
+    assert r.returncode == 0 and "note: --trace-profile has no [compute] section" in r.stdout
