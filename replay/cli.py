@@ -199,10 +199,15 @@ def _warn_noisy(profile: Path) -> None:
               help="replays with sampled noise (with --noise sample; default 20)")
 @click.option("--noise-seed", type=int, default=None,
               help="random seed of --noise sample (default 0)")
+@click.option("--trace-profile", type=click.Path(path_type=Path),
+              help="profile of the network the trace was taken on: with --profile of another "
+                   "transport, each burst after a call trades that transport's measured cost "
+                   "for --profile's (rule transport_burst_cost)")
 @FORCE
 @QUIET
 def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
-               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed, force, quiet):
+               allow_partial, as_json, out, noise_mode, noise_runs, noise_seed, trace_profile,
+               force, quiet):
     """Replay TRACE under a network model; print predicted vs measured makespan.
 
     \b
@@ -226,6 +231,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     kw = dict(resolved=values, compute_scale=compute_scale,
               region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
               algorithms=algorithms)
+    cost_note = None
+    if trace_profile is not None:
+        kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     res = run(prep, mod, record=True, **kw)
     noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
     # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
@@ -267,6 +275,11 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(noise.line())
     if injected:
         say(_injected_line(injected))
+    if "transport_burst_cost_s" in res.info:
+        say(f"transport  bursts {res.info['transport_burst_cost']} (rule transport_burst_cost): "
+            f"{res.info['transport_burst_cost_s'] * 1e3:+.3g} ms of compute over all ranks")
+    elif cost_note:
+        say(f"note: {cost_note}")
     df = shown_res.breakdown()
     say("rank   end        compute    comm       wait       critical")
     shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
@@ -279,6 +292,34 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(f"... {len(df) - 16} more ranks (use --json)")
     if out:
         click.echo(str(out) if quiet else f"replayed timeline written to {out}")
+
+
+def _transport_cost(trace_profile: Path, profile: Path | None, mod):
+    """(rule transport_burst_cost for ``--trace-profile`` -> ``--profile``, or None with the
+    reason it does not apply)."""
+    from replay.profile import ProfileError, read_any
+    from replay.transport_cost import burst_curve, transport_cost
+    if profile is None:
+        raise UsageError("--trace-profile: needs --profile (the network to predict)")
+    if mod.OWN_SIMULATOR or mod.MODE == "measured":
+        raise UsageError(f"--trace-profile: not available with model {mod.NAME}")
+    try:
+        docs = {}
+        for flag, path in (("--trace-profile", trace_profile), ("--profile", profile)):
+            kind, data = read_any(path)
+            docs[flag] = data if kind == "toml" else {}
+            burst_curve(docs[flag], f"{flag} {path}")
+    except ProfileError as exc:
+        raise DataError(str(exc)) from None
+    src, dst = docs["--trace-profile"], docs["--profile"]
+    for flag, d in (("--trace-profile", src), ("--profile", dst)):
+        if "compute" not in d:
+            return None, (f"{flag} has no [compute] section (calibrated before the burst "
+                          "probe): bursts kept as measured")
+    cost = transport_cost(src, dst)
+    if cost is None:
+        return None, "both profiles were measured on one transport: bursts kept as measured"
+    return cost, None
 
 
 def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: dict):

@@ -23,6 +23,7 @@ from replay.models.base import NetworkModel
 from replay.errors import NoPredictionError, ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
+from replay.transport_cost import TransportCost
 
 
 @dataclass
@@ -212,7 +213,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         profile: Mapping[str, Any] | None = None, compute_scale: float = 1.0,
         region_scale: Mapping[str, float] | None = None, cpu_time: bool = False,
         algorithms: Mapping[str, str] | None = None, record: bool = True,
-        resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None) -> Result:
+        resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
+        transport_cost: TransportCost | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
@@ -221,11 +223,17 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     row, ns) holds the rank that long just before it enters the row's call (injected noise,
     ``replay.noise``): added to the burst before the call's first operation, unscaled by
     ``compute_scale``, and reported as ``noise_injected_s`` rather than as compute.
+    ``transport_cost`` (``replay.transport_cost``, network models run by the kernel) replaces
+    the trace transport's cost in each burst after a call by the replayed transport's; the
+    change is ``info["transport_burst_cost_s"]``.
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     if mod.OWN_SIMULATOR:
         # a model with a simulator of its own (loggopsim): it replays, the engine reports
+        if transport_cost is not None:
+            raise ReplayError(f"--model {mod.NAME} replays in a simulator of its own: rule "
+                              "transport_burst_cost is not applied there (drop --trace-profile)")
         out = mod.run_replay(prep, values, scale=scale_array(prep, compute_scale, region_scale),
                              cpu_time=cpu_time, algorithms=algorithms, record=record,
                              delay_ns=delay_ns)
@@ -235,6 +243,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
                       prepared=prep, **out._asdict())
     measured = mod.MODE == "measured"
     st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
+    burst_change = None
+    if transport_cost is not None and not measured:
+        st, burst_change = _with_transport_cost(st, transport_cost)
     ctx = _Ctx(prep, st)
     prm = mod.kernel_params(values, ctx)
     scale = scale_array(prep, compute_scale, region_scale)
@@ -273,6 +284,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected
+    if burst_change is not None:
+        res.info["transport_burst_cost_s"] = burst_change
+        res.info["transport_burst_cost"] = (f"{transport_cost.source.transport} -> "
+                                            f"{transport_cost.target.transport}")
     if injected is not None:
         # the kernel counted the delays as bursts; they are the machine's, not the program's
         res.rank_compute_ns = out.rank_comp - injected
@@ -280,6 +295,17 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if record:
         _attach_rows(res, prep, st, out, scale, cpu_time)
     return res
+
+
+def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float]:
+    """A copy of ``st`` whose bursts follow rule ``transport_burst_cost`` (the bursts before
+    each rank's first operation kept), and the change of the bursts' sum in seconds (wall)."""
+    first = np.zeros(len(st.burst), np.bool_)
+    starts = np.asarray(st.rank_off[:-1], np.int64)
+    first[starts[starts < len(st.burst)]] = True
+    burst = cost.apply(st.burst, first)
+    burst_cpu = cost.apply(st.burst_cpu, first)
+    return replace(st, burst=burst, burst_cpu=burst_cpu), float(burst.sum() - st.burst.sum()) / 1e9
 
 
 def _with_delays(prep: Prepared, st: Stream, scale: np.ndarray, cpu: bool,

@@ -17,6 +17,7 @@ from replay import models as M
 from replay.calibration import fit as F
 from replay.profile import FORMAT, ProfileError, read_profile, write_profile
 from replay.calibration.quality import profile_problems
+from replay.transport_cost import burst_curve
 from replay.calibration import run as R
 from replay.calibration.run import (CalibrationError, CalibrationUsageError, parse_sizes,
                                    progress_fit, verify_transport)
@@ -309,6 +310,16 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
         assert cp[key]["median_s"] == lg[key] and cp[key]["iqr_s"] >= 0
         assert loaded[key] == lg[key]
     assert "  calls   o_irecv=" in r.stdout
+    # the burst probe: three kernel lengths, each with the extra CPU time it took between
+    # exchanges; on shared memory a fraction of the burst (measured here 0.2-0.8 of it,
+    # more on a loaded machine), never negative
+    cu, bp = prof["compute"], prof["fit"]["burst_probe"]
+    assert len(cu["burst_s"]) == len(cu["extra_s"]) == 3
+    assert 1e-6 < cu["burst_s"][0] < cu["burst_s"][1] < cu["burst_s"][2] < 1e-2
+    assert all(0 <= e < b for b, e in zip(cu["burst_s"], cu["extra_s"])), cu
+    assert all(len(x) == 2 * bp["rounds"] for x in bp["silent_s"] + bp["exchanged_s"])
+    assert burst_curve(prof).transport == "shm"
+    assert "  bursts  " in r.stdout
     assert len(prof["fit"]["one_way_s"]) == len(prof["fit"]["sizes"]) == 12
     assert out.with_suffix(".png").stat().st_size > 10_000
     # and replay reads it

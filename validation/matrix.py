@@ -24,7 +24,9 @@ from typing import Any
 import replay
 from hindsight import trace as tf
 from hindsight.collect import INTERRUPTED, by_library, collect
+from replay import models as M
 from replay.prepare import host_placement
+from replay.transport_cost import transport_cost
 from validation.params import analytic
 from validation.profiles import read_profile, replay_params
 from validation.spec import Cell, Spec
@@ -103,27 +105,36 @@ def collect_reps(cell: Cell, spec: Spec, out: Path) -> tuple[list[dict], list[di
 
 def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
                        profile_path: Path | None = None,
-                       placed_like: dict | None = None) -> list[dict]:
+                       placed_like: dict | None = None,
+                       trace_profile: dict | None = None) -> list[dict]:
     """Replay one trace under every replay model of the spec with one network's profile;
     ``placed_like`` is the manifest of a run on the predicted network, whose rank-to-host
-    placement the replay takes (M/M/1 is the model that depends on it)."""
+    placement the replay takes (M/M/1 is the model that depends on it); ``trace_profile``, the
+    profile of the network the trace was taken on, lets rule transport_burst_cost
+    (replay.transport_cost) swap that transport's cost in the bursts for ``profile``'s."""
     prep = replay.prepare(trace)
     if placed_like is not None:
         prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
+    cost = transport_cost(trace_profile, profile, "trace network's profile")
     preds = []
     for model in spec.replay:
         params = replay_params(model, profile, profile_path)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
-            r = replay.run(prep, model, assigns, profile=params, record=False)
+            r = replay.run(prep, model, assigns, profile=params, record=False,
+                           transport_cost=None if M.get_model(model).OWN_SIMULATOR else cost)
             pred = r.makespan_ns / 1e9 + lead
             note = ""
         except (replay.ReplayError, replay.ParamError) as exc:
-            pred, note = math.nan, str(exc)
+            pred, note, r = math.nan, str(exc), None
+        rule = {}
+        if r is not None and "transport_burst_cost_s" in r.info:
+            rule = {"transport_burst_cost_s": r.info["transport_burst_cost_s"],
+                    "transport_burst_cost": r.info["transport_burst_cost"]}
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
                       "params": params, "set": spec.replay_set.get(model, []),
-                      "lead_in_s": lead, "note": note})
+                      "lead_in_s": lead, "note": note, **rule})
     return preds
 
 
@@ -253,7 +264,8 @@ def cross_key(cell: Cell, network: str) -> str:
     return f"{cell.key}--{network}"
 
 
-def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Path) -> dict | None:
+def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Path,
+              trace_profile_path: Path | None = None) -> dict | None:
     """Predict ``network`` from the trace ``cell`` collected on its own network: replay that
     trace with ``network``'s profile and compare with the run of the same cell on ``network``.
     None while one of the two cells has no result yet."""
@@ -265,6 +277,7 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
 
     reps = range(len(a["traces"])) if spec.replay_all else [a["replayed_rep"]]
     profile = read_profile(profile_path)
+    source = read_profile(trace_profile_path) if trace_profile_path is not None else None
     # The predicted run's ranks sit where runs on that network put them (two testbed nodes, or
     # one machine), not where the traced run's did.
     target = tf.read_manifest(out / b["traces"][b["replayed_rep"]])
@@ -273,7 +286,8 @@ def run_cross(cell: Cell, network: str, spec: Spec, out: Path, profile_path: Pat
     for k in reps:
         m = tf.read_manifest(out / a["traces"][k])
         per_rep.append(add_tail(replay_predictions(out / a["traces"][k], m, profile, spec,
-                                                   profile_path, placed_like=target), m, to_end))
+                                                   profile_path, placed_like=target,
+                                                   trace_profile=source), m, to_end))
     preds = combine_reps(per_rep, spec.actual)
     for p in preds:
         q, act = p["predicted_s"], b["actual_s"]

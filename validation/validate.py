@@ -290,7 +290,7 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
                                if f.is_file()), default=0.0)
             if dest.is_file() and not force and dest.stat().st_mtime >= cells_mtime:
                 continue                    # up to date with both cells it compares
-            res = run_cross(cell, net, spec, out, profiles[net])
+            res = run_cross(cell, net, spec, out, profiles[net], profiles.get(cell.network))
             if res is not None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 write_text_atomic(dest, json.dumps(res, indent=1, default=float))

@@ -31,6 +31,9 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
   lasting most of D waited for the peer to enter MPI (fit.fit_progress decides).
 * call probe (``replay.calibration.calls``): the overheads of posting an Irecv, of a Wait on a
   complete send, of a Probe finding its message, of an Iprobe finding nothing, timed in batches.
+* burst probe (``replay.calibration.bursts``): the CPU time of a fixed compute kernel between
+  8-byte exchanges with the peer against the same kernel with no call between: the transport's
+  cost in the program's compute bursts.
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
@@ -62,6 +65,7 @@ from mpi4py import MPI
 
 from hindsight import conditions
 from replay.calibration import progress as _progress
+from replay.calibration.bursts import burst_probe
 from replay.calibration.calls import call_probe
 
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
@@ -446,6 +450,9 @@ def main(argv: list[str] | None = None) -> None:
             if rank == 0:
                 _progress.report(phase="call probe")
             result["call_probe"] = call_probe(comm, rank, pickled, payload(8), pair_sync)
+            if rank == 0:
+                _progress.report(phase="burst probe")
+            result["burst_probe"] = burst_probe(comm, rank, pair_sync)
             if rank == 0:
                 _progress.report(phase="gap and loopback probes")
             n1, n2 = 8, 64

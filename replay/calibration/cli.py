@@ -116,6 +116,11 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         click.echo("  calls   " + " ".join(f"{k}={lg[k] * us:.3g}us" for k in
                                           ("o_irecv", "o_wait", "o_probe", "o_call"))
                    + f" (median of {cp['n_calls']} calls each, {cp['api']} API)")
+    cu = prof.get("compute") or {}
+    if cu.get("burst_s"):
+        click.echo("  bursts  " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
+                                          zip(cu["burst_s"], cu["extra_s"]))
+                   + " (a burst's CPU time between exchanges: length + the transport's extra)")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
     chk, waits = f["check"], [r.get("run_queue_wait_fraction")

@@ -401,3 +401,46 @@ def fit_calls(probe: dict) -> CallFit:
                                          "o_call is the Iprobe)", "median_s": med, "iqr_s": iqr,
                                  "n": n}
     return CallFit(params, ev, notes)
+
+
+@dataclass
+class BurstFit:
+    params: dict                        # burst_s, extra_s: the [compute] section
+    evidence: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def fit_bursts(probe: dict) -> BurstFit:
+    """The transport's extra compute time per burst from the burst probe (bursts.py): per kernel
+    size, the burst's length b = the median CPU time per kernel of the silent blocks, and its
+    extra time e = the median over the rounds (both ranks) of exchanged − silent of one round
+    (adjacent blocks, so a drift of the machine's speed cancels). A negative e (the calls made
+    no difference beyond the noise) is kept at 0 and noted; so is an IQR of the differences
+    wider than e itself."""
+    burst, extra, iqr = [], [], []
+    notes: list[str] = []
+    for n, sil, exc in zip(probe["sizes"], probe["silent_s"], probe["exchanged_s"]):
+        d = np.asarray(exc, float) - np.asarray(sil, float)
+        b = float(np.median(sil))
+        e = float(np.median(d))
+        spread = float(np.percentile(d, 75) - np.percentile(d, 25))
+        if e < 0:
+            notes.append(f"burst probe: a {b * 1e6:.3g} us kernel took {-e * 1e6:.3g} us less "
+                         "between exchanges than alone: extra time set to 0")
+            e = 0.0
+        elif spread > e:
+            notes.append(f"burst probe: the extra time of a {b * 1e6:.3g} us kernel varied "
+                         f"widely (IQR {spread * 1e6:.3g} us, median {e * 1e6:.3g} us): the "
+                         "machine was busy, the median is kept")
+        burst.append(b)
+        extra.append(e)
+        iqr.append(spread)
+    order = np.argsort(burst)
+    params = {"burst_s": [burst[i] for i in order], "extra_s": [extra[i] for i in order]}
+    ev = {"kernel_doubles": [int(probe["sizes"][i]) for i in order],
+          "rounds": int(probe["rounds"]), "message_bytes": int(probe["bytes"]),
+          "extra_iqr_s": [iqr[i] for i in order],
+          "silent_s": [probe["silent_s"][i] for i in order],
+          "exchanged_s": [probe["exchanged_s"][i] for i in order],
+          "took_s": probe.get("took_s")}
+    return BurstFit(params, ev, notes)

@@ -410,6 +410,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     cf = F.fit_calls(run["call_probe"]) if run.get("call_probe") else None
     if cf is not None:
         lg.notes.extend(cf.notes)
+    bf = F.fit_bursts(run["burst_probe"]) if run.get("burst_probe") else None
+    if bf is not None:
+        lg.notes.extend(bf.notes)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -453,6 +456,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
                    **(cf.params if cf is not None else {})},
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
+        **({"compute": bf.params} if bf is not None else {}),
         "fit": {
             "r2_loggp": lg.r2, "r2_hockney": hk["r2"],
             "residuals": {"loggp": lg.residuals, "hockney": hk["residuals"]},
@@ -466,6 +470,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "eager_probe": probe or {},
             "progress_probe": pg.evidence if pg is not None else {},
             "call_probe": cf.evidence if cf is not None else {},
+            "burst_probe": bf.evidence if bf is not None else {},
             "notes": lg.notes,
             "check": check,
         },
