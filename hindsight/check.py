@@ -51,8 +51,11 @@ def find_problems(trace_dir: Path | str) -> list[str]:
     trace_dir = Path(trace_dir)
     trace = tf.read_columns(trace_dir)
     problems: list[str] = []
+    concurrent = trace.manifest.get("concurrent_mpi") or {}
     for src in trace.sources:
         problems.extend(src.problems)
+        if str(src.rank) in concurrent and src.status == tf.CONCURRENT_STATUS:
+            continue                    # said once below, with the cause
         if not src.complete:
             where = trace_dir / tf.rank_file_name(src.rank)
             if where in src.files:
@@ -64,6 +67,13 @@ def find_problems(trace_dir: Path | str) -> list[str]:
                 held = "no data was saved"
             problems.append(f"{where}: rank {src.rank} did not finish (status {src.status}); "
                             f"{held}")
+    text = tf.concurrent_text(trace.manifest)
+    if text:
+        # Its rows end at the first overlap: the traffic after it is missing, so every message
+        # and collective check would only repeat that.
+        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: {text}: its recording stopped there, "
+                        "so the trace holds its calls up to then only (the message and "
+                        "collective checks are not run)")
     if not trace.manifest.get("complete") and all(s.complete for s in trace.sources):
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: manifest says the run is incomplete")
     status = trace.manifest.get("rank_status") or []
@@ -82,6 +92,8 @@ def find_problems(trace_dir: Path | str) -> list[str]:
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: the application's result was wrong "
                         "(result_verified false)")
 
+    if text:
+        return problems
     cols = trace.arrays
     ops = cols["op"]           # codes into tf.OPS, whatever each file's dictionary
     files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}

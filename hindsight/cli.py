@@ -172,6 +172,11 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         raise UserError(f"{what}: timed out after {timeout:g} s; {out} is incomplete")
     if rc == INTERRUPTED:
         raise CommandFailed(f"{what}: interrupted; {out} is incomplete", INTERRUPTED)
+    concurrent = tf.concurrent_text(manifest)
+    if concurrent and rc == 0:
+        raise UserError(f"{concurrent}: its recording stopped there, so {out} holds its calls "
+                        "up to then only; to trace the program, make its threads call MPI one "
+                        "at a time (a lock around the calls, as MPI_THREAD_SERIALIZED asks)")
     if rc != 0 or not manifest.get("complete"):
         bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status", []))
                if s != "complete"]

@@ -102,6 +102,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "format_version": m.get("format_version"),
         "untraced_calls": dict(m.get("untraced_calls") or {}),
         "rank_errors": dict(m.get("rank_errors") or {}),
+        "concurrent_mpi": tf.concurrent_text(m),
         "timed_out_after_s": m.get("timed_out_after_s"),
         "stopped_in": m.get("stopped_in"),
     }
@@ -160,6 +161,8 @@ def format_info(info: dict[str, Any]) -> str:
                                    if untraced else "none"))
     for rank, text in (info.get("rank_errors") or {}).items():
         lines.append(f"rank {rank} raised: {text}")
+    if info.get("concurrent_mpi"):
+        lines.append(f"threads     {info['concurrent_mpi']}: its recording stopped there")
     return "\n".join(lines)
 
 

@@ -61,7 +61,8 @@ def set_tracer(tracer) -> None:
 class TracedComm(_C):
     """An MPI intracommunicator whose calls are recorded. Use it exactly like mpi4py's."""
 
-    # _st: a scratch Status for calls whose caller passed none (MPI use is single-threaded here).
+    # _st: a scratch Status for calls whose caller passed none (shared: the rows of two threads
+    # in MPI at once are dropped when the rank is sealed, hindsight.trace.write_staged).
     __slots__ = ("_id", "_w", "_ncreated", "_st")
     _BASE = _C      # the mpi4py class (the topology classes below have their own)
 

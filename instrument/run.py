@@ -30,8 +30,9 @@ that is counted in the manifest's `untraced_calls` (`COMM_WORLD before MPI.Init`
 A program that asks for MPI_THREAD_MULTIPLE itself (`mpi4py.rc.thread_level = "multiple"`, or
 `MPI.Init_thread(MPI.THREAD_MULTIPLE)`) is refused: the tracer records one thread's MPI calls
 at a time. mpi4py's own default request (the same level, made for every program, and by
-`MPI.Init_thread()` without an argument) is not a refusal: most programs call MPI from one
-thread. With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`) the program gets the real
+`MPI.Init_thread()` without an argument) is not a refusal: calls from several threads are
+recorded while they come one at a time, and a rank whose threads are in MPI at once stops
+recording there (hindsight.trace.write_staged; docs/robustness.md). With HINDSIGHT_UNTRACED=1 (`hindsight collect --untraced`) the program gets the real
 module (or, if it initialises MPI itself, a view that only starts the run in `Init`) and only
 its wall time is written (instrument.session).
 

@@ -39,6 +39,7 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     status, events, comms, ends, verified = [], [], dict(manifest.get("communicators") or {}), [], []
     untraced: dict[str, int] = {}
     errors: dict[str, str] = {}
+    concurrent: dict[str, list[str]] = {}
     stopped_in: dict[str, Any] = {}
     neighbours: dict[str, dict[str, list]] = dict(manifest.get("neighbours") or {})
     for rank in range(nranks):
@@ -65,6 +66,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
                 untraced[name] = untraced.get(name, 0) + int(n)
             if meta.get("error"):
                 errors[str(rank)] = str(meta["error"])
+            if meta.get("concurrent_mpi"):
+                concurrent[str(rank)] = tf.concurrent_calls(meta["concurrent_mpi"])
         else:
             status.append("missing")
             events.append(None)
@@ -82,6 +85,9 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     manifest["untraced_calls"] = dict(sorted(untraced.items()))
     if errors:
         manifest["rank_errors"] = errors
+    if concurrent:
+        # ranks whose MPI two threads called at once: their recording stopped there
+        manifest["concurrent_mpi"] = concurrent
     if stopped_in:
         # where each rank was when `hindsight collect` stopped the run (instrument.stopped)
         manifest["stopped_in"] = {str(r): stopped_in.get(str(r)) for r in range(nranks)}

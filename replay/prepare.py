@@ -133,6 +133,7 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     else:
         cols = tf.read_columns(trace_dir)
     if not cols.complete and not allow_partial:
+        _refuse_concurrent(trace_dir, cols.manifest)
         raise ReplayError(f"{trace_dir}: incomplete trace (ranks "
                           f"{cols.incomplete_ranks or 'unknown'} did not finish cleanly); "
                           "use --allow-partial to replay what was recorded")
@@ -144,9 +145,19 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     return prep
 
 
+def _refuse_concurrent(trace_dir: Path, manifest: dict) -> None:
+    """A trace whose rank called MPI from two threads at once holds that rank's calls up to
+    the first overlap only: say so (a ReplayError) instead of replaying it as a whole run."""
+    text = tf.concurrent_text(manifest)
+    if text:
+        raise ReplayError(f"{trace_dir}: {text}; its recording stopped there, so the trace is "
+                          "incomplete: use --allow-partial to replay what was recorded before")
+
+
 def _from_cache(path: Path, trace_dir: Path, allow_partial: bool) -> Prepared:
     manifest = tf.read_manifest(trace_dir)
     if not manifest.get("complete") and not allow_partial:
+        _refuse_concurrent(trace_dir, manifest)
         raise ReplayError(f"{trace_dir}: incomplete trace; use --allow-partial to replay what "
                           "was recorded")
     return Prepared(path=trace_dir, manifest=manifest, **cache.load(path))

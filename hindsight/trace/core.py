@@ -137,6 +137,43 @@ STOP_FILE = "stopped_in.txt"
 ERROR_FILE = "error.txt"
 
 
+#: The status of a rank whose MPI was called from two threads at once: its recording stopped at
+#: the first overlap (the PMPI library sees it as it happens; for the Python tracer the sealer
+#: finds it in the records), so its rows end there. The rank file's metadata and the manifest's
+#: `concurrent_mpi` name the two calls.
+CONCURRENT_STATUS = "concurrent-mpi"
+
+
+def concurrent_calls(pair: Any) -> list[str]:
+    """A `concurrent_mpi` entry's two calls as names: the call that began and the one already
+    in progress in another thread. The PMPI library writes op codes (0: a call it did not name,
+    -1 MPI_Finalize, below that a call it counts but does not trace); the sealer writes names."""
+    names = []
+    for c in list(pair or [])[:2]:
+        if isinstance(c, str):
+            names.append(c)
+        elif isinstance(c, int) and 0 < c < len(OPS):
+            names.append(OPS[c])
+        elif c == -1:
+            names.append("Finalize")
+        else:
+            names.append("an untraced call" if isinstance(c, int) and c < -1 else "an MPI call")
+    return names + ["an MPI call"] * (2 - len(names))
+
+
+def concurrent_text(manifest: dict[str, Any]) -> str | None:
+    """``rank 0 called MPI from two threads at once (Barrier began while Recv was in progress
+    in another thread)``, from the manifest's `concurrent_mpi`; None when no rank did."""
+    found = manifest.get("concurrent_mpi") or {}
+    if not found:
+        return None
+    ranks = sorted(found, key=lambda r: int(r) if str(r).isdigit() else 0)
+    first, during = concurrent_calls(found[ranks[0]])
+    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(ranks)}"
+    return (f"{who} called MPI from two threads at once ({first} began while {during} was in "
+            f"progress in another thread{'' if len(ranks) == 1 else ' on rank ' + ranks[0]})")
+
+
 def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
     """A rank's raw clock reading at the run's epoch, from the manifest (rank 0's reading plus
     the rank's start offset); None if the manifest does not say."""

@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from hindsight.trace.core import (
-    RAW_COLUMNS, TraceError)
+from hindsight.trace.core import OP_CODE, RAW_COLUMNS, TraceError
 from hindsight.trace.schema import rows_to_table
 
 
@@ -33,12 +32,35 @@ def raw_records(path: Path) -> np.ndarray:
     return data[:n]
 
 
+def first_overlap(records: np.ndarray) -> tuple[int, int] | None:
+    """Where a rank's MPI calls first overlap in its raw records: (i, j), record i starting
+    before record j, recorded earlier, ended; None if they never do. Rows of one call (the two
+    of a Sendrecv, the completions of one Waitall) share their times and do not count; regions
+    enclose calls and are left out. One thread's calls follow each other, so an overlap means
+    that two threads called MPI at once (or the program called MPI from inside an MPI call)."""
+    col = {c: i for i, c in enumerate(RAW_COLUMNS)}
+    mpi = np.flatnonzero(records[:, col["op"]] != OP_CODE["region"])
+    if len(mpi) < 2:
+        return None
+    t0 = np.asarray(records[mpi, col["t_start"]])
+    t1 = np.asarray(records[mpi, col["t_end"]])
+    latest = np.maximum.accumulate(t1)
+    same_call = (t0[1:] == t0[:-1]) & (t1[1:] == t1[:-1])
+    bad = np.flatnonzero((t0[1:] < latest[:-1]) & ~same_call)
+    if not len(bad):
+        return None
+    k = int(bad[0]) + 1
+    return int(mpi[k]), int(mpi[int(np.argmax(t1[:k]))])
+
+
 def raw_tables(path: Path, rank: int, names: dict[str, Any], drift: float = 0.0,
-               group: int = 65536):
+               group: int = 65536, limit: int | None = None):
     """Tables of `group` rows each (none if nothing was recorded) from a rank's raw staging
-    file; `names` is the rank's raw
+    file, its first `limit` records only if given; `names` is the rank's raw
     names (core.read_raw_names: epoch, region names). Clock readings become run time."""
     records = raw_records(path) if path.is_file() else np.zeros((0, len(RAW_COLUMNS)), np.int64)
+    if limit is not None:
+        records = records[:limit]
     epoch = int(names.get("epoch_ns") or 0)
     regions = list(names.get("regions") or [])
     col = {c: i for i, c in enumerate(RAW_COLUMNS)}

@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hindsight.trace.core import (FORMAT_VERSION, METADATA_KEY, OP_CODE, RAW_COLUMNS,
-                                  RAW_FILE, TraceError, rank_file_name, read_raw_names,
-                                  write_manifest)
-from hindsight.trace.raw import raw_records, raw_tables
+from hindsight.trace.core import (CONCURRENT_STATUS, FORMAT_VERSION, METADATA_KEY, OP_CODE,
+                                  RAW_COLUMNS, RAW_FILE, TraceError, concurrent_calls,
+                                  rank_file_name, read_raw_names, write_manifest)
+from hindsight.trace.raw import first_overlap, raw_tables, raw_records
 from hindsight.trace.schema import COLUMNS, SCHEMA, WRITE_OPTIONS, rows_to_table
 
 #: The integer columns of a rank, in file order (after rank, seq, op, region).
@@ -217,16 +217,31 @@ def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None
                          "epoch")
     group = int(names.get("capacity") or 65536)
     raw = stage / RAW_FILE
+    records = raw_records(raw) if raw.is_file() else np.zeros((0, len(RAW_COLUMNS)), np.int64)
+    # Two threads' calls at once: the rank's records end where they first overlap (what the
+    # PMPI library does as it happens), and its status says why.
+    overlap = first_overlap(records)
+    limit = None if overlap is None else overlap[0]
     if meta is not None:
         meta = dict(meta)
         meta.setdefault("communicators", {}).update(names.get("communicators") or {})
         meta.setdefault("neighbours", {}).update(names.get("neighbours") or {})
-        records = raw_records(raw) if raw.is_file() else np.zeros((0, len(RAW_COLUMNS)))
-        meta["events"] = len(records)
-        last = int(records[:, -1].max()) - int(names["epoch_ns"]) if len(records) else 0
+        if overlap is not None and not meta.get("concurrent_mpi"):
+            ops = records[list(overlap), RAW_COLUMNS.index("op")]
+            t0 = records[list(overlap), RAW_COLUMNS.index("t_start")]
+            began, during = (1, 0) if t0[1] > t0[0] else (0, 1)
+            meta["concurrent_mpi"] = [int(ops[began]), int(ops[during])]
+        if meta.get("concurrent_mpi"):
+            meta["concurrent_mpi"] = concurrent_calls(meta["concurrent_mpi"])
+            if meta.get("status") == "complete":     # a rank that died keeps how it ended
+                meta["status"] = CONCURRENT_STATUS
+        kept = records[:limit]
+        meta["events"] = len(kept)
+        last = int(kept[:, -1].max()) - int(names["epoch_ns"]) if len(kept) else 0
         meta["max_t_end_ns"] = round(last * (1.0 - drift)) if drift else last
-        del records
-    write_rank_file(where, raw_tables(raw, rank, names, drift, group), meta, row_group_size=group)
+    del records
+    write_rank_file(where, raw_tables(raw, rank, names, drift, group, limit), meta,
+                    row_group_size=group)
 
 
 def staged_parquet(stage: Path, rank: int, epoch_ns: int | None = None) -> pa.Buffer | None:

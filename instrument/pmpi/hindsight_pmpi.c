@@ -21,10 +21,14 @@
  * pickled message by a matched probe (MPI_Mprobe, MPI_Mrecv_c), recorded as the Python tracer
  * records the pickle-API recv.
  *
- * Single-threaded use of MPI only (one record cursor per process, no locking).
+ * One record cursor per process: the calls of one thread at a time are recorded. A rank whose
+ * MPI is called from two threads at once (a program at mpi4py's default MPI_THREAD_MULTIPLE)
+ * stops recording at the first such overlap and says so in status.json (the owner section
+ * below); its program runs on untouched.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
+#include <pthread.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -403,13 +407,14 @@ static int map_next(void) {
 static int64_t scratch[NFIELDS];
 
 static void roll(void) {
-    if (!on) { cur = scratch; return; }
+    if (!on) { cur = scratch; lim = scratch + NFIELDS; return; }
     int err = map_next();
     if (err) fail_write("events.raw", err);
 }
 
-/* Append one record (hindsight.trace.core.RAW_COLUMNS); t_end goes last. */
-static inline void rec(int64_t op, int64_t t0, int64_t cpu, int64_t peer, int64_t tag,
+/* Append one record (hindsight.trace.core.RAW_COLUMNS); t_end goes last. Always inlined: a call
+ * of its own costs the wrapper about 20 instructions (callgrind). */
+static inline __attribute__((always_inline)) void rec(int64_t op, int64_t t0, int64_t cpu, int64_t peer, int64_t tag,
                        int64_t comm, int64_t nbytes, int64_t request, int64_t root, int64_t t1) {
     int64_t *r = cur;
     r[0] = op; r[1] = -1; r[2] = t0; r[3] = cpu; r[4] = peer; r[5] = tag; r[6] = comm;
@@ -583,6 +588,12 @@ enum { UNTRACED_CALLS(U_ENUM) N_UNTRACED };
 static const char *const untraced_name[N_UNTRACED] = {UNTRACED_CALLS(U_NAME)};
 static int64_t uncounted[N_UNTRACED];     /* per UNTRACED_CALLS entry: calls made */
 
+/* Set when two threads called MPI at once (the owner section below): the rank records nothing
+ * more; the op codes of the call that came in and of the one in progress (0: not known, -2 - k:
+ * counted call k, as in_op) go into status.json's "concurrent_mpi". */
+static volatile int clashed;
+static int64_t clash_ops[2];
+
 /* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
  * library. `end` (the conditions at the end of the program) is NULL on the signal path, which
  * only calls write/rename. */
@@ -616,6 +627,11 @@ static void write_status(const char *status, int64_t program_end, const cond_t *
     }
     n += (size_t)snprintf(b + n, sizeof b - n, "}");
     n = CLAMP(n, sizeof b);
+    if (clashed) {
+        n += (size_t)snprintf(b + n, sizeof b - n, ", \"concurrent_mpi\": [%lld, %lld]",
+                              (long long)clash_ops[0], (long long)clash_ops[1]);
+        n = CLAMP(n, sizeof b);
+    }
     if (wrank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
         int len = 0, v = 0, sv = 0;
@@ -673,8 +689,80 @@ static volatile int64_t in_op;
 static void *volatile in_caller;
 static int stop_fd = -1;
 
-#define ENTER(OPC) (in_caller = __builtin_return_address(0), in_op = (OPC))
-#define LEAVE() (in_op = 0)
+#define WHERE(OPC) (in_caller = __builtin_return_address(0), in_op = (OPC))
+
+/* ---- one thread at a time ----------------------------------------------------------------- *
+ * The rank belongs to the thread of its last traced call (`owner`); `depth` counts that
+ * thread's wrappers in progress (more than one only when MPI calls back into the program, which
+ * calls MPI again). A wrapper that records or reads the tables owns the rank for its whole run
+ * (OWN, released when the wrapper returns): on the owner thread that is one comparison and an
+ * increment, nothing else. Another thread takes the rank under a lock, and only if no wrapper
+ * is in progress: a program that calls MPI from one thread at a time (funneled or serialized
+ * use, mpi4py.futures' manager thread) is recorded whole. If one is in progress, two threads
+ * call MPI at once: the rank stops recording (`clashed`, the owner becomes nobody), every later
+ * call passes straight to PMPI, and MPI_Finalize writes status "concurrent-mpi". The call in
+ * progress checks at its return, before it records or touches a table, that the rank is still
+ * its thread's (`kept`): so is a clash found whichever thread got in first, and no record is
+ * ever written by two threads. */
+static volatile pthread_t owner;
+static volatile int depth;
+static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Under owner_lock: the first clash is the one kept. */
+static void clash(int64_t op, int64_t other) {
+    if (clashed) return;
+    clash_ops[0] = op;
+    clash_ops[1] = other;
+    clashed = 1;
+    owner = (pthread_t)0;
+}
+
+static __attribute__((noinline, cold)) int take_slow(int64_t op) {
+    pthread_mutex_lock(&owner_lock);
+    int ok = !clashed && depth == 0;
+    if (ok) {
+        owner = pthread_self();
+        depth = 1;
+    } else {
+        clash(op, in_op);
+    }
+    pthread_mutex_unlock(&owner_lock);
+    return ok;
+}
+
+/* At a wrapper's entry while recording: 1 if this thread may record the call `op`. */
+static inline int take(int64_t op) {
+    if (__builtin_expect(pthread_equal(owner, pthread_self()), 1)) {
+        depth++;
+        return 1;
+    }
+    return take_slow(op);
+}
+
+static inline void release(int *own) {
+    if (*own) depth--;
+}
+
+/* Another thread took the rank while call `op` was in MPI: both ran at once. */
+static __attribute__((noinline, cold)) int lost(int64_t op) {
+    pthread_mutex_lock(&owner_lock);
+    clash(op, in_op);
+    pthread_mutex_unlock(&owner_lock);
+    return 0;
+}
+
+/* After the PMPI call: 1 if the rank is still this thread's (the call may be recorded). */
+static inline int kept(int64_t op) {
+    return __builtin_expect(pthread_equal(owner, pthread_self()), 1) || lost(op);
+}
+
+/* own_: this wrapper records (recording is on and the rank is this thread's), released on
+ * return; ENTER/LEAVE bracket the PMPI call (where the rank is, for the stop signal), and
+ * LEAVE returns the call's result at once, recording nothing, if the rank was lost meanwhile. */
+#define OWN(OPC) int own_ __attribute__((cleanup(release))) = on && take(OPC)
+#define ENTER(OPC) const int64_t op_ = (OPC); WHERE(op_)
+#define LEAVE_THEN(CLEANUP) in_op = 0; if (!kept(op_)) { CLEANUP; return rc; }
+#define LEAVE() LEAVE_THEN((void)0)
 
 static size_t put_hex(char *b, size_t n, uint64_t v) {
     char d[16];
@@ -888,6 +976,7 @@ static void start(void) {
     char *hosts = calloc((size_t)wsize, sizeof host);
     PMPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
     world_entry = (comm_t){MPI_COMM_WORLD, 0, NULL, wsize, 0, 0};
+    owner = pthread_self();
     self_entry = (comm_t){MPI_COMM_SELF, 1, &wrank, 1, 0, 0};
     started = 1;
     if (!untraced) {
@@ -924,6 +1013,12 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     const char *d = getenv("HINDSIGHT_MULTIPLE_IS_DEFAULT");
     int tracing = dir && *dir && !(u && strcmp(u, "1") == 0);
     int by_default = d && strcmp(d, "1") == 0;
+    if (rc == MPI_SUCCESS && tracing) {
+        /* a process made by MPI_Comm_spawn (mpi4py.futures' workers...) is not traced (start) */
+        MPI_Comm parent = MPI_COMM_NULL;
+        PMPI_Comm_get_parent(&parent);
+        tracing = parent == MPI_COMM_NULL;
+    }
     if (rc == MPI_SUCCESS && tracing && *provided == MPI_THREAD_MULTIPLE && !by_default) {
         /* One record cursor per rank: calls of several threads would overlap and corrupt it.
          * Refused as the Python tracer refuses it: one line, every rank exits with status 2.
@@ -967,11 +1062,11 @@ void hindsight_program_end(void) {
 int MPI_Finalize(void) {
     if (started && !finished) {
         hindsight_program_end();            /* a no-op when the launcher marked the end */
-        stop("complete", program_end_mark, &cond_end_mark);
+        stop(clashed ? "concurrent-mpi" : "complete", program_end_mark, &cond_end_mark);
     }
-    ENTER(-1);
+    WHERE(-1);
     int rc = PMPI_Finalize();
-    LEAVE();
+    in_op = 0;
     return rc;
 }
 
@@ -1011,7 +1106,8 @@ static inline int64_t status_bytes(const MPI_Status *st) {
 #define SEND_WRAPPER(NAME, OPC, SFX, CNT)                                                    \
 int NAME##SFX(const void *buf, CNT count, MPI_Datatype type, int dest, int tag,              \
               MPI_Comm comm) {                                                               \
-    if (!on) return P##NAME##SFX(buf, count, type, dest, tag, comm);                         \
+    OWN(OPC);                                                                                \
+    if (!own_) return P##NAME##SFX(buf, count, type, dest, tag, comm);                       \
     CPU0;                                                                                    \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
@@ -1031,7 +1127,8 @@ SEND_WRAPPER(MPI_Rsend, OP_RSEND, SFX, CNT)                                     
                                                                                              \
 int MPI_Recv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,              \
                   MPI_Comm comm, MPI_Status *status) {                                       \
-    if (!on) return PMPI_Recv##SFX(buf, count, type, source, tag, comm, status);             \
+    OWN(OP_RECV);                                                                            \
+    if (!own_) return PMPI_Recv##SFX(buf, count, type, source, tag, comm, status);           \
     MPI_Status mine;                                                                         \
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
     CPU0;                                                                                    \
@@ -1049,7 +1146,8 @@ int MPI_Recv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag, 
 int MPI_Sendrecv##SFX(const void *sendbuf, CNT sendcount, MPI_Datatype sendtype, int dest,   \
                       int sendtag, void *recvbuf, CNT recvcount, MPI_Datatype recvtype,      \
                       int source, int recvtag, MPI_Comm comm, MPI_Status *status) {          \
-    if (!on)                                                                                 \
+    OWN(OP_SR_SEND);                                                                         \
+    if (!own_)                                                                               \
         return PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,      \
                                   recvcount, recvtype, source, recvtag, comm, status);       \
     MPI_Status mine;                                                                         \
@@ -1073,7 +1171,8 @@ int MPI_Sendrecv##SFX(const void *sendbuf, CNT sendcount, MPI_Datatype sendtype,
 int MPI_Sendrecv_replace##SFX(void *buf, CNT count, MPI_Datatype type, int dest,             \
                               int sendtag, int source, int recvtag, MPI_Comm comm,           \
                               MPI_Status *status) {                                          \
-    if (!on)                                                                                 \
+    OWN(OP_SR_SEND);                                                                         \
+    if (!own_)                                                                               \
         return PMPI_Sendrecv_replace##SFX(buf, count, type, dest, sendtag, source, recvtag,  \
                                           comm, status);                                     \
     MPI_Status mine;                                                                         \
@@ -1095,7 +1194,8 @@ int MPI_Sendrecv_replace##SFX(void *buf, CNT count, MPI_Datatype type, int dest,
 INT_AND_LARGE(P2P)
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
-    if (!on) return PMPI_Probe(source, tag, comm, status);
+    OWN(OP_PROBE);
+    if (!own_) return PMPI_Probe(source, tag, comm, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     ENTER(OP_PROBE);
@@ -1110,7 +1210,8 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
 }
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
-    if (!on) return PMPI_Iprobe(source, tag, comm, flag, status);
+    OWN(OP_IPROBE);
+    if (!own_) return PMPI_Iprobe(source, tag, comm, flag, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     ENTER(OP_IPROBE);
@@ -1131,7 +1232,8 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 #define ISEND_WRAPPER(NAME, OPC, SFX, CNT)                                                   \
 int NAME##SFX(const void *buf, CNT count, MPI_Datatype type, int dest, int tag,              \
               MPI_Comm comm, MPI_Request *request) {                                         \
-    if (!on) return P##NAME##SFX(buf, count, type, dest, tag, comm, request);                \
+    OWN(OPC);                                                                                \
+    if (!own_) return P##NAME##SFX(buf, count, type, dest, tag, comm, request);              \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME##SFX(buf, count, type, dest, tag, comm, request);                       \
@@ -1152,7 +1254,8 @@ ISEND_WRAPPER(MPI_Irsend, OP_IRSEND, SFX, CNT)                                  
                                                                                              \
 int MPI_Irecv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,             \
                    MPI_Comm comm, MPI_Request *request) {                                    \
-    if (!on) return PMPI_Irecv##SFX(buf, count, type, source, tag, comm, request);           \
+    OWN(OP_IRECV);                                                                           \
+    if (!own_) return PMPI_Irecv##SFX(buf, count, type, source, tag, comm, request);         \
     ENTER(OP_IRECV);                                                                         \
     int64_t t0 = now_ns();                                                                   \
     int rc = PMPI_Irecv##SFX(buf, count, type, source, tag, comm, request);                  \
@@ -1169,7 +1272,8 @@ int MPI_Irecv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,
 INT_AND_LARGE(POSTS)
 
 int MPI_Request_free(MPI_Request *request) {
-    req_t *e = on ? req_find(*request) : NULL;
+    OWN(0);
+    req_t *e = own_ ? req_find(*request) : NULL;
     if (e) req_del(e);
     return PMPI_Request_free(request);
 }
@@ -1210,7 +1314,8 @@ static int matched_take(MPI_Message m, matched_t *out) {
 }
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
-    if (!on) return PMPI_Mprobe(source, tag, comm, message, status);
+    OWN(OP_PROBE);
+    if (!own_) return PMPI_Mprobe(source, tag, comm, message, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     CPU0;
@@ -1228,7 +1333,8 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
 
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                 MPI_Status *status) {
-    if (!on) return PMPI_Improbe(source, tag, comm, flag, message, status);
+    OWN(OP_IPROBE);
+    if (!own_) return PMPI_Improbe(source, tag, comm, flag, message, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
     ENTER(OP_IPROBE);
@@ -1251,7 +1357,8 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
 int MPI_Mrecv##SFX(void *buf, CNT count, MPI_Datatype type, MPI_Message *message,            \
                    MPI_Status *status) {                                                     \
     matched_t m;                                                                             \
-    if (!on || !matched_take(*message, &m))                                                  \
+    OWN(OP_RECV);                                                                            \
+    if (!own_ || !matched_take(*message, &m))                                                \
         return PMPI_Mrecv##SFX(buf, count, type, message, status);                           \
     MPI_Status mine;                                                                         \
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;                           \
@@ -1269,7 +1376,8 @@ int MPI_Mrecv##SFX(void *buf, CNT count, MPI_Datatype type, MPI_Message *message
 int MPI_Imrecv##SFX(void *buf, CNT count, MPI_Datatype type, MPI_Message *message,           \
                     MPI_Request *request) {                                                  \
     matched_t m;                                                                             \
-    if (!on || !matched_take(*message, &m))                                                  \
+    OWN(OP_IRECV);                                                                           \
+    if (!own_ || !matched_take(*message, &m))                                                \
         return PMPI_Imrecv##SFX(buf, count, type, message, request);                         \
     ENTER(OP_IRECV);                                                                         \
     int64_t t0 = now_ns();                                                                   \
@@ -1340,8 +1448,9 @@ static inline const preq_t *preq_find(MPI_Request r) {
 #define PSEND_INIT(NAME, OPC, SFX, CNT)                                                      \
 int NAME##SFX(const void *buf, CNT count, MPI_Datatype type, int dest, int tag,              \
               MPI_Comm comm, MPI_Request *request) {                                         \
+    OWN(0);                                                                                  \
     int rc = P##NAME##SFX(buf, count, type, dest, tag, comm, request);                       \
-    if (on && rc == MPI_SUCCESS) {                                                           \
+    if (own_ && kept(0) && rc == MPI_SUCCESS) {                                              \
         comm_t *c = comm_of(comm);                                                           \
         preq_set(*request, OPC, world_of(c, dest), tag, bytes(count, type), c, 0);           \
     }                                                                                        \
@@ -1356,8 +1465,9 @@ PSEND_INIT(MPI_Rsend_init, OP_IRSEND, SFX, CNT)                                 
                                                                                              \
 int MPI_Recv_init##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,         \
                        MPI_Comm comm, MPI_Request *request) {                                \
+    OWN(0);                                                                                  \
     int rc = PMPI_Recv_init##SFX(buf, count, type, source, tag, comm, request);              \
-    if (on && rc == MPI_SUCCESS) {                                                           \
+    if (own_ && kept(0) && rc == MPI_SUCCESS) {                                              \
         comm_t *c = comm_of(comm);                                                           \
         preq_set(*request, OP_IRECV,                                                         \
                  source == MPI_ANY_SOURCE ? ANY_SOURCE_SENTINEL : world_of(c, source),       \
@@ -1375,7 +1485,8 @@ static void preq_started(const preq_t *p, MPI_Request r, int64_t t0, int64_t t1)
 }
 
 int MPI_Start(MPI_Request *request) {
-    const preq_t *p = on ? preq_find(*request) : NULL;
+    OWN(0);
+    const preq_t *p = own_ ? preq_find(*request) : NULL;
     if (!p) return PMPI_Start(request);
     ENTER(p->op);
     int64_t t0 = now_ns();
@@ -1388,8 +1499,9 @@ int MPI_Start(MPI_Request *request) {
 
 /* One post row per traced request, each with the call's times (as TracedPrequest.Startall). */
 int MPI_Startall(int count, MPI_Request reqs_in[]) {
+    OWN(0);
     const preq_t *first = NULL;
-    for (int i = 0; on && i < count && !first; i++) first = preq_find(reqs_in[i]);
+    for (int i = 0; own_ && i < count && !first; i++) first = preq_find(reqs_in[i]);
     if (!first) return PMPI_Startall(count, reqs_in);
     ENTER(first->op);
     int64_t t0 = now_ns();
@@ -1419,7 +1531,8 @@ static inline void completed(int op, int64_t t0, int64_t cpu, int64_t t1, req_t 
 }
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-    req_t *e = on ? req_find(*request) : NULL;
+    OWN(OP_WAIT);
+    req_t *e = own_ ? req_find(*request) : NULL;
     if (!e) return PMPI_Wait(request, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
@@ -1434,7 +1547,8 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
 }
 
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
-    req_t *e = on ? req_find(*request) : NULL;
+    OWN(OP_TEST);
+    req_t *e = own_ ? req_find(*request) : NULL;
     if (!e) return PMPI_Test(request, flag, status);
     MPI_Status mine;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
@@ -1472,14 +1586,16 @@ static void scratch_drop(scratch_t *x, const MPI_Status *given) {
 }
 
 static int any_traced(int n, const MPI_Request *r) {
-    if (!on || !nreqs) return 0;
+    if (!nreqs) return 0;
     for (int i = 0; i < n; i++) if (req_find(r[i])) return 1;
     return 0;
 }
 
 #define ALL_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE)                                    \
 int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {                \
-    if (!any_traced(count, reqs_in)) return P##NAME(count, reqs_in FLAG_ARG, statuses);      \
+    OWN(OPC);                                                                                \
+    if (!own_ || !any_traced(count, reqs_in))                                                \
+        return P##NAME(count, reqs_in FLAG_ARG, statuses);                                   \
     scratch_t x;                                                                             \
     scratch_take(&x, count, reqs_in, statuses);                                              \
     CPU0;                                                                                    \
@@ -1487,7 +1603,7 @@ int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {   
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(count, reqs_in FLAG_ARG, x.s);                                          \
     int64_t t1 = now_ns();                                                                   \
-    LEAVE();                                                                                 \
+    LEAVE_THEN(scratch_drop(&x, statuses));                                                  \
     if (DONE) {                                                                              \
         int64_t cpu = CPU1;                                                                  \
         for (int i = 0; i < count; i++) {                                                    \
@@ -1506,7 +1622,9 @@ ALL_WRAPPER(MPI_Testall, OP_TESTALL, COMMA int *flag, COMMA flag, *flag)
 
 #define ANY_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE)                                    \
 int NAME(int count, MPI_Request reqs_in[], int *index FLAG_DECL, MPI_Status *status) {       \
-    if (!any_traced(count, reqs_in)) return P##NAME(count, reqs_in, index FLAG_ARG, status); \
+    OWN(OPC);                                                                                \
+    if (!own_ || !any_traced(count, reqs_in))                                                \
+        return P##NAME(count, reqs_in, index FLAG_ARG, status);                              \
     scratch_t x;                                                                             \
     scratch_take(&x, count, reqs_in, MPI_STATUSES_IGNORE);                                   \
     MPI_Status mine;                                                                         \
@@ -1516,7 +1634,7 @@ int NAME(int count, MPI_Request reqs_in[], int *index FLAG_DECL, MPI_Status *sta
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(count, reqs_in, index FLAG_ARG, st);                                    \
     int64_t t1 = now_ns();                                                                   \
-    LEAVE();                                                                                 \
+    LEAVE_THEN(scratch_drop(&x, MPI_STATUSES_IGNORE));                                       \
     if ((DONE) && *index != MPI_UNDEFINED) {                                                 \
         req_t *e = req_find(x.h[*index]);                                                    \
         if (e) completed(OPC, t0, CPU1, t1, e, st);                                          \
@@ -1530,7 +1648,8 @@ ANY_WRAPPER(MPI_Testany, OP_TESTANY, COMMA int *flag, COMMA flag, *flag)
 #define SOME_WRAPPER(NAME, OPC)                                                              \
 int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],                   \
          MPI_Status statuses[]) {                                                            \
-    if (!any_traced(incount, reqs_in))                                                       \
+    OWN(OPC);                                                                                \
+    if (!own_ || !any_traced(incount, reqs_in))                                              \
         return P##NAME(incount, reqs_in, outcount, indices, statuses);                       \
     scratch_t x;                                                                             \
     scratch_take(&x, incount, reqs_in, statuses);                                            \
@@ -1539,7 +1658,7 @@ int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],      
     int64_t t0 = now_ns();                                                                   \
     int rc = P##NAME(incount, reqs_in, outcount, indices, x.s);                              \
     int64_t t1 = now_ns();                                                                   \
-    LEAVE();                                                                                 \
+    LEAVE_THEN(scratch_drop(&x, statuses));                                                  \
     if (*outcount != MPI_UNDEFINED) {                                                        \
         int64_t cpu = CPU1;                                                                  \
         for (int k = 0; k < *outcount; k++) {                                                \
@@ -1558,7 +1677,8 @@ SOME_WRAPPER(MPI_Testsome, OP_TESTSOME)
 /* ---- collectives: byte counts as instrument/comm.py records them ------------------------- */
 
 #define COLL(OPC, NBYTES, ROOT, CALL)                                                        \
-    if (!on) return CALL;                                                                    \
+    OWN(OPC);                                                                                \
+    if (!own_) return CALL;                                                                  \
     CPU0;                                                                                    \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
@@ -1687,7 +1807,8 @@ INT_AND_LARGE(COLLECTIVES)
  *      the Wait/Test that completes the request records its row ---------------------------- */
 
 #define ICOLL(OPC, NBYTES, ROOT, CALL)                                                       \
-    if (!on) return CALL;                                                                    \
+    OWN(OPC);                                                                                \
+    if (!own_) return CALL;                                                                  \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = CALL;                                                                           \
@@ -1880,7 +2001,8 @@ static void derived(int op, int64_t t0, int64_t t1, MPI_Comm parent, MPI_Comm ma
 
 /* A communicator made from `comm` into `*newcomm`: its row, its id and members (derived). */
 #define DERIVED(OPC, CALL)                                                                   \
-    if (!on) return CALL;                                                                    \
+    OWN(OPC);                                                                                \
+    if (!own_) return CALL;                                                                  \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
     int rc = CALL;                                                                           \
@@ -1925,7 +2047,8 @@ int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edg
 int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
                           const int destinations[], const int weights[], MPI_Info info,
                           int reorder, MPI_Comm *newcomm) {
-    if (!on)
+    OWN(OP_COMM_CREATE);
+    if (!own_)
         return PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
                                       reorder, newcomm);
     ENTER(OP_COMM_CREATE);
@@ -1941,7 +2064,8 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
                                    const int sourceweights[], int outdegree,
                                    const int destinations[], const int destweights[],
                                    MPI_Info info, int reorder, MPI_Comm *newcomm) {
-    if (!on)
+    OWN(OP_COMM_CREATE);
+    if (!own_)
         return PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
                                                destinations, destweights, info, reorder,
                                                newcomm);
@@ -1955,7 +2079,8 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
 }
 
 int MPI_Comm_free(MPI_Comm *comm) {
-    if (on) forget_comm(*comm);
+    OWN(0);
+    if (own_) forget_comm(*comm);
     return PMPI_Comm_free(comm);
 }
 
@@ -2003,7 +2128,8 @@ static void made_window(int64_t t0, int64_t t1, MPI_Comm parent, MPI_Win win) {
 }
 
 #define WIN_CREATE(CALL)                                                                     \
-    if (!on) return CALL;                                                                    \
+    OWN(OP_WIN_CREATE);                                                                      \
+    if (!own_) return CALL;                                                                  \
     ENTER(OP_WIN_CREATE);                                                                    \
     int64_t t0 = now_ns();                                                                   \
     int rc = CALL;                                                                           \
@@ -2036,7 +2162,8 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
 /* A call on window `win`: target TARGET (a window rank; -1: none), NBYTES as the Python tracer
  * records them (the origin buffer's bytes; the result buffer's where there is one). */
 #define WIN_CALL(OPC, TARGET, NBYTES, CALL)                                                  \
-    const win_t *w = on ? win_of(win) : NULL;                                                \
+    OWN(OPC);                                                                                \
+    const win_t *w = own_ ? win_of(win) : NULL;                                              \
     if (!w) return CALL;                                                                     \
     ENTER(OPC);                                                                              \
     int64_t t0 = now_ns();                                                                   \
@@ -2186,7 +2313,8 @@ int MPI_Win_test(MPI_Win win, int *flag) {
 }
 
 int MPI_Win_free(MPI_Win *win) {
-    const win_t *w = on ? win_of(*win) : NULL;
+    OWN(OP_WIN_FREE);
+    const win_t *w = own_ ? win_of(*win) : NULL;
     if (!w) return PMPI_Win_free(win);
     win_t was = *w;                      /* MPI sets *win to MPI_WIN_NULL */
     ENTER(OP_WIN_FREE);
@@ -2204,6 +2332,8 @@ int MPI_Win_free(MPI_Win *win) {
 
 #define COUNTED(ID, NAME, PARAMS, ARGS)                                                      \
     int NAME PARAMS {                                                                        \
+        OWN(-2 - U_##ID);                                                                    \
+        if (!own_) return P##NAME ARGS;                                                      \
         uncounted[U_##ID]++;                                                                 \
         ENTER(-2 - U_##ID);                                                                  \
         int rc = P##NAME ARGS;                                                               \
@@ -2215,6 +2345,8 @@ int MPI_Win_free(MPI_Win *win) {
  * traced persistent request's (MPI_Start then passes it through). */
 #define COUNTED_INIT(ID, NAME, PARAMS, ARGS)                                                 \
     int NAME PARAMS {                                                                        \
+        OWN(-2 - U_##ID);                                                                    \
+        if (!own_) return P##NAME ARGS;                                                      \
         uncounted[U_##ID]++;                                                                 \
         ENTER(-2 - U_##ID);                                                                  \
         int rc = P##NAME ARGS;                                                               \
