@@ -300,10 +300,12 @@ class _TraceOnImport:
         from instrument.completion import TracedPrequest
         from instrument.matched import TracedMessage
         from instrument.rma import TracedWin
+        from instrument.untraced import SelfComm
 
         view = _plain_view(mpi)
         if not deferred:
             view.COMM_WORLD = self.world
+        view.COMM_SELF = SelfComm(mpi.COMM_SELF)
         view.Request = instrument.TracedRequest
         view.Prequest = TracedPrequest
         view.Win = TracedWin

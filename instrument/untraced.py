@@ -73,6 +73,18 @@ def add_counters(cls: type, base: type, names: tuple[str, ...], prefix: str = ""
             setattr(cls, name, counting(prefix + name, fn))
 
 
+#: Calls of `COMM_SELF` that make inter-process traffic (its own traffic is each rank's alone and
+#: not counted): dynamic processes, as `mpi4py.futures` starts its workers.
+SELF_UNTRACED = ("Spawn", "Spawn_multiple", "Accept", "Connect")
+
+
+class SelfComm(MPI.Intracomm):
+    """The traced program's `COMM_SELF`: the real one, its dynamic-process calls counted."""
+
+
+add_counters(SelfComm, MPI.Intracomm, SELF_UNTRACED)
+
+
 class TracedIntercomm(MPI.Intercomm):
     """An intercommunicator whose traffic is counted (not recorded)."""
 
