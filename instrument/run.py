@@ -108,8 +108,8 @@ class _DefaultLevel(str):
 
 THREAD_MULTIPLE_REFUSED = (
     "{program} asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records the MPI calls "
-    "of one thread at a time, and calls from two threads at once would overwrite each other's "
-    "records; {fix} to trace it")
+    "of one thread at a time, and a rank whose MPI two threads call at once is recorded only up "
+    "to then; {fix} to trace it")
 FIX_RC = "set mpi4py.rc.thread_level to 'serialized' or 'funneled'"
 FIX_INIT_THREAD = "ask MPI.Init_thread for THREAD_SERIALIZED or THREAD_FUNNELED"
 #: `untraced_calls` entry of a program that took COMM_WORLD before its own MPI.Init

@@ -202,8 +202,8 @@ def test_thread_multiple_is_refused_at_start_up(tmp_path):
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines()[-1] == (
         "Error: self_init.py asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records "
-        "the MPI calls of one thread at a time, and calls from two threads at once would "
-        "overwrite each other's records; ask MPI.Init_thread for THREAD_SERIALIZED or "
+        "the MPI calls of one thread at a time, and a rank whose MPI two threads call at once "
+        "is recorded only up to then; ask MPI.Init_thread for THREAD_SERIALIZED or "
         "THREAD_FUNNELED to trace it")
     assert "finalized" not in res.stdout
 
