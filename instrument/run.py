@@ -305,7 +305,7 @@ class _TraceOnImport:
         view = _plain_view(mpi)
         if not deferred:
             view.COMM_WORLD = self.world
-        view.COMM_SELF = SelfComm(mpi.COMM_SELF)
+            view.COMM_SELF = SelfComm(mpi.COMM_SELF)   # made from a handle: needs MPI up
         view.Request = instrument.TracedRequest
         view.Prequest = TracedPrequest
         view.Win = TracedWin
@@ -343,7 +343,9 @@ class _TraceOnImport:
             self._begin(refuse)
             view.Finalize = mpi.Finalize        # instrument.start made it finish the run first
             if instrument.active():
+                from instrument.untraced import SelfComm
                 view.COMM_WORLD = self.world
+                view.COMM_SELF = SelfComm(mpi.COMM_SELF)
                 view.__getattr__ = lambda attr: getattr(mpi, attr)
                 if early:
                     untraced.count(EARLY_WORLD)
