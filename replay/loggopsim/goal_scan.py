@@ -14,8 +14,9 @@ collision cannot resolve to the wrong operation. Every dependency of the block l
 labels up there and gets the operations' indices in place. A table per block keeps the work
 linear in the file and the table small enough for the cache.
 
-The columns are allocated at their upper bound (a line each) and written front to back, so the
-memory touched is what the schedule holds: about 64 bytes per operation and 17 per dependency.
+The columns are allocated at their upper bound (a line each), in fresh anonymous mappings
+(``_fresh``), and written front to back, so the memory touched is what the schedule holds: about
+64 bytes per operation and 17 per dependency.
 """
 
 from __future__ import annotations
