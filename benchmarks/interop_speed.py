@@ -113,7 +113,7 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
         from hindsight.interop.otf2_export import export_otf2
         from hindsight.interop.otf2_import import import_otf2
 
-        archive = scratch / "archive"
+        archive = scratch / f"archive-{trace.name}"           # one per trace size
         if not archive.exists():
             export_otf2(trace, archive, table=tr.table, manifest=tr.manifest)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -121,7 +121,7 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
     elif fmt == "import-goal":
         from hindsight.interop.goal import export_goal, import_goal
 
-        schedule = scratch / "schedule.goal"
+        schedule = scratch / f"schedule-{trace.name}.goal"
         if not schedule.exists():
             export_goal(trace, schedule)
         t0, c0 = time.perf_counter(), time.process_time()
