@@ -337,8 +337,7 @@ def _word(w: str) -> np.ndarray:
     return np.frombuffer(w.encode(), np.uint8).copy()
 
 
-_S_NUM_RANKS, _S_RANK, _S_OPEN, _S_CLOSE = (_word("num_ranks "), _word("rank "), _word(" {\n"),
-                                            _word("}\n"))
+_S_RANK, _S_OPEN, _S_CLOSE = _word("rank "), _word(" {\n"), _word("}\n")
 _S_CALC, _S_SEND, _S_RECV = _word(": calc "), _word(": send "), _word(": recv ")
 _S_TO, _S_FROM, _S_TAG = _word("b to "), _word("b from "), _word(" tag ")
 _S_CPU, _S_NIC = _word(" cpu "), _word(" nic ")
