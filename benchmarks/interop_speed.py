@@ -3,9 +3,12 @@
 A synthetic trace (written with ``hindsight.trace.write.write_trace``) of 8 ranks whose every
 iteration is a region, an Irecv and an Isend to the neighbours, a Waitall of both (two rows), a
 Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters treat differently.
-Each format's conversion runs in a fresh process (so that one case's memory does not weigh on
-the next); the time covers what ``hindsight export``/``import`` do after reading the trace's
-manifest: reading the rows, converting, writing the output.
+``import-otf2`` imports the trace's OTF2 export, ``import-goal`` its GOAL export (rows: the
+imported trace's). Each format's conversion runs in a fresh process (so that one case's memory
+does not weigh on the next); the time covers what ``hindsight export``/``import`` do after
+reading the trace's manifest: reading the rows, converting, writing the output. Rows/s are given
+by wall-clock time and by the process's CPU time (which another process on a shared machine
+takes less of).
 
     .venv/bin/python benchmarks/interop_speed.py                       # 1e5, 1e6, 4e6 rows
     .venv/bin/python benchmarks/interop_speed.py --rows 100000 --formats perfetto pipit
@@ -34,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMATS = ("perfetto", "pipit", "otf2", "goal", "import-otf2")
+FORMATS = ("perfetto", "pipit", "otf2", "goal", "import-otf2", "import-goal")
 ROWS_PER_ITER = 8
 
 
@@ -110,14 +113,26 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
         from hindsight.interop.otf2_export import export_otf2
         from hindsight.interop.otf2_import import import_otf2
 
-        archive = scratch / "archive"
+        archive = scratch / f"archive-{trace.name}"           # one per trace size
         if not archive.exists():
             export_otf2(trace, archive, table=tr.table, manifest=tr.manifest)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         import_otf2(archive, out)
+    elif fmt == "import-goal":
+        from hindsight.interop.goal import export_goal, import_goal
+
+        schedule = scratch / f"schedule-{trace.name}.goal"
+        if not schedule.exists():
+            export_goal(trace, schedule)
+        t0, c0 = time.perf_counter(), time.process_time()
+        import_goal(schedule, out)
+        # the rows of the imported trace (Isend/Irecv, Wait, calc), not of the exported one
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        return {"seconds": dt, "cpu_seconds": dc, "rows": sum(tf.read_manifest(out)["events"]),
+                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     elif fmt == "perfetto" and hasattr(perfetto_module(), "export_perfetto"):
         # what the exporter does once formats.py calls the streaming writer
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         perfetto_module().export_perfetto([(None, tr.table)], out, {"trace": str(trace)})
     else:
         from hindsight.interop.formats import EXPORTERS, ExportJob
@@ -126,10 +141,10 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
             job = ExportJob(trace)
         else:
             job = ExportJob(trace, table=tr.table, manifest=tr.manifest, nranks=tr.nranks)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         EXPORTERS[fmt].write(job, out)
-    dt = time.perf_counter() - t0
-    return {"seconds": dt, "rows": tr.table.num_rows,
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return {"seconds": dt, "cpu_seconds": dc, "rows": tr.table.num_rows,
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -175,12 +190,14 @@ def main(argv: list[str] | None = None) -> None:
             trace = make_trace(tmp / f"trace-{rows}", rows)
             for fmt in args.formats:
                 times: dict[str, list[float]] = {k: [] for k in sources}
+                cpu: dict[str, list[float]] = {k: [] for k in sources}
                 rss: dict[str, float] = {k: 0.0 for k in sources}
                 n = 0
                 for _ in range(args.repeat):
                     for key, src in sources.items():         # alternating: A B A B ...
                         r = _one(src, fmt, trace, tmp / f"scratch-{key}")
                         times[key].append(r["seconds"])
+                        cpu[key].append(r.get("cpu_seconds", float("nan")))
                         rss[key] = max(rss[key], r["max_rss_mb"])
                         n = r["rows"]
                 line = [f"{fmt:12s} {n:>9d} rows"]
@@ -188,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                     med = statistics.median(ts)
                     line.append(f"{key}: {n / med:>12,.0f} rows/s (median {med:.3f} s, "
                                 f"min {min(ts):.3f}, max {max(ts):.3f}; max RSS "
-                                f"{rss[key]:.0f} MB)")
+                                f"{rss[key]:.0f} MB; CPU time: "
+                                f"{n / statistics.median(cpu[key]):,.0f} rows/s)")
                 if "old" in times:
                     ratio = statistics.median(times["old"]) / statistics.median(times["new"])
                     line.append(f"new/old speed {ratio:.1f}x")

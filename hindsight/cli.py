@@ -3,13 +3,13 @@ user errors become one readable line and a non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
 from apps.skeletons import SKELETONS as PARADIGMS  # imports no MPI
+from hindsight import __version__
 from hindsight import trace as tf
 from hindsight.errors import DataError, UsageError, UserError
 
@@ -93,7 +93,10 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="hindsight")
+# the version as a constant: click would read it from the installed package's metadata
+# (importlib.metadata, a third of `hindsight --version`'s start-up); tests/test_cli_startup.py
+# checks that it agrees with pyproject.toml
+@click.version_option(version=__version__, prog_name="hindsight")
 def main() -> None:
     """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
     from hindsight.system import keep_freed_memory
@@ -211,6 +214,7 @@ def info(trace_dir, as_json, noise, profile, model_name):
     if noise or profile is not None:
         data["noise"] = _noise_info(trace_dir, profile, model_name)
     if as_json:
+        import json
         click.echo(json.dumps(data, indent=2, default=str))
         return
     click.echo(format_info(data))

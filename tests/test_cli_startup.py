@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
+import hindsight
 import hindsight.cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +69,34 @@ def test_the_walk_finds_the_lazy_commands_and_the_subcommands():
 def test_help_loads_no_heavy_module(args):
     got = _probe(args)
     assert got["exit"] == 0, got["stderr"]
+    assert got["heavy"] == []
+
+
+def test_version_loads_no_heavy_module_nor_package_metadata(tmp_path):
+    code = PROBE.replace("print(json.dumps(", "print(sorted(m for m in sys.modules if m == "
+                         "'importlib.metadata' or m.startswith('importlib.metadata.')))\n"
+                         "print(json.dumps(")
+    proc = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    *out, metadata, result = proc.stdout.strip().splitlines()
+    assert json.loads(result) == {"exit": 0, "heavy": []}, proc.stderr
+    assert metadata == "[]"
+    assert out == [f"hindsight, version {hindsight.__version__}"]
+
+
+def test_the_version_is_the_one_pyproject_declares():
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["version"] == hindsight.__version__
+
+
+@pytest.mark.parametrize("path", [pytest.param(list(p), id=" ".join(p)) for p in
+                                  [()] + _command_paths()])
+def test_an_unknown_flag_loads_no_heavy_module(path, tmp_path):
+    got = _probe([*path, "--no-such-flag"], tmp_path)
+    assert got["exit"] == 2, got["stderr"]
+    assert "--no-such-flag" in got["stderr"]
     assert got["heavy"] == []
 
 

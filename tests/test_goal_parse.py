@@ -19,6 +19,7 @@ from replay.loggopsim.goal import (
     format_goal,
     parse_goal,
     read_goal,
+    write_goal,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -250,6 +251,23 @@ def test_format_goal_writes_what_python_writes():
                       np.array([0]), np.array([0]), np.array([0]), np.zeros(0, np.int64),
                       np.zeros(0, np.int64), np.zeros(0, bool))
     assert format_goal(big) == _format_goal_slow(big)       # too large for int64: Python's
+
+
+def test_write_goal_streams_the_text_format_goal_returns(tmp_path):
+    # about 4 MB of text: several of the writer's 1 MiB chunks, lines cut at none of them
+    text, _ = make_schedule("ring", 150_000, P=7)
+    s = parse_goal(text)
+    out = tmp_path / "s.goal"
+    write_goal(s, out, "h\u00e9ader\nline 2")
+    data = out.read_bytes()
+    assert len(data) > 3 * 2**20
+    assert data == _format_goal_slow(s, "h\u00e9ader\nline 2").encode()
+    assert data.decode() == format_goal(s, "h\u00e9ader\nline 2")
+    big = LG.Schedule(1, np.array([0]), np.array([LG.CALC]), np.array([1e30]), np.array([-1]),
+                      np.array([0]), np.array([0]), np.array([0]), np.zeros(0, np.int64),
+                      np.zeros(0, np.int64), np.zeros(0, bool))
+    write_goal(big, out)                                    # too large for int64: Python's
+    assert out.read_text() == _format_goal_slow(big)
 
 
 def test_simulation_errors_name_operations_by_label():

@@ -43,16 +43,16 @@ def put_int(buf, at, v):
         u = np.uint64(-(v + 1)) + np.uint64(1)
     else:
         u = np.uint64(v)
-    start = at
-    while True:                                       # the digits backwards, then reversed
-        buf[at] = 48 + np.uint8(u % np.uint64(10))
-        at += 1
+    n = 1                                             # the digits, then each in its place
+    t = u
+    while t >= np.uint64(10):
+        t //= np.uint64(10)
+        n += 1
+    end = at + n
+    while True:
+        n -= 1
+        buf[at + n] = 48 + np.uint8(u % np.uint64(10))
         u //= np.uint64(10)
         if u == 0:
             break
-    i, j = start, at - 1
-    while i < j:
-        buf[i], buf[j] = buf[j], buf[i]
-        i += 1
-        j -= 1
-    return at
+    return end

@@ -20,7 +20,7 @@ import numpy as np
 from hindsight import trace as tf
 from replay import models as M
 from replay.engine import scale_array
-from replay.loggopsim.goal import GoalError, format_goal, read_goal
+from replay.loggopsim.goal import GoalError, read_goal, write_goal
 from replay.loggopsim.schedule import SIDECAR, schedule_from_trace, sidecar_schedule
 from replay.loggopsim.simulator import (
     ANY,
@@ -62,7 +62,7 @@ def export_goal(trace_dir: Path | str, out: Path | str, *, compute_scale: float 
                                     algorithms=algorithms).schedule
         header = (f"hindsight export of {trace_dir} ({prep.nranks} ranks, "
                   f"{sched.nops} operations; collectives as point-to-point messages)")
-    Path(out).write_text(format_goal(sched, header))
+    write_goal(sched, out, header)
     return sched
 
 

@@ -47,6 +47,10 @@ _PIECES = [',{"ph":"X","name":', ',"cat":"region"', ',"args":{', "}}",
            ',{"ph":"f","bp":"e","cat":"message","name":"msg","id":',
            *(f',"{k}":' for k in ARG_FIELDS)]
 _ARG0 = len(_PIECES) - len(ARG_FIELDS)
+# module constants: compiled code takes them as constants, which need no reference counts (an
+# array passed to a helper called per row is counted on each call: 1.4-1.55 -> 0.6-0.9 s CPU for
+# a million rows)
+_PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 
 def _metadata_events(rank: np.ndarray, prefix: str, pid_base: int) -> list[dict[str, Any]]:
@@ -105,7 +109,6 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
     s_ts, d_ts = ts[heads[s_row]], ts[heads[d_row]]
     big_s, big_d = _big(s_ts, texts), _big(d_ts, texts)
     text_buf, text_off = byte_table(texts)
-    piece_buf, piece_off = byte_table(_PIECES)
     room = 700 + 2 * longest(reg_off) + longest(op_off) + 2 * longest(text_off)
     buf = np.empty(max(bytetext.BUFFER_BYTES, room), np.uint8)
     pid = tl.rank + pid_base
@@ -114,7 +117,7 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
         at, end = _format_slices(buf, room, at, heads, op, region, sendrecv, pid,
                                  ts, dur, big_ts, big_dur, tl.seq, tl.peer, tl.tag, tl.comm,
                                  tl.nbytes, tl.request, tl.root, reg_buf, reg_off, op_buf,
-                                 op_off, text_buf, text_off, piece_buf, piece_off)
+                                 op_off, text_buf, text_off)
         yield memoryview(buf)[:end]
     k = len(s_row)
     counts[1] += k
@@ -123,7 +126,7 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
     at = 0
     while at < k:
         at, end = _format_flows(buf, room, at, flow_base, s_pid, s_ts, big_s, nbytes, d_pid,
-                                d_ts, big_d, text_buf, text_off, piece_buf, piece_off)
+                                d_ts, big_d, text_buf, text_off)
         yield memoryview(buf)[:end]
 
 
@@ -153,27 +156,26 @@ def _us(buf, at, ns, big, text_buf, text_off):
 
 
 @nb.njit(cache=True, inline="always")
-def _arg(buf, at, v, piece, piece_buf, piece_off):
+def _arg(buf, at, v, piece):
     """``,"<field>":<v>`` unless ``v`` is -1."""
     if v == -1:
         return at
-    at = put(buf, at, piece_buf, piece_off, piece)
+    at = put(buf, at, _PIECE_BUF, _PIECE_OFF, piece)
     return put_int(buf, at, v)
 
 
 @nb.njit(cache=True, inline="always")
-def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root, piece_buf,
-          piece_off):
+def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root):
     """``,"seq":1,"peer":2...`` of row ``i`` (ARG_FIELDS that are not -1); ``skip_comma``:
     without the first comma."""
     start = at
-    at = _arg(buf, at, seq[i], _ARG0, piece_buf, piece_off)
-    at = _arg(buf, at, peer[i], _ARG0 + 1, piece_buf, piece_off)
-    at = _arg(buf, at, tag[i], _ARG0 + 2, piece_buf, piece_off)
-    at = _arg(buf, at, comm[i], _ARG0 + 3, piece_buf, piece_off)
-    at = _arg(buf, at, nbytes[i], _ARG0 + 4, piece_buf, piece_off)
-    at = _arg(buf, at, request[i], _ARG0 + 5, piece_buf, piece_off)
-    at = _arg(buf, at, root[i], _ARG0 + 6, piece_buf, piece_off)
+    at = _arg(buf, at, seq[i], _ARG0)
+    at = _arg(buf, at, peer[i], _ARG0 + 1)
+    at = _arg(buf, at, tag[i], _ARG0 + 2)
+    at = _arg(buf, at, comm[i], _ARG0 + 3)
+    at = _arg(buf, at, nbytes[i], _ARG0 + 4)
+    at = _arg(buf, at, request[i], _ARG0 + 5)
+    at = _arg(buf, at, root[i], _ARG0 + 6)
     if skip_comma and at > start:                     # drop the comma: shift the text left
         for j in range(start, at - 1):
             buf[j] = buf[j + 1]
@@ -184,7 +186,7 @@ def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root, p
 @nb.njit(cache=True)
 def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, big_ts, big_dur,
                    seq, peer, tag, comm, nbytes, request, root, reg_buf, reg_off, op_buf, op_off,
-                   text_buf, text_off, piece_buf, piece_off):
+                   text_buf, text_off):
     """The text of rows ``first``, ``first + 1``, ... into ``buf`` while ``room`` bytes (the
     most one row takes) are left: one ``X`` event per call, opened by its first row (head); the
     call's other rows add their entry to its ``args.rows``; its last row closes it. Returns the
@@ -196,58 +198,56 @@ def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, 
         last = i + 1 == n or heads[i + 1] != heads[i]
         r = region[i]
         if op[i] == 0:
-            at = put(buf, at, piece_buf, piece_off, 0)          # ,{"ph":"X","name":
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 0)          # ,{"ph":"X","name":
             if reg_off[r + 1] > reg_off[r]:
                 at = put(buf, at, reg_buf, reg_off, r)
             else:
-                at = put(buf, at, piece_buf, piece_off, 15)     # "region"
-            at = put(buf, at, piece_buf, piece_off, 1)          # ,"cat":"region"
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 15)     # "region"
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 1)          # ,"cat":"region"
         elif heads[i] == i:
-            at = put(buf, at, piece_buf, piece_off, 4)          # ,{"ph":"X","name":"
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 4)          # ,{"ph":"X","name":"
             if sendrecv[i]:
-                at = put(buf, at, piece_buf, piece_off, 5)
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 5)
             else:
-                at = put(buf, at, piece_buf, piece_off, 6)      # MPI_
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 6)      # MPI_
                 at = put(buf, at, op_buf, op_off, op[i])
-            at = put(buf, at, piece_buf, piece_off, 7)          # ","cat":"mpi"
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 7)          # ","cat":"mpi"
         else:
-            at = put(buf, at, piece_buf, piece_off, 9)          # ,
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 9)          # ,
         if op[i] == 0 or heads[i] == i:
-            at = put(buf, at, piece_buf, piece_off, 16)         # ,"pid":
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 16)         # ,"pid":
             at = put_int(buf, at, pid[i])
-            at = put(buf, at, piece_buf, piece_off, 17 if op[i] == 0 else 18)
-            at = put(buf, at, piece_buf, piece_off, 19)         # ,"ts":
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 17 if op[i] == 0 else 18)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)         # ,"ts":
             at = _us(buf, at, ts[i], big_ts[i], text_buf, text_off)
-            at = put(buf, at, piece_buf, piece_off, 20)         # ,"dur":
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 20)         # ,"dur":
             at = _us(buf, at, dur[i], big_dur[i], text_buf, text_off)
         if op[i] == 0:
-            at = put(buf, at, piece_buf, piece_off, 2)          # ,"args":{
-            at = _args(buf, at, i, True, seq, peer, tag, comm, nbytes, request, root,
-                       piece_buf, piece_off)
-            at = put(buf, at, piece_buf, piece_off, 3)          # }}
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 2)          # ,"args":{
+            at = _args(buf, at, i, True, seq, peer, tag, comm, nbytes, request, root)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 3)          # }}
         else:
             if heads[i] == i:
-                at = put(buf, at, piece_buf, piece_off, 8)      # ,"args":{"rows":[
-            at = put(buf, at, piece_buf, piece_off, 12)         # {"op":"
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 8)      # ,"args":{"rows":[
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 12)         # {"op":"
             at = put(buf, at, op_buf, op_off, op[i])
-            at = put(buf, at, piece_buf, piece_off, 13)         # "
-            at = _args(buf, at, i, False, seq, peer, tag, comm, nbytes, request, root,
-                       piece_buf, piece_off)
-            at = put(buf, at, piece_buf, piece_off, 14)         # }
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 13)         # "
+            at = _args(buf, at, i, False, seq, peer, tag, comm, nbytes, request, root)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 14)         # }
             if last:
-                at = put(buf, at, piece_buf, piece_off, 10)     # ]
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 10)     # ]
                 h = region[heads[i]]
                 if reg_off[h + 1] > reg_off[h]:
-                    at = put(buf, at, piece_buf, piece_off, 11)  # ,"region":
+                    at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 11)  # ,"region":
                     at = put(buf, at, reg_buf, reg_off, h)
-                at = put(buf, at, piece_buf, piece_off, 3)      # }}
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 3)      # }}
         i += 1
     return i, at
 
 
 @nb.njit(cache=True)
 def _format_flows(buf, room, first, flow_base, s_pid, s_ts, big_s, nbytes, d_pid, d_ts, big_d,
-                  text_buf, text_off, piece_buf, piece_off):
+                  text_buf, text_off):
     """The flow arrows of messages ``first``, ``first + 1``, ... (an ``s`` and an ``f`` event
     each) into ``buf`` while ``room`` bytes are left; returns the next message and the bytes
     written."""
@@ -255,24 +255,24 @@ def _format_flows(buf, room, first, flow_base, s_pid, s_ts, big_s, nbytes, d_pid
     at = 0
     while k < len(s_pid) and at + room <= len(buf):
         fid = flow_base + k + 1
-        at = put(buf, at, piece_buf, piece_off, 21)             # ,{"ph":"s",...,"id":
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 21)             # ,{"ph":"s",...,"id":
         at = put_int(buf, at, fid)
-        at = put(buf, at, piece_buf, piece_off, 16)             # ,"pid":
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 16)             # ,"pid":
         at = put_int(buf, at, s_pid[k])
-        at = put(buf, at, piece_buf, piece_off, 18)             # ,"tid":0
-        at = put(buf, at, piece_buf, piece_off, 19)             # ,"ts":
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 18)             # ,"tid":0
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)             # ,"ts":
         at = _us(buf, at, s_ts[k], big_s[k], text_buf, text_off)
-        at = put(buf, at, piece_buf, piece_off, 22)             # ,"args":{"bytes":
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 22)             # ,"args":{"bytes":
         at = put_int(buf, at, nbytes[k])
-        at = put(buf, at, piece_buf, piece_off, 3)              # }}
-        at = put(buf, at, piece_buf, piece_off, 23)             # ,{"ph":"f",...,"id":
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 3)              # }}
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 23)             # ,{"ph":"f",...,"id":
         at = put_int(buf, at, fid)
-        at = put(buf, at, piece_buf, piece_off, 16)
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 16)
         at = put_int(buf, at, d_pid[k])
-        at = put(buf, at, piece_buf, piece_off, 18)
-        at = put(buf, at, piece_buf, piece_off, 19)
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 18)
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)
         at = _us(buf, at, d_ts[k], big_d[k], text_buf, text_off)
-        at = put(buf, at, piece_buf, piece_off, 14)             # }
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 14)             # }
         k += 1
     return k, at
 

@@ -262,7 +262,6 @@ def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
         return m
     name_buf, name_off = byte_table([_csv_field(s) for s in ev.names])
     enter_buf, enter_off = byte_table([_csv_field(json.dumps({"region": s})) for s in ev.names])
-    piece_buf, piece_off = byte_table(_PIECES)
     # room for any event: the longest name and Enter attributes, and an instant's six integers
     room = 300 + longest(name_off) + longest(enter_off)
     buf = np.empty(max(bytetext.BUFFER_BYTES, room), np.uint8)
@@ -272,8 +271,7 @@ def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
         while at < m:
             at, end = _format(buf, room, at, ev.time, ev.etype, ev.name, ev.rank, ev.kind,
                               ev.nonblocking, ev.row, ev.peer, ev.comm, ev.tag, ev.nbytes,
-                              ev.request, name_buf, name_off, enter_buf, enter_off, piece_buf,
-                              piece_off)
+                              ev.request, name_buf, name_off, enter_buf, enter_off)
             fh.write(memoryview(buf)[:end])
     return m
 
@@ -289,11 +287,14 @@ def _csv_field(text: str) -> str:
 _PIECES = ["Enter", "Leave", "Instant", '"{""receiver"": ', '"{""sender"": ',
            ', ""communicator"": ', ', ""msg_tag"": ', ', ""msg_length"": ',
            ', ""request_id"": ', '}"']
+# module constants: compiled code takes them as constants, which need no reference counts (an
+# array passed to a helper called per event is counted on each call)
+_PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 
 @nb.njit(cache=True)
 def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, peer, comm, tag,
-            nbytes, request, name_buf, name_off, enter_buf, enter_off, piece_buf, piece_off):
+            nbytes, request, name_buf, name_off, enter_buf, enter_off):
     """The CSV lines of events ``first``, ``first + 1``, ... into ``buf`` while ``room`` bytes
     (the most one event takes) are left; returns the next event and the bytes written."""
     at = 0
@@ -304,7 +305,7 @@ def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, p
         buf[at + 1] = 48
         buf[at + 2] = 44
         at += 3
-        at = put(buf, at, piece_buf, piece_off, etype[e])
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, etype[e])
         buf[at] = 44
         at += 1
         c = name[e]
@@ -321,18 +322,18 @@ def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, p
             at = put(buf, at, enter_buf, enter_off, c)
         elif k == 1 or k == 2:
             r = row[e]
-            at = put(buf, at, piece_buf, piece_off, 3 if k == 1 else 4)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 3 if k == 1 else 4)
             at = put_int(buf, at, peer[r])
-            at = put(buf, at, piece_buf, piece_off, 5)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 5)
             at = put_int(buf, at, comm[r])
-            at = put(buf, at, piece_buf, piece_off, 6)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 6)
             at = put_int(buf, at, tag[r])
-            at = put(buf, at, piece_buf, piece_off, 7)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 7)
             at = put_int(buf, at, nbytes[r])
             if nonblocking[e]:
-                at = put(buf, at, piece_buf, piece_off, 8)
+                at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 8)
                 at = put_int(buf, at, request[r])
-            at = put(buf, at, piece_buf, piece_off, 9)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 9)
         buf[at] = 10
         at += 1
         e += 1

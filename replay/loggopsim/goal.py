@@ -22,7 +22,7 @@ from __future__ import annotations
 import codecs
 import mmap
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numba as nb
@@ -248,11 +248,27 @@ def _is_utf8(buf: np.ndarray, chunk: int = 1 << 20) -> bool:
 
 def format_goal(s: Schedule, header: str = "") -> str:
     """GOAL text of a schedule. Labels are ``l<index>`` per rank (unique, valid identifiers)."""
-    body = _write_bytes(s.nranks, s.rank_off, s.rank, s.kind, s.size, s.peer, s.tag, s.cpu,
-                           s.nic, s.dep_op, s.dep_on, s.dep_start)
-    if body is None:
+    chunks = _body_chunks(s)
+    if chunks is None:
         return _format_goal_slow(s, header)
-    return "".join(f"// {ln}\n" for ln in header.splitlines()) + body.decode("ascii")
+    return _header(header) + b"".join(bytes(c) for c in chunks).decode("ascii")
+
+
+def write_goal(s: Schedule, out: Path | str, header: str = "") -> None:
+    """Write ``format_goal(s, header)`` to ``out`` (UTF-8), formatted a buffer at a time by
+    compiled code and streamed, never held whole."""
+    chunks = _body_chunks(s)
+    with open(out, "wb") as fh:
+        if chunks is None:
+            fh.write(_format_goal_slow(s, header).encode())
+            return
+        fh.write(_header(header).encode())
+        for chunk in chunks:
+            fh.write(chunk)
+
+
+def _header(header: str) -> str:
+    return "".join(f"// {ln}\n" for ln in header.splitlines())
 
 
 def _format_goal_slow(s: Schedule, header: str = "") -> str:
@@ -285,20 +301,15 @@ def _format_goal_slow(s: Schedule, header: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-@nb.njit(cache=True)
-def _grown(buf):
-    out = np.empty(2 * len(buf), np.uint8)
-    out[:len(buf)] = buf
-    return out
-
-
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _put(buf, p, w):
-    buf[p:p + len(w)] = w
+    # a byte loop: a slice assignment costs more than the few bytes of a word
+    for k in range(len(w)):
+        buf[p + k] = w[k]
     return p + len(w)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _put_int(buf, p, v):
     if v < 0:
         buf[p] = 45
@@ -306,19 +317,19 @@ def _put_int(buf, p, v):
         u = np.uint64(-(v + 1)) + np.uint64(1)
     else:
         u = np.uint64(v)
-    k = p
+    n = 1                                         # digits, then written from the last one
+    t = u
+    while t >= np.uint64(10):
+        t //= np.uint64(10)
+        n += 1
+    e = p + n
+    k = e
     while True:
+        k -= 1
         buf[k] = 48 + np.uint8(u % np.uint64(10))
-        k += 1
         u //= np.uint64(10)
         if u == 0:
             break
-    e = k
-    k -= 1
-    while p < k:                                  # digits were written least significant first
-        buf[p], buf[k] = buf[k], buf[p]
-        p += 1
-        k -= 1
     return e
 
 
@@ -326,8 +337,7 @@ def _word(w: str) -> np.ndarray:
     return np.frombuffer(w.encode(), np.uint8).copy()
 
 
-_S_NUM_RANKS, _S_RANK, _S_OPEN, _S_CLOSE = (_word("num_ranks "), _word("rank "), _word(" {\n"),
-                                            _word("}\n"))
+_S_RANK, _S_OPEN, _S_CLOSE = _word("rank "), _word(" {\n"), _word("}\n")
 _S_CALC, _S_SEND, _S_RECV = _word(": calc "), _word(": send "), _word(": recv ")
 _S_TO, _S_FROM, _S_TAG = _word("b to "), _word("b from "), _word(" tag ")
 _S_CPU, _S_NIC = _word(" cpu "), _word(" nic ")
@@ -335,47 +345,57 @@ _S_REQ, _S_IREQ = _word(" requires l"), _word(" irequires l")
 _LIMIT = 9.2e18                 # below 2**63: the float sizes that convert to int64
 
 
+#: the buffer the writer formats into, reused chunk after chunk
+_CHUNK = 1 << 20
+#: the most one line takes: a label and five integers of up to 20 characters, and the words
+_LINE = 256
+
+
 @nb.njit(cache=True)
-def _write(nranks, rank_off, rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_st):
-    """The text from ``num_ranks`` on; ok False if a size does not convert to an integer or
-    an index is out of range."""
+def _check_and_group(nranks, rank, kind, size, dep_op):
+    """ok False if a size does not convert to an integer or an index is out of range; else the
+    dependencies grouped by the rank of the operation that waits, in their order (``by_rank``,
+    rank r's from ``cnt[r]`` to ``cnt[r + 1]``)."""
     nd = len(dep_op)
+    cnt = np.zeros(nranks + 1, np.int64)
+    by_rank = np.empty(nd, np.int64)
     for i in range(len(rank)):
         if not 0 <= rank[i] < nranks:
-            return np.empty(0, np.uint8), False
-    # dependencies grouped by the rank of the operation that waits, in their order
-    cnt = np.zeros(nranks + 1, np.int64)
+            return cnt, by_rank, False
+        x = np.rint(size[i]) if kind[i] == CALC else size[i]
+        if not abs(x) < _LIMIT:
+            return cnt, by_rank, False
     for k in range(nd):
         if not 0 <= dep_op[k] < len(rank):
-            return np.empty(0, np.uint8), False
+            return cnt, by_rank, False
         cnt[rank[dep_op[k]] + 1] += 1
     for r in range(nranks):
         cnt[r + 1] += cnt[r]
     pos = cnt[:nranks].copy()
-    by_rank = np.empty(nd, np.int64)
     for k in range(nd):
         r = rank[dep_op[k]]
         by_rank[pos[r]] = k
         pos[r] += 1
-    buf = np.empty(64 * (len(kind) + nd) + 32 * nranks + 64, np.uint8)
-    p = _put(buf, 0, _S_NUM_RANKS)
-    p = _put_int(buf, p, nranks)
-    buf[p] = 10
-    p += 1
-    for r in range(nranks):
-        lo = rank_off[r]
-        if p + 64 > len(buf):
-            buf = _grown(buf)
-        p = _put(buf, p, _S_RANK)
-        p = _put_int(buf, p, r)
-        p = _put(buf, p, _S_OPEN)
-        for i in range(lo, rank_off[r + 1]):
-            if p + 256 > len(buf):
-                buf = _grown(buf)
+    return cnt, by_rank, True
+
+
+@nb.njit(cache=True)
+def _write(buf, r, i, j, nranks, rank_off, kind, size, peer, tag, cpu, nic, dep_op, dep_on,
+           dep_st, cnt, by_rank):
+    """The text of the rank blocks from state (r, i, j) on into ``buf`` while a line still fits:
+    rank r, its next operation i (-1: its ``rank r {`` line is next) and its next dependency j
+    (``_check_and_group``'s order). Returns the next state and the bytes written."""
+    p = 0
+    while r < nranks and p + _LINE <= len(buf):
+        lo, hi = rank_off[r], rank_off[r + 1]
+        if i < 0:
+            p = _put(buf, p, _S_RANK)
+            p = _put_int(buf, p, r)
+            p = _put(buf, p, _S_OPEN)
+            i, j = lo, cnt[r]
+        elif i < hi:
             k = kind[i]
             x = np.rint(size[i]) if k == CALC else size[i]
-            if not abs(x) < _LIMIT:
-                return buf[:0], False
             buf[p] = 108
             p = _put_int(buf, p + 1, i - lo)
             if k == CALC:
@@ -396,9 +416,8 @@ def _write(nranks, rank_off, rank, kind, size, peer, tag, cpu, nic, dep_op, dep_
                 p = _put_int(buf, p, nic[i])
             buf[p] = 10
             p += 1
-        for j in range(cnt[r], cnt[r + 1]):
-            if p + 128 > len(buf):
-                buf = _grown(buf)
+            i += 1
+        elif j < cnt[r + 1]:
             k = by_rank[j]
             buf[p] = 108
             p = _put_int(buf, p + 1, dep_op[k] - lo)
@@ -406,17 +425,32 @@ def _write(nranks, rank_off, rank, kind, size, peer, tag, cpu, nic, dep_op, dep_
             p = _put_int(buf, p, dep_on[k] - lo)
             buf[p] = 10
             p += 1
-        p = _put(buf, p, _S_CLOSE)
-    return buf[:p], True
+            j += 1
+        else:
+            p = _put(buf, p, _S_CLOSE)
+            r, i = r + 1, -1
+    return r, i, j, p
 
 
-def _write_bytes(nranks: int, rank_off: np.ndarray, rank: np.ndarray, kind: np.ndarray,
-          size: np.ndarray, peer: np.ndarray, tag: np.ndarray, cpu: np.ndarray, nic: np.ndarray,
-          dep_op: np.ndarray, dep_on: np.ndarray, dep_start: np.ndarray) -> bytes | None:
-    """GOAL text (ASCII bytes) from ``num_ranks`` on, or None if a size is not finite or too
-    large for an integer (the caller's formatter then says what Python says)."""
+def _body_chunks(s: Schedule) -> Iterator[memoryview | bytes] | None:
+    """GOAL text (ASCII) from ``num_ranks`` on, in chunks of one reused buffer (each to be
+    written before the next is asked for); None if a size is not finite or too large for an
+    integer (the caller's formatter then says what Python says)."""
     i64 = lambda x: np.ascontiguousarray(x, np.int64)  # noqa: E731
-    buf, ok = _write(int(nranks), i64(rank_off), i64(rank), i64(kind),
-                     np.ascontiguousarray(size, np.float64), i64(peer), i64(tag), i64(cpu),
-                     i64(nic), i64(dep_op), i64(dep_on), np.ascontiguousarray(dep_start, bool))
-    return buf.tobytes() if ok else None
+    rank, kind, size = i64(s.rank), i64(s.kind), np.ascontiguousarray(s.size, np.float64)
+    dep_op = i64(s.dep_op)
+    cnt, by_rank, ok = _check_and_group(int(s.nranks), rank, kind, size, dep_op)
+    if not ok:
+        return None
+    cols = (int(s.nranks), i64(s.rank_off), kind, size, i64(s.peer), i64(s.tag), i64(s.cpu),
+            i64(s.nic), dep_op, i64(s.dep_on), np.ascontiguousarray(s.dep_start, bool), cnt,
+            by_rank)
+
+    def chunks() -> Iterator[memoryview | bytes]:
+        yield f"num_ranks {int(s.nranks)}\n".encode()
+        buf = np.empty(_CHUNK, np.uint8)
+        r, i, j = 0, -1, 0
+        while r < s.nranks:
+            r, i, j, p = _write(buf, r, i, j, *cols)
+            yield memoryview(buf)[:p]
+    return chunks()

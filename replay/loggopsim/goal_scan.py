@@ -14,11 +14,14 @@ collision cannot resolve to the wrong operation. Every dependency of the block l
 labels up there and gets the operations' indices in place. A table per block keeps the work
 linear in the file and the table small enough for the cache.
 
-The columns are allocated at their upper bound (a line each) and written front to back, so the
-memory touched is what the schedule holds: about 64 bytes per operation and 17 per dependency.
+The columns are allocated at their upper bound (a line each), in fresh anonymous mappings
+(``_fresh``), and written front to back, so the memory touched is what the schedule holds: about
+64 bytes per operation and 17 per dependency.
 """
 
 from __future__ import annotations
+
+import mmap
 
 import numba as nb
 import numpy as np
@@ -315,23 +318,15 @@ def _count(b):
 
 
 @nb.njit(cache=True)
-def _scan_lines(b, hmask, nlines, nbraces):
+def _scan_lines(b, hmask, cols, lab, nbraces):
     """Every statement of the text, in file order: operations into their columns, dependencies
     into theirs (resolved to operation indices as each block closes), blocks in ``blk``. The
-    columns are allocated at their upper bound (a line each) and filled front to back: pages
-    never written are never mapped. No array is reallocated in the loop: numba compiles a loop
-    that reassigns an array several times slower."""
-    rank = np.empty(nlines, np.int64)
-    kind = np.empty(nlines, np.int64)
-    size = np.empty(nlines, np.float64)
-    peer = np.empty(nlines, np.int64)
-    tag = np.empty(nlines, np.int64)
-    cpu = np.empty(nlines, np.int64)
-    nic = np.empty(nlines, np.int64)
-    lab = np.empty(nlines + 1, np.int64)         # where the label starts in b, -1: none
-    da = np.empty(nlines, np.int64)              # label of the waiting op, then its index
-    db = np.empty(nlines, np.int64)              # label of the op waited for, then its index
-    dst = np.empty(nlines, np.bool_)
+    columns (``_columns``) hold a line each and are filled front to back. No array is
+    reallocated in the loop: numba compiles a loop that reassigns an array several times
+    slower."""
+    rank, kind, size, peer, tag, cpu, nic, da, db, dst = cols
+    # lab: where each operation's label starts in b, -1: none; da, db: the labels of the
+    # waiting operation and of the one waited for, then their indices
     blk = np.empty((nbraces + 1, 5), np.int64)   # rank, first op, end op, first dep, end dep
     nops = ndeps = nblk = 0
     nlab_bytes = 0
@@ -421,8 +416,26 @@ def _scan_lines(b, hmask, nlines, nbraces):
         err = 7                                 # block not closed
     if err == 0 and nranks < 0:
         err = 8                                 # no num_ranks
-    return (err, nranks, (rank, kind, size, peer, tag, cpu, nic, da, db, dst), lab, blk, nops,
-            ndeps, nblk, nlab_bytes)
+    return err, nranks, blk, nops, ndeps, nblk, nlab_bytes
+
+
+def _fresh(n: int, dtype) -> np.ndarray:
+    """An array of n elements in memory of its own (an anonymous mapping), not from the C
+    heap: its pages are mapped only when written, and unmapped when the array is freed. glibc
+    hands out its kept freed memory (``hindsight.system``) already mapped, so a column
+    allocated there at its upper bound would be resident whole, and kept so by the views of
+    it the schedule holds."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize), dtype)[:n]
+
+
+def _columns(nlines: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The scanner's columns at their upper bound (a line each; ``_fresh``): rank, kind, size,
+    peer, tag, cpu, nic, and the dependencies' da, db, dst; and ``lab`` (one more)."""
+    cols = tuple(_fresh(nlines, t) for t in (np.int64, np.int64, np.float64, np.int64,
+                                             np.int64, np.int64, np.int64, np.int64, np.int64,
+                                             np.bool_))
+    return cols, _fresh(nlines + 1, np.int64)
 
 
 @nb.njit(cache=True)
@@ -486,15 +499,16 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK):
         b, ok = _strip_block_comments(b)
         if not ok:
             return 10, None, None
-    err, nranks, cols, lab, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask),
-                                                                        nlines, nbraces)
+    cols, lab = _columns(nlines)
+    err, nranks, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask), cols, lab,
+                                                            nbraces)
     if err:
         return err, None, None
     order, ok = _block_order(blk, nblk)
     if not ok:
         return 9, None, None
     lab_buf = _labels(b, lab, nops, nlab)
-    # views of the upper-bound columns: their unwritten tails were never mapped
+    # views of the upper-bound columns (_fresh): their unwritten tails are never mapped
     cols = [c[:ndeps] if k >= 7 else c[:nops] for k, c in enumerate(cols)]
     lab_off = lab[:nops + 1]
     if np.any(np.diff(order) != 1):
