@@ -176,10 +176,12 @@ def scale_array(prep: Prepared, compute_scale: float,
 
 def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
             cpu: bool, m_delay: np.ndarray, record: bool,
-            cost: np.ndarray | None = None) -> tuple[int, K.Outputs]:
+            cost: np.ndarray | None = None,
+            floor: np.ndarray | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
-    ``cost``: each operation's own call overhead, ns, or None). Returns how many ranks could
-    not finish (0: success) and the outputs, per operation only with ``record``."""
+    ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
+    earliest end of its rendezvous send, rule ``ack_cells``, or None). Returns how many ranks
+    could not finish (0: success) and the outputs, per operation only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
@@ -190,7 +192,8 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
-    msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync)
+    msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync,
+                      np.zeros(0) if floor is None else floor)
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
     return status, out
 
@@ -248,6 +251,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if table is not None and np.any(table > 0):
         cost = table[call_classes(st, prep.rows.op)]
     passes = mod.passes(values)
+    cells = _ack_cells_of(values, prm, measured)
+    record_all = cells > 0          # rule ack_cells reads every operation's replayed times
     out = None
     for p in range(passes):
         # a model's per-message delay may depend on the previous pass (M/M/1's measured rho)
@@ -257,11 +262,14 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         m_delay, info = mod.message_delay(values, ctx, send_times, horizon, last)
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
-        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last,
-                             cost)
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
+                             (record or record_all) and last, cost)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
+    if cells:
+        out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
+                              info)
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
@@ -280,6 +288,85 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if record:
         _attach_rows(res, prep, st, out, scale, cpu_time)
     return res
+
+
+#: rule ``ack_cells``: at most this many replays until the held acknowledgements settle
+ACK_PASSES = 8
+
+
+def _ack_cells_of(values: dict[str, Any], prm: np.ndarray, measured: bool) -> int:
+    """The cells of rule ``ack_cells`` (0: the rule is off): a model value ``ack_cells`` that
+    is finite, with progress ``in-call`` (without it the library progresses on its own and no
+    acknowledgement waits for the receiver), in network mode."""
+    c = values.get("ack_cells", math.inf)
+    if measured or not math.isfinite(c) or prm[K.P_PROGRESS] != K.PROGRESS_IN_CALL:
+        return 0
+    return max(int(c), 1)
+
+
+def _ack_floors(st: Stream, prm: np.ndarray, m_delay: np.ndarray, out: K.Outputs,
+                cells: int) -> np.ndarray:
+    """Rule ``ack_cells`` (``replay.rules.ack_cells``) on a recorded replay ``out``: per
+    message the earliest end of its rendezvous send (-1: none). The sender reads
+    acknowledgements in every call but a post (Isend, Irecv, a non-blocking collective's
+    post); the receiver drains held ones only in a call that waits, so not in a receive or
+    probe whose message's envelope (eager: data) had arrived when the call began."""
+    kind, msg = st.kind, st.msg
+    k_all = st.m_bytes
+    sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
+    S = prm[K.P_S]
+    rdv = (k_all > S) | sync
+    os0 = prm[K.P_OS0] + prm[K.P_OSP] * prm[K.P_NPROC]
+    delay = m_delay if len(m_delay) == st.nmsg else np.zeros(st.nmsg)
+    env = out.m_sp + os0 + prm[K.P_OS] * k_all + prm[K.P_L] + delay
+    env = env + np.where(rdv, 0.0, np.maximum(k_all - prm[K.P_KSHIFT], 0.0) * prm[K.P_G])
+    post = (kind == K.ISEND) | (kind == K.IRECV) | (kind == K.CPOST)
+    consume = ~post
+    recvlike = (kind == K.RECV) | (kind == K.WRECV) | (kind == K.PROBE)
+    has_msg = recvlike & (msg >= 0)
+    there = np.zeros(len(kind), np.bool_)
+    there[has_msg] = env[msg[has_msg]] <= out.op_start[has_msg]
+    drain = consume & ~there
+    done_op = np.full(st.nmsg, -1, np.int64)
+    done = np.flatnonzero((kind == K.RECV) | (kind == K.WRECV))
+    done_op[msg[done]] = done
+    done_op[~rdv] = -1
+    ms = np.flatnonzero((done_op >= 0) & (st.m_src != st.m_dst))
+    e = out.op_end[done_op[ms]]
+    ms = ms[np.lexsort((done_op[ms], e, st.m_src[ms], st.m_dst[ms]))]
+    floor = np.empty(st.nmsg)
+    K.ack_cells(st.rank_off, out.op_start, out.op_end, out.rank_end, consume, drain, done_op,
+                ms.astype(np.int64), st.m_src, st.m_dst, cells, floor)
+    return floor
+
+
+def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
+                    trail: np.ndarray, cpu: bool, m_delay: np.ndarray,
+                    cost: np.ndarray | None, out: K.Outputs, cells: int,
+                    info: dict[str, Any]) -> K.Outputs:
+    """Replay again under rule ``ack_cells`` until the floors it sets no longer change (at
+    most ``ACK_PASSES`` replays; ``info["ack_cells"]`` says how many acknowledgements were
+    held, the passes taken and whether they settled)."""
+    prev = None
+    held = 0
+    settled = False
+    passes = 0
+    for _ in range(ACK_PASSES):
+        floor = _ack_floors(st, prm, m_delay, out, cells)
+        held = int((floor >= 0).sum())
+        if held == 0 and prev is None:
+            settled = True
+            break
+        if prev is not None and np.array_equal(floor, prev):
+            settled = True
+            break
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor)
+        passes += 1
+        if stuck:
+            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck) under rule ack_cells")
+        prev = floor
+    info["ack_cells"] = {"cells": cells, "held": held, "passes": passes, "settled": settled}
+    return out
 
 
 def _with_delays(prep: Prepared, st: Stream, scale: np.ndarray, cpu: bool,

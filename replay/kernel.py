@@ -37,7 +37,8 @@ import numba as nb
 import numpy as np
 
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
-    PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, after_overhead, bound, clear_to_send_done,
+    PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
+    clear_to_send_done,
     eager_arrival, envelope_arrival, is_rendezvous, known_handshake, late_receiver_arrival,
     next_send_slot, rendezvous_arrival, rendezvous_sender_done, request_arrival,
     resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters, wire_time)
@@ -45,7 +46,7 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "2c39e40bb682"
+RULES_SHA1 = "fc998f40e001"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT = range(11)
 
@@ -81,13 +82,16 @@ class Ops(NamedTuple):
 
 
 class Messages(NamedTuple):
-    """Per message: its size and endpoints, the model's extra delay, synchronous mode."""
+    """Per message: its size and endpoints, the model's extra delay, synchronous mode, the
+    earliest end of its send (rule ``ack_cells``)."""
 
     nbytes: np.ndarray     # k, bytes (float)
     src: np.ndarray        # sending rank
     dst: np.ndarray        # receiving rank
     delay: np.ndarray      # extra time on the wire (contention models), ns
     sync: np.ndarray       # Ssend/Issend: completes only once the receive matched
+    floor: np.ndarray      # rule ack_cells: a rendezvous send ends no earlier, ns (< 0: no
+                           # floor; empty: the rule is off)
 
 
 class Outputs(NamedTuple):
@@ -124,6 +128,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
+    m_floor = msgs.floor
     rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
         out.rank_wait
     m_sp, m_rp = out.m_sp, out.m_rp
@@ -139,6 +144,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     S = prm[P_S]
     kshift = prm[P_KSHIFT]
     measured = mode == MODE_MEASURED
+    has_floor = len(m_floor) > 0 and not measured
     has_cost = len(cost) > 0 and not measured
     # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
     # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
@@ -261,6 +267,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     if blocked == -1:
                         t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, kg),
                                               clear_to_send_done(rdy, L, kg), PRED_RECV)
+                        if has_floor:
+                            t, waited, pk = ack_floor(t, waited, pk, m_floor[m])
             elif k == IRECV or k == RECV:
                 m = msg[i]
                 if m_rp[m] < 0.0:
@@ -300,6 +308,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     if blocked == -1:
                         t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, kg)),
                                               clear_to_send_done(rdy, L, kg), PRED_RECV)
+                        if has_floor:
+                            t, waited, pk = ack_floor(t, waited, pk, m_floor[m])
             elif k == WRECV:
                 m = msg[i]
                 if m_sp[m] < 0.0:

@@ -1,0 +1,85 @@
+"""Hand-computed replays of rule ``ack_cells`` (LogGPS, progress ``in-call``): a receiver
+acknowledges a rendezvous completion through one of ``ack_cells`` cells, which its sender frees
+only inside an MPI call; a held acknowledgement leaves in the receiver's next call that waits
+(replay.rules.ack_cells).
+
+Every case: L = 2 us, o = 300 ns, G = 0.5 ns/B, g = 0, S = 512 B, ack_cells = 2; rank 0 Isends
+three 1000-byte (rendezvous) messages, injected at 0, 499.5 and 999 ns (the NIC is busy 999·G
+per message), each Isend ending o_s after its injection (1,299), computes, Waitalls them,
+computes 50 us and receives an 8-byte message from rank 1. Rank 1 computes 20 us, receives the
+three (each request is there when its Recv starts), computes 200 us and sends the 8 bytes.
+
+Rank 1, in-call: Recv j is posted at p_j and answers at once; data at p_j + 2L + 999·G, + o_r:
+e_0 = 24,799.5, e_1 = 29,599, e_2 = 34,398.5 ns; its Send starts at 234,398.5 and ends at
+234,698.5 (o_s); the 8 bytes arrive at 234,698.5 + L + 7·G = 236,702."""
+
+from __future__ import annotations
+
+import pytest
+
+import replay
+from synthetic import simulate_to_dir
+
+K = 1000
+SETS = {"L": "2us", "o": "300ns", "G": "0.5ns", "g": "0", "S": "512B", "progress": "in-call"}
+E2, SEND1, ARRIVE = 34_398.5, 234_398.5, 236_702.0
+
+
+def _progs(sender_compute):
+    return [[("isend", 1, K), ("isend", 1, K), ("isend", 1, K), ("compute", sender_compute),
+             ("wait", [0, 1, 2]), ("compute", 50_000), ("recv", 1)],
+            [("compute", 20_000), ("recv", 0), ("recv", 0), ("recv", 0), ("compute", 200_000),
+             ("send", 0, 8)]]
+
+
+def _run(tmp_path, sender_compute, **extra):
+    prep = replay.prepare(simulate_to_dir(tmp_path / "t", _progs(sender_compute)),
+                          use_cache=False)
+    return replay.run(prep, "loggps", dict(SETS, **extra))
+
+
+def test_third_acknowledgement_waits_for_the_receivers_send(tmp_path):
+    # Rank 0 computes 100 us after its Isends (no MPI call), so it reads no acknowledgement
+    # before its Waitall at 101,299. Acks 0 and 1 fill rank 1's two cells; ack 2 (e_2 =
+    # 34,398.5) finds none free (ack 0 is read at 101,299 > e_2) and is held. Rank 1's Recvs
+    # after that find their messages there (no waiting call); its next waiting call is the
+    # Send at 234,398.5: ack 2 leaves then, rank 0 (in its Waitall) reads it at once.
+    # Rank 0: Waitall ends 234,398.5, computes 50 us to 284,398.5, receives the 8 bytes that
+    # are already there: ends at 284,398.5 + o_r.
+    held = _run(tmp_path, 100_000, ack_cells="2")
+    assert held.rank_end_ns[0] == pytest.approx(SEND1 + 50_000 + 300)
+    assert held.rank_end_ns[1] == pytest.approx(SEND1 + 300)
+    assert held.info["ack_cells"]["held"] == 1 and held.info["ack_cells"]["settled"]
+    # Waitall's wait is counted as waiting for the receiver: 234,398.5 - 101,299
+    assert held.rank_wait_ns[0] == pytest.approx(SEND1 - 101_299)
+    # without the limit (3 cells, or none): Waitall ends at 101,299, rank 0 waits for the
+    # 8 bytes in its Recv: 236,702 + o_r
+    for extra in ({"ack_cells": "3"}, {}):
+        free = _run(tmp_path, 100_000, **extra)
+        assert free.rank_end_ns[0] == pytest.approx(ARRIVE + 300)
+        assert "ack_cells" not in free.info or free.info["ack_cells"]["held"] == 0
+
+
+def test_a_sender_already_waiting_frees_the_cells(tmp_path):
+    # Rank 0 computes only 30 us: its Waitall starts at 31,299, before e_2 = 34,398.5, and
+    # reads acks 0 and 1 there, so ack 2 finds a free cell: nothing is held and the replay is
+    # the in-call replay without the rule.
+    with_rule = _run(tmp_path, 30_000, ack_cells="2")
+    without = _run(tmp_path, 30_000)
+    assert with_rule.info["ack_cells"]["held"] == 0
+    assert with_rule.rank_end_ns.tolist() == pytest.approx(without.rank_end_ns.tolist())
+
+
+def test_rule_needs_progress_in_call(tmp_path):
+    # With async progress the library moves transfers on its own: the rule does not apply.
+    a = _run(tmp_path, 100_000, ack_cells="2", progress="async")
+    b = _run(tmp_path, 100_000, progress="async")
+    assert "ack_cells" not in a.info
+    assert a.rank_end_ns.tolist() == b.rank_end_ns.tolist()
+
+
+def test_bad_ack_cells_is_a_usage_error(tmp_path):
+    prep = replay.prepare(simulate_to_dir(tmp_path / "t", _progs(100_000)), use_cache=False)
+    for bad in ("0", "2.5", "-1", "many"):
+        with pytest.raises(replay.ParamError, match="ack_cells"):
+            replay.run(prep, "loggps", dict(SETS, ack_cells=bad))
