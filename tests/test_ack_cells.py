@@ -15,6 +15,8 @@ e_0 = 24,799.5, e_1 = 29,599, e_2 = 34,398.5 ns; its Send starts at 234,398.5 an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import replay
@@ -83,3 +85,42 @@ def test_bad_ack_cells_is_a_usage_error(tmp_path):
     for bad in ("0", "2.5", "-1", "many"):
         with pytest.raises(replay.ParamError, match="ack_cells"):
             replay.run(prep, "loggps", dict(SETS, ack_cells=bad))
+
+
+def _probe(env_extra):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from hindsight.collect import find_mpiexec, launch_env
+    env = dict(launch_env(2), **env_extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    r = subprocess.run([find_mpiexec(), "-n", "2", "-bind-to", "core", sys.executable, "-m",
+                        "replay.calibration.queue", "--bytes", "65536"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_queue_probe_finds_the_shared_memory_cells():
+    # MPICH's shared-memory cells per process (MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS,
+    # default 64): the probe finds the count of completions acknowledged without the sender,
+    # and follows the variable when it is changed (so it measures the cells, not a constant)
+    default = _probe({})
+    assert default["ack_cells"] == pytest.approx(64, abs=2), default
+    fewer = _probe({"MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS": "16"})
+    assert fewer["ack_cells"] == pytest.approx(16, abs=2), fewer
+
+
+def test_fit_queue_reads_the_largest_count_not_held():
+    from replay.calibration.fit import fit_queue
+    probe = {"split": 0.5, "samples": 3, "max_count": 512, "largest_not_held": 64,
+             "first_held": 65, "held": {"64": [False, False, None, False],
+                                        "65": [True, False, True]}}
+    fit = fit_queue(probe)
+    assert fit.ack_cells == 64
+    assert any("at 65 messages 2 of 3" in n for n in fit.notes)
+    none = fit_queue(dict(probe, largest_not_held=512, first_held=None, held={}))
+    assert none.ack_cells == float("inf") and "no limit" in none.notes[0]

@@ -410,6 +410,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     cf = F.fit_calls(run["call_probe"]) if run.get("call_probe") else None
     if cf is not None:
         lg.notes.extend(cf.notes)
+    qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
+    if qf is not None:
+        lg.notes.extend(qf.notes)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -450,7 +453,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         },
         "loggps": {**lg.params, "o_a": o_a, "o_b": o_b,
                    **({"progress": pg.progress} if pg is not None else {}),
-                   **(cf.params if cf is not None else {})},
+                   **(cf.params if cf is not None else {}),
+                   **({"ack_cells": qf.ack_cells} if qf is not None else {})},
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         "fit": {
@@ -466,6 +470,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "eager_probe": probe or {},
             "progress_probe": pg.evidence if pg is not None else {},
             "call_probe": cf.evidence if cf is not None else {},
+            "queue_probe": qf.evidence if qf is not None else {},
             "notes": lg.notes,
             "check": check,
         },
