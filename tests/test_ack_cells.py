@@ -117,8 +117,9 @@ def test_queue_probe_finds_the_shared_memory_cells():
 def test_fit_queue_reads_the_largest_count_not_held():
     from replay.calibration.fit import fit_queue
     probe = {"split": 0.5, "samples": 3, "max_count": 512, "largest_not_held": 64,
-             "first_held": 65, "held": {"64": [False, False, None, False],
-                                        "65": [True, False, True]}}
+             "first_held": 65, "held": {"64": ["not held", "not held", "invalid",
+                                               "not held"],
+                                        "65": ["held", "not held", "held"]}}
     fit = fit_queue(probe)
     assert fit.ack_cells == 64
     assert any("at 65 messages 2 of 3" in n for n in fit.notes)

@@ -420,7 +420,7 @@ def fit_queue(probe: dict) -> QueueFit:
                                     "largest_not_held", "first_held", "took_s")}
     notes: list[str] = []
     for n, verdicts in (probe.get("held") or {}).items():
-        valid = [v for v in verdicts if v is not None]
+        valid = [v == "held" for v in verdicts if v != "invalid"]
         if not valid:
             notes.append(f"queue probe: at {n} messages no sample had the receiver done before "
                          "the sender's Waitall (a busy machine): decided by the Waitalls' length")

@@ -45,6 +45,8 @@ QUEUE_SAMPLES = 3
 QUEUE_MAX = 512
 
 _TAG = 51
+#: a sample's verdict as the profile keeps it (TOML has no null)
+_VERDICT = {True: "held", False: "not held", None: "invalid"}
 
 
 def _spin(seconds: float) -> None:
@@ -60,7 +62,8 @@ def queue_probe(comm: MPI.Comm, rank: int, message: list, receive: Callable[[int
     rendezvous size passes to MPI; ``receive(tag)`` receives one such message from rank 0 as
     the benchmark's API does; ``one_way_s`` its measured one-way time. With ``spin`` false
     (ranks that may share a core) the computes sleep instead of spinning. Both ranks return
-    the same dict: per count its samples' shares (Waitall / QUEUE_D) and verdicts."""
+    the same dict: per count its samples' shares (Waitall / QUEUE_D) and verdicts ("held",
+    "not held", "invalid")."""
     gap = max(QUEUE_GAP, 2.0 * one_way_s)
     tail = QUEUE_TAIL + 4.0 * one_way_s
     wait = _spin if spin else time.sleep
@@ -154,7 +157,7 @@ def queue_probe(comm: MPI.Comm, rank: int, message: list, receive: Callable[[int
             "compute": "spin" if spin else "sleep",
             "one_clock": one_clock,
             "shares": {str(k): v for k, v in sorted(shares.items())},
-            "held": {str(k): v for k, v in sorted(verdicts.items())},
+            "held": {str(k): [_VERDICT[x] for x in v] for k, v in sorted(verdicts.items())},
             "largest_not_held": lo, "first_held": hi,
             "took_s": (time.perf_counter_ns() - t_probe) * 1e-9}
 
