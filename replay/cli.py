@@ -261,6 +261,12 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
+    ack = res.info.get("ack_cells")
+    if ack and ack["held"]:
+        say(f"ack_cells  {ack['held']} rendezvous send{'' if ack['held'] == 1 else 's'} held "
+            "until the receiver's next waiting call (all {ack['cells']} acknowledgement cells taken; {ack['passes']} more "
+            f"replay{'' if ack['passes'] == 1 else 's'}"
+            + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
     if noise is not None:
         say(noise.line())
     if injected:

@@ -125,3 +125,18 @@ def test_fit_queue_reads_the_largest_count_not_held():
     assert any("at 65 messages 2 of 3" in n for n in fit.notes)
     none = fit_queue(dict(probe, largest_not_held=512, first_held=None, held={}))
     assert none.ack_cells == float("inf") and "no limit" in none.notes[0]
+
+
+def test_replay_says_how_many_sends_were_held(tmp_path):
+    from click.testing import CliRunner
+
+    import hindsight.cli
+    trace = simulate_to_dir(tmp_path / "t", _progs(100_000))
+    sets = [x for k, v in dict(SETS, ack_cells="2").items() for x in ("--set", f"{k}={v}")]
+    r = CliRunner().invoke(hindsight.cli.main, ["replay", str(trace), "--model", "loggps",
+                                                *sets])
+    assert r.exit_code == 0, r.output
+    assert "ack_cells  1 rendezvous send held until the receiver's next waiting call" in r.output
+    r = CliRunner().invoke(hindsight.cli.main, ["replay", str(trace), "--model", "loggps",
+                                                *sets[:-2]])
+    assert r.exit_code == 0 and "ack_cells " not in r.output.replace("ack_cells=", "")
