@@ -264,8 +264,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     ack = res.info.get("ack_cells")
     if ack and ack["held"]:
         say(f"ack_cells  {ack['held']} rendezvous send{'' if ack['held'] == 1 else 's'} held "
-            "until the receiver's next waiting call (all {ack['cells']} acknowledgement cells taken; {ack['passes']} more "
-            f"replay{'' if ack['passes'] == 1 else 's'}"
+            f"until the receiver's next waiting call (all {ack['cells']} acknowledgement "
+            f"cells taken; {ack['passes']} more replay{'' if ack['passes'] == 1 else 's'}"
             + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
     if noise is not None:
         say(noise.line())

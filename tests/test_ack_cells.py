@@ -136,7 +136,8 @@ def test_replay_says_how_many_sends_were_held(tmp_path):
     r = CliRunner().invoke(hindsight.cli.main, ["replay", str(trace), "--model", "loggps",
                                                 *sets])
     assert r.exit_code == 0, r.output
-    assert "ack_cells  1 rendezvous send held until the receiver's next waiting call" in r.output
+    assert ("ack_cells  1 rendezvous send held until the receiver's next waiting call (all 2 "
+            "acknowledgement cells taken; 1 more replay)") in r.output
     r = CliRunner().invoke(hindsight.cli.main, ["replay", str(trace), "--model", "loggps",
                                                 *sets[:-2]])
     assert r.exit_code == 0 and "ack_cells " not in r.output.replace("ack_cells=", "")
