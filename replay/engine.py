@@ -333,7 +333,7 @@ def _ack_floors(st: Stream, prm: np.ndarray, m_delay: np.ndarray, out: K.Outputs
     done_op[~rdv] = -1
     ms = np.flatnonzero((done_op >= 0) & (st.m_src != st.m_dst))
     e = out.op_end[done_op[ms]]
-    ms = ms[np.lexsort((done_op[ms], e, st.m_src[ms], st.m_dst[ms]))]
+    ms = ms[np.lexsort((done_op[ms], e, st.m_dst[ms]))]
     floor = np.empty(st.nmsg)
     K.ack_cells(st.rank_off, out.op_start, out.op_end, out.rank_end, consume, drain, done_op,
                 ms.astype(np.int64), st.m_src, st.m_dst, cells, floor)

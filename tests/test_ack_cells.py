@@ -141,3 +141,29 @@ def test_replay_says_how_many_sends_were_held(tmp_path):
     r = CliRunner().invoke(hindsight.cli.main, ["replay", str(trace), "--model", "loggps",
                                                 *sets[:-2]])
     assert r.exit_code == 0 and "ack_cells " not in r.output.replace("ack_cells=", "")
+
+
+def test_the_cells_are_the_receivers_for_all_its_senders(tmp_path):
+    # MPICH's cells belong to the receiving process, shared by its acknowledgements to every
+    # sender. Rank 1 takes one message from rank 0 and two from rank 2 (e_0 = 24,799.5, e_1 =
+    # 29,599, e_2 = 34,398.5 as above: same posts, same sizes); ranks 0 and 2 compute 100 us
+    # after their Isends (rank 0's Wait at 100,300, rank 2's Waitall at 100,799.5: it injects
+    # at 0 and 499.5). Ack 2 (to rank 2) finds both cells unread (c_0 = 100,300, c_1 =
+    # 100,799.5 > e_2): held until rank 1's first waiting call after min(c_0, c_1), its Send to
+    # rank 0 at 234,398.5. Rank 2's Waitall ends then, it computes 50 us, receives its 8 bytes
+    # (there since 237,002): 284,698.5. Rank 0's acknowledgement was not held: it receives the
+    # 8 bytes rank 1 sends it at 234,698.5 + L + 7·G = 236,702, ends 237,002. Counting per
+    # sender (two cells each) nothing would be held and rank 2 would end at 237,002 + o_r.
+    progs = [[("isend", 1, K), ("compute", 100_000), ("wait", [0]), ("compute", 50_000),
+              ("recv", 1)],
+             [("compute", 20_000), ("recv", 0), ("recv", 2), ("recv", 2), ("compute", 200_000),
+              ("send", 0, 8), ("send", 2, 8)],
+             [("isend", 1, K), ("isend", 1, K), ("compute", 100_000), ("wait", [0, 1]),
+              ("compute", 50_000), ("recv", 1)]]
+    prep = replay.prepare(simulate_to_dir(tmp_path / "t", progs), use_cache=False)
+    res = replay.run(prep, "loggps", dict(SETS, ack_cells="2"))
+    assert res.info["ack_cells"]["held"] == 1
+    assert res.rank_end_ns[0] == pytest.approx(ARRIVE + 300)
+    assert res.rank_end_ns[2] == pytest.approx(SEND1 + 50_000 + 300)
+    free = replay.run(prep, "loggps", dict(SETS, ack_cells="3"))
+    assert free.rank_end_ns[2] == pytest.approx(ARRIVE + 300 + 300)

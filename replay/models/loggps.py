@@ -31,11 +31,12 @@ calls (not in Isend), so a receiver that completes more than ``ack_cells`` recei
 sender computes holds the rest in its postponed queue, and those leave only in the receiver's
 next call that waits: the sender's Wait lasts until then::
 
-    a_j = e_j                                         a cell is free (c_(j-ack_cells) <= e_j)
-          first waiting call of the receiver >= max(e_j, c_(j-ack_cells))   otherwise
+    a_j = e_j                                    a cell is free (fewer than ack_cells unread)
+          first waiting call of the receiver >= the time one is         otherwise
     c_j = first call of the sender (not a post) >= a_j;  a held send ends no earlier than c_j
 
-(e_j: the end of the j-th rendezvous receive from that sender, in completion order).
+(e_j: the end of the receiver's j-th rendezvous receive, from any sender, in completion order;
+the cells are the receiving process's; ``replay.rules.ack_cells`` has the full rule).
 ``hindsight calibrate``'s queue probe measures ``ack_cells`` (inf when no limit shows).
 """
 
