@@ -330,10 +330,10 @@ def _ack_floors(st: Stream, prm: np.ndarray, m_delay: np.ndarray, out: K.Outputs
     done_op = np.full(st.nmsg, -1, np.int64)
     done = np.flatnonzero((kind == K.RECV) | (kind == K.WRECV))
     done_op[msg[done]] = done
-    done_op[~rdv] = -1
-    ms = np.flatnonzero((done_op >= 0) & (st.m_src != st.m_dst))
-    e = out.op_end[done_op[ms]]
-    ms = ms[np.lexsort((done_op[ms], e, st.m_dst[ms]))]
+    # by receiver, then completion end: the operations are ordered by rank, then program
+    # order, in which a rank's replayed ends never decrease
+    ms = msg[done]
+    ms = ms[rdv[ms] & (st.m_src[ms] != st.m_dst[ms])]
     floor = np.empty(st.nmsg)
     K.ack_cells(st.rank_off, out.op_start, out.op_end, out.rank_end, consume, drain, done_op,
                 ms.astype(np.int64), st.m_src, st.m_dst, cells, floor)
