@@ -1,24 +1,27 @@
 """When does a nonblocking send complete if the receiver stops calling MPI? (MPICH queue probe)
 
-A standalone mpi4py program, run under ``mpiexec -n 2`` (evidence for docs/replay.md,
-"Progress"): rank 0 ``Isend``s N messages of S bytes to rank 1 (buffer API, one numpy buffer
-each; ``--gap`` ms of compute after each) and then ``Waitall``s; rank 1 waits ``--lead`` ms (so every request is there before its
-first receive, as in the block sort), receives the messages (``Recv`` one by one, or ``Irecv``
-all then ``Waitall``), optionally computing ``--per`` ms after each receive, then computes C ms
-with no MPI call (a ``perf_counter`` spin) and enters a final ``Barrier``. Both ranks read
-``time.perf_counter`` (CLOCK_MONOTONIC, one clock per host), so rank 0's end of ``Waitall`` is
-compared with rank 1's end of receiving (``recv_end``) and of computing (``comp_end``).
+A standalone mpi4py program, run under ``mpiexec -n 2`` (evidence for docs/replay.md, rule
+``ack_cells``): rank 0 ``Isend``s N messages of S bytes to rank 1 (one numpy buffer each;
+``--gap`` ms of compute after each) and then completes them; rank 1 waits ``--lead`` ms,
+receives the messages (``--modes``: how each side sends, waits and receives), optionally
+computing ``--per`` ms after each receive, then computes C ms with no MPI call (a
+``perf_counter`` spin) and enters a final ``Barrier``. Both ranks read ``time.perf_counter``
+(CLOCK_MONOTONIC, one clock per host), so rank 0's end of its waits is compared with rank 1's
+end of receiving (``recv_end``) and of computing (``comp_end``).
 
-``held`` = (sender's Waitall end - receiver's recv end) / C: about 0 when the sends completed
-with the receives, about 1 when the last send completed only when the receiver entered MPI
-again (its Barrier). Per configuration the median over the rounds.
+``held`` = (sender's wait end - receiver's recv end) / C: about 0 when the sends completed with
+the receives, about 1 or more when the last send completed only when the receiver entered MPI
+again (its Barrier). Per configuration the median, min and max over the rounds; the
+configurations are interleaved in every round.
 
     mpiexec -n 2 -bind-to core python benchmarks/send_queue_probe.py --modes Isend:all:Recv \
-        --counts 16,32,48,56,60,64,65,66,72,96,128,256 --sizes 8KiB,128KiB,1MiB --compute 20
+        --counts 32,63,64,65,66,96,128 --sizes 4KiB,8KiB,128KiB --compute 20 --lead 0 \
+        --gap 0.2 --rounds 5
 
-With tcp: ``MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=tcp MPIR_CVAR_CH4_NETMOD=ofi`` in the environment
-(``--transport tcp`` of ``hindsight collect``). Output: one JSON line per configuration on
-rank 0's stdout.
+With ``MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS=32`` the count at which sends are held moves
+with it. With tcp: ``MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=tcp MPIR_CVAR_CH4_NETMOD=ofi`` in the
+environment (``--transport tcp`` of ``hindsight collect``). Output: one JSON line per
+configuration on rank 0's stdout.
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ def one_round(comm: MPI.Intracomm, n: int, s: int, mode: str, lead: float, per: 
     ``isend`` (pickle: the array is pickled and sent as bytes), WAIT ``all`` (one Waitall) or
     ``each`` (one Wait per request, in order), RECV ``Recv``, ``Probe`` (then ``Recv``),
     ``Mprobe`` (then the message's ``Recv``), ``recv`` (pickle: mpi4py's matched probe,
-    allocation, copy, unpickling) or ``Irecv`` (all posted, then one Waitall). The buffer-API receives take a buffer 4 KiB larger
-    than S, so that they also receive a pickled array's bytes; ``recv`` needs ``isend``."""
+    allocation, copy, unpickling) or ``Irecv`` (all posted, then one Waitall). The buffer-API
+    receives take a buffer 4 KiB larger than S, so that they also receive a pickled array's
+    bytes; ``recv`` needs ``isend``."""
     send, wait, recv = mode.split(":")
     me = comm.Get_rank()
     if me == 0 and send == "Isendnew":
@@ -114,7 +118,8 @@ def main() -> None:
     ap.add_argument("--modes", default="Isend:all:Recv,Isend:all:Irecv,isend:each:recv")
     ap.add_argument("--compute", type=float, default=20.0, help="C, ms")
     ap.add_argument("--lead", type=float, default=2.0, help="receiver's delay before receiving, ms")
-    ap.add_argument("--per", type=float, default=0.0, help="receiver's compute after each receive, ms")
+    ap.add_argument("--per", type=float, default=0.0,
+                    help="receiver's compute after each receive, ms")
     ap.add_argument("--gap", type=float, default=0.0, help="sender's compute after each send, ms")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
@@ -129,7 +134,8 @@ def main() -> None:
     rbufs = {s: [np.ones(s + 4096, dtype=np.uint8) for _ in range(max(counts))] for s in sizes}
     results: dict[tuple[int, int, str], list[dict[str, float]]] = {c: [] for c in configs}
     for c in configs[:2]:                                   # warm-up, untimed
-        one_round(comm, c[0], c[1], c[2], a.lead / 1e3, a.per / 1e3, a.gap / 1e3, 1e-3, bufs[c[1]], rbufs[c[1]])
+        one_round(comm, c[0], c[1], c[2], a.lead / 1e3, a.per / 1e3, a.gap / 1e3, 1e-3,
+                  bufs[c[1]], rbufs[c[1]])
     for r in range(a.rounds):                               # configurations interleaved
         for c in configs:
             got = one_round(comm, c[0], c[1], c[2], a.lead / 1e3, a.per / 1e3, a.gap / 1e3,

@@ -8,10 +8,11 @@ MPI call, then computes ``QUEUE_TAIL`` more, so that rank 1 has received them al
 each at once) before rank 0's first ``Waitall``; rank 1 then computes ``QUEUE_D`` with no MPI
 call and synchronises. A sample is held when rank 0's ``Waitall`` ended only as rank 1 came back
 into MPI: on one host (one CLOCK_MONOTONIC) when it ended after rank 1's compute did (less
-``QUEUE_CLOCK_SLACK``), and a sample in which rank 1 had not received every
-message when the ``Waitall`` began, or had already stopped computing, says nothing (it is taken
-again, up to twice the samples); across hosts when the ``Waitall`` lasted at least ``QUEUE_SPLIT`` of ``QUEUE_D``. Comparing the
-two clocks keeps a rank that the scheduler held up (a loaded machine) from looking held.
+``QUEUE_CLOCK_SLACK``), and a sample in which rank 1 had not received every message when the
+``Waitall`` began, or had already stopped computing, says nothing (it is taken again, up to three
+times the samples, the tail doubled each time); across hosts when the ``Waitall`` lasted at least
+``QUEUE_SPLIT`` of ``QUEUE_D``. Comparing the two clocks keeps a rank that the scheduler held up
+(a loaded machine) from looking held.
 
 The counts: 2, 4, 8, ... up to ``QUEUE_MAX`` until one is held (the majority of
 ``QUEUE_SAMPLES`` valid samples), then bisection between the last count not held and the first
