@@ -16,7 +16,7 @@ by other processes on this shared 2-core machine from both sides. Network: loggp
 used.
 
     python benchmarks/predict_holdout.py [--work DIR] [--reuse] [--repeat R] [--fit-repeat F]
-                                         [--case NAME]
+                                         [--case NAME] [--set NAME=VALUE]
 """
 from __future__ import annotations
 
@@ -68,9 +68,10 @@ def collect(work: Path, app: str, paradigm: str, P: int, flags: list[str], reuse
     return out
 
 
-def makespans(trace: Path | tf.Trace, mod, prof, cpu_time: bool = False) -> tuple[float, float]:
+def makespans(trace: Path | tf.Trace, mod, prof, cpu_time: bool = False,
+              params: list[tuple[str, str]] | None = None) -> tuple[float, float]:
     prep = replay.prepare(trace, use_cache=False)
-    res = replay.run(prep, mod, profile=prof, record=False, cpu_time=cpu_time)
+    res = replay.run(prep, mod, params or [], profile=prof, record=False, cpu_time=cpu_time)
     return prep.measured_makespan_ns / 1e9, res.makespan_ns / 1e9
 
 
@@ -82,7 +83,11 @@ def main() -> None:
     ap.add_argument("--fit-repeat", type=int, default=1,
                     help="runs per fitted (P, size): more samples per point on a noisy machine")
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="only these cases")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a loggps parameter over the profile's (e.g. ack_cells=inf: without "
+                         "rule ack_cells)")
     ns = ap.parse_args()
+    params = [tuple(s.split("=", 1)) for s in ns.set]
     ns.work.mkdir(parents=True, exist_ok=True)
     mod = M.get_model("loggps")
     prof = M.load_profile(PROFILE, mod)
@@ -106,10 +111,10 @@ def main() -> None:
         for d, role in rows:
             man = tf.read_manifest(d)
             spec = spec_from_manifest(man, str(d))
-            meas, rep = makespans(d, mod, prof)
-            _, rep_cpu = makespans(d, mod, prof, cpu_time=True)
-            _, syn = makespans(S.trace(spec, cm.cost), mod, prof)
-            _, syn_cpu = makespans(S.trace(spec, cm_cpu.cost), mod, prof)
+            meas, rep = makespans(d, mod, prof, params=params)
+            _, rep_cpu = makespans(d, mod, prof, cpu_time=True, params=params)
+            _, syn = makespans(S.trace(spec, cm.cost), mod, prof, params=params)
+            _, syn_cpu = makespans(S.trace(spec, cm_cpu.cost), mod, prof, params=params)
             by_cfg.setdefault((spec.P, spec.N, role), []).append(
                 (meas, rep, syn, rep_cpu, syn_cpu))
         for (P, N, role), vals in by_cfg.items():

@@ -271,6 +271,12 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
         click.echo(f"note: {res.info['not_modelled']}", err=True)
+    ack = res.info.get("ack_cells")
+    if ack and ack["held"]:
+        say(f"ack_cells  {ack['held']} rendezvous send{'' if ack['held'] == 1 else 's'} held "
+            f"until the receiver's next waiting call (all {ack['cells']} acknowledgement "
+            f"cells taken; {ack['passes']} more replay{'' if ack['passes'] == 1 else 's'}"
+            + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
     if noise is not None:
         say(noise.line())
     if injected:

@@ -23,7 +23,9 @@ from replay.models.base import NetworkModel
 from replay.errors import NoPredictionError, ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
+from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
 from replay.transport_cost import TransportCost
+from replay.warp import time_warp
 
 
 @dataclass
@@ -177,10 +179,12 @@ def scale_array(prep: Prepared, compute_scale: float,
 
 def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
             cpu: bool, m_delay: np.ndarray, record: bool,
-            cost: np.ndarray | None = None) -> tuple[int, K.Outputs]:
+            cost: np.ndarray | None = None,
+            floor: np.ndarray | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
-    ``cost``: each operation's own call overhead, ns, or None). Returns how many ranks could
-    not finish (0: success) and the outputs, per operation only with ``record``."""
+    ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
+    earliest end of its rendezvous send, rule ``ack_cells``, or None). Returns how many ranks
+    could not finish (0: success) and the outputs, per operation only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
@@ -191,7 +195,8 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
-    msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync)
+    msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync,
+                      np.zeros(0) if floor is None else floor)
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
     return status, out
 
@@ -259,6 +264,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if table is not None and np.any(table > 0):
         cost = table[call_classes(st, prep.rows.op)]
     passes = mod.passes(values)
+    cells = cells_of(values, prm, measured)
+    record_all = cells > 0          # rule ack_cells reads every operation's replayed times
     out = None
     for p in range(passes):
         # a model's per-message delay may depend on the previous pass (M/M/1's measured rho)
@@ -268,11 +275,14 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         m_delay, info = mod.message_delay(values, ctx, send_times, horizon, last)
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
-        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay, record and last,
-                             cost)
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
+                             (record or record_all) and last, cost)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
+    if cells:
+        out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
+                              info)
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
@@ -306,6 +316,35 @@ def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float
     burst = cost.apply(st.burst, first)
     burst_cpu = cost.apply(st.burst_cpu, first)
     return replace(st, burst=burst, burst_cpu=burst_cpu), float(burst.sum() - st.burst.sum()) / 1e9
+
+
+def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
+                    trail: np.ndarray, cpu: bool, m_delay: np.ndarray,
+                    cost: np.ndarray | None, out: K.Outputs, cells: int,
+                    info: dict[str, Any]) -> K.Outputs:
+    """Replay again under rule ``ack_cells`` until the floors it sets no longer change (at
+    most ``ACK_PASSES`` replays; ``info["ack_cells"]`` says how many acknowledgements were
+    held, the passes taken and whether they settled)."""
+    prev = None
+    held = 0
+    settled = False
+    passes = 0
+    for _ in range(ACK_PASSES):
+        floor = ack_floors(st, prm, m_delay, out, cells)
+        held = int((floor >= 0).sum())
+        if held == 0 and prev is None:
+            settled = True
+            break
+        if prev is not None and np.array_equal(floor, prev):
+            settled = True
+            break
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor)
+        passes += 1
+        if stuck:
+            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck) under rule ack_cells")
+        prev = floor
+    info["ack_cells"] = {"cells": cells, "held": held, "passes": passes, "settled": settled}
+    return out
 
 
 def _with_delays(prep: Prepared, st: Stream, scale: np.ndarray, cpu: bool,
@@ -383,7 +422,7 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
     # piecewise linear between the replayed ends of MPI calls.
     has = rs >= 0
     if not has.all():
-        K.time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has,
+        time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has,
                     (rows.t_start - prep.t0).astype(float), (rows.t_end - prep.t0).astype(float),
                     rs, re, np.asarray(prep.measured_rank_end_ns, float),
                     np.asarray(out.rank_end, float))

@@ -41,7 +41,8 @@ import numba as nb
 import numpy as np
 
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
-    PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, after_overhead, bound, clear_to_send_done,
+    PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
+    clear_to_send_done,
     eager_arrival, envelope_arrival, is_rendezvous, known_handshake, late_receiver_arrival,
     next_send_slot, passive_reply, rendezvous_arrival, rendezvous_sender_done, request_arrival,
     resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters, wire_time)
@@ -49,7 +50,7 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "4ec954189cfb"
+RULES_SHA1 = "97088fc165fa"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV = range(13)
 
@@ -85,13 +86,16 @@ class Ops(NamedTuple):
 
 
 class Messages(NamedTuple):
-    """Per message: its size and endpoints, the model's extra delay, synchronous mode."""
+    """Per message: its size and endpoints, the model's extra delay, synchronous mode, the
+    earliest end of its send (rule ``ack_cells``)."""
 
     nbytes: np.ndarray     # k, bytes (float)
     src: np.ndarray        # sending rank
     dst: np.ndarray        # receiving rank
     delay: np.ndarray      # extra time on the wire (contention models), ns
     sync: np.ndarray       # Ssend/Issend: completes only once the receive matched
+    floor: np.ndarray      # rule ack_cells: a rendezvous send ends no earlier, ns (< 0: no
+                           # floor; empty: the rule is off)
 
 
 class Outputs(NamedTuple):
@@ -128,6 +132,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
+    m_floor = msgs.floor
     rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
         out.rank_wait
     m_sp, m_rp = out.m_sp, out.m_rp
@@ -143,6 +148,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     S = prm[P_S]
     kshift = prm[P_KSHIFT]
     measured = mode == MODE_MEASURED
+    has_floor = len(m_floor) > 0 and not measured
     has_cost = len(cost) > 0 and not measured
     # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
     # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
@@ -265,6 +271,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     if blocked == -1:
                         t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, kg),
                                               clear_to_send_done(rdy, L, kg), PRED_RECV)
+                        if has_floor:
+                            t, waited, pk = ack_floor(t, waited, pk, m_floor[m])
             elif k == IRECV or k == RECV:
                 m = msg[i]
                 if m_rp[m] < 0.0:
@@ -304,6 +312,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     if blocked == -1:
                         t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, kg)),
                                               clear_to_send_done(rdy, L, kg), PRED_RECV)
+                        if has_floor:
+                            t, waited, pk = ack_floor(t, waited, pk, m_floor[m])
             elif k == WRECV:
                 m = msg[i]
                 if m_sp[m] < 0.0:
@@ -518,76 +528,3 @@ def critical_path(rank_off, msg, pred, m_send_op, m_recv_op, coll_last, last_ran
         follow = True
         i -= 1
     return n
-
-
-@nb.njit(cache=True, nogil=True)
-def time_warp(rank_off, has, ts, te, rs, re, end_x, end_y):
-    """Rule *time warp*: rows without replayed times (``has`` false: regions, calls without an
-    operation) get them through their rank's piecewise-linear map from measured to replayed
-    time, whose anchors are (0, 0), each timed row's (start, replayed start) and (end, replayed
-    end), and (the rank's measured end ``end_x``, its replayed end ``end_y``); anchors sorted by
-    measured time, replayed times made non-decreasing. Rows are grouped by rank (``rank_off``);
-    ``rs``/``re`` are filled in place. Anchors come in order when a rank's calls do not overlap,
-    so they are sorted only when they are not."""
-    for r in range(len(rank_off) - 1):
-        lo, hi = rank_off[r], rank_off[r + 1]
-        nmiss = 0
-        for i in range(lo, hi):
-            if not has[i]:
-                nmiss += 1
-        if nmiss == 0:
-            continue
-        na = 2 + 2 * (hi - lo - nmiss)
-        ax = np.empty(na)
-        ay = np.empty(na)
-        ax[0], ay[0] = 0.0, 0.0
-        k = 1
-        for i in range(lo, hi):
-            if has[i]:
-                ax[k], ay[k] = ts[i], rs[i]
-                ax[k + 1], ay[k + 1] = te[i], re[i]
-                k += 2
-        ax[k], ay[k] = end_x[r], end_y[r]
-        ordered = True
-        for j in range(1, na):
-            if ax[j] < ax[j - 1]:
-                ordered = False
-                break
-        if not ordered:
-            o = np.argsort(ax, kind="mergesort")
-            ax = ax[o]
-            ay = ay[o]
-        for j in range(1, na):
-            if ay[j] < ay[j - 1]:
-                ay[j] = ay[j - 1]
-        for i in range(lo, hi):
-            if not has[i]:
-                rs[i] = _interp(ts[i], ax, ay)
-                re[i] = _interp(te[i], ax, ay)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _interp(x, xp, fp):
-    """``np.interp(x, xp, fp)`` for one point, with NumPy's rules (the last of equal xp; an
-    exact hit returns fp there). Written out: numba's np.interp loads SciPy's BLAS check."""
-    n = len(xp)
-    if x > xp[n - 1] or x == xp[n - 1]:
-        return fp[n - 1]
-    if x < xp[0]:
-        return fp[0]
-    lo, hi = 0, n - 1           # xp[lo] <= x < xp[hi]
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if xp[mid] <= x:
-            lo = mid
-        else:
-            hi = mid
-    if xp[lo] == x:
-        return fp[lo]
-    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
-    y = slope * (x - xp[lo]) + fp[lo]
-    if np.isnan(y):
-        y = slope * (x - xp[lo + 1]) + fp[lo + 1]
-        if np.isnan(y) and fp[lo] == fp[lo + 1]:
-            y = fp[lo]
-    return y

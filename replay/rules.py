@@ -254,3 +254,103 @@ def resolve_stalled_handshake(pw_msg, pw_rts, pw_next, pw_head, pw_min, m_dst, m
     pw_min[d] = low
     stack[top] = best
     return top + 1
+
+
+@nb.njit(inline="always")
+def ack_floor(t, waited, pk, floor):
+    """A rendezvous send whose completion acknowledgement was held (``ack_cells``) ends no
+    earlier than ``floor``, the time its sender takes the acknowledgement in; the time up to
+    it is waiting for the receiver (pred RECV). ``floor`` < 0: nothing held."""
+    if floor > t:
+        return floor, waited + (floor - t), PRED_RECV
+    return t, waited, pk
+
+
+@nb.njit(cache=True, nogil=True)
+def ack_cells(rank_off, op_start, op_end, rank_end, consume, drain, done_op, ms, m_src, m_dst,
+              cells, floor):
+    """Rule ``ack_cells`` (LogGPS with progress ``in-call``): the receiver of a rendezvous
+    message acknowledges its completion to the sender through one of its ``cells`` cells
+    (MPICH's shared-memory transport: each process's pool of eager cells for all its
+    destinations, MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS; a cell is free again once its
+    reader, here the sender, has read it, which it does only inside an MPI call). Per receiver
+    d, its acknowledgements j = 0, 1, ... in the order its rendezvous receives completed
+    (``ms``: the messages so ordered, by receiver, then the replayed end e_j of ``done_op``, the
+    operation that completed the receive), to sender s_j:
+
+        c_j = first time >= a_j that s_j is inside a call with ``consume`` (it reads
+              acknowledgement j; a_j if it makes no such call)
+        F_j = the c_i > e_j of the earlier ones (i < j: in cells, unread at e_j)
+        a_j = e_j                          if |F_j| < cells and ack j-1 was not held past e_j
+              first time >= max(e_j, f_j, a_(j-1)) that d is inside a call with ``drain``,
+              else d's end             otherwise: held in d's postponed queue, which only its
+                                       progress engine, a call that waits, drains, in order;
+                                       f_j = the (|F_j| - cells + 1)-th smallest of F_j, when
+                                       enough of them are read for a cell to be free
+
+    With one sender this is f_j = c_(j-cells). For a held acknowledgement ``floor[m] = c_j``:
+    the sender's completion (its ``Wait``) ends no earlier (``ack_floor``); -1 for the others.
+    Intervals are the replayed [op_start, op_end] of each rank's operations (``first_in_mpi``),
+    from the previous pass; ``engine.run`` repeats the replay until the floors no longer
+    change."""
+    P = len(rank_off) - 1
+    floor[:] = -1.0
+    # per rank, its consume / drain calls as interval lists in program order
+    cs = np.empty(len(op_start))
+    ce = np.empty(len(op_start))
+    ds = np.empty(len(op_start))
+    de = np.empty(len(op_start))
+    c_off = np.zeros(P + 1, np.int64)
+    d_off = np.zeros(P + 1, np.int64)
+    nc = 0
+    nd = 0
+    for r in range(P):
+        for i in range(rank_off[r], rank_off[r + 1]):
+            if consume[i]:
+                cs[nc] = op_start[i]
+                ce[nc] = op_end[i]
+                nc += 1
+            if drain[i]:
+                ds[nd] = op_start[i]
+                de[nd] = op_end[i]
+                nd += 1
+        c_off[r + 1] = nc
+        d_off[r + 1] = nd
+    k = len(ms)
+    a = np.empty(k)
+    c = np.empty(k)
+    held = np.zeros(k, np.bool_)
+    fl = np.empty(k)                        # c of the receiver's acknowledgements in cells
+    nf = 0
+    for j in range(k):
+        m = ms[j]
+        d = m_dst[m]
+        s = m_src[m]
+        new_d = j == 0 or m_dst[ms[j - 1]] != d
+        if new_d:
+            nf = 0
+        e = op_end[done_op[m]]
+        w = 0                               # drop those read by e
+        for i in range(nf):
+            if fl[i] > e:
+                fl[w] = fl[i]
+                w += 1
+        nf = w
+        x = e
+        if nf >= cells:
+            # the cell frees when all but cells - 1 of them have been read
+            x = max(x, np.sort(fl[:nf])[nf - cells])
+        if not new_d and held[j - 1] and a[j - 1] > x:
+            x = a[j - 1]
+        if x > e:
+            held[j] = True
+            y = first_in_mpi(ds, de, d_off[d], d_off[d + 1], x)
+            a[j] = y if y >= 0.0 else max(rank_end[d], x)
+        else:
+            a[j] = e
+        y = first_in_mpi(cs, ce, c_off[s], c_off[s + 1], a[j])
+        c[j] = y if y >= 0.0 else a[j]
+        fl[nf] = c[j]
+        nf += 1
+        if held[j]:
+            floor[m] = c[j]

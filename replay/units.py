@@ -75,6 +75,8 @@ def parse_bandwidth(text: str) -> float:
 
 def parse_count(text: str) -> float:
     v, u = _split(text)
+    if math.isinf(v) and not u:
+        return v                    # "inf": the caller's Param says whether it is allowed
     if u or v != int(v):
         raise ValueError(f"'{text}' is not a whole number")
     return float(int(v))

@@ -67,6 +67,7 @@ from hindsight import conditions
 from replay.calibration import progress as _progress
 from replay.calibration.bursts import burst_probe
 from replay.calibration.calls import call_probe
+from replay.calibration.queue import queue_probe
 
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
@@ -414,6 +415,7 @@ def main(argv: list[str] | None = None) -> None:
                 plan = comm.recv(source=0, tag=15)
             rdv, eager, D = plan
             out = {"D_s": D, "lead_s": PROGRESS_LEAD, "compute": "spin" if spin else "sleep",
+                   "rendezvous_k": rdv,
                    "rendezvous_size": None if rdv is None else wire(rdv),
                    "eager_size": None if eager is None else wire(eager),
                    "receiver_computes_s": {"rendezvous": [], "eager": []},
@@ -450,6 +452,17 @@ def main(argv: list[str] | None = None) -> None:
             if rank == 0:
                 _progress.report(phase="call probe")
             result["call_probe"] = call_probe(comm, rank, pickled, payload(8), pair_sync)
+            rdv = result["progress_probe"]["rendezvous_k"]
+            if rdv is not None:
+                if rank == 0:
+                    _progress.report(phase="queue probe")
+                # rank 0 timed the ping-pong: its one-way time of the size, for both ranks
+                mine = float(np.median(samples[rdv]["rtt"])) / 2 if rank == 0 else 0.0
+                one_way = max(mine, comm.sendrecv(mine, dest=peer, source=peer, sendtag=18,
+                                                  recvtag=18))
+                result["queue_probe"] = queue_probe(
+                    comm, rank, message(rdv), lambda tag: recv(rdv, 0, tag), one_way,
+                    pair_sync, spin)
             if rank == 0:
                 _progress.report(phase="burst probe")
             result["burst_probe"] = burst_probe(comm, rank, pair_sync)

@@ -410,6 +410,13 @@ class BurstFit:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class QueueFit:
+    ack_cells: float                    # the largest count not held; inf: none held
+    evidence: dict
+    notes: list[str] = field(default_factory=list)
+
+
 def fit_bursts(probe: dict) -> BurstFit:
     """The transport's extra compute time per burst from the burst probe (bursts.py): per kernel
     size, the burst's length b = the median CPU time per kernel of the silent blocks, and its
@@ -444,3 +451,31 @@ def fit_bursts(probe: dict) -> BurstFit:
           "exchanged_s": [probe["exchanged_s"][i] for i in order],
           "took_s": probe.get("took_s")}
     return BurstFit(params, ev, notes)
+
+
+def fit_queue(probe: dict) -> QueueFit:
+    """``ack_cells`` from the queue probe (queue.py): the largest count of rendezvous messages
+    a receiver took in, while their sender computed outside MPI, without the sender's Waitall
+    then lasting until the receiver's next MPI call (``largest_not_held``). No count up to
+    ``max_count`` held: inf, noted. A count whose valid samples disagree is noted."""
+    ev = {k: probe.get(k) for k in ("gap_s", "tail_s", "D_s", "split", "samples", "max_count",
+                                    "compute", "one_clock", "shares", "held",
+                                    "largest_not_held", "first_held", "took_s")}
+    notes: list[str] = []
+    for n, verdicts in (probe.get("held") or {}).items():
+        valid = [v == "held" for v in verdicts if v != "invalid"]
+        if not valid:
+            notes.append(f"queue probe: at {n} messages no sample had the receiver done before "
+                         "the sender's Waitall (a busy machine): decided by the Waitalls' length")
+        elif len(valid) < int(probe["samples"]):
+            notes.append(f"queue probe: at {n} messages only {len(valid)} of {len(verdicts)} "
+                         "samples had the receiver done before the sender's Waitall (a busy "
+                         "machine); the verdict rests on those")
+        if 0 < sum(valid) < len(valid):
+            notes.append(f"queue probe: at {n} messages {sum(valid)} of {len(valid)} valid "
+                         "samples held the sender until the receiver's next MPI call")
+    if probe.get("first_held") is None:
+        notes.append(f"queue probe: no count up to {probe['max_count']} held a send until the "
+                     "receiver's next MPI call: ack_cells = inf (no limit)")
+        return QueueFit(math.inf, ev, notes)
+    return QueueFit(float(probe["largest_not_held"]), ev, notes)

@@ -9,7 +9,7 @@ the last step forward (``last_step``: the watchdog of ``run.run_job`` counts fro
 where the benchmark was if it has to be stopped.
 
 A step forward is the plan (once), a visit done with a higher count than the last, or a probe
-not begun before: a run has a fixed number of them (the visits of its plan and four probes), so
+not begun before: a run has a fixed number of them (the visits of its plan and five probes), so
 a benchmark that keeps stepping forward ends, and a line repeated does not hold off the watchdog.
 
 The estimate: a size already measured takes, per round trip, what it took on average; a size

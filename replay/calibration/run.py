@@ -413,6 +413,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     bf = F.fit_bursts(run["burst_probe"]) if run.get("burst_probe") else None
     if bf is not None:
         lg.notes.extend(bf.notes)
+    qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
+    if qf is not None:
+        lg.notes.extend(qf.notes)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -453,7 +456,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         },
         "loggps": {**lg.params, "o_a": o_a, "o_b": o_b,
                    **({"progress": pg.progress} if pg is not None else {}),
-                   **(cf.params if cf is not None else {})},
+                   **(cf.params if cf is not None else {}),
+                   **({"ack_cells": qf.ack_cells} if qf is not None else {})},
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         **({"compute": bf.params} if bf is not None else {}),
@@ -471,6 +475,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "progress_probe": pg.evidence if pg is not None else {},
             "call_probe": cf.evidence if cf is not None else {},
             "burst_probe": bf.evidence if bf is not None else {},
+            "queue_probe": qf.evidence if qf is not None else {},
             "notes": lg.notes,
             "check": check,
         },

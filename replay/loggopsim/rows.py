@@ -11,6 +11,7 @@ from replay.loggopsim.goal import GoalError
 from replay.loggopsim.schedule import TraceSchedule
 from replay.loggopsim.simulator import CALC, RECV, Schedule, SimResult
 from replay.prepare import Prepared
+from replay.warp import time_warp
 
 
 def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
@@ -150,11 +151,11 @@ def _wait_starts(rank, op, wait, rs, re):
 def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndarray):
     """Rows without replayed times (regions, unmatched ops) are mapped through the rank's time
     warp: piecewise linear between rows that have times (the default engine's rule,
-    ``replay.kernel.time_warp``)."""
+    ``replay.warp.time_warp``)."""
     rows = prep.rows
     has = rs >= 0
     re = np.where(has, np.maximum(re, rs), re)
-    K.time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has,
+    time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has,
                 (rows["t_start"] - prep.t0).astype(float), (rows["t_end"] - prep.t0).astype(float),
                 rs, re, np.asarray(prep.measured_rank_end_ns, float), np.asarray(rank_end, float))
     return rs, np.maximum(re, rs)

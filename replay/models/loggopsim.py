@@ -68,9 +68,9 @@ def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
         O_recv=values["O_recv"], g=values["g"], G=values["G"], S=values["S"])
 
 
-#: LogGPS's parameters LogGOPSim has no rule for (progress, per-call overheads): accepting them
-#: would show them in a result they took no part in
-NOT_SIMULATED = ("progress", "o_irecv", "o_wait", "o_probe", "o_call")
+#: LogGPS's parameters LogGOPSim has no rule for (progress, ack_cells, per-call overheads):
+#: accepting them would show them in a result they took no part in
+NOT_SIMULATED = ("progress", "ack_cells", "o_irecv", "o_wait", "o_probe", "o_call")
 
 
 @register

@@ -110,4 +110,6 @@ class LogGP(NetworkModel):
                 out[name] = sec[name]
         if "progress" in self.PARAMS and "progress" in sec:
             out["progress"] = sec["progress"]       # measured by calibrate's progress probe
+        if "ack_cells" in self.PARAMS and "ack_cells" in sec:
+            out["ack_cells"] = sec["ack_cells"]     # measured by calibrate's queue probe
         return out

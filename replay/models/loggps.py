@@ -22,6 +22,22 @@ Overheads follow paper 004: o = o'_a + o'_b·P + O·k, per side.
 default; MPI 4.0 §2.9 allows either): a rendezvous request that arrives while the receiver
 computes waits for its next MPI call. ``hindsight calibrate`` measures which one the library
 does (its progress probe) and writes it to the profile.
+
+``ack_cells`` (rule ``ack_cells``, ``replay.rules.ack_cells``; with ``in-call`` only): a
+rendezvous send completes when its sender reads the receiver's acknowledgement, which travels
+in one of the receiver's ``ack_cells`` cells (MPICH shared memory: 64,
+MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS). The sender reads acknowledgements only inside MPI
+calls (not in Isend), so a receiver that completes more than ``ack_cells`` receives while the
+sender computes holds the rest in its postponed queue, and those leave only in the receiver's
+next call that waits: the sender's Wait lasts until then::
+
+    a_j = e_j                                    a cell is free (fewer than ack_cells unread)
+          first waiting call of the receiver >= the time one is         otherwise
+    c_j = first call of the sender (not a post) >= a_j;  a held send ends no earlier than c_j
+
+(e_j: the end of the receiver's j-th rendezvous receive, from any sender, in completion order;
+the cells are the receiving process's; ``replay.rules.ack_cells`` has the full rule).
+``hindsight calibrate``'s queue probe measures ``ack_cells`` (inf when no limit shows).
 """
 
 from __future__ import annotations
@@ -39,4 +55,8 @@ class LogGPS(LogGP):
     PARAMS["progress"] = Param("choice", "async", "when a rendezvous handshake happens: async "
                                "(on arrival) or in-call (inside the receiver's next MPI call)",
                                choices=("async", "in-call"))
+    PARAMS["ack_cells"] = Param("count", "inf", "rule ack_cells (progress in-call only): "
+                                "rendezvous completions a receiver can acknowledge before the "
+                                "sender reads them; more wait for the receiver's next waiting "
+                                "call (inf: no limit)", minimum=1.0, allow_inf=True)
     RETIRED = {"semantics": "LogGOPSim's rules are a model of their own: --model loggopsim"}
