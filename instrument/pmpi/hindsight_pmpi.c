@@ -2159,9 +2159,10 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
     WIN_CREATE(PMPI_Win_create_dynamic(info, comm, win))
 }
 
-/* A call on window `win`: target TARGET (a window rank; -1: none), NBYTES as the Python tracer
- * records them (the origin buffer's bytes; the result buffer's where there is one). */
-#define WIN_CALL(OPC, TARGET, NBYTES, CALL)                                                  \
+/* The timed part of a call on window `win`: w (NULL: a window the library does not know, or not
+ * this thread's to record: the call passes straight to MPI), t0, t1 and rc; what it records
+ * follows. */
+#define WIN_TIMED(OPC, CALL)                                                                 \
     OWN(OPC);                                                                                \
     const win_t *w = own_ ? win_of(win) : NULL;                                              \
     if (!w) return CALL;                                                                     \
@@ -2169,7 +2170,12 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
     int64_t t0 = now_ns();                                                                   \
     int rc = CALL;                                                                           \
     int64_t t1 = now_ns();                                                                   \
-    LEAVE();                                                                                 \
+    LEAVE();
+
+/* A call on window `win`: target TARGET (a window rank; -1: none), NBYTES as the Python tracer
+ * records them (the origin buffer's bytes; the result buffer's where there is one). */
+#define WIN_CALL(OPC, TARGET, NBYTES, CALL)                                                  \
+    WIN_TIMED(OPC, CALL)                                                                     \
     rec(OPC, t0, -1, world_of(w->group, TARGET), -1, w->id, NBYTES, -1, -1, t1);              \
     return rc;
 
@@ -2274,13 +2280,7 @@ static void group_rows(int64_t opc, int64_t t0, int64_t t1, MPI_Group group, int
 }
 
 #define WIN_GROUP_CALL(OPC, CALL)                                                            \
-    const win_t *w = on ? win_of(win) : NULL;                                                \
-    if (!w) return CALL;                                                                     \
-    ENTER(OPC);                                                                              \
-    int64_t t0 = now_ns();                                                                   \
-    int rc = CALL;                                                                           \
-    int64_t t1 = now_ns();                                                                   \
-    LEAVE();                                                                                 \
+    WIN_TIMED(OPC, CALL)                                                                     \
     group_rows(OPC, t0, t1, group, w->id);                                                   \
     return rc;
 
@@ -2301,13 +2301,7 @@ int MPI_Win_wait(MPI_Win win) {
 }
 
 int MPI_Win_test(MPI_Win win, int *flag) {
-    const win_t *w = on ? win_of(win) : NULL;
-    if (!w) return PMPI_Win_test(win, flag);
-    ENTER(OP_WIN_TEST);
-    int64_t t0 = now_ns();
-    int rc = PMPI_Win_test(win, flag);
-    int64_t t1 = now_ns();
-    LEAVE();
+    WIN_TIMED(OP_WIN_TEST, PMPI_Win_test(win, flag))
     if (rc == MPI_SUCCESS && *flag) rec(OP_WIN_TEST, t0, -1, -1, -1, w->id, -1, -1, -1, t1);
     return rc;
 }
