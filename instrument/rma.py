@@ -117,27 +117,37 @@ def _arg(args: tuple, kwargs: dict, at: int, keyword: str) -> Any:
     return args[at] if len(args) > at else kwargs.get(keyword)
 
 
+def _traced(name: str, record) -> Any:
+    """The traced window call ``name``: timed, then ``record(self, args, kwargs, t0, t1,
+    result)`` writes its rows; on a window the tracer does not know, counted instead."""
+    real = getattr(_W, name)
+
+    def method(self, *args: Any, **kwargs: Any) -> Any:
+        if self._id < 0:
+            _counted(name)
+            return real(self, *args, **kwargs)
+        t0 = _now()
+        result = real(self, *args, **kwargs)
+        t1 = _now()
+        record(self, args, kwargs, t0, t1, result)
+        return result
+    method.__name__ = name
+    method.__doc__ = real.__doc__
+    return method
+
+
 def _call(name: str, op_name: str, target: tuple[int, str] | None = None,
           size: tuple[int, str] | None = None):
     """The traced window call ``name``, recorded as ``op_name``: its target rank is the
     argument ``target`` (position, keyword), the bytes it moves one way those of the buffer
     ``size``; None: the row has none."""
-    real = getattr(_W, name)
     code = OP[op_name]
 
-    def method(self, *args: Any, **kwargs: Any) -> None:
-        if self._id < 0:
-            _counted(name)
-            return real(self, *args, **kwargs)
-        t0 = _now()
-        real(self, *args, **kwargs)
-        t1 = _now()
+    def record(self, args, kwargs, t0, t1, _result) -> None:
         rank = -1 if target is None else _arg(args, kwargs, *target)
         nb = -1 if size is None else _nbytes(_arg(args, kwargs, *size))
         self._rec(code, t0, t1, -1 if rank is None else int(rank), nb)
-    method.__name__ = name
-    method.__doc__ = real.__doc__
-    return method
+    return _traced(name, record)
 
 
 def _world_ranks(group: MPI.Group) -> list[int]:
@@ -152,38 +162,18 @@ def _world_ranks(group: MPI.Group) -> list[int]:
 def _group_call(name: str, op_name: str):
     """``Post`` or ``Start``: one row per member of the group (its world rank in ``peer``), all
     with the call's times; one row with peer -1 for an empty group."""
-    real = getattr(_W, name)
     code = OP[op_name]
 
-    def method(self, *args: Any, **kwargs: Any) -> None:
-        if self._id < 0:
-            _counted(name)
-            return real(self, *args, **kwargs)
-        t0 = _now()
-        real(self, *args, **kwargs)
-        t1 = _now()
+    def record(self, args, kwargs, t0, t1, _result) -> None:
         for w in _world_ranks(_arg(args, kwargs, 0, "group")) or [-1]:
             self._rec_world(code, t0, t1, w)
-    method.__name__ = name
-    method.__doc__ = real.__doc__
-    return method
+    return _traced(name, record)
 
 
-def _test(self, *args: Any, **kwargs: Any) -> bool:
-    real = _W.Test
-    if self._id < 0:
-        _counted("Test")
-        return real(self, *args, **kwargs)
-    t0 = _now()
-    done = real(self, *args, **kwargs)
-    t1 = _now()
+def _test_record(self, args, kwargs, t0, t1, done) -> None:
     if done:     # the exposure epoch ended; a Test that returns false is not recorded
         self._rec_world(OP["Win_test"], t0, t1, -1)
-    return done
 
-
-_test.__name__ = "Test"
-_test.__doc__ = _W.Test.__doc__
 
 for _name in _CONSTRUCTORS:
     setattr(TracedWin, _name, _make(_name))
@@ -206,5 +196,5 @@ for _name, _op, _target in (
     setattr(TracedWin, _name, _call(_name, _op, _target))
 TracedWin.Post = _group_call("Post", "Win_post")
 TracedWin.Start = _group_call("Start", "Win_start")
-TracedWin.Test = _test
+TracedWin.Test = _traced("Test", _test_record)
 _untraced.add_counters(TracedWin, _W, UNRECORDED, "Win.")
