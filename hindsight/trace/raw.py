@@ -53,14 +53,11 @@ def first_overlap(records: np.ndarray) -> tuple[int, int] | None:
     return int(mpi[k]), int(mpi[int(np.argmax(t1[:k]))])
 
 
-def raw_tables(path: Path, rank: int, names: dict[str, Any], drift: float = 0.0,
-               group: int = 65536, limit: int | None = None):
-    """Tables of `group` rows each (none if nothing was recorded) from a rank's raw staging
-    file, its first `limit` records only if given; `names` is the rank's raw
+def raw_tables(path: Path, records: np.ndarray, rank: int, names: dict[str, Any],
+               drift: float = 0.0, group: int = 65536):
+    """Tables of `group` rows each (none if there are no records) from `records`, those of the
+    rank's raw staging file `path` it keeps (``raw_records``); `names` is the rank's raw
     names (core.read_raw_names: epoch, region names). Clock readings become run time."""
-    records = raw_records(path) if path.is_file() else np.zeros((0, len(RAW_COLUMNS)), np.int64)
-    if limit is not None:
-        records = records[:limit]
     epoch = int(names.get("epoch_ns") or 0)
     regions = list(names.get("regions") or [])
     col = {c: i for i, c in enumerate(RAW_COLUMNS)}

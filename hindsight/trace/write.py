@@ -221,7 +221,7 @@ def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None
     # Two threads' calls at once: the rank's records end where they first overlap (what the
     # PMPI library does as it happens), and its status says why.
     overlap = first_overlap(records)
-    limit = None if overlap is None else overlap[0]
+    kept = records if overlap is None else records[:overlap[0]]
     if meta is not None:
         meta = dict(meta)
         meta.setdefault("communicators", {}).update(names.get("communicators") or {})
@@ -235,12 +235,10 @@ def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None
             meta["concurrent_mpi"] = concurrent_calls(meta["concurrent_mpi"])
             if meta.get("status") == "complete":     # a rank that died keeps how it ended
                 meta["status"] = CONCURRENT_STATUS
-        kept = records[:limit]
         meta["events"] = len(kept)
         last = int(kept[:, -1].max()) - int(names["epoch_ns"]) if len(kept) else 0
         meta["max_t_end_ns"] = round(last * (1.0 - drift)) if drift else last
-    del records
-    write_rank_file(where, raw_tables(raw, rank, names, drift, group, limit), meta,
+    write_rank_file(where, raw_tables(raw, kept, rank, names, drift, group), meta,
                     row_group_size=group)
 
 
