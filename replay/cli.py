@@ -285,7 +285,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(f"transport  bursts {res.info['transport_burst_cost']} (rule transport_burst_cost): "
             f"{res.info['transport_burst_cost_s'] * 1e3:+.3g} ms of compute over all ranks")
     elif cost_note:
-        say(f"note: {cost_note}")
+        click.echo(f"note: {cost_note}", err=True)
     df = shown_res.breakdown()
     say("rank   end        compute    comm       wait       critical")
     shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")

@@ -120,4 +120,4 @@ def test_replay_cli_applies_the_rule_with_both_profiles(tmp_path, run_hindsight)
         "Error: --trace-profile: needs --profile (the network to predict)"]
     r = run_hindsight("replay", trace, "--profile", paths["shm"], "--trace-profile",
                       "docs/calibration/tcp.toml")
-    assert r.returncode == 0 and "note: --trace-profile has no [compute] section" in r.stdout
+    assert r.returncode == 0 and "note: --trace-profile has no [compute] section" in r.stderr
