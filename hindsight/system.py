@@ -80,6 +80,33 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def available_memory() -> int:
+    """Bytes of memory this process could take without swapping: ``MemAvailable`` of
+    /proc/meminfo, else the physical pages; 0 if neither is known. ``HINDSIGHT_MEMORY`` (bytes)
+    overrides it, to plan a run for a smaller machine."""
+    env = os.environ.get("HINDSIGHT_MEMORY")
+    if env:
+        try:
+            value = float(env)
+        except ValueError:
+            value = -1.0
+        if not (value >= 0 and value < float("inf")):
+            from hindsight.errors import UsageError
+            raise UsageError(f"HINDSIGHT_MEMORY={env}: not a number of bytes")
+        return int(value)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
 def git_revision() -> str | None:
     """hindsight's revision, read from .git without starting a process (a traced rank calls
     this, and fork after MPI_Init is unsafe with some transports); None outside a checkout.

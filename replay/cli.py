@@ -203,11 +203,15 @@ def _warn_noisy(profile: Path) -> None:
               help="profile of the network the trace was taken on: with --profile of another "
                    "transport, each burst after a call trades that transport's measured cost "
                    "for --profile's (rule transport_burst_cost)")
+@click.option("--window", type=click.IntRange(min=16), default=None, metavar="ROWS",
+              help="stream the trace: read ROWS rows of each rank at a time and replay it "
+                   "segment by segment in bounded memory (default: only when the trace does not "
+                   "fit in memory)")
 @FORCE
 @QUIET
 def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
                allow_partial, as_json, out, noise_mode, noise_runs, noise_seed, trace_profile,
-               force, quiet):
+               window, force, quiet):
     """Replay TRACE under a network model; print predicted vs measured makespan.
 
     \b
@@ -220,6 +224,17 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     algorithms = _kv(algo, "--algo")
     if out:
         _check_trace_out(out, force, trace)
+    stream = _streamed(trace, window, allow_partial, model_name, sets, profile)
+    if stream is not None:
+        used = [flag for flag, on in (("--out", out), ("--noise", noise_mode != "none"),
+                                      ("--cpu-time", cpu_time), ("--allow-partial", allow_partial),
+                                      ("--trace-profile", trace_profile)) if on]
+        if used:
+            raise UsageError(f"{used[0]}: needs the whole trace in memory, and {stream[1]}")
+        if window is None and not quiet:
+            click.echo(f"note: {stream[1]} in windows of {stream[0]} rows per rank", err=True)
+        return _replay_streamed(trace, stream[0], model_name, sets, profile, compute_scale,
+                                region_scale, algorithms, as_json, quiet)
     mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
                                                  quiet)
     if noise_mode != "none" and mod.MODE == "measured":
@@ -259,24 +274,12 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     say(f"model      {res.model}  " +
         " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                  for k, v in res.params.items()))
-    # The models replay from the first traced event; the trace's makespan counts from the run's
-    # epoch (docs/trace-format.md, "Makespan"): both are printed, labelled, when they differ.
-    say(f"measured   {fmt_time(res.measured_makespan_ns)}  (first traced event to the last)")
-    epoch_ns = (res.prepared.manifest.get("makespan_ns") if res.prepared else None)
-    if epoch_ns and abs(epoch_ns - res.measured_makespan_ns) > 0.0005 * epoch_ns:
-        from hindsight.info import makespan_text
-        say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
-    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
+    _measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None)
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
         click.echo(f"note: {res.info['not_modelled']}", err=True)
-    ack = res.info.get("ack_cells")
-    if ack and ack["held"]:
-        say(f"ack_cells  {ack['held']} rendezvous send{'' if ack['held'] == 1 else 's'} held "
-            f"until the receiver's next waiting call (all {ack['cells']} acknowledgement "
-            f"cells taken; {ack['passes']} more replay{'' if ack['passes'] == 1 else 's'}"
-            + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
+    _ack_line(say, res.info.get("ack_cells"))
     if noise is not None:
         say(noise.line())
     if injected:
@@ -286,7 +289,92 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             f"{res.info['transport_burst_cost_s'] * 1e3:+.3g} ms of compute over all ranks")
     elif cost_note:
         click.echo(f"note: {cost_note}", err=True)
-    df = shown_res.breakdown()
+    _breakdown(say, shown_res.breakdown())
+    if out:
+        click.echo(str(out) if quiet else f"replayed timeline written to {out}")
+
+
+def _streamed(trace: Path, window: int | None, allow_partial: bool, model_name: str, sets,
+              profile) -> tuple[int, str] | None:
+    """(rows per rank of a streamed replay's window, why it streams) or None for the in-memory
+    replay: ``--window``, else a streamed replay when the trace would not fit in memory. The
+    model's flags are checked first."""
+    model_from_flags(model_name, sets, profile)
+    manifest = read_manifest(trace)
+    if window is not None:
+        return window, "--window streams it"
+    from hindsight.system import available_memory
+    from replay.budget import BYTES_PER_ROW, fits_in_memory, window_for
+    rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
+    avail = available_memory()
+    if allow_partial or not avail or fits_in_memory(rows, avail):
+        return None
+    return window_for(int(manifest.get("ranks") or 1), avail), (
+        f"its {rows} events need about {_gib(rows * BYTES_PER_ROW)} in memory, {_gib(avail)} are "
+        "available: it is streamed")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, compute_scale,
+                     region_scale, algorithms, as_json: bool, quiet: bool) -> None:
+    """``hindsight replay`` of a trace streamed segment by segment (``replay.streamed``)."""
+    mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
+    from replay.errors import ReplayError
+    from replay.streamed import refuse, run_streamed
+    try:
+        refuse(mod, values)
+    except ReplayError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
+                           region_scale=_region_scale(region_scale), algorithms=algorithms,
+                           window=window)
+    except ReplayError as exc:
+        raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
+    if as_json:
+        doc = res.summary()
+        doc["trace"] = str(trace)
+        click.echo(json.dumps(doc, indent=2, default=float))
+        return
+    say = _say(quiet)
+    for note in res.info.get("notes", []):
+        click.echo(f"note: {note}", err=True)
+    st = res.info["streamed"]
+    say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
+        f"{res.messages} messages)")
+    say(f"streamed   {st['segments']} segments, windows of {st['window']} rows per rank "
+        "(no per-event times, no critical path)")
+    say(f"model      {res.model}  " +
+        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                 for k, v in res.params.items()))
+    _measured_lines(say, res, read_manifest(trace).get("makespan_ns"))
+    _ack_line(say, res.info.get("ack_cells"))
+    _breakdown(say, res.breakdown())
+
+
+def _measured_lines(say, res, epoch_ns: float | None) -> None:
+    """The measured and predicted makespans. The models replay from the first traced event; the
+    trace's makespan counts from the run's epoch (docs/trace-format.md, "Makespan"): both are
+    printed, labelled, when they differ."""
+    say(f"measured   {fmt_time(res.measured_makespan_ns)}  (first traced event to the last)")
+    if epoch_ns and abs(epoch_ns - res.measured_makespan_ns) > 0.0005 * epoch_ns:
+        from hindsight.info import makespan_text
+        say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
+    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
+
+
+def _ack_line(say, ack: dict | None) -> None:
+    if ack and ack["held"]:
+        say(f"ack_cells  {ack['held']} rendezvous send{'' if ack['held'] == 1 else 's'} held "
+            f"until the receiver's next waiting call (all {ack['cells']} acknowledgement "
+            f"cells taken; {ack['passes']} more replay{'' if ack['passes'] == 1 else 's'}"
+            + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
+
+
+def _breakdown(say, df) -> None:
     say("rank   end        compute    comm       wait       critical")
     shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
     for r in shown.itertuples():
@@ -296,8 +384,6 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             + (fmt_time(r.critical_s * 1e9) if hasattr(r, "critical_s") else "-"))
     if len(df) > 16:
         say(f"... {len(df) - 16} more ranks (use --json)")
-    if out:
-        click.echo(str(out) if quiet else f"replayed timeline written to {out}")
 
 
 def _transport_cost(trace_profile: Path, profile: Path | None, mod):

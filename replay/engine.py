@@ -52,6 +52,8 @@ class Result:
     critical_rows: np.ndarray | None = None     # bool per row
     critical_rank_ns: np.ndarray | None = None  # time on the critical path spent on each rank
     prepared: Prepared | None = field(default=None, repr=False)
+    #: per rank at its end: time, send and receive free (``replay_kernel``'s carry)
+    carry: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def rel_error_pct(self) -> float:
@@ -180,18 +182,21 @@ def scale_array(prep: Prepared, compute_scale: float,
 def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np.ndarray,
             cpu: bool, m_delay: np.ndarray, record: bool,
             cost: np.ndarray | None = None,
-            floor: np.ndarray | None = None) -> tuple[int, K.Outputs]:
+            floor: np.ndarray | None = None,
+            carry: np.ndarray | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
     ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
-    earliest end of its rendezvous send, rule ``ack_cells``, or None). Returns how many ranks
-    could not finish (0: success) and the outputs, per operation only with ``record``."""
+    earliest end of its rendezvous send, rule ``ack_cells``, or None; ``carry``: where each rank
+    starts, ``replay_kernel``, or None: at 0). Returns how many ranks could not finish (0:
+    success) and the outputs, per operation only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
         rank_end=np.zeros(P), rank_comp=np.zeros(P), rank_comm=np.zeros(P),
         rank_wait=np.zeros(P), m_sp=np.empty(st.nmsg), m_rp=np.empty(st.nmsg),
         op_start=np.empty(n), op_end=np.empty(n), pred=np.empty(n, np.int8),
-        coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64))
+        coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64),
+        carry=np.zeros((3, P)) if carry is None else np.array(carry, np.float64))
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
@@ -219,7 +224,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         region_scale: Mapping[str, float] | None = None, cpu_time: bool = False,
         algorithms: Mapping[str, str] | None = None, record: bool = True,
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
-        transport_cost: TransportCost | None = None) -> Result:
+        transport_cost: TransportCost | None = None,
+        carry: np.ndarray | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
@@ -276,13 +282,13 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
-                             (record or record_all) and last, cost)
+                             (record or record_all) and last, cost, carry=carry)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
     if cells:
         out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
-                              info)
+                              info, carry)
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
@@ -290,7 +296,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         rank_end_ns=out.rank_end, rank_compute_ns=out.rank_comp, rank_comm_ns=out.rank_comm,
         rank_wait_ns=out.rank_wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
-        info=info, prepared=prep)
+        info=info, prepared=prep, carry=out.carry)
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected
@@ -321,7 +327,7 @@ def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float
 def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
                     trail: np.ndarray, cpu: bool, m_delay: np.ndarray,
                     cost: np.ndarray | None, out: K.Outputs, cells: int,
-                    info: dict[str, Any]) -> K.Outputs:
+                    info: dict[str, Any], carry: np.ndarray | None = None) -> K.Outputs:
     """Replay again under rule ``ack_cells`` until the floors it sets no longer change (at
     most ``ACK_PASSES`` replays; ``info["ack_cells"]`` says how many acknowledgements were
     held, the passes taken and whether they settled)."""
@@ -338,7 +344,7 @@ def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
         if prev is not None and np.array_equal(floor, prev):
             settled = True
             break
-        stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor)
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor, carry)
         passes += 1
         if stuck:
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck) under rule ack_cells")

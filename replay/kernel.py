@@ -101,7 +101,8 @@ class Messages(NamedTuple):
 class Outputs(NamedTuple):
     """What a replay writes. Per rank: end, compute, communication and waiting time; per
     message: send and receive post times; with ``record``, per operation its start, end and
-    what bound its end (``PRED_*``) and per collective its last entering operation."""
+    what bound its end (``PRED_*``) and per collective its last entering operation; ``carry``
+    is read and written (``replay_kernel``)."""
 
     rank_end: np.ndarray
     rank_comp: np.ndarray
@@ -113,6 +114,7 @@ class Outputs(NamedTuple):
     op_end: np.ndarray
     pred: np.ndarray
     coll_last: np.ndarray
+    carry: np.ndarray      # per rank: start time, send and receive free (in); the same at end
 
 
 # ---- the loop -------------------------------------------------------------------------------
@@ -127,6 +129,10 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     op_start/op_end/pred per operation and coll_last per collective. ``scale`` multiplies the
     bursts (index reg + 1; index 0 also scales ``trail``, each rank's time after its last
     operation); ``prm`` is ``make_params``'s vector; ``mode`` MODE_NETWORK or MODE_MEASURED.
+    ``out.carry`` (3 x P) is read first: per rank the time it starts at and when its sending
+    and receiving are free (zeros for a whole trace; a segment of a streamed replay starts
+    where the segment before ended, ``replay.streamed``); it is written at each rank's end
+    (before its trail) with the same three.
     """
     rank_off, kind, msg, burst, reg = ops.rank_off, ops.kind, ops.msg, ops.burst, ops.reg
     loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
@@ -137,6 +143,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
         out.rank_wait
     m_sp, m_rp = out.m_sp, out.m_rp
     op_start, op_end, pred, coll_last = out.op_start, out.op_end, out.pred, out.coll_last
+    carry = out.carry
     P = len(rank_off) - 1
     os0 = prm[P_OS0] + prm[P_OSP] * prm[P_NPROC]
     Os = prm[P_OS]
@@ -186,6 +193,9 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     stack = np.empty(P, np.int64)
     for r in range(P):
         pc[r] = rank_off[r]
+        t_of[r] = carry[0, r]
+        txfree[r] = carry[1, r]
+        rxfree[r] = carry[2, r]
         stack[r] = P - 1 - r
         rank_comp[r] = 0.0
         rank_comm[r] = 0.0
@@ -457,6 +467,9 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
         rxfree[r] = rx_r
         if i >= end:
             pc[r] = end
+            carry[0, r] = t
+            carry[1, r] = tx_r
+            carry[2, r] = rx_r
             b = trail[r] * scale[0]
             comp_r += b
             rank_end[r] = t + b

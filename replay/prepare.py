@@ -24,7 +24,7 @@ from replay import collectives as C
 from replay import kernel as K
 from replay.errors import ReplayError
 from replay.instances import Instances, collective_instances, complete_nonblocking
-from replay.matching import match_messages
+from replay.matching import MessageMatch, match_messages
 from replay.models.base import ParamError
 from replay.rma import fence_transfers
 from replay.rma_epochs import EpochOps, epoch_ops
@@ -183,7 +183,19 @@ def host_placement(manifest: dict, nranks: int) -> np.ndarray:
 
 
 @gc_paused()
-def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
+def _prepare_columns(cols: tf.Columns, partial: bool, *, t0: int | None = None,
+                     since: np.ndarray | None = None, last: bool = True) -> Prepared:
+    """Prepare ``cols`` (a whole trace, or a segment of one: ``t0`` the whole trace's first
+    event, ``since`` where each rank's first burst begins, ``last`` whether the segment ends the
+    trace: a trail only then; ``replay.segments``)."""
+    return prepare_rows(cols, partial, t0=t0, since=since, last=last)[0]
+
+
+def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
+                 since: np.ndarray | None = None, last: bool = True,
+                 max_problems: int = 1000) -> tuple[Prepared, MessageMatch]:
+    """``_prepare_columns`` and the matching it made (whose unmatched rows and request pairs
+    ``replay.segments`` cuts by)."""
     a = dict(cols.arrays)  # columns that only matching needs are dropped from this copy
     manifest = cols.manifest
     rank, seq = a["rank"], a["seq"]
@@ -193,7 +205,7 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
         order = np.lexsort((seq, rank))
         a = {k: v[order] for k, v in a.items()}
 
-    match, problems = match_messages(a, _in_order=True)
+    match, problems = match_messages(a, max_problems=max_problems, _in_order=True)
     peer, tag = a.pop("peer"), a.pop("tag")  # only matching, the probes and RMA need them
     a.pop("request", None)
     fatal = [p for p in problems if "bytes but" not in p]
@@ -201,8 +213,11 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         raise ReplayError("cannot replay, messages do not match: " + "; ".join(fatal[:5]) + more)
 
-    t0 = int(a["t_start"].min()) if n else 0
-    rows, trail = trace_rows(a, peer, tag, cols.region_names, match, nranks, t0)
+    if t0 is None:
+        t0 = int(a["t_start"].min()) if n else 0
+    rows, trail = trace_rows(a, peer, tag, cols.region_names, match, nranks, t0, since)
+    if not last:
+        trail[:] = 0.0
     del tag
     comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
                     if v is not None}
@@ -226,4 +241,4 @@ def _prepare_columns(cols: tf.Columns, partial: bool) -> Prepared:
                      "synchronisation")
     return Prepared(cols.path, manifest, nranks, rows, cols.region_names, trail, t0,
                     Messages.of(match), coll, comm_members, host_placement(manifest, nranks),
-                    problems, notes, rma=ep.ops)
+                    problems, notes, rma=ep.ops), match

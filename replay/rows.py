@@ -94,19 +94,23 @@ KIND_TABLES = _kind_tables()
 
 def trace_rows(cols: dict[str, np.ndarray], peer: np.ndarray, tag: np.ndarray,
                region_names: list[str], match: MessageMatch, nranks: int,
-               t0: int) -> tuple[Rows, np.ndarray]:
+               t0: int, since: np.ndarray | None = None) -> tuple[Rows, np.ndarray]:
     """The ``Rows`` of the trace columns ``cols`` (in (rank, seq) order; ``peer`` and ``tag``
     taken out of them, only the probes need them) and each rank's trail: the time from its
-    last MPI row to its last event (``t0``: the trace's first event). ``coll`` is left -1 for
-    the collective instances to fill."""
+    last MPI row to its last event (``t0``: the trace's first event). ``since`` (per rank, ns)
+    is where each rank's first burst begins instead of ``t0``: the end of its rows before these
+    (a segment of a streamed replay, ``replay.segments``). ``coll`` is left -1 for the
+    collective instances to fill."""
     rank, op, t_start, t_end = cols["rank"], cols["op"], cols["t_start"], cols["t_end"]
     n = len(rank)
     cpost = match.completion_post_row
     crow = match.completion_row
     row_msg = _row_messages(n, match.send_row, match.recv_row, crow, cpost,
                             index_proto(len(match)))  # int32 when it fits: a per-row array
+    if since is None:
+        since = np.full(nranks, t0, np.int64)
     kind, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, cols["comm"], t_start,
-                                         t_end, t0, nranks, *KIND_TABLES)
+                                         t_end, since, nranks, *KIND_TABLES)
     post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
     ok = row_msg[crow] >= 0
     kind[crow[ok & post_is_send]] = K.WSEND
@@ -139,7 +143,7 @@ def _row_messages(n, send_row, recv_row, crow, cpost, msg_proto):
 
 
 @nb.njit(cache=True)
-def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, kind_of, coll_of,
+def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, since, nranks, kind_of, coll_of,
               compl_of, sr_send, sr_recv, probe):
     """One forward pass over the rows, each column read once:
 
@@ -155,8 +159,8 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
       Testall..., of one Win_post / Win_start, or a Sendrecv's receive half; same rank and
       times);
     * ``burst``: the gap before each MPI row since the end of the rank's previous MPI rows (or
-      ``t0``), 0 for a row that continues its call; ``trail``: per rank, the time from its last
-      MPI row to its last event."""
+      ``since`` of its rank), 0 for a row that continues its call; ``trail``: per rank, the time
+      from its last MPI row to its last event."""
     n = len(op)
     last = len(kind_of) - 1
     kind = np.empty(n, np.int8)
@@ -166,8 +170,8 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
     # The running rank's state in locals (rows come rank by rank): state kept in per-rank
     # arrays made every row wait for the store of the row before.
     r = -1
-    prev_end = t0   # end of the rank's latest MPI row so far
-    last_any = t0   # end of the rank's latest row so far
+    prev_end = np.int64(0)   # end of the rank's latest MPI row so far
+    last_any = np.int64(0)   # end of the rank's latest row so far
     p = -2          # op of the row before, in the same rank (-2: none)
     ts_p = np.int64(0)
     te_p = np.int64(0)
@@ -177,8 +181,8 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, t0, nranks, ki
                 g = last_any - prev_end
                 trail[r] = g if g > 0 else 0.0
             r = rank[i]
-            prev_end = t0
-            last_any = t0
+            prev_end = since[r]
+            last_any = since[r]
             p = -2
         oi = op[i]
         o = oi if oi >= 0 else last

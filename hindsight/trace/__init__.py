@@ -20,7 +20,8 @@ Modules, each importing only those above it in this list:
 - ``raw``: raw staging records read back as Arrow tables;
 - ``write``: the one writer (``RankEvents``, ``write_trace``, sealing staged records);
 - ``read``: locating each rank's data and reading a trace as one Arrow table;
-- ``columns``: the fast reader into flat NumPy arrays.
+- ``columns``: the fast reader into flat NumPy arrays;
+- ``windows``: the reader of a trace larger than memory, rank by rank in batches.
 
 Every public name of these modules is also an attribute of this package, loaded on first use
 (``from hindsight import trace as tf; tf.read_trace(...)``), so that importing ``trace.core``
@@ -34,7 +35,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-_MODULES = ("core", "schema", "manifest", "raw", "write", "read", "columns")
+_MODULES = ("core", "schema", "manifest", "raw", "write", "read", "columns", "windows")
 _INDEX: dict[str, str] = {}
 
 

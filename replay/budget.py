@@ -1,0 +1,21 @@
+"""How much memory a replay takes, and when a trace is streamed instead (``replay.streamed``).
+Plain arithmetic: the command line asks before it loads NumPy or numba."""
+
+from __future__ import annotations
+
+#: the bytes per trace row the in-memory replay holds at its peak (README, "Large traces": 129-141
+#: measured at 1e8 rows), rounded up
+BYTES_PER_ROW = 160
+
+
+def fits_in_memory(rows: int, available: int) -> bool:
+    """Whether an in-memory replay of ``rows`` rows fits, with room to spare, in ``available``
+    bytes."""
+    return rows * BYTES_PER_ROW <= 0.7 * available
+
+
+def window_for(nranks: int, available: int) -> int:
+    """Rows per rank of a window that keeps a streamed replay within about a quarter of
+    ``available`` bytes (a window is prepared twice: to cut it, and its segment to replay)."""
+    w = int(0.25 * available / max(nranks, 1) / (3 * BYTES_PER_ROW))
+    return int(min(max(w, 1 << 12), 1 << 20))

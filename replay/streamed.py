@@ -1,0 +1,120 @@
+"""A streamed replay: a trace larger than memory, replayed segment by segment.
+
+``run_streamed(trace_dir, model, ...)`` reads the trace a window of rows per rank at a time,
+cuts it where nothing is in flight (``replay.segments``), prepares each segment as a trace of
+its own and replays it from where the segment before ended: each rank starts at its time,
+with its sending and receiving free when they were (``replay_kernel``'s carry), its first burst
+beginning at the end of its MPI rows before. Nothing crosses a consistent cut, so the result is
+the in-memory replay's (``tests/test_streamed.py`` compares them), in memory for one window.
+
+What needs the whole trace at once is refused in one line: per-event times (``--out``, the
+critical path), ``--cpu-time`` (a region's CPU share is written after the rows it encloses),
+noise, a partial trace, and models that look at all messages before replaying (``mm1``) or run
+their own simulator (``loggopsim``). Rule ``ack_cells`` applies within each segment: an
+acknowledgement still held at a cut is not carried (``info["streamed"]`` says how many
+segments there were).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from replay import models as M
+from replay.engine import Result, run
+from replay.errors import ReplayError
+from replay.prepare import _prepare_columns
+from replay.segments import segments
+
+#: rows per rank a streamed replay reads at a time unless told (``--window``)
+DEFAULT_WINDOW = 1 << 17
+def refuse(model: M.NetworkModel, values: dict[str, Any]) -> None:
+    """Raise ``ReplayError`` when ``model`` cannot be streamed."""
+    if model.OWN_SIMULATOR or model.passes(values) > 1 or model.NAME == "mm1":
+        raise ReplayError(f"--model {model.NAME} needs the whole trace in memory (it looks at "
+                          "every message before replaying): not available in a streamed replay")
+
+
+def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
+                 params: Mapping[str, Any] | None = None, *,
+                 profile: Mapping[str, Any] | None = None, compute_scale: float = 1.0,
+                 region_scale: Mapping[str, float] | None = None,
+                 algorithms: Mapping[str, str] | None = None,
+                 resolved: dict[str, Any] | None = None,
+                 window: int = DEFAULT_WINDOW) -> Result:
+    """Replay the complete trace ``trace_dir`` under ``model`` a segment at a time (at least
+    ``window`` rows per rank read at once). The result has no per-event times."""
+    mod = M.get_model(model) if isinstance(model, str) else model
+    values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
+    refuse(mod, values)
+    region_scale = dict(region_scale or {})
+    seen: set[str] = set()
+    carry = None
+    comp = comm = wait = rank_end = measured_end = None
+    events = operations = messages = nseg = 0
+    t0 = None
+    info: dict[str, Any] = {}
+    last: Result | None = None
+    for seg in segments(trace_dir, window):
+        t0 = seg.t0
+        prep = _prepare_columns(seg.cols, False, t0=t0, since=seg.since, last=seg.last)
+        names = set(prep.region_names)
+        seen |= names
+        res = run(prep, mod, resolved=values, compute_scale=compute_scale,
+                  region_scale={k: v for k, v in region_scale.items() if k in names},
+                  algorithms=algorithms, record=False, carry=carry)
+        carry = res.carry
+        if comp is None:
+            P = prep.nranks
+            comp, comm, wait = np.zeros(P), np.zeros(P), np.zeros(P)
+            measured_end = np.zeros(P)
+        comp += res.rank_compute_ns
+        comm += res.rank_comm_ns
+        wait += res.rank_wait_ns
+        rank_end = res.rank_end_ns
+        if prep.nrows:
+            np.maximum.at(measured_end, prep.rows.rank, (prep.rows.t_end - t0).astype(float))
+        events += res.events
+        operations += res.operations
+        messages += res.messages
+        nseg += 1
+        _merge_info(info, res.info)
+        last = res
+        if prep.notes:
+            info.setdefault("notes", []).extend(n for n in prep.notes
+                                                if n not in info.get("notes", []))
+    if last is None:
+        raise ReplayError(f"{trace_dir}: the trace has no rows")
+    missing = sorted(set(region_scale) - seen)
+    if missing:
+        raise ReplayError(f"region scale {missing[0]}: the trace has no region named "
+                          f"'{missing[0]}'")
+    info["streamed"] = {"segments": nseg, "window": int(window)}
+    return Result(model=last.model, params=last.params, compute_scale=compute_scale,
+                  makespan_ns=float(rank_end.max()) if len(rank_end) else 0.0,
+                  measured_makespan_ns=float(measured_end.max()) if len(measured_end) else 0.0,
+                  rank_end_ns=rank_end, rank_compute_ns=comp, rank_comm_ns=comm,
+                  rank_wait_ns=wait, measured_rank_end_ns=measured_end, events=events,
+                  operations=operations, messages=messages, algorithms=last.algorithms,
+                  info=info, carry=carry)
+
+
+def _merge_info(total: dict[str, Any], one: dict[str, Any]) -> None:
+    """Add a segment's ``Result.info`` to the replay's: counts summed (also inside nested
+    dicts), rule ack_cells's passes the most any segment took, 'settled' only if every
+    segment's was; anything else as the last segment has it."""
+    for k, v in one.items():
+        have = total.get(k)
+        if k == "ack_cells" and have is not None:
+            have["held"] += v["held"]
+            have["passes"] = max(have["passes"], v["passes"])
+            have["settled"] = have["settled"] and v["settled"]
+        elif isinstance(v, dict) and isinstance(have, dict):
+            _merge_info(have, v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                isinstance(have, (int, float)):
+            total[k] = have + v
+        else:
+            total[k] = dict(v) if isinstance(v, dict) else v
