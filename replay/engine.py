@@ -9,7 +9,7 @@ import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,6 +54,8 @@ class Result:
     prepared: Prepared | None = field(default=None, repr=False)
     #: per rank at its end: time, send and receive free (``replay_kernel``'s carry)
     carry: np.ndarray | None = field(default=None, repr=False)
+    #: per message of the replayed stream: its send's post time, ns
+    sent_ns: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def rel_error_pct(self) -> float:
@@ -162,6 +164,16 @@ class Result:
 # ------------------------------------------------------------------------------------------------
 
 
+class Carry(NamedTuple):
+    """Where a replay starts: a segment of a streamed replay starts where the segment before
+    ended (``replay.streamed``)."""
+
+    ranks: np.ndarray     # 3 x P: each rank's time, and when its sending and receiving are free
+    #: (messages, their send's post time, ns) of the messages sent before this replay (rule
+    #: ``carried_message``), or None
+    sent: tuple[np.ndarray, np.ndarray] | None = None
+
+
 def scale_array(prep: Prepared, compute_scale: float,
                 region_scale: Mapping[str, float] | None) -> np.ndarray:
     """Compute-scale factor per region code + 1 (index 0: no region): ``compute_scale``, with
@@ -183,20 +195,22 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
             cpu: bool, m_delay: np.ndarray, record: bool,
             cost: np.ndarray | None = None,
             floor: np.ndarray | None = None,
-            carry: np.ndarray | None = None) -> tuple[int, K.Outputs]:
+            carry: Carry | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
     ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
     earliest end of its rendezvous send, rule ``ack_cells``, or None; ``carry``: where each rank
-    starts, ``replay_kernel``, or None: at 0). Returns how many ranks could not finish (0:
+    starts and the messages sent before, ``Carry``, or None: at 0). Returns how many ranks could not finish (0:
     success) and the outputs, per operation only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
         rank_end=np.zeros(P), rank_comp=np.zeros(P), rank_comm=np.zeros(P),
-        rank_wait=np.zeros(P), m_sp=np.empty(st.nmsg), m_rp=np.empty(st.nmsg),
+        rank_wait=np.zeros(P), m_sp=np.full(st.nmsg, -1.0), m_rp=np.full(st.nmsg, -1.0),
         op_start=np.empty(n), op_end=np.empty(n), pred=np.empty(n, np.int8),
         coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64),
-        carry=np.zeros((3, P)) if carry is None else np.array(carry, np.float64))
+        carry=np.zeros((3, P)) if carry is None else np.array(carry.ranks, np.float64))
+    if carry is not None and carry.sent is not None:
+        out.m_sp[carry.sent[0]] = carry.sent[1]
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
@@ -225,7 +239,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         algorithms: Mapping[str, str] | None = None, record: bool = True,
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
         transport_cost: TransportCost | None = None,
-        carry: np.ndarray | None = None) -> Result:
+        carry: Carry | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
@@ -296,7 +310,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         rank_end_ns=out.rank_end, rank_compute_ns=out.rank_comp, rank_comm_ns=out.rank_comm,
         rank_wait_ns=out.rank_wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
-        info=info, prepared=prep, carry=out.carry)
+        info=info, prepared=prep, carry=out.carry, sent_ns=out.m_sp)
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected

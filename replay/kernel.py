@@ -129,6 +129,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     op_start/op_end/pred per operation and coll_last per collective. ``scale`` multiplies the
     bursts (index reg + 1; index 0 also scales ``trail``, each rank's time after its last
     operation); ``prm`` is ``make_params``'s vector; ``mode`` MODE_NETWORK or MODE_MEASURED.
+    ``out.m_sp`` and ``out.m_rp`` come in at -1 (not posted yet), or a send's post time where a
+    message was sent before this replay (rule ``carried_message``, ``replay.segments``).
     ``out.carry`` (3 x P) is read first: per rank the time it starts at and when its sending
     and receiving are free (zeros for a whole trace; a segment of a streamed replay starts
     where the segment before ended, ``replay.streamed``); it is written at each rank's end
@@ -175,9 +177,6 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     pw_min = np.full(P, np.inf)              # ... the earliest request among them
     pw_t = 0.0
 
-    for m in range(len(m_sp)):
-        m_sp[m] = -1.0
-        m_rp[m] = -1.0
     ncoll = len(coll_n)
     coll_cnt = np.zeros(ncoll, np.int64)
     coll_max = np.zeros(ncoll)

@@ -35,6 +35,7 @@ import numpy as np
 
 from hindsight import trace as tf
 from hindsight.trace.windows import RankBatches
+from replay import kernel as K
 from replay.errors import ReplayError
 
 #: one-sided rows: their epochs are not cut by this module (a streamed replay refuses them)
@@ -42,6 +43,8 @@ _ONE_SIDED = tf.op_lut(tuple(tf.RMA_OPS | tf.RMA_LOCK_OPS | tf.RMA_PSCW_OPS))
 #: rows glued to the row after them: a region row (op 0, its burst's name) and a Probe
 _GLUE_NEXT = tf.op_lut(("Probe",))
 _GLUE_NEXT[0] = True
+#: synchronous-mode sends: complete only once received, so they never cross a cut
+_SYNC = tf.op_lut(("Ssend", "Issend"))
 #: rows that post a request (completed by a Wait*/Test* row with the same request id)
 _POSTS = tf.op_lut(tuple(tf.NONBLOCKING_SEND_OPS | {"Irecv"} | tf.NONBLOCKING_COLLECTIVE_OPS))
 
@@ -50,12 +53,17 @@ _POSTS = tf.op_lut(tuple(tf.NONBLOCKING_SEND_OPS | {"Irecv"} | tf.NONBLOCKING_CO
 class Segment:
     """One segment: its rows as ``Columns`` (all ranks, (rank, seq) order), the trace's first
     event ``t0``, where each rank's first burst begins (``since``: the end of its MPI rows
-    before, or ``t0``), and whether it is the trace's last."""
+    before, or ``t0``), and whether it is the trace's last. ``stand_in`` marks the rows that
+    stand for rows of other segments (rule ``carried_message``): a send of an earlier segment
+    received in this one (at the head of its rank's rows), or a receive, in a later segment,
+    of a send of this one (``later``, at the end of its rank's rows)."""
 
     cols: tf.Columns
     t0: int
     since: np.ndarray
     last: bool
+    stand_in: np.ndarray
+    later: np.ndarray
 
 
 class _Pending:
@@ -104,56 +112,134 @@ class _Pending:
                 self.parts[r] = []
 
 
-def segments(trace_dir: Path | str, window: int) -> Iterator[Segment]:
+def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0
+             ) -> Iterator[Segment]:
     """The segments of a complete trace, reading at most about ``window`` rows of each rank at a
-    time (more where a stretch without a consistent cut is longer). Raises ``TraceError``
-    (unreadable) or ``ReplayError`` (one-sided communication; a thing that can never complete,
-    found at the trace's end: the problems of the whole trace's preparation)."""
+    time (more where a stretch without a consistent cut is longer). A message of at most
+    ``eager_limit`` bytes, not synchronous-mode, may cross a cut (``carried_message``). Raises
+    ``TraceError`` (unreadable) or ``ReplayError`` (one-sided communication; a thing that can
+    never complete, found at the trace's end: the problems of the whole trace's
+    preparation)."""
     reader = RankBatches(trace_dir, batch_rows=min(max(window, 1024), 1 << 16))
     P = len(reader.sources)
     pend = _Pending(reader, P)
     since = np.full(P, np.iinfo(np.int64).min, np.int64)
     t0 = None
     want = max(int(window), 2)
+    carried = _empty(reader.columns)      # sends crossing the cuts so far, not yet received
     while True:
         for r in range(P):
             pend.fill(r, want)
         heads = [pend.head(r, min(int(pend.count[r]), want)) for r in range(P)]
-        n_of = np.array([len(h["rank"]) for h in heads], np.int64)
-        if n_of.sum() == 0:
+        n_real = np.array([len(h["rank"]) for h in heads], np.int64)
+        if n_real.sum() == 0 and not len(carried["rank"]):
             return
-        win = {c: np.concatenate([h[c] for h in heads]) for c in reader.columns}
-        if _ONE_SIDED[win["op"]].any():
-            raise ReplayError(f"{trace_dir}: one-sided communication (window data operations "
-                              "and epochs) is not streamed: replay this trace in memory")
         if t0 is None:
             t0 = _first_event(reader)
             since[:] = t0
-        everything = bool(np.all(pend.eof & (pend.count == n_of)))
+        ghosts = _as_sends(carried)
+        g_of = np.bincount(ghosts["rank"], minlength=P).astype(np.int64)
+        win, win_ghost = _join(ghosts, heads, g_of, reader.columns)
+        n_of = g_of + n_real
+        if _ONE_SIDED[win["op"]].any():
+            raise ReplayError(f"{trace_dir}: one-sided communication (window data operations "
+                              "and epochs) is not streamed: replay this trace in memory")
+        everything = bool(np.all(pend.eof & (pend.count == n_real)))
         cols = tf.Columns(reader.path, reader.manifest, win, reader.region_names,
                           reader.sources)
-        if everything:
-            cut = n_of
-        else:
-            cut = _cuts(cols, n_of, pend.eof & (pend.count == n_of), P)
-            if cut.sum() == 0:
+        crossing = np.zeros(0, np.int64)
+        cut = n_of
+        if not everything:
+            cut, crossing = _cuts(cols, n_of, g_of, pend.eof & (pend.count == n_real), P,
+                                  eager_limit)
+            if (cut <= g_of).all():
                 want *= 2                 # one thing spans the window: read further, once
                 continue
-            if not np.array_equal(cut, n_of):
-                keep = _rows_before(n_of, cut)
-                win = {c: a[keep] for c, a in win.items()}
-                cols = tf.Columns(reader.path, reader.manifest, win, reader.region_names,
-                                  reader.sources)
+        keep = _rows_before(n_of, cut)
+        carried = {c: a[crossing] for c, a in win.items()}
+        seg = {c: a[keep] for c, a in win.items()}
+        ghost = win_ghost[keep]
         seg_since = since.copy()
-        if len(win["rank"]):
-            mpi = win["op"] > 0
-            np.maximum.at(since, win["rank"][mpi], win["t_end"][mpi])
+        real = ~ghost
+        mpi = real & (seg["op"] > 0)
+        np.maximum.at(since, seg["rank"][mpi], seg["t_end"][mpi])
+        seg, ghost, gone = _with_receives(seg, ghost, carried, P)
         for r in range(P):
-            pend.drop(r, int(cut[r]))
-        yield Segment(cols, t0, seg_since, everything)
+            pend.drop(r, int(cut[r] - g_of[r]))
+        yield Segment(tf.Columns(reader.path, reader.manifest, seg, reader.region_names,
+                                 reader.sources), t0, seg_since, everything, ghost, gone)
         if everything:
             return
         want = max(int(window), 2)
+
+
+def _empty(columns: list[str]) -> dict[str, np.ndarray]:
+    return {c: np.zeros(0, tf.column_dtype(c)) for c in columns}
+
+
+def _as_sends(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Carried sends as the rows that stand for them at the head of their rank's next window
+    (rule ``carried_message``): blocking ``Send`` rows (a request they had was completed before
+    the cut), with their recorded times (the measured model's lags read them; they end before
+    the rank's next rows begin, so they add no burst)."""
+    out = {c: a.copy() for c, a in rows.items()}
+    out["op"][:] = tf.OP_CODE["Send"]
+    out["request"][:] = -1
+    out["region"][:] = -1
+    return out
+
+
+def _join(ghosts: dict[str, np.ndarray], heads: list[dict[str, np.ndarray]], g_of: np.ndarray,
+          columns: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each rank's carried sends (in their order), then its window's rows; and the mask of the
+    carried ones."""
+    goff = np.concatenate([[0], np.cumsum(g_of)])
+    out = {}
+    for c in columns:
+        parts = []
+        for r in range(len(heads)):
+            parts.append(ghosts[c][goff[r]:goff[r + 1]])
+            parts.append(heads[r][c])
+        out[c] = np.concatenate(parts) if parts else np.zeros(0, tf.column_dtype(c))
+    mask = np.concatenate([np.repeat([True, False], [g, len(h["rank"])])
+                           for g, h in zip(g_of, heads)]) if heads else np.zeros(0, np.bool_)
+    return out, mask
+
+
+def _with_receives(seg: dict[str, np.ndarray], ghost: np.ndarray,
+                   crossing: dict[str, np.ndarray], P: int):
+    """The segment's rows with a receive standing for each send that crosses its cut, appended
+    to the receiver's rows (rule ``carried_message``): a blocking ``Recv`` of the send's size,
+    source, tag and communicator, taking no time at the receiver's last row. Returns the rows,
+    the mask of the rows that stand for others, and that of the appended receives."""
+    n = len(crossing["rank"])
+    if n == 0:
+        return seg, ghost, np.zeros(len(ghost), np.bool_)
+    recv = {c: a.copy() for c, a in crossing.items()}
+    dst, src = crossing["peer"].copy(), crossing["rank"].copy()
+    recv["rank"][:] = dst
+    recv["peer"][:] = src
+    recv["op"][:] = tf.OP_CODE["Recv"]
+    recv["request"][:] = -1
+    recv["cpu_ns"][:] = -1
+    recv["region"][:] = -1
+    last_t = np.full(P, np.iinfo(np.int64).min, np.int64)
+    last_seq = np.full(P, -1, np.int64)
+    np.maximum.at(last_t, seg["rank"], seg["t_end"])
+    np.maximum.at(last_seq, seg["rank"], seg["seq"])
+    recv["t_start"][:] = np.maximum(last_t[dst], 0)
+    recv["t_end"][:] = recv["t_start"]
+    order = np.argsort(dst, kind="stable")        # the sends' order within each receiver
+    recv = {c: a[order] for c, a in recv.items()}
+    rank_d = recv["rank"]
+    first = np.searchsorted(rank_d, rank_d)
+    recv["seq"][:] = last_seq[rank_d] + 1 + (np.arange(n) - first)
+    allrows = {c: np.concatenate([seg[c], recv[c]]) for c in seg}
+    order = np.lexsort((allrows["seq"], allrows["rank"]))
+    allrows = {c: a[order] for c, a in allrows.items()}
+    added = np.concatenate([np.zeros(len(ghost), np.bool_), np.ones(n, np.bool_)])[order]
+    ghost = np.concatenate([ghost, np.ones(n, np.bool_)])[order]
+    return allrows, ghost, added
 
 
 def _first_event(reader: RankBatches) -> int:
@@ -198,9 +284,12 @@ def _rows_before(n_of: np.ndarray, cut: np.ndarray) -> np.ndarray:
     return pos < np.repeat(cut, n_of)
 
 
-def _cuts(cols: tf.Columns, n_of: np.ndarray, ended: np.ndarray, P: int) -> np.ndarray:
+def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarray, P: int,
+          eager_limit: float) -> tuple[np.ndarray, np.ndarray]:
     """Per rank, how many of its window's rows lie before a consistent cut (``ended``: the
-    rank's window holds the rest of its rows, so nothing of it is cut for lack of rows)."""
+    rank's window holds the rest of its rows, so nothing of it is cut for lack of rows; the
+    first ``g_of`` rows of each rank are sends carried from before, never cut); and the rows of
+    the sends kept before the cut whose receive is after it (rule ``carried_message``)."""
     from replay.prepare import prepare_rows      # (prepare reads whole traces: loaded here)
 
     prep, match = prepare_rows(cols, True, max_problems=0)
@@ -208,23 +297,29 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, ended: np.ndarray, P: int) -> np.n
     n = prep.nrows
     off = np.concatenate([[0], np.cumsum(n_of)]).astype(np.int64)
     op = rows.op
-    # the rows each thing joins: items as (item id, row) pairs, then grouped
     ids, members, broken = [], [], []
-    nid = 0
-    # messages: send, receive and their completions (-1 where not in the window: broken)
+    # messages: a send side (the send, its completion) and a receive side (the receive, its
+    # completion, a probe of it): a message may cross the cut, send before and receive after,
+    # when it is eager (its send completes without the receiver); otherwise both sides are one
     nm = len(msgs.send_row)
-    if nm:
-        four = np.stack([msgs.send_row, msgs.recv_row, msgs.send_done, msgs.recv_done]
-                        ).astype(np.int64)
-        broken.append(np.flatnonzero((four < 0).any(axis=0)) + nid)
-        ok = four >= 0
-        ids.append(np.broadcast_to(np.arange(nm) + nid, four.shape)[ok])
-        members.append(four[ok])
-        nid += nm
-    # rows that name a message (completions, probes) join it
-    has = np.flatnonzero(rows.msg >= 0)
-    ids.append(rows.msg[has].astype(np.int64))
+    crosses = (msgs.bytes <= eager_limit) & ~_SYNC[op[msgs.send_row]] if nm else \
+        np.zeros(0, np.bool_)
+    r_id = np.where(crosses, np.arange(nm) + nm, np.arange(nm))
+    sides = np.stack([msgs.send_row, msgs.send_done, msgs.recv_row, msgs.recv_done]
+                     ).astype(np.int64)
+    side_id = np.stack([np.arange(nm), np.arange(nm), r_id, r_id])
+    ok = sides >= 0
+    ids.append(side_id[ok])
+    members.append(sides[ok])
+    broken += [np.flatnonzero(sides[1] < 0), r_id[(sides[2] < 0) | (sides[3] < 0)]]
+    has = np.flatnonzero(rows.msg >= 0)     # completions and probes join their side
+    m_of = rows.msg[has].astype(np.int64)
+    send_side = np.isin(rows.kind[has], (K.SEND, K.ISEND, K.WSEND))
+    ids.append(np.where(send_side, m_of, r_id[m_of]))
     members.append(has.astype(np.int64))
+    nid = 2 * nm
+    imp_from = [np.flatnonzero(crosses)]       # a send side out takes its receive side out
+    imp_to = [r_id[crosses]]
     # requests: a post and its completion (also those of no message: a PROC_NULL peer)
     nq = len(match.completion_row)
     if nq:
@@ -245,8 +340,16 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, ended: np.ndarray, P: int) -> np.n
         ids += [inst + nid, inst[coll.done >= 0] + nid]
         members += [coll.rows.astype(np.int64), coll.done[coll.done >= 0].astype(np.int64)]
         nid += nc
-    # unmatched sends and receives, requests never completed in the window: broken alone
-    alone = [match.unmatched_send_rows, match.unmatched_recv_rows]
+    # sends whose receive is beyond the window: they may cross if eager, else they are out
+    um_s = match.unmatched_send_rows.astype(np.int64)
+    um_cross = (cols.arrays["nbytes"][um_s] <= eager_limit) & ~_SYNC[op[um_s]]
+    ids.append(np.arange(len(um_s), dtype=np.int64) + nid)
+    members.append(um_s)
+    broken.append(np.flatnonzero(~um_cross) + nid)
+    um_id = np.arange(len(um_s), dtype=np.int64) + nid
+    nid += len(um_s)
+    # receives whose send is not read yet, requests not completed in the window: out
+    alone = [match.unmatched_recv_rows]
     posts = np.flatnonzero(_POSTS[op] & (cols.arrays["request"] >= 0))
     alone.append(np.setdiff1d(posts, match.completion_post_row))
     alone = np.unique(np.concatenate(alone).astype(np.int64))
@@ -254,9 +357,9 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, ended: np.ndarray, P: int) -> np.n
     members.append(alone)
     broken.append(np.arange(len(alone), dtype=np.int64) + nid)
     nid += len(alone)
-    ids = np.concatenate(ids)
-    members = np.concatenate(members)
-    broken = np.concatenate(broken) if broken else np.zeros(0, np.int64)
+    ids = np.concatenate(ids).astype(np.int64)
+    members = np.concatenate(members).astype(np.int64)
+    broken = np.concatenate(broken).astype(np.int64)
     # rows of one call, and glued rows, form groups: a cut never falls inside one
     glue = np.zeros(n, np.bool_)
     if n:
@@ -266,24 +369,34 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, ended: np.ndarray, P: int) -> np.n
     np.maximum.accumulate(start, out=start)
     cut = n_of.copy()
     for r in range(P):                        # a window that ended early: its last call is out
-        if not ended[r] and n_of[r]:
-            cut[r] = start[off[r + 1] - 1] - off[r]
-    order = np.argsort(ids, kind="stable")
-    item_rows = members[order]
-    item_off = np.searchsorted(ids[order], np.arange(nid + 1))
-    row_order = np.argsort(members, kind="stable")
-    row_items = ids[row_order]
-    row_off = np.searchsorted(members[row_order], np.arange(n + 1))
-    _settle_cuts(cut, off, rows.rank.astype(np.int64), start, item_rows, item_off, row_items,
-                 row_off, broken.astype(np.int64))
-    return cut
+        if not ended[r] and n_of[r] > g_of[r]:
+            cut[r] = max(start[off[r + 1] - 1] - off[r], g_of[r])
+    imp_from = np.concatenate(imp_from).astype(np.int64)
+    imp_to = np.concatenate(imp_to).astype(np.int64)
+    item_rows, item_off = _csr(ids, members, nid)
+    row_items, row_off = _csr(members, ids, n)
+    imp_items, imp_off = _csr(imp_from, imp_to, nid)
+    out = _settle_cuts(cut, off, rows.rank.astype(np.int64), start, item_rows, item_off,
+                       row_items, row_off, imp_items, imp_off, broken)
+    crossing = np.concatenate([msgs.send_row[crosses & ~out[:nm] & out[r_id]],
+                               um_s[um_cross & ~out[um_id]]]).astype(np.int64)
+    return cut, np.sort(crossing)
+
+
+def _csr(key: np.ndarray, value: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
+    """``value`` grouped by ``key`` (0..nkeys-1): (values in key order, offsets)."""
+    order = np.argsort(key, kind="stable")
+    return value[order], np.searchsorted(key[order], np.arange(nkeys + 1))
 
 
 @nb.njit(cache=True)
-def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off, broken):
+def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off, imp_items,
+                 imp_off, broken):
     """Move each rank's cut (rows before it: ``off[r]:off[r] + cut[r]``) back until no item has
     rows on both sides: an item with a row at or after its rank's cut is out, and so are all
-    its rows. Each row is passed over once as a cut moves back over it: linear."""
+    its rows and the items it implies (``imp_items[imp_off[i]:imp_off[i+1]]``: a message's
+    send side implies its receive side). Each row is passed over once as a cut moves back over
+    it: linear. Returns which items are out."""
     nitems = len(item_off) - 1
     out = np.zeros(nitems, np.bool_)
     stack = np.empty(nitems + 1, np.int64)
@@ -305,6 +418,12 @@ def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off,
     while top > 0:
         top -= 1
         it = stack[top]
+        for j in range(imp_off[it], imp_off[it + 1]):
+            it2 = imp_items[j]
+            if not out[it2]:
+                out[it2] = True
+                stack[top] = it2
+                top += 1
         for j in range(item_off[it], item_off[it + 1]):
             row = item_rows[j]
             r = rank[row]
@@ -319,3 +438,4 @@ def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off,
                         stack[top] = it2
                         top += 1
             cut[r] = new
+    return out

@@ -22,8 +22,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from replay import kernel as K
 from replay import models as M
-from replay.engine import Result, run
+from replay.engine import Carry, Result, run
 from replay.errors import ReplayError
 from replay.prepare import _prepare_columns
 from replay.segments import segments
@@ -52,33 +53,38 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
     region_scale = dict(region_scale or {})
     seen: set[str] = set()
     carry = None
+    sent_before: dict[tuple[int, int], float] = {}  # (rank, seq) of a send -> its post time
     comp = comm = wait = rank_end = measured_end = None
     events = operations = messages = nseg = 0
-    t0 = None
     info: dict[str, Any] = {}
     last: Result | None = None
-    for seg in segments(trace_dir, window):
+    for seg in segments(trace_dir, window, _eager_limit(mod, values)):
         t0 = seg.t0
         prep = _prepare_columns(seg.cols, False, t0=t0, since=seg.since, last=seg.last)
+        P = prep.nranks
+        sent, crossing = _stand_ins(prep, seg, sent_before)
         names = set(prep.region_names)
         seen |= names
         res = run(prep, mod, resolved=values, compute_scale=compute_scale,
                   region_scale={k: v for k, v in region_scale.items() if k in names},
-                  algorithms=algorithms, record=False, carry=carry)
+                  algorithms=algorithms, record=False,
+                  carry=Carry(np.zeros((3, P)) if carry is None else carry, sent))
         carry = res.carry
+        sent_before = {key: float(res.sent_ns[m]) for key, m in crossing.items()}
         if comp is None:
-            P = prep.nranks
             comp, comm, wait = np.zeros(P), np.zeros(P), np.zeros(P)
             measured_end = np.zeros(P)
         comp += res.rank_compute_ns
         comm += res.rank_comm_ns
         wait += res.rank_wait_ns
         rank_end = res.rank_end_ns
-        if prep.nrows:
-            np.maximum.at(measured_end, prep.rows.rank, (prep.rows.t_end - t0).astype(float))
-        events += res.events
+        real = ~seg.stand_in
+        if real.any():
+            np.maximum.at(measured_end, prep.rows.rank[real],
+                          (prep.rows.t_end[real] - t0).astype(float))
+        events += int(real.sum())
         operations += res.operations
-        messages += res.messages
+        messages += res.messages - len(crossing)
         nseg += 1
         _merge_info(info, res.info)
         last = res
@@ -99,6 +105,43 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
                   rank_wait_ns=wait, measured_rank_end_ns=measured_end, events=events,
                   operations=operations, messages=messages, algorithms=last.algorithms,
                   info=info, carry=carry)
+
+
+def _eager_limit(mod: M.NetworkModel, values: dict[str, Any]) -> float:
+    """The largest message the model sends eagerly (its threshold S): such a message may cross a
+    cut (rule ``carried_message``)."""
+    class _Ctx:
+        nranks = 1
+    return float(mod.kernel_params(values, _Ctx())[K.P_S])
+
+
+def _stand_ins(prep, seg, sent_before: dict[tuple[int, int], float]):
+    """Rule ``carried_message`` on a prepared segment: its stand-in rows become rows of no
+    operation (op 0), the messages whose send stands in get the post time that send had in its
+    own segment. Returns (those messages and times, for ``Carry``) and, per send whose receive
+    stands in (a later segment receives it), its (rank, seq) -> message."""
+    rows = prep.rows
+    idx = np.flatnonzero(seg.stand_in)
+    ids, times = [], []
+    crossing: dict[tuple[int, int], int] = {}
+    for i in idx.tolist():
+        m = int(rows.msg[i])
+        if seg.later[i]:
+            s = int(prep.msgs.send_row[m])
+            crossing[(int(rows.rank[s]), int(rows.seq[s]))] = m
+        else:
+            key = (int(rows.rank[i]), int(rows.seq[i]))
+            if m >= 0 and key in sent_before:
+                ids.append(m)
+                times.append(sent_before[key])
+            elif m >= 0:
+                raise ReplayError(f"internal: the send of rank {key[0]} seq {key[1]} crossed a "
+                                  "cut without its post time")
+    rows.op[idx] = 0
+    rows.kind[idx] = K.NOP
+    rows.burst[idx] = 0.0
+    sent = (np.asarray(ids, np.int64), np.asarray(times, np.float64)) if ids else None
+    return sent, crossing
 
 
 def _merge_info(total: dict[str, Any], one: dict[str, Any]) -> None:
