@@ -19,22 +19,22 @@ from replay.matching import match_messages
 MAX_LINES_PER_KIND = 10
 
 
-def check_trace(trace_dir: Path | str) -> list[str]:
+def check_trace(trace_dir: Path | str, window: int | None = None) -> list[str]:
     """Every problem found, as lines; an empty list means complete and consistent. A trace that
     cannot be read at all is one problem line here (``find_problems`` raises instead)."""
     try:
-        return find_problems(trace_dir)
+        return find_problems(trace_dir, window)
     except tf.UntracedRunError:
         raise
     except tf.TraceError as exc:
         return [str(exc)]
 
 
-def check_result(trace_dir: Path | str) -> dict[str, Any]:
+def check_result(trace_dir: Path | str, window: int | None = None) -> dict[str, Any]:
     """`hindsight trace check --json`'s document: ``{"trace": path, "ok": bool, "problems":
     [lines]}``. Raises ``TraceError`` (a ``DataError``: one ``Error:`` line, exit 1) when the
     trace cannot be read at all; problems found in a readable trace are in ``problems``."""
-    problems = find_problems(trace_dir)
+    problems = find_problems(trace_dir, window)
     return {"trace": str(trace_dir), "ok": not problems, "problems": problems}
 
 
@@ -46,13 +46,34 @@ def format_check(result: dict[str, Any], as_json: bool = False) -> str:
     return "\n".join(result["problems"]) if result["problems"] else f"{result['trace']}: ok"
 
 
-def find_problems(trace_dir: Path | str) -> list[str]:
-    """Every problem of a readable trace, as lines; raises ``TraceError`` if it cannot be read."""
+def find_problems(trace_dir: Path | str, window: int | None = None) -> list[str]:
+    """Every problem of a readable trace, as lines; raises ``TraceError`` if it cannot be read.
+    With ``window`` the trace is streamed (``stream_problems``)."""
+    if window is not None:
+        return stream_problems(trace_dir, window)
     trace_dir = Path(trace_dir)
     trace = tf.read_columns(trace_dir)
+    problems, stop = _header_problems(trace_dir, trace.manifest, trace.sources)
+    if stop:
+        return problems
+    cols = trace.arrays
+    ops = cols["op"]           # codes into tf.OPS, whatever each file's dictionary
+    files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}
+    complete = {s.rank for s in trace.sources if s.complete}
+    problems += _capped(_check_order(cols, ops, files))
+    problems += _capped(_check_send_requests(cols, ops, files, complete))
+    problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
+    problems += _capped(_check_matching(cols, files))
+    problems += _check_epochs(cols, ops, trace_dir)
+    return problems
+
+
+def _header_problems(trace_dir: Path, manifest: dict, sources: list) -> tuple[list[str], bool]:
+    """The problems the manifest and the rank files' footers show, and whether the row checks
+    are to be skipped (a rank called MPI from two threads at once: its rows end there)."""
     problems: list[str] = []
-    concurrent = trace.manifest.get("concurrent_mpi") or {}
-    for src in trace.sources:
+    concurrent = manifest.get("concurrent_mpi") or {}
+    for src in sources:
         problems.extend(src.problems)
         if str(src.rank) in concurrent and src.status == tf.CONCURRENT_STATUS:
             continue                    # said once below, with the cause
@@ -67,42 +88,70 @@ def find_problems(trace_dir: Path | str) -> list[str]:
                 held = "no data was saved"
             problems.append(f"{where}: rank {src.rank} did not finish (status {src.status}); "
                             f"{held}")
-    text = tf.concurrent_text(trace.manifest)
+    text = tf.concurrent_text(manifest)
     if text:
         # Its rows end at the first overlap: the traffic after it is missing, so every message
         # and collective check would only repeat that.
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: {text}: its recording stopped there, "
                         "so the trace holds its calls up to then only (the message and "
                         "collective checks are not run)")
-    if not trace.manifest.get("complete") and all(s.complete for s in trace.sources):
+    if not manifest.get("complete") and all(s.complete for s in sources):
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: manifest says the run is incomplete")
-    status = trace.manifest.get("rank_status") or []
-    for src in trace.sources:
+    status = manifest.get("rank_status") or []
+    for src in sources:
         if src.complete and src.rank < len(status) and status[src.rank] != "complete":
             problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {src.rank} is "
                             f"'{status[src.rank]}' in the manifest but its file is complete")
-    if trace.manifest.get("untraced_calls"):
+    if manifest.get("untraced_calls"):
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: traffic incomplete: "
-                        f"{untraced_text(trace.manifest['untraced_calls'])} not traced; replay "
+                        f"{untraced_text(manifest['untraced_calls'])} not traced; replay "
                         "leaves them out (docs/trace-format.md, \"What is not traced\")")
-    for rank, text in sorted((trace.manifest.get("rank_errors") or {}).items(),
-                             key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0):
-        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {rank} raised: {text}")
-    if trace.manifest.get("result_verified") is False:
+    for rank, text2 in sorted((manifest.get("rank_errors") or {}).items(),
+                              key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0):
+        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {rank} raised: {text2}")
+    if manifest.get("result_verified") is False:
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: the application's result was wrong "
                         "(result_verified false)")
+    return problems, bool(text)
 
-    if text:
+
+def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
+    """``find_problems`` of a complete trace read ``window`` rows per rank at a time: segment by
+    segment between consistent cuts (``replay.segments``; any message may cross a cut), each
+    check run on each segment and carried across (sequence numbers, the last call of each rank,
+    each communicator's collective count). The same lines as ``find_problems`` on a trace that
+    has none; a problem that leaves no consistent cut after it (a receive never sent, members
+    of a collective that disagree) is reported where the segmenting stops, with a line saying
+    the rest was not checked."""
+    from replay.errors import ReplayError
+    from replay.segments import segments
+
+    trace_dir = Path(trace_dir)
+    manifest, sources = tf.open_trace(trace_dir, allow_partial=True)
+    problems, stop = _header_problems(trace_dir, manifest, sources)
+    if stop:
         return problems
-    cols = trace.arrays
-    ops = cols["op"]           # codes into tf.OPS, whatever each file's dictionary
-    files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}
-    complete = {s.rank for s in trace.sources if s.complete}
-    problems += _capped(_check_order(cols, ops, files))
-    problems += _capped(_check_send_requests(cols, ops, files, complete))
-    problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
-    problems += _capped(_check_matching(cols, files))
-    problems += _check_epochs(cols, ops, trace_dir)
+    if not all(s.complete for s in sources):
+        return problems + [f"{trace_dir}: an incomplete trace is not streamed: check it without "
+                           "--window"]
+    files = {s.rank: (s.files[0] if s.files else trace_dir) for s in sources}
+    complete = {s.rank for s in sources}
+    found: dict[str, list[str]] = defaultdict(list)
+    state = _OrderState()
+    coll_seen: dict[int, int] = defaultdict(int)
+    try:
+        for seg in segments(trace_dir, window, crossing="all"):
+            cols, real = seg.cols.arrays, ~seg.stand_in
+            own = {k: v[real] for k, v in cols.items()}
+            ops = own["op"]
+            found["order"] += _check_order(own, ops, files, state)
+            found["requests"] += _check_send_requests(own, ops, files, complete)
+            found["collectives"] += _check_collectives(own, ops, manifest, files, coll_seen)
+            found["matching"] += _check_matching(cols, files, seg.later)
+    except ReplayError as exc:
+        found["stopped"].append(f"{trace_dir}: {exc}; the rows after it were not checked")
+    for kind in ("order", "requests", "collectives", "matching", "stopped"):
+        problems += _capped(found[kind])
     return problems
 
 
@@ -129,7 +178,16 @@ def _rows_by_rank(rank: np.ndarray):
         yield r, np.flatnonzero(rank == r)
 
 
-def _check_order(cols, ops, files) -> list[str]:
+class _OrderState:
+    """What the order check carries from one segment of a streamed check to the next: per rank
+    the next sequence number, and the times, seq and op of its last MPI row."""
+
+    def __init__(self):
+        self.next_seq: dict[int, int] = {}
+        self.last: dict[int, tuple[int, int, int, int]] = {}
+
+
+def _check_order(cols, ops, files, state: _OrderState | None = None) -> list[str]:
     out = []
     rank, seq, t0, t1 = cols["rank"], cols["seq"], cols["t_start"], cols["t_end"]
     bad = np.flatnonzero(t1 < t0)
@@ -140,20 +198,36 @@ def _check_order(cols, ops, files) -> list[str]:
         out.append(f"{files[rank[i]]}: seq {seq[i]}: negative timestamp {t0[i]}")
     is_mpi = ops != tf.OP_CODE["region"]
     for r, sel in _rows_by_rank(rank):
-        expected = np.arange(len(sel))
+        r = int(r)
+        base = state.next_seq.get(r, 0) if state is not None else 0
+        if state is not None and base < 0:
+            continue                    # said in an earlier segment
+        expected = base + np.arange(len(sel))
         if not np.array_equal(seq[sel], expected):
             first = int(np.flatnonzero(seq[sel] != expected)[0])
-            out.append(f"{files[r]}: seq is not 0..n-1 in file order (row {first} has seq "
-                       f"{seq[sel][first]})")
+            out.append(f"{files[r]}: seq is not 0..n-1 in file order (row {base + first} has "
+                       f"seq {seq[sel][first]})")
+            if state is not None:
+                state.next_seq[r] = -1
             continue
         m = sel[is_mpi[sel]]
-        if len(m) < 2:
+        a0, a1, aseq, aop = t0[m], t1[m], seq[m], ops[m]
+        if state is not None:
+            if r in state.last and len(m):     # the last call of the segment before
+                p = state.last[r]
+                a0, a1 = np.concatenate([[p[0]], a0]), np.concatenate([[p[1]], a1])
+                aseq, aop = np.concatenate([[p[2]], aseq]), np.concatenate([[p[3]], aop])
+            state.next_seq[r] = base + len(sel)
+            if len(m):
+                state.last[r] = (int(t0[m[-1]]), int(t1[m[-1]]), int(seq[m[-1]]),
+                                 int(ops[m[-1]]))
+        if len(a0) < 2:
             continue
-        same_call = (t0[m][1:] == t0[m][:-1]) & (t1[m][1:] == t1[m][:-1])
-        overlap = (t0[m][1:] < t1[m][:-1]) & ~same_call
+        same_call = (a0[1:] == a0[:-1]) & (a1[1:] == a1[:-1])
+        overlap = (a0[1:] < a1[:-1]) & ~same_call
         for k in np.flatnonzero(overlap)[:MAX_LINES_PER_KIND + 1]:
-            out.append(f"{files[r]}: seq {seq[m][k + 1]} ({_name(ops[m][k + 1])}) starts before "
-                       f"seq {seq[m][k]} ({_name(ops[m][k])}) ended: MPI calls of one rank "
+            out.append(f"{files[r]}: seq {aseq[k + 1]} ({_name(aop[k + 1])}) starts before "
+                       f"seq {aseq[k]} ({_name(aop[k])}) ended: MPI calls of one rank "
                        "overlap")
     return out
 
@@ -173,7 +247,10 @@ def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str
             for i in open_]
 
 
-def _check_collectives(cols, ops, manifest, files) -> list[str]:
+def _check_collectives(cols, ops, manifest, files,
+                       seen: dict[int, int] | None = None) -> list[str]:
+    """Every member of a communicator makes the same sequence of collectives (op and root).
+    ``seen`` (a streamed check): per communicator, the collectives of the segments before."""
     out = []
     is_coll = tf.op_mask(ops, tf.COLLECTIVE_OPS | tf.COMM_OPS)
     sel = np.flatnonzero(is_coll)
@@ -199,8 +276,12 @@ def _check_collectives(cols, ops, manifest, files) -> list[str]:
                          min(len(ref), len(mine)))
                 a = ref[k] if k < len(ref) else ("nothing", -1)
                 b = mine[k] if k < len(mine) else ("nothing", -1)
-                out.append(f"{files[r]}: collective #{k} on communicator {cid} is {b[0]} "
-                           f"(root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
+                before = seen.get(cid, 0) if seen is not None else 0
+                out.append(f"{files[r]}: collective #{before + k} on communicator {cid} is "
+                           f"{b[0]} (root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
+    if seen is not None:
+        for cid, by_rank in seqs.items():
+            seen[cid] = seen.get(cid, 0) + max(len(v) for v in by_rank.values())
     return out
 
 
@@ -220,8 +301,11 @@ def _check_epochs(cols, ops, trace_dir: Path) -> list[str]:
             "have no partner in the trace"]
 
 
-def _check_matching(cols: dict[str, np.ndarray], files: dict) -> list[str]:
-    """Unmatched messages (named by the receiving or sending rank's file) and clock skew."""
+def _check_matching(cols: dict[str, np.ndarray], files: dict,
+                    later: np.ndarray | None = None) -> list[str]:
+    """Unmatched messages (named by the receiving or sending rank's file) and clock skew.
+    ``later``: rows standing for receives of a later segment (a streamed check), whose times
+    are not the receive's."""
     match, problems = match_messages(cols)
     out = []
     for line in problems:
@@ -229,10 +313,10 @@ def _check_matching(cols: dict[str, np.ndarray], files: dict) -> list[str]:
         head = line.split(" ", 2)
         r = int(head[1]) if len(head) > 2 and head[0] == "rank" and head[1].isdigit() else None
         out.append(f"{files[r]}: {line}" if r in files else line)
-    return out + _check_causality(cols, match, files)
+    return out + _check_causality(cols, match, files, later)
 
 
-def _check_causality(cols, match, files) -> list[str]:
+def _check_causality(cols, match, files, later: np.ndarray | None = None) -> list[str]:
     """A receive cannot complete before its send started. If one does, the ranks' clocks disagree
     (skew the alignment did not remove): the times cannot be compared across those ranks.
     One line per (sender, receiver) pair, with the worst gap."""
@@ -241,6 +325,8 @@ def _check_causality(cols, match, files) -> list[str]:
     t0, t1, seq = cols["t_start"], cols["t_end"], cols["seq"]
     done = match.recv_done_row
     ok = done >= 0
+    if later is not None:
+        ok &= ~later[np.maximum(done, 0)]
     send, done = match.send_row[ok], done[ok]
     gap = t0[send] - t1[done]               # > 0: the receive ended before the send began
     bad = np.flatnonzero(gap > 0)

@@ -248,14 +248,22 @@ def _noise_info(trace_dir: Path, profile: Path | None, model_name: str) -> dict:
 @click.argument("trace_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True,
               help="print one JSON document: {trace, ok, problems}")
-def check(trace_dir, as_json):
+@click.option("--window", type=click.IntRange(min=16), default=None, metavar="ROWS",
+              help="stream the trace: read ROWS rows of each rank at a time, in bounded memory "
+                   "(default: only when the trace does not fit in memory)")
+def check(trace_dir, as_json, window):
     """Verify schema, ordering and message matching; exit 0 only if complete and consistent.
 
     Problems found in a readable trace are printed on stdout, one a line (exit 1); a trace that
     cannot be read at all is one `Error:` line on stderr (exit 1)."""
     from hindsight.check import check_result, format_check
+    from replay.budget import streamed_window
 
-    result = check_result(trace_dir)
+    if window is None:
+        window, why = streamed_window(tf.read_manifest(trace_dir))
+        if window is not None:
+            click.echo(f"note: {why} in windows of {window} rows per rank", err=True)
+    result = check_result(trace_dir, window)
     click.echo(format_check(result, as_json))
     if not result["ok"]:
         sys.exit(1)

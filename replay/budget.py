@@ -3,6 +3,8 @@ Plain arithmetic: the command line asks before it loads NumPy or numba."""
 
 from __future__ import annotations
 
+from typing import Any
+
 #: the bytes per trace row the in-memory replay holds at its peak (README, "Large traces": 129-141
 #: measured at 1e8 rows), rounded up
 BYTES_PER_ROW = 160
@@ -19,3 +21,21 @@ def window_for(nranks: int, available: int) -> int:
     ``available`` bytes (a window is prepared twice: to cut it, and its segment to replay)."""
     w = int(0.25 * available / max(nranks, 1) / (3 * BYTES_PER_ROW))
     return int(min(max(w, 1 << 12), 1 << 20))
+
+
+def streamed_window(manifest: dict[str, Any]) -> tuple[int | None, str]:
+    """(rows per rank of a streamed window, why) when the trace of ``manifest`` would not fit
+    in this machine's memory (``hindsight.system.available_memory``), else (None, "")."""
+    from hindsight.system import available_memory
+
+    rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
+    avail = available_memory()
+    if not avail or fits_in_memory(rows, avail):
+        return None, ""
+    return window_for(int(manifest.get("ranks") or 1), avail), (
+        f"its {rows} events need about {_gib(rows * BYTES_PER_ROW)} in memory, "
+        f"{_gib(avail)} are available: it is streamed")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"

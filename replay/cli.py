@@ -303,19 +303,9 @@ def _streamed(trace: Path, window: int | None, allow_partial: bool, model_name: 
     manifest = read_manifest(trace)
     if window is not None:
         return window, "--window streams it"
-    from hindsight.system import available_memory
-    from replay.budget import BYTES_PER_ROW, fits_in_memory, window_for
-    rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
-    avail = available_memory()
-    if allow_partial or not avail or fits_in_memory(rows, avail):
-        return None
-    return window_for(int(manifest.get("ranks") or 1), avail), (
-        f"its {rows} events need about {_gib(rows * BYTES_PER_ROW)} in memory, {_gib(avail)} are "
-        "available: it is streamed")
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
+    from replay.budget import streamed_window
+    w, why = streamed_window(manifest)
+    return None if w is None or allow_partial else (w, why)
 
 
 def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, compute_scale,
