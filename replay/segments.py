@@ -169,8 +169,13 @@ def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
         seg, ghost, gone = _with_receives(seg, ghost, carried, P)
         for r in range(P):
             pend.drop(r, int(cut[r] - g_of[r]))
-        yield Segment(tf.Columns(reader.path, reader.manifest, seg, reader.region_names,
-                                 reader.sources), t0, seg_since, everything, ghost, gone)
+        # the window's copies go before the segment is replayed: only its own rows stay
+        del win, heads, cols, keep, win_ghost, ghosts
+        segment = Segment(tf.Columns(reader.path, reader.manifest, seg, reader.region_names,
+                                     reader.sources), t0, seg_since, everything, ghost, gone)
+        del seg
+        yield segment
+        del segment
         if everything:
             return
         want = max(int(window), 2)

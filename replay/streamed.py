@@ -57,7 +57,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
     comp = comm = wait = rank_end = measured_end = None
     events = operations = messages = nseg = 0
     info: dict[str, Any] = {}
-    last: Result | None = None
+    last: tuple | None = None         # the model's name, parameters and algorithms
     for seg in segments(trace_dir, window, _eager_limit(mod, values)):
         t0 = seg.t0
         prep = _prepare_columns(seg.cols, False, t0=t0, since=seg.since, last=seg.last)
@@ -87,10 +87,11 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         messages += res.messages - len(crossing)
         nseg += 1
         _merge_info(info, res.info)
-        last = res
         if prep.notes:
             info.setdefault("notes", []).extend(n for n in prep.notes
                                                 if n not in info.get("notes", []))
+        last = (res.model, res.params, res.algorithms)
+        del prep, res                 # before the next window is read
     if last is None:
         raise ReplayError(f"{trace_dir}: the trace has no rows")
     missing = sorted(set(region_scale) - seen)
@@ -98,12 +99,12 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         raise ReplayError(f"region scale {missing[0]}: the trace has no region named "
                           f"'{missing[0]}'")
     info["streamed"] = {"segments": nseg, "window": int(window)}
-    return Result(model=last.model, params=last.params, compute_scale=compute_scale,
+    return Result(model=last[0], params=last[1], compute_scale=compute_scale,
                   makespan_ns=float(rank_end.max()) if len(rank_end) else 0.0,
                   measured_makespan_ns=float(measured_end.max()) if len(measured_end) else 0.0,
                   rank_end_ns=rank_end, rank_compute_ns=comp, rank_comm_ns=comm,
                   rank_wait_ns=wait, measured_rank_end_ns=measured_end, events=events,
-                  operations=operations, messages=messages, algorithms=last.algorithms,
+                  operations=operations, messages=messages, algorithms=last[2],
                   info=info, carry=carry)
 
 
