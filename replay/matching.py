@@ -410,6 +410,7 @@ def match_messages(table, max_problems: int = 1000,
     # The first row that ends a request wins; a second one is reported below.
     comp_of[cid[::-1]] = comp_rows[::-1]
     freed = _FREE[op[comp_rows]]            # the ending rows that are Request_free rows
+    any_freed = bool(freed.any())           # (most traces have none: no further work then)
 
     def ends(r: int) -> str:
         return "frees" if _FREE[op[r]] else "completes"
@@ -431,9 +432,13 @@ def match_messages(table, max_problems: int = 1000,
     problem(dup_comp, again)
     comp_post = post_of[cid]
     comp_ok = comp_post >= 0
-    completion_row, completion_post_row = (comp_rows[comp_ok & ~freed],
-                                           comp_post[comp_ok & ~freed])
-    free_row, free_post_row = comp_rows[comp_ok & freed], comp_post[comp_ok & freed]
+    if any_freed:
+        completion_row, completion_post_row = (comp_rows[comp_ok & ~freed],
+                                               comp_post[comp_ok & ~freed])
+        free_row, free_post_row = comp_rows[comp_ok & freed], comp_post[comp_ok & freed]
+    else:
+        completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
+        free_row, free_post_row = comp_rows[:0], comp_post[:0]
     del freed
     # The row that ends each post row's request, looked up by binary search in the (sorted)
     # post rows: a full-length array would cost 8 bytes per event of a trace that has few
@@ -451,6 +456,8 @@ def match_messages(table, max_problems: int = 1000,
         """(completion row of each given post row, -1: never completed, freed, or no request
         id; whether a Request_free row ended it)."""
         end = end_of_post(rows)
+        if not any_freed:
+            return end, np.zeros(len(rows), bool)
         free = (end >= 0) & _FREE[op[np.maximum(end, 0)]]
         return np.where(free, -1, end), free
 
@@ -469,7 +476,8 @@ def match_messages(table, max_problems: int = 1000,
     problem(never, lambda r: f"Irecv request {request[r]} is never completed")
     # A freed Irecv has no row that names its message: one posted with a wildcard cannot be
     # matched (one with a concrete source and tag is, below).
-    blind = irecv[ifreed & ((peer[irecv] == tf.ANY_SOURCE) | (tag[irecv] == tf.ANY_TAG))]
+    blind = irecv[ifreed & ((peer[irecv] == tf.ANY_SOURCE) | (tag[irecv] == tf.ANY_TAG))] \
+        if any_freed else irecv[:0]
     problem(blind, lambda r: (
         f"Irecv request {request[r]} posted with "
         f"{'ANY_SOURCE' if peer[r] == tf.ANY_SOURCE else 'ANY_TAG'} is freed before it "
@@ -481,7 +489,8 @@ def match_messages(table, max_problems: int = 1000,
     has = idone >= 0
     i_src = np.where(has, peer[np.maximum(idone, 0)], peer[irecv])
     i_tag = np.where(has, tag[np.maximum(idone, 0)], tag[irecv])
-    i_nb = np.where(has, nbytes[np.maximum(idone, 0)], np.where(ifreed, -1, nbytes[irecv]))
+    i_nb = np.where(has, nbytes[np.maximum(idone, 0)],
+                    np.where(ifreed, -1, nbytes[irecv]) if any_freed else nbytes[irecv])
     del ifreed
     keep = i_src >= 0
     keep &= i_tag >= 0
