@@ -234,17 +234,27 @@ def _check_order(cols, ops, files, state: _OrderState | None = None) -> list[str
 
 def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str]:
     """A rank that finished must have completed every non-blocking send and collective it
-    posted (the other request problems, receives included, are reported by the matching)."""
+    posted, or freed it (a send: MPI_Request_free of an active send is legal, the send
+    completes on its own); the other request problems, receives included, are reported by the
+    matching. Freeing a non-blocking collective's request is erroneous (MPI 4.0 §6.12)."""
     req, rank, seq = cols["request"], cols["rank"], cols["seq"]
     posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
     posts = np.flatnonzero(tf.op_mask(ops, posted) & (req >= 0))
     done = np.flatnonzero(tf.op_mask(ops, tf.COMPLETION_OPS) & (req >= 0))
+    freed = np.flatnonzero(tf.op_mask(ops, tf.FREE_OPS) & (req >= 0))
     width = int(req.max()) + 1 if len(req) else 1
     key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731
-    open_ = posts[~np.isin(key(posts), key(done))]
+    open_ = posts[~np.isin(key(posts), key(np.concatenate([done, freed])))]
     open_ = open_[np.isin(rank[open_], list(complete_ranks))]
-    return [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
-            for i in open_]
+    out = [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
+           for i in open_]
+    colls = posts[tf.op_mask(ops[posts], tf.NONBLOCKING_COLLECTIVE_OPS)]
+    for i in freed[np.isin(key(freed), key(colls))]:
+        post = colls[np.flatnonzero(key(colls) == key(np.array([i])))[0]]
+        out.append(f"{files[rank[i]]}: seq {seq[i]}: Request_free frees request {req[i]} of "
+                   f"{_name(ops[post])} (seq {seq[post]}): freeing a non-blocking collective's "
+                   "request is erroneous MPI (MPI 4.0 §6.12)")
+    return out
 
 
 def _check_collectives(cols, ops, manifest, files,

@@ -1,6 +1,7 @@
 """The traced request: the non-blocking posts that make one (`send_post`, `recv_post`: the
 Isend, Irecv... of ``instrument.comm``), the completions of non-blocking operations, one row per
-completed request; the traced persistent request (`TracedPrequest`), recorded at each `Start`.
+completed request, and the free of an active one (Request_free); the traced persistent request
+(`TracedPrequest`), recorded at each `Start`.
 
 A post returns a ``TracedRequest`` carrying its request id; this module records its completion
 (Wait, Test and their -all/-any/-some forms), with the peer, tag and size read from the
@@ -29,6 +30,7 @@ OP = tf.OP_CODE
 (_WAIT, _WAITALL, _WAITANY, _WAITSOME, _TEST, _TESTALL, _TESTANY, _TESTSOME) = (
     OP[n] for n in ("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany",
                     "Testsome"))
+_FREE = OP["Request_free"]
 
 # The tracer of this process, set with ``instrument.comm.set_tracer``. Module global: the
 # cheapest lookup from a wrapper.
@@ -165,6 +167,36 @@ def _some(op: int, fn, indices):
     return classmethod(method)
 
 
+def _free(fn):
+    """Free (``free`` calls it): the Request_free row of an active traced request (format
+    1.2; peer, tag and nbytes -1, as a send's completion row: a freed receive has no status).
+    A request without a pending traced operation (untraced, an inactive persistent one, whose
+    free is how a program releases it) gives no row, as the PMPI library's MPI_Request_free."""
+    def method(self):
+        # getattr: mpi4py.futures calls MPI.Request.Free(request), the traced class's, on the
+        # untraced requests of its intercommunicator
+        hid = getattr(self, "_hid", -1)
+        if hid < 0:
+            return fn(self)
+        T = _T
+        cpu = T.cpu_all
+        c0 = _cpu() if cpu else 0
+        t0 = _now()
+        out = fn(self)
+        t1 = _now()
+        o = T.off
+        _pack(T.buf, o, _FREE, T.region, t0, _cpu() - c0 if cpu else -1, -1, -1, self._cid, -1,
+              hid, -1, t1)
+        self._hid = -1
+        o += _ROW
+        T.off = o
+        if o >= T.end:
+            T.roll()
+        return out
+    _named(method, fn)
+    return method
+
+
 # -- posts -------------------------------------------------------------------------------------
 
 def send_post(op: int, fn):
@@ -271,6 +303,9 @@ class TracedRequest(_R):
     waitsome = _some(_WAITSOME, _R.waitsome, lambda out: out[0])
     Testsome = _some(_TESTSOME, _R.Testsome, lambda idx: idx)
     testsome = _some(_TESTSOME, _R.testsome, lambda out: out[0])
+
+    # (mpi4py's free() calls self.Free(): wrapped once, here)
+    Free = _free(_R.Free)
 
 
 _P = MPI.Prequest

@@ -8,6 +8,12 @@ actual source and tag itself. An ``Irecv`` is posted at its own row but its actu
 byte count are on the completion row (``Wait*``/``Test*``) with the same ``request``; so wildcard
 receives are resolved as recorded.
 
+A request the program freed while active (a ``Request_free`` row with its ``request``, format
+1.2) is ended, not completed: its send still has its receive (it completes on its own, no row
+completes it); a freed ``Irecv`` still takes its message, matched by the source and tag it
+named, in posting order, as any receive (it has no completion row to name the message: one
+posted with ``ANY_SOURCE`` or ``ANY_TAG`` cannot be matched, and is said so).
+
 The work is linear in the number of rows: the (source, destination, communicator, tag) channels
 are numbered directly when there are few possible ones, else grouped by hashing
 (pandas.factorize), and a compiled pass pairs the k-th send with the k-th receive of each
@@ -64,10 +70,11 @@ class MessageMatch:
     ``send_row``: the send (or Isend post) row; ``send_done_row``: the row that completes the send
     (the send row itself when blocking; the Wait/Test row for an Isend; -1 if never completed).
     ``recv_row``: the receive's posting row (Recv row, or Irecv post); ``recv_done_row``: the row
-    that completes it (the Recv row, or the Wait/Test row of the Irecv; -1 if never completed).
-    ``nbytes`` is the size sent. ``completion_row``/``completion_post_row`` pair every completion
-    row with the post row of the request it completes. Row indices are int32 when the input has
-    fewer than 2**31 rows.
+    that completes it (the Recv row, or the Wait/Test row of the Irecv; -1 if never completed,
+    or freed). ``nbytes`` is the size sent. ``completion_row``/``completion_post_row`` pair
+    every completion row with the post row of the request it completes; ``free_row``/
+    ``free_post_row`` every ``Request_free`` row with the post row of the request it freed
+    (which no row completes). Row indices are int32 when the input has fewer than 2**31 rows.
     """
 
     src: np.ndarray
@@ -81,6 +88,8 @@ class MessageMatch:
     unmatched_recv_rows: np.ndarray
     completion_row: np.ndarray
     completion_post_row: np.ndarray
+    free_row: np.ndarray
+    free_post_row: np.ndarray
 
     def __len__(self) -> int:
         return len(self.send_row)
@@ -122,11 +131,12 @@ def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
 
 def _classes() -> np.ndarray:
     """Per op code (the last slot: -1, an unknown op), the class of a row for matching:
-    bit 1 posts a request (Irecv, Isend..., a non-blocking collective), 2 completes requests
-    (Wait*, Test*), 4 sends, 8 is a blocking receive, 16 is an Irecv."""
+    bit 1 posts a request (Irecv, Isend..., a non-blocking collective), 2 ends requests
+    (Wait*, Test*, which complete them, and Request_free), 4 sends, 8 is a blocking receive,
+    16 is an Irecv."""
     cls = np.zeros(len(tf.OPS) + 1, np.int8)
     posts = tf.NONBLOCKING_SEND_OPS | {"Irecv"} | tf.NONBLOCKING_COLLECTIVE_OPS
-    for names, bit in ((posts, 1), (tf.COMPLETION_OPS, 2),
+    for names, bit in ((posts, 1), (tf.COMPLETION_OPS | tf.FREE_OPS, 2),
                        (tf.SEND_OPS, 4), (tf.BLOCKING_RECV_OPS, 8), ({"Irecv"}, 16)):
         for x in names:
             cls[tf.OP_CODE[x]] |= bit
@@ -134,6 +144,7 @@ def _classes() -> np.ndarray:
 
 
 _CLASSES = _classes()
+_FREE = tf.op_lut(tuple(tf.FREE_OPS))   # per op code: a Request_free row
 
 
 @nb.njit(cache=True, nogil=True)
@@ -379,7 +390,7 @@ def match_messages(table, max_problems: int = 1000,
     brecv, r_src, r_tag, r_nb, r_dst, r_comm = brecvs
     del sends, brecvs
 
-    # ---- requests: post row <-> completion row
+    # ---- requests: post row <-> the row that ends it (a completion, or a Request_free)
     rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \
         * (int(request.max()) + 1 if n else 1) \
         + np.concatenate([request[post_rows], request[comp_rows]])
@@ -396,27 +407,59 @@ def match_messages(table, max_problems: int = 1000,
     post_of = np.full(nreq, -1, np.int64)
     post_of[pid] = post_rows
     comp_of = np.full(nreq, -1, np.int64)
-    # The first completion wins; a second one is reported below.
+    # The first row that ends a request wins; a second one is reported below.
     comp_of[cid[::-1]] = comp_rows[::-1]
+    freed = _FREE[op[comp_rows]]            # the ending rows that are Request_free rows
+    any_freed = bool(freed.any())           # (most traces have none: no further work then)
+
+    def ends(r: int) -> str:
+        return "frees" if _FREE[op[r]] else "completes"
+
     dup_post = post_rows[post_cnt[pid] > 1]
     problem(dup_post, lambda r: f"{name(r)} request {request[r]} is posted more than once")
     orphan = comp_rows[post_cnt[cid] == 0]
-    problem(orphan, lambda r: f"{name(r)} completes request {request[r]} that was never posted")
-    dup_comp = comp_rows[(comp_cnt[cid] > 1) & (comp_of[cid] != comp_rows)]
-    problem(dup_comp, lambda r: f"{name(r)} completes request {request[r]} a second time")
+    problem(orphan, lambda r: f"{name(r)} {ends(r)} request {request[r]} that was never posted")
+    twice = (comp_cnt[cid] > 1) & (comp_of[cid] != comp_rows)
+    dup_comp = comp_rows[twice]
+    first_end = dict(zip(dup_comp.tolist(), comp_of[cid[twice]].tolist()))
+
+    def again(r: int) -> str:
+        f = first_end[r]
+        if not _FREE[op[r]] and not _FREE[op[f]]:
+            return f"{name(r)} completes request {request[r]} a second time"
+        return (f"{name(r)} {ends(r)} request {request[r]} that seq {seq[f]} already "
+                f"{'freed' if _FREE[op[f]] else 'completed'}")
+    problem(dup_comp, again)
     comp_post = post_of[cid]
     comp_ok = comp_post >= 0
-    completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
-    # Completion row of each post row, looked up by binary search in the (sorted) post rows:
-    # a full-length array would cost 8 bytes per event of a trace that has few requests.
-    done_at_post = comp_of[pid]
+    if any_freed:
+        completion_row, completion_post_row = (comp_rows[comp_ok & ~freed],
+                                               comp_post[comp_ok & ~freed])
+        free_row, free_post_row = comp_rows[comp_ok & freed], comp_post[comp_ok & freed]
+    else:
+        completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
+        free_row, free_post_row = comp_rows[:0], comp_post[:0]
+    del freed
+    # The row that ends each post row's request, looked up by binary search in the (sorted)
+    # post rows: a full-length array would cost 8 bytes per event of a trace that has few
+    # requests.
+    end_at_post = comp_of[pid]
 
-    def done_of_post(rows: np.ndarray) -> np.ndarray:
-        """Completion row of each given post row (-1: never completed, or no request id)."""
+    def end_of_post(rows: np.ndarray) -> np.ndarray:
+        """The row that ends each given post row's request (-1: none, or no request id)."""
         if len(post_rows) == 0:
             return np.full(len(rows), -1, np.int64)
         at = np.minimum(np.searchsorted(post_rows, rows), len(post_rows) - 1)
-        return np.where(post_rows[at] == rows, done_at_post[at], -1)
+        return np.where(post_rows[at] == rows, end_at_post[at], -1)
+
+    def done_of_post(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(completion row of each given post row, -1: never completed, freed, or no request
+        id; whether a Request_free row ended it)."""
+        end = end_of_post(rows)
+        if not any_freed:
+            return end, np.zeros(len(rows), bool)
+        free = (end >= 0) & _FREE[op[np.maximum(end, 0)]]
+        return np.where(free, -1, end), free
 
     # ---- sends (record order on the source = row order)
     nbs = tf.op_mask(s_op, tf.NONBLOCKING_SEND_OPS)
@@ -424,19 +467,31 @@ def match_messages(table, max_problems: int = 1000,
     s_done = send_rows
     if nbs.any():
         s_done = send_rows.copy()
-        s_done[nbs] = done_of_post(send_rows[nbs])
+        s_done[nbs] = done_of_post(send_rows[nbs])[0]    # a freed send: -1, as never
     del nbs
 
     # ---- receives, in posting order on the destination
-    idone = done_of_post(irecv)
-    never = irecv[idone < 0]
+    idone, ifreed = done_of_post(irecv)
+    never = irecv[(idone < 0) & ~ifreed]
     problem(never, lambda r: f"Irecv request {request[r]} is never completed")
-    # The completion row holds the truth (wildcards resolved); a never-completed Irecv with a
-    # concrete source/tag still has a channel, so it can still be matched in a partial trace.
+    # A freed Irecv has no row that names its message: one posted with a wildcard cannot be
+    # matched (one with a concrete source and tag is, below).
+    blind = irecv[ifreed & ((peer[irecv] == tf.ANY_SOURCE) | (tag[irecv] == tf.ANY_TAG))] \
+        if any_freed else irecv[:0]
+    problem(blind, lambda r: (
+        f"Irecv request {request[r]} posted with "
+        f"{'ANY_SOURCE' if peer[r] == tf.ANY_SOURCE else 'ANY_TAG'} is freed before it "
+        "completed: no row says which message it received, so it cannot be matched"))
+    # The completion row holds the truth (wildcards resolved); a never-completed or freed Irecv
+    # with a concrete source/tag still has a channel, so it is matched all the same (a freed
+    # one received its message; a never-completed one in a partial trace may have). A freed
+    # one's received size is unknown (-1: the send's counts).
     has = idone >= 0
     i_src = np.where(has, peer[np.maximum(idone, 0)], peer[irecv])
     i_tag = np.where(has, tag[np.maximum(idone, 0)], tag[irecv])
-    i_nb = np.where(has, nbytes[np.maximum(idone, 0)], nbytes[irecv])
+    i_nb = np.where(has, nbytes[np.maximum(idone, 0)],
+                    np.where(ifreed, -1, nbytes[irecv]) if any_freed else nbytes[irecv])
+    del ifreed
     keep = i_src >= 0
     keep &= i_tag >= 0
     recv_rows = r_done = brecv  # a blocking receive row completes itself
@@ -500,7 +555,8 @@ def match_messages(table, max_problems: int = 1000,
         src=m_src, dst=m_dst, nbytes=m_nb,
         send_row=m_send, send_done_row=m_sdone, recv_row=m_recv, recv_done_row=m_rdone,
         unmatched_send_rows=um_s, unmatched_recv_rows=um_r,
-        completion_row=completion_row, completion_post_row=completion_post_row)
+        completion_row=completion_row, completion_post_row=completion_post_row,
+        free_row=free_row, free_post_row=free_post_row)
     issues.sort()
     lines = [f"rank {rank[r]} seq {seq[r]}: {text}" for r, text in issues]
     if counts["n"] > len(lines):

@@ -12,7 +12,7 @@ a collective that some members never reached. The cut keeps, for every rank, a p
    * receives a message whose send is not kept, or sends a message whose receive is not kept
      (messages in flight at the cut are dropped with their sender's later events, so every kept
      message is complete and the replay has no unmatched rows to guess about);
-   * posts a non-blocking request whose completion is not kept;
+   * posts a non-blocking request whose completion (or free) is not kept;
    * takes part in a collective (or communicator creation) that some member did not reach.
    A cut never splits the rows of one call (a Sendrecv pair, the rows of one Waitall).
 
@@ -159,11 +159,13 @@ def _violations(sub: dict[str, np.ndarray], nranks: int,
     match, _ = match_messages(sub)
     mark(match.unmatched_send_rows)
     mark(match.unmatched_recv_rows)
-    # Requests whose completion was cut (or never happened): cut at the post.
+    # Requests whose completion (or free: a freed request is ended) was cut, or never
+    # happened: cut at the post.
     posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS | {"Irecv"}
     post = np.flatnonzero(tf.op_mask(op, posted) & (sub["request"] >= 0))
     done = np.zeros(len(rank), bool)
     done[match.completion_post_row] = True
+    done[match.free_post_row] = True
     mark(post[~done[post]])
     # Collectives: the k-th collective of each rank on a communicator is instance k.
     coll = np.flatnonzero(tf.op_mask(op, tf.COLLECTIVE_OPS | tf.COMM_OPS)

@@ -70,6 +70,9 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
       ("irecv", src[, tag[, comm]])               src may be ANY; completion row carries the truth
       ("probe", src[, tag[, comm]])               blocking Probe: waits for the message, leaves it
       ("wait", [req, ...])                        Wait (one) or Waitall (several) rows
+      ("free", req)                               Request_free of a pending request: nothing
+                                                  waits for it (a freed irecv takes its message,
+                                                  in the stand-in once its sender posted it)
       ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
       ("coll", name, nbytes[, root[, comm]])      any blocking collective
       ("icoll", name, nbytes[, root[, comm]])     a non-blocking collective's post (Iallreduce...):
@@ -199,6 +202,21 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                         if key is not None:
                             inflight[key].appendleft(got)
                     break
+                elif kind == "free":
+                    q = op[1]
+                    info = s.reqs[q]
+                    comm = info[1][0] if info[0] == "coll" else info[3] if info[0] == "recv" \
+                        else 0
+                    if info[0] == "recv":
+                        # the receive goes on after the free; the stand-in hands it its message
+                        # here, so that later receives of the channel take the later ones
+                        key = find(r, info[1], info[2], info[3])
+                        if key is None:
+                            break
+                        inflight[key].popleft()
+                    s.reqs.pop(q)
+                    _row(s, "Request_free", s.t, s.t + net.overhead, request=q, comm=comm)
+                    s.t += net.overhead
                 elif kind == "sendrecv":
                     dst, nb, src = op[1], op[2], op[3]
                     tag = op[4] if len(op) > 4 else 0

@@ -575,6 +575,36 @@ def test_otf2_round_trip_of_corpus_trace_is_exact(name, tmp_path):
     _assert_same_replays(src, tmp_path / "back")
 
 
+def test_freed_requests_cross_every_format(tmp_path):
+    """Request_free rows (format 1.2): a freed Isend and a freed Irecv that named its source and
+    tag. The OTF2 round trip gives back every row (the free travels in its call's
+    hindsight::rows, as OTF2 has no record for it) and replays the same; Perfetto, pipit and
+    GOAL export every matched message, the freed ones included."""
+    progs = [[("isend", 1, 4096, 3), ("free", 0), ("compute", 2000), ("send", 1, 64, 7),
+              ("send", 1, 32, 7)],
+             [("compute", 1000), ("irecv", 0, 7), ("free", 0), ("recv", 0, 3),
+              ("recv", 0, 7)]]
+    src = simulate_to_dir(tmp_path / "src", progs)
+    assert check_trace(src) == []
+    anchor = export_otf2(src, tmp_path / "otf2")
+    recs = _records(anchor, 0)
+    k = recs.index(("Enter", "MPI_Request_free"))
+    assert recs[k + 1] == ("Leave", "MPI_Request_free")
+    import_otf2(tmp_path / "otf2", tmp_path / "back")
+    assert check_trace(tmp_path / "back") == []
+    _assert_same_rows(src, tmp_path / "back")
+    pa_, pb = (replay.prepare(x, use_cache=False) for x in (src, tmp_path / "back"))
+    for model in ("measured", "loggps", "loggopsim"):
+        assert replay.run(pb, model).makespan_ns == replay.run(pa_, model).makespan_ns
+    _check_perfetto(to_perfetto([(None, tf.read_trace(src).table)]), 2, 3)
+    df = to_pipit(src)
+    assert len(df[df["Name"].isin(["MpiSend", "MpiIsend"])]) == 3
+    assert len(df[df["Name"].isin(["MpiRecv", "MpiIrecv"])]) == 3
+    assert (df["Name"] == "MPI_Request_free").sum() == 4       # Enter and Leave on each rank
+    sched = G.export_goal(src, tmp_path / "s.goal")
+    assert sum(k == LG.SEND for k in np.asarray(sched.kind).tolist()) == 3
+
+
 # ------------------------------------------------------------------------------------------------
 # OTF2 non-blocking collectives: NonBlockingCollectiveRequest in the MPI_I<collective> call,
 # NonBlockingCollectiveComplete in the MPI_Wait*/MPI_Test* that completes it (as Score-P writes)

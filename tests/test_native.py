@@ -596,6 +596,8 @@ def test_persistent_requests_are_the_python_tracers(exe, tmp_path):
         return rows[rows["op"] != "Gather"][cols].reset_index(drop=True)
     df = _rows(tmp_path / "t")
     assert len(p2p(df)) == 3 * 24 and p2p(df).equals(p2p(_rows(py)))
+    # the program frees its persistent requests once they are inactive: no Request_free row
+    assert "Request_free" not in set(df["op"].astype(str))
     # A Startall's rows carry the call's times each (as the Python tracer's): `measured` replays
     # them one after the other, a few µs later per Startall on a run of well under a ms.
     _check_and_replay(tmp_path / "t", rel=0.05)
@@ -612,6 +614,51 @@ def test_persistent_requests_are_the_python_tracers(exe, tmp_path):
             ("Wait", -1, -1, -1, 13), ("Wait", left, 7, 16, 12),
             ("Sendrecv_send", right, 8, 24, -1), ("Sendrecv_recv", left, 8, 24, -1)]
     _check_and_replay(tmp_path / "all", rel=0.05)
+
+
+def test_freed_requests_are_the_python_tracers_and_replay(exe, tmp_path):
+    """request_free.c, the scenario of request_free.py: the free of an active Isend, of a
+    started persistent send and of an Irecv that named its source and tag is one Request_free
+    row each (the request's id, peer/tag/nbytes -1), row for row what the Python tracer writes;
+    freeing an inactive persistent request (never started, or started and completed) gives
+    none. `trace check` says ok: the freed sends are not "never completed", each is matched
+    with its receive, and the freed Irecv with rank 0's Ssend; replay moves every message."""
+    prog = exe("request_free")
+    out = tmp_path / "t"
+    done, m = _traced(prog, 2, out)
+    assert done.stdout == _untraced_stdout(prog, 2) == "33.0\n"
+    py = tmp_path / "py"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "request_free.py", "--out", py)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0] == "33.0"
+    cols = ["rank", "op", "peer", "tag", "comm", "nbytes", "request", "root"]
+    df = _rows(out)
+    assert df[cols].equals(_rows(py)[cols])
+    freed = df[df["op"] == "Request_free"]
+    assert list(zip(freed["rank"], freed["request"], freed["peer"], freed["tag"],
+                    freed["nbytes"])) == [(0, 0, -1, -1, -1), (0, 1, -1, -1, -1),
+                                          (1, 0, -1, -1, -1)]
+    # the posts they free: rank 0's Isend and its started Send_init, rank 1's Irecv
+    posts = df[df["request"].isin([0, 1]) & (df["op"] != "Request_free")]
+    assert list(zip(posts["rank"], posts["op"], posts["tag"], posts["request"])) == [
+        (0, "Isend", 1, 0), (0, "Isend", 2, 1), (1, "Irecv", 4, 0)]
+    # two persistent sends started (one freed, one waited for); the one never started gives
+    # no row, nor do the frees of the two inactive ones
+    assert _counts(df, 0) == {"Isend": 3, "Request_free": 2, "Wait": 1, "Ssend": 1, "Send": 1,
+                              "Barrier": 1}
+    prep = _check_and_replay(out, rel=0.05)
+    for trace in (out, py):
+        res = hindsight("trace", "check", trace)
+        assert res.returncode == 0 and res.stdout.strip() == f"{trace}: ok", res.stdout
+    msgs = prep.msgs
+    rows = prep.rows
+    got = sorted(zip(rows.seq[msgs.send_row].tolist(), rows.seq[msgs.recv_row].tolist(),
+                     msgs.send_done.tolist(), msgs.recv_done.tolist(), msgs.bytes.tolist()))
+    # (send seq on rank 0, receive seq on rank 1, send completion row, receive completion row):
+    # the freed sends and the freed receive have none, and still carry their messages
+    assert [g[:2] for g in got] == [(0, 2), (2, 3), (4, 4), (6, 0), (7, 5)]
+    assert [g[2] for g in got][:2] == [-1, -1] and got[3][3] == -1
+    assert [g[4] for g in got] == [32, 16, 16, 16, 8]
 
 
 def test_calls_without_a_row_are_counted_in_the_manifest(exe, tmp_path):

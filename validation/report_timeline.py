@@ -45,7 +45,7 @@ def _op_kinds() -> np.ndarray:
     """Kind per op code; the last entry serves code -1 (an op this version does not know)."""
     k = np.full(len(tf.OPS) + 1, P2P, np.int8)
     for i, name in enumerate(tf.OPS):
-        if name in tf.COMPLETION_OPS:
+        if name in tf.COMPLETION_OPS or name in tf.FREE_OPS:
             k[i] = WAIT
         elif name in tf.COLLECTIVE_OPS or name in tf.COMM_OPS:
             k[i] = COLL

@@ -524,7 +524,7 @@ def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple
                 for kind, root, _, comm, nb, _ in recs if kind == "coll"][:1]
     for pos, op, peer, tag, comm, nb, rq, root in sorted(extras):
         # rows without a record (MPI_PROC_NULL peers, ...) in their places among the call's
-        if rq >= 0 and op in tf.COMPLETION_OPS:
+        if rq >= 0 and (op in tf.COMPLETION_OPS or op in tf.FREE_OPS):
             req.pop(rq, None)
         elif rq >= 0:
             req[rq] = (rq, comm)

@@ -18,7 +18,7 @@ from typing import Any
 from hindsight.system import write_text_atomic
 from hindsight.errors import DataError
 
-FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.2"
 #: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
 #: damaged manifest from sending the reader through billions of missing files).
 MAX_RANKS = 1 << 22
@@ -67,6 +67,8 @@ OPS: tuple[str, ...] = (
     # general active-target synchronisation of a window (format 1.1): Post and Start one row
     # per member of their group, Complete and Wait one row, Test one row when it returns true
     "Win_post", "Win_start", "Win_complete", "Win_wait", "Win_test",
+    # a request the program freed while active (format 1.2): MPI_Request_free, Request.Free
+    "Request_free",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -76,6 +78,12 @@ BLOCKING_RECV_OPS = frozenset({"Recv", "Sendrecv_recv"})
 NONBLOCKING_SEND_OPS = frozenset({"Isend", "Issend", "Ibsend", "Irsend"})
 COMPLETION_OPS = frozenset({"Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
                             "Testany", "Testsome"})
+#: The free of an active request (format 1.2): one row at the call, with the freed request's id,
+#: peer, tag and nbytes -1 (no status: for a receive, its source, tag and size are not known),
+#: `comm` the request's. It ends the request without completing it: the operation goes on
+#: without the program waiting for it (a send completes on its own; a receive still takes its
+#: message), so it is not a completion row and nothing moves at it.
+FREE_OPS = frozenset({"Request_free"})
 COLLECTIVE_OPS = frozenset({"Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
                             "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
                             "Alltoallv", "Scan", "Exscan", "Reduce_scatter",

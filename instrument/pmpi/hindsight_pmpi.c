@@ -60,7 +60,8 @@ enum {
     OP_WIN_UNLOCK_ALL, OP_WIN_FLUSH, OP_WIN_SYNC,
     OP_NEIGHBOR_ALLGATHER, OP_NEIGHBOR_ALLGATHERV, OP_NEIGHBOR_ALLTOALL, OP_NEIGHBOR_ALLTOALLV,
     OP_INEIGHBOR_ALLGATHER, OP_INEIGHBOR_ALLGATHERV, OP_INEIGHBOR_ALLTOALL,
-    OP_INEIGHBOR_ALLTOALLV, OP_WIN_POST, OP_WIN_START, OP_WIN_COMPLETE, OP_WIN_WAIT, OP_WIN_TEST
+    OP_INEIGHBOR_ALLTOALLV, OP_WIN_POST, OP_WIN_START, OP_WIN_COMPLETE, OP_WIN_WAIT, OP_WIN_TEST,
+    OP_REQUEST_FREE
 };
 #define NFIELDS 11
 #define RECORD (NFIELDS * 8)
@@ -1271,12 +1272,6 @@ int MPI_Irecv##SFX(void *buf, CNT count, MPI_Datatype type, int source, int tag,
 }
 INT_AND_LARGE(POSTS)
 
-int MPI_Request_free(MPI_Request *request) {
-    OWN(0);
-    req_t *e = own_ ? req_find(*request) : NULL;
-    if (e) req_del(e);
-    return PMPI_Request_free(request);
-}
 
 /* ---- matched probes (MPI_Mprobe, MPI_Improbe) and their receives (MPI_Mrecv, MPI_Imrecv):
  *      an Mprobe and its Mrecv give the rows of instrument/comm.py's pickle-API recv, a Probe
@@ -1517,7 +1512,8 @@ int MPI_Startall(int count, MPI_Request reqs_in[]) {
 
 /* ---- completions: one row per traced request that completed ----------------------------- */
 
-/* The row of a completed request `e` (status `st` for a receive); removes it from the table. */
+/* The row of a completed request `e` (status `st` for a receive; NULL for a freed request,
+ * whose row has no source, tag or size); removes it from the table. */
 static inline void completed(int op, int64_t t0, int64_t cpu, int64_t t1, req_t *e,
                              const MPI_Status *st) {
     int64_t peer = -1, tag = -1, n = -1;
@@ -1673,6 +1669,25 @@ int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],      
 }
 SOME_WRAPPER(MPI_Waitsome, OP_WAITSOME)
 SOME_WRAPPER(MPI_Testsome, OP_TESTSOME)
+
+/* The free of a pending traced request (instrument/completion.py, TracedRequest.Free): one
+ * Request_free row, peer, tag and size -1 as a send's completion row (a freed receive has no
+ * status). Its operation goes on without the program: a freed send completes on its own, a
+ * freed receive still takes its message. A request the library does not hold (untraced, an
+ * inactive persistent one: MPI_Request_free is how a program releases it) gives no row. */
+int MPI_Request_free(MPI_Request *request) {
+    OWN(OP_REQUEST_FREE);
+    req_t *e = own_ ? req_find(*request) : NULL;
+    if (!e) return PMPI_Request_free(request);
+    CPU0;
+    ENTER(OP_REQUEST_FREE);
+    int64_t t0 = now_ns();
+    int rc = PMPI_Request_free(request);
+    int64_t t1 = now_ns();
+    LEAVE();
+    if (rc == MPI_SUCCESS) completed(OP_REQUEST_FREE, t0, CPU1, t1, e, NULL);
+    return rc;
+}
 
 /* ---- collectives: byte counts as instrument/comm.py records them ------------------------- */
 
