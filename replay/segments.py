@@ -320,7 +320,11 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     ok = sides >= 0
     ids.append(side_id[ok])
     members.append(sides[ok])
-    broken += [np.flatnonzero(sides[1] < 0), r_id[(sides[2] < 0) | (sides[3] < 0)]]
+    # a freed request's side ends at its post: nothing completes it (Request_free)
+    freed_s = np.isin(msgs.send_row, match.free_post_row)
+    freed_r = np.isin(msgs.recv_row, match.free_post_row)
+    broken += [np.flatnonzero((sides[1] < 0) & ~freed_s),
+               r_id[(sides[2] < 0) | ((sides[3] < 0) & ~freed_r)]]
     has = np.flatnonzero(rows.msg >= 0)     # completions and probes join their side
     m_of = rows.msg[has].astype(np.int64)
     send_side = np.isin(rows.kind[has], (K.SEND, K.ISEND, K.WSEND))
@@ -330,12 +334,13 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     imp_from = [np.flatnonzero(crosses)]       # a send side out takes its receive side out
     imp_to = [r_id[crosses]]
     # requests: a post and its completion (also those of no message: a PROC_NULL peer)
-    nq = len(match.completion_row)
+    ended_post = np.concatenate([match.completion_post_row, match.free_post_row])
+    ended_row = np.concatenate([match.completion_row, match.free_row])
+    nq = len(ended_row)
     if nq:
         q = np.arange(nq, dtype=np.int64) + nid
         ids += [q, q]
-        members += [match.completion_post_row.astype(np.int64),
-                    match.completion_row.astype(np.int64)]
+        members += [ended_post.astype(np.int64), ended_row.astype(np.int64)]
         nid += nq
     # collective instances: all members and their completions
     nc = len(coll.comm)
@@ -360,7 +365,7 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     # receives whose send is not read yet, requests not completed in the window: out
     alone = [match.unmatched_recv_rows]
     posts = np.flatnonzero(_POSTS[op] & (cols.arrays["request"] >= 0))
-    alone.append(np.setdiff1d(posts, match.completion_post_row))
+    alone.append(np.setdiff1d(posts, ended_post))
     alone = np.unique(np.concatenate(alone).astype(np.int64))
     ids.append(np.arange(len(alone), dtype=np.int64) + nid)
     members.append(alone)

@@ -187,3 +187,18 @@ def test_a_trace_too_big_for_memory_streams_on_its_own() -> None:
     assert "streamed" in check.stderr
     bad = hindsight("replay", trace, env={"HINDSIGHT_MEMORY": "lots"})
     assert bad.returncode == 2 and bad.stderr.startswith("Error: HINDSIGHT_MEMORY=lots")
+
+
+def test_freed_sends_do_not_hold_the_cuts(tmp_path: Path) -> None:
+    # every task is an Isend freed at once (as mpi4py.futures does): no row completes it, yet
+    # the trace still has consistent cuts (the free ends the request)
+    master, worker = [], []
+    for i in range(40):
+        master += [("isend", 1, 64, 1), ("free", i), ("compute", 3000), ("recv", 1, 2)]
+        worker += [("recv", 0, 1), ("compute", 2000), ("send", 0, 8, 2)]
+    d = simulate_to_dir(tmp_path / "t", [master, worker])
+    assert len(list(segments(d, 10, eager_limit=16384))) > 4
+    whole = replay.run(replay.prepare(d, use_cache=False), "loggps", {"S": "16KiB"},
+                       record=False)
+    _same(whole, run_streamed(d, "loggps", {"S": "16KiB"}, window=10))
+    assert check_trace(d, 10) == check_trace(d) == []
