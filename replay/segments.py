@@ -302,9 +302,12 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
 
     prep, match = prepare_rows(cols, True, max_problems=0)
     rows, msgs, coll = prep.rows, prep.msgs, prep.coll
-    n = prep.nrows
+    del prep                      # (its other arrays go: the window is this step's memory)
+    n = len(rows.rank)
     off = np.concatenate([[0], np.cumsum(n_of)]).astype(np.int64)
     op = rows.op
+    # row and item numbers in int32 where they fit: the pairs below are most of this memory
+    ix = np.int32 if 4 * (n + len(msgs.send_row)) + len(coll.rows) < 2**31 - 1 else np.int64
     ids, members, broken = [], [], []
     # messages: a send side (the send, its completion) and a receive side (the receive, its
     # completion, a probe of it): a message may cross the cut, send before and receive after,
@@ -313,10 +316,10 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     sync = _SYNC & (not sync_too)
     crosses = (msgs.bytes <= eager_limit) & ~sync[op[msgs.send_row]] if nm else \
         np.zeros(0, np.bool_)
-    r_id = np.where(crosses, np.arange(nm) + nm, np.arange(nm))
+    r_id = np.where(crosses, np.arange(nm, dtype=ix) + nm, np.arange(nm, dtype=ix))
     sides = np.stack([msgs.send_row, msgs.send_done, msgs.recv_row, msgs.recv_done]
-                     ).astype(np.int64)
-    side_id = np.stack([np.arange(nm), np.arange(nm), r_id, r_id])
+                     ).astype(ix)
+    side_id = np.stack([np.arange(nm, dtype=ix), np.arange(nm, dtype=ix), r_id, r_id])
     ok = sides >= 0
     ids.append(side_id[ok])
     members.append(sides[ok])
@@ -326,10 +329,10 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     broken += [np.flatnonzero((sides[1] < 0) & ~freed_s),
                r_id[(sides[2] < 0) | ((sides[3] < 0) & ~freed_r)]]
     has = np.flatnonzero(rows.msg >= 0)     # completions and probes join their side
-    m_of = rows.msg[has].astype(np.int64)
+    m_of = rows.msg[has].astype(ix)
     send_side = np.isin(rows.kind[has], (K.SEND, K.ISEND, K.WSEND))
     ids.append(np.where(send_side, m_of, r_id[m_of]))
-    members.append(has.astype(np.int64))
+    members.append(has.astype(ix))
     nid = 2 * nm
     imp_from = [np.flatnonzero(crosses)]       # a send side out takes its receive side out
     imp_to = [r_id[crosses]]
@@ -338,9 +341,9 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     ended_row = np.concatenate([match.completion_row, match.free_row])
     nq = len(ended_row)
     if nq:
-        q = np.arange(nq, dtype=np.int64) + nid
+        q = np.arange(nq, dtype=ix) + nid
         ids += [q, q]
-        members += [ended_post.astype(np.int64), ended_row.astype(np.int64)]
+        members += [ended_post.astype(ix), ended_row.astype(ix)]
         nid += nq
     # collective instances: all members and their completions
     nc = len(coll.comm)
@@ -351,13 +354,13 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
         done_missing = np.zeros(nc, np.bool_)
         np.logical_or.at(done_missing, inst, coll.done < 0)
         broken.append(np.flatnonzero(short | done_missing) + nid)
-        ids += [inst + nid, inst[coll.done >= 0] + nid]
-        members += [coll.rows.astype(np.int64), coll.done[coll.done >= 0].astype(np.int64)]
+        ids += [(inst + nid).astype(ix), (inst[coll.done >= 0] + nid).astype(ix)]
+        members += [coll.rows.astype(ix), coll.done[coll.done >= 0].astype(ix)]
         nid += nc
     # sends whose receive is beyond the window: they may cross if eager, else they are out
-    um_s = match.unmatched_send_rows.astype(np.int64)
+    um_s = match.unmatched_send_rows.astype(ix)
     um_cross = (cols.arrays["nbytes"][um_s] <= eager_limit) & ~sync[op[um_s]]
-    ids.append(np.arange(len(um_s), dtype=np.int64) + nid)
+    ids.append(np.arange(len(um_s), dtype=ix) + nid)
     members.append(um_s)
     broken.append(np.flatnonzero(~um_cross) + nid)
     um_id = np.arange(len(um_s), dtype=np.int64) + nid
@@ -366,13 +369,14 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     alone = [match.unmatched_recv_rows]
     posts = np.flatnonzero(_POSTS[op] & (cols.arrays["request"] >= 0))
     alone.append(np.setdiff1d(posts, ended_post))
-    alone = np.unique(np.concatenate(alone).astype(np.int64))
-    ids.append(np.arange(len(alone), dtype=np.int64) + nid)
+    alone = np.unique(np.concatenate(alone).astype(ix))
+    ids.append(np.arange(len(alone), dtype=ix) + nid)
     members.append(alone)
     broken.append(np.arange(len(alone), dtype=np.int64) + nid)
     nid += len(alone)
-    ids = np.concatenate(ids).astype(np.int64)
-    members = np.concatenate(members).astype(np.int64)
+    ids = np.concatenate(ids).astype(ix, copy=False)
+    members = np.concatenate(members).astype(ix, copy=False)
+    del sides, side_id, has, m_of
     broken = np.concatenate(broken).astype(np.int64)
     # rows of one call, and glued rows, form groups: a cut never falls inside one
     glue = np.zeros(n, np.bool_)
@@ -390,7 +394,7 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     item_rows, item_off = _csr(ids, members, nid)
     row_items, row_off = _csr(members, ids, n)
     imp_items, imp_off = _csr(imp_from, imp_to, nid)
-    out = _settle_cuts(cut, off, rows.rank.astype(np.int64), start, item_rows, item_off,
+    out = _settle_cuts(cut, off, rows.rank, start, item_rows, item_off,
                        row_items, row_off, imp_items, imp_off, broken)
     crossing = np.concatenate([msgs.send_row[crosses & ~out[:nm] & out[r_id]],
                                um_s[um_cross & ~out[um_id]]]).astype(np.int64)
@@ -400,7 +404,7 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
 def _csr(key: np.ndarray, value: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
     """``value`` grouped by ``key`` (0..nkeys-1), in their order within a key: (values in key
     order, offsets)."""
-    return _group(key.astype(np.int64), value.astype(np.int64), nkeys)
+    return _group(key, value, nkeys)
 
 
 @nb.njit(cache=True)
@@ -413,7 +417,7 @@ def _group(key, value, nkeys):
     for k in range(nkeys):
         off[k + 1] += off[k]
     fill = off[:-1].copy()
-    out = np.empty(len(value), np.int64)
+    out = np.empty(len(value), value.dtype)
     for j in range(len(key)):
         out[fill[key[j]]] = value[j]
         fill[key[j]] += 1
