@@ -20,6 +20,14 @@ window). Rows after the cut stay for the next window. When no rank can advance (
 more than the window: an Irecv posted at the start and completed at the end), the window doubles
 for that round: memory is bounded by the longest stretch of the trace without a consistent cut.
 
+Rule ``carried_message``: an eager message (at most ``eager_limit`` bytes, not synchronous-mode)
+may cross a cut, its send side before and its receive side after: its send completes without
+its receiver, so nothing before the cut depends on what comes after. The segment of the send
+gets a receive standing in for the later one (appended to the receiver's rows); each later
+window starts with a send standing in for it (at the head of the sender's rows), until the
+segment that receives it. ``replay.streamed`` replays stand-ins as nothing and gives the message
+the post time its send had.
+
 One-sided communication (window data operations and their epochs) is not segmented: a trace
 with it is refused here and replayed in memory.
 """

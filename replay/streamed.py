@@ -4,8 +4,10 @@
 cuts it where nothing is in flight (``replay.segments``), prepares each segment as a trace of
 its own and replays it from where the segment before ended: each rank starts at its time,
 with its sending and receiving free when they were (``replay_kernel``'s carry), its first burst
-beginning at the end of its MPI rows before. Nothing crosses a consistent cut, so the result is
-the in-memory replay's (``tests/test_streamed.py`` compares them), in memory for one window.
+beginning at the end of its MPI rows before. Nothing crosses a consistent cut but eager
+messages, which start the segment that receives them with the post time their send had (rule
+``carried_message``), so the result is the in-memory replay's (``tests/test_streamed.py``
+compares them), in memory for one window.
 
 What needs the whole trace at once is refused in one line: per-event times (``--out``, the
 critical path), ``--cpu-time`` (a region's CPU share is written after the rows it encloses),
@@ -31,9 +33,11 @@ from replay.segments import segments
 
 #: rows per rank a streamed replay reads at a time unless told (``--window``)
 DEFAULT_WINDOW = 1 << 17
+
+
 def refuse(model: M.NetworkModel, values: dict[str, Any]) -> None:
     """Raise ``ReplayError`` when ``model`` cannot be streamed."""
-    if model.OWN_SIMULATOR or model.passes(values) > 1 or model.NAME == "mm1":
+    if model.OWN_SIMULATOR or model.WHOLE_TRACE or model.passes(values) > 1:
         raise ReplayError(f"--model {model.NAME} needs the whole trace in memory (it looks at "
                           "every message before replaying): not available in a streamed replay")
 

@@ -30,6 +30,10 @@ and may override:
   fields it computed (``replay.models.loggopsim.Replayed``); ``OWN_SIMULATOR = True`` marks
   such a model.
 
+``WHOLE_TRACE = True`` marks a model whose message delays look at every message of the trace
+before it replays (M/M/1's utilisations): it cannot replay a trace streamed segment by segment
+(``replay.streamed``).
+
 ``RETIRED`` maps a parameter name the model no longer has to what replaces it; setting one is
 an error whose message says so.
 
@@ -77,6 +81,7 @@ class NetworkModel:
     PARAMS: ClassVar[dict[str, Param]] = {}
     ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {}
     OWN_SIMULATOR: ClassVar[bool] = False
+    WHOLE_TRACE: ClassVar[bool] = False
     RETIRED: ClassVar[dict[str, str]] = {}
 
     def kernel_params(self, values: dict[str, Any], ctx: Any) -> np.ndarray:

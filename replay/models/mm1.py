@@ -76,6 +76,7 @@ class SaturationError(NoPredictionError):
 @register
 class MM1(NetworkModel):
     NAME = "mm1"
+    WHOLE_TRACE = True      # link utilisations over the whole run, before the replay
     PARAMS: dict[str, Param] = {
         "C": Param("bandwidth", "10Gbit/s", "link capacity", strict=True, allow_inf=True),
         "tau": Param("time", 0.0, "propagation delay per stage (the paper sets 0)"),
