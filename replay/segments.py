@@ -432,6 +432,16 @@ def _group(key, value, nkeys):
     return out, off
 
 
+@nb.njit(inline="always")
+def _push(it, out, stack, top):
+    """Item ``it`` is out: on the stack once. Returns the new stack top."""
+    if not out[it]:
+        out[it] = True
+        stack[top] = it
+        top += 1
+    return top
+
+
 @nb.njit(cache=True)
 def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off, imp_items,
                  imp_off, broken):
@@ -445,28 +455,17 @@ def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off,
     stack = np.empty(nitems + 1, np.int64)
     top = 0
     for k in range(len(broken)):
-        if not out[broken[k]]:
-            out[broken[k]] = True
-            stack[top] = broken[k]
-            top += 1
+        top = _push(broken[k], out, stack, top)
     # rows already beyond each rank's first cut (the ended window's last call) are out
     for r in range(len(cut)):
         for row in range(off[r] + cut[r], off[r + 1]):
             for j in range(row_off[row], row_off[row + 1]):
-                it = row_items[j]
-                if not out[it]:
-                    out[it] = True
-                    stack[top] = it
-                    top += 1
+                top = _push(row_items[j], out, stack, top)
     while top > 0:
         top -= 1
         it = stack[top]
         for j in range(imp_off[it], imp_off[it + 1]):
-            it2 = imp_items[j]
-            if not out[it2]:
-                out[it2] = True
-                stack[top] = it2
-                top += 1
+            top = _push(imp_items[j], out, stack, top)
         for j in range(item_off[it], item_off[it + 1]):
             row = item_rows[j]
             r = rank[row]
@@ -475,10 +474,6 @@ def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off,
             new = start[row] - off[r]
             for x in range(off[r] + new, off[r] + cut[r]):
                 for q in range(row_off[x], row_off[x + 1]):
-                    it2 = row_items[q]
-                    if not out[it2]:
-                        out[it2] = True
-                        stack[top] = it2
-                        top += 1
+                    top = _push(row_items[q], out, stack, top)
             cut[r] = new
     return out
