@@ -38,12 +38,14 @@ STEPS = {
     "prepare": "import replay; p = replay.prepare(d, use_cache=False); st = p.stream(True); "
                "n = p.nrows",
     "replay": "import replay; p = replay.prepare(d, use_cache=False); "
-              "r = replay.run(p, 'loggps', {'S': '64KiB'}, record=False); n = p.nrows",
+              "r = replay.run(p, 'loggps', {'S': '64KiB'}, record=False); n = p.nrows; "
+              "m = r.makespan_ns",
     "stream-check": "from hindsight.check import check_trace; p = check_trace(d, w); "
                     "assert not p, p[:3]; from hindsight import trace as tf; "
                     "n = sum(tf.read_manifest(d)['events'])",
     "stream-replay": "from replay.streamed import run_streamed; "
-                     "r = run_streamed(d, 'loggps', {'S': '64KiB'}, window=w); n = r.events",
+                     "r = run_streamed(d, 'loggps', {'S': '64KiB'}, window=w); n = r.events; "
+                     "m = r.makespan_ns",
 }
 #: the steps that hold the whole trace in memory (not run at the out-of-core size)
 IN_MEMORY = ("check", "prepare", "replay")
@@ -56,7 +58,7 @@ w = {w!r}
 t = time.perf_counter()
 {code}
 dt = time.perf_counter() - t
-print(json.dumps(dict(n=int(n), seconds=dt,
+print(json.dumps(dict(n=int(n), seconds=dt, makespan=globals().get("m"),
                       peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)))
 """
 
@@ -116,16 +118,23 @@ def main() -> None:
             size = sum(p.stat().st_size for p in d.glob("rank-*.parquet"))
             print(f"{n:>12,} {'write':>13} {time.perf_counter() - t:9.1f}   "
                   f"({size / n:.1f} bytes/event on disk)", flush=True)
+        makespans = {}
         for step in STEPS:
             if n == huge and step in IN_MEMORY:
                 continue
             r = run_step(d, step, window)
+            if r.get("makespan") is not None:
+                makespans[step] = r["makespan"]
             if "error" in r:
                 print(f"{n:>12,} {step:>13}  FAILED: {r['error']}", flush=True)
                 continue
             print(f"{r['n']:>12,} {step:>13} {r['seconds']:9.2f} "
                   f"{r['n'] / r['seconds'] / 1e6:11.2f} {r['peak'] / 2**30:9.2f} "
                   f"{r['peak'] / r['n']:8.1f}", flush=True)
+        if len(makespans) == 2:
+            same = makespans["replay"] == makespans["stream-replay"]
+            print(f"{'':>12} streamed makespan {makespans['stream-replay']:.0f} ns, in memory "
+                  f"{makespans['replay']:.0f} ns: {'identical' if same else 'DIFFERENT'}")
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

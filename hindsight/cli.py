@@ -257,10 +257,10 @@ def check(trace_dir, as_json, window):
     Problems found in a readable trace are printed on stdout, one a line (exit 1); a trace that
     cannot be read at all is one `Error:` line on stderr (exit 1)."""
     from hindsight.check import check_result, format_check
-    from replay.budget import streamed_window
+    from replay.budget import CHECK_BYTES_PER_ROW, streamed_window
 
     if window is None:
-        window, why = streamed_window(tf.read_manifest(trace_dir))
+        window, why = streamed_window(tf.read_manifest(trace_dir), CHECK_BYTES_PER_ROW)
         if window is not None:
             click.echo(f"note: {why} in windows of {window} rows per rank", err=True)
     result = check_result(trace_dir, window)

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-#: the bytes per trace row the in-memory replay holds at its peak (README, "Large traces": 129-141
-#: measured at 1e8 rows), rounded up
-BYTES_PER_ROW = 160
+#: the bytes per trace row `hindsight replay` holds at its peak in memory (per-event times, the
+#: critical path and the noise lines: 347 measured on a 1e7-event ring, cold), rounded up
+REPLAY_BYTES_PER_ROW = 360
+#: the same for `hindsight trace check` (143 measured on that ring)
+CHECK_BYTES_PER_ROW = 150
 
 
-def fits_in_memory(rows: int, available: int) -> bool:
-    """Whether an in-memory replay of ``rows`` rows fits, with room to spare, in ``available``
+def fits_in_memory(rows: int, available: int, bytes_per_row: int = REPLAY_BYTES_PER_ROW) -> bool:
+    """Whether ``rows`` rows at ``bytes_per_row`` fit, with room to spare, in ``available``
     bytes."""
-    return rows * BYTES_PER_ROW <= 0.7 * available
+    return rows * bytes_per_row <= 0.7 * available
 
 
 #: the bytes a streamed replay holds per row of its window: the rows read, the window prepared to
@@ -29,17 +31,19 @@ def window_for(nranks: int, available: int) -> int:
     return int(min(max(w, 1 << 12), 1 << 20))
 
 
-def streamed_window(manifest: dict[str, Any]) -> tuple[int | None, str]:
+def streamed_window(manifest: dict[str, Any], bytes_per_row: int = REPLAY_BYTES_PER_ROW
+                    ) -> tuple[int | None, str]:
     """(rows per rank of a streamed window, why) when the trace of ``manifest`` would not fit
-    in this machine's memory (``hindsight.system.available_memory``), else (None, "")."""
+    in this machine's memory (``hindsight.system.available_memory``) at ``bytes_per_row``,
+    else (None, "")."""
     from hindsight.system import available_memory
 
     rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
     avail = available_memory()
-    if not avail or fits_in_memory(rows, avail):
+    if not avail or fits_in_memory(rows, avail, bytes_per_row):
         return None, ""
     return window_for(int(manifest.get("ranks") or 1), avail), (
-        f"its {rows} events need about {_gib(rows * BYTES_PER_ROW)} in memory, "
+        f"its {rows} events need about {_gib(rows * bytes_per_row)} in memory, "
         f"{_gib(avail)} are available: it is streamed")
 
 
