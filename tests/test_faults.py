@@ -129,7 +129,8 @@ def _missing_rank(d):
 ])
 def test_damaged_traces_are_named_and_refused(good_trace, tmp_path, how, words):
     bad = _damaged(good_trace, tmp_path, how)
-    for cmd in (["trace", "check", bad], ["trace", "info", bad]):
+    for cmd in (["trace", "check", bad], ["trace", "info", bad],
+                ["trace", "check", bad, "--window", "16"], ["replay", bad, "--window", "16"]):
         res = hindsight(*cmd)
         text = (res.stdout + res.stderr).lower()
         _no_traceback(res)
@@ -137,6 +138,9 @@ def test_damaged_traces_are_named_and_refused(good_trace, tmp_path, how, words):
             assert res.returncode == 0 and "complete    no" in text
             continue
         assert res.returncode != 0, (cmd, text)
+        if cmd[0] == "replay":                   # one Error: line naming the trace
+            assert res.stderr.startswith("Error: ") and res.stderr.count("\n") == 1, text
+            continue
         for w in words:
             assert w.lower() in text, (cmd, w, text)
 
