@@ -140,7 +140,7 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     state = _OrderState()
     coll_seen: dict[int, int] = defaultdict(int)
     try:
-        for seg in segments(trace_dir, window, crossing="all"):
+        for seg in segments(trace_dir, window, crossing="all", max_window=_max_window(manifest)):
             cols, real = seg.cols.arrays, ~seg.stand_in
             own = {k: v[real] for k, v in cols.items()}
             ops = own["op"]
@@ -153,6 +153,14 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     for kind in ("order", "requests", "collectives", "matching", "stopped"):
         problems += _capped(found[kind])
     return problems
+
+
+def _max_window(manifest: dict) -> int | None:
+    """How far a streamed window may grow in this machine's memory (None: not known)."""
+    from hindsight.system import available_memory
+    from replay.budget import max_window
+    avail = available_memory()
+    return max_window(int(manifest.get("ranks") or 1), avail) if avail else None
 
 
 def _name(code: int) -> str:

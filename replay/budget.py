@@ -31,6 +31,12 @@ def window_for(nranks: int, available: int) -> int:
     return int(min(max(w, 1 << 12), 1 << 20))
 
 
+def max_window(nranks: int, available: int) -> int:
+    """The most rows per rank a streamed window may grow to where no consistent cut comes
+    sooner: what about 90 % of ``available`` bytes hold."""
+    return max(int(0.9 * available / max(nranks, 1) / WINDOW_BYTES_PER_ROW), 1 << 12)
+
+
 def streamed_window(manifest: dict[str, Any], bytes_per_row: int = REPLAY_BYTES_PER_ROW
                     ) -> tuple[int | None, str]:
     """(rows per rank of a streamed window, why) when the trace of ``manifest`` would not fit

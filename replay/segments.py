@@ -122,11 +122,12 @@ class _Pending:
 
 
 def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
-             crossing: str = "eager") -> Iterator[Segment]:
+             crossing: str = "eager", max_window: int | None = None) -> Iterator[Segment]:
     """The segments of a complete trace, reading at most about ``window`` rows of each rank at a
     time (more where a stretch without a consistent cut is longer). A message of at most
     ``eager_limit`` bytes, not synchronous-mode, may cross a cut (rule ``carried_message``); with
-    ``crossing="all"`` any message may (a check, which replays nothing). Raises
+    ``crossing="all"`` any message may (a check, which replays nothing). A window grown past
+    ``max_window`` rows per rank without a cut (the memory there is) is a ``ReplayError``. Raises
     ``TraceError`` (unreadable) or ``ReplayError`` (one-sided communication; a thing that can
     never complete, found at the trace's end: the problems of the whole trace's
     preparation)."""
@@ -165,6 +166,13 @@ def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
                                  crossing == "all")
             if (cut <= g_of).all():
                 want *= 2                 # one thing spans the window: read further, once
+                if max_window is not None and want > max_window:
+                    raise ReplayError(
+                        f"{trace_dir}: no consistent cut within {want // 2} rows of each rank "
+                        f"from seq {_first_seqs(heads)}: a request, a collective or a message "
+                        "that may not cross a cut stays in flight longer (docs/replay.md, "
+                        "\"Streamed replay and check\"); the trace cannot be streamed in the "
+                        "memory there is")
                 continue
         keep = _rows_before(n_of, cut)
         carried = {c: a[crossed] for c, a in win.items()}
@@ -187,6 +195,16 @@ def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
         if everything:
             return
         want = max(int(window), 2)
+
+
+def _first_seqs(heads: list[dict[str, np.ndarray]]) -> str:
+    """Where each rank's window began, for a message: the seq of rank 0's first row, or of
+    several ranks' when they differ."""
+    firsts = {r: int(h["seq"][0]) for r, h in enumerate(heads) if len(h["seq"])}
+    if len(set(firsts.values())) == 1:
+        return str(next(iter(firsts.values())))
+    return ", ".join(f"{s} (rank {r})" for r, s in list(firsts.items())[:4]) + \
+        (", ..." if len(firsts) > 4 else "")
 
 
 def _empty(columns: list[str]) -> dict[str, np.ndarray]:

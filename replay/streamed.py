@@ -48,9 +48,10 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
                  region_scale: Mapping[str, float] | None = None,
                  algorithms: Mapping[str, str] | None = None,
                  resolved: dict[str, Any] | None = None,
-                 window: int = DEFAULT_WINDOW) -> Result:
+                 window: int = DEFAULT_WINDOW, max_window: int | None = None) -> Result:
     """Replay the complete trace ``trace_dir`` under ``model`` a segment at a time (at least
-    ``window`` rows per rank read at once). The result has no per-event times."""
+    ``window`` rows per rank read at once, at most ``max_window`` where no cut is found sooner:
+    ``replay.segments``). The result has no per-event times."""
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     refuse(mod, values)
@@ -62,7 +63,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
     events = operations = messages = nseg = 0
     info: dict[str, Any] = {}
     last: tuple | None = None         # the model's name, parameters and algorithms
-    for seg in segments(trace_dir, window, _eager_limit(mod, values)):
+    for seg in segments(trace_dir, window, _eager_limit(mod, values), max_window=max_window):
         t0 = seg.t0
         prep = _prepare_columns(seg.cols, False, t0=t0, since=seg.since, last=seg.last)
         P = prep.nranks

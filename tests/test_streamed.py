@@ -202,3 +202,20 @@ def test_freed_sends_do_not_hold_the_cuts(tmp_path: Path) -> None:
                        record=False)
     _same(whole, run_streamed(d, "loggps", {"S": "16KiB"}, window=10))
     assert check_trace(d, 10) == check_trace(d) == []
+
+
+def test_a_stretch_without_a_cut_grows_the_window_up_to_the_memory_there_is(tmp_path):
+    # each rank completes its Iallreduce one iteration later (workloads/overlap.py): a
+    # collective is in flight at every point, so no cut is consistent; the window grows, and
+    # past the memory there is the replay says why in one line instead of running out of it
+    progs = []
+    for r in range(3):
+        p = [("icoll", "Iallreduce", 8)]
+        for i in range(1, 60):
+            p += [("icoll", "Iallreduce", 8), ("compute", 1000), ("wait", [i - 1])]
+        progs.append(p + [("wait", [59])])
+    d = simulate_to_dir(tmp_path / "t", progs)
+    whole = replay.run(replay.prepare(d, use_cache=False), "loggps", record=False)
+    _same(whole, run_streamed(d, "loggps", window=8))                 # read whole
+    with pytest.raises(ReplayError, match="no consistent cut within 32 rows"):
+        run_streamed(d, "loggps", window=8, max_window=40)
