@@ -277,37 +277,42 @@ def _with_receives(seg: dict[str, np.ndarray], ghost: np.ndarray,
 
 
 def _first_event(reader: RankBatches) -> int:
-    """The trace's first event (the smallest ``t_start`` of any row, as ``prepare`` takes it):
-    from the footers' statistics, else read column by column."""
-    import pyarrow.parquet as pq
-
+    """The trace's first event (the smallest ``t_start`` of any row, as ``prepare`` takes it;
+    a region row, written when its region ends, may hold it at the end of its file): from the
+    footers' statistics, else by reading that column of the files without them."""
     lo = None
+    unknown = []
     for src in reader.sources:
         for path in src.files:
-            try:
-                md = pq.read_metadata(path) if src.staged is None else None
-            except Exception:
-                md = None
-            got = None
-            if md is not None:
-                ix = md.schema.names.index("t_start")
-                mins = []
-                for g in range(md.num_row_groups):
-                    st = md.row_group(g).column(ix).statistics
-                    if st is None or not st.has_min_max:
-                        mins = None
-                        break
-                    mins.append(int(st.min))
-                got = min(mins) if mins else None
-            if got is None:
-                one = RankBatches(reader.path, ["t_start"], allow_partial=True)
-                while (b := one.next(src.rank)) is not None:
-                    if len(b["t_start"]):
-                        m = int(b["t_start"].min())
-                        got = m if got is None else min(got, m)
-            if got is not None:
-                lo = got if lo is None else min(lo, got)
+            m = _footer_min(path, "t_start")
+            if m is None:
+                unknown.append(src.rank)
+            else:
+                lo = m if lo is None else min(lo, m)
+    if unknown:
+        one = RankBatches(reader.path, ["t_start"])
+        for r in sorted(set(unknown)):
+            while (b := one.next(r)) is not None:
+                if len(b["t_start"]):
+                    m = int(b["t_start"].min())
+                    lo = m if lo is None else min(lo, m)
     return 0 if lo is None else lo
+
+
+def _footer_min(path: Path, column: str) -> int | None:
+    """The smallest value of ``column`` in a Parquet file by its footer's statistics (None
+    where a row group has none)."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.read_metadata(path)
+        ix = md.schema.names.index(column)
+        stats = [md.row_group(g).column(ix).statistics for g in range(md.num_row_groups)]
+    except (OSError, ValueError):
+        return None
+    if not stats or any(st is None or not st.has_min_max for st in stats):
+        return None
+    return min(int(st.min) for st in stats)
 
 
 def _rows_before(n_of: np.ndarray, cut: np.ndarray) -> np.ndarray:

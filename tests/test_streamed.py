@@ -219,3 +219,16 @@ def test_a_stretch_without_a_cut_grows_the_window_up_to_the_memory_there_is(tmp_
     _same(whole, run_streamed(d, "loggps", window=8))                 # read whole
     with pytest.raises(ReplayError, match="no consistent cut within 32 rows"):
         run_streamed(d, "loggps", window=8, max_window=40)
+
+
+def test_the_first_event_is_found_without_footer_statistics(tmp_path, monkeypatch):
+    # a region row holds the trace's first event at the end of its file (written when the
+    # region ends); without statistics in the footers the column itself is read
+    progs = [[("compute", 500, "solve"), ("send", 1, 8)], [("compute", 900), ("recv", 0)]]
+    d = simulate_to_dir(tmp_path / "t", progs)
+    t0 = replay.prepare(d, use_cache=False).t0
+    assert next(iter(segments(d, 16))).t0 == t0
+    from replay import segments as S
+
+    monkeypatch.setattr(S, "_footer_min", lambda path, column: None)
+    assert next(iter(segments(d, 16))).t0 == t0
