@@ -124,7 +124,7 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     of a collective that disagree) is reported where the segmenting stops, with a line saying
     the rest was not checked."""
     from replay.errors import ReplayError
-    from replay.segments import segments
+    from replay.segments import NotStreamable, segments
 
     trace_dir = Path(trace_dir)
     manifest, sources = tf.open_trace(trace_dir, allow_partial=True)
@@ -132,8 +132,8 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     if stop:
         return problems
     if not all(s.complete for s in sources):
-        return problems + [f"{trace_dir}: an incomplete trace is not streamed: check it without "
-                           "--window"]
+        return problems + [f"{trace_dir}: an incomplete trace is not streamed: its rows were "
+                           "not checked (they are, in memory, without --window)"]
     files = {s.rank: (s.files[0] if s.files else trace_dir) for s in sources}
     complete = {s.rank for s in sources}
     found: dict[str, list[str]] = defaultdict(list)
@@ -148,10 +148,14 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
             found["requests"] += _check_send_requests(own, ops, files, complete)
             found["collectives"] += _check_collectives(own, ops, manifest, files, coll_seen)
             found["matching"] += _check_matching(cols, files, seg.later)
+    except NotStreamable as exc:
+        raise tf.TraceError(str(exc)) from None
     except ReplayError as exc:
-        found["stopped"].append(f"{trace_dir}: {exc}; the rows after it were not checked")
+        text = str(exc) if str(exc).startswith(str(trace_dir)) else f"{trace_dir}: {exc}"
+        found["stopped"].append(f"{text}; the rows after it were not checked")
     for kind in ("order", "requests", "collectives", "matching", "stopped"):
-        problems += _capped(found[kind])
+        # (a problem every segment sees, such as a communicator without members, once)
+        problems += _capped(list(dict.fromkeys(found[kind])))
     return problems
 
 

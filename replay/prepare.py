@@ -184,15 +184,15 @@ def host_placement(manifest: dict, nranks: int) -> np.ndarray:
 
 @gc_paused()
 def _prepare_columns(cols: tf.Columns, partial: bool, *, t0: int | None = None,
-                     since: np.ndarray | None = None, last: bool = True) -> Prepared:
+                     since: np.ndarray | None = None, last: bool | np.ndarray = True) -> Prepared:
     """Prepare ``cols`` (a whole trace, or a segment of one: ``t0`` the whole trace's first
     event, ``since`` where each rank's first burst begins, ``last`` whether the segment ends the
-    trace: a trail only then; ``replay.segments``)."""
+    trace, or per rank whether it ends that rank: a trail only then; ``replay.segments``)."""
     return prepare_rows(cols, partial, t0=t0, since=since, last=last)[0]
 
 
 def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
-                 since: np.ndarray | None = None, last: bool = True,
+                 since: np.ndarray | None = None, last: bool | np.ndarray = True,
                  max_problems: int = 1000) -> tuple[Prepared, MessageMatch]:
     """``_prepare_columns`` and the matching it made (whose unmatched rows and request pairs
     ``replay.segments`` cuts by)."""
@@ -216,8 +216,8 @@ def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
     if t0 is None:
         t0 = int(a["t_start"].min()) if n else 0
     rows, trail = trace_rows(a, peer, tag, cols.region_names, match, nranks, t0, since)
-    if not last:
-        trail[:] = 0.0
+    # a rank's trail (its time after its last MPI row) belongs to the segment that ends it
+    trail[~np.broadcast_to(np.asarray(last, bool), trail.shape)] = 0.0
     del tag
     comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
                     if v is not None}

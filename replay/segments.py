@@ -58,6 +58,10 @@ _SYNC = tf.op_lut(("Ssend", "Issend"))
 _POSTS = tf.op_lut(tuple(tf.NONBLOCKING_SEND_OPS | {"Irecv"} | tf.NONBLOCKING_COLLECTIVE_OPS))
 
 
+class NotStreamable(ReplayError):
+    """A trace this module cannot cut (one-sided communication): replay or check it in memory."""
+
+
 @dataclass
 class Segment:
     """One segment: its rows as ``Columns`` (all ranks, (rank, seq) order), the trace's first
@@ -73,6 +77,7 @@ class Segment:
     last: bool
     stand_in: np.ndarray
     later: np.ndarray
+    done: np.ndarray | None = None     # per rank: its last row is in this segment
 
 
 class _Pending:
@@ -138,6 +143,7 @@ def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
     t0 = None
     want = max(int(window), 2)
     carried = _empty(reader.columns)      # sends crossing the cuts so far, not yet received
+    finished = np.zeros(P, np.bool_)
     while True:
         for r in range(P):
             pend.fill(r, want)
@@ -153,8 +159,9 @@ def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
         win, win_ghost = _join(ghosts, heads, g_of, reader.columns)
         n_of = g_of + n_real
         if _ONE_SIDED[win["op"]].any():
-            raise ReplayError(f"{trace_dir}: one-sided communication (window data operations "
-                              "and epochs) is not streamed: replay this trace in memory")
+            raise NotStreamable(f"{trace_dir}: one-sided communication (window data operations "
+                                "and epochs) is not streamed: replay or check this trace in "
+                                "memory (without --window)")
         everything = bool(np.all(pend.eof & (pend.count == n_real)))
         cols = tf.Columns(reader.path, reader.manifest, win, reader.region_names,
                           reader.sources)
@@ -183,12 +190,15 @@ def segments(trace_dir: Path | str, window: int, eager_limit: float = -1.0,
         mpi = real & (seg["op"] > 0)
         np.maximum.at(since, seg["rank"][mpi], seg["t_end"][mpi])
         seg, ghost, gone = _with_receives(seg, ghost, carried, P)
+        assert (cut >= g_of).all(), "a carried send went out of its window"
         for r in range(P):
             pend.drop(r, int(cut[r] - g_of[r]))
+        done = pend.eof & (pend.count == 0) & ~finished
+        finished |= done
         # the window's copies go before the segment is replayed: only its own rows stay
         del win, heads, cols, keep, win_ghost, ghosts
         segment = Segment(tf.Columns(reader.path, reader.manifest, seg, reader.region_names,
-                                     reader.sources), t0, seg_since, everything, ghost, gone)
+                                     reader.sources), t0, seg_since, everything, ghost, gone, done)
         del seg
         yield segment
         del segment
@@ -390,7 +400,8 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
         nid += nc
     # sends whose receive is beyond the window: they may cross if eager, else they are out
     um_s = match.unmatched_send_rows.astype(ix)
-    um_cross = (cols.arrays["nbytes"][um_s] <= eager_limit) & ~sync[op[um_s]]
+    um_nb = cols.arrays["nbytes"][um_s]
+    um_cross = ((um_nb >= 0) | sync_too) & (um_nb <= eager_limit) & ~sync[op[um_s]]
     ids.append(np.arange(len(um_s), dtype=ix) + nid)
     members.append(um_s)
     broken.append(np.flatnonzero(~um_cross) + nid)

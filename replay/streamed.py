@@ -60,12 +60,14 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
     carry = None
     sent_before: dict[tuple[int, int], float] = {}  # (rank, seq) of a send -> its post time
     comp = comm = wait = rank_end = measured_end = None
+    ended = None
     events = operations = messages = nseg = 0
     info: dict[str, Any] = {}
     last: tuple | None = None         # the model's name, parameters and algorithms
     for seg in segments(trace_dir, window, _eager_limit(mod, values), max_window=max_window):
         t0 = seg.t0
-        prep = _prepare_columns(seg.cols, False, t0=t0, since=seg.since, last=seg.last)
+        prep = _prepare_columns(seg.cols, False, t0=t0, since=seg.since,
+                                last=seg.last or seg.done)
         P = prep.nranks
         sent, crossing = _stand_ins(prep, seg, sent_before)
         names = set(prep.region_names)
@@ -82,7 +84,11 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         comp += res.rank_compute_ns
         comm += res.rank_comm_ns
         wait += res.rank_wait_ns
-        rank_end = res.rank_end_ns
+        if rank_end is None:
+            rank_end, ended = np.zeros(P), np.zeros(P, bool)
+        live = ~ended                 # a rank's end (with its trail) is the segment's ending it
+        rank_end[live] = res.rank_end_ns[live]
+        ended |= seg.done
         real = ~seg.stand_in
         if real.any():
             np.maximum.at(measured_end, prep.rows.rank[real],

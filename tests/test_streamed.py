@@ -232,3 +232,40 @@ def test_the_first_event_is_found_without_footer_statistics(tmp_path, monkeypatc
 
     monkeypatch.setattr(S, "_footer_min", lambda path, column: None)
     assert next(iter(segments(d, 16))).t0 == t0
+
+
+def test_a_rank_that_ends_early_keeps_its_trail(tmp_path):
+    # rank 0's region after its last call ends it long before rank 1's last segment
+    progs = [[("send", 1, 8), ("recv", 1), ("compute", 7000, "tail")],
+             [("recv", 0), ("send", 0, 8), ("compute", 50, "x"), ("compute", 50, "y"),
+              ("compute", 50, "z")]]
+    d = simulate_to_dir(tmp_path / "t", progs)
+    whole = replay.run(replay.prepare(d, use_cache=False), "loggps", {"S": "16KiB"},
+                       record=False)
+    for window in (2, 3, 4):
+        _same(whole, run_streamed(d, "loggps", {"S": "16KiB"}, window=window))
+
+
+def test_a_send_of_unknown_size_never_crosses_a_cut(tmp_path):
+    # nbytes -1 (a buffer the tracer could not size): matching sizes it by its receive, so
+    # whether it is eager is known only there
+    from synthetic import simulate
+    progs = [[("send", 1, 100000, 1), ("compute", 100)],
+             [("send", 2, 8, 0), ("recv", 2, 0)] * 6 + [("recv", 0, 1)],
+             [("recv", 1, 0), ("send", 1, 8, 0)] * 6]
+    cols = simulate(progs)
+    cols[0]["nbytes"][0] = -1
+    d = write_trace(tmp_path / "t", cols)
+    whole = replay.run(replay.prepare(d, use_cache=False), "loggps", {"S": "16KiB"},
+                       record=False)
+    for window in range(2, 12):
+        _same(whole, run_streamed(d, "loggps", {"S": "16KiB"}, window=window))
+
+
+def test_one_sided_traces_are_not_checked_streamed_but_say_so(tmp_path):
+    prep = _trace(tmp_path, [_open() + [("Put", 1, W, 100), ("Win_fence", -1, W, -1)],
+                             _open() + [("Win_fence", -1, W, -1)]])
+    assert check_trace(prep.path) == []
+    res = hindsight("trace", "check", prep.path, "--window", "16")
+    assert res.returncode == 1 and res.stderr.startswith("Error: ")
+    assert "without --window" in res.stderr and res.stderr.count("\n") == 1
