@@ -25,7 +25,7 @@ from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
 from replay.transport_cost import TransportCost
-from replay.warp import time_warp
+from replay.warp import join_call_rows, time_warp
 
 
 @dataclass
@@ -409,23 +409,16 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
     re = np.full(n, -1.0)
     K.rows_from_ops(st.op_row, out.op_start, out.op_end, rs, re)
     rows = prep.rows
-    # A call recorded as several rows starts where its first row starts.
-    cont = np.flatnonzero(rows.cont)
-    if len(cont):
-        grp = np.maximum.accumulate(np.where(rows.cont, 0, np.arange(n)))
-        rs[cont] = rs[grp[cont]]
-        # ... and all its rows end together, when the last one does
-        gend = np.full(n, -1.0)
-        np.maximum.at(gend, grp, re)
-        re = np.where(gend[grp] >= 0, np.maximum(re, gend[grp]), re)
+    # A call recorded as several rows starts where its first row starts, and all its rows end
+    # together, when the last one does.
+    join_call_rows(rows.cont, rs, re)
     # Rows without operations (regions): map measured times through the rank's time warp,
     # piecewise linear between the replayed ends of MPI calls.
     has = rs >= 0
     if not has.all():
-        time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has,
-                    (rows.t_start - prep.t0).astype(float), (rows.t_end - prep.t0).astype(float),
-                    rs, re, np.asarray(prep.measured_rank_end_ns, float),
-                    np.asarray(out.rank_end, float))
+        time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has, rows.t_start,
+                  rows.t_end, prep.t0, rs, re, np.asarray(prep.measured_rank_end_ns, float),
+                  np.asarray(out.rank_end, float))
     res.row_start_ns = rs
     res.row_end_ns = np.maximum(re, rs)
     # critical path

@@ -155,7 +155,7 @@ def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndar
     rows = prep.rows
     has = rs >= 0
     re = np.where(has, np.maximum(re, rs), re)
-    time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has,
-                (rows["t_start"] - prep.t0).astype(float), (rows["t_end"] - prep.t0).astype(float),
-                rs, re, np.asarray(prep.measured_rank_end_ns, float), np.asarray(rank_end, float))
+    time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has, rows["t_start"],
+              rows["t_end"], prep.t0, rs, re, np.asarray(prep.measured_rank_end_ns, float),
+              np.asarray(rank_end, float))
     return rs, np.maximum(re, rs)
