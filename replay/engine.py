@@ -9,11 +9,9 @@ import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from hindsight import trace as tf
 from hindsight.errors import UsageError
@@ -26,6 +24,12 @@ from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
 from replay.transport_cost import TransportCost
 from replay.warp import join_call_rows, time_warp
+
+# pandas and pyarrow are imported where they are used (the frames, writing a timeline): a replay
+# that prints its summary needs neither, and importing them takes a third of a second.
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 
 @dataclass
@@ -61,6 +65,8 @@ class Result:
 
     def breakdown(self) -> pd.DataFrame:
         """Per rank: replayed end, compute, communication, waiting (seconds)."""
+        import pandas as pd
+
         df = pd.DataFrame({
             "rank": np.arange(len(self.rank_end_ns)),
             "end_s": self.rank_end_ns / 1e9,
@@ -77,6 +83,8 @@ class Result:
         """Per trace row: rank, seq, op, measured and replayed start/end (ns), critical flag."""
         if self.row_start_ns is None or self.prepared is None:
             raise ReplayError("this result was computed without per-event times (record=False)")
+        import pandas as pd
+
         r = self.prepared.rows
         return pd.DataFrame({
             "rank": r.rank, "seq": r.seq,
@@ -123,6 +131,8 @@ class Result:
         """The replayed timeline in the trace schema (t_start/t_end replaced, ns from 0)."""
         if self.row_start_ns is None or self.prepared is None:
             raise ReplayError("this result was computed without per-event times (record=False)")
+        import pyarrow as pa
+
         if table is None:
             if self.prepared.table is not None:
                 table = self.prepared.table
@@ -417,7 +427,7 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
     has = rs >= 0
     if not has.all():
         time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has, rows.t_start,
-                  rows.t_end, prep.t0, rs, re, np.asarray(prep.measured_rank_end_ns, float),
+                  rows.t_end, prep.t0, rs, re, np.asarray(res.measured_rank_end_ns, float),
                   np.asarray(out.rank_end, float))
     res.row_start_ns = rs
     res.row_end_ns = np.maximum(re, rs)
@@ -550,6 +560,8 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
     (replay/executors.py); the rows are the same, in the same order.
     """
+    import pandas as pd
+
     from replay import executors
 
     mod = M.get_model(model)
