@@ -26,15 +26,27 @@ def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
     else:
         rs, re = _row_times_from_sidecar(prep, sched, sim)
     rs, re = _fill_rows(prep, rs, re, sim.rank_end)
-    cont = np.asarray(prep.rows["cont"], bool)
-    if cont.any():
-        n = len(rs)
-        grp = np.maximum.accumulate(np.where(cont, 0, np.arange(n)))
-        gend = np.full(n, -np.inf)
-        np.maximum.at(gend, grp, re)
-        rs = rs[grp]
-        re = gend[grp]
+    _share_call_times(np.asarray(prep.rows["cont"], bool), rs, re)
     return rs, np.maximum(re, rs)
+
+
+@nb.njit(cache=True, nogil=True)
+def _share_call_times(cont, rs, re):
+    """The rows of one call (``cont``: the row continues the call of the row before) take its
+    first row's start and the latest end among them. In place."""
+    n = len(cont)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and cont[j]:
+            j += 1
+        end = -np.inf
+        for k in range(i, j):
+            end = np.maximum(end, re[k])
+        for k in range(i, j):
+            rs[k] = rs[i]
+            re[k] = end
+        i = j
 
 
 def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult):
