@@ -9,11 +9,9 @@ import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from hindsight import trace as tf
 from hindsight.errors import UsageError
@@ -25,7 +23,13 @@ from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
 from replay.transport_cost import TransportCost
-from replay.warp import time_warp
+from replay.warp import join_call_rows, time_warp
+
+# pandas and pyarrow are imported where they are used (the frames, writing a timeline): a replay
+# that prints its summary needs neither, and importing them takes a third of a second.
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 
 @dataclass
@@ -65,6 +69,8 @@ class Result:
 
     def breakdown(self) -> pd.DataFrame:
         """Per rank: replayed end, compute, communication, waiting (seconds)."""
+        import pandas as pd
+
         df = pd.DataFrame({
             "rank": np.arange(len(self.rank_end_ns)),
             "end_s": self.rank_end_ns / 1e9,
@@ -81,6 +87,8 @@ class Result:
         """Per trace row: rank, seq, op, measured and replayed start/end (ns), critical flag."""
         if self.row_start_ns is None or self.prepared is None:
             raise ReplayError("this result was computed without per-event times (record=False)")
+        import pandas as pd
+
         r = self.prepared.rows
         return pd.DataFrame({
             "rank": r.rank, "seq": r.seq,
@@ -127,6 +135,8 @@ class Result:
         """The replayed timeline in the trace schema (t_start/t_end replaced, ns from 0)."""
         if self.row_start_ns is None or self.prepared is None:
             raise ReplayError("this result was computed without per-event times (record=False)")
+        import pyarrow as pa
+
         if table is None:
             if self.prepared.table is not None:
                 table = self.prepared.table
@@ -429,23 +439,16 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
     re = np.full(n, -1.0)
     K.rows_from_ops(st.op_row, out.op_start, out.op_end, rs, re)
     rows = prep.rows
-    # A call recorded as several rows starts where its first row starts.
-    cont = np.flatnonzero(rows.cont)
-    if len(cont):
-        grp = np.maximum.accumulate(np.where(rows.cont, 0, np.arange(n)))
-        rs[cont] = rs[grp[cont]]
-        # ... and all its rows end together, when the last one does
-        gend = np.full(n, -1.0)
-        np.maximum.at(gend, grp, re)
-        re = np.where(gend[grp] >= 0, np.maximum(re, gend[grp]), re)
+    # A call recorded as several rows starts where its first row starts, and all its rows end
+    # together, when the last one does.
+    join_call_rows(rows.cont, rs, re)
     # Rows without operations (regions): map measured times through the rank's time warp,
     # piecewise linear between the replayed ends of MPI calls.
     has = rs >= 0
     if not has.all():
-        time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has,
-                    (rows.t_start - prep.t0).astype(float), (rows.t_end - prep.t0).astype(float),
-                    rs, re, np.asarray(prep.measured_rank_end_ns, float),
-                    np.asarray(out.rank_end, float))
+        time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has, rows.t_start,
+                  rows.t_end, prep.t0, rs, re, np.asarray(res.measured_rank_end_ns, float),
+                  np.asarray(out.rank_end, float))
     res.row_start_ns = rs
     res.row_end_ns = np.maximum(re, rs)
     # critical path
@@ -577,6 +580,8 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
     (replay/executors.py); the rows are the same, in the same order.
     """
+    import pandas as pd
+
     from replay import executors
 
     mod = M.get_model(model)

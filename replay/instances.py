@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
-import pandas as pd
 
 from hindsight import trace as tf
 from replay.errors import ReplayError
@@ -52,6 +51,8 @@ def group_ids(*cols: np.ndarray) -> np.ndarray:
     order of first appearance. One mixed-radix integer key per row is hashed (hashing a tuple
     per row cost 0.5 s for 170k collective instances); tuples only when the key would not fit
     in 63 bits."""
+    import pandas as pd     # here: a replay of a cached trace without collectives needs none
+
     radix = [int(col.max()) + 1 if len(col) else 1 for col in cols]
     if math.prod(float(x) for x in radix) < 2.0 ** 62:
         key = np.zeros(len(cols[0]), np.int64)

@@ -28,13 +28,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from hindsight import trace as tf
+
+# pandas and pyarrow are imported where they are used: preparing a trace needs them, a replay
+# of a prepared (cached) trace does not, and importing them takes a third of a second.
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 IRECV = tf.OP_CODE["Irecv"]
 
@@ -223,6 +227,8 @@ def small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
     lo, hi = int(x.min()), int(x.max())
     if hi - lo < 1 << 16:
         return x.astype(np.int64) - lo, hi - lo + 1
+    import pandas as pd
+
     codes, uniq = pd.factorize(x)
     return codes.astype(np.int64), max(len(uniq), 1)
 
@@ -234,6 +240,8 @@ def _channel_ids(src, dst, comm, tag, nranks):
     Each argument is a pair (sends' values, receives' values). When few channels are possible
     the compiled direct key is the id (the pairing's counters are no larger than the rows, and
     nothing is hashed); else the keys are hashed (linear time)."""
+    import pandas as pd
+
     P = max(int(nranks), 1)
     if tag is None:
         tag = (np.zeros(0, np.int32),) * 2  # no tag in the key (nt = 1)
@@ -356,6 +364,9 @@ def match_messages(table, max_problems: int = 1000,
     trace; row indices in the result refer to ``table``'s row order. ``_in_order``: the caller
     has put the rows in (rank, seq) order already (``prepare`` does), so it is not checked again.
     """
+    import pandas as pd
+    import pyarrow as pa
+
     cols = tf.table_columns(table)[0] if isinstance(table, pa.Table) else table
     n = len(cols["rank"])
     # Native column types (int32 for rank, peer, tag, comm): full-length int64 copies would

@@ -151,13 +151,18 @@ def _place(call_off, call_end, unit_rank, unit_time):
 
 
 def _sorted_events(s: np.ndarray, e: np.ndarray, rank: np.ndarray):
+    """The endpoints of the intervals [s, e) (empty ones left out) as (time, +1 start / -1 end,
+    rank), by time, ends before starts at equal times, else in interval order."""
     keep = e > s
     s, e, rank = s[keep], e[keep], rank[keep]
-    t = np.concatenate([s, e])
-    delta = np.concatenate([np.ones(len(s), np.int8), -np.ones(len(e), np.int8)])
+    # The ends first, then the starts: a stable sort by time alone then puts ends first at
+    # equal times. Each rank's intervals come in order, so the times are a few sorted runs,
+    # which NumPy's stable sort (timsort) merges.
+    t = np.concatenate([e, s])
+    delta = np.concatenate([-np.ones(len(e), np.int8), np.ones(len(s), np.int8)])
     rk = np.concatenate([rank, rank]).astype(np.int64)
-    order = np.lexsort((delta, t))  # at equal times: -1 (ends) first
-    return t[order].astype(np.float64), delta[order], rk[order]
+    order = np.argsort(t, kind="stable")
+    return t[order].astype(np.float64, copy=False), delta[order], rk[order]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -178,19 +183,95 @@ class Calls:
 def calls_of(prep: Prepared) -> Calls:
     """The MPI calls of a prepared trace (region rows and rows of unknown ops excluded)."""
     rows = prep.rows
-    n = prep.nrows
-    mpi = rows["op"] > 0
-    first = mpi & ~rows["cont"].astype(bool)
-    call_rows = np.flatnonzero(first)
-    grp = np.full(n, -1, np.int64)
-    # rows continuing a call follow its first row directly (same rank, same times)
-    grp[first] = np.arange(len(call_rows))
-    owner = np.maximum.accumulate(np.where(first, np.arange(n), -1)) if n else grp
-    cont = mpi & ~first
-    grp[cont] = grp[owner[cont]]
-    return Calls(call_rows, rows["rank"][call_rows].astype(np.int64),
-                 (rows["t_start"][call_rows] - prep.t0).astype(np.float64),
-                 (rows["t_end"][call_rows] - prep.t0).astype(np.float64), grp)
+    return Calls(*_calls(rows["op"], rows["cont"], rows["rank"], rows["t_start"], rows["t_end"],
+                         prep.t0))
+
+
+@nb.njit(cache=True, nogil=True)
+def _calls(op, cont, rank, t_start, t_end, t0):
+    """``Calls`` fields: a call starts at each MPI row (op > 0) that does not continue the call
+    before it (rows continuing a call follow its first row directly: same rank, same times)."""
+    n = len(op)
+    nc = 0
+    for i in range(n):
+        if op[i] > 0 and not cont[i]:
+            nc += 1
+    row = np.empty(nc, np.int64)
+    crank = np.empty(nc, np.int64)
+    ts = np.empty(nc)
+    te = np.empty(nc)
+    grp = np.empty(n, np.int64)
+    c = -1
+    for i in range(n):
+        if op[i] <= 0:
+            grp[i] = -1
+        elif cont[i]:
+            grp[i] = c
+        else:
+            c += 1
+            grp[i] = c
+            row[c] = i
+            crank[c] = rank[i]
+            ts[c] = float(t_start[i] - t0)
+            te[c] = float(t_end[i] - t0)
+    return row, crank, ts, te, grp
+
+
+@nb.njit(cache=True, nogil=True)
+def _p2p_partners(kind, msg, op, t_start, t0, rs, send_row, recv_row, m_bytes, S, sync_of,
+                  sr_send):
+    """Per row, the measured and replayed start of its point-to-point partner's posting row
+    (-inf: none): a row completing a receive or a probe, the send's; a row completing a
+    rendezvous or synchronous-mode send (or Sendrecv's send half), the receive's."""
+    n = len(kind)
+    pm = np.full(n, -np.inf)
+    pr = np.full(n, -np.inf)
+    M0 = len(m_bytes)
+    for i in range(n):
+        m = msg[i]
+        k = kind[i]
+        if m < 0 or m >= M0 or k == K.COLL:
+            continue
+        if k == K.RECV or k == K.WRECV or k == K.PROBE:
+            p = send_row[m]
+            pm[i] = float(t_start[p] - t0)
+            pr[i] = rs[p]
+        if k == K.SEND or k == K.WSEND or op[i] == sr_send:
+            so = op[send_row[m]]
+            if m_bytes[m] > S or sync_of[so if so >= 0 else len(sync_of) - 1]:
+                p = recv_row[m]
+                pm[i] = float(t_start[p] - t0)
+                pr[i] = rs[p]
+    return pm, pr
+
+
+@nb.njit(cache=True, nogil=True)
+def _excess(grp, pm, pr, c_rank, c_ts, c_te, s_rep, e_rep, P):
+    """Per call its unexplained time e_c (the module docstring's definitions; a call's partner
+    post is the latest over its rows with one), and per rank the sums of D_c and of e_c."""
+    nc = len(c_rank)
+    cp_m = np.full(nc, -np.inf)
+    cp_r = np.full(nc, -np.inf)
+    for i in range(len(grp)):
+        g = grp[i]
+        if g >= 0 and np.isfinite(pm[i]):
+            cp_m[g] = np.maximum(cp_m[g], pm[i])
+            cp_r[g] = np.maximum(cp_r[g], pr[i])
+    excess = np.empty(nc)
+    in_mpi = np.zeros(P)
+    unexpl = np.zeros(P)
+    for c in range(nc):
+        D = c_te[c] - c_ts[c]
+        R = e_rep[c] - s_rep[c]
+        W = -np.inf
+        if np.isfinite(cp_m[c]):
+            W = (cp_m[c] - c_ts[c]) + (e_rep[c] - np.maximum(s_rep[c], cp_r[c]))
+        excess[c] = np.maximum(D - np.maximum(R, W), 0.0)
+        r = c_rank[c]
+        if 0 <= r < P:
+            in_mpi[r] += D
+            unexpl[r] += excess[c]
+    return excess, in_mpi, unexpl
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,43 +379,16 @@ def analyse(prep: Prepared, res: Any) -> NoiseReport:
         raise ReplayError("noise analysis needs per-event times (replay with record=True)")
     rows = prep.rows
     calls = calls_of(prep)
-    nc = len(calls.row)
     P = prep.nranks
     rs, re_ = res.row_start_ns, res.row_end_ns
-    D = calls.t_end - calls.t_start
-    R = re_[calls.row] - rs[calls.row]
-    s_rep = rs[calls.row]
-    e_rep = re_[calls.row]
-
     # Partner posts per row (measured and replayed start of the posting row), -inf: none.
-    n = prep.nrows
-    pm = np.full(n, -np.inf)
-    pr = np.full(n, -np.inf)
-    ts = (rows["t_start"] - prep.t0).astype(np.float64)
-    kind = rows["kind"]
-    msg = rows["msg"].astype(np.int64)
-    M0 = len(prep.msgs["bytes"])
-    has = (msg >= 0) & (msg < M0) & (kind != K.COLL)
-    send_row = np.asarray(prep.msgs["send_row"], np.int64)
-    recv_row = np.asarray(prep.msgs["recv_row"], np.int64)
-    # completing a receive or a probe: the send's posting call
-    rx = np.flatnonzero(has & np.isin(kind, (K.RECV, K.WRECV, K.PROBE)))
-    pm[rx] = ts[send_row[msg[rx]]]
-    pr[rx] = rs[send_row[msg[rx]]]
-    # completing a rendezvous or synchronous send: the receive's posting call
-    S = _eager_limit(res.params)
-    op = rows["op"]
-    sx = has & (np.isin(kind, (K.SEND, K.WSEND)) | (op == _SR_SEND))
-    if sx.any():
-        mb = np.asarray(prep.msgs["bytes"], np.float64)
-        srow = send_row[msg[sx]]
-        rdv = (mb[msg[sx]] > S) | _SYNC[np.where(op[srow] >= 0, op[srow], len(tf.OPS))]
-        sx_rows = np.flatnonzero(sx)[rdv]
-        pm[sx_rows] = ts[recv_row[msg[sx_rows]]]
-        pr[sx_rows] = rs[recv_row[msg[sx_rows]]]
+    pm, pr = _p2p_partners(rows["kind"], rows["msg"], rows["op"], rows["t_start"], prep.t0, rs,
+                           prep.msgs["send_row"], prep.msgs["recv_row"], prep.msgs["bytes"],
+                           _eager_limit(res.params), _SYNC, _SR_SEND)
     # a collective: the last member's entry
     coll = prep.coll
     if len(coll["comm"]) and len(coll["rows"]):
+        ts = (rows["t_start"] - prep.t0).astype(np.float64)
         crow = np.asarray(coll["rows"], np.int64)
         off = np.asarray(coll["off"], np.int64)
         nonempty = np.diff(off) > 0
@@ -344,32 +398,18 @@ def analyse(prep: Prepared, res: Any) -> NoiseReport:
         inst = np.repeat(np.arange(nonempty.sum()), np.diff(off)[nonempty])
         pm[crow] = last_m[inst]
         pr[crow] = last_r[inst]
-    # per call: the latest partner over its rows
-    cp_m = np.full(nc, -np.inf)
-    cp_r = np.full(nc, -np.inf)
-    g = calls.grp
-    sel = (g >= 0) & np.isfinite(pm)
-    np.maximum.at(cp_m, g[sel], pm[sel])
-    np.maximum.at(cp_r, g[sel], pr[sel])
-    bound = np.isfinite(cp_m)
-    W = np.full(nc, -np.inf)
-    W[bound] = (cp_m[bound] - calls.t_start[bound]) + \
-        (e_rep[bound] - np.maximum(s_rep[bound], cp_r[bound]))
-    X = np.maximum(R, W)
-    excess = np.maximum(D - X, 0.0)
-
-    in_mpi = np.bincount(calls.rank, weights=D, minlength=P)[:P]
-    unexpl = np.bincount(calls.rank, weights=excess, minlength=P)[:P]
+    excess, in_mpi, unexpl = _excess(calls.grp, pm, pr, calls.rank, calls.t_start,
+                                     calls.t_end, rs[calls.row], re_[calls.row], P)
     pos = np.flatnonzero(excess > 0)
-    t, delta, rk = _sorted_events(calls.t_end[pos] - excess[pos], calls.t_end[pos],
-                                  calls.rank[pos])
+    x_start = calls.t_end[pos] - excess[pos]
+    t, delta, rk = _sorted_events(x_start, calls.t_end[pos], calls.rank[pos])
     alone, union_wall, several_wall, ep_s, ep_e, ep_n, ep_rt, _, _ = _sweep(
         t, delta, rk, max(P, 1), True)
     shared = np.maximum(unexpl - alone, 0.0)
     # episode of each call: the last episode starting at or before the call's excess starts
-    ep_of_call = np.full(nc, -1, np.int64)
+    ep_of_call = np.full(len(excess), -1, np.int64)
     if len(ep_s):
-        ep_of_call[pos] = np.searchsorted(ep_s, calls.t_end[pos] - excess[pos], side="right") - 1
+        ep_of_call[pos] = np.searchsorted(ep_s, x_start, side="right") - 1
     return NoiseReport(res.model, P, calls, excess, in_mpi, unexpl, shared, float(union_wall),
                        float(several_wall), ep_s, ep_e, ep_n, ep_rt, ep_of_call,
                        float(prep.measured_makespan_ns))

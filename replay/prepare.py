@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from hindsight import trace as tf
 from hindsight.system import gc_paused
@@ -30,6 +29,9 @@ from replay.rma import fence_transfers
 from replay.rma_epochs import EpochOps, epoch_ops
 from replay.rows import Messages, Rows, trace_rows
 from replay.stream import Stream, build_stream
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -69,8 +71,10 @@ class Prepared:
     @property
     def measured_rank_end_ns(self) -> np.ndarray:
         out = np.zeros(self.nranks)
-        if self.nrows:
-            np.maximum.at(out, self.rows.rank, (self.rows.t_end - self.t0).astype(float))
+        # rows come in rank order: each rank's latest end is the maximum of its slice
+        off = np.searchsorted(self.rows.rank, np.arange(self.nranks + 1))
+        for r in np.flatnonzero(np.diff(off)).tolist():
+            out[r] = max(out[r], float(self.rows.t_end[off[r]:off[r + 1]].max() - self.t0))
         return out
 
     def stream(self, expand: bool, algorithms: dict[str, str] | None = None) -> Stream:

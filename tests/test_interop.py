@@ -126,19 +126,23 @@ def test_loggopsim_hand_example_through_import_and_replay(tmp_path):
     assert r1[r1["op"] == "Wait"]["end_ns"].tolist() == [13138.0]
 
 
-def test_loggopsim_sidecar_schedule_is_cached_and_refreshed(tmp_path):
-    """The schedule kept beside an imported trace is parsed once and read back from its cache
-    (same schedule, same replay); an edited schedule is parsed afresh."""
+def test_loggopsim_sidecar_schedule_is_cached_and_refreshed(tmp_path, monkeypatch):
+    """The schedule kept beside an imported trace is parsed by the import, which caches it:
+    replays read it back from the cache (same schedule, same replay); an edited schedule is
+    parsed afresh."""
+    from replay.loggopsim import schedule as S
     from replay.loggopsim.schedule import SIDECAR, sidecar_schedule
 
     src = tmp_path / "hand.goal"
     src.write_text(HAND)
     G.import_goal(src, tmp_path / "t")
-    prep = replay.prepare(tmp_path / "t")
-    first = sidecar_schedule(prep)
     cached = list((tmp_path / "t" / ".replay-cache").glob("schedule-*"))
     assert len(cached) == 1 and (cached[0] / "kind.npy").is_file()
-    again = sidecar_schedule(prep)
+    prep = replay.prepare(tmp_path / "t")
+    first = read_goal(tmp_path / "t" / SIDECAR)
+    with monkeypatch.context() as m:
+        m.setattr(S, "read_goal", lambda path: pytest.fail(f"{path} parsed again"))
+        again = sidecar_schedule(prep)
     assert isinstance(again.rank, np.ndarray) and again.rank.dtype == np.int64
     for name in ("rank", "kind", "size", "peer", "tag", "cpu", "nic", "dep_op", "dep_on",
                  "dep_start"):

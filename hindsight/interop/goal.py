@@ -21,7 +21,8 @@ from hindsight import trace as tf
 from replay import models as M
 from replay.engine import scale_array
 from replay.loggopsim.goal import GoalError, read_goal, write_goal
-from replay.loggopsim.schedule import SIDECAR, schedule_from_trace, sidecar_schedule
+from replay.loggopsim.schedule import (SIDECAR, cache_schedule, schedule_from_trace,
+                                       sidecar_schedule)
 from replay.loggopsim.simulator import (
     ANY,
     CALC,
@@ -85,11 +86,16 @@ def import_goal(path: Path | str, out: Path | str,
     except ScheduleError as exc:
         raise GoalError(f"{path}: {exc}") from None
     skipped = skipped_by_kind(sched)
-    ranks = RankRows(sched, sim)
-    del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")
+    # The schedule is kept beside the trace, parsed too: a replay under --model loggopsim reads
+    # its arrays instead of parsing the text again.
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, out / SIDECAR)
+    cache_schedule(sched, out / SIDECAR)
+    ranks = RankRows(sched, sim)
+    del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     # the manifest's makespan is the last row's end, from the epoch (time 0, where the
     # simulation starts), as write_trace takes it from the rows
     write_trace(out, ranks, manifest={
@@ -99,7 +105,6 @@ def import_goal(path: Path | str, out: Path | str,
                    "timeline": "simulated with LogGOPSim rules",
                    "params_ns": {k: (v if np.isfinite(v) else "inf") if isinstance(v, float)
                                  else v for k, v in values.items()}}})
-    shutil.copyfile(path, out / SIDECAR)
     return out
 
 

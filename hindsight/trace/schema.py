@@ -12,7 +12,18 @@ from hindsight.trace.core import (
     OP_CODE, OPS)
 
 
-OPS_ARRAY = pa.array(OPS, pa.string())  # the op dictionary of the files hindsight writes
+def _string_array(values) -> pa.Array:
+    """``pa.array(values, pa.string())``, built from its buffers: ``pa.array`` first asks
+    whether pandas is installed, which imports pandas (a third of a second for every command
+    that reads this module, a replay of a cached trace included)."""
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    offsets[1:] = np.cumsum([len(d) for d in data])
+    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()),
+                                       pa.py_buffer(b"".join(data)))
+
+
+OPS_ARRAY = _string_array(OPS)  # the op dictionary of the files hindsight writes
 
 
 def op_lut(names) -> np.ndarray:

@@ -26,15 +26,27 @@ def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
     else:
         rs, re = _row_times_from_sidecar(prep, sched, sim)
     rs, re = _fill_rows(prep, rs, re, sim.rank_end)
-    cont = np.asarray(prep.rows["cont"], bool)
-    if cont.any():
-        n = len(rs)
-        grp = np.maximum.accumulate(np.where(cont, 0, np.arange(n)))
-        gend = np.full(n, -np.inf)
-        np.maximum.at(gend, grp, re)
-        rs = rs[grp]
-        re = gend[grp]
+    _share_call_times(np.asarray(prep.rows["cont"], bool), rs, re)
     return rs, np.maximum(re, rs)
+
+
+@nb.njit(cache=True, nogil=True)
+def _share_call_times(cont, rs, re):
+    """The rows of one call (``cont``: the row continues the call of the row before) take its
+    first row's start and the latest end among them. In place."""
+    n = len(cont)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and cont[j]:
+            j += 1
+        end = -np.inf
+        for k in range(i, j):
+            end = np.maximum(end, re[k])
+        for k in range(i, j):
+            rs[k] = rs[i]
+            re[k] = end
+        i = j
 
 
 def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult):
@@ -102,20 +114,19 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     rs = np.full(n, -1.0)
     re = np.full(n, -1.0)
     t = tf.read_trace(prep.path, columns=["rank", "seq", "request"]).table
-    order = np.lexsort((t.column("seq").to_numpy(), t.column("rank").to_numpy()))
-    req = t.column("request").to_numpy()[order]
+    rank_col, seq_col = t.column("rank").to_numpy(), t.column("seq").to_numpy()
+    req = t.column("request").to_numpy()
+    if not tf.in_rank_seq_order(rank_col, seq_col):     # the prepared rows' order
+        req = req[np.lexsort((seq_col, rank_col))]
     off = sched.rank_off
     op = rows["op"]
     rank = rows["rank"]
-    post = tf.op_mask(op, ("Isend", "Irecv")) & (req >= 0)
-    g = off[rank[post]] + req[post]
-    if (req[post] >= np.diff(off)[rank[post]]).any():
-        raise GoalError(f"{prep.path}: the trace's requests do not match its GOAL schedule")
-    rs[post] = sim.op_start[g]
-    re[post] = np.where(sched.kind[g] == RECV, sim.op_start[g], sim.op_end[g])
     wait = tf.op_mask(op, tf.COMPLETION_OPS) & (req >= 0)
-    gw = off[rank[wait]] + req[wait]
-    re[wait] = sim.op_end[gw]
+    bad = _posts_and_waits(rank, req, tf.op_mask(op, ("Isend", "Irecv")), wait, off,
+                           sched.kind, sim.op_start, sim.op_end, rs, re, RECV)
+    if bad >= 0:
+        raise GoalError(f"{prep.path}: the trace's requests do not match its GOAL schedule (rank "
+                        f"{int(rank[bad])} seq {int(rows['seq'][bad])})")
     # the k-th calc region row of a rank takes the rank's k-th calc in replayed order
     calc_rows = np.flatnonzero(op == 0)
     calc_rows = calc_rows[np.argsort(rank[calc_rows], kind="stable")]
@@ -132,6 +143,29 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     re[calc_rows[ok]] = sim.op_end[g]
     _wait_starts(np.asarray(rank, np.int64), np.asarray(op, np.int64), wait, rs, re)
     return rs, re
+
+
+@nb.njit(cache=True)
+def _posts_and_waits(rank, req, post, wait, off, kind, op_start, op_end, rs, re, RECV):
+    """Times of the Isend/Irecv rows (``post``) and the Wait rows (``wait``) of a trace imported
+    from GOAL, whose request is the index of their operation on their rank: a post starts when
+    its operation started and ends then (a receive) or when the send's CPU part ended; a wait
+    ends when its operation completed. Returns the first row whose request is not an
+    operation of its rank, else -1."""
+    for w in range(len(rank)):
+        q = req[w]
+        if q < 0 or not (post[w] or wait[w]):
+            continue
+        r = rank[w]
+        if q >= off[r + 1] - off[r]:
+            return w
+        g = off[r] + q
+        if post[w]:
+            rs[w] = op_start[g]
+            re[w] = op_start[g] if kind[g] == RECV else op_end[g]
+        else:
+            re[w] = op_end[g]
+    return -1
 
 
 @nb.njit(cache=True)
@@ -155,7 +189,7 @@ def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndar
     rows = prep.rows
     has = rs >= 0
     re = np.where(has, np.maximum(re, rs), re)
-    time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has,
-                (rows["t_start"] - prep.t0).astype(float), (rows["t_end"] - prep.t0).astype(float),
-                rs, re, np.asarray(prep.measured_rank_end_ns, float), np.asarray(rank_end, float))
+    time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has, rows["t_start"],
+              rows["t_end"], prep.t0, rs, re, np.asarray(prep.measured_rank_end_ns, float),
+              np.asarray(rank_end, float))
     return rs, np.maximum(re, rs)

@@ -94,9 +94,17 @@ def sidecar_schedule(prep: Prepared) -> Schedule | None:
         except (OSError, ValueError, KeyError):   # a damaged cache is rebuilt, never trusted
             shutil.rmtree(cached, ignore_errors=True)
     sched = read_goal(path)
+    cache_schedule(sched, path)
+    return sched
+
+
+def cache_schedule(sched: Schedule, goal: Path) -> None:
+    """Keep ``sched``, parsed from the schedule file ``goal`` beside a trace, in that trace's
+    cache, where ``sidecar_schedule`` reads it instead of parsing the file (``hindsight import
+    goal`` keeps the schedule it parsed, as LogGOPSim's txt2bin writes a binary form)."""
+    cached = _schedule_cache(goal)
     if cached is not None and isinstance(sched.labels, GoalLabels):
         _save_schedule(sched, cached)
-    return sched
 
 
 # On disk the arrays are as narrow as the format allows (ranks, peers, tags, cpu/nic indices and,

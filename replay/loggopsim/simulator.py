@@ -110,23 +110,38 @@ def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv:
     return p
 
 
-def _successors(nops: int, dep_op: np.ndarray, dep_on: np.ndarray, dep_start: np.ndarray):
-    """CSR of dependents by the operation they wait for, and each op's count of open deps."""
-    order = np.argsort(dep_on, kind="stable")
+@nb.njit(cache=True, nogil=True)
+def _successors(nops, dep_op, dep_on, dep_start, index_proto):
+    """CSR of dependents by the operation they wait for (each operation's in dependency order),
+    and each op's count of open deps; operation numbers of ``index_proto``'s type."""
     off = np.zeros(nops + 1, np.int64)
-    np.add.at(off, dep_on + 1, 1)
-    off = np.cumsum(off)
-    cnt = np.zeros(nops, np.int64)
-    np.add.at(cnt, dep_op, 1)
-    return off, dep_op[order].astype(np.int64), dep_start[order].astype(np.bool_), cnt
+    cnt = np.zeros(nops, index_proto.dtype)
+    for k in range(len(dep_on)):
+        off[dep_on[k] + 1] += 1
+        cnt[dep_op[k]] += 1
+    for i in range(nops):
+        off[i + 1] += off[i]
+    at = off[:-1].copy()
+    succ = np.empty(len(dep_on), index_proto.dtype)
+    succ_start = np.empty(len(dep_on), np.bool_)
+    for k in range(len(dep_on)):
+        j = at[dep_on[k]]
+        succ[j] = dep_op[k]
+        succ_start[j] = dep_start[k]
+        at[dep_on[k]] += 1
+    return off, succ, succ_start, cnt
 
 
 def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     """Run the schedule; raise ScheduleError if it cannot finish."""
     n = s.nops
+    # Operation numbers (and the matching buckets, at most one per operation) as int32 when they
+    # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
+    # touches some twenty per-operation arrays, and their width is its memory traffic.
+    proto = np.zeros(0, np.int32 if 2 * n + 2 < 2**31 else np.int64)
     off, succ, succ_start, cnt = _successors(n, np.asarray(s.dep_op, np.int64),
                                              np.asarray(s.dep_on, np.int64),
-                                             np.asarray(s.dep_start, bool))
+                                             np.asarray(s.dep_start, bool), proto)
     ncpu = int(s.cpu.max()) + 1 if n else 1
     nnic = int(s.nic.max()) + 1 if n else 1
     for unit, count in (("cpu", ncpu), ("nic", nnic)):
@@ -139,15 +154,16 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
-    rank = np.asarray(s.rank, np.int64)
-    kind = np.asarray(s.kind, np.int64)
-    peer = np.asarray(s.peer, np.int64)
-    tag = np.asarray(s.tag, np.int64)
-    buckets = _match_buckets(s.nranks, rank, kind, peer, tag)
+    rank = np.asarray(s.rank, np.int32)
+    kind = np.asarray(s.kind, np.int8)
+    peer = np.asarray(s.peer, np.int32)
+    tag = np.asarray(s.tag, np.int32)
+    bucket, cand, ubucket, nbuckets = _match_buckets(s.nranks, rank, kind, peer, tag)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
-        np.asarray(s.cpu, np.int64), np.asarray(s.nic, np.int64),
-        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, *buckets,
+        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),
+        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket.astype(proto.dtype),
+        cand.astype(proto.dtype), ubucket.astype(proto.dtype), nbuckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
         what = []
@@ -181,20 +197,29 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     n = len(kind)
     snd = np.flatnonzero(kind == SEND)
     rcv = np.flatnonzero(kind == RECV)
-    _, tid = np.unique(np.concatenate([tag[snd], tag[rcv], [ANY]]), return_inverse=True)
-    tid = tid.astype(np.int64)
-    T = int(tid.max()) + 1
-    if float(P + 1) ** 2 * T >= 2.0 ** 62:
-        raise ScheduleError(f"too many ranks and tags to index ({P} ranks, {T} tags)")
-    t_any = tid[-1]
-    s_tid, r_tid = tid[:len(snd)], tid[len(snd):-1]
+    s_tag, r_tag = tag[snd].astype(np.int64), tag[rcv].astype(np.int64)
+    # A tag's number in the keys: the tag less the least one while the keys fit, else its rank
+    # among the distinct tags (no sort of the tags). The keys' order is the same either way.
+    lo = min([ANY] + [int(x.min()) for x in (s_tag, r_tag) if len(x)])
+    T = max([ANY] + [int(x.max()) for x in (s_tag, r_tag) if len(x)]) - lo + 1
+    if float(P + 1) ** 2 * T < 2.0 ** 62:
+        s_tid, r_tid, t_any = s_tag - lo, r_tag - lo, ANY - lo
+    else:
+        _, tid = np.unique(np.concatenate([s_tag, r_tag, [ANY]]), return_inverse=True)
+        tid = tid.astype(np.int64)
+        T = int(tid.max()) + 1
+        if float(P + 1) ** 2 * T >= 2.0 ** 62:
+            raise ScheduleError(f"too many ranks and tags to index ({P} ranks, {T} tags)")
+        t_any = tid[-1]
+        s_tid, r_tid = tid[:len(snd)], tid[len(snd):-1]
 
     def key(dst, src, t):
         return (dst * (P + 1) + (src + 1)) * T + t
 
-    d, src = peer[snd], rank[snd]
+    d, src = peer[snd].astype(np.int64), rank[snd].astype(np.int64)
     s_key = key(d, src, s_tid)
-    keys, ids = np.unique(np.concatenate([s_key, key(rank[rcv], peer[rcv], r_tid)]),
+    keys, ids = np.unique(np.concatenate([s_key, key(rank[rcv].astype(np.int64),
+                                                     peer[rcv].astype(np.int64), r_tid)]),
                           return_inverse=True)
     bucket = np.full(n, -1, np.int64)
     bucket[snd] = ids[:len(snd)]
@@ -269,31 +294,34 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     # Posted receives: FIFO lists per bucket (``_match_buckets``), threaded through the recv
     # operation's index, with a post stamp to find the earliest of several heads. Arrived
     # messages: FIFO lists per bucket and one per rank in arrival order (for wildcard receives),
-    # threaded through the send operation's index.
-    qn = np.full(n, -1, np.int64)
-    qp = np.full(n, -1, np.int64)
-    bn = np.full(n, -1, np.int64)
-    bp = np.full(n, -1, np.int64)
-    post = np.zeros(n, np.int64)
+    # threaded through the send operation's index. An element's links and stamp are written when
+    # it joins a list, before anything reads them: those arrays start unset (most operations
+    # never join one, and filling them was a tenth of a replay's memory traffic).
+    ix = succ.dtype   # operation numbers (int32 when they fit, ``simulate``)
+    qn = np.empty(n, ix)
+    qp = np.empty(n, ix)
+    bn = np.empty(n, ix)
+    bp = np.empty(n, ix)
+    post = np.empty(n, np.int64)
     n_post = 0
-    rq_h = np.full(nbuckets, -1, np.int64)
-    rq_t = np.full(nbuckets, -1, np.int64)
-    ub_h = np.full(nbuckets, -1, np.int64)
-    ub_t = np.full(nbuckets, -1, np.int64)
+    rq_h = np.full(nbuckets, -1, ix)
+    rq_t = np.full(nbuckets, -1, ix)
+    ub_h = np.full(nbuckets, -1, ix)
+    ub_t = np.full(nbuckets, -1, ix)
     uq_h = np.full(P, -1, np.int64)
     uq_t = np.full(P, -1, np.int64)
     n_rq = 0
     n_uq = 0
     done = np.zeros(n, np.bool_)
-    freed = np.empty(n + 1, np.int64)
+    freed = np.empty(n + 1, ix)
     key = np.empty(n + 1, np.int64)
     nf = 0
     # Events that found their CPU (and NIC) busy wait parked per resource group, in stamp order;
     # the group has one token in the heap (``park``) instead of one entry per waiting event.
     ngroups = P * ncpu * 3 * nnic
-    pk_n = np.full(2 * n, -1, np.int64)
-    pk_p = np.full(2 * n, -1, np.int64)
-    pk_s = np.zeros(2 * n, np.int64)
+    pk_n = np.empty(2 * n, ix)
+    pk_p = np.empty(2 * n, ix)
+    pk_s = np.empty(2 * n, np.int64)
     pk_h = np.full(ngroups, -1, np.int64)
     pk_t = np.full(ngroups, -1, np.int64)
     floor = np.zeros(ngroups)
