@@ -3,8 +3,6 @@ user errors become one readable line and a non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
-import atexit
-import gc
 import sys
 from pathlib import Path
 
@@ -18,11 +16,6 @@ from hindsight.errors import DataError, UsageError, UserError
 
 #: the exit code of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
 INTERRUPTED = 130
-
-# The interpreter's last garbage collection walks every object still alive at exit, numba's
-# many among them: a quarter of a second after each replay. Those objects go with the process,
-# and the files a command writes are closed by then, so the heap is frozen out of it.
-atexit.register(gc.freeze)
 
 
 class CommandFailed(click.ClickException):
