@@ -9,7 +9,7 @@ import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -174,16 +174,6 @@ class Result:
 # ------------------------------------------------------------------------------------------------
 
 
-class Carry(NamedTuple):
-    """Where a replay starts: a segment of a streamed replay starts where the segment before
-    ended (``replay.streamed``)."""
-
-    ranks: np.ndarray     # 3 x P: each rank's time, and when its sending and receiving are free
-    #: (messages, their send's post time, ns) of the messages sent before this replay (rule
-    #: ``carried_message``), or None
-    sent: tuple[np.ndarray, np.ndarray] | None = None
-
-
 def scale_array(prep: Prepared, compute_scale: float,
                 region_scale: Mapping[str, float] | None) -> np.ndarray:
     """Compute-scale factor per region code + 1 (index 0: no region): ``compute_scale``, with
@@ -205,12 +195,12 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
             cpu: bool, m_delay: np.ndarray, record: bool,
             cost: np.ndarray | None = None,
             floor: np.ndarray | None = None,
-            carry: Carry | None = None) -> tuple[int, K.Outputs]:
+            carry: K.Carry | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
     ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
     earliest end of its rendezvous send, rule ``ack_cells``, or None; ``carry``: where each rank
-    starts and the messages sent before, ``Carry``, or None: at 0). Returns how many ranks could not finish (0:
-    success) and the outputs, per operation only with ``record``."""
+    starts and the messages sent before, ``kernel.Carry``, or None: at 0). Returns how many
+    ranks could not finish (0: success) and the outputs, per operation only with ``record``."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
@@ -249,7 +239,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         algorithms: Mapping[str, str] | None = None, record: bool = True,
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
         transport_cost: TransportCost | None = None,
-        carry: Carry | None = None) -> Result:
+        carry: K.Carry | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied

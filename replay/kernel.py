@@ -117,6 +117,16 @@ class Outputs(NamedTuple):
     carry: np.ndarray      # per rank: start time, send and receive free (in); the same at end
 
 
+class Carry(NamedTuple):
+    """Where a replay starts: a segment of a streamed replay starts where the segment before
+    ended (``replay.streamed``)."""
+
+    ranks: np.ndarray     # 3 x P: each rank's time, and when its sending and receiving are free
+    #: (messages, their send's post time, ns) of the messages sent before this replay (rule
+    #: ``carried_message``), or None
+    sent: tuple[np.ndarray, np.ndarray] | None = None
+
+
 # ---- the loop -------------------------------------------------------------------------------
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from replay import kernel as K
 from replay import models as M
-from replay.engine import Carry, Result, run
+from replay.engine import Result, run
+from replay.kernel import Carry
 from replay.errors import ReplayError
 from replay.prepare import _prepare_columns
 from replay.segments import segments
