@@ -332,6 +332,9 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     say = _say(quiet)
     for note in res.info.get("notes", []):
         click.echo(f"note: {note}", err=True)
+    if profile and not quiet:
+        _note_mismatch(profile, read_manifest(trace))
+        _warn_noisy(profile)
     st = res.info["streamed"]
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
         f"{res.messages} messages)")
