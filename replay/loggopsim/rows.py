@@ -11,7 +11,7 @@ from replay.loggopsim.goal import GoalError
 from replay.loggopsim.schedule import TraceSchedule
 from replay.loggopsim.simulator import CALC, RECV, Schedule, SimResult
 from replay.prepare import Prepared
-from replay.warp import time_warp
+from replay.warp import join_call_rows, time_warp
 
 
 def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
@@ -26,27 +26,9 @@ def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
     else:
         rs, re = _row_times_from_sidecar(prep, sched, sim)
     rs, re = _fill_rows(prep, rs, re, sim.rank_end)
-    _share_call_times(np.asarray(prep.rows["cont"], bool), rs, re)
+    # every row has times now (>= 0): a call's rows take its first start and its latest end
+    join_call_rows(np.asarray(prep.rows["cont"], bool), rs, re)
     return rs, np.maximum(re, rs)
-
-
-@nb.njit(cache=True, nogil=True)
-def _share_call_times(cont, rs, re):
-    """The rows of one call (``cont``: the row continues the call of the row before) take its
-    first row's start and the latest end among them. In place."""
-    n = len(cont)
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and cont[j]:
-            j += 1
-        end = -np.inf
-        for k in range(i, j):
-            end = np.maximum(end, re[k])
-        for k in range(i, j):
-            rs[k] = rs[i]
-            re[k] = end
-        i = j
 
 
 def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult):
