@@ -124,6 +124,7 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     of a collective that disagree) is reported where the segmenting stops, with a line saying
     the rest was not checked."""
     from replay.errors import ReplayError
+    from replay.budget import max_window
     from replay.segments import NotStreamable, segments
 
     trace_dir = Path(trace_dir)
@@ -140,7 +141,7 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     state = _OrderState()
     coll_seen: dict[int, int] = defaultdict(int)
     try:
-        for seg in segments(trace_dir, window, crossing="all", max_window=_max_window(manifest)):
+        for seg in segments(trace_dir, window, crossing="all", max_window=max_window(manifest)):
             cols, real = seg.cols.arrays, ~seg.stand_in
             own = {k: v[real] for k, v in cols.items()}
             ops = own["op"]
@@ -157,14 +158,6 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
         # (a problem every segment sees, such as a communicator without members, once)
         problems += _capped(list(dict.fromkeys(found[kind])))
     return problems
-
-
-def _max_window(manifest: dict) -> int | None:
-    """How far a streamed window may grow in this machine's memory (None: not known)."""
-    from hindsight.system import available_memory
-    from replay.budget import max_window
-    avail = available_memory()
-    return max_window(int(manifest.get("ranks") or 1), avail) if avail else None
 
 
 def _name(code: int) -> str:

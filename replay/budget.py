@@ -31,10 +31,17 @@ def window_for(nranks: int, available: int) -> int:
     return int(min(max(w, 1 << 12), 1 << 20))
 
 
-def max_window(nranks: int, available: int) -> int:
-    """The most rows per rank a streamed window may grow to where no consistent cut comes
-    sooner: what about 90 % of ``available`` bytes hold."""
-    return max(int(0.9 * available / max(nranks, 1) / WINDOW_BYTES_PER_ROW), 1 << 12)
+def max_window(manifest: dict[str, Any]) -> int | None:
+    """The most rows per rank a streamed window of the trace of ``manifest`` may grow to where
+    no consistent cut comes sooner: what about 90 % of this machine's available memory holds
+    (None: not known)."""
+    from hindsight.system import available_memory
+
+    avail = available_memory()
+    if not avail:
+        return None
+    nranks = int(manifest.get("ranks") or 1)
+    return max(int(0.9 * avail / nranks / WINDOW_BYTES_PER_ROW), 1 << 12)
 
 
 def streamed_window(manifest: dict[str, Any], bytes_per_row: int = REPLAY_BYTES_PER_ROW

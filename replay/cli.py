@@ -313,6 +313,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     """``hindsight replay`` of a trace streamed segment by segment (``replay.streamed``)."""
     mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
     from replay.errors import ReplayError
+    from replay.budget import max_window
     from replay.streamed import refuse, run_streamed
     try:
         refuse(mod, values)
@@ -321,7 +322,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     try:
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
-                           window=window, max_window=_max_window(trace))
+                           window=window, max_window=max_window(read_manifest(trace)))
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:
@@ -357,14 +358,6 @@ def _measured_lines(say, res, epoch_ns: float | None) -> None:
         from hindsight.info import makespan_text
         say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
     say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
-
-
-def _max_window(trace: Path) -> int | None:
-    """How far a streamed window may grow in this machine's memory (None: not known)."""
-    from hindsight.system import available_memory
-    from replay.budget import max_window
-    avail = available_memory()
-    return max_window(int(read_manifest(trace).get("ranks") or 1), avail) if avail else None
 
 
 def _ack_line(say, ack: dict | None) -> None:
