@@ -108,19 +108,27 @@ class _Pending:
                 self.parts[r].append(b)
                 self.count[r] += len(b["rank"])
 
+    def _joined(self, r: int) -> dict[str, np.ndarray] | None:
+        """Rank r's pending rows as one array per column (joined once, so later heads and
+        drops slice it); None when it has none."""
+        if not self.parts[r]:
+            return None
+        if len(self.parts[r]) > 1:
+            cols = self.reader.columns
+            self.parts[r] = [{c: np.concatenate([p[c] for p in self.parts[r]]) for c in cols}]
+        return self.parts[r][0]
+
     def head(self, r: int, n: int) -> dict[str, np.ndarray]:
         """Rank r's first n pending rows (one array per column)."""
-        cols = self.reader.columns
-        if not self.parts[r]:
-            return {c: np.zeros(0, tf.column_dtype(c)) for c in cols}
-        if len(self.parts[r]) > 1:        # joined once, so later heads and drops slice it
-            self.parts[r] = [{c: np.concatenate([p[c] for p in self.parts[r]]) for c in cols}]
-        return {c: a[:n] for c, a in self.parts[r][0].items()}
+        rows = self._joined(r)
+        if rows is None:
+            return _empty(self.reader.columns)
+        return {c: a[:n] for c, a in rows.items()}
 
     def drop(self, r: int, n: int) -> None:
+        """Rank r's first n pending rows went into a segment."""
         if n:
-            self.head(r, 0)
-            self.parts[r] = [{c: a[n:].copy() for c, a in self.parts[r][0].items()}]
+            self.parts[r] = [{c: a[n:].copy() for c, a in self._joined(r).items()}]
             self.count[r] -= n
             if self.count[r] == 0:
                 self.parts[r] = []
