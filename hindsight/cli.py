@@ -127,10 +127,11 @@ def main() -> None:
 @click.option("--untraced", is_flag=True,
               help="launch the same run without tracing; OUT/manifest.json gets its wall time "
                    "only (the ground truth a traced run is compared with)")
-@click.option("--recorder", type=click.Choice(["python", "pmpi"]), default="python",
+@click.option("--recorder", type=click.Choice(["auto", "python", "pmpi"]), default="auto",
               show_default=True,
-              help="who records a Python --program's MPI calls: the mpi4py tracer, or the PMPI "
-                   "library below mpi4py (cheaper per call; docs/native.md)")
+              help="who records a Python --program's MPI calls: the PMPI library below mpi4py "
+                   "(a few hundred ns a call), or the mpi4py tracer in Python (2-8 µs a call); "
+                   "auto: the library, unless the program imports instrument (docs/cli.md)")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
 def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, untraced,
             recorder, words):

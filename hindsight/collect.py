@@ -88,11 +88,48 @@ def launch_env(nprocs: int, transport: str = "shm", cpu_sampling: str = "regions
 
 
 #: who records a program's MPI calls (`collect --recorder`): the mpi4py tracer in Python
-#: (instrument/comm.py ...), or the PMPI library below mpi4py (instrument/pmpi, docs/native.md)
-RECORDERS = ("python", "pmpi")
+#: (instrument/comm.py ...), or the PMPI library below mpi4py (instrument/pmpi, docs/native.md);
+#: "auto" picks one of them (`resolve_recorder`)
+RECORDERS = ("auto", "python", "pmpi")
 
 
-def by_library(program: str | None, recorder: str = "python") -> bool:
+def resolve_recorder(program: str | None, recorder: str = "auto") -> str:
+    """The recorder ``"auto"`` stands for: the PMPI library for a Python program, because its
+    few hundred ns a call leave a program's speed as it is where the Python tracer's 2-8 µs a
+    call slow a program that calls MPI every few tens of µs by 10-40 % (README, "What is traced,
+    and what it costs"); the Python tracer for an application and for a program that imports
+    ``instrument`` (its regions are recorded by the Python tracer only). A compiled program is
+    recorded by the library whatever this says (`by_library`). Other values are returned as
+    they are."""
+    if recorder != "auto":
+        return recorder
+    if program is None or imports_instrument(program):
+        return "python"
+    return "pmpi"
+
+
+def imports_instrument(program: str) -> bool:
+    """Whether the Python program's source imports ``instrument`` (or a module of it); a file
+    that is not Python source counts as not importing it."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(program).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(n == "instrument" or n.startswith("instrument.") for n in names):
+            return True
+    return False
+
+
+def by_library(program: str | None, recorder: str = "auto") -> bool:
     """Whether the runs of `program` go through the PMPI library: a compiled program always, a
     Python program with ``recorder="pmpi"``; traced or not (an untraced run loads the library
     with recording off, as a compiled program's does, so that the tracing perturbation measures
@@ -100,16 +137,21 @@ def by_library(program: str | None, recorder: str = "python") -> bool:
     if program is None:
         return False
     from instrument import native
-    return native.is_native(program) or recorder == "pmpi"
+    return native.is_native(program) or resolve_recorder(program, recorder) == "pmpi"
 
 
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
-                  program: str | None, args: list[str], recorder: str = "python") -> list[str]:
+                  program: str | None, args: list[str], recorder: str = "auto") -> list[str]:
     if nprocs < 1:
         raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
     if recorder not in RECORDERS:
         raise CollectUsageError(f"--recorder must be one of {', '.join(RECORDERS)}, "
                                 f"not {recorder!r}")
+    if recorder == "pmpi" and program is not None and imports_instrument(program):
+        raise CollectUsageError(f"--recorder pmpi: {program} imports instrument, whose regions "
+                                "only the Python tracer records: use --recorder python (or "
+                                "auto)")
+    recorder = resolve_recorder(program, recorder)
     launcher = [find_mpiexec(), "-n", str(nprocs)]
     py = sys.executable
     if program is not None:
@@ -370,22 +412,25 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
             program: str | None = None, args: list[str] = (), transport: str = "shm",
             cpu_sampling: str = "regions", timeout: float | None = None,
             quiet: bool = False, testbed: str | None = None,
-            untraced: bool = False, recorder: str = "python") -> tuple[int, dict]:
+            untraced: bool = False, recorder: str = "auto") -> tuple[int, dict]:
     """Run the job under mpiexec and return (exit code, final manifest).
 
     With ``testbed`` (the name of a testbed that is up, docs/testbed.md) the ranks run inside its
     nodes, MPI over TCP through the rate-limited veth links; ``transport`` is then ignored.
     With ``untraced`` the run is launched the same way but records nothing: ``out`` receives a
     manifest with ``traced: false`` and the run's wall time (``makespan_ns``) only.
-    ``recorder="pmpi"`` records a Python program's MPI calls with the PMPI library instead of
-    the Python tracer; its untraced runs then load the library with recording off
-    (`by_library`)."""
+    ``recorder`` says who records a Python program's MPI calls: ``"pmpi"`` the PMPI library,
+    whose untraced runs then load the library with recording off (`by_library`), ``"python"``
+    the Python tracer, ``"auto"`` one of them (`resolve_recorder`)."""
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
     cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder)
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
     library = by_library(program, recorder)
+    problem = tf.trace_dir_problem(out)
+    if problem:                     # said once here, not by every rank after mpiexec starts
+        raise CollectError(problem)
     if library:     # the run's start (and the clearing of an earlier run) is written here
         from instrument import native
         env.update(native.prepare(out, nprocs, program, list(args), env, untraced))

@@ -160,8 +160,10 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
     lib = library()
     out = Path(out)
     run_id = secrets.token_hex(8)
+    problem = fc.trace_dir_problem(out)
+    if problem:
+        raise NativeError(problem)
     try:
-        out.mkdir(parents=True, exist_ok=True)
         fc.clear_run(out)
         (out / fc.STAGING_DIR).mkdir()
         fc.write_json(out / fc.STAGING_DIR / "start.json",

@@ -219,6 +219,11 @@ class _TraceOnImport:
             os.environ[MULTIPLE_IS_DEFAULT] = "1"
         else:
             os.environ.pop(MULTIPLE_IS_DEFAULT, None)
+        if os.environ.get("HINDSIGHT_UNTRACED") != "1":
+            # Installed before MPI starts, so that the library's own SIGTERM/SIGINT handler
+            # (which marks the rank terminated) hands the signal on to this one.
+            from instrument.signals import exit_on_signals
+            exit_on_signals()
 
     def _recorded_by_library(self, mpi):
         """``--recorder pmpi``: the program gets the real module; a program that initialises

@@ -48,7 +48,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
         if where is not None:
             stopped_in[str(rank)] = where
         if not path.is_file():
-            _seal_dead_rank(trace_dir, rank, manifest["run_id"], tf.epoch_of(manifest, rank))
+            _seal_dead_rank(trace_dir, rank, manifest["run_id"], tf.epoch_of(manifest, rank),
+                            nranks)
         meta = None
         if path.is_file():
             try:
@@ -112,7 +113,8 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
     return manifest
 
 
-def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | None) -> None:
+def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | None,
+                    nranks: int) -> None:
     """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
 
     Its status is the one it left beside its records (`terminated` after a signal), else
@@ -134,5 +136,8 @@ def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | Non
         meta["status"] = "error"            # as the Python tracer marks a rank that raised
     except OSError:
         pass                                # the rank raised nothing
+    # the run's rank count, which a rank file of the Python tracer carries in its manifest copy,
+    # so that a file moved into another run's folder is named as such (trace.read)
+    meta.setdefault("run", {"ranks": nranks})
     meta["sealed_by"] = "hindsight collect"
     seal_rank(trace_dir, rank, meta, epoch_ns=epoch_ns)

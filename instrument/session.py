@@ -17,7 +17,6 @@ import atexit
 import contextlib
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from instrument import comm as tcomm, stopped as _stopped, untraced as _untraced
 from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
 from instrument.tracer import pack as _pack
 from instrument.seal import finalize_manifest
+from instrument.signals import exit_on_signals
 
 #: Environment variables that change how MPI moves data; recorded in the manifest.
 TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
@@ -198,12 +198,9 @@ def _wrap_finalize() -> None:
 
 
 def _prepare_dir(trace_dir: Path) -> str | None:
-    try:
-        trace_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create trace directory {trace_dir}: {exc.strerror}"
-    if not os.access(trace_dir, os.W_OK):
-        return f"trace directory {trace_dir} is not writable"
+    problem = tf.trace_dir_problem(trace_dir)
+    if problem:
+        return problem
     # A new run replaces an old trace in the same folder; anything else there is left alone.
     tf.clear_run(trace_dir)
     (trace_dir / tf.STAGING_DIR).mkdir()
@@ -537,24 +534,4 @@ def _install_exit_paths(signals: bool = True) -> None:
     if not signals:
         return
 
-    # SIGTERM/SIGINT: a rank blocked inside an MPI call never returns to Python to run a handler,
-    # so the C-level handler writes to a wake-up pipe and a watcher thread saves the status.
-    if threading.current_thread() is not threading.main_thread():
-        return
-    rfd, wfd = os.pipe()
-    os.set_blocking(wfd, False)
-
-    def watcher():
-        while True:
-            data = os.read(rfd, 1)
-            if not data:
-                return
-            signum = data[0]
-            if signum in (signal.SIGTERM, signal.SIGINT):
-                _flush_on_signal()
-                os._exit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
-    signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
-    threading.Thread(target=watcher, name="hindsight-signals", daemon=True).start()
+    exit_on_signals(_flush_on_signal)

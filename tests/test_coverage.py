@@ -34,7 +34,7 @@ def _traced(tmp_path, program: str, n: int, untraced: bool = False,
     manifest). With ``untraced`` the program makes calls the tracer does not model: `trace
     check` must say the traffic is incomplete (and nothing else)."""
     out = tmp_path / "trace"
-    res = hindsight("collect", "-n", n, "--program", PROGRAMS / program, "--out", out, "--",
+    res = hindsight("collect", "--recorder", "python", "-n", n, "--program", PROGRAMS / program, "--out", out, "--",
                     *args)
     assert res.returncode == 0, res.stderr
     lines = [x for x in res.stdout.splitlines() if not x.startswith("trace ")]
@@ -125,7 +125,7 @@ def test_a_program_that_initialises_mpi_itself_is_traced(tmp_path, how):
         assert list(mine[mine["op"] == "Waitall"]["nbytes"]) == [32, -1]  # the receive's size
     assert 0 < m["makespan_ns"] <= m["wall_ns"]
     out = tmp_path / "untraced"
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "self_init.py", "--out", out,
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", PROGRAMS / "self_init.py", "--out", out,
                     "--untraced", "--", how)
     assert res.returncode == 0, res.stderr
     u = tf.read_manifest(out)
@@ -137,7 +137,7 @@ def test_a_comm_world_taken_before_mpi_init_is_counted(tmp_path):
     """COMM_WORLD taken before the program's own MPI.Init is the real one (a traced one cannot
     be made before MPI is up): its calls have no rows, and the manifest says so."""
     out = tmp_path / "trace"
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "self_init.py", "--out", out,
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", PROGRAMS / "self_init.py", "--out", out,
                     "--", "init", "early")
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[0] == \
@@ -186,7 +186,7 @@ def test_calls_without_a_model_are_counted_in_the_manifest(tmp_path):
 
 
 def test_thread_multiple_is_refused_at_start_up(tmp_path):
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "thread_multiple.py",
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", PROGRAMS / "thread_multiple.py",
                     "--out", tmp_path / "t")
     assert res.returncode != 0
     # rank 0 says it on its stderr (as it would under plain mpiexec); collect's Error line too
@@ -197,7 +197,7 @@ def test_thread_multiple_is_refused_at_start_up(tmp_path):
     assert "Traceback" not in res.stderr
     assert "done" not in res.stdout
     # asked for through the program's own MPI.Init_thread: refused alike
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "self_init.py",
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", PROGRAMS / "self_init.py",
                     "--out", tmp_path / "i", "--", "init_thread_multiple")
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines()[-1] == (
@@ -211,7 +211,7 @@ def test_thread_multiple_is_refused_at_start_up(tmp_path):
 def test_a_program_that_never_initialises_mpi_is_one_line(tmp_path):
     prog = tmp_path / "no_init.py"
     prog.write_text("import mpi4py\nmpi4py.rc.initialize = False\nfrom mpi4py import MPI\n")
-    res = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t")
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", prog, "--out", tmp_path / "t")
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert f"hindsight: {prog} never initialised MPI (mpi4py.rc.initialize is False and it " \
         "called no MPI.Init): no trace written" in res.stderr
@@ -219,7 +219,7 @@ def test_a_program_that_never_initialises_mpi_is_one_line(tmp_path):
 
 def test_a_rank_that_raises_leaves_its_error_in_the_manifest(tmp_path):
     out = tmp_path / "t"
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "raises.py", "--out", out)
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", PROGRAMS / "raises.py", "--out", out)
     assert res.returncode != 0
     m = json.loads((out / "manifest.json").read_text())
     assert m["rank_errors"] == {"1": "RuntimeError: deliberate failure on rank 1"}
@@ -231,7 +231,7 @@ def test_a_rank_that_raises_leaves_its_error_in_the_manifest(tmp_path):
 @pytest.mark.parametrize("leftover", [".rank-00001.parquet.tmp", "rank-00001.parquet.tmp"])
 def test_a_half_written_rank_part_is_one_error_line(tmp_path, leftover):
     out = tmp_path / "t"
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "finalize.py", "--out", out)
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program", PROGRAMS / "finalize.py", "--out", out)
     assert res.returncode == 0, res.stderr
     (out / "rank-00001.parquet").rename(out / leftover)
     (out / leftover).write_bytes((out / leftover).read_bytes()[:100])

@@ -412,7 +412,8 @@ def test_one_sided_rows_are_the_python_tracers(exe, tmp_path):
     assert "note:" not in res.stderr          # every epoch closes: all transfers modelled
 
     py = tmp_path / "py"
-    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "rma.py", "--out", py)
+    res = hindsight("collect", "--recorder", "python", "-n", 3, "--program",
+                    PROGRAMS / "rma.py", "--out", py)
     assert res.returncode == 0, res.stderr
     cols = ["rank", "op", "peer", "tag", "comm", "nbytes", "request", "root"]
 
@@ -530,7 +531,8 @@ def test_neighbourhood_collectives_are_the_python_tracers(exe, tmp_path):
     _check_and_replay(tmp_path / "t")
 
     py = tmp_path / "py"
-    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "neighbours.py", "--out", py)
+    res = hindsight("collect", "--recorder", "python", "-n", 3, "--program",
+                    PROGRAMS / "neighbours.py", "--out", py)
     assert res.returncode == 0, res.stderr
     pym = tf.read_manifest(py)
     assert pym["neighbours"] == m["neighbours"]
@@ -586,7 +588,8 @@ def test_persistent_requests_are_the_python_tracers(exe, tmp_path):
     assert done.stdout == _untraced_stdout(prog, 3)
     assert m["untraced_calls"] == {}
     py = tmp_path / "py"
-    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "persistent.py", "--out", py)
+    res = hindsight("collect", "--recorder", "python", "-n", 3, "--program",
+                    PROGRAMS / "persistent.py", "--out", py)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[0].replace("np.float64(", "").replace(")", "") == \
         done.stdout.strip()
@@ -628,7 +631,8 @@ def test_freed_requests_are_the_python_tracers_and_replay(exe, tmp_path):
     done, m = _traced(prog, 2, out)
     assert done.stdout == _untraced_stdout(prog, 2) == "33.0\n"
     py = tmp_path / "py"
-    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "request_free.py", "--out", py)
+    res = hindsight("collect", "--recorder", "python", "-n", 2, "--program",
+                    PROGRAMS / "request_free.py", "--out", py)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[0] == "33.0"
     cols = ["rank", "op", "peer", "tag", "comm", "nbytes", "request", "root"]
@@ -675,7 +679,8 @@ def test_calls_without_a_row_are_counted_in_the_manifest(exe, tmp_path):
     done, m = _traced(prog, 3, out)
     assert done.stdout == _untraced_stdout(prog, 3)
     py = tmp_path / "py"
-    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "untraced_calls.py", "--out", py)
+    res = hindsight("collect", "--recorder", "python", "-n", 3, "--program",
+                    PROGRAMS / "untraced_calls.py", "--out", py)
     assert res.returncode == 0, res.stderr
     assert m["untraced_calls"] == {"Win.Rput": 3}
     assert tf.read_manifest(py)["untraced_calls"] == {"Win.Rput": 3}

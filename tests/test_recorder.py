@@ -94,6 +94,55 @@ def test_a_stopped_rank_names_its_python_line_and_its_call(tmp_path):
                        "1": {"call": "Recv", "where": "deadlock.py:12"}}, stopped
 
 
+def test_a_program_is_recorded_by_the_library_by_default(tmp_path):
+    """Without --recorder a Python program is recorded by the library (`auto`), and its untraced
+    run loads the library with recording off, as the traced run's comparison needs."""
+    out, bare = tmp_path / "t", tmp_path / "u"
+    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "p2p_all.py", "--out", out)
+    assert res.returncode == 0, res.stderr
+    m = tf.read_manifest(out)
+    assert m["tracer"] == "pmpi" and m["complete"], m
+    res = hindsight("collect", "-n", 3, "--program", PROGRAMS / "p2p_all.py", "--out", bare,
+                    "--untraced")
+    assert res.returncode == 0, res.stderr
+    assert json.loads((bare / "manifest.json").read_text())["tracer"] == "pmpi"
+
+
+def test_a_program_that_marks_regions_gets_the_python_tracer(tmp_path):
+    """A program importing instrument is recorded by the Python tracer under `auto` (its regions
+    are in the trace); asking for the library for it is a usage error, not regions dropped."""
+    out = tmp_path / "t"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "program_regions.py", "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert "tracer" not in tf.read_manifest(out)      # the Python tracer's manifest
+    ops = tf.read_trace(out).to_pandas()
+    assert (ops["op"].astype(str) == "region").sum() == 2, ops
+    res = _collect(tmp_path / "p", PROGRAMS / "program_regions.py")
+    assert res.returncode == 2 and not (tmp_path / "p").exists()
+    assert res.stderr.strip() == (
+        f"Error: --recorder pmpi: {PROGRAMS / 'program_regions.py'} imports instrument, whose "
+        "regions only the Python tracer records: use --recorder python (or auto)")
+
+
+def test_a_specs_program_defaults_to_the_library(tmp_path):
+    """A spec's program cell resolves `auto` as collect does; `pmpi` for a program that imports
+    instrument is a spec error naming the experiment."""
+    from validation.spec import SpecError, load_spec
+
+    def spec(extra: str, program) -> str:
+        f = tmp_path / "s.toml"
+        f.write_text(f'name = "s"\n[networks.shm]\ntransport = "shm"\n[[experiment]]\n'
+                     f'program = "{program}"\nranks = [2]\n{extra}'
+                     '[experiment.sizes]\n"a" = []\n')
+        return f
+    cells = load_spec(spec("", PROGRAMS / "p2p_all.py")).cells
+    assert {c.recorder for c in cells} == {"pmpi"}
+    cells = load_spec(spec("", PROGRAMS / "program_regions.py")).cells
+    assert {c.recorder for c in cells} == {"python"}
+    with pytest.raises(SpecError, match=r"experiment.*'recorder' pmpi: .*imports instrument"):
+        load_spec(spec('recorder = "pmpi"\n', PROGRAMS / "program_regions.py"))
+
+
 def test_the_recorder_is_for_programs_only(tmp_path):
     res = hindsight("collect", "sorting", "-n", 2, "--recorder", "pmpi", "--out", tmp_path / "t")
     assert res.returncode == 2

@@ -270,9 +270,10 @@ def test_disk_full_stops_the_run_cleanly(tmp_path):
     _mount_tmpfs(mnt, "size=256k")
     try:
         out = mnt / "trace"
-        res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
-                        "--out", out, "--", "--rounds", 3000, "--work", 10,
-                        env={"HINDSIGHT_BUFFER_EVENTS": "16"}, timeout=300)
+        # the Python tracer's buffer of 16 events (the library's first window would not fit)
+        res = hindsight("collect", "--recorder", "python", "-n", 2, "--program",
+                        ROOT / "hindsight/examples/ring.py", "--out", out, "--", "--rounds", 3000,
+                        "--work", 10, env={"HINDSIGHT_BUFFER_EVENTS": "16"}, timeout=300)
         text = res.stdout + res.stderr
         assert res.returncode != 0
         assert "Traceback" not in text

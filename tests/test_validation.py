@@ -531,7 +531,9 @@ def test_a_program_validates_end_to_end(tmp_path):
 
     from validation.report import report
 
-    sp = load_spec(_program_spec(tmp_path))
+    # LogGOPSim's rules (replay --model loggopsim) are a predictor as the others are
+    sp = load_spec(_program_spec(tmp_path, text=PROGRAM_SPEC.replace(
+        'replay = ["loggps"]', 'replay = ["loggps", "loggopsim"]')))
     [cell] = sp.cells                       # no P = 1 baseline unless asked for
     assert cell.key == "stencil-n2-tiny-shm" and cell.program == str(WORKLOADS / "stencil.py")
     out = tmp_path / "v"
@@ -539,8 +541,8 @@ def test_a_program_validates_end_to_end(tmp_path):
     assert s["run"] == 1 and s["failed"] == 0
     res = json.loads((out / "cells" / "stencil-n2-tiny-shm.json").read_text())
     assert res["program"] == str(WORKLOADS / "stencil.py") and res["paradigm"] == "program"
-    assert [p["predictor"] for p in res["predictions"]] == ["replay:loggps"]
-    assert res["predictions"][0]["predicted_s"] > 0
+    assert [p["predictor"] for p in res["predictions"]] == ["replay:loggps", "replay:loggopsim"]
+    assert all(p["predicted_s"] > 0 for p in res["predictions"]), res["predictions"]
     assert "no analytic model for a program" in res["analytic_note"]
     for kind in ("traces", "untraced"):
         m = json.loads((out / kind / cell.key / "rep0" / "manifest.json").read_text())
@@ -564,7 +566,7 @@ def test_a_program_validates_end_to_end(tmp_path):
     (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nparadigms = ["tree"]'),
      "'paradigms' is for an 'app'"),
     (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nrecorder = "c"'),
-     "'recorder' must be one of python, pmpi, not 'c'$"),
+     "'recorder' must be one of auto, python, pmpi, not 'c'$"),
     (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nrecorder = ["pmpi"]'),
      "'recorder' must be a string, not"),
 ])
@@ -630,7 +632,7 @@ def test_a_run_of_another_program_of_the_same_name_is_not_reused(tmp_path):
     cell = sp.cells[0]
     net = sp.networks["shm"]
     mine = {"app": "stencil.py", "paradigm": None, "program": cell.program, "ranks": 2,
-            "args": {"argv": cell.args}, "network": {"transport": "shm"}}
+            "args": {"argv": cell.args}, "network": {"transport": "shm"}, "tracer": "pmpi"}
     assert _run_of(mine, cell, net)
     assert not _run_of(mine | {"program": str(other)}, cell, net)
     assert not _run_of(mine | {"program": None, "app": "stencil"}, cell, net)
@@ -656,6 +658,11 @@ def test_a_run_of_another_program_of_the_same_name_is_not_reused(tmp_path):
     assert validate(sp_other, out, progress=False, log=lambda m: None)["run"] == 1
     r = _validate_cli(_program_spec(tmp_path), out, "--quiet")
     assert r.exit_code == 0 and "(changed: program)" in r.stderr
+    # an edited program at the same path is another program too: its runs are not reused
+    assert validate(sp_other, out, progress=False, log=lambda m: None)["run"] == 1
+    other.write_text(other.read_text() + "\n# edited\n")
+    r = _validate_cli(_program_spec(tmp_path, str(other)), out, "--quiet")
+    assert r.exit_code == 0 and "(changed: program_sha256)" in r.stderr, r.stderr
 
 
 def test_cross_network_pairs_of_a_program(tmp_path):

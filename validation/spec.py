@@ -19,12 +19,12 @@ from typing import Any
 from apps import APPS
 from apps.skeletons import skeleton
 from hindsight import testbed as tb
-from hindsight.collect import RECORDERS
+from hindsight.collect import RECORDERS, imports_instrument, resolve_recorder
 from hindsight.errors import UserError
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 GROUND_TRUTHS = ("untraced", "traced")
-REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured")
+REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured", "loggopsim")
 #: a network's ``calibrate`` -> `hindsight calibrate --api`; "pingpong" and "hindsight" are
 #: accepted as other names of the pickle and the buffer ping-pong
 CALIBRATE_API = {"pickle": "pickle", "buffer": "buffer", "pingpong": "pickle",
@@ -71,7 +71,7 @@ class Cell:
     baseline: bool = False          # P = 1 run for speedup / efficiency only (no predictions)
     predict_on: list[str] = field(default_factory=list)  # networks to predict from this trace
     program: str | None = None      # a program's resolved path (None: an application)
-    recorder: str = "python"        # a Python program's recorder (collect --recorder)
+    recorder: str = "python"        # a program's recorder, resolved (collect --recorder)
 
     @property
     def key(self) -> str:
@@ -245,13 +245,18 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         nets = _get(e, "networks", "strings", where, list(networks))
         predict_on = _get(e, "predict_on", "strings", where, [])
         baseline = _get(e, "baseline", "bool", where, program is None)
-        recorder = _get(e, "recorder", "string", where, "python")
+        recorder = _get(e, "recorder", "string", where, "auto")
         if recorder not in RECORDERS:
             raise SpecError(f"{where}: 'recorder' must be one of {', '.join(RECORDERS)}, "
                             f"not {recorder!r}")
-        if recorder != "python" and program is None:
+        if recorder == "pmpi" and program is None:
             raise SpecError(f"{where}: 'recorder' is for a 'program' (an application records "
                             "its calls through instrument's Python API)")
+        if recorder == "pmpi" and imports_instrument(program):
+            raise SpecError(f"{where}: 'recorder' pmpi: {program} imports instrument, whose "
+                            "regions only the Python tracer records (use \"python\" or "
+                            "\"auto\")")
+        recorder = resolve_recorder(program, recorder)
         # Every network predicted on is also run on: its measured time is the actual.
         nets = list(nets) + [n for n in predict_on if n not in nets]
         for n in nets:

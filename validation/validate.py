@@ -77,19 +77,25 @@ def run_inputs(cell: Cell, spec: Spec) -> dict[str, Any]:
          "testbed": net.get("testbed")}
     if cell.program:
         d["program"] = cell.program
+        # an edited or rebuilt program is another program: its runs are not reused
+        d["program_sha256"] = _file_sha256(cell.program)
         if cell.recorder != "python":
             d["recorder"] = cell.recorder
     return d
+
+
+def _file_sha256(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def network_inputs(net: dict[str, Any]) -> dict[str, Any]:
     """What defines a network's profile: how it is calibrated, or the profile file's content."""
     d = {k: net[k] for k in ("transport", "testbed", "calibrate", "calibrate_sizes") if k in net}
     if net.get("profile"):
-        try:
-            d["profile_sha256"] = hashlib.sha256(Path(net["profile"]).read_bytes()).hexdigest()
-        except OSError:
-            d["profile_sha256"] = None
+        d["profile_sha256"] = _file_sha256(net["profile"])
     return json.loads(json.dumps(d))        # as it reads back from a file
 
 

@@ -10,6 +10,7 @@ of a NumPy program: docs/robustness.md, "No observer effect").
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from pathlib import Path
@@ -255,6 +256,32 @@ def write_json(path: Path, obj: Any, **dumps: Any) -> None:
 
 def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
     write_json(Path(trace_dir) / MANIFEST_NAME, manifest, indent=2, sort_keys=True, default=str)
+
+
+#: what else a trace directory holds, written by the layers above: replay's cache of prepared
+#: arrays, and the GOAL schedule a trace was imported from (``--model loggopsim`` replays it)
+REPLAY_CACHE_DIR = ".replay-cache"
+GOAL_SIDECAR = "schedule.goal"
+
+
+def foreign_entries(trace_dir: Path) -> list[str]:
+    """The names in ``trace_dir`` that no trace writes (its manifest, rank files, staging area,
+    replay cache, GOAL schedule): files of the user's, which replacing a trace must not take."""
+    own = {MANIFEST_NAME, STAGING_DIR, REPLAY_CACHE_DIR, GOAL_SIDECAR}
+    return sorted(e.name for e in os.scandir(trace_dir)
+                  if e.name not in own and not RANK_FILE_RE.fullmatch(e.name))
+
+
+def trace_dir_problem(trace_dir: Path) -> str | None:
+    """Create ``trace_dir`` if needed; what stops a run from writing its trace there (None:
+    nothing), in the words every recorder and ``collect`` use."""
+    try:
+        Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create trace directory {trace_dir}: {exc.strerror or exc}"
+    if not os.access(trace_dir, os.W_OK):
+        return f"trace directory {trace_dir} is not writable"
+    return None
 
 
 def clear_run(trace_dir: Path) -> None:
