@@ -59,13 +59,14 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
                     lo, hi = _time_range(pf, g)
                     t_lo = lo if t_lo is None else min(t_lo, lo)
                     t_hi = hi if t_hi is None else max(t_hi, hi)
-                    rg = pf.read_row_group(g, columns=["op", "nbytes"])
+                    rg = pf.read_row_group(g, columns=["op", "nbytes", "peer"])
                     codes, _ = tf.table_columns(rg)
                     op = codes["op"].astype(np.int64)
                     op[op < 0] = len(tf.OPS)
                     op_counts += np.bincount(op, minlength=len(op_counts))
                     nb = codes["nbytes"]
-                    sent += int(np.maximum(nb[is_send[op]], 0).sum())
+                    # a send to MPI_PROC_NULL (peer -1) crosses no network
+                    sent += int(np.maximum(nb[is_send[op] & (codes["peer"] >= 0)], 0).sum())
                     one_sided += int((np.maximum(nb, 0) * rma_ways[op]).sum())
             except tf.READ_ERRORS as exc:
                 raise tf.TraceError(f"{path}: corrupt or truncated Parquet data ({exc})") from None

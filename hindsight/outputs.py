@@ -52,6 +52,24 @@ def check_output(path: Path | str, flag: str, *, force: bool = False, directory:
     return path
 
 
+def check_trace_folder(out: Path, flag: str) -> None:
+    """``--force`` replaces a trace directory, never another folder: an existing non-empty
+    ``out`` must hold a manifest and nothing but what a trace holds (UsageError naming what
+    else is there)."""
+    from hindsight.trace.core import MANIFEST_NAME, foreign_entries
+
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not (out / MANIFEST_NAME).is_file():
+        raise UsageError(f"{flag} {out}: a folder that is not a trace directory; --force "
+                         f"replaces a trace directory only: choose another {flag}")
+    other = foreign_entries(out)
+    if other:
+        more = f" and {len(other) - 1} more" if len(other) > 1 else ""
+        raise UsageError(f"{flag} {out}: holds {other[0]}{more}, which no trace writes; "
+                         f"--force replaces a trace directory only: choose another {flag}")
+
+
 def write_failed(path: Path | str, flag: str, exc: OSError) -> DataError:
     """The one-line error for an OSError met while writing ``path`` (disk full, a folder removed
     meanwhile); ``raise write_failed(...) from None``."""

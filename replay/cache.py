@@ -21,7 +21,7 @@ from replay.instances import Instances
 from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
 
-CACHE_DIR = ".replay-cache"
+CACHE_DIR = tf.REPLAY_CACHE_DIR
 CACHE_VERSION = 15
 
 # the prefix of each table's arrays in the cache

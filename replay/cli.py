@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 
 from hindsight.errors import DataError, UsageError, UserError
-from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
-from hindsight.trace import MANIFEST_NAME, read_manifest
+from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
+                               write_failed)
+from hindsight.trace import read_manifest
 from replay.units import fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
@@ -60,9 +61,7 @@ def _check_trace_out(out: Path, force: bool, trace: Path) -> None:
         raise UsageError(f"--out {out}: is the trace being replayed or holds it; choose another "
                          "--out")
     check_output(out, "--out", force=force, directory=True)
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
-        raise UsageError(f"--out {out}: a folder that is not a trace directory; --force replaces "
-                         "a trace directory only: choose another --out")
+    check_trace_folder(out, "--out")
 
 
 def _write_trace_out(res, out: Path) -> None:
@@ -279,6 +278,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
         click.echo(f"note: {res.info['not_modelled']}", err=True)
+    if res.info.get("one_host"):
+        click.echo(f"note: M/M/1: {res.info['one_host']}", err=True)
     _ack_line(say, res.info.get("ack_cells"))
     if noise is not None:
         say(noise.line())

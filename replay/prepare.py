@@ -84,6 +84,11 @@ class Prepared:
         algos = dict(C.DEFAULT_ALGORITHMS)
         algos.update(self.manifest.get("collective_algorithms") or {})
         algos.update(algorithms or {})
+        for op in algorithms or {}:
+            if op not in C.ALGORITHMS:
+                # a misspelled collective would otherwise leave its default silently in place
+                raise ParamError(f"--algo {op}={algorithms[op]}: {op} is not a collective with "
+                                 f"algorithms (choose from {', '.join(sorted(C.ALGORITHMS))})")
         for op, a in algos.items():
             if op in C.ALGORITHMS and a not in C.ALGORITHMS[op]:
                 choices = ", ".join(C.ALGORITHMS[op])

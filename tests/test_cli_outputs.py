@@ -66,6 +66,13 @@ def test_replay_force_never_replaces_a_folder_that_is_not_a_trace(trace, tmp_pat
     assert r.exit_code == 2
     one_error_line(r, "--out", "not a trace directory")
     assert (out / "notes.txt").read_text() == "keep me"
+    # a manifest.json among the user's files does not make the folder a trace
+    (out / "manifest.json").write_text("{}")
+    (out / "sub").mkdir()
+    r = invoke("replay", trace, "--out", out, "--force")
+    assert r.exit_code == 2
+    one_error_line(r, "--out", "holds notes.txt and 1 more, which no trace writes")
+    assert (out / "notes.txt").read_text() == "keep me" and (out / "sub").is_dir()
 
 
 def test_an_output_under_a_file_is_one_line_exit_1_and_no_work(trace, tmp_path):
@@ -170,6 +177,7 @@ def test_a_failed_write_is_one_line_naming_the_flag(trace, tmp_path, monkeypatch
 
 @pytest.mark.parametrize("args,flag", [
     (["replay", "{t}", "--algo", "Allreduce=bogus"], "--algo"),
+    (["replay", "{t}", "--algo", "Allredce=ring"], "Allredce is not a collective"),
     (["sweep", "{t}", "--algo", "Allreduce=bogus", "--vary", "L=1us,2us", "--json"], "--algo"),
     (["export", "{t}", "--format", "goal", "--algo", "Allreduce=bogus", "--out", "{o}"],
      "--algo"),
@@ -433,6 +441,13 @@ def test_import_refuses_an_existing_trace_without_force(tmp_path):
     r = run("import", "goal", goal, "--out", other, "--force")
     assert r.exit_code == 2 and "not a trace directory" in r.output
     assert (other / "keep.txt").is_file()
+    (other / "manifest.json").write_text("{}")
+    r = run("import", "goal", goal, "--out", other, "--force")
+    assert r.exit_code == 2 and "holds keep.txt, which no trace writes" in r.output
+    assert (other / "keep.txt").is_file()
+    # a trace that replay and --model loggopsim have used (cache, schedule) is still a trace
+    assert run("replay", out, "--model", "loggopsim").exit_code == 0
+    assert run("import", "goal", goal, "--out", out, "--force").exit_code == 0
 
 
 def test_force_never_removes_what_the_command_did_not_write(tmp_path):
@@ -468,3 +483,21 @@ def test_force_never_removes_what_the_command_did_not_write(tmp_path):
             "--out", tmp_path / "work", "--no-progress")
     assert r.exit_code != 0 and "holds no validation results" in r.output, r.output
     assert notes.is_file() and not (tmp_path / "work" / "stale").exists()
+
+
+def test_mm1_says_when_its_network_parameters_do_not_apply():
+    """A trace whose ranks share one host: M/M/1's messages all take the host-internal path,
+    so C changes nothing; the replay says so instead of printing the same number silently."""
+    corpus = Path(__file__).resolve().parent / "corpus" / "requests-n2"
+
+    def replay(*sets):
+        return CliRunner().invoke(
+            main, ["replay", str(corpus), "--model", "mm1", *sets])
+    slow, fast = replay("--set", "C=1kbit/s", "--json"), replay("--set", "C=1Gbit/s", "--json")
+    assert slow.exit_code == 0 and fast.exit_code == 0, slow.output
+    assert json.loads(slow.stdout)["predicted_makespan_s"] == \
+        json.loads(fast.stdout)["predicted_makespan_s"]
+    text = replay("--set", "C=1kbit/s")
+    assert "note: M/M/1: every message is between ranks of one host" in text.stderr
+    assert "(here free)" in text.stderr
+    assert "(here as set)" in replay("--set", "C_host=1kbit/s").stderr

@@ -527,3 +527,19 @@ def test_stopped_in_lines_group_ranks_at_one_place():
     many = {str(r): {"call": "Recv", "where": f"p.py:{r}"} for r in range(12)}
     lines = describe(many, most=8)
     assert len(lines) == 9 and lines[-1] == "... and 4 more places (manifest stopped_in)"
+
+
+def test_trace_info_counts_no_bytes_sent_to_proc_null(tmp_path):
+    """A send to MPI_PROC_NULL (peer -1; the Python tracer records its buffer's size) crosses
+    no network: trace info's p2p bytes are those of the messages to a rank."""
+    from hindsight.info import trace_info
+    from hindsight.trace.write import EventRows, write_trace
+
+    ranks = []
+    for r in range(2):
+        rows = EventRows()
+        rows.append("Send", 0, 10, peer=-1, tag=1, nbytes=800)
+        rows.append("Send" if r == 0 else "Recv", 20, 30, peer=1 - r, tag=2, nbytes=64)
+        ranks.append(rows.events(r))
+    write_trace(tmp_path / "t", ranks)
+    assert trace_info(tmp_path / "t")["bytes_sent"] == 64

@@ -13,7 +13,8 @@ import click
 from hindsight.errors import UsageError, UserError
 
 from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
-from hindsight.outputs import check_output, replace_dir, same_or_inside, write_failed
+from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
+                               write_failed)
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
 from replay.cli import FORCE, QUIET, _kv, check_compute_scale
 
@@ -184,10 +185,7 @@ def import_cmd(fmt, source, out, sets, force):
         raise UsageError(f"--out {out}: holds the source {source}; choose another --out")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         check_output(out, "--out", directory=True, force=force)
-        if not (out / tf.MANIFEST_NAME).is_file():
-            # --force replaces a trace, never some other folder
-            raise UsageError(f"--out {out}: exists and is not a trace directory; choose a new "
-                             "--out")
+        check_trace_folder(out, "--out")
     check_output(out, "--out", directory=True, exists_ok=True)
 
     def convert(tmp: Path) -> None:

@@ -24,7 +24,7 @@ from replay.loggopsim.goal import GoalError, GoalLabels, read_goal
 from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
 from replay.prepare import Prepared, Stream
 
-SIDECAR = "schedule.goal"
+SIDECAR = tf.GOAL_SIDECAR
 
 
 class TraceSchedule(NamedTuple):

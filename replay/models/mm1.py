@@ -149,6 +149,14 @@ class MM1(NetworkModel):
         host_cost = v["L_host"] + (k / v["C_host"] if math.isfinite(v["C_host"]) else 0.0)
         delay = np.where(same_host, host_cost, delay)
         info = {"saturated_messages": n_sat, "max_rho": max_rho, "links": int(nlinks), **info}
+        if len(k) and same_host.all():
+            # C, tau and the switch then change nothing, which a user setting them should hear
+            info["one_host"] = ("every message is between ranks of one host, which cost L_host "
+                                "+ k/C_host (here " + ("free" if v["L_host"] == 0 and
+                                                       not math.isfinite(v["C_host"]) else
+                                                       "as set") + "); C, tau and the switch do "
+                                "not apply: set L_host and C_host, or give a --profile "
+                                "measured on one host")
         # Only the last pass decides: the earlier ones start from rho = 0 and are not the answer.
         if n_sat and last:
             what = (f"M/M/1: {n_sat} messages cross a link with rho >= 1 (max rho {max_rho:.3g}"
