@@ -144,6 +144,7 @@ class _TraceOnImport:
         self.world = None           # what instrument.start returned, once it has run
         self.imported = False       # the program imported mpi4py.MPI
         self.end_mark = None        # --recorder pmpi: the library's hindsight_program_end
+        self.program_exited = None  # --recorder pmpi: what a non-zero sys.exit does
 
     def find_spec(self, name, path=None, target=None):
         if name not in ("mpi4py", "mpi4py.MPI") or self.imported:
@@ -266,18 +267,24 @@ class _TraceOnImport:
             stopped._open_files.append(f)
         previous_hook = sys.excepthook
 
-        def hook(exc_type, exc, tb):
+        def failed(what: str, status: int) -> None:
             # As the Python tracer does (instrument.session): the error into the manifest
             # (rank_errors, through the sealer), then abort the job, whose other ranks may wait
             # for this one, instead of hanging in MPI_Finalize until killed.
             try:
-                (stage / fc.ERROR_FILE).write_text(f"{exc_type.__name__}: {exc}"[:2000])
+                (stage / fc.ERROR_FILE).write_text(what[:2000])
             except OSError:
                 pass
-            previous_hook(exc_type, exc, tb)
             if mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
-                mpi.COMM_WORLD.Abort(1)
+                mpi.COMM_WORLD.Abort(status)
+
+        def hook(exc_type, exc, tb):
+            previous_hook(exc_type, exc, tb)
+            failed(f"{exc_type.__name__}: {exc}", 1)
         sys.excepthook = hook
+        # sys.exit(code), code not 0: as python -m mpi4py, the job is aborted with that status
+        self.program_exited = lambda code: failed(
+            f"SystemExit: {code}", code if isinstance(code, int) and 0 < code < 256 else 1)
 
     def _refusal(self, fix: str) -> str:
         return THREAD_MULTIPLE_REFUSED.format(program=os.path.basename(self.opts["program"]),
@@ -387,6 +394,11 @@ def main(argv: list[str] | None = None) -> None:
         runpy.run_path(program, run_name="__main__")
     except SystemExit as exc:
         if exc.code not in (None, 0):
+            if opts["recorder"] == "python" and hook.world is not None:
+                from instrument.session import program_exited
+                program_exited(exc.code)
+            elif hook.program_exited is not None:
+                hook.program_exited(exc.code)
             raise
     finally:
         if hook in sys.meta_path:

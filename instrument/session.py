@@ -472,6 +472,18 @@ def _close_abnormally(status: str) -> None:
             sys.stderr.write(f"hindsight: rank {t.rank}: could not write trace: {exc}\n")
 
 
+def program_exited(code) -> None:
+    """The program ended with ``sys.exit(code)``, code not 0: the rank's file is closed now,
+    while the interpreter still runs (at its exit, writing the file failed), marked `error` with
+    ``SystemExit: code``; and the job is aborted, as ``python -m mpi4py`` aborts on a non-zero
+    exit status, since the other ranks may be waiting for this one."""
+    if _tracer is not None:
+        _tracer.error = f"SystemExit: {code}"
+    _close_abnormally("error")
+    if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
+        MPI.COMM_WORLD.Abort(code if isinstance(code, int) and 0 < code < 256 else 1)
+
+
 def _mark_write_error() -> None:
     """Leave status `write-error` beside the staged records if the disk still takes a small file."""
     global _status

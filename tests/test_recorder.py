@@ -174,3 +174,16 @@ def test_the_wall_time_ends_where_the_program_ends(tmp_path):
     m = tf.read_manifest(out)
     assert m["complete"] and 0 < m["wall_ns"] < 1.5e9, m["wall_ns"]
     assert m["wall_ns"] >= m["makespan_ns"]
+
+
+@pytest.mark.parametrize("recorder", ["python", "pmpi"])
+def test_a_rank_that_exits_non_zero_is_an_error_and_ends_the_job(tmp_path, recorder):
+    """sys.exit(3) on one rank while the other waits: the job is aborted with that status (as
+    `python -m mpi4py` aborts), not left to hang until --timeout; the rank is marked `error`
+    with `SystemExit: 3`, by either recorder."""
+    out = tmp_path / "t"
+    res = _collect(out, PROGRAMS / "exits.py", 2, "--timeout", "60", recorder=recorder)
+    assert res.returncode == 1 and "timed out" not in res.stderr, res.stderr
+    assert "could not write trace" not in res.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["rank_status"][1] == "error" and m["rank_errors"] == {"1": "SystemExit: 3"}, m
