@@ -96,3 +96,25 @@ def test_fresh_processes_write_the_same(tmp_path):
                            capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr
         _assert_same_archive(tmp_path / "here", tmp_path / f"p{k}")
+
+
+@pytest.mark.parametrize("comm, members, what", [(7, None, "which the manifest does not define"),
+                                                 (7, [1, 2], "rank 0 is not a member of communicator 7")])
+def test_bad_communicators_fail_as_the_reference(comm, members, what, tmp_path):
+    """A row on a communicator the manifest does not define, or whose peer is not in it: one
+    OtfError naming the trace, the same as the reference's."""
+    from interop_speed import synthetic_columns
+    from hindsight.interop.otf2 import OtfError
+    from hindsight.trace.write import write_trace
+
+    cols = synthetic_columns(3, 2)
+    cols[2]["comm"][5] = comm            # rank 2's Sendrecv_send
+    src = write_trace(tmp_path / "src", cols, manifest={"app": "bad"},
+                      communicators={comm: members} if members else None)
+    tr = tf.read_trace(src)
+    errors = []
+    for k, export in enumerate((reference_export_otf2, export_otf2)):
+        with pytest.raises(OtfError, match=what) as e:
+            export(src, tmp_path / f"o{k}", table=tr.table, manifest=tr.manifest)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
