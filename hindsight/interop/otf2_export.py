@@ -1,6 +1,7 @@
 """OTF2 export: a trace (or a replayed timeline) as an archive Vampir and ``otf2-print`` read.
 
-Written with the PyPI ``otf2`` package: one location per rank (a process location group under its
+Archive and definitions are written with the PyPI ``otf2`` package, the events by compiled code
+calling the OTF2 C library inside it (``otf2_native``): one location per rank (a process location group under its
 host's system-tree node), ``Enter``/``Leave`` for every MPI call (regions ``MPI_<op>``, paradigm
 MPI) and every application region, and the MPI records Score-P writes: ``MpiSend``/``MpiRecv``
 inside blocking calls, ``MpiIsend``/``MpiIrecvRequest`` at a post and
@@ -43,11 +44,10 @@ from hindsight.interop.otf2 import (
     ROW_FIELDS,
     TESTBED_NODE,
     TOTAL_OVER_PEERS,
-    UNDEFINED_ROOT,
-    UNDEFINED_UINT64,
     OtfError,
     format_rows,
 )
+from hindsight.interop import otf2_native as native
 from hindsight.interop.timeline import Timeline, read_timeline
 
 
@@ -161,252 +161,158 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                                         else otf2.Paradigm.USER, region_role=role)
             return regions[key]
 
-        def local(cid: int, world: int, r: int) -> int:
-            if cid not in comm_def:
-                raise OtfError(f"{trace_dir}: rank {r} uses communicator {cid}, which the manifest "
-                               "does not define")
-            if rank_in[cid] is None:
-                return 0
-            if world not in rank_in[cid]:
-                raise OtfError(f"{trace_dir}: rank {world} is not a member of communicator {cid}")
-            return rank_in[cid][world]
-
-        bounds = np.searchsorted(rank, np.arange(nranks + 1))
-        for r in range(nranks):
-            evw = w.event_writer_from_location(locs[r])
-            lo, hi = int(bounds[r]), int(bounds[r + 1])
-            last_t = 0
-            for t, _, kind, payload in _rank_events(range(lo, hi), tl):
-                # OTF2 needs non-decreasing times per location (replayed rows may overlap)
-                t = max(int(t - t0), last_t)
-                last_t = t
-                if kind == "enter_region":
-                    nb = int(tl.nbytes[payload])
-                    evw.enter(t, region_def(region[payload] or "region", False, _role("region")),
-                              attributes={a_size: nb} if nb >= 0 else None)
-                elif kind == "leave_region":
-                    cpu = int(tl.cpu_ns[payload])
-                    evw.leave(t, region_def(region[payload] or "region", False, _role("region")),
-                              attributes={a_cpu: cpu} if cpu >= 0 else None)
-                elif kind == "enter":
-                    payload, extras = payload
-                    name = tf.OPS[op[payload]]
-                    name = "Sendrecv" if name.startswith("Sendrecv") else name
-                    attrs = {a_comm: int(tl.comm[payload]), a_new: int(tl.peer[payload])} \
-                        if name in tf.COMM_OPS else {}
-                    if extras:
-                        attrs[a_rows] = format_rows([(pos, tf.OPS[op[i]], *(
-                            int(getattr(tl, c)[i]) for c in ROW_FIELDS[1:]))
-                            for pos, i in extras])
-                    evw.enter(t, region_def(name, True, _role(name)), attributes=attrs or None)
-                    if name in COLLECTIVE_OPS_OTF2:    # (a blocking collective OTF2 names)
-                        evw.mpi_collective_begin(t)
-                elif kind == "leave":
-                    name = tf.OPS[op[payload]]
-                    name = "Sendrecv" if name.startswith("Sendrecv") else name
-                    cpu = int(tl.cpu_ns[payload])
-                    evw.leave(t, region_def(name, True, _role(name)),
-                              attributes={a_cpu: cpu} if cpu >= 0 else None)
-                elif kind == "in_enter":
-                    continue
-                else:  # an MPI record inside a call
-                    # (a non-blocking collective's completion also names its post row p)
-                    i, p = payload if kind == "nbc_complete" else (payload, -1)
-                    name = tf.OPS[op[i]]
-                    cid = int(tl.comm[i])
-                    nb = max(int(tl.nbytes[i]), 0)
-                    tag = max(int(tl.tag[i]), 0)
-                    if kind == "send":
-                        evw.mpi_send(t, local(cid, int(tl.peer[i]), r), comm_def[cid], tag, nb)
-                    elif kind == "isend":
-                        evw.mpi_isend(t, local(cid, int(tl.peer[i]), r), comm_def[cid], tag, nb,
-                                      int(tl.request[i]))
-                    elif kind == "irecv_request":
-                        evw.mpi_irecv_request(t, int(tl.request[i]), attributes={
-                            a_src: int(tl.peer[i]), a_tag: int(tl.tag[i]),
-                            a_rbytes: int(tl.nbytes[i]), a_comm: int(tl.comm[i])})
-                    elif kind == "recv":
-                        evw.mpi_recv(t, local(cid, int(tl.peer[i]), r), comm_def[cid], tag, nb)
-                    elif kind == "isend_complete":
-                        evw.mpi_isend_complete(t, int(tl.request[i]))
-                    elif kind == "irecv":
-                        evw.mpi_irecv(t, local(cid, int(tl.peer[i]), r), comm_def[cid], tag, nb,
-                                      int(tl.request[i]))
-                    elif kind == "probe":
-                        peer, tag = int(tl.peer[i]), int(tl.tag[i])
-                        evw.mpi_probe(t, local(cid, peer, r) if peer >= 0 else UNDEFINED_ROOT,
-                                      comm_def[cid], tag if tag >= 0 else UNDEFINED_ROOT,
-                                      UNDEFINED_UINT64,
-                                      attributes={a_nbytes: int(tl.nbytes[i])})
-                    elif kind == "nbc_request":
-                        evw.non_blocking_collective_request(t, int(tl.request[i]))
-                    elif kind == "nbc_complete":
-                        name = tf.BLOCKING_OF[tf.OPS[op[p]]]
-                        nbp = max(int(tl.nbytes[p]), 0)
-                        size = len(comms.get(cid) or [0]) if cid != tf.COMM_SELF_ID else 1
-                        total = nbp * (size if name in TOTAL_OVER_PEERS else 1)
-                        root = int(tl.root[p])
-                        evw.non_blocking_collective_complete(
-                            t, getattr(otf2.CollectiveOp, COLLECTIVE_OPS_OTF2[name]), comm_def[cid],
-                            local(cid, root, r) if root >= 0 else UNDEFINED_ROOT, total, total,
-                            int(tl.request[i]))
-                    elif kind == "coll_end":
-                        size = len(comms.get(cid) or [0]) if cid != tf.COMM_SELF_ID else 1
-                        total = nb * (size if name in TOTAL_OVER_PEERS else 1)
-                        root = int(tl.root[i])
-                        evw.mpi_collective_end(
-                            t, getattr(otf2.CollectiveOp, COLLECTIVE_OPS_OTF2[name]), comm_def[cid],
-                            local(cid, root, r) if root >= 0 else UNDEFINED_ROOT, total, total)
+        plans = _plan(tl, nranks)
+        ev_region, ev_rows_ref = _define_regions(plans, tl, d, regions, region_def)
+        _write_events(w, locs, plans, ev_region, ev_rows_ref, tl, t0, comms, comm_def, rank_in,
+                      [a_size, a_cpu, a_comm, a_new, a_rows, a_src, a_tag, a_rbytes, a_nbytes],
+                      trace_dir)
     return anchor
 
 
-def _completed_collectives(rows: list[int], tl: Timeline) -> set[int]:
-    """The requests of one rank's non-blocking collectives whose completion row a
-    NonBlockingCollectiveComplete carries: only those posts are a NonBlockingCollectiveRequest,
-    since the Complete gives the post's comm, root and size; another post (never completed, as
-    on a rank that ended early) travels whole in its call's ATTR_ROWS."""
-    posted: dict[int, int] = {}    # request -> comm of its post
-    done = set()
-    for i in rows:
-        name, req = tf.OPS[tl.op[i]], int(tl.request[i])
-        fields = (int(tl.peer[i]), int(tl.tag[i]), int(tl.nbytes[i]))
-        if name in tf.NONBLOCKING_COLLECTIVE_OPS and req >= 0 and fields[:2] == (-1, -1) \
-                and fields[2] >= 0:
-            posted[req] = int(tl.comm[i])
-        elif name in tf.COMPLETION_OPS and fields == (-1, -1, -1) and \
-                posted.get(req) == int(tl.comm[i]):
-            done.add(req)
-    return done
 
 
-def _record_kind(tl: Timeline, i: int, post: dict[int, tuple], start: int, end: int,
-                 completed: set[int]) -> tuple[str | None, int]:
-    """The OTF2 record that carries row ``i`` of a call [start, end] and its time, or (None, 0)
-    for a row no record can carry exactly (the row then travels in the call's ATTR_ROWS).
-    ``completed``: the requests of the collectives whose completion is a record
-    (``_completed_collectives``)."""
-    name = tf.OPS[tl.op[i]]
-    peer, tag, nb = int(tl.peer[i]), int(tl.tag[i]), int(tl.nbytes[i])
-    req = int(tl.request[i])
-    # a message record names a real peer (not MPI_PROC_NULL), a tag and a size
-    message = peer >= 0 and tag >= 0 and nb >= 0
-    if name in ("Send", "Ssend", "Bsend", "Rsend", "Sendrecv_send"):
-        return ("send", start) if message else (None, 0)
-    if name in tf.NONBLOCKING_SEND_OPS:
-        post[req] = (True, int(tl.comm[i]))
-        return ("isend", start) if message else (None, 0)
-    if name == "Irecv":
-        post[req] = (False, int(tl.comm[i]))
-        return "irecv_request", start
-    if name in ("Recv", "Sendrecv_recv"):
-        return ("recv", end) if message else (None, 0)
-    if name in ("Probe", "Iprobe"):
-        return ("probe", end) if peer != -1 and tag != -1 else (None, 0)
-    if name in tf.NONBLOCKING_COLLECTIVE_OPS and tf.BLOCKING_OF[name] in COLLECTIVE_OPS_OTF2:
-        # the completion carries op, root and sizes (OTF2 NonBlockingCollectiveComplete; a
-        # neighbourhood collective has no OTF2 op: its rows travel as attributes)
-        if req not in completed:
-            return None, 0
-        post[req] = ("coll", int(tl.comm[i]), i)
-        return "nbc_request", start
-    if name in tf.COMPLETION_OPS:
-        posted = post.get(req, (None, None))
-        if posted[0] == "coll":
-            exact = (peer, tag, nb) == (-1, -1, -1) and int(tl.comm[i]) == posted[1]
-            return ("nbc_complete", end) if exact else (None, 0)
-        is_send, comm = posted
-        if is_send and (peer, tag, nb) == (-1, -1, -1) and int(tl.comm[i]) == comm:
-            return "isend_complete", end
-        if is_send is False and message:
-            return "irecv", end
-        return None, 0
-    if name in COLLECTIVE_OPS_OTF2:
-        return ("coll_end", end) if nb >= 0 and peer == -1 and tag == -1 else (None, 0)
-    if name in tf.COMM_OPS:
-        return "in_enter", start    # its Enter's attributes carry the row
-    return None, 0
+def _op_tables() -> dict[str, np.ndarray]:
+    """Per op code (``tf.OPS``): the row class of ``otf2_native`` (``_record_kind`` tests them
+    in this order), whether it is a non-blocking collective / a completion, its blocking op's
+    OTF2 CollectiveOp (or -1), the code of its blocking op, whether that is a
+    ``TOTAL_OVER_PEERS`` op and whether the op creates a communicator."""
+    import otf2
+
+    n = len(tf.OPS)
+    t = {"classes": np.zeros(n, np.int64), "nbc_any": np.zeros(n, np.bool_),
+         "completion": np.zeros(n, np.bool_), "coll_op": np.full(n, -1, np.int64),
+         "blocking_of": np.arange(n, dtype=np.int64), "total_over_peers": np.zeros(n, np.bool_),
+         "is_comm_op": np.zeros(n, np.bool_)}
+    for code, name in enumerate(tf.OPS):
+        blocking = tf.BLOCKING_OF.get(name, name)
+        if name in ("Send", "Ssend", "Bsend", "Rsend", "Sendrecv_send"):
+            cls = native.C_SEND
+        elif name in tf.NONBLOCKING_SEND_OPS:
+            cls = native.C_NBSEND
+        elif name == "Irecv":
+            cls = native.C_IRECV
+        elif name in ("Recv", "Sendrecv_recv"):
+            cls = native.C_RECV
+        elif name in ("Probe", "Iprobe"):
+            cls = native.C_PROBE
+        elif name in tf.NONBLOCKING_COLLECTIVE_OPS and blocking in COLLECTIVE_OPS_OTF2:
+            cls = native.C_NBC
+        elif name in tf.COMPLETION_OPS:
+            cls = native.C_COMPLETION
+        elif name in COLLECTIVE_OPS_OTF2:
+            cls = native.C_COLL
+        elif name in tf.COMM_OPS:
+            cls = native.C_COMM
+        else:
+            cls = native.C_OTHER
+        t["classes"][code] = cls
+        t["nbc_any"][code] = name in tf.NONBLOCKING_COLLECTIVE_OPS
+        t["completion"][code] = name in tf.COMPLETION_OPS
+        t["is_comm_op"][code] = name in tf.COMM_OPS
+        t["blocking_of"][code] = tf.OP_CODE.get(blocking, code)
+        t["total_over_peers"][code] = name in TOTAL_OVER_PEERS
+        if name in COLLECTIVE_OPS_OTF2:
+            t["coll_op"][code] = int(getattr(otf2.CollectiveOp, COLLECTIVE_OPS_OTF2[name]).value)
+    return t
 
 
-def _rank_events(rows: range, tl: Timeline) -> list[tuple[int, int, str, int]]:
-    """(time, order, kind, payload row) for one rank's ``rows``, in write order: properly nested
-    Enter/Leave (a region's children are clamped to it) with the MPI records inside their
-    call."""
-    op, ts, te = tl.op, tl.t_start, tl.t_end
-    # request -> (a send?, communicator) of its post, or ("coll", communicator, post row)
-    post: dict[int, tuple] = {}
-    calls = []           # (start, end, is_region, payload rows)
-    rows = list(rows)
-    completed = _completed_collectives(rows, tl)
-    k = 0
-    while k < len(rows):
-        i = rows[k]
-        if op[i] == 0:
-            calls.append((int(ts[i]), int(te[i]), True, [i]))
-            k += 1
-            continue
-        grp = [i]
-        while k + 1 < len(rows):
-            j = rows[k + 1]
-            same = ts[j] == ts[i] and te[j] == te[i] and op[j] != 0 and (
-                op[j] == op[i] or (tf.OPS[op[i]] == "Sendrecv_send"
-                                   and tf.OPS[op[j]] == "Sendrecv_recv"))
-            if not same:
-                break
-            grp.append(j)
-            k += 1
-        calls.append((int(ts[i]), int(te[i]), False, grp))
-        k += 1
-    # MPI calls of a rank must not overlap (a replayed timeline may have them overlap by
-    # rounding): a call ends at the latest when the next one starts
-    mpi = [k for k, cl in enumerate(calls) if not cl[2]]
-    for a, b in zip(mpi, mpi[1:]):
-        s0, e0, reg, grp = calls[a]
-        calls[a] = (s0, max(s0, min(e0, calls[b][0])), reg, grp)
-    # by start; at a tie regions first (longer = outer first) and MPI calls in record order
-    # (a zero-length Irecv before an Isend at the same time must stay before it, not inside)
-    calls = [(*cl, k) for k, cl in enumerate(calls)]
-    calls.sort(key=lambda x: (x[0], 0 if x[2] else 1, -x[1] if x[2] else 0, x[4]))
+def _plan(tl: Timeline, nranks: int) -> list[tuple]:
+    """Each rank's events in write order (``otf2_native.plan_rank``), with the rank's first row."""
+    tab = _op_tables()
+    bounds = np.searchsorted(tl.rank, np.arange(nranks + 1))
     out = []
-    stack: list[int] = []  # end times of open intervals
-    names: list[tuple] = []
-    n = 0
-
-    def close_until(t):
-        nonlocal n
-        while stack and stack[-1] <= t:
-            end = stack.pop()
-            kind, payload = names.pop()
-            out.append((end, n, kind, payload))
-            n += 1
-
-    for start, end, is_region, grp, _ in calls:
-        close_until(start)
-        # a child that outlasts its parent (clock granularity, interpolated replay times) is
-        # clamped into it: OTF2 needs proper nesting
-        if stack and end > stack[-1]:
-            end = stack[-1]
-        if is_region:
-            out.append((start, n, "enter_region", grp[0]))
-            n += 1
-            stack.append(end)
-            names.append(("leave_region", grp[0]))
-            continue
-        first = grp[0]
-        enter_at = len(out)
-        out.append((start, n, "enter", (first, [])))
-        n += 1
-        extras = []     # (position in the call, row) of rows no OTF2 record carries
-        for pos, i in enumerate(grp):
-            kind, t = _record_kind(tl, i, post, start, end, completed)
-            if kind is None:
-                extras.append((pos, i))
-            elif kind == "nbc_complete":
-                out.append((t, n, kind, (i, post[int(tl.request[i])][2])))
-            else:
-                out.append((t, n, kind, i))
-            n += 1
-        out[enter_at] = (start, out[enter_at][1], "enter", (first, extras))
-        stack.append(end)
-        names.append(("leave", first))
-    close_until(float("inf"))
+    for r in range(nranks):
+        lo, hi = int(bounds[r]), int(bounds[r + 1])
+        cols = [c[lo:hi] for c in (tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm,
+                                   tl.nbytes, tl.request)]
+        out.append((lo, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"],
+                                          tab["completion"], tf.OP_CODE["Sendrecv_send"],
+                                          tf.OP_CODE["Sendrecv_recv"])))
     return out
+
+
+def _define_regions(plans: list[tuple], tl: Timeline, d, regions: dict,
+                    region_def) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Define the regions and the ATTR_ROWS strings in the order the events first use them (the
+    order of their refs) and return, per rank, each event's region ref and each Enter's
+    ATTR_ROWS string ref (-1: none)."""
+    nuser = len(tl.region_names)
+    first = np.full(nuser + 1 + len(tf.OPS), -1, np.int64)
+    keys, rows_at, starts = [], [], [0]
+    for lo, kind, _, row, aux, *_ in plans:
+        keys.append(native.region_keys(kind, row, lo, tl.region_code, tl.op, nuser, first,
+                                       starts[-1]))
+        rows_at.append(np.flatnonzero((kind == native.ENTER) & (aux >= 0)))
+        starts.append(starts[-1] + len(kind))
+    todo = [(int(at), 0, k) for k, at in enumerate(first) if at >= 0]
+    todo += [(int(starts[r] + e), 1, r) for r, es in enumerate(rows_at) for e in es]
+    ref_of_key = np.zeros(len(first), np.int64)
+    rows_ref = [np.full(len(k), -1, np.int64) for k in keys]
+    for at, what, k in sorted(todo):
+        if what == 0 and k > nuser:
+            name = tf.OPS[k - nuser - 1]
+            name = "Sendrecv" if name.startswith("Sendrecv") else name
+            ref_of_key[k] = region_def(name, True, _role(name))._ref
+        elif what == 0:
+            name = (tl.region_names[k - 1] if k else None) or "region"
+            ref_of_key[k] = region_def(name, False, _role("region"))._ref
+        else:
+            lo, _, _, row, aux, ex_pos, ex_row, ex_end = plans[k]
+            e = at - int(starts[k])
+            x = int(aux[e])
+            text = format_rows([(int(ex_pos[j]), tf.OPS[tl.op[lo + ex_row[j]]], *(
+                int(getattr(tl, c)[lo + ex_row[j]]) for c in ROW_FIELDS[1:]))
+                for j in range(x, int(ex_end[x]))])
+            rows_ref[k][e] = d.strings.get_ref(text)
+    return [ref_of_key[np.maximum(k, 0)] for k in keys], rows_ref
+
+
+def _write_events(w, locs: list, plans: list[tuple], ev_region: list, ev_rows_ref: list,
+                  tl: Timeline, t0: int, comms: dict, comm_def: dict, rank_in: dict,
+                  attributes: list, trace_dir) -> None:
+    """Write every rank's planned events with ``otf2_native.write_rank``; the ``otf2``
+    writer's bookkeeping (events per location, first/last time) is kept as its own event
+    writers keep it."""
+    import _otf2
+
+    tab = _op_tables()
+    ids = sorted(comm_def)
+    nranks = len(locs)
+    rank_of = np.full((len(ids), nranks), -1, np.int64)
+    for k, cid in enumerate(ids):
+        for world, i in (rank_in[cid] or {}).items():
+            if 0 <= world < nranks:
+                rank_of[k, world] = i
+    comm_ids = np.array(ids, np.int64)
+    comm_refs = np.array([comm_def[c]._ref for c in ids], np.int64)
+    comm_size = np.array([len(comms.get(c) or [0]) for c in ids], np.int64)
+    attrs = np.array([a._ref for a in attributes], np.int64)
+    fns = native.function_addresses()
+    info = np.zeros(3, np.int64)
+    al = _otf2.AttributeList_New()
+    try:
+        for r, (lo, kind, t, row, aux, *_) in enumerate(plans):
+            hi = lo + (int(row.max()) + 1 if len(row) else 0)
+            cols = [c[lo:hi] for c in (tl.op, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request,
+                                       tl.root, tl.cpu_ns)]
+            evw = w.event_writer_from_location(locs[r])
+            written, last = native.write_rank(
+                fns, native.pointer(evw.handle), native.pointer(al), t0, kind, t, row, aux,
+                ev_region[r], ev_rows_ref[r], *cols, attrs, tab["coll_op"], tab["is_comm_op"],
+                tab["blocking_of"], tab["total_over_peers"], comm_ids, comm_refs, comm_size,
+                rank_of, ids.index(tf.COMM_SELF_ID), tf.COMM_SELF_ID, info)
+            locs[r]._number_of_events_written = int(written)
+            if written:
+                w._update_timestamps(max(int(t[0]) - t0, 0))
+                w._update_timestamps(int(last))
+            if info[0] == native.ERR_COMM:
+                raise OtfError(f"{trace_dir}: rank {r} uses communicator {info[1]}, which the "
+                               "manifest does not define")
+            if info[0] == native.ERR_MEMBER:
+                raise OtfError(f"{trace_dir}: rank {info[2]} is not a member of communicator "
+                               f"{info[1]}")
+            if info[0] == native.ERR_C:
+                raise OtfError(f"{trace_dir}: the OTF2 library failed writing rank {r}'s events "
+                               f"(error code {info[1]})")
+    finally:
+        _otf2.AttributeList_Delete(al)

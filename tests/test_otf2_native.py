@@ -1,0 +1,120 @@
+"""The compiled OTF2 exporter (``hindsight.interop.otf2_native``) writes the event files the
+per-record exporter wrote (``tests/otf2_reference.py``) byte for byte, and the same definitions
+(clock properties, strings, regions, locations with their event counts): on every corpus trace,
+on replayed timelines (overlapping calls, clamped times) and on regions recorded after the calls
+they enclose; and the same in fresh processes that load the numba cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import replay
+from hindsight import trace as tf
+from hindsight.interop.otf2_export import export_otf2
+from otf2_reference import reference_export_otf2
+
+CORPUS = Path(__file__).parent / "corpus"
+TRACES = sorted(p.name for p in CORPUS.iterdir() if (p / "manifest.json").is_file())
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def _definitions(anchor: Path) -> tuple:
+    import otf2
+
+    with otf2.reader.open(str(anchor)) as t:
+        d = t.definitions
+        cp = d.clock_properties
+        return ((cp.global_offset, cp.trace_length, cp.timer_resolution),
+                [str(s) for s in d.strings], [(str(r.name), str(r.paradigm), str(r.region_role))
+                                              for r in d.regions],
+                [(str(loc.name), loc.number_of_events) for loc in d.locations],
+                [(str(c.name), [str(m) for m in c.group.members]) for c in d.comms])
+
+
+def _assert_same_archive(a: Path, b: Path) -> None:
+    files = sorted(p.name for p in (a / "traces").iterdir())
+    assert files == sorted(p.name for p in (b / "traces").iterdir())
+    for name in files:
+        assert (a / "traces" / name).read_bytes() == (b / "traces" / name).read_bytes(), name
+    assert _definitions(a / "traces.otf2") == _definitions(b / "traces.otf2")
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_measured_timeline_as_the_reference(name, tmp_path):
+    tr = tf.read_trace(CORPUS / name)
+    reference_export_otf2(CORPUS / name, tmp_path / "ref", table=tr.table, manifest=tr.manifest)
+    export_otf2(CORPUS / name, tmp_path / "new", table=tr.table, manifest=tr.manifest)
+    _assert_same_archive(tmp_path / "ref", tmp_path / "new")
+
+
+@pytest.mark.parametrize("name", ["stencil-n4", "requests-n2"])
+def test_replayed_timeline_as_the_reference(name, tmp_path):
+    tr = tf.read_trace(CORPUS / name)
+    res = replay.run(replay.prepare(CORPUS / name, use_cache=False), "loggps", {"L": "5us"})
+    table = res.to_arrow()
+    reference_export_otf2(CORPUS / name, tmp_path / "ref", table=table, manifest=tr.manifest)
+    export_otf2(CORPUS / name, tmp_path / "new", table=table, manifest=tr.manifest)
+    _assert_same_archive(tmp_path / "ref", tmp_path / "new")
+
+
+def test_regions_recorded_after_their_calls_as_the_reference(tmp_path):
+    """A region's row after the calls inside it (recorded when it ends), calls that overlap
+    their predecessor: the compiled planner sorts and clamps as the reference did."""
+    from interop_speed import ROWS_PER_ITER as K
+    from interop_speed import synthetic_columns
+    from hindsight.trace.write import write_trace
+
+    cols = synthetic_columns(3, 30)
+    for c in cols:
+        c["t_end"][0::K] = c["t_end"][7::K] + 50            # the region encloses the calls
+        order = np.arange(len(c["op"])).reshape(-1, K)[:, [*range(1, K), 0]].ravel()
+        for key in c:
+            if key != "region_names":
+                c[key] = c[key][order]
+        c["t_start"][1::3 * K] -= 30                       # an Isend starts inside the Irecv
+    src = write_trace(tmp_path / "src", cols, manifest={"app": "nested"})
+    reference_export_otf2(src, tmp_path / "ref")
+    export_otf2(src, tmp_path / "new")
+    _assert_same_archive(tmp_path / "ref", tmp_path / "new")
+
+
+def test_fresh_processes_write_the_same(tmp_path):
+    """The numba cache holds no address of the process that compiled it (the OTF2 C functions
+    are passed in): two fresh processes, the second loading what the first cached, write what
+    this one writes."""
+    src = CORPUS / "hddi-pipeline-n4"
+    export_otf2(src, tmp_path / "here")
+    code = "import sys; from hindsight.interop.otf2_export import export_otf2; " \
+        "export_otf2(sys.argv[1], sys.argv[2])"
+    for k in range(2):
+        p = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / f"p{k}")],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        _assert_same_archive(tmp_path / "here", tmp_path / f"p{k}")
+
+
+@pytest.mark.parametrize("comm, members, what", [(7, None, "which the manifest does not define"),
+                                                 (7, [1, 2], "rank 0 is not a member of communicator 7")])
+def test_bad_communicators_fail_as_the_reference(comm, members, what, tmp_path):
+    """A row on a communicator the manifest does not define, or whose peer is not in it: one
+    OtfError naming the trace, the same as the reference's."""
+    from interop_speed import synthetic_columns
+    from hindsight.interop.otf2 import OtfError
+    from hindsight.trace.write import write_trace
+
+    cols = synthetic_columns(3, 2)
+    cols[2]["comm"][5] = comm            # rank 2's Sendrecv_send
+    src = write_trace(tmp_path / "src", cols, manifest={"app": "bad"},
+                      communicators={comm: members} if members else None)
+    tr = tf.read_trace(src)
+    errors = []
+    for k, export in enumerate((reference_export_otf2, export_otf2)):
+        with pytest.raises(OtfError, match=what) as e:
+            export(src, tmp_path / f"o{k}", table=tr.table, manifest=tr.manifest)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
