@@ -17,7 +17,7 @@ import pytest
 
 import replay
 from hindsight import trace as tf
-from hindsight.interop import bytetext
+from hindsight import bytetext
 from hindsight.interop import perfetto as P
 from hindsight.interop import pipit as PIPIT
 from hindsight.interop.timeline import call_heads, read_timeline

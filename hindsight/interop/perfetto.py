@@ -20,15 +20,15 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numba as nb
 import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
-from hindsight.interop import bytetext
-from hindsight.interop.bytetext import byte_table, longest, put, put_int
+from hindsight import bytetext
+from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
 from replay.matching import match_messages
 
@@ -79,8 +79,8 @@ def _big(ns: np.ndarray, texts: list[str]) -> np.ndarray:
 def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_base: int,
                      counts: list[int]) -> Iterator[memoryview | bytes]:
     """The events of one timeline as JSON text, each starting with a comma; adds its slices
-    and arrows to ``counts``. The text is formatted into one reused buffer: each chunk yielded
-    is to be written before the next is asked for."""
+    and arrows to ``counts``. The text is formatted into two buffers in turn: each chunk yielded
+    stays unchanged until the one after the next is asked for (``bytetext.write_overlapped``)."""
     tl = read_timeline(table)
     n = tl.n
     t0 = int(tl.t_start.min()) if n else 0
@@ -110,10 +110,12 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
     big_s, big_d = _big(s_ts, texts), _big(d_ts, texts)
     text_buf, text_off = byte_table(texts)
     room = 700 + 2 * longest(reg_off) + longest(op_off) + 2 * longest(text_off)
-    buf = np.empty(max(bytetext.BUFFER_BYTES, room), np.uint8)
+    bufs = bytetext.buffers(room)
     pid = tl.rank + pid_base
     at = 0
     while at < n:
+        buf = bufs[0]
+        bufs.reverse()
         at, end = _format_slices(buf, room, at, heads, op, region, sendrecv, pid,
                                  ts, dur, big_ts, big_dur, tl.seq, tl.peer, tl.tag, tl.comm,
                                  tl.nbytes, tl.request, tl.root, reg_buf, reg_off, op_buf,
@@ -125,6 +127,8 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
     nbytes = np.asarray(match.nbytes, np.int64)
     at = 0
     while at < k:
+        buf = bufs[0]
+        bufs.reverse()
         at, end = _format_flows(buf, room, at, flow_base, s_pid, s_ts, big_s, nbytes, d_pid,
                                 d_ts, big_d, text_buf, text_off)
         yield memoryview(buf)[:end]
@@ -183,7 +187,7 @@ def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root):
     return at
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, big_ts, big_dur,
                    seq, peer, tag, comm, nbytes, request, root, reg_buf, reg_off, op_buf, op_off,
                    text_buf, text_off):
@@ -245,7 +249,7 @@ def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, 
     return i, at
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _format_flows(buf, room, first, flow_base, s_pid, s_ts, big_s, nbytes, d_pid, d_ts, big_d,
                   text_buf, text_off):
     """The flow arrows of messages ``first``, ``first + 1``, ... (an ``s`` and an ``f`` event
@@ -298,20 +302,15 @@ def export_perfetto(timelines: Sequence[tuple[str | None, pa.Table]], out: Path 
     returns (slices, message arrows)."""
     counts = [0, 0]
     with open(out, "wb") as fh:
-        _write(fh, _document(timelines, metadata, counts))
+        bytetext.write_overlapped(fh, _document(timelines, metadata, counts))
     return counts[0], counts[1]
-
-
-def _write(fh: BinaryIO, chunks: Iterator[memoryview | bytes]) -> None:
-    for chunk in chunks:
-        fh.write(chunk)
 
 
 def to_perfetto(timelines: Sequence[tuple[str | None, pa.Table]],
                 metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON document for one or more timelines (e.g. measured and replayed)."""
     buf = io.BytesIO()
-    _write(buf, _document(timelines, metadata, [0, 0]))
+    bytetext.write_overlapped(buf, _document(timelines, metadata, [0, 0]))
     return json.loads(buf.getvalue())
 
 

@@ -29,7 +29,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numba as nb
 import numpy as np
@@ -37,8 +37,8 @@ import pandas as pd
 import pyarrow as pa
 
 from hindsight import trace as tf
-from hindsight.interop import bytetext
-from hindsight.interop.bytetext import byte_table, longest, put, put_int
+from hindsight import bytetext
+from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
 from replay.frame import load
 from replay.matching import match_messages
@@ -264,15 +264,21 @@ def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
     enter_buf, enter_off = byte_table([_csv_field(json.dumps({"region": s})) for s in ev.names])
     # room for any event: the longest name and Enter attributes, and an instant's six integers
     room = 300 + longest(name_off) + longest(enter_off)
-    buf = np.empty(max(bytetext.BUFFER_BYTES, room), np.uint8)
-    with open(out, "wb") as fh:
-        fh.write((",".join(PIPIT_COLUMNS) + "\n").encode())
+
+    def chunks() -> Iterator[memoryview | bytes]:
+        yield (",".join(PIPIT_COLUMNS) + "\n").encode()
+        bufs = bytetext.buffers(room)
         at = 0
         while at < m:
+            buf = bufs[0]
+            bufs.reverse()
             at, end = _format(buf, room, at, ev.time, ev.etype, ev.name, ev.rank, ev.kind,
                               ev.nonblocking, ev.row, ev.peer, ev.comm, ev.tag, ev.nbytes,
                               ev.request, name_buf, name_off, enter_buf, enter_off)
-            fh.write(memoryview(buf)[:end])
+            yield memoryview(buf)[:end]
+
+    with open(out, "wb") as fh:
+        bytetext.write_overlapped(fh, chunks())
     return m
 
 
@@ -292,7 +298,7 @@ _PIECES = ["Enter", "Leave", "Instant", '"{""receiver"": ', '"{""sender"": ',
 _PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, peer, comm, tag,
             nbytes, request, name_buf, name_off, enter_buf, enter_off):
     """The CSV lines of events ``first``, ``first + 1``, ... into ``buf`` while ``room`` bytes

@@ -28,6 +28,8 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from hindsight import bytetext
+from hindsight.bytetext import put_int as _put_int
 from hindsight.errors import DataError
 from replay.loggopsim import goal_scan
 from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
@@ -263,8 +265,7 @@ def write_goal(s: Schedule, out: Path | str, header: str = "") -> None:
             fh.write(_format_goal_slow(s, header).encode())
             return
         fh.write(_header(header).encode())
-        for chunk in chunks:
-            fh.write(chunk)
+        bytetext.write_overlapped(fh, chunks)
 
 
 def _header(header: str) -> str:
@@ -309,30 +310,6 @@ def _put(buf, p, w):
     return p + len(w)
 
 
-@nb.njit(cache=True, inline="always")
-def _put_int(buf, p, v):
-    if v < 0:
-        buf[p] = 45
-        p += 1
-        u = np.uint64(-(v + 1)) + np.uint64(1)
-    else:
-        u = np.uint64(v)
-    n = 1                                         # digits, then written from the last one
-    t = u
-    while t >= np.uint64(10):
-        t //= np.uint64(10)
-        n += 1
-    e = p + n
-    k = e
-    while True:
-        k -= 1
-        buf[k] = 48 + np.uint8(u % np.uint64(10))
-        u //= np.uint64(10)
-        if u == 0:
-            break
-    return e
-
-
 def _word(w: str) -> np.ndarray:
     return np.frombuffer(w.encode(), np.uint8).copy()
 
@@ -345,8 +322,6 @@ _S_REQ, _S_IREQ = _word(" requires l"), _word(" irequires l")
 _LIMIT = 9.2e18                 # below 2**63: the float sizes that convert to int64
 
 
-#: the buffer the writer formats into, reused chunk after chunk
-_CHUNK = 1 << 20
 #: the most one line takes: a label and five integers of up to 20 characters, and the words
 _LINE = 256
 
@@ -379,7 +354,7 @@ def _check_and_group(nranks, rank, kind, size, dep_op):
     return cnt, by_rank, True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _write(buf, r, i, j, nranks, rank_off, kind, size, peer, tag, cpu, nic, dep_op, dep_on,
            dep_st, cnt, by_rank):
     """The text of the rank blocks from state (r, i, j) on into ``buf`` while a line still fits:
@@ -433,9 +408,10 @@ def _write(buf, r, i, j, nranks, rank_off, kind, size, peer, tag, cpu, nic, dep_
 
 
 def _body_chunks(s: Schedule) -> Iterator[memoryview | bytes] | None:
-    """GOAL text (ASCII) from ``num_ranks`` on, in chunks of one reused buffer (each to be
-    written before the next is asked for); None if a size is not finite or too large for an
-    integer (the caller's formatter then says what Python says)."""
+    """GOAL text (ASCII) from ``num_ranks`` on, in chunks of two buffers used in turn (each
+    unchanged until the one after the next is asked for: ``bytetext.write_overlapped``); None
+    if a size is not finite or too large for an integer (the caller's formatter then says what
+    Python says)."""
     i64 = lambda x: np.ascontiguousarray(x, np.int64)  # noqa: E731
     rank, kind, size = i64(s.rank), i64(s.kind), np.ascontiguousarray(s.size, np.float64)
     dep_op = i64(s.dep_op)
@@ -448,9 +424,11 @@ def _body_chunks(s: Schedule) -> Iterator[memoryview | bytes] | None:
 
     def chunks() -> Iterator[memoryview | bytes]:
         yield f"num_ranks {int(s.nranks)}\n".encode()
-        buf = np.empty(_CHUNK, np.uint8)
+        bufs = bytetext.buffers(_LINE)
         r, i, j = 0, -1, 0
         while r < s.nranks:
+            buf = bufs[0]
+            bufs.reverse()
             r, i, j, p = _write(buf, r, i, j, *cols)
             yield memoryview(buf)[:p]
     return chunks()
