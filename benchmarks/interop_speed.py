@@ -6,7 +6,8 @@ Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters trea
 ``import-otf2`` imports the trace's OTF2 export, ``import-goal`` its GOAL export (rows: the
 imported trace's). Each format's conversion runs in a fresh process (so that one case's memory
 does not weigh on the next); the time covers what ``hindsight export``/``import`` do after
-reading the trace's manifest: reading the rows, converting, writing the output. Rows/s are given
+reading the trace's manifest: importing the format's modules (numba's cache of compiled
+functions loaded on first call), reading the rows, converting, writing the output. Rows/s are given
 by wall-clock time and by the process's CPU time (which another process on a shared machine
 takes less of).
 
@@ -96,55 +97,43 @@ def make_trace(where: Path, rows: int, nranks: int = 8) -> Path:
     return write_trace(where, synthetic_columns(nranks, iters), manifest={"app": "interop-bench"})
 
 
-def perfetto_module():
-    from hindsight.interop import perfetto
-
-    return perfetto
-
-
 def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
-    """Convert ``trace`` to ``fmt`` (or import its OTF2 export) in this process; time and peak
-    memory (max RSS) of the conversion."""
+    """Convert ``trace`` to ``fmt`` (or import its OTF2 or GOAL export) in this process; time
+    and peak memory (max RSS) of what the command does after reading the manifest: importing the
+    format's modules, reading the rows, converting, writing."""
     from hindsight import trace as tf
 
-    tr = tf.read_trace(trace)
+    rows = sum(tf.read_manifest(trace)["events"])
     out = scratch / f"out-{fmt}"
-    if fmt == "import-otf2":
-        from hindsight.interop.otf2_export import export_otf2
-        from hindsight.interop.otf2_import import import_otf2
-
-        archive = scratch / f"archive-{trace.name}"           # one per trace size
-        if not archive.exists():
-            export_otf2(trace, archive, table=tr.table, manifest=tr.manifest)
+    if fmt in ("import-otf2", "import-goal"):
+        # the input is made in another process, so that this one starts as the command does
+        src = scratch / f"{fmt}-{trace.name}"                  # one per trace size
+        if not src.exists():
+            code = ("import sys; from hindsight.interop import formats as F; "
+                    "from hindsight import trace as tf; t = sys.argv[1]; tr = tf.read_trace(t);"
+                    "F.EXPORTERS[sys.argv[2]].write(F.ExportJob(t, table=tr.table, "
+                    "manifest=tr.manifest, nranks=tr.nranks), sys.argv[3])")
+            subprocess.run([sys.executable, "-c", code, str(trace), fmt.split("-")[1], str(src)],
+                           check=True)
         t0, c0 = time.perf_counter(), time.process_time()
-        import_otf2(archive, out)
-    elif fmt == "import-goal":
-        from hindsight.interop.goal import export_goal, import_goal
+        from hindsight.interop.formats import IMPORTERS
 
-        schedule = scratch / f"schedule-{trace.name}.goal"
-        if not schedule.exists():
-            export_goal(trace, schedule)
-        t0, c0 = time.perf_counter(), time.process_time()
-        import_goal(schedule, out)
-        # the rows of the imported trace (Isend/Irecv, Wait, calc), not of the exported one
+        IMPORTERS[fmt.split("-")[1]].read(src, out, [])
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        return {"seconds": dt, "cpu_seconds": dc, "rows": sum(tf.read_manifest(out)["events"]),
-                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    elif fmt == "perfetto" and hasattr(perfetto_module(), "export_perfetto"):
-        # what the exporter does once formats.py calls the streaming writer
-        t0, c0 = time.perf_counter(), time.process_time()
-        perfetto_module().export_perfetto([(None, tr.table)], out, {"trace": str(trace)})
+        # the rows of the imported trace (for GOAL: Isend/Irecv, Wait, calc), not of the exported
+        rows = sum(tf.read_manifest(out)["events"])
     else:
+        t0, c0 = time.perf_counter(), time.process_time()
         from hindsight.interop.formats import EXPORTERS, ExportJob
 
         if fmt == "goal":
             job = ExportJob(trace)
         else:
+            tr = tf.read_trace(trace)
             job = ExportJob(trace, table=tr.table, manifest=tr.manifest, nranks=tr.nranks)
-        t0, c0 = time.perf_counter(), time.process_time()
         EXPORTERS[fmt].write(job, out)
-    dt, dc = time.perf_counter() - t0, time.process_time() - c0
-    return {"seconds": dt, "cpu_seconds": dc, "rows": tr.table.num_rows,
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return {"seconds": dt, "cpu_seconds": dc, "rows": rows,
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
