@@ -154,13 +154,14 @@ def _sorted_events(s: np.ndarray, e: np.ndarray, rank: np.ndarray):
     """The endpoints of the intervals [s, e) (empty ones left out) as (time, +1 start / -1 end,
     rank), by time, ends before starts at equal times, else in interval order."""
     keep = e > s
-    s, e, rank = s[keep], e[keep], rank[keep]
+    if not keep.all():
+        s, e, rank = s[keep], e[keep], rank[keep]
     # The ends first, then the starts: a stable sort by time alone then puts ends first at
     # equal times. Each rank's intervals come in order, so the times are a few sorted runs,
     # which NumPy's stable sort (timsort) merges.
     t = np.concatenate([e, s])
     delta = np.concatenate([-np.ones(len(e), np.int8), np.ones(len(s), np.int8)])
-    rk = np.concatenate([rank, rank]).astype(np.int64)
+    rk = np.concatenate([rank, rank]).astype(np.int64, copy=False)
     order = np.argsort(t, kind="stable")
     return t[order].astype(np.float64, copy=False), delta[order], rk[order]
 
