@@ -9,6 +9,8 @@ o_unexpected = 1 us, O_unexpected = 1 ns/B, so a 100-byte message's u = 1,100 ns
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import replay
@@ -104,3 +106,84 @@ def test_in_call_progress_queues_only_what_a_call_took_in(tmp_path):
     probe = [[("send", 1, 100)], [("compute", 10_000), ("probe", 0), ("recv", 0)]]
     assert _run(tmp_path, probe, "q", progress="in-call", **RULE).rank_end_ns[1] == \
         pytest.approx(10_300 + U)
+
+
+def test_fit_unexpected_reads_the_difference_of_medians():
+    from replay.calibration.fit import fit_unexpected
+    # u(8) = 1 us, u(4104) = 1 us + 4096·0.5 ns = 3.048 us: a line through both
+    probe = {"sizes": [8, 4104], "batch": 16, "rounds": 3,
+             "unexpected_s": [[3e-6, 3e-6, None], [5.048e-6, 9e-6, 5.048e-6]],
+             "expected_s": [[2e-6, 2e-6, 2e-6], [2e-6, 2e-6, None]]}
+    fit = fit_unexpected(probe)
+    assert fit.params["O_unexpected"] == pytest.approx(0.5e-9)
+    assert fit.params["o_unexpected"] == pytest.approx(1e-6 - 8 * 0.5e-9)
+    assert fit.evidence["valid"] == [[2, 3], [3, 2]] and not fit.notes
+    # unexpected receives faster than expected ones: the rule is off, and said so
+    fast = fit_unexpected(dict(probe, unexpected_s=[[1e-6] * 3, [1e-6] * 3]))
+    assert fast.params == {"o_unexpected": 0.0, "O_unexpected": 0.0}
+    assert any("rule unexpected_copy off" in n for n in fast.notes)
+    # no size with valid samples of both cases: no fit
+    assert fit_unexpected(dict(probe, expected_s=[[None] * 3, [None] * 3])) is None
+
+
+def test_unexpected_probe_on_shared_memory():
+    """The probe on 2 real ranks (MPICH shared memory, eager limit 4 KiB there): every size
+    gets valid samples; u(k) is finite, and at the largest eager size the receives whose
+    messages were queued take no less than those posted first (MPICH copies those twice)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from hindsight.collect import find_mpiexec, launch_env
+    env = dict(launch_env(2))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    r = subprocess.run([find_mpiexec(), "-n", "2", "-bind-to", "core", sys.executable, "-m",
+                        "replay.calibration.unexpected", "--eager-max", "4096", "--batch", "8",
+                        "--rounds", "5"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    ev = out["evidence"]
+    assert ev["u_sizes"] == [8, 512, 4096]
+    assert all(a > 0 and b > 0 for a, b in ev["valid"])
+    u = ev["u_s"]
+    assert all(math.isfinite(x) and abs(x) < 1e-3 for x in u)
+    assert u[-1] >= 0, ev
+    p = out["params"]
+    assert p["o_unexpected"] >= 0 and p["O_unexpected"] >= 0
+
+
+def test_calibrate_writes_the_unexpected_cost(monkeypatch, tmp_path):
+    """The probe's fit goes into [loggps] (seconds) and fit.unexpected_probe; loggps reads it
+    (ns), loggopsim leaves it out; the summary prints u(k)."""
+    from click.testing import CliRunner
+
+    from hindsight.cli import main
+    from replay import models as M
+    from replay.calibration import run as R
+    from replay.profile import read_profile
+    from tests.test_calibration_quality import _bench
+
+    probe = {"sizes": [8, 4104], "batch": 16, "rounds": 3, "D_s": 4e-3,
+             "unexpected_s": [[3e-6] * 3, [5.048e-6] * 3],
+             "expected_s": [[2e-6] * 3, [2e-6] * 3]}
+    monkeypatch.setattr(R, "run_bench", lambda *a, **kw: ({**_bench(),
+                                                           "unexpected_probe": probe}, ""))
+    monkeypatch.setattr(R.time, "sleep", lambda s: None)
+    out = tmp_path / "p.toml"
+    r = CliRunner().invoke(main, ["calibrate", "-n", "2", "--overhead-ranks", "2",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    prof = read_profile(out)
+    assert prof["loggps"]["O_unexpected"] == pytest.approx(0.5e-9)
+    assert prof["fit"]["unexpected_probe"]["u_s"] == pytest.approx([1e-6, 3.048e-6])
+    assert "unexpected o_unexpected=0.996us O_unexpected=0.5ns/B" in r.output
+    v = M.resolve(M.get_model("loggps"), {}, M.load_profile(out, M.get_model("loggps")))
+    assert v["o_unexpected"] == pytest.approx(996.0) and v["O_unexpected"] == pytest.approx(0.5)
+    off = M.resolve(M.get_model("loggps"), {"o_unexpected": "0", "O_unexpected": "0"},
+                    M.load_profile(out, M.get_model("loggps")))
+    assert off["o_unexpected"] == 0.0 and off["O_unexpected"] == 0.0
+    v = M.resolve(M.get_model("loggopsim"), {}, M.load_profile(out, M.get_model("loggopsim")))
+    assert "o_unexpected" not in v

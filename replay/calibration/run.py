@@ -416,6 +416,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
         lg.notes.extend(qf.notes)
+    uf = F.fit_unexpected(run["unexpected_probe"]) if run.get("unexpected_probe") else None
+    if uf is not None:
+        lg.notes.extend(uf.notes)
     hk = F.fit_hockney(s["sizes"], s["one_way"])
     mm = F.fit_mm1(s["sizes"], s["one_way"], lg.brk)
     O = lg.params["O"]
@@ -457,7 +460,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         "loggps": {**lg.params, "o_a": o_a, "o_b": o_b,
                    **({"progress": pg.progress} if pg is not None else {}),
                    **(cf.params if cf is not None else {}),
-                   **({"ack_cells": qf.ack_cells} if qf is not None else {})},
+                   **({"ack_cells": qf.ack_cells} if qf is not None else {}),
+                   **(uf.params if uf is not None else {})},
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         **({"compute": bf.params} if bf is not None else {}),
@@ -476,6 +480,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "call_probe": cf.evidence if cf is not None else {},
             "burst_probe": bf.evidence if bf is not None else {},
             "queue_probe": qf.evidence if qf is not None else {},
+            "unexpected_probe": uf.evidence if uf is not None else {},
             "notes": lg.notes,
             "check": check,
         },
