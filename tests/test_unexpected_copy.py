@@ -187,3 +187,12 @@ def test_calibrate_writes_the_unexpected_cost(monkeypatch, tmp_path):
     assert off["o_unexpected"] == 0.0 and off["O_unexpected"] == 0.0
     v = M.resolve(M.get_model("loggopsim"), {}, M.load_profile(out, M.get_model("loggopsim")))
     assert "o_unexpected" not in v
+    # the pickle API's receives are all unexpected: its L is fitted without o_unexpected
+    pk = tmp_path / "pk.toml"
+    r = CliRunner().invoke(main, ["calibrate", "-n", "2", "--overhead-ranks", "2", "--api",
+                                  "pickle", "--out", str(pk)])
+    assert r.exit_code == 0, r.output
+    lp = read_profile(pk)["loggps"]
+    want = max(prof["loggps"]["L"] - prof["loggps"]["o_unexpected"], -lp["o_send"])
+    assert lp["L"] == pytest.approx(want) and lp["L"] < prof["loggps"]["L"]
+    assert any("every receive is unexpected" in n for n in read_profile(pk)["fit"]["notes"])
