@@ -91,7 +91,8 @@ class Ops(NamedTuple):
 
 class Messages(NamedTuple):
     """Per message: its size and endpoints, the model's extra delay, synchronous mode, the
-    earliest end of its send (rule ``ack_cells``)."""
+    earliest end of its send (rule ``ack_cells``), whether its receive was unexpected (rule
+    ``unexpected_copy``, an output)."""
 
     nbytes: np.ndarray     # k, bytes (float)
     src: np.ndarray        # sending rank
@@ -100,6 +101,8 @@ class Messages(NamedTuple):
     sync: np.ndarray       # Ssend/Issend: completes only once the receive matched
     floor: np.ndarray      # rule ack_cells: a rendezvous send ends no earlier, ns (< 0: no
                            # floor; empty: the rule is off)
+    unexp: np.ndarray      # rule unexpected_copy, written: True where the receive paid u(k)
+                           # (empty: not recorded)
 
 
 class Outputs(NamedTuple):
@@ -119,6 +122,8 @@ class Outputs(NamedTuple):
     pred: np.ndarray
     coll_last: np.ndarray
     carry: np.ndarray      # per rank: start time, send and receive free (in); the same at end
+    #: rule unexpected_copy: receives that paid u(k) (-1: not counted); set by the engine
+    unexpected: int = -1
 
 
 class Carry(NamedTuple):
@@ -154,7 +159,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
-    m_floor = msgs.floor
+    m_floor, m_unexp = msgs.floor, msgs.unexp
     rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
         out.rank_wait
     m_sp, m_rp = out.m_sp, out.m_rp
@@ -454,7 +459,10 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                             seen = -1.0
                             if m_rpop[m] >= 0:
                                 seen = first_in_mpi(hs, he, rank_off[r], m_rpop[m], de)
-                        t = unexpected_copy(t, de, m_rp[m], seen, ou, Ouk, kb)
+                        tu = unexpected_copy(t, de, m_rp[m], seen, ou, Ouk, kb)
+                        if tu > t and len(m_unexp) > 0:
+                            m_unexp[m] = True
+                        t = tu
 
             if blocked != -1:
                 if blocked >= 0:

@@ -39,6 +39,9 @@ def test_unexpected_recv_pays_the_copy_and_delays_what_follows(tmp_path):
     assert on.rank_end_ns[0] == pytest.approx(10_000 + 300 + U + 300 + 2_003.5 + 300)
     assert off.rank_end_ns[0] == pytest.approx(10_000 + 300 + 300 + 2_003.5 + 300)
     assert on.makespan_ns - off.makespan_ns == pytest.approx(U)
+    # the replay counts the receives that paid it (rank 0's was expected)
+    assert on.info["unexpected_copy"] == {"receives": 1}
+    assert "unexpected_copy" not in off.info
 
 
 def test_irecv_wait_probe_and_sendrecv_of_an_unexpected_message(tmp_path):
