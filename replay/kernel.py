@@ -29,8 +29,8 @@ Operation kinds (``kind``):
 Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
 
 The network rules (LogGOPS), the progress rules and rule ``unexpected_copy`` (an eager message
-that arrived before its receive was posted costs the receiving call o_u + O_u·k more) are the
-small functions of ``replay.rules``, inlined into the loop.
+queued before its receive was posted costs the call completing the receive o_u + O_u·k more)
+are the small functions of ``replay.rules``, inlined into the loop.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ import numpy as np
 
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
-    clear_to_send_done,
-    eager_arrival, envelope_arrival, first_in_mpi, is_rendezvous, known_handshake, late_receiver_arrival,
-    next_send_slot, passive_reply, rendezvous_arrival, rendezvous_sender_done, request_arrival,
+    clear_to_send_done, eager_arrival, envelope_arrival, first_in_mpi, is_rendezvous,
+    known_handshake, late_receiver_arrival, next_send_slot, passive_reply, rendezvous_arrival,
+    rendezvous_sender_done, request_arrival,
     resolve_stalled_handshake, send_overhead, unexpected_copy, unlink_waiter, wake_waiters,
     wire_time)
 

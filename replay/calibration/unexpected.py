@@ -3,9 +3,9 @@ receiver more when it arrives before its receive is posted (rule ``unexpected_co
 ``replay.rules.unexpected_copy``).
 
 Per eager size k and round, on a "go" from rank 0, rank 1 sends ``UNEXP_BATCH`` messages of k
-bytes and then a 0-byte marker; rank 0, having sent the go, waits outside MPI (``wait``: a spin or a sleep, as bench.py's ``_wait``) for D,
-long enough for all of them to be in its transport, then times all the receiving work of the
-batch in two cases:
+bytes and then a 0-byte marker; rank 0, having sent the go, waits outside MPI (``wait``: a spin
+or a sleep, as bench.py's ``_wait``) for D, long enough for all of them to be in its
+transport, then times all the receiving work of the batch in two cases:
 
 * unexpected: ``Recv`` of the marker (its progress engine takes the batch in first: no receive
   is posted for it, so it goes to the unexpected list), then ``Irecv`` of each message (which
@@ -48,10 +48,10 @@ def unexpected_probe(comm: MPI.Comm, rank: int, eager_max: int | None, one_way_s
                      pair_sync: Callable[[], None], wait: Callable[[int], None],
                      batch: int = UNEXP_BATCH, rounds: int = UNEXP_ROUNDS) -> dict:
     """Run the probe on ranks 0 and 1 (``rank`` is 0 or 1) for the sizes of ``UNEXP_SIZES`` up
-    to ``eager_max``, the largest eager size, and that size (None: no rendezvous seen, all). ``one_way_s``: the largest size's measured one-way time (D
-    is 4 ms or 4·batch of it, if longer); ``wait(ns)`` lets ns pass outside MPI. Rank 0 returns
-    per size the samples of both cases (seconds per message, None where invalid), rank 1 an
-    empty dict."""
+    to ``eager_max``, the largest eager size, and that size (None: no rendezvous seen, all).
+    ``one_way_s``: the largest size's measured one-way time (D is 4 ms or 4·batch of it, if
+    longer); ``wait(ns)`` lets ns pass outside MPI. Rank 0 returns per size the samples of both
+    cases (seconds per message, None where invalid), rank 1 an empty dict."""
     peer = 1 - rank
     sizes = sorted({k for k in UNEXP_SIZES if eager_max is None or k <= eager_max}
                    | ({eager_max} if eager_max is not None else set()))
