@@ -281,6 +281,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if res.info.get("one_host"):
         click.echo(f"note: M/M/1: {res.info['one_host']}", err=True)
     _ack_line(say, res.info.get("ack_cells"))
+    _unexpected_line(say, res.info.get("unexpected_copy"))
     if noise is not None:
         say(noise.line())
     if injected:
@@ -347,6 +348,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
                  for k, v in res.params.items()))
     _measured_lines(say, res, read_manifest(trace).get("makespan_ns"))
     _ack_line(say, res.info.get("ack_cells"))
+    _unexpected_line(say, res.info.get("unexpected_copy"))
     _breakdown(say, res.breakdown())
 
 
@@ -367,6 +369,13 @@ def _ack_line(say, ack: dict | None) -> None:
             f"until the receiver's next waiting call (all {ack['cells']} acknowledgement "
             f"cells taken; {ack['passes']} more replay{'' if ack['passes'] == 1 else 's'}"
             + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
+
+
+def _unexpected_line(say, unexp: dict | None) -> None:
+    if unexp is not None:
+        n = unexp["receives"]
+        say(f"unexpected {n} eager receive{'' if n == 1 else 's'} found the message queued "
+            "and paid o_unexpected + O_unexpected·k (rule unexpected_copy)")
 
 
 def _breakdown(say, df) -> None:

@@ -215,9 +215,10 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
     msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync,
-                      np.zeros(0) if floor is None else floor)
+                      np.zeros(0) if floor is None else floor,
+                      np.zeros(st.nmsg if prm[K.P_OU] > 0 or prm[K.P_OUK] > 0 else 0, np.bool_))
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
-    return status, out
+    return status, out._replace(unexpected=int(msgs.unexp.sum()) if len(msgs.unexp) else -1)
 
 
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
@@ -311,6 +312,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         rank_wait_ns=out.rank_wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
         info=info, prepared=prep, carry=out.carry, sent_ns=out.m_sp)
+    if out.unexpected >= 0:
+        res.info["unexpected_copy"] = {"receives": out.unexpected}   # rule unexpected_copy
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected

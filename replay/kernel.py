@@ -28,8 +28,9 @@ Operation kinds (``kind``):
 
 Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
 
-The network rules (LogGOPS) and the progress rules are the small functions of ``replay.rules``,
-inlined into the loop.
+The network rules (LogGOPS), the progress rules and rule ``unexpected_copy`` (an eager message
+queued before its receive was posted costs the call completing the receive o_u + O_u·k more)
+are the small functions of ``replay.rules``, inlined into the loop.
 """
 
 from __future__ import annotations
@@ -42,31 +43,34 @@ import numpy as np
 
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
-    clear_to_send_done,
-    eager_arrival, envelope_arrival, is_rendezvous, known_handshake, late_receiver_arrival,
-    next_send_slot, passive_reply, rendezvous_arrival, rendezvous_sender_done, request_arrival,
-    resolve_stalled_handshake, send_overhead, unlink_waiter, wake_waiters, wire_time)
+    clear_to_send_done, eager_arrival, envelope_arrival, first_in_mpi, is_rendezvous,
+    known_handshake, late_receiver_arrival, next_send_slot, passive_reply, rendezvous_arrival,
+    rendezvous_sender_done, request_arrival,
+    resolve_stalled_handshake, send_overhead, unexpected_copy, unlink_waiter, wake_waiters,
+    wire_time)
 
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "97088fc165fa"
+RULES_SHA1 = "4cc1c5f4aedf"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV = range(13)
 
 # Parameter vector layout (ns, bytes).
-P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS = \
-    range(13)
-NPARAMS = 13
+P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS, \
+    P_OU, P_OUK = range(15)
+NPARAMS = 15
 # P_PROGRESS: how a rendezvous handshake progresses (``handshake_time``)
 PROGRESS_ASYNC, PROGRESS_IN_CALL = 0.0, 1.0
 MODE_NETWORK, MODE_MEASURED = 0, 1
 
 
 def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0, gap=0.0,
-                S=math.inf, kshift=1.0, P=1.0, progress=PROGRESS_ASYNC) -> np.ndarray:
+                S=math.inf, kshift=1.0, P=1.0, progress=PROGRESS_ASYNC, ou=0.0,
+                Ou=0.0) -> np.ndarray:
+    """ou, Ou: rule ``unexpected_copy``'s o_u (ns) and O_u (ns/byte); both 0: off."""
     p = np.zeros(NPARAMS)
-    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P, progress)
+    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P, progress, ou, Ou)
     return p
 
 
@@ -87,7 +91,8 @@ class Ops(NamedTuple):
 
 class Messages(NamedTuple):
     """Per message: its size and endpoints, the model's extra delay, synchronous mode, the
-    earliest end of its send (rule ``ack_cells``)."""
+    earliest end of its send (rule ``ack_cells``), whether its receive was unexpected (rule
+    ``unexpected_copy``, an output)."""
 
     nbytes: np.ndarray     # k, bytes (float)
     src: np.ndarray        # sending rank
@@ -96,6 +101,8 @@ class Messages(NamedTuple):
     sync: np.ndarray       # Ssend/Issend: completes only once the receive matched
     floor: np.ndarray      # rule ack_cells: a rendezvous send ends no earlier, ns (< 0: no
                            # floor; empty: the rule is off)
+    unexp: np.ndarray      # rule unexpected_copy, written: True where the receive paid u(k)
+                           # (empty: not recorded)
 
 
 class Outputs(NamedTuple):
@@ -115,6 +122,8 @@ class Outputs(NamedTuple):
     pred: np.ndarray
     coll_last: np.ndarray
     carry: np.ndarray      # per rank: start time, send and receive free (in); the same at end
+    #: rule unexpected_copy: receives that paid u(k) (-1: not counted); set by the engine
+    unexpected: int = -1
 
 
 class Carry(NamedTuple):
@@ -150,7 +159,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
-    m_floor = msgs.floor
+    m_floor, m_unexp = msgs.floor, msgs.unexp
     rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
         out.rank_wait
     m_sp, m_rp = out.m_sp, out.m_rp
@@ -167,19 +176,24 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     S = prm[P_S]
     kshift = prm[P_KSHIFT]
     measured = mode == MODE_MEASURED
+    ou = prm[P_OU]
+    Ouk = prm[P_OUK]
+    has_u = (ou > 0.0 or Ouk > 0.0) and not measured
     has_floor = len(m_floor) > 0 and not measured
     has_cost = len(cost) > 0 and not measured
     # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
     # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
     # sender whose receiver has not been replayed far enough waits in that receiver's list.
     in_call = prm[P_PROGRESS] == PROGRESS_IN_CALL and not measured
+    # rule unexpected_copy with in-call progress looks for the receiver's calls too
+    keep = in_call or has_u
     hs, he = op_start, op_end
     if not record:
-        hs = np.empty(len(kind) if in_call else 0)
-        he = np.empty(len(kind) if in_call else 0)
+        hs = np.empty(len(kind) if keep else 0)
+        he = np.empty(len(kind) if keep else 0)
     nm_h = len(m_sp) if in_call else 0
     m_h = np.full(nm_h, -1.0)                # handshake time per rendezvous message
-    m_rpop = np.full(nm_h, -1, np.int64)     # the operation that posted its receive
+    m_rpop = np.full(len(m_sp) if keep else 0, -1, np.int64)  # the op that posted its receive
     pw_msg = np.full(P, -1, np.int64)        # per sender: the handshake it waits for
     pw_rts = np.zeros(P)                     # ... that message's request arrival
     pw_next = np.full(P, -1, np.int64)
@@ -296,7 +310,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 m = msg[i]
                 if m_rp[m] < 0.0:
                     m_rp[m] = t
-                    if in_call:
+                    if keep:
                         m_rpop[m] = i
                     s = m_src[m]
                     if wait_on[s] == m:
@@ -439,6 +453,16 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     tr, waited, pk = bound(le, de, PRED_SEND)
                     rx_r = tr + gap
                     t = after_overhead(tr, or0, Or, kb)
+                    if has_u and not is_rendezvous(kb, S, m_sync[m]):
+                        seen = de
+                        if in_call:
+                            seen = -1.0
+                            if m_rpop[m] >= 0:
+                                seen = first_in_mpi(hs, he, rank_off[r], m_rpop[m], de)
+                        tu = unexpected_copy(t, de, m_rp[m], seen, ou, Ouk, kb)
+                        if tu > t and len(m_unexp) > 0:
+                            m_unexp[m] = True
+                        t = tu
 
             if blocked != -1:
                 if blocked >= 0:
@@ -458,7 +482,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 break
             if record:
                 pred[i] = pk
-            if record or in_call:
+            if record or keep:
                 hs[i] = st_r
                 he[i] = t
                 if in_call and t >= pw_min[r]:

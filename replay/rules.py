@@ -61,6 +61,41 @@ def eager_arrival(sent, L, wire, delay):
 
 
 @nb.njit(inline="always")
+def unexpected_copy(t, arrived, posted, seen, o_u, O_u, k):
+    """Rule ``unexpected_copy``: an eager message whose data arrived (``eager_arrival``) before
+    its receive was posted, both in the replayed timeline, and that the receiver's library took
+    in before that post, waited in the library's unexpected queue; the call that completes the
+    receive ends u(k) = o_u + O_u·k later (both 0: off):
+
+        arrived <= posted and seen >= 0:  t + o_u + O_u·k   (unexpected)
+        otherwise:                        t                 (expected: the data goes straight
+                                                             to the posted buffer)
+
+    ``t``: the end of the receive without the rule (after o_r(k)). ``seen``: when the library
+    took the data in: with progress ``async`` on arrival (``seen = arrived``); with ``in-call``
+    the first time >= arrived the receiver was inside one of its calls before the posting one
+    (``first_in_mpi``; -1: none, the posting call finds the data still in the transport and
+    matches it to the receive it has just posted). A Recv after the Probe that found its
+    message is unexpected; so is a receive posted after another call of the receiver that ran
+    once the data was there.
+
+    MPICH 4-5 (ch4, active messages; src/mpid/ch4/src/mpidig_recv.h, mpidig_pt2pt_callbacks.c):
+    the progress engine, which runs only inside the receiver's calls unless asynchronous
+    progress is on, hands an eager message that finds no posted receive to the unexpected list,
+    copying it into a buffer of the library's pool; the receive that matches it later
+    (``MPIDIG_do_irecv``, ``MPIDIG_mpi_imrecv``) takes it off that list and copies it into the
+    user's buffer in the posting call (``MPIDIG_handle_unexpected`` ->
+    ``MPIDIG_copy_from_unexp_req``). An expected message is copied once, into the posted
+    buffer. u(k) is the difference (``hindsight calibrate``'s unexpected probe), charged where
+    the receive completes (a Recv; the Wait of an Irecv: at the post the replay cannot know yet
+    whether the data is there without holding the Irecv until the sender is replayed).
+    Rendezvous messages are never queued so: their data moves after the receive is posted."""
+    if arrived <= posted and seen >= 0.0:
+        return t + o_u + O_u * k
+    return t
+
+
+@nb.njit(inline="always")
 def envelope_arrival(sent, L, delay):
     """sent + L + delay: a message's envelope (for a rendezvous, its request to send) is at the
     receiver; what a probe waits for."""

@@ -31,6 +31,8 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
   lasting most of D waited for the peer to enter MPI (fit.fit_progress decides).
 * call probe (``replay.calibration.calls``): the overheads of posting an Irecv, of a Wait on a
   complete send, of a Probe finding its message, of an Iprobe finding nothing, timed in batches.
+* unexpected probe (``replay.calibration.unexpected``): a batch of eager messages received after
+  they arrived (unexpected) against the same batch received into receives posted first.
 * burst probe (``replay.calibration.bursts``): the CPU time of a fixed compute kernel between
   8-byte exchanges with the peer against the same kernel with no call between: the transport's
   cost in the program's compute bursts.
@@ -68,6 +70,7 @@ from replay.calibration import progress as _progress
 from replay.calibration.bursts import burst_probe
 from replay.calibration.calls import call_probe
 from replay.calibration.queue import queue_probe
+from replay.calibration.unexpected import unexpected_probe
 
 _dumps = MPI.pickle.dumps   # what instrument.comm pickles with
 ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HINDSIGHT_TRANSPORT")
@@ -463,6 +466,18 @@ def main(argv: list[str] | None = None) -> None:
                 result["queue_probe"] = queue_probe(
                     comm, rank, message(rdv), lambda tag: recv(rdv, 0, tag), one_way,
                     pair_sync, spin)
+            # the eager sizes: up to the largest the eager probe saw not wait (bytes on the wire)
+            eager_max = None if rdv is None else result["progress_probe"]["eager_size"]
+            if rdv is None or eager_max is not None:
+                if rank == 0:
+                    _progress.report(phase="unexpected probe")
+                big = max([k for k in sizes if eager_max is None or wire(k) <= eager_max]
+                          or [min(sizes)])
+                mine = float(np.median(samples[big]["rtt"])) / 2 if rank == 0 else 0.0
+                one_way = max(mine, comm.sendrecv(mine, dest=peer, source=peer, sendtag=19,
+                                                  recvtag=19))
+                result["unexpected_probe"] = unexpected_probe(
+                    comm, rank, eager_max, one_way, pair_sync, lambda d: _wait(d, spin))
             if rank == 0:
                 _progress.report(phase="burst probe")
             result["burst_probe"] = burst_probe(comm, rank, pair_sync)

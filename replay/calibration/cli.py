@@ -116,6 +116,12 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         click.echo("  calls   " + " ".join(f"{k}={lg[k] * us:.3g}us" for k in
                                           ("o_irecv", "o_wait", "o_probe", "o_call"))
                    + f" (median of {cp['n_calls']} calls each, {cp['api']} API)")
+    up = f.get("unexpected_probe") or {}
+    if up.get("u_s"):
+        click.echo(f"  unexpected o_unexpected={lg['o_unexpected'] * us:.3g}us "
+                   f"O_unexpected={lg['O_unexpected'] * 1e9:.3g}ns/B (u(k) at "
+                   + ", ".join(f"{k}B {u * us:.3g}us" for k, u in zip(up["u_sizes"], up["u_s"]))
+                   + f"; {up['batch']} messages a batch)")
     cu = prof.get("compute") or {}
     if cu.get("burst_s"):
         click.echo("  bursts  " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in

@@ -479,3 +479,60 @@ def fit_queue(probe: dict) -> QueueFit:
                      "receiver's next MPI call: ack_cells = inf (no limit)")
         return QueueFit(math.inf, ev, notes)
     return QueueFit(float(probe["largest_not_held"]), ev, notes)
+
+
+@dataclass
+class UnexpectedFit:
+    params: dict                        # o_unexpected (s), O_unexpected (s/byte)
+    evidence: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def fit_unexpected(probe: dict) -> UnexpectedFit | None:
+    """Rule ``unexpected_copy``'s u(k) = o_unexpected + O_unexpected·k from the unexpected probe
+    (unexpected.py): per size u(k) = median of the valid unexpected samples − median of the
+    valid expected ones (seconds per message), then a least-squares line over the sizes. A
+    negative slope is set to 0 with o_unexpected the median u; a negative intercept is set to
+    0 with the slope through the origin; a negative u throughout gives 0 and 0. Each is noted.
+    None when no size has valid samples of both cases."""
+    ks, us, n_valid = [], [], []
+    notes: list[str] = []
+    for k, un, ex in zip(probe["sizes"], probe["unexpected_s"], probe["expected_s"]):
+        a = [v for v in un if v is not None]
+        b = [v for v in ex if v is not None]
+        n_valid.append([len(a), len(b)])
+        if not a or not b:
+            notes.append(f"unexpected probe: no valid samples of both cases at {k} B (the "
+                         "sender was still sending when the timing began: a busy machine)")
+            continue
+        ks.append(float(k))
+        us.append(float(np.median(a)) - float(np.median(b)))
+    ev = {"sizes": [int(k) for k in probe["sizes"]], "batch": probe.get("batch"),
+          "rounds": probe.get("rounds"), "D_s": probe.get("D_s"),
+          "unexpected_s": [[("invalid" if v is None else v) for v in un]
+                           for un in probe["unexpected_s"]],
+          "expected_s": [[("invalid" if v is None else v) for v in ex]
+                         for ex in probe["expected_s"]],
+          "valid": n_valid, "u_sizes": [int(k) for k in ks], "u_s": us,
+          "took_s": probe.get("took_s")}
+    if not ks:
+        return None
+    k = np.asarray(ks)
+    u = np.asarray(us)
+    if len(k) >= 2 and np.ptp(k) > 0:
+        O_u, o_u = (float(x) for x in np.polyfit(k, u, 1))
+    else:
+        O_u, o_u = 0.0, float(np.median(u))
+    if O_u < 0:
+        notes.append(f"unexpected probe: u(k) fell with k (slope {O_u:.3g} s/B): "
+                     "O_unexpected set to 0, o_unexpected to the median u")
+        O_u, o_u = 0.0, float(np.median(u))
+    if o_u < 0:
+        O_u = max(float(np.dot(k, u) / np.dot(k, k)), 0.0)
+        notes.append(f"unexpected probe: u(k) had a negative intercept: o_unexpected set to 0, "
+                     f"O_unexpected {O_u:.3g} s/B through the origin")
+        o_u = 0.0
+    if o_u == 0.0 and O_u == 0.0:
+        notes.append("unexpected probe: unexpected receives were not slower than expected "
+                     "ones: rule unexpected_copy off (0, 0)")
+    return UnexpectedFit({"o_unexpected": o_u, "O_unexpected": O_u}, ev, notes)

@@ -40,6 +40,8 @@ from replay.models.base import NetworkModel, Param, ParamError, profile_section,
 
 #: the per-call overheads a profile's [loggps] section may carry (seconds)
 CALL_OVERHEADS = ("o_irecv", "o_wait", "o_probe", "o_call")
+#: rule ``unexpected_copy`` (loggps): u(k) = o_unexpected + O_unexpected·k
+UNEXPECTED = ("o_unexpected", "O_unexpected")
 
 
 @register
@@ -70,7 +72,8 @@ class LogGP(NetworkModel):
                              orP=v["o_b_recv"], Or=v["O_recv"], L=v["L"], G=v["G"], gap=v["g"],
                              S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks),
                              progress=K.PROGRESS_IN_CALL if v.get("progress") == "in-call"
-                             else K.PROGRESS_ASYNC)
+                             else K.PROGRESS_ASYNC,
+                             ou=v.get("o_unexpected", 0.0), Ou=v.get("O_unexpected", 0.0))
 
     def check(self, v: dict) -> None:
         # o_s at the fewest ranks that send messages (P = 2); o_b >= 0 only makes it larger
@@ -112,4 +115,7 @@ class LogGP(NetworkModel):
             out["progress"] = sec["progress"]       # measured by calibrate's progress probe
         if "ack_cells" in self.PARAMS and "ack_cells" in sec:
             out["ack_cells"] = sec["ack_cells"]     # measured by calibrate's queue probe
+        for name in UNEXPECTED:                     # measured by calibrate's unexpected probe
+            if name in self.PARAMS and name in sec:
+                out[name] = sec[name]
         return out

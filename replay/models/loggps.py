@@ -38,6 +38,20 @@ next call that waits: the sender's Wait lasts until then::
 (e_j: the end of the receiver's j-th rendezvous receive, from any sender, in completion order;
 the cells are the receiving process's; ``replay.rules.ack_cells`` has the full rule).
 ``hindsight calibrate``'s queue probe measures ``ack_cells`` (inf when no limit shows).
+
+``o_unexpected``, ``O_unexpected`` (rule ``unexpected_copy``, ``replay.rules.unexpected_copy``):
+an eager message (k <= S) whose data arrived before its receive was posted (in the replayed
+timeline) waited in the library's unexpected queue; the call that completes its receive (Recv,
+the Wait of an Irecv or of a Sendrecv's receive, a Recv after a Probe) copies it out and ends
+u(k) = o_unexpected + O_unexpected·k later than an expected one::
+
+    receive completes  max(arrival, receive NIC free) + o_r(k) + u(k)   if arrival <= posted
+
+MPICH (ch4, ``MPIDIG_do_irecv`` -> ``MPIDIG_copy_from_unexp_req``) copies at the post; the
+replay charges it at the completion. Both 0 (the default): off. ``hindsight calibrate``'s
+unexpected probe measures them, and then stores o_recv as the expected receive's overhead (its
+receive probe times a receive whose message is already there, an unexpected one): see
+docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -59,4 +73,9 @@ class LogGPS(LogGP):
                                 "rendezvous completions a receiver can acknowledge before the "
                                 "sender reads them; more wait for the receiver's next waiting "
                                 "call (inf: no limit)", minimum=1.0, allow_inf=True)
+    PARAMS["o_unexpected"] = Param("time", 0.0, "rule unexpected_copy: the extra time of a "
+                                   "receive whose eager message arrived before it was posted "
+                                   "(copy out of the unexpected queue), per message")
+    PARAMS["O_unexpected"] = Param("time_per_byte", 0.0, "rule unexpected_copy: the same, "
+                                   "per byte")
     RETIRED = {"semantics": "LogGOPSim's rules are a model of their own: --model loggopsim"}
