@@ -988,3 +988,18 @@ def test_goal_import_counts_what_the_rows_cannot_say(tmp_path):
     p = hindsight("import", "goal", tmp_path / "plain.goal", "--out", tmp_path / "u")
     assert p.returncode == 0 and "skipped" not in p.stdout, p.stdout + p.stderr
     assert tf.read_manifest(tmp_path / "u")["import"]["skipped"] == {}
+
+
+def test_a_damaged_event_file_is_one_error_line(tmp_path):
+    """Half an OTF2 event file: the OTF2 C library's own error lines are not printed, the
+    import says one `Error:` line naming the archive, exit 1, and leaves no output."""
+    corpus = Path(__file__).resolve().parent / "corpus" / "requests-n2"
+    arch = tmp_path / "a"
+    assert hindsight("export", corpus, "--format", "otf2", "--out", arch).returncode == 0
+    evt = sorted(arch.rglob("*.evt"))[0]
+    data = evt.read_bytes()
+    evt.write_bytes(data[: len(data) // 2])
+    res = hindsight("import", "otf2", arch, "--out", tmp_path / "imp")
+    assert res.returncode == 1 and not (tmp_path / "imp").exists()
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"Error: {arch}"), res.stderr
+    assert "[OTF2]" not in res.stderr

@@ -44,6 +44,31 @@ TESTBED_NODE = "testbed node"
 ROW_FIELDS = ("op", "peer", "tag", "comm", "nbytes", "request", "root")
 
 
+_SILENT = []     # the registered callback, kept alive for as long as the library may call it
+
+
+def quiet_library() -> None:
+    """Stop the OTF2 C library from printing its own ``[OTF2] file:line: error: ...`` lines on
+    stderr (four for one damaged event file): the error code it returns becomes the command's
+    one ``Error:`` line. Once per process; the callback (``OTF2_Error_RegisterCallback``, which
+    the ``otf2`` package does not bind: its last argument is a ``va_list``, passed on x86-64 as
+    a pointer) returns the code it is given, as the default handler does after printing."""
+    if _SILENT:
+        return
+    import ctypes
+
+    from _otf2.Config import conf
+
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                             ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+    callback = proto(lambda user, file, line, function, code, fmt, args: code)
+    register = conf.lib.OTF2_Error_RegisterCallback
+    register.argtypes = [proto, ctypes.c_void_p]
+    register.restype = ctypes.c_void_p
+    register(callback, None)
+    _SILENT.append(callback)
+
+
 class OtfError(DataError, ValueError):
     """An OTF2 archive that cannot be written or imported; the message names the file and the
     problem."""

@@ -74,6 +74,9 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
     be given (e.g. a replayed timeline); otherwise the trace is read. Returns the anchor path."""
     import otf2
 
+    from hindsight.interop.otf2 import quiet_library
+    quiet_library()
+
     if table is None:
         tr = tf.read_trace(trace_dir)
         table, manifest = tr.table, tr.manifest

@@ -46,6 +46,7 @@ from hindsight.interop.otf2 import (
     UNDEFINED_ROOT,
     OtfError,
     parse_rows,
+    quiet_library,
 )
 from hindsight.interop.scorep_sizes import scorep_block
 from hindsight.trace.schema import short_error
@@ -133,6 +134,7 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     import otf2
     from otf2 import events as E
 
+    quiet_library()
     path = Path(path)
     anchor = _anchor(path)
     with open(anchor, "rb") as fh:
