@@ -360,7 +360,8 @@ def _measured_lines(say, res, epoch_ns: float | None) -> None:
     if epoch_ns and abs(epoch_ns - res.measured_makespan_ns) > 0.0005 * epoch_ns:
         from hindsight.info import makespan_text
         say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
-    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} %)")
+    # the traced run is what a replay has; against the untraced one: hindsight validate
+    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the traced run)")
 
 
 def _ack_line(say, ack: dict | None) -> None:
