@@ -106,6 +106,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "concurrent_mpi": tf.concurrent_text(m),
         "timed_out_after_s": m.get("timed_out_after_s"),
         "stopped_in": m.get("stopped_in"),
+        "replay": m.get("replay"),
     }
 
 
@@ -130,12 +131,24 @@ def untraced_text(counts: dict[str, int], top: int = 5) -> str:
     return f"{total} call{'s' * (total != 1)} ({names})"
 
 
+def _origin_line(info: dict[str, Any]) -> str:
+    """Where the timeline comes from: the MPI library of a traced run, or the model of a replayed
+    timeline (``replay --out``), which ran on no MPI."""
+    rep = info.get("replay")
+    if rep:
+        params = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in (rep.get("params") or {}).items())
+        return (f"replayed    {rep.get('model')} {params}  (from run {rep.get('of_run_id')}; "
+                "not a measured run)")
+    return f"mpi         {info['mpi_library']} (MPI {info['mpi_version']})"
+
+
 def format_info(info: dict[str, Any]) -> str:
     lines = [
         f"trace       {info['path']}",
         f"run         {info['run_id']}  app={info['app']}  paradigm={info['paradigm']}",
         f"ranks       {info['ranks']}  hosts={info['hosts']}  oversubscribed={info['oversubscribed']}",
-        f"mpi         {info['mpi_library']} (MPI {info['mpi_version']})",
+        _origin_line(info),
         f"complete    {'yes' if info['complete'] else 'NO'}"
         + ("" if info["complete"] else f"  (ranks {info['incomplete_ranks']}: "
            f"{[info['rank_status'][r] for r in info['incomplete_ranks']]})"),
@@ -147,7 +160,8 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append("where       " + "\n            ".join(describe(info["stopped_in"])))
     lines += [
         f"verified    {info['result_verified']}",
-        makespan_text(info["makespan_s"] * 1e9),
+        makespan_text(info["makespan_s"] * 1e9) if not info.get("replay") else
+        f"makespan (replayed) {fmt_time(info['makespan_s'] * 1e9)}",
         f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p"
         + (f", {info['bytes_one_sided']} moved by one-sided operations"
            if info.get("bytes_one_sided") else "") + ")",

@@ -501,3 +501,13 @@ def test_mm1_says_when_its_network_parameters_do_not_apply():
     assert "note: M/M/1: every message is between ranks of one host" in text.stderr
     assert "(here free)" in text.stderr
     assert "(here as set)" in replay("--set", "C_host=1kbit/s").stderr
+
+
+def test_trace_info_of_a_replayed_timeline_says_it_is_one(tmp_path):
+    """`replay --out`'s timeline ran on no MPI: info names its model and run, and its makespan
+    is the replayed one, not a traced run's."""
+    corpus = Path(__file__).resolve().parent / "corpus" / "requests-n2"
+    assert invoke("replay", corpus, "--model", "hockney", "--out", tmp_path / "r").exit_code == 0
+    text = invoke("trace", "info", tmp_path / "r").output
+    assert "replayed    hockney " in text and "not a measured run" in text, text
+    assert "makespan (replayed) " in text and "traced run" not in text and "mpi " not in text
