@@ -48,7 +48,9 @@ def spec_from_manifest(manifest: dict[str, Any], where: str = "trace") -> Spec:
     args = manifest.get("args") or {}
     P = int(manifest.get("ranks") or 0)
     if app not in UNIT_NAMES:
-        raise SynthesisError(f"{where}: app {app!r} is not one of {', '.join(UNIT_NAMES)}")
+        raise SynthesisError(f"{where}: app {app!r} is not one of {', '.join(UNIT_NAMES)}, "
+                             "whose schedules predict synthesises at other P and N "
+                             "(docs/predict.md); replay this trace instead")
     if paradigm not in SKELETONS:
         raise SynthesisError(f"{where}: unknown paradigm {paradigm!r}")
     if int(args.get("group_size") or 0) not in (0, P) or int(args.get("masters") or 0) > 1:

@@ -511,3 +511,12 @@ def test_trace_info_of_a_replayed_timeline_says_it_is_one(tmp_path):
     text = invoke("trace", "info", tmp_path / "r").output
     assert "replayed    hockney " in text and "not a measured run" in text, text
     assert "makespan (replayed) " in text and "traced run" not in text and "mpi " not in text
+
+
+def test_predict_refuses_a_program_without_a_skeleton():
+    """predict synthesises the applications' schedules; a program's trace (here a corpus trace
+    of requests.py) is one line saying so and what to do, exit 1."""
+    corpus = Path(__file__).resolve().parent / "corpus" / "requests-n2"
+    r = invoke("predict", corpus, "--ranks", "2..4")
+    assert r.exit_code == 1
+    one_error_line(r, "app 'requests.py' is not one of", "replay this trace instead")
