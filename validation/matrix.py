@@ -209,6 +209,23 @@ def under_load(manifests: list[dict]) -> list[str]:
     return seen
 
 
+def load_summary(reasons: list[str]) -> str:
+    """A cell's load reasons (one per run and rank) in one short phrase: the worst wait for a
+    core and the worst steal, other reasons as they are."""
+    import re
+
+    waits, steals, other = [], [], []
+    for r in reasons:
+        if m := re.fullmatch(r"rank \d+ waited for a core ([\d.]+) % of the time", r):
+            waits.append(float(m.group(1)))
+        elif m := re.fullmatch(r"([\d.]+) % of the CPU time stolen by the hypervisor", r):
+            steals.append(float(m.group(1)))
+        elif r not in other:
+            other.append(r)
+    return "; ".join(([f"ranks waited for a core up to {max(waits):g} % of a run"] if waits else [])
+                     + ([f"hypervisor steal up to {max(steals):g} %"] if steals else []) + other)
+
+
 def wall_s(manifest: dict) -> float:
     """A run's wall time: start barrier to the end of the program on the last rank to end
     (manifest ``wall_ns``); a manifest without it gives its makespan."""

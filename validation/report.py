@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from hindsight.errors import DataError
+from validation.matrix import load_summary
 from validation.report_facts import header_items, profile_facts, spec_facts
 from validation.report_plots import Plot, error_plot, paradigms, speedup, time_vs_ranks
 from validation.report_tables import (
@@ -29,7 +30,6 @@ from validation.report_tables import (
     Td,
     app_tables,
     fmt_pct,
-    load_summary,
     predictor_name,
     predictor_summary,
     summary_table,

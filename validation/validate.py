@@ -34,7 +34,7 @@ from typing import Any, Callable
 from hindsight import testbed as tb
 from hindsight.system import write_text_atomic
 from validation.errors_table import write_errors
-from validation.matrix import cross_key, run_cell, run_cross
+from validation.matrix import cross_key, load_summary, run_cell, run_cross
 from validation.profiles import ensure_profile
 from validation.spec import Cell, Spec, SpecError
 
@@ -282,8 +282,9 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
         res["spec_inputs"] = inputs
         write_text_atomic(dest, json.dumps(res, indent=1, default=float))
         if res.get("under_load"):
-            tqdm.write(f"warning: cell {cell.key} ran under load ({'; '.join(res['under_load'])})"
-                       ": its times are not a quiet machine's", file=sys.stderr)
+            tqdm.write(f"warning: cell {cell.key} ran under load "
+                       f"({load_summary(res['under_load'])}): its times are not a quiet "
+                       "machine's", file=sys.stderr)
         done += 1
         write_errors(out)
     # Cross-network predictions, once both cells of a pair have their results.
