@@ -321,8 +321,10 @@ def test_thread_multiple_is_refused_in_one_line(exe, tmp_path):
     res = hindsight("collect", "-n", 2, "--program", exe("thread_multiple"), "--out", tmp_path / "t")
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines()[-1] == (
-        "Error: hindsight: the program asks for MPI_THREAD_MULTIPLE (thread-multiple), which the "
-        "PMPI tracer does not support; run it untraced")
+        "Error: the program asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records "
+        "the MPI calls of one thread at a time; ask for MPI_THREAD_SERIALIZED or "
+        "MPI_THREAD_FUNNELED (mpi4py: mpi4py.rc.thread_level = 'serialized') to trace it, or "
+        "run it untraced")
     assert "started" not in res.stdout
     # which it can be: the untraced run records nothing, so any thread level will do
     res = hindsight("collect", "-n", 2, "--program", exe("thread_multiple"), "--out",

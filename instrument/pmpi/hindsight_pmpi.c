@@ -1029,13 +1029,17 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
         int r = 0;
         PMPI_Comm_rank(MPI_COMM_WORLD, &r);
         if (r == 0) {
-            const char *msg = "hindsight: the program asks for MPI_THREAD_MULTIPLE (thread-multiple), "
-                              "which the PMPI tracer does not support; run it untraced";
+            /* as the Python tracer words it; collect prints refused.txt after "Error: " */
+            const char *msg = "the program asks for MPI_THREAD_MULTIPLE (thread-multiple): the "
+                              "tracer records the MPI calls of one thread at a time; ask for "
+                              "MPI_THREAD_SERIALIZED or MPI_THREAD_FUNNELED (mpi4py: "
+                              "mpi4py.rc.thread_level = 'serialized') to trace it, or run it "
+                              "untraced";
             char path[4200];
             snprintf(path, sizeof path, "%s/.staging/refused.txt", dir);
             FILE *f = fopen(path, "w");
             if (f) { fprintf(f, "%s\n", msg); fclose(f); }
-            fprintf(stderr, "%s\n", msg);
+            fprintf(stderr, "hindsight: %s\n", msg);
         }
         PMPI_Barrier(MPI_COMM_WORLD);
         PMPI_Finalize();
