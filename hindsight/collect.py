@@ -131,7 +131,7 @@ def imports_instrument(program: str) -> bool:
 
 def by_library(program: str | None, recorder: str = "auto") -> bool:
     """Whether the runs of `program` go through the PMPI library: a compiled program always, a
-    Python program with ``recorder="pmpi"``; traced or not (an untraced run loads the library
+    Python program whose recorder resolves to ``"pmpi"`` (`resolve_recorder`); traced or not (an untraced run loads the library
     with recording off, as a compiled program's does, so that the tracing perturbation measures
     the recording, not the library's presence in the process)."""
     if program is None:
