@@ -140,10 +140,9 @@ def by_library(program: str | None, recorder: str = "auto") -> bool:
     return native.is_native(program) or resolve_recorder(program, recorder) == "pmpi"
 
 
-def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
-                  program: str | None, args: list[str], recorder: str = "auto") -> list[str]:
-    if nprocs < 1:
-        raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
+def checked_recorder(program: str | None, recorder: str) -> str:
+    """``recorder`` (``collect --recorder``) checked and resolved (`resolve_recorder`), once per
+    run: the program's source is parsed here, not again by `build_command` or `by_library`."""
     if recorder not in RECORDERS:
         raise CollectUsageError(f"--recorder must be one of {', '.join(RECORDERS)}, "
                                 f"not {recorder!r}")
@@ -151,7 +150,14 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
         raise CollectUsageError(f"--recorder pmpi: {program} imports instrument, whose regions "
                                 "only the Python tracer records: use --recorder python (or "
                                 "auto)")
-    recorder = resolve_recorder(program, recorder)
+    return resolve_recorder(program, recorder)
+
+
+def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
+                  program: str | None, args: list[str], recorder: str = "python") -> list[str]:
+    """The job's command line; ``recorder`` as `checked_recorder` resolved it."""
+    if nprocs < 1:
+        raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
     launcher = [find_mpiexec(), "-n", str(nprocs)]
     py = sys.executable
     if program is not None:
@@ -425,6 +431,7 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
+    recorder = checked_recorder(program, recorder)
     cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder)
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
     library = by_library(program, recorder)

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hindsight import trace as tf
-from replay.units import fmt_time
+from replay.units import fmt_params, fmt_time
 
 #: How every command labels the makespan of a traced run (docs/trace-format.md, "Makespan"):
 #: from the run's epoch (time 0, the start-up barrier) to the latest end of any rank's last
@@ -136,9 +136,8 @@ def _origin_line(info: dict[str, Any]) -> str:
     timeline (``replay --out``), which ran on no MPI."""
     rep = info.get("replay")
     if rep:
-        params = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                          for k, v in (rep.get("params") or {}).items())
-        return (f"replayed    {rep.get('model')} {params}  (from run {rep.get('of_run_id')}; "
+        return (f"replayed    {rep.get('model')} {fmt_params(rep.get('params') or {})}  "
+                f"(from run {rep.get('of_run_id')}; "
                 "not a measured run)")
     return f"mpi         {info['mpi_library']} (MPI {info['mpi_version']})"
 

@@ -12,7 +12,7 @@ from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 from hindsight.trace import read_manifest
-from replay.units import fmt_time
+from replay.units import fmt_params, fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
 #: imports every model, and numpy and numba with them (tests/test_cli_startup.py compares both)
@@ -270,9 +270,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     say = _say(quiet)
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
         f"{res.messages} messages)")
-    say(f"model      {res.model}  " +
-        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                 for k, v in res.params.items()))
+    say(f"model      {res.model}  {fmt_params(res.params)}")
     _measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None)
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
@@ -343,9 +341,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         f"{res.messages} messages)")
     say(f"streamed   {st['segments']} segments, windows of {st['window']} rows per rank "
         "(no per-event times, no critical path)")
-    say(f"model      {res.model}  " +
-        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                 for k, v in res.params.items()))
+    say(f"model      {res.model}  {fmt_params(res.params)}")
     _measured_lines(say, res, read_manifest(trace).get("makespan_ns"))
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))

@@ -105,6 +105,12 @@ def parse(kind: str, value: str | float | int) -> float:
     return out
 
 
+def fmt_params(params: dict) -> str:
+    """A model's parameters as ``replay`` prints them: ``L=2.5e-06 progress=in-call``."""
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in params.items())
+
+
 def fmt_time(ns: float) -> str:
     a = abs(ns)
     if a >= 1e9:
