@@ -216,6 +216,13 @@ def info(trace_dir, as_json, noise, profile, model_name):
 
     data = trace_info(trace_dir)
     if noise or profile is not None:
+        from hindsight.trace import read_manifest, simulated_timeline
+
+        simulated = simulated_timeline(read_manifest(trace_dir))
+        if simulated:
+            flag = "--noise" if noise else "--profile"
+            raise UsageError(f"{flag}: {trace_dir}'s timeline was {simulated}, not measured: "
+                             "it has no noise")
         data["noise"] = _noise_info(trace_dir, profile, model_name)
     if as_json:
         import json

@@ -11,7 +11,7 @@ import click
 from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
-from hindsight.trace import read_manifest
+from hindsight.trace import read_manifest, simulated_timeline
 from replay.units import fmt_params, fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
@@ -241,6 +241,10 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
                                " noise included; choose a network model")
     if noise_mode != "none" and mod.OWN_SIMULATOR:
         raise UsageError(f"--noise: not available with model {mod.NAME}")
+    simulated = simulated_timeline(prep.manifest)
+    if noise_mode != "none" and simulated:
+        raise UsageError(f"--noise: {trace}'s timeline was {simulated}, not measured: it has "
+                         "no noise to put back")
     from replay.engine import run
     kw = dict(resolved=values, compute_scale=compute_scale,
               region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
@@ -249,7 +253,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     res = run(prep, mod, record=True, **kw)
-    noise, injected = _noise(prep, mod, res, noise_mode, noise_runs, noise_seed, kw)
+    # A simulated timeline's unexplained time is the other simulation's model, not noise.
+    noise, injected = (None, None) if simulated else _noise(prep, mod, res, noise_mode,
+                                                             noise_runs, noise_seed, kw)
     # With the trace's own noise the prediction is that one replay: its timeline and breakdown.
     shown_res = injected["result"] if injected and "result" in injected else res
     if out:
@@ -263,6 +269,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["out"] = str(out)
         if noise is not None:
             doc["noise"] = noise.summary()
+        if simulated:
+            doc["timeline_not_measured"] = simulated
         if injected:
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         click.echo(json.dumps(doc, indent=2, default=float))
@@ -271,7 +279,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
         f"{res.messages} messages)")
     say(f"model      {res.model}  {fmt_params(res.params)}")
-    _measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None)
+    _measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None,
+                    simulated)
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
@@ -282,6 +291,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     _unexpected_line(say, res.info.get("unexpected_copy"))
     if noise is not None:
         say(noise.line())
+    elif simulated:
+        say(f"noise: not analysed (the trace's timeline was {simulated}, not measured)")
     if injected:
         say(_injected_line(injected))
     if "transport_burst_cost_s" in res.info:
@@ -348,10 +359,15 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _breakdown(say, res.breakdown())
 
 
-def _measured_lines(say, res, epoch_ns: float | None) -> None:
+def _measured_lines(say, res, epoch_ns: float | None, simulated: str | None = None) -> None:
     """The measured and predicted makespans. The models replay from the first traced event; the
     trace's makespan counts from the run's epoch (docs/trace-format.md, "Makespan"): both are
-    printed, labelled, when they differ."""
+    printed, labelled, when they differ. A timeline no run measured (``simulated``) is named so."""
+    if simulated:
+        say(f"timeline   {fmt_time(res.measured_makespan_ns)}  ({simulated}, not measured)")
+        say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the trace's "
+            "timeline)")
+        return
     say(f"measured   {fmt_time(res.measured_makespan_ns)}  (first traced event to the last)")
     if epoch_ns and abs(epoch_ns - res.measured_makespan_ns) > 0.0005 * epoch_ns:
         from hindsight.info import makespan_text

@@ -88,3 +88,19 @@ _MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
     "network": dict, "events": list, "makespan_ns": (int, float), "start_unix": (int, float),
     "end_unix": (int, float),
 }
+
+
+def simulated_timeline(manifest: dict[str, Any]) -> str | None:
+    """How a trace's times were made when no run measured them, or None for a measured run.
+
+    A timeline ``replay --out`` wrote comes from a model; an imported schedule (GOAL) from the
+    import's simulation (``origin.timeline``). Such times hold no noise and no MPI library's
+    behaviour, so nothing measured can be read from them (the noise report, for one)."""
+    rep = manifest.get("replay")
+    if isinstance(rep, dict):
+        return f"replayed under {rep.get('model')}"
+    origin = manifest.get("origin")
+    if isinstance(origin, dict) and isinstance(origin.get("timeline"), str):
+        fmt = origin.get("format")
+        return origin["timeline"] + (f" (imported from {str(fmt).upper()})" if fmt else "")
+    return None
