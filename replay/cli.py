@@ -519,7 +519,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     from tqdm import tqdm
 
     from replay import models as M
-    from replay.engine import parse_vary, sweep
+    from replay.sweep import parse_vary, sweep
     try:
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:

@@ -1,4 +1,4 @@
-"""Running replays: ``run(prepared, model, params) -> Result`` and ``sweep(...)``.
+"""Running replays: ``run(prepared, model, params) -> Result`` (sweeps: ``replay.sweep``).
 
 See docs/replay.md for the semantics. Times in results are ns from the trace's first event.
 """
@@ -195,7 +195,8 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
             cpu: bool, m_delay: np.ndarray, record: bool,
             cost: np.ndarray | None = None,
             floor: np.ndarray | None = None,
-            carry: K.Carry | None = None) -> tuple[int, K.Outputs]:
+            carry: K.Carry | None = None,
+            no_queue: np.ndarray | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
     ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
     earliest end of its rendezvous send, rule ``ack_cells``, or None; ``carry``: where each rank
@@ -216,7 +217,8 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
     msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync,
                       np.zeros(0) if floor is None else floor,
-                      np.zeros(st.nmsg if prm[K.P_OU] > 0 or prm[K.P_OUK] > 0 else 0, np.bool_))
+                      np.zeros(st.nmsg if prm[K.P_OU] > 0 or prm[K.P_OUK] > 0 else 0, np.bool_),
+                      np.zeros(0, np.bool_) if no_queue is None else no_queue)
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
     return status, out._replace(unexpected=int(msgs.unexp.sum()) if len(msgs.unexp) else -1)
 
@@ -285,6 +287,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if table is not None and np.any(table > 0):
         cost = table[call_classes(st, prep.rows.op)]
     passes = mod.passes(values)
+    no_queue = _never_queued(st, prep.host_of_rank) if prm[K.P_OU] > 0 or prm[K.P_OUK] > 0 \
+        else None
     cells = cells_of(values, prm, measured)
     record_all = cells > 0          # rule ack_cells reads every operation's replayed times
     out = None
@@ -297,13 +301,14 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         if len(m_delay) == 0:
             m_delay = np.zeros(1)
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
-                             (record or record_all) and last, cost, carry=carry)
+                             (record or record_all) and last, cost, carry=carry,
+                             no_queue=no_queue)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
     if cells:
         out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
-                              info, carry)
+                              info, carry, no_queue)
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
@@ -341,10 +346,21 @@ def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float
     return replace(st, burst=burst, burst_cpu=burst_cpu), float(burst.sum() - st.burst.sum()) / 1e9
 
 
+def _never_queued(st: Stream, host_of_rank: np.ndarray) -> np.ndarray | None:
+    """Per message, whether rule ``unexpected_copy`` never queues it: a message of the stand-in
+    pattern of a collective MPICH runs on shared flags (``Stream.m_shared_flag``) between two
+    ranks of one host. None: no such message."""
+    if st.m_shared_flag is None:
+        return None
+    hosts = np.asarray(host_of_rank)
+    return st.m_shared_flag & (hosts[st.m_src] == hosts[st.m_dst])
+
+
 def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
                     trail: np.ndarray, cpu: bool, m_delay: np.ndarray,
                     cost: np.ndarray | None, out: K.Outputs, cells: int,
-                    info: dict[str, Any], carry: np.ndarray | None = None) -> K.Outputs:
+                    info: dict[str, Any], carry: np.ndarray | None = None,
+                    no_queue: np.ndarray | None = None) -> K.Outputs:
     """Replay again under rule ``ack_cells`` until the floors it sets no longer change (at
     most ``ACK_PASSES`` replays; ``info["ack_cells"]`` says how many acknowledgements were
     held, the passes taken and whether they settled)."""
@@ -361,7 +377,8 @@ def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
         if prev is not None and np.array_equal(floor, prev):
             settled = True
             break
-        stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor, carry)
+        stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor, carry,
+                             no_queue)
         passes += 1
         if stuck:
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck) under rule ack_cells")
@@ -472,125 +489,3 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
     crit_rows[st.op_row[on]] = True
     res.critical_rows = crit_rows
     res.critical_rank_ns = crit_rank
-
-
-# ------------------------------------------------------------------------------------------------
-# Sweeps
-
-
-def parse_vary(spec: str, mod: NetworkModel) -> tuple[str, list[float], list[str]]:
-    """``NAME=LO..HI:log|lin:N`` or ``NAME=V1,V2,...`` -> (name, internal values, labels)."""
-    if "=" not in spec:
-        raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=V1,V2,...")
-    name, rhs = spec.split("=", 1)
-    name = name.strip()
-    targets = M._expand(mod, name)
-    p0 = mod.PARAMS[targets[0]]
-    if p0.kind == "choice":
-        vals = [v.strip() for v in rhs.split(",")]
-        for v in vals:
-            M._parse_one(mod, targets[0], v)
-        return name, vals, vals
-    if ".." in rhs:
-        try:
-            rng, how, count = rhs.split(":")
-            lo_s, hi_s = rng.split("..")
-            count = int(count)
-        except ValueError:
-            raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=LO..HI:lin:N")
-        if count < 1:
-            raise M.ParamError(f"--vary {spec}: N must be at least 1")
-        lo = M._parse_one(mod, targets[0], lo_s)
-        hi = M._parse_one(mod, targets[0], hi_s)
-        if how == "log":
-            if lo <= 0 or hi <= 0:
-                raise M.ParamError(f"--vary {spec}: a log range needs positive ends")
-            vals = np.geomspace(lo, hi, count).tolist()
-        elif how == "lin":
-            vals = np.linspace(lo, hi, count).tolist()
-        else:
-            raise M.ParamError(f"--vary {spec}: spacing must be 'log' or 'lin', not '{how}'")
-    else:
-        vals = [M._parse_one(mod, targets[0], v) for v in rhs.split(",")]
-    return name, vals, [str(v) for v in vals]
-
-
-@dataclass
-class SweepPoint:
-    """One configuration of a sweep grid, as a picklable callable: ``point(prep, ci)`` replays
-    configuration ``ci`` and returns its CSV row. The same code runs on a thread of this process
-    (local executor) or in another MPI process (replay/executors.py), so results are identical."""
-
-    model: str
-    values0: dict[str, Any]
-    axes: list[tuple[str, list, list[str]]]
-    combos: np.ndarray
-    compute_scale: float
-    region_scale: Mapping[str, float] | None
-    cpu_time: bool
-    algorithms: Mapping[str, str] | None
-    measured_ns: float
-
-    def __call__(self, prep: Prepared, ci: int) -> dict[str, Any]:
-        mod = M.get_model(self.model)
-        v = dict(self.values0)
-        row: dict[str, Any] = {}
-        for (name, vals, _), j in zip(self.axes, self.combos[ci]):
-            for tgt in M._expand(mod, name):
-                v[tgt] = vals[j]
-            row[name] = _display(mod, {M._expand(mod, name)[0]: vals[j]})[M._expand(mod, name)[0]]
-        mod.check(v)
-        try:
-            res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
-                      region_scale=self.region_scale, cpu_time=self.cpu_time,
-                      algorithms=self.algorithms, record=False)
-        except NoPredictionError as exc:
-            # A configuration whose model has no prediction is a row saying why, not the end
-            # of the sweep: the other configurations of the grid may well have one.
-            row.update(predicted_makespan_s=math.nan, measured_makespan_s=self.measured_ns / 1e9,
-                       rel_error_pct=math.nan, max_wait_s=math.nan, failed=str(exc))
-            return row
-        row.update(predicted_makespan_s=res.makespan_ns / 1e9,
-                   measured_makespan_s=self.measured_ns / 1e9, rel_error_pct=res.rel_error_pct,
-                   max_wait_s=float(res.rank_wait_ns.max()) / 1e9 if len(res.rank_wait_ns) else 0)
-        if "saturated_messages" in res.info:
-            row["saturated_messages"] = res.info["saturated_messages"]
-        if "not_a_prediction" in res.info:
-            row["not_a_prediction"] = res.info["not_a_prediction"]
-        return row
-
-
-def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
-          vary: Sequence[str] = (), *, profile: Mapping[str, Any] | None = None,
-          compute_scale: float = 1.0, region_scale: Mapping[str, float] | None = None,
-          cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
-          workers: int | None = None,
-          progress: Callable[[int], None] | None = None,
-          executor: str = "local") -> pd.DataFrame:
-    """Replay every point of the grid spanned by ``vary``; one row per configuration.
-
-    ``executor="local"``: configurations run on ``workers`` threads (the kernel releases the
-    GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
-    (replay/executors.py); the rows are the same, in the same order.
-    """
-    import pandas as pd
-
-    from replay import executors
-
-    mod = M.get_model(model)
-    values0 = M.resolve(mod, base, profile)
-    axes = [parse_vary(v, mod) for v in vary]
-    if not axes:
-        raise M.ParamError("--vary: give at least one parameter to vary")
-    names = [a[0] for a in axes]
-    if len(set(names)) != len(names):
-        raise M.ParamError("--vary: a parameter is varied twice")
-    grid = np.array(np.meshgrid(*[np.arange(len(a[1])) for a in axes], indexing="ij"))
-    combos = grid.reshape(len(axes), -1).T
-    measured = mod.MODE == "measured"
-    # Build (and cache) the stream once here, not racing to build it in every worker thread.
-    prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
-    point = SweepPoint(mod.NAME, values0, axes, combos, compute_scale, region_scale, cpu_time,
-                       algorithms, prep.measured_makespan_ns)
-    rows = executors.run_points(executor, prep, point, len(combos), workers, progress)
-    return pd.DataFrame(rows)

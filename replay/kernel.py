@@ -52,7 +52,7 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "4cc1c5f4aedf"
+RULES_SHA1 = "40a9c57d8e74"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV = range(13)
 
@@ -103,6 +103,8 @@ class Messages(NamedTuple):
                            # floor; empty: the rule is off)
     unexp: np.ndarray      # rule unexpected_copy, written: True where the receive paid u(k)
                            # (empty: not recorded)
+    no_queue: np.ndarray   # rule unexpected_copy: True where the message is never queued
+                           # (a shared-flag collective's stand-in; empty: none)
 
 
 class Outputs(NamedTuple):
@@ -159,7 +161,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
-    m_floor, m_unexp = msgs.floor, msgs.unexp
+    m_floor, m_unexp, m_noq = msgs.floor, msgs.unexp, msgs.no_queue
     rank_end, rank_comp, rank_comm, rank_wait = out.rank_end, out.rank_comp, out.rank_comm, \
         out.rank_wait
     m_sp, m_rp = out.m_sp, out.m_rp
@@ -453,7 +455,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     tr, waited, pk = bound(le, de, PRED_SEND)
                     rx_r = tr + gap
                     t = after_overhead(tr, or0, Or, kb)
-                    if has_u and not is_rendezvous(kb, S, m_sync[m]):
+                    if has_u and not is_rendezvous(kb, S, m_sync[m]) and not (
+                            len(m_noq) > 0 and m_noq[m]):
                         seen = de
                         if in_call:
                             seen = -1.0

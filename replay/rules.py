@@ -89,7 +89,10 @@ def unexpected_copy(t, arrived, posted, seen, o_u, O_u, k):
     buffer. u(k) is the difference (``hindsight calibrate``'s unexpected probe), charged where
     the receive completes (a Recv; the Wait of an Irecv: at the post the replay cannot know yet
     whether the data is there without holding the Irecv until the sender is replayed).
-    Rendezvous messages are never queued so: their data moves after the receive is posted."""
+    Rendezvous messages are never queued so: their data moves after the receive is posted. Nor
+    are the messages of the pattern that stands in for a collective MPICH runs on shared flags
+    among the ranks of one node (``replay.selection.SHARED_FLAG_COLLECTIVES``; the kernel skips
+    the rule where ``Messages.no_queue`` says so): there are no point-to-point messages there."""
     if arrived <= posted and seen >= 0.0:
         return t + o_u + O_u * k
     return t

@@ -32,6 +32,12 @@ from collections.abc import Callable
 #: The name of MPICH's selection among the ``--algo`` choices of every collective.
 SELECTION = "mpich"
 
+#: The blocking collectives MPICH's ch4 device runs on shared flags among ranks of one node
+#: under its own selection ("release_gather", ``maint/tuning/coll/ch4/posix_generic.json``).
+#: Their replayed pattern stands in for that: its messages between ranks of one host are not
+#: point-to-point messages, so no library queue holds them (rule ``unexpected_copy``).
+SHARED_FLAG_COLLECTIVES = frozenset({"Bcast", "Barrier", "Allreduce", "Reduce"})
+
 #: Element size assumed where MPICH tests a count and the trace has bytes only.
 ELEMENT_BYTES = 8
 

@@ -32,7 +32,7 @@ from replay.instances import Instances, group_ids
 from replay.matching import index_proto
 from replay.rma_epochs import EpochOps, place_epoch_ops
 from replay.rows import KIND_TABLES, Messages, Rows
-from replay.selection import SELECTION, choose, total_bytes
+from replay.selection import SELECTION, SHARED_FLAG_COLLECTIVES, choose, total_bytes
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
 _SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
@@ -89,6 +89,9 @@ class Stream:
     m_sync: np.ndarray | None = None   # per message: synchronous send (Ssend/Issend); None = none
     #: the rows that complete non-blocking collectives (expanded: they carry pattern steps)
     coll_done_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: per message: of the pattern of a collective MPICH runs on shared flags within a node
+    #: (``selection.SHARED_FLAG_COLLECTIVES`` under its own selection); None = none
+    m_shared_flag: np.ndarray | None = None
 
     @property
     def nops(self) -> int:
@@ -119,6 +122,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     completed_apart = (coll.done != coll.rows) & (coll.done >= 0)
     inst_pat = np.full(ninst, -1, np.int64)
     selected: dict[str, dict[str, int]] = {}
+    flagged: set[int] = set()   # patterns of SHARED_FLAG_COLLECTIVES
     if expand and ninst:
         # one pattern per (op, size, root, communicator, algorithm); None: no messages
         # (COMM_SELF, size 1)
@@ -155,6 +159,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             heads[g] = P.nonblocking_split(pat) if op in tf.BLOCKING_OF else \
                 np.zeros(int(size), np.int64)
             pats[g] = (pat, mem)
+            if op in SHARED_FLAG_COLLECTIVES and algos.get(op) == SELECTION and not sg:
+                flagged.add(g)
         inst_pat = gid
         # per collective row: ops of its member in the pattern (at least one, to carry the
         # burst); a non-blocking one's split over its post and completion rows
@@ -213,6 +219,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     _trace_message_ops(m_send_op, m_recv_op, m_sync, first, msgs.send_row, msgs.recv_row,
                        rows.op, _SYNC_OF)
     coll_n = np.zeros(0, np.int64)
+    m_shared_flag = None
     if ninst and not expand:
         # a blocking collective is one COLL; a non-blocking one enters at its post (CPOST) and
         # meets the others where its request completes (CWAIT)
@@ -235,6 +242,10 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             by_local = _rows_by_local(coll, coll.rows, insts, len(mem))
             done_local = _rows_by_local(coll, coll.done, insts, len(mem))
             block = slice(base, base + ni * Mp)
+            if g in flagged:
+                if m_shared_flag is None:
+                    m_shared_flag = np.zeros(nmsg, bool)
+                m_shared_flag[block] = True
             _pattern_bytes(m_bytes, base, by_local, np.asarray(pat.owner, np.int64),
                            np.asarray(pat.mult, np.float64), rows.nbytes)
             m_src[block].reshape(ni, Mp)[:] = mem_arr[pat.src][None, :]
@@ -259,7 +270,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         loc, dep_lat = _measured_costs(rows, msgs, kind, msg, op_row, first, coll_n)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
-                  selected, m_sync, np.unique(coll.done[completed_apart]).astype(np.int64))
+                  selected, m_sync, np.unique(coll.done[completed_apart]).astype(np.int64),
+                  m_shared_flag)
 
 
 def _instance_algorithms(coll: Instances, nbytes: np.ndarray,

@@ -199,3 +199,26 @@ def test_calibrate_writes_the_unexpected_cost(monkeypatch, tmp_path):
     want = max(prof["loggps"]["L"] - prof["loggps"]["o_unexpected"], -lp["o_send"])
     assert lp["L"] == pytest.approx(want) and lp["L"] < prof["loggps"]["L"]
     assert any("every receive is unexpected" in n for n in read_profile(pk)["fit"]["notes"])
+
+
+def test_shared_flag_collectives_on_one_host_are_never_queued(tmp_path):
+    # Rank 1 enters the Allreduce 10 us late: in the recursive-doubling pattern that stands in
+    # for it, rank 0's 8 bytes arrive long before rank 1 posts its receive. On one host MPICH
+    # runs an Allreduce under its own selection on shared flags (no point-to-point message, so
+    # no unexpected queue): the rule charges nothing. Forced to a point-to-point algorithm, or
+    # across two hosts, the same message is queued and its receive pays u.
+    progs = [[("coll", "Allreduce", 8)], [("compute", 10_000), ("coll", "Allreduce", 8)]]
+
+    def replay_of(name, hosts, **kw):
+        prep = replay.prepare(simulate_to_dir(tmp_path / name, progs, hosts=hosts),
+                              use_cache=False)
+        on = replay.run(prep, "loggps", dict(SETS, **RULE), **kw)
+        off = replay.run(prep, "loggps", SETS, **kw)
+        # rank 1, the late one, is the receiver that may find the message queued
+        return on.info["unexpected_copy"]["receives"], on.rank_end_ns[1] - off.rank_end_ns[1]
+
+    one, two = {"n0": [0, 1]}, {"n0": [0], "n1": [1]}
+    assert replay_of("one", one) == (0, 0.0)
+    assert replay_of("forced", one, algorithms={"Allreduce": "recursive_doubling"}) == \
+        (1, pytest.approx(U - 100 + 8))
+    assert replay_of("two", two) == (1, pytest.approx(U - 100 + 8))
