@@ -30,7 +30,7 @@ class LazyGroup(click.Group):
     """A group whose heavier commands (replay needs numba and pandas) are imported only when
     used, so `hindsight collect` and `hindsight trace` start quickly. The click-documented way."""
 
-    lazy = {"replay": "replay.cli:replay_cmd", "sweep": "replay.cli:sweep_cmd",
+    lazy = {"replay": "replay.cli:replay_cmd", "sweep": "replay.sweep_cli:sweep_cmd",
             "calibrate": "replay.calibration.cli:calibrate_cmd",
             "model": "validation.cli:model_cmd", "validate": "validation.cli:validate_cmd",
             "report": "validation.cli:report_cmd",

@@ -26,8 +26,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("validation", ("validation",)),
     ("prediction", ("predict",)),
     ("command line", ("hindsight.cli", "hindsight.check", "hindsight.info", "replay.cli",
-                      "replay.calibration.cli", "hindsight.interop.cli", "validation.cli",
-                      "predict.cli")),
+                      "replay.sweep_cli", "replay.calibration.cli", "hindsight.interop.cli",
+                      "validation.cli", "predict.cli")),
 ]
 MAX_LINES = 600
 

@@ -31,6 +31,17 @@ def test_replay_json(trace, tmp_path):
     assert (tmp_path / "o" / "manifest.json").is_file()
 
 
+def test_replay_counts_the_traces_messages_apart_from_the_models(trace):
+    # PROGS: two point-to-point messages and a 64-byte Allreduce, which loggps expands into the
+    # messages of the algorithm MPICH selects (rabenseifner: a reduce-scatter step and an
+    # allgather step, one message each way in each) and measured keeps as one meeting
+    out = {m: CliRunner().invoke(main, ["replay", str(trace), "--model", m]).output
+           for m in ("loggps", "measured")}
+    assert "(6 events, 2 ranks, 2 point-to-point messages, 4 more in the model's collective " \
+        "and one-sided patterns)" in out["loggps"]
+    assert "(6 events, 2 ranks, 2 point-to-point messages)" in out["measured"]
+
+
 def test_replay_text_and_sets(trace):
     r = CliRunner().invoke(main, ["replay", str(trace), "--model", "loggps", "--set", "L=2.5us",
                                         "--set", "G=0.08ns", "--compute-scale", "0.5"])

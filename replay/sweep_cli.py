@@ -1,0 +1,130 @@
+"""`hindsight sweep` (a click command registered by hindsight.cli): the replays of one trace over
+a parameter grid (``replay.sweep``), written as CSV, JSON or a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from hindsight.errors import UsageError
+from hindsight.outputs import check_output, write_failed
+from replay.cli import (FORCE, QUIET, _common, _kv, _load, _region_scale, _say,
+                        check_compute_scale)
+
+
+@click.command("sweep")
+@_common
+@click.option("--vary", multiple=True, required=True, metavar="NAME=LO..HI:log|lin:N",
+              help="parameter range (or NAME=V1,V2,...); several --vary make a grid")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="CSV file of the rows (required unless --json)")
+@click.option("--plot", type=click.Path(path_type=Path), help="PNG of the predicted makespan")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as one JSON document")
+@click.option("--workers", type=int, default=0,
+              help="threads (default: all cores); with --executor mpi outside mpi4py.futures, "
+                   "the number of MPI processes to spawn")
+@click.option("--executor", type=click.Choice(["local", "mpi"]), default="local",
+              show_default=True,
+              help="local threads, or MPI processes via mpi4py.futures (run under `mpiexec -n K "
+                   "python -m mpi4py.futures -m hindsight.cli sweep ...`, docs/replay.md)")
+@FORCE
+@QUIET
+def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu_time, algo,
+              allow_partial, vary, out, plot, as_json, workers, executor, force, quiet):
+    """Replay TRACE for every configuration of a parameter grid; one CSV row each.
+
+    \b
+    hindsight sweep TRACE --vary L=1us..1ms:log:7 --out sweep.csv --plot sweep.png
+    hindsight sweep TRACE --model hockney --vary g=0.05ns,0.1ns,1ns --json
+    """
+    if out is None and not as_json:
+        raise UsageError("--out FILE: where to write the CSV (or --json to print the rows)")
+    check_compute_scale(compute_scale)
+    algorithms = _kv(algo, "--algo")
+    if out is not None:
+        check_output(out, "--out", force=force)
+    if plot is not None:
+        if out is not None and Path(plot).resolve() == Path(out).resolve():
+            raise UsageError(f"--plot {plot}: the same file as --out")
+        check_output(plot, "--plot", force=force)
+    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
+                                                 quiet)
+    from tqdm import tqdm
+
+    from replay import models as M
+    from replay.sweep import parse_vary, sweep
+    try:
+        axes = [parse_vary(v, mod) for v in vary]
+    except M.ParamError as exc:
+        raise UsageError(f"--vary: {exc}") from None
+    scales = _region_scale(region_scale, prep.region_names)
+    total = 1
+    for a in axes:
+        total *= len(a[1])
+    try:
+        with tqdm(total=total, desc="sweep", unit="cfg", disable=True if quiet else None) as bar:
+            df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
+                       compute_scale=compute_scale, region_scale=scales,
+                       cpu_time=cpu_time, algorithms=algorithms,
+                       workers=workers or None, progress=bar.update, executor=executor)
+    except M.ParamError as exc:
+        raise UsageError(f"--vary: {exc}") from None
+    say = _say(quiet)
+    if out is not None:
+        try:
+            df.to_csv(out, index=False)
+        except OSError as exc:
+            raise write_failed(out, "--out", exc) from None
+        click.echo(str(out) if quiet else f"{len(df)} configurations written to {out}")
+    if plot:
+        try:
+            _plot(df, [a[0] for a in axes], plot, [v for v in vary], mod, trace)
+        except OSError as exc:
+            raise write_failed(plot, "--plot", exc) from None
+        click.echo(str(plot) if quiet else f"plot written to {plot}")
+    if as_json:
+        click.echo(json.dumps(df.to_dict("records"), indent=2, default=float))
+    elif out is None:
+        say(df.to_string(index=False))
+
+
+#: the unit of a swept parameter in the CSV and on the plot's axis (engine._display: SI units)
+_AXIS_UNITS = {"time": "s", "time_per_byte": "s/byte", "bytes": "bytes", "bandwidth": "bytes/s"}
+
+
+def _axis_label(mod, name: str) -> str:
+    """``name (unit)`` for a swept parameter (an alias is labelled by the first it sets)."""
+    from replay import models as M
+    try:
+        kind = mod.PARAMS[M._expand(mod, name)[0]].kind
+    except (KeyError, IndexError, M.ParamError):
+        return name
+    unit = _AXIS_UNITS.get(kind)
+    return f"{name} ({unit})" if unit else name
+
+
+def _plot(df, names, path: Path, specs, mod, trace: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    logx = ":log:" in specs[0]
+    if len(names) == 1:
+        ax.plot(df[names[0]], df["predicted_makespan_s"], marker="o", label="predicted")
+        ax.axhline(df["measured_makespan_s"].iloc[0], color="k", ls="--", label="measured")
+    else:
+        for val, g in df.groupby(names[1]):
+            ax.plot(g[names[0]], g["predicted_makespan_s"], marker=".", label=f"{names[1]}={val:g}"
+                    if isinstance(val, float) else f"{names[1]}={val}")
+    ax.set_xlabel(_axis_label(mod, names[0]))
+    if logx:
+        ax.set_xscale("log")
+    ax.set_ylabel("predicted makespan (s)")
+    ax.set_title(f"hindsight sweep: {Path(str(trace).rstrip('/')).name} under {mod.NAME}, "
+                 f"varying {', '.join(names)}", fontsize="medium")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
