@@ -11,14 +11,10 @@ from synthetic import simulate_to_dir
 
 GOAL = """num_ranks 2
 rank 0 {
-  c: calc 1000
-  s: send 1024b to 1 tag 0
-  s requires c
+  s: send 64b to 1 tag 3
 }
 rank 1 {
-  r: recv 1024b from 0 tag 0
-  c: calc 500
-  c requires r
+  r: recv 64b from 0 tag 3
 }
 """
 
