@@ -171,6 +171,11 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         click.echo(f"trace {out}: {manifest.get('ranks')} ranks, {events} events, {state}"
                    + (f", makespan {manifest['makespan_ns'] / 1e9:.4f} s"
                       if manifest.get("makespan_ns") else ""))
+    from hindsight.trace.manifest import untraced_note
+
+    note = untraced_note(manifest) if not untraced else None
+    if note:
+        click.echo(f"note: {note}", err=True)
     if manifest.get("stopped_in"):
         from instrument.stopped import describe
         for line in describe(manifest["stopped_in"]):

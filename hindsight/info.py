@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hindsight import trace as tf
+from hindsight.trace.manifest import untraced_note, untraced_text  # noqa: F401 (re-exported)
 from replay.units import fmt_params, fmt_time
 
 #: How every command labels the makespan of a traced run (docs/trace-format.md, "Makespan"):
@@ -121,14 +122,6 @@ def _time_range(pf: pq.ParquetFile, group: int) -> tuple[int, int]:
         return int(st_lo.min), int(st_hi.max)
     t = pf.read_row_group(group, columns=["t_start", "t_end"])
     return int(pc.min(t.column("t_start")).as_py()), int(pc.max(t.column("t_end")).as_py())
-
-
-def untraced_text(counts: dict[str, int], top: int = 5) -> str:
-    """``18 calls (Iallreduce 9, Win.Fence 6, ...)``: the most frequent names first."""
-    items = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
-    names = ", ".join(f"{k} {v}" for k, v in items[:top]) + (", ..." if len(items) > top else "")
-    total = sum(int(v) for v in counts.values())
-    return f"{total} call{'s' * (total != 1)} ({names})"
 
 
 def _origin_line(info: dict[str, Any]) -> str:

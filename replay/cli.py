@@ -272,6 +272,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["noise"] = noise.summary()
         if simulated:
             doc["timeline_not_measured"] = simulated
+        if prep.manifest.get("untraced_calls"):
+            doc["untraced_calls"] = dict(prep.manifest["untraced_calls"])
         if injected:
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         click.echo(json.dumps(doc, indent=2, default=float))
@@ -286,6 +288,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
         click.echo(f"note: {res.info['not_modelled']}", err=True)
+    _untraced_note(prep.manifest)
     if res.info.get("one_host"):
         click.echo(f"note: M/M/1: {res.info['one_host']}", err=True)
     _ack_line(say, res.info.get("ack_cells"))
@@ -355,9 +358,18 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         "(no per-event times, no critical path)")
     say(f"model      {res.model}  {fmt_params(res.params)}")
     _measured_lines(say, res, read_manifest(trace).get("makespan_ns"))
+    _untraced_note(read_manifest(trace))
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _breakdown(say, res.breakdown())
+
+
+def _untraced_note(manifest: dict) -> None:
+    from hindsight.trace.manifest import untraced_note
+
+    note = untraced_note(manifest)
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 def _messages_text(res) -> str:

@@ -11,7 +11,7 @@ import click
 from hindsight.errors import UsageError
 from hindsight.outputs import check_output, write_failed
 from replay.cli import (FORCE, QUIET, _common, _kv, _load, _region_scale, _say,
-                        check_compute_scale)
+                        _untraced_note, check_compute_scale)
 
 
 @click.command("sweep")
@@ -51,6 +51,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         check_output(plot, "--plot", force=force)
     mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
                                                  quiet)
+    _untraced_note(prep.manifest)
     from tqdm import tqdm
 
     from replay import models as M

@@ -101,3 +101,19 @@ def test_sweep_csv_and_plot(trace, tmp_path):
     r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "G=1..2:cubic:3", "--out",
                                        str(tmp_path / "s2.csv")])
     assert r.exit_code == 2 and "--vary" in r.output
+
+
+def test_untraced_calls_are_noted_by_replay_sweep_and_export(tmp_path):
+    from conftest import hindsight
+
+    t = simulate_to_dir(tmp_path / "u", PROGS, manifest={"untraced_calls": {"Alltoallw": 3}})
+    note = ("note: 3 calls (Alltoallw 3) not traced: their traffic is not in the trace, so it is "
+            "left out here")
+    for args in (["replay", t], ["sweep", t, "--vary", "L=1us,2us", "--json"],
+                 ["export", t, "--format", "perfetto", "--out", tmp_path / "u.json"]):
+        p = hindsight(*args)
+        assert p.returncode == 0, p.stderr
+        assert note in p.stderr, (args, p.stderr)
+    doc = json.loads(hindsight("replay", t, "--json").stdout)
+    assert doc["untraced_calls"] == {"Alltoallw": 3}
+    assert "note:" not in hindsight("replay", simulate_to_dir(tmp_path / "c", PROGS)).stderr

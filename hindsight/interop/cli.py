@@ -16,6 +16,7 @@ from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
+from hindsight.trace.manifest import untraced_note
 from replay.cli import FORCE, QUIET, _kv, check_compute_scale
 
 
@@ -84,7 +85,7 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
                          "--out")
     if fmt == "otf2" and force:
         _check_otf2_archive(out)
-    tf.read_manifest(trace)     # a missing or foreign trace: one line before the readers load
+    manifest = tf.read_manifest(trace)  # missing or foreign: one line before the readers load
     if not exporter.timeline:
         job = ExportJob(trace, compute_scale=compute_scale, algorithms=algorithms)
     elif not replayed:
@@ -106,6 +107,9 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     except OSError as exc:
         raise write_failed(out, "--out", exc) from None
     click.echo(str(out) if quiet else line)
+    note = untraced_note(manifest)
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 def _otf2_parts(out: Path) -> list[Path]:

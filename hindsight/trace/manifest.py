@@ -104,3 +104,21 @@ def simulated_timeline(manifest: dict[str, Any]) -> str | None:
         fmt = origin.get("format")
         return origin["timeline"] + (f" (imported from {str(fmt).upper()})" if fmt else "")
     return None
+
+
+def untraced_text(counts: dict[str, int], top: int = 5) -> str:
+    """``18 calls (Iallreduce 9, Win.Fence 6, ...)``: the most frequent names first."""
+    items = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
+    names = ", ".join(f"{k} {v}" for k, v in items[:top]) + (", ..." if len(items) > top else "")
+    total = sum(int(v) for v in counts.values())
+    return f"{total} call{'s' * (total != 1)} ({names})"
+
+
+def untraced_note(manifest: dict[str, Any]) -> str | None:
+    """What a replay or an export of a trace with untraced calls leaves out, or None (the
+    manifest's ``untraced_calls``: calls the recorder counts but does not record)."""
+    counts = manifest.get("untraced_calls")
+    if not counts:
+        return None
+    return (f"{untraced_text(counts)} not traced: their traffic is not in the trace, so it is "
+            "left out here (docs/trace-format.md, \"What is not traced\")")
