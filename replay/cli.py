@@ -289,6 +289,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if res.info.get("not_modelled"):
         click.echo(f"note: {res.info['not_modelled']}", err=True)
     _untraced_note(prep.manifest)
+    _run_notes(prep, cpu_time)
     if res.info.get("one_host"):
         click.echo(f"note: M/M/1: {res.info['one_host']}", err=True)
     _ack_line(say, res.info.get("ack_cells"))
@@ -364,6 +365,23 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _breakdown(say, res.breakdown())
 
 
+def _run_notes(prep, cpu_time: bool) -> None:
+    """What the traced run's conditions mean for this replay: an oversubscribed run's bursts
+    hold the time its ranks waited for a core; ``--cpu-time`` needs regions with CPU samples."""
+    import numpy as np
+
+    no_samples = bool(np.all(prep.rows.ratio == 1.0))
+    if cpu_time and no_samples:
+        click.echo("note: --cpu-time: no burst lies in a region with CPU-time samples (region "
+                   "rows with cpu_ns: instrument.region, collect --cpu-sampling), so the bursts "
+                   "keep their wall time", err=True)
+    if prep.manifest.get("oversubscribed") and not cpu_time:
+        click.echo("note: the traced run was oversubscribed (more ranks than cores): its bursts "
+                   "hold the time ranks waited for a core"
+                   + ("" if no_samples else "; --cpu-time scales them by their regions' CPU "
+                      "share"), err=True)
+
+
 def _untraced_note(manifest: dict) -> None:
     from hindsight.trace.manifest import untraced_note
 
@@ -379,7 +397,7 @@ def _messages_text(res) -> str:
         return f"{res.messages} messages"
     p2p = len(res.prepared.msgs.bytes)
     more = res.messages - p2p
-    return f"{p2p} point-to-point messages" + (
+    return f"{p2p} point-to-point message{'s' * (p2p != 1)}" + (
         f", {more} more in the model's collective and one-sided patterns" if more > 0 else "")
 
 
@@ -397,7 +415,8 @@ def _measured_lines(say, res, epoch_ns: float | None, simulated: str | None = No
         from hindsight.info import makespan_text
         say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
     # the traced run is what a replay has; against the untraced one: hindsight validate
-    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the traced run)")
+    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the measured "
+        f"{fmt_time(res.measured_makespan_ns)})")
 
 
 def _ack_line(say, ack: dict | None) -> None:

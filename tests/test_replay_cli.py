@@ -117,3 +117,20 @@ def test_untraced_calls_are_noted_by_replay_sweep_and_export(tmp_path):
     doc = json.loads(hindsight("replay", t, "--json").stdout)
     assert doc["untraced_calls"] == {"Alltoallw": 3}
     assert "note:" not in hindsight("replay", simulate_to_dir(tmp_path / "c", PROGS)).stderr
+
+
+def test_notes_on_the_traced_runs_conditions(tmp_path):
+    from conftest import hindsight
+
+    plain = simulate_to_dir(tmp_path / "p", PROGS)
+    p = hindsight("replay", plain, "--cpu-time")
+    assert p.returncode == 0 and "note: --cpu-time: no burst lies in a region with CPU-time " \
+        "samples" in p.stderr, p.stderr
+    assert "note:" not in hindsight("replay", plain).stderr
+    # the percentage is against the makespan printed on the measured line
+    m = [ln for ln in hindsight("replay", plain).stdout.splitlines()
+         if ln.startswith(("measured", "predicted"))]
+    assert m[1].endswith(f"vs the measured {m[0].split()[1]} {m[0].split()[2]})"), m
+    over = simulate_to_dir(tmp_path / "o", PROGS, manifest={"oversubscribed": True})
+    assert "note: the traced run was oversubscribed (more ranks than cores)" in \
+        hindsight("replay", over).stderr

@@ -209,10 +209,14 @@ def import_cmd(fmt, source, out, sets, force):
     replace_dir(out, convert)
     from hindsight.info import makespan_text
     from hindsight.interop.skipped import skipped_line
+    from replay.units import fmt_time
 
     m = tf.read_manifest(out)
+    simulated = tf.simulated_timeline(m)
+    span = (f"makespan ({simulated.split(' (')[0]}) {fmt_time(m.get('makespan_ns') or 0)}"
+            if simulated else makespan_text(m.get("makespan_ns") or 0))
     click.echo(f"imported {source} -> {out}: {m['ranks']} ranks, {sum(m.get('events') or [])} "
-               f"events, {makespan_text(m.get('makespan_ns') or 0)}; trace check: ok")
+               f"events, {span}; trace check: ok")
     line = skipped_line((m.get("import") or {}).get("skipped") or {})
     if line:
         click.echo(line)
