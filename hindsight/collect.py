@@ -505,8 +505,9 @@ def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state
         except (OSError, TraceWriteError) as exc:
             # Disk full or directory unwritable: the staged records stay, the manifest stays
             # "incomplete"; nothing half-written is presented as a trace (docs/robustness.md).
-            raise CollectError(f"{out}: cannot finish the trace ({exc}); it stays incomplete "
-                               f"(mpiexec exit code {rc})") from None
+            raise CollectError(f"{out}: cannot finish the trace ({exc}){_full_disk(out)}; its "
+                               f"staged records stay in {out / tf.STAGING_DIR}: make room, then "
+                               f"`hindsight trace seal {out}` (mpiexec exit code {rc})") from None
     else:
         manifest["network"] = network
         tf.write_manifest(out, manifest)
@@ -555,3 +556,14 @@ def _finish_untraced(out: Path, rc: int, nprocs: int, network: dict, app: str | 
         raise CollectError(f"{out}: cannot write the manifest of the untraced run "
                            f"({exc.strerror or exc}; mpiexec exit code {rc})") from None
     return manifest
+
+
+def _full_disk(out: Path) -> str:
+    """``; its file system is full (12 KiB free)`` when it has less than 1 MiB free, else ""
+    (a rank's own ENOSPC line scrolls by above the last one, which names another symptom)."""
+    try:
+        st = os.statvfs(out)
+    except OSError:
+        return ""
+    free = st.f_bavail * st.f_frsize
+    return f"; its file system is full ({free // 1024} KiB free)" if free < 1 << 20 else ""

@@ -262,6 +262,13 @@ def _mount_tmpfs(where: Path, options: str) -> None:
     subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=True)
 
 
+def test_unsealed_staging_folder_points_to_trace_seal(tmp_path):
+    (tmp_path / "t" / tf.STAGING_DIR).mkdir(parents=True)
+    res = hindsight("trace", "info", tmp_path / "t")
+    assert res.returncode == 1 and res.stderr.startswith("Error: ")
+    assert f"hindsight trace seal {tmp_path / 't'}" in res.stderr and "Traceback" not in res.stderr
+
+
 @ROOT_ONLY
 def test_disk_full_stops_the_run_cleanly(tmp_path):
     """Documented choice: the run stops (one line, no traceback) and the trace stays incomplete;
@@ -280,7 +287,9 @@ def test_disk_full_stops_the_run_cleanly(tmp_path):
         assert "No space left on device" in text and "stopping the run" in text
         # collect then seals what the ranks staged; where even that finds no room it says so
         sealed = all((out / tf.rank_file_name(r)).is_file() for r in range(2))
-        assert sealed or ("cannot finish the trace" in res.stderr and str(out) in res.stderr)
+        assert sealed or ("cannot finish the trace" in res.stderr and str(out) in res.stderr
+                          and "file system is full" in res.stderr
+                          and f"hindsight trace seal {out}" in res.stderr)
         # Nothing half-written: no temporary files, and no trace presented as complete.
         assert not list(out.glob(".*.tmp")) and not list(out.glob("rank-*.parquet.tmp"))
         manifest = json.loads((out / tf.MANIFEST_NAME).read_text())

@@ -8,7 +8,7 @@ from typing import Any
 
 
 from hindsight.trace.core import (
-    FORMAT_VERSION, MANIFEST_NAME, MAX_RANKS, TraceError)
+    FORMAT_VERSION, MANIFEST_NAME, MAX_RANKS, STAGING_DIR, TraceError)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -20,6 +20,9 @@ def read_manifest(trace_dir: Path) -> dict[str, Any]:
     if not Path(trace_dir).is_dir():
         raise TraceError(f"{trace_dir}: no such trace directory")
     if not path.is_file():
+        if (Path(trace_dir) / STAGING_DIR).is_dir():
+            raise TraceError(f"{path}: missing manifest: a run's staged records are there, not "
+                             f"sealed; `hindsight trace seal {trace_dir}` makes them a trace")
         raise TraceError(f"{path}: missing manifest (not a hindsight trace directory?)")
     try:
         manifest = json.loads(path.read_text())
