@@ -120,7 +120,7 @@ def test_the_measured_model_reproduces_a_poll_run(tmp_path):
 
 def test_a_run_without_its_message_keeps_its_time(tmp_path):
     """A run that ends with a call that does not receive what it polled for (here a Send) has
-    no message: on any network its time stays the rank's own, as compute."""
+    no message: on any network its time stays the rank's own, as compute; replay says so."""
     r0, r1 = EventRows(), EventRows()
     r0.append("Poll", 1000, 9000, nbytes=8)
     r0.append("Send", 11000, 11100, peer=1, tag=5, nbytes=8)
@@ -130,6 +130,9 @@ def test_a_run_without_its_message_keeps_its_time(tmp_path):
     t = _times(replay.run(prep, "loggp", NET | {"L": "20us"}))
     assert t[(0, "Send")][0] == 11000            # 1000 + 8000 of polls + 2000 after them
     assert prep.rows.poll_msg.tolist() == [-1]
+    rep = hindsight("replay", out, "--model", "loggp")
+    assert rep.returncode == 0 and "note: 1 of 1 runs of unsuccessful polls (Poll rows) do not " \
+        "end with the call that found or completed their message" in rep.stderr, rep.stderr
 
 
 def test_trace_info_reports_the_time_in_poll_runs(tmp_path):
