@@ -47,6 +47,9 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
     rma_ways = np.append(tf.op_mask(codes, tf.RMA_OPS).astype(np.int64)
                          + tf.op_mask(codes, tf.RMA_BOTH_OPS), 0)
     sent = one_sided = 0
+    poll_code = tf.OP_CODE["Poll"]
+    poll_runs = polls = 0
+    poll_ns = np.zeros(nranks, np.int64)    # per rank: time in runs of unsuccessful polls
     t_lo, t_hi = None, None
     for src in sources:
         for path in src.files:
@@ -69,6 +72,13 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
                     # a send to MPI_PROC_NULL (peer -1) crosses no network
                     sent += int(np.maximum(nb[is_send[op] & (codes["peer"] >= 0)], 0).sum())
                     one_sided += int((np.maximum(nb, 0) * rma_ways[op]).sum())
+                    is_poll = op == poll_code
+                    if is_poll.any():   # (their times read only where there are some)
+                        t = pf.read_row_group(g, columns=["t_start", "t_end"])
+                        d = (t.column("t_end").to_numpy() - t.column("t_start").to_numpy())
+                        poll_ns[src.rank] += int(d[is_poll].sum())
+                        poll_runs += int(is_poll.sum())
+                        polls += int(np.maximum(nb[is_poll], 0).sum())
             except tf.READ_ERRORS as exc:
                 raise tf.TraceError(f"{path}: corrupt or truncated Parquet data ({exc})") from None
     names = list(tf.OPS) + ["(unknown)"]
@@ -85,6 +95,9 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "bytes_sent": int(sent),
         "bytes_one_sided": int(one_sided),
         "makespan_s": measured / 1e9,
+        "poll_runs": poll_runs,
+        "polls": polls,
+        "poll_s_per_rank": [int(x) / 1e9 for x in poll_ns],
         "complete": complete,
         "incomplete_ranks": incomplete_ranks,
         "rank_status": [s.status for s in sources],
@@ -124,6 +137,16 @@ def _time_range(pf: pq.ParquetFile, group: int) -> tuple[int, int]:
     return int(pc.min(t.column("t_start")).as_py()), int(pc.max(t.column("t_end")).as_py())
 
 
+def poll_text(info: dict[str, Any], top: int = 8) -> str:
+    """``polling     2 runs of 1160 unsuccessful polls, 60.1 ms (per rank 60.1 ms, 0 ns)``:
+    the time the ranks spent in runs of unsuccessful polls (``Poll`` rows), which a replay
+    counts as waiting where the call ending the run found its message (rule poll_wait)."""
+    per = info["poll_s_per_rank"]
+    ranks = ", ".join(fmt_time(x * 1e9) for x in per[:top]) + (", ..." if len(per) > top else "")
+    return (f"polling     {info['poll_runs']} runs of {info['polls']} unsuccessful polls, "
+            f"{fmt_time(sum(per) * 1e9)} (per rank {ranks})")
+
+
 def _origin_line(info: dict[str, Any]) -> str:
     """Where the timeline comes from: the MPI library of a traced run, or the model of a replayed
     timeline (``replay --out``), which ran on no MPI."""
@@ -158,6 +181,8 @@ def format_info(info: dict[str, Any]) -> str:
         + (f", {info['bytes_one_sided']} moved by one-sided operations"
            if info.get("bytes_one_sided") else "") + ")",
     ]
+    if info.get("poll_runs"):
+        lines.append(poll_text(info))
     width = max((len(k) for k in info["events_per_op"]), default=4)
     for op, n in info["events_per_op"].items():
         lines.append(f"  {op:<{width}}  {n}")

@@ -23,7 +23,8 @@ from mpi4py import MPI
 
 from hindsight.trace import core as tf
 from instrument import completion as _completion
-from instrument.completion import TracedPrequest, TracedRequest, recv_post, send_post
+from instrument.completion import (POLL_TAIL, TracedPrequest, TracedRequest, failed_poll,
+                                   poll_tail, recv_post, send_post)
 from instrument.sizes import nbytes as _nbytes, pickled_size as _pickled_size
 from instrument import matched as _matched, nonblocking as _nonblocking, topology as _topology
 from instrument import untraced as _untraced
@@ -239,6 +240,15 @@ class TracedComm(_C):
         t1 = _now()
         if found:
             self._rec(op, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
+        elif op == _IPROBE:     # an Iprobe that found nothing: one more poll of the run
+            T = _T              # (failed_poll's extension of the open run, inline: hot path)
+            o = T.off
+            if o == T.poll_at:
+                n = T.polls + 1
+                T.polls = n
+                poll_tail(T.buf, o - POLL_TAIL, n, -1, -1, t1)
+            else:
+                failed_poll(t0, t1)
         return found
 
     def Probe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,

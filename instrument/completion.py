@@ -12,6 +12,7 @@ call level around the MPI call, and a completion reuses its statuses.
 
 from __future__ import annotations
 
+import struct
 from time import perf_counter_ns as _now, thread_time_ns as _cpu
 
 from mpi4py import MPI
@@ -31,6 +32,12 @@ OP = tf.OP_CODE
     OP[n] for n in ("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany",
                     "Testsome"))
 _FREE = OP["Request_free"]
+_POLL = OP["Poll"]
+#: What a further failed poll rewrites in its run's Poll record: its tail from ``nbytes`` (the
+#: count) to ``t_end``, request and root (-1) between them; packs at ``off - POLL_TAIL``
+poll_tail = struct.Struct("<qqqq").pack_into
+POLL_TAIL = 32
+assert tf.RAW_COLUMNS.index("nbytes") * 8 == tf.RAW_RECORD.size - POLL_TAIL
 
 # The tracer of this process, set with ``instrument.comm.set_tracer``. Module global: the
 # cheapest lookup from a wrapper.
@@ -49,14 +56,45 @@ _STATUSES: list = []
 _STATUS = MPI.Status()
 
 
+def failed_poll(t0: int, t1: int) -> None:
+    """An unsuccessful poll [t0, t1] (an Iprobe that found nothing, a Test* on traced requests
+    that completed none): it extends the rank's open run of polls, the Poll record that is
+    still the last one written (its count and t_end rewritten in place), or starts one (format
+    1.3, docs/trace-format.md). No row per poll: a polling loop writes one record per run, and
+    any other record of the rank ends the run."""
+    T = _T
+    o = T.off
+    if o == T.poll_at:
+        n = T.polls + 1
+        T.polls = n
+        poll_tail(T.buf, o - POLL_TAIL, n, -1, -1, t1)      # t_end last, as a record's
+        return
+    _pack(T.buf, o, _POLL, T.region, t0, -1, -1, -1, -1, 1, -1, -1, t1)
+    o += _ROW
+    T.off = o
+    T.poll_at = o
+    T.polls = 1
+    if o >= T.end:
+        T.roll()
+
+
+def _any_traced(requests) -> bool:
+    for r in requests:
+        if getattr(r, "_hid", -1) >= 0:
+            return True
+    return False
+
+
 def _complete_rows(op: int, t0: int, t1: int, cpu: int, requests, indices,
-                   statuses) -> None:
+                   statuses) -> int:
     """Append one completion row per traced request that just completed: ``requests[i]`` for i
     in ``indices``, its status ``statuses[k]`` (k counting those rows) for a receive. ``cpu``
-    goes on the call's first row only. The record fields are kept in locals over the loop."""
+    goes on the call's first row only. The record fields are kept in locals over the loop.
+    Returns the rows written."""
     T = _T
     buf, o, end, region = T.buf, T.off, T.end, T.region
     k = -1
+    rows = 0
     for i in indices:
         k += 1
         r = requests[i]
@@ -75,12 +113,14 @@ def _complete_rows(op: int, t0: int, t1: int, cpu: int, requests, indices,
             _pack(buf, o, op, region, t0, cpu, -1, -1, r._cid, -1, hid, -1, t1)
         r._hid = -1
         cpu = -1    # the call's CPU time goes on its first row only
+        rows += 1
         o += _ROW
         if o >= end:
             T.off = o
             T.roll()
             buf, o, end = T.buf, T.off, T.end
     T.off = o
+    return rows
 
 
 def _named(method, fn) -> None:
@@ -98,7 +138,9 @@ def _named(method, fn) -> None:
 # path).
 
 def _single(op: int, fn, done):
-    """Wait/wait/Test/test on one request; `done(result)` tells whether it completed."""
+    """Wait/wait/Test/test on one request; `done(result)` tells whether it completed (a Test
+    that did not is a failed poll)."""
+    poll = op == _TEST
     def method(self, status: MPI.Status | None = None):
         if self._hid < 0:                 # untraced or already completed: nothing to record
             return fn(self, status)
@@ -110,13 +152,23 @@ def _single(op: int, fn, done):
         t1 = _now()
         if done(out):
             _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, (self,), (0,), (st,))
+        elif poll:
+            T = _T      # failed_poll's extension of the open run, inline: the polling hot path
+            o = T.off
+            if o == T.poll_at:
+                n = T.polls + 1
+                T.polls = n
+                poll_tail(T.buf, o - POLL_TAIL, n, -1, -1, t1)
+            else:
+                failed_poll(t0, t1)
         return out
     _named(method, fn)
     return method
 
 
 def _all(op: int, fn, done):
-    """Waitall/waitall/Testall/testall: every request completes together, or none."""
+    """Waitall/waitall/Testall/testall: every request completes together, or none. A call
+    that wrote no row on traced requests is a failed poll (as the other families)."""
     def method(cls, requests, statuses=None):
         sts = statuses if statuses is not None else _STATUSES
         cpu = _T.cpu_all
@@ -124,9 +176,10 @@ def _all(op: int, fn, done):
         t0 = _now()
         out = fn(requests, sts)
         t1 = _now()
-        if done(out):
-            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests,
-                           range(len(requests)), sts)
+        if not (done(out) and _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests,
+                                             range(len(requests)), sts)) \
+                and op != _WAITALL and _any_traced(requests):
+            failed_poll(t0, t1)
         return out
     _named(method, fn)
     return classmethod(method)
@@ -142,8 +195,10 @@ def _any(op: int, fn, index):
         out = fn(requests, st)
         t1 = _now()
         i = index(out)
-        if i is not None and i != MPI.UNDEFINED:
-            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests, (i,), (st,))
+        if not (i is not None and i != MPI.UNDEFINED and
+                _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests, (i,), (st,))) \
+                and op != _WAITANY and _any_traced(requests):
+            failed_poll(t0, t1)
         return out
     _named(method, fn)
     return classmethod(method)
@@ -160,8 +215,9 @@ def _some(op: int, fn, indices):
         out = fn(requests, sts)
         t1 = _now()
         idx = indices(out)
-        if idx:
-            _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests, idx, sts)
+        if not (idx and _complete_rows(op, t0, t1, _cpu() - c0 if cpu else -1, requests, idx,
+                                       sts)) and op != _WAITSOME and _any_traced(requests):
+            failed_poll(t0, t1)
         return out
     _named(method, fn)
     return classmethod(method)

@@ -3,7 +3,8 @@ and a receive: the rows a pickle-API `recv` gives (instrument.comm) and the PMPI
 for `MPI_Mprobe`/`MPI_Mrecv`.
 
 - `Mprobe` / `mprobe`: a `Probe` row (source, tag, bytes of the matched message); `Improbe` /
-  `improbe`: an `Iprobe` row when they find a message, nothing when they do not (as `Iprobe`);
+  `improbe`: an `Iprobe` row when they find a message, one more poll of the rank's Poll row
+  when they do not (as `Iprobe`);
 - the message's `Recv`: a `Recv` row; `recv` (pickle): a `Recv` row for the transfer into a
   buffer of the probed size, the unpickling after it in the rank's own time (as `recv`);
 - `Irecv` / `irecv`: an `Irecv` post naming the matched source and tag, its request traced and
@@ -21,7 +22,7 @@ from time import perf_counter_ns as _now
 from mpi4py import MPI
 
 from hindsight.trace import core as tf
-from instrument.completion import recv_post
+from instrument.completion import failed_poll, recv_post
 
 _M = MPI.Message
 _BYTE = MPI.BYTE
@@ -89,6 +90,7 @@ def _matched(comm, op: int, fn, source: int, tag: int, status):
     m = fn(comm, source, tag, st)
     t1 = _now()
     if m is None:
+        failed_poll(t0, t1)     # an Improbe that found nothing (an Mprobe always finds one)
         return None
     src, tg, n = st.Get_source(), st.Get_tag(), st.Get_count(_BYTE)
     comm._rec(op, t0, t1, -1, src, tg, n)

@@ -96,6 +96,10 @@ class Tracer:
         self.buf: Any = None
         self.off = 0                      # next record's byte offset in the current window
         self.end = 0
+        # The open run of unsuccessful polls (instrument.completion.failed_poll): ``off`` just
+        # after its Poll record, while that record is still the window's last; -1: none
+        self.poll_at = -1
+        self.polls = 0                    # polls in that run
         self._fd = self._names = -1
         try:
             self._fd = os.open(self.stage / fc.RAW_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC,
@@ -142,7 +146,9 @@ class Tracer:
         self._fd = self._names = -1
 
     def roll(self) -> None:
-        """The current window is full: map the next one."""
+        """The current window is full: map the next one (a run of polls open in the full one
+        ends there: the next failed poll starts a new Poll row)."""
+        self.poll_at = -1
         if self.closed:
             self.off = 0
             return

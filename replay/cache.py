@@ -22,7 +22,7 @@ from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
 
 CACHE_DIR = tf.REPLAY_CACHE_DIR
-CACHE_VERSION = 15
+CACHE_VERSION = 16
 
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances),

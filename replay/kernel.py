@@ -24,6 +24,8 @@ Operation kinds (``kind``):
   PROBE  a blocking probe that returned message ``msg`` (the receive that follows takes it): wait
          until its envelope is there (eager: the data; rendezvous: the request to send), do not
          consume it; the receive is posted by the RECV that follows
+  POLL   a run of polls waiting for message ``msg`` (network mode; rule ``poll_wait``): as a
+         PROBE, but left at the first poll of period ``loc[i]`` after the envelope is there
   NOP    nothing but its burst (and, in measured mode, its measured duration)
 
 Every operation is preceded by a compute burst ``burst[i] * scale[reg[i] + 1]``.
@@ -44,7 +46,8 @@ import numpy as np
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
     clear_to_send_done, eager_arrival, envelope_arrival, first_in_mpi, is_rendezvous,
-    known_handshake, late_receiver_arrival, next_send_slot, passive_reply, rendezvous_arrival,
+    known_handshake, late_receiver_arrival, next_send_slot, passive_reply, poll_exit,
+    rendezvous_arrival,
     rendezvous_sender_done, request_arrival,
     resolve_stalled_handshake, send_overhead, unexpected_copy, unlink_waiter, wake_waiters,
     wire_time)
@@ -52,9 +55,10 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "40a9c57d8e74"
+RULES_SHA1 = "84d3d220c1c0"
 
-NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV = range(13)
+NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV, POLL = \
+    range(14)
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS, \
@@ -82,7 +86,8 @@ class Ops(NamedTuple):
     msg: np.ndarray        # its message (a collective instance for COLL; -1: none)
     burst: np.ndarray      # compute before the operation, ns (scaled by scale[reg + 1])
     reg: np.ndarray        # region code of the burst (-1: none)
-    loc: np.ndarray        # measured mode: the operation's own (local) duration, ns
+    loc: np.ndarray        # measured mode: the operation's own (local) duration, ns;
+                           # network mode: a POLL's period, ns (empty: no POLL)
     dep_lat: np.ndarray    # measured mode: its lag after the other side's post, ns
     coll_n: np.ndarray     # measured mode: members of each collective instance
     cost: np.ndarray       # network mode: the call's own software overhead, ns, paid before
@@ -353,7 +358,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 m = msg[i]
                 if m_sp[m] < 0.0:
                     blocked = m
-            elif k == PROBE:
+            elif k == PROBE or k == POLL:
                 m = msg[i]
                 if m_sp[m] < 0.0:
                     blocked = m
@@ -366,6 +371,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                     de = envelope_arrival(after_overhead(m_sp[m], os0, Os, kb), L, m_delay[m])
                     if not is_rendezvous(kb, S, m_sync[m]):
                         de += wire_time(kb, kshift, G)
+                    if k == POLL:   # (network mode only: loc holds its period)
+                        de = poll_exit(start, de, loc[i])
                     t, waited, pk = bound(start, de, PRED_SEND)
             elif k == PSEND:
                 # Rule lock_epoch: the bytes leave as an eager message's; the target's library

@@ -248,6 +248,11 @@ def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
         notes.append(f"{ep.unmatched} post/start/complete/wait calls of one-sided epochs have "
                      "no partner in the trace: they replay as their calls, without the "
                      "synchronisation")
+    lone = int((rows.poll_msg < 0).sum())
+    if lone:
+        notes.append(f"{lone} of {len(rows.poll_msg)} runs of unsuccessful polls (Poll rows) do "
+                     "not end with the call that found or completed their message: the network "
+                     "models keep their time as the rank's own, as compute (rule poll_wait)")
     return Prepared(cols.path, manifest, nranks, rows, cols.region_names, trail, t0,
                     Messages.of(match), coll, comm_members, host_placement(manifest, nranks),
                     problems, notes, rma=ep.ops), match

@@ -5,7 +5,7 @@ ratio."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numba as nb
@@ -14,6 +14,7 @@ import numpy as np
 from hindsight import trace as tf
 from replay import kernel as K
 from replay.matching import MessageMatch, index_proto
+from replay.polling import IPROBE_CODE, POLL_CODE, poll_runs
 
 
 @dataclass
@@ -33,6 +34,12 @@ class Rows:
     ratio: np.ndarray    # CPU/wall ratio of that burst's region (float32; 1: unknown)
     coll: np.ndarray     # collective instance of the row (-1: none)
     nbytes: np.ndarray   # the bytes the row recorded (a collective's block size)
+    # the runs of unsuccessful polls (``replay.polling.poll_runs``), per Poll row: its row,
+    # the row of the call that ended it, the message it waited for (-1: none), its period (ns)
+    poll_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    poll_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    poll_msg: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    poll_period: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __getitem__(self, name: str) -> np.ndarray:
         return getattr(self, name)
@@ -122,10 +129,14 @@ def trace_rows(cols: dict[str, np.ndarray], peer: np.ndarray, tag: np.ndarray,
     else:  # no regions recorded: bursts have no region and no CPU samples
         ratio = np.ones(n, np.float32)
         burst_region = region
+    p_row, p_end, p_msg, p_period = poll_runs(op, rank, kind, row_msg, peer, tag, cols["comm"],
+                                              t_start, cols["nbytes"], match.src, POLL_CODE,
+                                              IPROBE_CODE)
     rows = Rows(rank=rank, seq=cols["seq"], op=op, t_start=t_start, t_end=t_end,
                 region=burst_region, cont=cont, kind=kind, msg=row_msg, burst=burst,
                 ratio=ratio.astype(np.float32, copy=False),  # a CPU/wall fraction: 7 digits do
-                coll=np.full(n, -1, np.int32), nbytes=cols["nbytes"])
+                coll=np.full(n, -1, np.int32), nbytes=cols["nbytes"], poll_row=p_row,
+                poll_end=p_end, poll_msg=p_msg, poll_period=p_period)
     return rows, trail
 
 

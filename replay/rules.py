@@ -9,6 +9,8 @@ Sums are written left to right exactly as the loop needs them: ``t + o + O·k`` 
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 
@@ -103,6 +105,29 @@ def envelope_arrival(sent, L, delay):
     """sent + L + delay: a message's envelope (for a rendezvous, its request to send) is at the
     receiver; what a probe waits for."""
     return sent + L + delay
+
+
+@nb.njit(inline="always")
+def poll_exit(start, avail, period):
+    """Rule ``poll_wait``: a run of unsuccessful polls (a ``Poll`` row, format 1.3) that the
+    call after it ends by finding its message (an ``Iprobe``) or completing its receive (a
+    ``Test*``) is the rank waiting for that message, not computing. The loop polls at
+    start, start + p, start + 2p, ... (``start``: the run's first poll in the replay; p the
+    measured loop period, ``replay.polling``) and leaves at the first poll at or after the
+    message is available (``avail``: its envelope's arrival, ``envelope_arrival``; for eager
+    data the data's):
+
+        avail <= start:  start                                    (the first poll finds it)
+        otherwise:       start + ceil((avail − start) / p)·p      (p > 0; avail when p = 0)
+
+    The successful call starts there; the loop's own work (the run's time and the burst after
+    its last failed poll) does not add on top. The call itself then follows its own rule (an
+    ``Iprobe`` takes no time of the network; a ``Test``'s receive completes as a ``Wait``'s)."""
+    if avail <= start:
+        return start
+    if period > 0.0:
+        return start + math.ceil((avail - start) / period) * period
+    return avail
 
 
 @nb.njit(inline="always")

@@ -30,6 +30,7 @@ from replay import patterns as P
 from replay import kernel as K
 from replay.instances import Instances, group_ids
 from replay.matching import index_proto
+from replay.polling import POLL_CODE, apply_to_stream as apply_polls
 from replay.rma_epochs import EpochOps, place_epoch_ops
 from replay.rows import KIND_TABLES, Messages, Rows
 from replay.selection import SELECTION, SHARED_FLAG_COLLECTIVES, choose, total_bytes
@@ -59,7 +60,7 @@ def call_classes(st: Stream, row_op: np.ndarray) -> np.ndarray:
     cls[own & (st.kind == K.IRECV)] = CALL_IRECV
     cls[own & (st.kind == K.WSEND) & _COMPLETION_ROW[op]] = CALL_WAIT
     cls[own & (st.kind == K.PROBE)] = CALL_PROBE
-    cls[own & (st.kind == K.NOP)] = CALL_OTHER
+    cls[own & (st.kind == K.NOP) & (op != POLL_CODE)] = CALL_OTHER   # a poll run: many calls
     return cls
 
 
@@ -268,6 +269,9 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     dep_lat = np.zeros(0)
     if not expand:
         loc, dep_lat = _measured_costs(rows, msgs, kind, msg, op_row, first, coll_n)
+    elif len(rows.poll_row):
+        # rule poll_wait: a run of polls waits for its message (network form's loc: periods)
+        loc = apply_polls(kind, msg, burst, burst_cpu, first, rows)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
                   selected, m_sync, np.unique(coll.done[completed_apart]).astype(np.int64),

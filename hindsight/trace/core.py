@@ -19,7 +19,7 @@ from typing import Any
 from hindsight.system import write_text_atomic
 from hindsight.errors import DataError
 
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 #: Largest rank count a manifest may claim (the `rank` column is int32; a bound also keeps a
 #: damaged manifest from sending the reader through billions of missing files).
 MAX_RANKS = 1 << 22
@@ -70,6 +70,9 @@ OPS: tuple[str, ...] = (
     "Win_post", "Win_start", "Win_complete", "Win_wait", "Win_test",
     # a request the program freed while active (format 1.2): MPI_Request_free, Request.Free
     "Request_free",
+    # a run of unsuccessful polls (format 1.3): Iprobe/Improbe that found nothing, Test* that
+    # completed nothing, one row per run (POLL_OPS)
+    "Poll",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -85,6 +88,12 @@ COMPLETION_OPS = frozenset({"Wait", "Waitall", "Waitany", "Waitsome", "Test", "T
 #: without the program waiting for it (a send completes on its own; a receive still takes its
 #: message), so it is not a completion row and nothing moves at it.
 FREE_OPS = frozenset({"Request_free"})
+#: A run of consecutive unsuccessful polls of one rank (format 1.3): `Iprobe`/`Improbe` calls
+#: that found no message and `Test`/`Testall`/`Testany`/`Testsome` calls on traced requests
+#: that completed none, with no other row of the rank between them. One row: `t_start` the
+#: first poll's entry, `t_end` the last one's exit, `nbytes` the number of polls; peer, tag,
+#: comm, request, root -1. The row that follows is usually the poll that succeeded.
+POLL_OPS = frozenset({"Poll"})
 COLLECTIVE_OPS = frozenset({"Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
                             "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
                             "Alltoallv", "Scan", "Exscan", "Reduce_scatter",

@@ -61,7 +61,7 @@ enum {
     OP_NEIGHBOR_ALLGATHER, OP_NEIGHBOR_ALLGATHERV, OP_NEIGHBOR_ALLTOALL, OP_NEIGHBOR_ALLTOALLV,
     OP_INEIGHBOR_ALLGATHER, OP_INEIGHBOR_ALLGATHERV, OP_INEIGHBOR_ALLTOALL,
     OP_INEIGHBOR_ALLTOALLV, OP_WIN_POST, OP_WIN_START, OP_WIN_COMPLETE, OP_WIN_WAIT, OP_WIN_TEST,
-    OP_REQUEST_FREE
+    OP_REQUEST_FREE, OP_POLL
 };
 #define NFIELDS 11
 #define RECORD (NFIELDS * 8)
@@ -407,7 +407,13 @@ static int map_next(void) {
 
 static int64_t scratch[NFIELDS];
 
+/* The open run of unsuccessful polls (failed_poll): its Poll record while it is still the last
+ * one written (cur == poll_rec + NFIELDS), and its count. A full window ends the run. */
+static int64_t *poll_rec;
+static int64_t poll_n;
+
 static void roll(void) {
+    poll_rec = NULL;
     if (!on) { cur = scratch; lim = scratch + NFIELDS; return; }
     int err = map_next();
     if (err) fail_write("events.raw", err);
@@ -424,6 +430,23 @@ static inline __attribute__((always_inline)) void rec(int64_t op, int64_t t0, in
     r[10] = t1;
     cur = r + NFIELDS;
     if (cur >= lim) roll();
+}
+
+/* An unsuccessful poll [t0, t1] (MPI_Iprobe/MPI_Improbe that found nothing, MPI_Test* on traced
+ * requests that completed none; instrument/completion.py failed_poll): it extends the rank's
+ * open run, whose Poll record is still the last one (count and t_end rewritten in place), or
+ * starts one (format 1.3). No record per poll; any other record ends the run. */
+static inline void failed_poll(int64_t t0, int64_t t1) {
+    if (poll_rec && cur == poll_rec + NFIELDS) {
+        poll_rec[7] = ++poll_n;
+        __asm__ __volatile__("" ::: "memory");
+        poll_rec[10] = t1;
+        return;
+    }
+    int64_t *r = cur;
+    rec(OP_POLL, t0, -1, -1, -1, -1, 1, -1, -1, t1);
+    /* (rec rolled when the record filled the window: then the run ends with it) */
+    if (cur == r + NFIELDS) { poll_rec = r; poll_n = 1; }
 }
 
 static size_t put_str(char *b, size_t at, size_t cap, const char *s) {
@@ -1228,6 +1251,8 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
         comm_t *c = comm_of(comm);
         rec(OP_IPROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,
             status_bytes(st), -1, -1, t1);
+    } else if (rc == MPI_SUCCESS) {
+        failed_poll(t0, t1);
     }
     return rc;
 }
@@ -1346,6 +1371,8 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
         rec(OP_IPROBE, t0, -1, world_of(c, st->MPI_SOURCE), st->MPI_TAG, c->id,
             status_bytes(st), -1, -1, t1);
         matched_put(*message, c, st);
+    } else if (rc == MPI_SUCCESS) {
+        failed_poll(t0, t1);
     }
     return rc;
 }
@@ -1559,6 +1586,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     int64_t t1 = now_ns();
     LEAVE();
     if (*flag) completed(OP_TEST, t0, CPU1, t1, e, st);
+    else if (rc == MPI_SUCCESS) failed_poll(t0, t1);
     return rc;
 }
 
@@ -1591,7 +1619,7 @@ static int any_traced(int n, const MPI_Request *r) {
     return 0;
 }
 
-#define ALL_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE)                                    \
+#define ALL_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE, POLLS)                                  \
 int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {                \
     OWN(OPC);                                                                                \
     if (!own_ || !any_traced(count, reqs_in))                                                \
@@ -1604,6 +1632,7 @@ int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {   
     int rc = P##NAME(count, reqs_in FLAG_ARG, x.s);                                          \
     int64_t t1 = now_ns();                                                                   \
     LEAVE_THEN(scratch_drop(&x, statuses));                                                  \
+    int wrote = 0;                                                                           \
     if (DONE) {                                                                              \
         int64_t cpu = CPU1;                                                                  \
         for (int i = 0; i < count; i++) {                                                    \
@@ -1611,16 +1640,18 @@ int NAME(int count, MPI_Request reqs_in[] FLAG_DECL, MPI_Status statuses[]) {   
             if (!e) continue;                                                                \
             completed(OPC, t0, cpu, t1, e, &x.s[i]);                                         \
             cpu = -1;                                                                        \
+            wrote = 1;                                                                       \
         }                                                                                    \
     }                                                                                        \
+    if (POLLS && !wrote && rc == MPI_SUCCESS) failed_poll(t0, t1);  /* no row written */    \
     scratch_drop(&x, statuses);                                                              \
     return rc;                                                                               \
 }
 #define COMMA ,
-ALL_WRAPPER(MPI_Waitall, OP_WAITALL, , , 1)
-ALL_WRAPPER(MPI_Testall, OP_TESTALL, COMMA int *flag, COMMA flag, *flag)
+ALL_WRAPPER(MPI_Waitall, OP_WAITALL, , , 1, 0)
+ALL_WRAPPER(MPI_Testall, OP_TESTALL, COMMA int *flag, COMMA flag, *flag, 1)
 
-#define ANY_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE)                                    \
+#define ANY_WRAPPER(NAME, OPC, FLAG_DECL, FLAG_ARG, DONE, POLLS)                                  \
 int NAME(int count, MPI_Request reqs_in[], int *index FLAG_DECL, MPI_Status *status) {       \
     OWN(OPC);                                                                                \
     if (!own_ || !any_traced(count, reqs_in))                                                \
@@ -1635,17 +1666,19 @@ int NAME(int count, MPI_Request reqs_in[], int *index FLAG_DECL, MPI_Status *sta
     int rc = P##NAME(count, reqs_in, index FLAG_ARG, st);                                    \
     int64_t t1 = now_ns();                                                                   \
     LEAVE_THEN(scratch_drop(&x, MPI_STATUSES_IGNORE));                                       \
+    req_t *e = NULL;                                                                         \
     if ((DONE) && *index != MPI_UNDEFINED) {                                                 \
-        req_t *e = req_find(x.h[*index]);                                                    \
+        e = req_find(x.h[*index]);                                                           \
         if (e) completed(OPC, t0, CPU1, t1, e, st);                                          \
     }                                                                                        \
+    if (POLLS && !e && rc == MPI_SUCCESS) failed_poll(t0, t1);   /* no row written */       \
     scratch_drop(&x, MPI_STATUSES_IGNORE);                                                   \
     return rc;                                                                               \
 }
-ANY_WRAPPER(MPI_Waitany, OP_WAITANY, , , 1)
-ANY_WRAPPER(MPI_Testany, OP_TESTANY, COMMA int *flag, COMMA flag, *flag)
+ANY_WRAPPER(MPI_Waitany, OP_WAITANY, , , 1, 0)
+ANY_WRAPPER(MPI_Testany, OP_TESTANY, COMMA int *flag, COMMA flag, *flag, 1)
 
-#define SOME_WRAPPER(NAME, OPC)                                                              \
+#define SOME_WRAPPER(NAME, OPC, POLLS)                                                            \
 int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],                   \
          MPI_Status statuses[]) {                                                            \
     OWN(OPC);                                                                                \
@@ -1659,6 +1692,7 @@ int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],      
     int rc = P##NAME(incount, reqs_in, outcount, indices, x.s);                              \
     int64_t t1 = now_ns();                                                                   \
     LEAVE_THEN(scratch_drop(&x, statuses));                                                  \
+    int wrote = 0;                                                                           \
     if (*outcount != MPI_UNDEFINED) {                                                        \
         int64_t cpu = CPU1;                                                                  \
         for (int k = 0; k < *outcount; k++) {                                                \
@@ -1666,13 +1700,15 @@ int NAME(int incount, MPI_Request reqs_in[], int *outcount, int indices[],      
             if (!e) continue;                                                                \
             completed(OPC, t0, cpu, t1, e, &x.s[k]);                                         \
             cpu = -1;                                                                        \
+            wrote = 1;                                                                       \
         }                                                                                    \
     }                                                                                        \
+    if (POLLS && !wrote && rc == MPI_SUCCESS) failed_poll(t0, t1);  /* no row written */    \
     scratch_drop(&x, statuses);                                                              \
     return rc;                                                                               \
 }
-SOME_WRAPPER(MPI_Waitsome, OP_WAITSOME)
-SOME_WRAPPER(MPI_Testsome, OP_TESTSOME)
+SOME_WRAPPER(MPI_Waitsome, OP_WAITSOME, 0)
+SOME_WRAPPER(MPI_Testsome, OP_TESTSOME, 1)
 
 /* The free of a pending traced request (instrument/completion.py, TracedRequest.Free): one
  * Request_free row, peer, tag and size -1 as a send's completion row (a freed receive has no

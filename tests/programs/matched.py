@@ -31,7 +31,7 @@ else:
     msg.Irecv(buf).Wait()
     assert (buf == 4).all()
     assert comm.mprobe(0, 5).recv() == {"five": 5}   # Probe + Recv, unpickled after
-    assert comm.improbe(0, 99) is None                # nothing there: no row
+    assert comm.improbe(0, 99) is None                # nothing there: a Poll row
     assert comm.mprobe(0, 6).irecv().wait() == [6] * 6
     comm.Barrier()
     print("matched: all received")

@@ -1,6 +1,7 @@
 """Calls the tracer counts but does not record: a request-based one-sided Rput; with traced
-non-blocking collectives, a matched probe that finds nothing (no row, as an Iprobe that finds
-nothing), a traced neighbourhood collective, a traced window and one traced Barrier."""
+non-blocking collectives, a matched probe that finds nothing (a Poll row of one poll, as an
+Iprobe that finds nothing), a traced neighbourhood collective, a traced window and one traced
+Barrier."""
 import numpy as np
 from mpi4py import MPI
 
