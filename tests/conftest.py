@@ -23,6 +23,13 @@ def hindsight(*args: str, env: dict | None = None, timeout: float = 180,
                           cwd=cwd or ROOT)
 
 
+def model_notes(stderr: str) -> list[str]:
+    """The ``note:`` lines of a replay about what it models, without the one about the traced
+    run's oversubscription (a test's 3-4 ranks on this 2-core machine)."""
+    return [ln for ln in stderr.splitlines()
+            if ln.startswith("note:") and "was oversubscribed" not in ln]
+
+
 @pytest.fixture
 def run_hindsight():
     return hindsight
