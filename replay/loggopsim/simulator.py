@@ -111,24 +111,28 @@ def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv:
 
 
 @nb.njit(cache=True, nogil=True)
-def _successors(nops, dep_op, dep_on, dep_start, index_proto):
+def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
     """CSR of dependents by the operation they wait for (each operation's in dependency order),
-    and each op's count of open deps; operation numbers of ``index_proto``'s type."""
-    off = np.zeros(nops + 1, np.int64)
+    and each op's count of open deps; operation numbers of ``index_proto``'s type, offsets of
+    ``off_proto``'s."""
+    off = np.zeros(nops + 1, off_proto.dtype)
     cnt = np.zeros(nops, index_proto.dtype)
     for k in range(len(dep_on)):
         off[dep_on[k] + 1] += 1
         cnt[dep_op[k]] += 1
     for i in range(nops):
         off[i + 1] += off[i]
-    at = off[:-1].copy()
     succ = np.empty(len(dep_on), index_proto.dtype)
     succ_start = np.empty(len(dep_on), np.bool_)
+    # off[i] is operation i's next free place while filling, i + 1's start after: shifted back
     for k in range(len(dep_on)):
-        j = at[dep_on[k]]
+        j = off[dep_on[k]]
         succ[j] = dep_op[k]
         succ_start[j] = dep_start[k]
-        at[dep_on[k]] += 1
+        off[dep_on[k]] = j + 1
+    for i in range(nops, 0, -1):
+        off[i] = off[i - 1]
+    off[0] = 0
     return off, succ, succ_start, cnt
 
 
@@ -139,9 +143,11 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
     # touches some twenty per-operation arrays, and their width is its memory traffic.
     proto = np.zeros(0, np.int32 if 2 * n + 2 < 2**31 else np.int64)
-    off, succ, succ_start, cnt = _successors(n, np.asarray(s.dep_op, np.int64),
-                                             np.asarray(s.dep_on, np.int64),
-                                             np.asarray(s.dep_start, bool), proto)
+    # the dependencies as they come (int32 from a trace's schedule cache, memory-mapped)
+    nd = len(s.dep_on)
+    off, succ, succ_start, cnt = _successors(n, _integers(s.dep_op), _integers(s.dep_on),
+                                             np.asarray(s.dep_start, bool), proto,
+                                             np.zeros(0, np.int32 if nd < 2**31 else np.int64))
     ncpu = int(s.cpu.max()) + 1 if n else 1
     nnic = int(s.nic.max()) + 1 if n else 1
     for unit, count in (("cpu", ncpu), ("nic", nnic)):
@@ -154,16 +160,16 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
-    rank = np.asarray(s.rank, np.int32)
-    kind = np.asarray(s.kind, np.int8)
-    peer = np.asarray(s.peer, np.int32)
-    tag = np.asarray(s.tag, np.int32)
-    bucket, cand, ubucket, nbuckets = _match_buckets(s.nranks, rank, kind, peer, tag)
+    rank = _narrow(s.rank, np.int32)
+    kind = np.asarray(s.kind, np.int8)     # SEND, RECV, CALC (the parsers give no other)
+    peer = _narrow(s.peer, np.int32)
+    tag = _narrow(s.tag, np.int32)
+    bucket, cand, ubucket, nbuckets = _match_buckets(s.nranks, rank, kind, peer, tag,
+                                                     proto.dtype)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
-        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),
-        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket.astype(proto.dtype),
-        cand.astype(proto.dtype), ubucket.astype(proto.dtype), nbuckets,
+        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),     # < MAX_UNITS: checked
+        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket, cand, ubucket, nbuckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
         what = []
@@ -181,8 +187,27 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)
 
 
+def _integers(a) -> np.ndarray:
+    """``a`` as an integer array, not copied when it is one."""
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else a.astype(np.int64)
+
+
+def _narrow(a, dtype) -> np.ndarray:
+    """``a`` as ``dtype`` when every value fits (not copied when it is that already), else as
+    int64: a narrower copy never wraps a value."""
+    a = np.asarray(a)
+    if a.dtype == dtype:
+        return a
+    info = np.iinfo(dtype)
+    if len(a) == 0 or (info.min <= a.min() and a.max() <= info.max):
+        return a.astype(dtype)
+    return a.astype(np.int64, copy=False)
+
+
 def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
-                   tag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
+                   tag: np.ndarray, index=np.int64
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
     """Matching queues split by key (receiver, source, tag), so a match costs O(1) however long
     a rank's backlog (LogGOPSim scans its queues: quadratic when messages pile up).
 
@@ -191,7 +216,9 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     buckets its message can match: its own key, then, only if some receive has a wildcard,
     (source, ANY), (ANY, tag), (ANY, ANY); -1 where no receive has that key), ``ubucket`` (the
     unexpected-message bucket a receive takes from: its own key, or -2 for a receive with a
-    wildcard, which scans its rank's arrived messages in arrival order) and the number of keys.
+    wildcard, which scans its rank's arrived messages in arrival order) and the number of keys;
+    the three arrays of ``index``'s type (the caller's operation numbers: the keys are at most
+    as many as the operations). Keys are numbered in their order.
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)
@@ -218,22 +245,53 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
 
     d, src = peer[snd].astype(np.int64), rank[snd].astype(np.int64)
     s_key = key(d, src, s_tid)
-    keys, ids = np.unique(np.concatenate([s_key, key(rank[rcv].astype(np.int64),
-                                                     peer[rcv].astype(np.int64), r_tid)]),
-                          return_inverse=True)
-    bucket = np.full(n, -1, np.int64)
+    all_keys = np.concatenate([s_key, key(rank[rcv].astype(np.int64),
+                                          peer[rcv].astype(np.int64), r_tid)])
+    span = (P + 1) ** 2 * T
+    if span <= 8 * len(all_keys) + 2**16 and len(all_keys) < 2**31:
+        # few possible keys: number them through a table over all of them, no sort (4 bytes a
+        # possible key, at most what np.unique's sort and inverse take, some 32 bytes a key)
+        table, nkeys = _key_table(all_keys, span)
+        ids = table[all_keys]
+
+        def number(k):
+            return table[k]
+    else:
+        keys, ids = np.unique(all_keys, return_inverse=True)
+        nkeys = len(keys)
+
+        def number(k):
+            pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
+            return np.where(keys[pos] == k, pos, -1)
+    bucket = np.full(n, -1, index)
     bucket[snd] = ids[:len(snd)]
     bucket[rcv] = ids[len(snd):]
     wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
     ubucket = bucket.copy()
     ubucket[rcv[wild]] = -2
-    cand = np.full((n, 4 if wild.any() else 1), -1, np.int64)
+    cand = np.full((n, 4 if wild.any() else 1), -1, index)
     cand[snd, 0] = bucket[snd]
     if wild.any():
         for j, k in enumerate((key(d, src, t_any), key(d, ANY, s_tid), key(d, ANY, t_any)), 1):
-            pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
-            cand[snd, j] = np.where(keys[pos] == k, pos, -1)
-    return bucket, cand, ubucket, np.int64(max(len(keys), 1))
+            cand[snd, j] = number(k)
+    return bucket, cand, ubucket, np.int64(max(nkeys, 1))
+
+
+@nb.njit(cache=True, nogil=True)
+def _key_table(keys, span):
+    """Per possible key (0..span-1) its number among the distinct ``keys`` in increasing order,
+    -1 for a key not among them; and how many distinct keys there are."""
+    table = np.zeros(span, np.int32)     # fewer than 2**31 keys: the caller's check
+    for k in keys:
+        table[k] = 1
+    c = 0
+    for i in range(span):
+        if table[i]:
+            table[i] = c
+            c += 1
+        else:
+            table[i] = -1
+    return table, c
 
 
 # ------------------------------------------------------------------------------------------------
