@@ -222,6 +222,19 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)
+    msg = kind != CALC
+    wild_any = bool(np.any((kind == RECV) & ((peer == ANY) | (tag == ANY))))
+    nmsg = int(np.count_nonzero(msg))
+    if nmsg:
+        lo = min(ANY, int(tag[msg].min()))
+        T = max(ANY, int(tag[msg].max())) - lo + 1
+        span = (P + 1) ** 2 * T
+        if span <= 8 * nmsg + 2**16 and nmsg < 2**31:
+            # few possible keys: one pass over the operations numbers them through a table over
+            # all of them, no sort and no per-message temporaries (4 bytes a possible key, at
+            # most what np.unique's sort and inverse take, some 32 bytes a key)
+            return _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any,
+                                  np.zeros(0, index))
     snd = np.flatnonzero(kind == SEND)
     rcv = np.flatnonzero(kind == RECV)
     s_tag, r_tag = tag[snd].astype(np.int64), tag[rcv].astype(np.int64)
@@ -244,54 +257,68 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
         return (dst * (P + 1) + (src + 1)) * T + t
 
     d, src = peer[snd].astype(np.int64), rank[snd].astype(np.int64)
-    s_key = key(d, src, s_tid)
-    all_keys = np.concatenate([s_key, key(rank[rcv].astype(np.int64),
-                                          peer[rcv].astype(np.int64), r_tid)])
-    span = (P + 1) ** 2 * T
-    if span <= 8 * len(all_keys) + 2**16 and len(all_keys) < 2**31:
-        # few possible keys: number them through a table over all of them, no sort (4 bytes a
-        # possible key, at most what np.unique's sort and inverse take, some 32 bytes a key)
-        table, nkeys = _key_table(all_keys, span)
-        ids = table[all_keys]
-
-        def number(k):
-            return table[k]
-    else:
-        keys, ids = np.unique(all_keys, return_inverse=True)
-        nkeys = len(keys)
-
-        def number(k):
-            pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
-            return np.where(keys[pos] == k, pos, -1)
+    keys, ids = np.unique(np.concatenate([key(d, src, s_tid),
+                                          key(rank[rcv].astype(np.int64),
+                                              peer[rcv].astype(np.int64), r_tid)]),
+                          return_inverse=True)
     bucket = np.full(n, -1, index)
     bucket[snd] = ids[:len(snd)]
     bucket[rcv] = ids[len(snd):]
     wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
     ubucket = bucket.copy()
     ubucket[rcv[wild]] = -2
-    cand = np.full((n, 4 if wild.any() else 1), -1, index)
+    cand = np.full((n, 4 if wild_any else 1), -1, index)
     cand[snd, 0] = bucket[snd]
-    if wild.any():
+    if wild_any:
         for j, k in enumerate((key(d, src, t_any), key(d, ANY, s_tid), key(d, ANY, t_any)), 1):
-            cand[snd, j] = number(k)
-    return bucket, cand, ubucket, np.int64(max(nkeys, 1))
+            pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
+            cand[snd, j] = np.where(keys[pos] == k, pos, -1)
+    return bucket, cand, ubucket, np.int64(max(len(keys), 1))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _key(P, T, dst, src, t):
+    return (np.int64(dst) * (P + 1) + (np.int64(src) + 1)) * T + t
 
 
 @nb.njit(cache=True, nogil=True)
-def _key_table(keys, span):
-    """Per possible key (0..span-1) its number among the distinct ``keys`` in increasing order,
-    -1 for a key not among them; and how many distinct keys there are."""
+def _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any, index_proto):
+    """``_match_buckets`` through a table over the ``span`` possible keys, tags numbered as the
+    tag less ``lo`` (keys numbered in their order, as np.unique numbers them)."""
+    n = len(kind)
     table = np.zeros(span, np.int32)     # fewer than 2**31 keys: the caller's check
-    for k in keys:
-        table[k] = 1
+    for i in range(n):
+        if kind[i] == SEND:
+            table[_key(P, T, peer[i], rank[i], tag[i] - lo)] = 1
+        elif kind[i] == RECV:
+            table[_key(P, T, rank[i], peer[i], tag[i] - lo)] = 1
     c = 0
-    for i in range(span):
-        if table[i]:
-            table[i] = c
+    for k in range(span):
+        if table[k]:
+            table[k] = c
             c += 1
         else:
-            table[i] = -1
-    return table, c
+            table[k] = -1
+    bucket = np.full(n, -1, index_proto.dtype)
+    ubucket = np.full(n, -1, index_proto.dtype)
+    cand = np.full((n, 4 if wild_any else 1), -1, index_proto.dtype)
+    t_any = ANY - lo
+    for i in range(n):
+        if kind[i] == SEND:
+            d, src, t = peer[i], rank[i], tag[i] - lo
+            b = table[_key(P, T, d, src, t)]
+            bucket[i] = b
+            ubucket[i] = b
+            cand[i, 0] = b
+            if wild_any:
+                cand[i, 1] = table[_key(P, T, d, src, t_any)]
+                cand[i, 2] = table[_key(P, T, d, ANY, t)]
+                cand[i, 3] = table[_key(P, T, d, ANY, t_any)]
+        elif kind[i] == RECV:
+            b = table[_key(P, T, rank[i], peer[i], tag[i] - lo)]
+            bucket[i] = b
+            ubucket[i] = -2 if peer[i] == ANY or tag[i] == ANY else b
+    return bucket, cand, ubucket, np.int64(max(c, 1))
 
 
 # ------------------------------------------------------------------------------------------------
