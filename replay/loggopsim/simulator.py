@@ -387,7 +387,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     qp = np.empty(n, ix)
     bn = np.empty(n, ix)
     bp = np.empty(n, ix)
-    post = np.empty(n, np.int64)
+    post = np.empty(n, ix)      # post order: fewer than n
     n_post = 0
     rq_h = np.full(nbuckets, -1, ix)
     rq_t = np.full(nbuckets, -1, ix)
@@ -406,7 +406,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     ngroups = P * ncpu * 3 * nnic
     pk_n = np.empty(2 * n, ix)
     pk_p = np.empty(2 * n, ix)
-    pk_s = np.empty(2 * n, np.int64)
+    pk_s = np.empty(2 * n, ix)  # stamps: one per operation freed, one per message, < 2n + 2
     pk_h = np.full(ngroups, -1, np.int64)
     pk_t = np.full(ngroups, -1, np.int64)
     floor = np.zeros(ngroups)
