@@ -253,7 +253,11 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     cost_note = None
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
-    res = run(prep, mod, record=True, **kw)
+    # Per-event times feed --out and the noise report; a model with its own simulator has no
+    # critical path, so on a simulated timeline without --out they would go unused (at 5 M
+    # operations: a second of mapping operations back to rows and some 500 MB).
+    record = bool(out) or not (mod.OWN_SIMULATOR and simulated)
+    res = run(prep, mod, record=record, **kw)
     # A simulated timeline's unexplained time is the other simulation's model, not noise.
     noise, injected = (None, None) if simulated else _noise(prep, mod, res, noise_mode,
                                                              noise_runs, noise_seed, kw)

@@ -143,9 +143,9 @@ def test_loggopsim_sidecar_schedule_is_cached_and_refreshed(tmp_path, monkeypatc
     with monkeypatch.context() as m:
         m.setattr(S, "read_goal", lambda path: pytest.fail(f"{path} parsed again"))
         again = sidecar_schedule(prep)
-    # read back as stored (narrow, memory-mapped), dependencies as the parser gives them
+    # read back as stored (narrow, memory-mapped), dependencies too: no widened copies
     assert isinstance(again.rank, np.ndarray) and again.rank.dtype == np.int32
-    assert again.dep_op.dtype == np.int64 and again.dep_on.dtype == np.int64
+    assert again.dep_op.dtype == np.int32 and again.dep_on.dtype == np.int32
     for name in ("rank", "kind", "size", "peer", "tag", "cpu", "nic", "dep_op", "dep_on",
                  "dep_start"):
         assert np.array_equal(getattr(first, name), getattr(again, name)), name

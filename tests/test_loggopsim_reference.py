@@ -191,3 +191,27 @@ def test_simulator_equals_loggopsims_algorithm(seed):
         assert np.array_equal(sim.op_end, end), (seed, trial)
         assert np.array_equal(sim.match, match), (seed, trial)
     assert finished >= 20       # enough schedules ran to the end to mean something
+
+
+@pytest.mark.parametrize("spread", [10**7, 2**32])
+def test_simulator_same_when_tags_are_far_apart_or_wide(spread):
+    """Tags far apart number their match buckets by a sort instead of a table over all keys, and
+    tags beyond int32 keep their width (narrowed, they would wrap and collide): the same
+    schedule with its tags spread out (order kept) simulates the same."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    for trial in range(60):
+        s = random_schedule(rng)
+        if len(set(s.tag[s.tag != ANY].tolist())) < 2:
+            continue
+        try:
+            sim = LG.simulate(s, PARAMS[trial % 3])
+        except LG.ScheduleError:
+            continue
+        wide = LG.Schedule(**{**s.__dict__, "tag": np.where(s.tag == ANY, ANY, s.tag * spread)})
+        again = LG.simulate(wide, PARAMS[trial % 3])
+        for a, b in ((sim.op_start, again.op_start), (sim.op_end, again.op_end),
+                     (sim.match, again.match)):
+            assert np.array_equal(a, b), trial
+        checked += 1
+    assert checked >= 10

@@ -28,7 +28,7 @@ def row_times(prep: Prepared, sched: Schedule, sim: SimResult,
     rs, re = _fill_rows(prep, rs, re, sim.rank_end)
     # every row has times now (>= 0): a call's rows take its first start and its latest end
     join_call_rows(np.asarray(prep.rows["cont"], bool), rs, re)
-    return rs, np.maximum(re, rs)
+    return rs, np.maximum(re, rs, out=re)
 
 
 def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult):
@@ -109,11 +109,11 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     if bad >= 0:
         raise GoalError(f"{prep.path}: the trace's requests do not match its GOAL schedule (rank "
                         f"{int(rank[bad])} seq {int(rows['seq'][bad])})")
-    # the k-th calc region row of a rank takes the rank's k-th calc in replayed order
+    # the k-th calc region row of a rank takes the rank's k-th calc in replayed order (rows are
+    # in (rank, seq) order, and so by rank already)
     calc_rows = np.flatnonzero(op == 0)
-    calc_rows = calc_rows[np.argsort(rank[calc_rows], kind="stable")]
-    ops = np.flatnonzero(sched.kind == CALC)
-    ops = ops[np.lexsort((ops, sim.op_start[ops], sched.rank[ops]))]
+    ops = np.flatnonzero(sched.kind == CALC)      # by rank (a schedule's order), then index
+    _by_start(ops, np.asarray(sched.rank[ops]), sim.op_start)
     P = prep.nranks
     row_off = np.searchsorted(rank[calc_rows], np.arange(P + 1))
     op_off = np.searchsorted(sched.rank[ops], np.arange(P + 1))
@@ -125,6 +125,28 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     re[calc_rows[ok]] = sim.op_end[g]
     _wait_starts(np.asarray(rank, np.int64), np.asarray(op, np.int64), wait, rs, re)
     return rs, re
+
+
+@nb.njit(cache=True)
+def _by_start(ops, rank, start):
+    """Sort ``ops`` (by rank, then index) in place by (rank, start, index): each rank's run is
+    sorted stably by start, and left as it is when it is in that order already (a rank's calcs
+    run one after another on its CPU, in schedule order unless a dependency reorders them)."""
+    lo = 0
+    n = len(ops)
+    while lo < n:
+        hi = lo + 1
+        ordered = True
+        while hi < n and rank[hi] == rank[lo]:
+            if start[ops[hi]] < start[ops[hi - 1]]:
+                ordered = False
+            hi += 1
+        if not ordered:
+            seg = ops[lo:hi].copy()
+            order = np.argsort(start[seg], kind="mergesort")
+            for j in range(hi - lo):
+                ops[lo + j] = seg[order[j]]
+        lo = hi
 
 
 @nb.njit(cache=True)
@@ -170,8 +192,8 @@ def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndar
     ``replay.warp.time_warp``)."""
     rows = prep.rows
     has = rs >= 0
-    re = np.where(has, np.maximum(re, rs), re)
+    np.maximum(re, rs, out=re, where=has)
     time_warp(np.searchsorted(rows["rank"], np.arange(prep.nranks + 1)), has, rows["t_start"],
               rows["t_end"], prep.t0, rs, re, np.asarray(prep.measured_rank_end_ns, float),
               np.asarray(rank_end, float))
-    return rs, np.maximum(re, rs)
+    return rs, np.maximum(re, rs, out=re)

@@ -111,24 +111,28 @@ def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv:
 
 
 @nb.njit(cache=True, nogil=True)
-def _successors(nops, dep_op, dep_on, dep_start, index_proto):
+def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
     """CSR of dependents by the operation they wait for (each operation's in dependency order),
-    and each op's count of open deps; operation numbers of ``index_proto``'s type."""
-    off = np.zeros(nops + 1, np.int64)
+    and each op's count of open deps; operation numbers of ``index_proto``'s type, offsets of
+    ``off_proto``'s."""
+    off = np.zeros(nops + 1, off_proto.dtype)
     cnt = np.zeros(nops, index_proto.dtype)
     for k in range(len(dep_on)):
         off[dep_on[k] + 1] += 1
         cnt[dep_op[k]] += 1
     for i in range(nops):
         off[i + 1] += off[i]
-    at = off[:-1].copy()
     succ = np.empty(len(dep_on), index_proto.dtype)
     succ_start = np.empty(len(dep_on), np.bool_)
+    # off[i] is operation i's next free place while filling, i + 1's start after: shifted back
     for k in range(len(dep_on)):
-        j = at[dep_on[k]]
+        j = off[dep_on[k]]
         succ[j] = dep_op[k]
         succ_start[j] = dep_start[k]
-        at[dep_on[k]] += 1
+        off[dep_on[k]] = j + 1
+    for i in range(nops, 0, -1):
+        off[i] = off[i - 1]
+    off[0] = 0
     return off, succ, succ_start, cnt
 
 
@@ -139,9 +143,11 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
     # touches some twenty per-operation arrays, and their width is its memory traffic.
     proto = np.zeros(0, np.int32 if 2 * n + 2 < 2**31 else np.int64)
-    off, succ, succ_start, cnt = _successors(n, np.asarray(s.dep_op, np.int64),
-                                             np.asarray(s.dep_on, np.int64),
-                                             np.asarray(s.dep_start, bool), proto)
+    # the dependencies as they come (int32 from a trace's schedule cache, memory-mapped)
+    nd = len(s.dep_on)
+    off, succ, succ_start, cnt = _successors(n, _integers(s.dep_op), _integers(s.dep_on),
+                                             np.asarray(s.dep_start, bool), proto,
+                                             np.zeros(0, np.int32 if nd < 2**31 else np.int64))
     ncpu = int(s.cpu.max()) + 1 if n else 1
     nnic = int(s.nic.max()) + 1 if n else 1
     for unit, count in (("cpu", ncpu), ("nic", nnic)):
@@ -154,16 +160,16 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
-    rank = np.asarray(s.rank, np.int32)
-    kind = np.asarray(s.kind, np.int8)
-    peer = np.asarray(s.peer, np.int32)
-    tag = np.asarray(s.tag, np.int32)
-    bucket, cand, ubucket, nbuckets = _match_buckets(s.nranks, rank, kind, peer, tag)
+    rank = _narrow(s.rank, np.int32)
+    kind = np.asarray(s.kind, np.int8)     # SEND, RECV, CALC (the parsers give no other)
+    peer = _narrow(s.peer, np.int32)
+    tag = _narrow(s.tag, np.int32)
+    bucket, cand, ubucket, nbuckets = _match_buckets(s.nranks, rank, kind, peer, tag,
+                                                     proto.dtype)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
-        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),
-        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket.astype(proto.dtype),
-        cand.astype(proto.dtype), ubucket.astype(proto.dtype), nbuckets,
+        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),     # < MAX_UNITS: checked
+        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket, cand, ubucket, nbuckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
         what = []
@@ -181,8 +187,27 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
     return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)
 
 
+def _integers(a) -> np.ndarray:
+    """``a`` as an integer array, not copied when it is one."""
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else a.astype(np.int64)
+
+
+def _narrow(a, dtype) -> np.ndarray:
+    """``a`` as ``dtype`` when every value fits (not copied when it is that already), else as
+    int64: a narrower copy never wraps a value."""
+    a = np.asarray(a)
+    if a.dtype == dtype:
+        return a
+    info = np.iinfo(dtype)
+    if len(a) == 0 or (info.min <= a.min() and a.max() <= info.max):
+        return a.astype(dtype)
+    return a.astype(np.int64, copy=False)
+
+
 def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
-                   tag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
+                   tag: np.ndarray, index=np.int64
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
     """Matching queues split by key (receiver, source, tag), so a match costs O(1) however long
     a rank's backlog (LogGOPSim scans its queues: quadratic when messages pile up).
 
@@ -191,10 +216,25 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     buckets its message can match: its own key, then, only if some receive has a wildcard,
     (source, ANY), (ANY, tag), (ANY, ANY); -1 where no receive has that key), ``ubucket`` (the
     unexpected-message bucket a receive takes from: its own key, or -2 for a receive with a
-    wildcard, which scans its rank's arrived messages in arrival order) and the number of keys.
+    wildcard, which scans its rank's arrived messages in arrival order) and the number of keys;
+    the three arrays of ``index``'s type (the caller's operation numbers: the keys are at most
+    as many as the operations). Keys are numbered in their order.
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)
+    msg = kind != CALC
+    wild_any = bool(np.any((kind == RECV) & ((peer == ANY) | (tag == ANY))))
+    nmsg = int(np.count_nonzero(msg))
+    if nmsg:
+        lo = min(ANY, int(tag[msg].min()))
+        T = max(ANY, int(tag[msg].max())) - lo + 1
+        span = (P + 1) ** 2 * T
+        if span <= 8 * nmsg + 2**16 and nmsg < 2**31:
+            # few possible keys: one pass over the operations numbers them through a table over
+            # all of them, no sort and no per-message temporaries (4 bytes a possible key, at
+            # most what np.unique's sort and inverse take, some 32 bytes a key)
+            return _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any,
+                                  np.zeros(0, index))
     snd = np.flatnonzero(kind == SEND)
     rcv = np.flatnonzero(kind == RECV)
     s_tag, r_tag = tag[snd].astype(np.int64), tag[rcv].astype(np.int64)
@@ -217,23 +257,68 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
         return (dst * (P + 1) + (src + 1)) * T + t
 
     d, src = peer[snd].astype(np.int64), rank[snd].astype(np.int64)
-    s_key = key(d, src, s_tid)
-    keys, ids = np.unique(np.concatenate([s_key, key(rank[rcv].astype(np.int64),
-                                                     peer[rcv].astype(np.int64), r_tid)]),
+    keys, ids = np.unique(np.concatenate([key(d, src, s_tid),
+                                          key(rank[rcv].astype(np.int64),
+                                              peer[rcv].astype(np.int64), r_tid)]),
                           return_inverse=True)
-    bucket = np.full(n, -1, np.int64)
+    bucket = np.full(n, -1, index)
     bucket[snd] = ids[:len(snd)]
     bucket[rcv] = ids[len(snd):]
     wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
     ubucket = bucket.copy()
     ubucket[rcv[wild]] = -2
-    cand = np.full((n, 4 if wild.any() else 1), -1, np.int64)
+    cand = np.full((n, 4 if wild_any else 1), -1, index)
     cand[snd, 0] = bucket[snd]
-    if wild.any():
+    if wild_any:
         for j, k in enumerate((key(d, src, t_any), key(d, ANY, s_tid), key(d, ANY, t_any)), 1):
             pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
             cand[snd, j] = np.where(keys[pos] == k, pos, -1)
     return bucket, cand, ubucket, np.int64(max(len(keys), 1))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _key(P, T, dst, src, t):
+    return (np.int64(dst) * (P + 1) + (np.int64(src) + 1)) * T + t
+
+
+@nb.njit(cache=True, nogil=True)
+def _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any, index_proto):
+    """``_match_buckets`` through a table over the ``span`` possible keys, tags numbered as the
+    tag less ``lo`` (keys numbered in their order, as np.unique numbers them)."""
+    n = len(kind)
+    table = np.zeros(span, np.int32)     # fewer than 2**31 keys: the caller's check
+    for i in range(n):
+        if kind[i] == SEND:
+            table[_key(P, T, peer[i], rank[i], tag[i] - lo)] = 1
+        elif kind[i] == RECV:
+            table[_key(P, T, rank[i], peer[i], tag[i] - lo)] = 1
+    c = 0
+    for k in range(span):
+        if table[k]:
+            table[k] = c
+            c += 1
+        else:
+            table[k] = -1
+    bucket = np.full(n, -1, index_proto.dtype)
+    ubucket = np.full(n, -1, index_proto.dtype)
+    cand = np.full((n, 4 if wild_any else 1), -1, index_proto.dtype)
+    t_any = ANY - lo
+    for i in range(n):
+        if kind[i] == SEND:
+            d, src, t = peer[i], rank[i], tag[i] - lo
+            b = table[_key(P, T, d, src, t)]
+            bucket[i] = b
+            ubucket[i] = b
+            cand[i, 0] = b
+            if wild_any:
+                cand[i, 1] = table[_key(P, T, d, src, t_any)]
+                cand[i, 2] = table[_key(P, T, d, ANY, t)]
+                cand[i, 3] = table[_key(P, T, d, ANY, t_any)]
+        elif kind[i] == RECV:
+            b = table[_key(P, T, rank[i], peer[i], tag[i] - lo)]
+            bucket[i] = b
+            ubucket[i] = -2 if peer[i] == ANY or tag[i] == ANY else b
+    return bucket, cand, ubucket, np.int64(max(c, 1))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -302,7 +387,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     qp = np.empty(n, ix)
     bn = np.empty(n, ix)
     bp = np.empty(n, ix)
-    post = np.empty(n, np.int64)
+    post = np.empty(n, ix)      # post order: fewer than n
     n_post = 0
     rq_h = np.full(nbuckets, -1, ix)
     rq_t = np.full(nbuckets, -1, ix)
@@ -321,7 +406,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     ngroups = P * ncpu * 3 * nnic
     pk_n = np.empty(2 * n, ix)
     pk_p = np.empty(2 * n, ix)
-    pk_s = np.empty(2 * n, np.int64)
+    pk_s = np.empty(2 * n, ix)  # stamps: one per operation freed, one per message, < 2n + 2
     pk_h = np.full(ngroups, -1, np.int64)
     pk_t = np.full(ngroups, -1, np.int64)
     floor = np.zeros(ngroups)

@@ -116,7 +116,8 @@ class LogGOPSim(NetworkModel):
         except GoalError as exc:        # the trace's own schedule file: a trace problem
             raise ReplayError(str(exc)) from None
         if sched is not None:
-            sched.size = np.where(sched.kind == CALC, sched.size * scale[0], sched.size)
+            if scale[0] != 1.0:     # x·1 is x: no pass over the operations for it
+                sched.size = np.where(sched.kind == CALC, sched.size * scale[0], sched.size)
             source = "the GOAL schedule the trace was imported from"
         else:
             traced = schedule_from_trace(prep, scale, cpu_time, algorithms)
