@@ -206,12 +206,16 @@ _METRIC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64, cty
                            ctypes.c_void_p, ctypes.c_uint32)
 
 
-def _c_function(name: str, restype, *argtypes):
-    """OTF2 C function ``name`` with its own prototype (the ``_otf2`` bindings set argtypes on
-    the library's shared function objects; this leaves them alone)."""
+def _c_function(name: str, *argtypes):
+    """OTF2 C function ``name`` (returning an OTF2_ErrorCode) with its own prototype (the
+    ``_otf2`` bindings set argtypes on the library's shared function objects; this leaves them
+    alone); an error code is raised as the bindings raise it (``_otf2.Error``)."""
+    import _otf2
     from _otf2.Config import conf
 
-    return ctypes.CFUNCTYPE(restype, *argtypes)(pointer(getattr(conf.lib, name)))
+    fn = ctypes.CFUNCTYPE(_otf2.ErrorCode, *argtypes)(pointer(getattr(conf.lib, name)))
+    fn.errcheck = _otf2.ErrorCodes.HandleErrorCode
+    return fn
 
 
 def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, Counter]]:
@@ -241,7 +245,7 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
         for name in (n for n, c in vars(E).items()
                      if isinstance(c, type) and issubclass(c, E._Event) and c is not E._Event):
             setter = _c_function(f"OTF2_GlobalEvtReaderCallbacks_Set{name}Callback",
-                                 ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+                                 ctypes.c_void_p, ctypes.c_void_p)
             if name in hot:
                 address = hot[name].address
             elif name == "Metric":
@@ -250,10 +254,10 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
             else:
                 keep.append(_RARE(lambda loc, t, u, a, name=name: _count(rare, name, loc, -1)))
                 address = pointer(keep[-1])
-            _check(setter(pointer(callbacks), address))
-        set_callbacks = _c_function("OTF2_GlobalEvtReader_SetCallbacks", ctypes.c_int32,
-                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-        _check(set_callbacks(pointer(handle), pointer(callbacks), state.ctypes.data))
+            setter(pointer(callbacks), address)
+        set_callbacks = _c_function("OTF2_GlobalEvtReader_SetCallbacks", ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_void_p)
+        set_callbacks(pointer(handle), pointer(callbacks), state.ctypes.data)
     finally:
         _otf2.GlobalEvtReaderCallbacks_Delete(callbacks)
     while True:
@@ -279,9 +283,3 @@ def _otf2_lib():
 
     return conf.lib
 
-
-def _check(code: int) -> None:
-    if code:
-        import _otf2
-
-        raise _otf2.Error(code) if hasattr(_otf2, "Error") else RuntimeError(code)
