@@ -231,29 +231,33 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
     if tf.COMM_WORLD_ID not in members_of:
         members_of[tf.COMM_WORLD_ID] = list(range(nranks))
 
-    def hindsight_comm(cm, where: str) -> int:
+    def where() -> str:
+        """The event being converted, for an error message."""
+        return f"rank {rank_here} at {t_here} ns"
+
+    def hindsight_comm(cm) -> int:
         if cm not in comm_id:
-            raise OtfError(f"{anchor}: {where}: MPI record names a communicator that is not a "
+            raise OtfError(f"{anchor}: {where()}: MPI record names a communicator that is not a "
                            "defined MPI communicator")
         return comm_id[cm]
 
-    def world_rank(cm, local: int, where: str) -> int:
-        cid = hindsight_comm(cm, where)
+    def world_rank(cm, local: int) -> int:
+        cid = hindsight_comm(cm)
         if cid == tf.COMM_SELF_ID:
             return rank_here
         mem = members_of[cid]
         if not 0 <= local < len(mem):
-            raise OtfError(f"{anchor}: {where}: rank {local} outside communicator "
+            raise OtfError(f"{anchor}: {where()}: rank {local} outside communicator "
                            f"'{cm.name}' of size {len(mem)}")
         return mem[local]
 
-    def root_rank(cm, root: int, cid: int, where: str) -> int:
+    def root_rank(cm, root: int, cid: int) -> int:
         """The world rank of a collective record's root, -1 for none (OTF2_UNDEFINED_UINT32,
         COMM_SELF, MPI_ROOT/MPI_PROC_NULL of an intercommunicator)."""
         if root == UNDEFINED_ROOT or cid == tf.COMM_SELF_ID or \
                 root >= len(members_of.get(cid, [])):
             return -1
-        return world_rank(cm, root, where)
+        return world_rank(cm, root)
 
     def block(op_name: str, cid: int, root: int, rank: int, sent: int, received: int) -> int:
         """hindsight's ``nbytes`` of a collective (``op_name`` blocking) on ``rank`` from its
@@ -280,7 +284,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
              for _ in range(nranks)]
     labels = _location_labels(defs, otf2)
     other_locations: set = set()
-    rank_here = 0
+    rank_here = t_here = 0
 
     def about(loc) -> str:
         """What a location outside the MPI group is, where the archive says, as the suffix of
@@ -347,7 +351,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
                 continue
             rank_here = r
             s = state[r]
-            where = f"rank {r} at {t} ns"
+            t_here = t
             if k == EV.ENTER:
                 name, is_mpi = region(f0)
                 s["stack"].append((name, t, is_mpi,
@@ -357,17 +361,17 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
                     s["recs"] = [("comm_create", a[A_NEW], -1, a[A_COMM], -1, -1)] \
                         if mask >> A_NEW & 1 and (mask >> A_COMM & 1 or _missing(ATTR_COMM)) \
                         else []
-                    s["extras"] = parse_rows(defs.strings[a[A_ROWS]], f"{anchor}: {where}") \
+                    s["extras"] = parse_rows(defs.strings[a[A_ROWS]], f"{anchor}: {where()}") \
                         if mask >> A_ROWS & 1 else []
                 elif not is_mpi:
                     s["regions"].append(name)
             elif k == EV.LEAVE:
                 if not s["stack"]:
-                    raise OtfError(f"{anchor}: {where}: Leave without Enter")
+                    raise OtfError(f"{anchor}: {where()}: Leave without Enter")
                 name, t_enter, is_mpi, work = s["stack"].pop()
                 cpu = a[A_CPU] if mask >> A_CPU & 1 else -1
                 if region(f0)[0] != name:
-                    raise OtfError(f"{anchor}: {where}: Leave of '{region(f0)[0]}' but "
+                    raise OtfError(f"{anchor}: {where()}: Leave of '{region(f0)[0]}' but "
                                    f"'{name}' is open")
                 inner = s["regions"][-1] if s["regions"] else None
                 if not is_mpi:
@@ -395,12 +399,12 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
                     s["call"] = None
             elif k in (EV.SEND, EV.ISEND):
                 cm = comm(f1)
-                s["recs"].append(("send", world_rank(cm, f0, where), f2,
-                                  hindsight_comm(cm, where), f3, f4 if k == EV.ISEND else -1))
+                s["recs"].append(("send", world_rank(cm, f0), f2,
+                                  hindsight_comm(cm), f3, f4 if k == EV.ISEND else -1))
             elif k in (EV.RECV, EV.IRECV):
                 cm = comm(f1)
-                s["recs"].append(("recv", world_rank(cm, f0, where), f2,
-                                  hindsight_comm(cm, where), f3, f4 if k == EV.IRECV else -1))
+                s["recs"].append(("recv", world_rank(cm, f0), f2,
+                                  hindsight_comm(cm), f3, f4 if k == EV.IRECV else -1))
             elif k == EV.IRECV_REQUEST:
                 s["recs"].append((
                     "irecv_request", a[A_SRC] if mask >> A_SRC & 1 else tf.ANY_SOURCE,
@@ -410,17 +414,17 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
             elif k == EV.PROBE:
                 cm = comm(f1)
                 s["recs"].append((
-                    "probe", world_rank(cm, f0, where) if f0 != UNDEFINED_ROOT
+                    "probe", world_rank(cm, f0) if f0 != UNDEFINED_ROOT
                     else tf.ANY_SOURCE, f2 if f2 != UNDEFINED_ROOT else tf.ANY_TAG,
-                    hindsight_comm(cm, where),
+                    hindsight_comm(cm),
                     a[A_NBYTES] if mask >> A_NBYTES & 1 else -1, -1))
             elif k == EV.ISEND_COMPLETE:
                 s["recs"].append(("isend_complete", -1, -1, 0, -1, f4))
             elif k == EV.COLL_END:
                 # nbytes is (sizeSent, sizeReceived) until the row is added (block())
                 cm = comm(f1)
-                cid = hindsight_comm(cm, where)
-                s["recs"].append(("coll", root_rank(cm, f2, cid, where), -1, cid, (f3, f5), -1))
+                cid = hindsight_comm(cm)
+                s["recs"].append(("coll", root_rank(cm, f2, cid), -1, cid, (f3, f5), -1))
             elif k in (EV.NBC_REQUEST, EV.NBC_COMPLETE) and s["call"] is None:
                 skipped["non-blocking collective event"] += 1     # outside any MPI call
             elif k == EV.NBC_REQUEST:
@@ -429,8 +433,8 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
                 # (kind, root, collective op's OTF2 name, comm, (sizeSent, sizeReceived),
                 # request)
                 cm = comm(f1)
-                cid = hindsight_comm(cm, where)
-                s["recs"].append(("nbc_complete", root_rank(cm, f2, cid, where), coll_op(f0),
+                cid = hindsight_comm(cm)
+                s["recs"].append(("nbc_complete", root_rank(cm, f2, cid), coll_op(f0),
                                   cid, (f3, f5), f4))
         for (name, lref, metric), n in rare.items():
             # events with no row, counted by the reader: what they are, where
