@@ -54,6 +54,9 @@ from hindsight.trace.write import INT_FIELDS, write_trace
 # buffer flushes, and communicator records (the definitions give the communicators).
 _NOT_A_LOSS = ("MpiCollectiveBegin", "MpiRequestTest", "ProgramBegin", "ProgramEnd",
                "BufferFlush", "CommCreate", "CommDestroy")
+# the columns of a row as _convert collects it
+_ROW = ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm", "nbytes", "request",
+        "root")
 # OTF2 record name prefix -> the kind a skipped one is counted under (metric values are counted
 # per metric, see _convert)
 _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "thread event"),
@@ -274,7 +277,8 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
     def ns(t: int) -> int:
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
-    cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
+    # each rank's rows as tuples (_ROW's columns), its columns made at the end
+    rows_of: list[list[tuple]] = [[] for _ in range(nranks)]
     # nbc: a non-blocking collective's OTF2 request id -> (hindsight request, post op);
     # nbc_post: hindsight request -> index of its post row, which the NonBlockingCollective-
     # Complete fills; nbc_done: hindsight request -> (comm, (sizeSent, sizeReceived), world
@@ -293,11 +297,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
 
     def add(r, op_name, t0, t1, peer=-1, tag=-1, comm=0, nbytes=-1, request=-1, root=-1,
             region=None, cpu=-1):
-        col = cols[r]
-        col["op"].append(op_name), col["region"].append(region)
-        col["t_start"].append(t0), col["t_end"].append(t1), col["cpu_ns"].append(cpu)
-        col["peer"].append(peer), col["tag"].append(tag), col["comm"].append(comm)
-        col["nbytes"].append(nbytes), col["request"].append(request), col["root"].append(root)
+        rows_of[r].append((op_name, region, t0, t1, cpu, peer, tag, comm, nbytes, request, root))
 
     regions = {}                 # region ref -> (name, is MPI)
     comms = {}                   # comm ref -> definition
@@ -392,7 +392,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
                         if fields[2] is None:
                             # a non-blocking collective's post: its Complete gives comm,
                             # bytes, root
-                            s["nbc_post"][fields[4]] = len(cols[r]["op"])
+                            s["nbc_post"][fields[4]] = len(rows_of[r])
                             fields[2] = 0
                         add(r, op_name, t_enter, t, *fields, region=inner,
                             cpu=cpu if j == 0 else -1)  # the call's CPU time on its first row
@@ -453,6 +453,11 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
     open_ranks = [r for r in range(nranks) if state[r]["stack"]]
     if open_ranks:
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
+    cols = []
+    for rows in rows_of:
+        by_name = dict(zip(_ROW, map(list, zip(*rows)))) if rows else {c: [] for c in _ROW}
+        cols.append({c: by_name[c] for c in ("op", "region", *INT_FIELDS)})
+    del rows_of
     for r in range(nranks):
         col = cols[r]
         # non-blocking collectives: the post row gets what its Complete says; a post no
