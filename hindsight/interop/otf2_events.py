@@ -4,7 +4,7 @@ arrive through numba ``@cfunc`` callbacks of the OTF2 C library that the ``otf2`
 ``CHUNK`` events at a time; the importer gets the buffer's columns, not an object per event.
 
 Record layout (int64 columns): ``KIND``, ``LOC`` (the location ref), ``TIME`` (OTF2 ticks),
-the event's fields ``F0``..``F5`` (see ``FIELDS``), ``MASK`` (bit j: attribute ``ATTRS[j]`` is
+the event's fields ``F0``..``F5`` (per kind, at ``KIND``), ``MASK`` (bit j: attribute ``ATTRS[j]`` is
 present) and the attributes' values ``A0``.. (in ``ATTRS``' order). The other event types (RMA,
 I/O, threading, metrics, ...) have no row: ctypes callbacks count them by (type name, location,
 metric ref), which is all the importer needs of them.
@@ -235,8 +235,9 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
     state[_S_GETATTR] = pointer(_otf2_lib().OTF2_AttributeList_GetAttributeByIndex)
     for j, name in enumerate(ATTRS):
         state[_S_REFS + j] = attr_refs.get(name, -1)
+    # the package's own preparation (all locations selected, local definitions read); the
+    # reader's close() closes this global event reader
     handle = trace._get_global_evt_reader_handle(None)
-    trace._global_evt_reader_handle = handle      # closed by trace.close()
     rare: Counter = Counter()
     keep = []           # the ctypes callbacks, alive while the reader may call them
     callbacks = _otf2.GlobalEvtReaderCallbacks_New()
