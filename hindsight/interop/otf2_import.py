@@ -22,25 +22,21 @@ do not match.
 
 from __future__ import annotations
 
+import gc
 import re
 import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hindsight import trace as tf
+from hindsight.interop import otf2_events as EV
+from hindsight.interop.otf2_calls import call_rows
 from hindsight.interop.otf2 import (
     ARCHIVE_NAME,
     ATTR_COMM,
-    ATTR_CPU,
-    ATTR_IRECV_BYTES,
-    ATTR_NBYTES,
-    ATTR_NEW_COMM,
-    ATTR_ROWS,
-    ATTR_SIZE,
-    ATTR_SOURCE,
-    ATTR_TAG,
-    COLLECTIVE_OPS_OTF2,
     TESTBED_NODE,
     TOTAL_OVER_PEERS,
     UNDEFINED_ROOT,
@@ -58,6 +54,9 @@ from hindsight.trace.write import INT_FIELDS, write_trace
 # buffer flushes, and communicator records (the definitions give the communicators).
 _NOT_A_LOSS = ("MpiCollectiveBegin", "MpiRequestTest", "ProgramBegin", "ProgramEnd",
                "BufferFlush", "CommCreate", "CommDestroy")
+# the columns of a row as _convert collects it
+_ROW = ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm", "nbytes", "request",
+        "root")
 # OTF2 record name prefix -> the kind a skipped one is counted under (metric values are counted
 # per metric, see _convert)
 _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "thread event"),
@@ -69,6 +68,11 @@ _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "threa
 def _event_kind(record: str) -> str:
     return next((kind for prefix, kind in _EVENT_KINDS if record.startswith(prefix)),
                 f"{record} event")
+
+
+def _missing(name: str) -> bool:
+    """An attribute the record needs is missing: as a dangling reference, a damaged archive."""
+    raise KeyError(name)
 
 
 def _app_name(path: Path | str) -> str:
@@ -132,7 +136,6 @@ def _anchor(path: Path) -> Path:
 def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     """Per-rank columns (for ``hindsight.trace.write_trace``) and manifest extras."""
     import otf2
-    from otf2 import events as E
 
     quiet_library()
     path = Path(path)
@@ -149,7 +152,15 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     except Exception as exc:  # the C library reports a code, not an exception class
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({short_error(exc)})") from None
     try:
-        return _convert(trace, anchor, otf2, E)
+        # the conversion makes millions of small objects that live to its end: the cyclic
+        # collector's passes over them would cost more than the conversion (quadratic)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return _convert(trace, anchor, otf2)
+        finally:
+            if collecting:
+                gc.enable()
     except OtfError:
         raise
     except Exception as exc:
@@ -164,7 +175,7 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
             pass
 
 
-def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[str, Any]]:
+def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str, Any]]:
     defs = trace.definitions
     res = defs.clock_properties.timer_resolution if defs.clock_properties else 0
     if not res:
@@ -223,29 +234,33 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     if tf.COMM_WORLD_ID not in members_of:
         members_of[tf.COMM_WORLD_ID] = list(range(nranks))
 
-    def hindsight_comm(cm, where: str) -> int:
+    def where() -> str:
+        """The event being converted, for an error message."""
+        return f"rank {rank_here} at {t_here} ns"
+
+    def hindsight_comm(cm) -> int:
         if cm not in comm_id:
-            raise OtfError(f"{anchor}: {where}: MPI record names a communicator that is not a "
+            raise OtfError(f"{anchor}: {where()}: MPI record names a communicator that is not a "
                            "defined MPI communicator")
         return comm_id[cm]
 
-    def world_rank(cm, local: int, where: str) -> int:
-        cid = hindsight_comm(cm, where)
+    def world_rank(cm, local: int) -> int:
+        cid = hindsight_comm(cm)
         if cid == tf.COMM_SELF_ID:
             return rank_here
         mem = members_of[cid]
         if not 0 <= local < len(mem):
-            raise OtfError(f"{anchor}: {where}: rank {local} outside communicator "
+            raise OtfError(f"{anchor}: {where()}: rank {local} outside communicator "
                            f"'{cm.name}' of size {len(mem)}")
         return mem[local]
 
-    def root_rank(cm, root: int, cid: int, where: str) -> int:
+    def root_rank(cm, root: int, cid: int) -> int:
         """The world rank of a collective record's root, -1 for none (OTF2_UNDEFINED_UINT32,
         COMM_SELF, MPI_ROOT/MPI_PROC_NULL of an intercommunicator)."""
         if root == UNDEFINED_ROOT or cid == tf.COMM_SELF_ID or \
                 root >= len(members_of.get(cid, [])):
             return -1
-        return world_rank(cm, root, where)
+        return world_rank(cm, root)
 
     def block(op_name: str, cid: int, root: int, rank: int, sent: int, received: int) -> int:
         """hindsight's ``nbytes`` of a collective (``op_name`` blocking) on ``rank`` from its
@@ -262,7 +277,8 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
     def ns(t: int) -> int:
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
-    cols = [{c: [] for c in ("op", "region", *INT_FIELDS)} for _ in range(nranks)]
+    # each rank's rows as tuples (_ROW's columns), its columns made at the end
+    rows_of: list[list[tuple]] = [[] for _ in range(nranks)]
     # nbc: a non-blocking collective's OTF2 request id -> (hindsight request, post op);
     # nbc_post: hindsight request -> index of its post row, which the NonBlockingCollective-
     # Complete fills; nbc_done: hindsight request -> (comm, (sizeSent, sizeReceived), world
@@ -272,7 +288,7 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
              for _ in range(nranks)]
     labels = _location_labels(defs, otf2)
     other_locations: set = set()
-    rank_here = 0
+    rank_here = t_here = 0
 
     def about(loc) -> str:
         """What a location outside the MPI group is, where the archive says, as the suffix of
@@ -281,120 +297,167 @@ def _convert(trace, anchor: Path, otf2, E) -> tuple[list[dict[str, list]], dict[
 
     def add(r, op_name, t0, t1, peer=-1, tag=-1, comm=0, nbytes=-1, request=-1, root=-1,
             region=None, cpu=-1):
-        col = cols[r]
-        col["op"].append(op_name), col["region"].append(region)
-        col["t_start"].append(t0), col["t_end"].append(t1), col["cpu_ns"].append(cpu)
-        col["peer"].append(peer), col["tag"].append(tag), col["comm"].append(comm)
-        col["nbytes"].append(nbytes), col["request"].append(request), col["root"].append(root)
+        rows_of[r].append((op_name, region, t0, t1, cpu, peer, tag, comm, nbytes, request, root))
 
-    for loc, ev in trace.events:
-        r = rank_of_loc.get(loc)
-        if r is None:
-            # a thread, stream or metric location: its events are not the rank's
-            other_locations.add(loc)
-            mpi = type(ev).__name__.startswith("Mpi") or (
-                isinstance(ev, (E.Enter, E.Leave)) and _is_mpi(ev.region, otf2))
-            skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += 1
-            continue
-        rank_here = r
-        s = state[r]
-        t = ns(ev.time)
-        where = f"rank {r} at {t} ns"
-        if isinstance(ev, E.Enter):
-            name = str(ev.region.name)
-            is_mpi = _is_mpi(ev.region, otf2)
-            named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
-            s["stack"].append((name, t, is_mpi, int(named.get(ATTR_SIZE, -1))))
-            if is_mpi and s["call"] is None:
-                s["call"] = (name[4:] if name.startswith("MPI_") else name, t)
-                s["recs"] = [("comm_create", int(named[ATTR_NEW_COMM]), -1,
-                              int(named[ATTR_COMM]), -1, -1)] if ATTR_NEW_COMM in named else []
-                s["extras"] = parse_rows(named[ATTR_ROWS], f"{anchor}: {where}") \
-                    if ATTR_ROWS in named else []
-            elif not is_mpi:
-                s["regions"].append(name)
-        elif isinstance(ev, E.Leave):
-            if not s["stack"]:
-                raise OtfError(f"{anchor}: {where}: Leave without Enter")
-            name, t_enter, is_mpi, work = s["stack"].pop()
-            named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
-            cpu = int(named.get(ATTR_CPU, -1))
-            if str(ev.region.name) != name:
-                raise OtfError(f"{anchor}: {where}: Leave of '{ev.region.name}' but "
-                               f"'{name}' is open")
-            inner = s["regions"][-1] if s["regions"] else None
-            if not is_mpi:
-                s["regions"].pop()
-                add(r, "region", t_enter, t, comm=-1, nbytes=work, region=name, cpu=cpu)
-            elif s["call"] is not None and s["call"][1] == t_enter and \
-                    not any(x[2] for x in s["stack"]):
-                rows = _call_rows(r, s, s["call"][0], s["recs"], s["extras"], anchor, own_ids,
-                                  skipped)
-                if not rows:
-                    # A call hindsight has no op for, or one whose records are missing (e.g. a
-                    # Test that completed nothing): its time is computation.
-                    skipped["MPI call without a trace op"] += 1
-                for k, (op_name, *fields) in enumerate(rows):
-                    if isinstance(fields[3], tuple):
-                        # a blocking collective's (sizeSent, sizeReceived): its block
-                        fields[3] = block(op_name, fields[2], fields[5], r, *fields[3])
-                    if fields[2] is None:
-                        # a non-blocking collective's post: its Complete gives comm, bytes, root
-                        s["nbc_post"][fields[4]] = len(cols[r]["op"])
-                        fields[2] = 0
-                    add(r, op_name, t_enter, t, *fields, region=inner,
-                        cpu=cpu if k == 0 else -1)     # the call's CPU time on its first row
-                s["call"] = None
-        elif isinstance(ev, (E.MpiSend, E.MpiIsend)):
-            rec = ("send", world_rank(ev.communicator, int(ev.receiver), where),
-                   int(ev.msg_tag), hindsight_comm(ev.communicator, where), int(ev.msg_length),
-                   int(getattr(ev, "request_id", -1)))
-            s["recs"].append(rec)
-        elif isinstance(ev, (E.MpiRecv, E.MpiIrecv)):
-            rec = ("recv", world_rank(ev.communicator, int(ev.sender), where), int(ev.msg_tag),
-                   hindsight_comm(ev.communicator, where), int(ev.msg_length),
-                   int(getattr(ev, "request_id", -1)))
-            s["recs"].append(rec)
-        elif isinstance(ev, E.MpiIrecvRequest):
-            named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
-            s["recs"].append(("irecv_request", int(named.get(ATTR_SOURCE, tf.ANY_SOURCE)),
-                              int(named.get(ATTR_TAG, tf.ANY_TAG)), int(named.get(ATTR_COMM, 0)),
-                              int(named.get(ATTR_IRECV_BYTES, -1)), int(ev.request_id)))
-        elif isinstance(ev, E.MpiProbe):
-            named = {str(a.name): v for a, v in (ev.attributes or {}).items()}
-            sender, tag = int(ev.sender), int(ev.tag)
-            s["recs"].append((
-                "probe", world_rank(ev.communicator, sender, where) if sender != UNDEFINED_ROOT
-                else tf.ANY_SOURCE, tag if tag != UNDEFINED_ROOT else tf.ANY_TAG,
-                hindsight_comm(ev.communicator, where), int(named.get(ATTR_NBYTES, -1)), -1))
-        elif isinstance(ev, E.MpiIsendComplete):
-            s["recs"].append(("isend_complete", -1, -1, 0, -1, int(ev.request_id)))
-        elif isinstance(ev, E.MpiCollectiveEnd):
-            # nbytes is (sizeSent, sizeReceived) until the row is added (block())
-            cid = hindsight_comm(ev.communicator, where)
-            s["recs"].append(("coll", root_rank(ev.communicator, int(ev.root), cid, where), -1,
-                              cid, (int(ev.size_sent), int(ev.size_received)), -1))
-        elif isinstance(ev, (E.NonBlockingCollectiveRequest, E.NonBlockingCollectiveComplete)) \
-                and s["call"] is None:
-            skipped["non-blocking collective event"] += 1     # outside any MPI call
-        elif isinstance(ev, E.NonBlockingCollectiveRequest):
-            s["recs"].append(("nbc_request", -1, -1, -1, -1, int(ev.request_id)))
-        elif isinstance(ev, E.NonBlockingCollectiveComplete):
-            # (kind, root, collective op's OTF2 name, comm, (sizeSent, sizeReceived), request)
-            cid = hindsight_comm(ev.communicator, where)
-            s["recs"].append(("nbc_complete", root_rank(ev.communicator, int(ev.root), cid, where),
-                              str(ev.collective_op).rsplit(".", 1)[-1], cid,
-                              (int(ev.size_sent), int(ev.size_received)),
-                              int(ev.request_id)))
-        elif isinstance(ev, E.Metric):
-            # hardware counters (PAPI), rusage, plugins: a trace has no column for them
-            for member in ev.metric.members:
-                skipped[f"value of metric {member.name}"] += 1
-        elif type(ev).__name__ not in _NOT_A_LOSS:
-            skipped[_event_kind(type(ev).__name__)] += 1
+    regions = {}                 # region ref -> (name, is MPI)
+    comms = {}                   # comm ref -> definition
+    coll_ops: dict[int, str] = {}
+    rank_of_ref = {loc._ref: r for loc, r in rank_of_loc.items()}
+    attr_refs = {str(a.name): a._ref for a in defs.attributes}
+    # the attributes' places in a record's values (EV.ATTRS) and presence bits
+    (A_SIZE, A_CPU, A_NEW, A_COMM, A_ROWS, A_SRC, A_TAG, A_RBYTES, A_NBYTES) = \
+        range(len(EV.ATTRS))
+
+    def region(ref: int) -> tuple[str, bool]:
+        if ref not in regions:
+            reg = defs.regions[ref]
+            regions[ref] = (str(reg.name), _is_mpi(reg, otf2))
+        return regions[ref]
+
+    def comm(ref: int):
+        if ref not in comms:
+            comms[ref] = defs.comms[ref]
+        return comms[ref]
+
+    def coll_op(code: int) -> str:
+        if code not in coll_ops:
+            coll_ops[code] = str(otf2.CollectiveOp(code)).rsplit(".", 1)[-1]
+        return coll_ops[code]
+
+    def ns_array(ticks: np.ndarray) -> list[int]:
+        """``ns`` of each of ``ticks``; exact (integers) as long as a tick count's remainder
+        times 1e9 fits 64 bits, else per element."""
+        if res == 10**9:
+            return (ticks - offset).tolist()
+        if res >= 2**63 // 10**9 or abs(offset) >= 2**62:
+            return [ns(t) for t in ticks.tolist()]
+        d = ticks - offset
+        return (d // res * 10**9 + d % res * 10**9 // res).tolist()
+
+    for recs, rare in EV.read_events(trace, attr_refs):
+        times = ns_array(recs[:, EV.TIME])
+        u64 = recs.view(np.uint64)
+        for (k, lref, f0, f1, f2, mask, *a), t, f3, f4, f5 in zip(
+                recs[:, [EV.KIND, EV.LOC, EV.F0, EV.F1, EV.F2, EV.MASK, *range(EV.A0, EV.WIDTH)]]
+                .tolist(), times, u64[:, EV.F3].tolist(), u64[:, EV.F4].tolist(),
+                u64[:, EV.F5].tolist()):
+            r = rank_of_ref.get(lref)
+            if r is None:
+                loc = defs.locations[lref]
+                other_locations.add(loc)
+                mpi = EV.KIND_NAMES[k].startswith("Mpi") or (
+                    k in (EV.ENTER, EV.LEAVE) and region(f0)[1])
+                skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += 1
+                continue
+            rank_here = r
+            s = state[r]
+            t_here = t
+            if k == EV.ENTER:
+                name, is_mpi = region(f0)
+                s["stack"].append((name, t, is_mpi,
+                                   a[A_SIZE] if mask >> A_SIZE & 1 else -1))
+                if is_mpi and s["call"] is None:
+                    s["call"] = (name[4:] if name.startswith("MPI_") else name, t)
+                    s["recs"] = [("comm_create", a[A_NEW], -1, a[A_COMM], -1, -1)] \
+                        if mask >> A_NEW & 1 and (mask >> A_COMM & 1 or _missing(ATTR_COMM)) \
+                        else []
+                    s["extras"] = parse_rows(defs.strings[a[A_ROWS]], f"{anchor}: {where()}") \
+                        if mask >> A_ROWS & 1 else []
+                elif not is_mpi:
+                    s["regions"].append(name)
+            elif k == EV.LEAVE:
+                if not s["stack"]:
+                    raise OtfError(f"{anchor}: {where()}: Leave without Enter")
+                name, t_enter, is_mpi, work = s["stack"].pop()
+                cpu = a[A_CPU] if mask >> A_CPU & 1 else -1
+                if region(f0)[0] != name:
+                    raise OtfError(f"{anchor}: {where()}: Leave of '{region(f0)[0]}' but "
+                                   f"'{name}' is open")
+                inner = s["regions"][-1] if s["regions"] else None
+                if not is_mpi:
+                    s["regions"].pop()
+                    add(r, "region", t_enter, t, comm=-1, nbytes=work, region=name, cpu=cpu)
+                elif s["call"] is not None and s["call"][1] == t_enter and \
+                        not any(x[2] for x in s["stack"]):
+                    rows = call_rows(r, s, s["call"][0], s["recs"], s["extras"], anchor,
+                                      own_ids, skipped)
+                    if not rows:
+                        # A call hindsight has no op for, or one whose records are missing
+                        # (e.g. a Test that completed nothing): its time is computation.
+                        skipped["MPI call without a trace op"] += 1
+                    for j, (op_name, *fields) in enumerate(rows):
+                        if isinstance(fields[3], tuple):
+                            # a blocking collective's (sizeSent, sizeReceived): its block
+                            fields[3] = block(op_name, fields[2], fields[5], r, *fields[3])
+                        if fields[2] is None:
+                            # a non-blocking collective's post: its Complete gives comm,
+                            # bytes, root
+                            s["nbc_post"][fields[4]] = len(rows_of[r])
+                            fields[2] = 0
+                        add(r, op_name, t_enter, t, *fields, region=inner,
+                            cpu=cpu if j == 0 else -1)  # the call's CPU time on its first row
+                    s["call"] = None
+            elif k in (EV.SEND, EV.ISEND):
+                cm = comm(f1)
+                s["recs"].append(("send", world_rank(cm, f0), f2,
+                                  hindsight_comm(cm), f3, f4 if k == EV.ISEND else -1))
+            elif k in (EV.RECV, EV.IRECV):
+                cm = comm(f1)
+                s["recs"].append(("recv", world_rank(cm, f0), f2,
+                                  hindsight_comm(cm), f3, f4 if k == EV.IRECV else -1))
+            elif k == EV.IRECV_REQUEST:
+                s["recs"].append((
+                    "irecv_request", a[A_SRC] if mask >> A_SRC & 1 else tf.ANY_SOURCE,
+                    a[A_TAG] if mask >> A_TAG & 1 else tf.ANY_TAG,
+                    a[A_COMM] if mask >> A_COMM & 1 else 0,
+                    a[A_RBYTES] if mask >> A_RBYTES & 1 else -1, f4))
+            elif k == EV.PROBE:
+                cm = comm(f1)
+                s["recs"].append((
+                    "probe", world_rank(cm, f0) if f0 != UNDEFINED_ROOT
+                    else tf.ANY_SOURCE, f2 if f2 != UNDEFINED_ROOT else tf.ANY_TAG,
+                    hindsight_comm(cm),
+                    a[A_NBYTES] if mask >> A_NBYTES & 1 else -1, -1))
+            elif k == EV.ISEND_COMPLETE:
+                s["recs"].append(("isend_complete", -1, -1, 0, -1, f4))
+            elif k == EV.COLL_END:
+                # nbytes is (sizeSent, sizeReceived) until the row is added (block())
+                cm = comm(f1)
+                cid = hindsight_comm(cm)
+                s["recs"].append(("coll", root_rank(cm, f2, cid), -1, cid, (f3, f5), -1))
+            elif k in (EV.NBC_REQUEST, EV.NBC_COMPLETE) and s["call"] is None:
+                skipped["non-blocking collective event"] += 1     # outside any MPI call
+            elif k == EV.NBC_REQUEST:
+                s["recs"].append(("nbc_request", -1, -1, -1, -1, f4))
+            elif k == EV.NBC_COMPLETE:
+                # (kind, root, collective op's OTF2 name, comm, (sizeSent, sizeReceived),
+                # request)
+                cm = comm(f1)
+                cid = hindsight_comm(cm)
+                s["recs"].append(("nbc_complete", root_rank(cm, f2, cid), coll_op(f0),
+                                  cid, (f3, f5), f4))
+        for (name, lref, metric), n in rare.items():
+            # events with no row, counted by the reader: what they are, where
+            r = rank_of_ref.get(lref)
+            if r is None:
+                loc = defs.locations[lref]
+                other_locations.add(loc)
+                mpi = name.startswith("Mpi")
+                skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += n
+            elif name == "Metric":
+                # hardware counters (PAPI), rusage, plugins: a trace has no column for them
+                for member in defs.metrics[metric].members:
+                    skipped[f"value of metric {member.name}"] += n
+            elif name not in _NOT_A_LOSS:
+                skipped[_event_kind(name)] += n
     open_ranks = [r for r in range(nranks) if state[r]["stack"]]
     if open_ranks:
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
+    cols = []
+    for rows in rows_of:
+        by_name = dict(zip(_ROW, map(list, zip(*rows)))) if rows else {c: [] for c in _ROW}
+        cols.append({c: by_name[c] for c in ("op", "region", *INT_FIELDS)})
+    del rows_of
     for r in range(nranks):
         col = cols[r]
         # non-blocking collectives: the post row gets what its Complete says; a post no
@@ -438,100 +501,6 @@ def _placement(world: list) -> dict[str, Any]:
     if len(nodes) == len(world):
         out["network"] = {"node_of_rank": nodes}
     return out
-
-
-def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple],
-               anchor: Path, own_ids: bool, skipped: Counter) -> list[tuple]:
-    """The rows of one MPI call, (op, peer, tag, comm, nbytes, request, root) each, from its
-    records (see the module docstring) and the rows its ATTR_ROWS carries in their places. A
-    non-blocking collective's post row has comm ``None``: its NonBlockingCollectiveComplete,
-    in a later call, gives comm, nbytes and root (``s["nbc_done"]``)."""
-    req = s["req"]           # OTF2 request id -> (hindsight request, communicator of the post)
-    nbc = s["nbc"]           # OTF2 request id -> (hindsight request, op) of a collective's post
-
-    def new_request(otf_id: int) -> int:
-        # an archive hindsight wrote keeps its request ids; others get 0, 1, ... per rank
-        q = otf_id if own_ids else s["next_req"]
-        s["next_req"] += 1
-        return q
-
-    def post(otf_id: int, comm: int) -> int:
-        q = new_request(otf_id)
-        req[otf_id] = (q, comm)
-        return q
-
-    def complete(rid: int) -> tuple[int, int]:
-        if rid not in req:
-            raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid}, "
-                           "which was never posted")
-        return req.pop(rid)
-
-    # a non-blocking collective's records in a call that cannot hold them: the post of a
-    # collective hindsight has no op for (MPI_Comm_idup, MPI_Ialltoallw, MPI_Ineighbor_*, ...),
-    # a completion outside MPI_Wait*/MPI_Test*
-    for kind, *_ in recs:
-        if (kind == "nbc_request" and name not in tf.NONBLOCKING_COLLECTIVE_OPS) or (
-                kind == "nbc_complete" and name not in tf.COMPLETION_OPS):
-            skipped["non-blocking collective event"] += 1
-    rows: list[tuple] = []
-    if name in ("Send", "Ssend", "Bsend", "Rsend"):
-        rows = [(name, peer, tag, comm, nb, -1, -1)
-                for kind, peer, tag, comm, nb, _ in recs if kind == "send"][:1]
-    elif name in tf.NONBLOCKING_SEND_OPS:
-        rows = [(name, peer, tag, comm, nb, post(rid, comm), -1)
-                for kind, peer, tag, comm, nb, rid in recs if kind == "send"][:1]
-    elif name == "Irecv":
-        # OTF2 does not record what the Irecv named (unless hindsight wrote the archive:
-        # attributes); otherwise it is ANY, and the completion row has the truth
-        rows = [("Irecv", src, tag, comm, nb, post(rid, comm), -1)
-                for kind, src, tag, comm, nb, rid in recs if kind == "irecv_request"][:1]
-    elif name == "Recv":
-        rows = [("Recv", peer, tag, comm, nb, -1, -1)
-                for kind, peer, tag, comm, nb, _ in recs if kind == "recv"][:1]
-    elif name in ("Probe", "Iprobe"):
-        rows = [(name, peer, tag, comm, nb, -1, -1)
-                for kind, peer, tag, comm, nb, _ in recs if kind == "probe"][:1]
-    elif name == "Sendrecv" or name == "Sendrecv_replace":
-        rows = [("Sendrecv_send" if kind == "send" else "Sendrecv_recv", peer, tag, comm, nb, -1,
-                 -1) for kind, peer, tag, comm, nb, _ in recs if kind in ("send", "recv")]
-        if len(rows) + len(extras) != 2:
-            rows = []       # both halves or none
-    elif name in tf.NONBLOCKING_COLLECTIVE_OPS:
-        for kind, *_, rid in recs:
-            if kind == "nbc_request" and not rows:
-                nbc[rid] = new_request(rid), name
-                rows = [(name, -1, -1, None, -1, nbc[rid][0], -1)]
-    elif name in tf.COMPLETION_OPS:
-        for kind, peer, tag, comm, nb, rid in recs:
-            if kind == "recv":
-                rows.append((name, peer, tag, comm, nb, complete(rid)[0], -1))
-            elif kind == "isend_complete":
-                q, comm = complete(rid)
-                rows.append((name, -1, -1, comm, -1, q, -1))
-            elif kind == "nbc_complete" and rid not in nbc:
-                # the completion of a post skipped above
-                skipped["non-blocking collective event"] += 1
-            elif kind == "nbc_complete":
-                q, posted = nbc.pop(rid)
-                if tag != COLLECTIVE_OPS_OTF2[tf.BLOCKING_OF[posted]]:
-                    raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid} of "
-                                   f"an MPI_{posted} with a {tag} NonBlockingCollectiveComplete")
-                s["nbc_done"][q] = (comm, nb, peer)
-                rows.append((name, -1, -1, comm, -1, q, -1))
-    elif name in tf.COMM_OPS:
-        rows = [(name, new, -1, comm, -1, -1, -1)
-                for kind, new, _, comm, _, _ in recs if kind == "comm_create"][:1]
-    elif name in tf.COLLECTIVE_OPS:
-        rows = [(name, -1, -1, comm, nb, -1, root if name in tf.ROOTED_OPS else -1)
-                for kind, root, _, comm, nb, _ in recs if kind == "coll"][:1]
-    for pos, op, peer, tag, comm, nb, rq, root in sorted(extras):
-        # rows without a record (MPI_PROC_NULL peers, ...) in their places among the call's
-        if rq >= 0 and (op in tf.COMPLETION_OPS or op in tf.FREE_OPS):
-            req.pop(rq, None)
-        elif rq >= 0:
-            req[rq] = (rq, comm)
-        rows.insert(pos, (op, peer, tag, comm, nb, rq, root))
-    return rows
 
 
 def import_otf2(path: Path | str, out: Path | str) -> Path:

@@ -1,0 +1,122 @@
+"""The OTF2 importer (``hindsight.interop.otf2_import``, events read by compiled callbacks)
+gives what the per-record importer it replaced (``tests/otf2_import_reference.py``, events as
+``otf2`` package objects) gave, on every OTF2 archive the tests have: the exports of the corpus
+traces and of synthetic ones (requests freed, a collective never completed, the interop
+benchmark's trace), hand-written foreign and Score-P-like archives (non-blocking collectives,
+collective sizes, RMA, GPU streams, OpenMP threads with counters, pthreads), and damaged or
+incomplete ones. Same rows, communicators, hosts and skipped counts from ``read_otf2``; same
+manifest and table from ``import_otf2``; or the same ``OtfError`` message."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from hindsight import trace as tf
+from hindsight.interop.otf2 import OtfError
+from hindsight.interop.otf2_export import export_otf2
+from hindsight.interop.otf2_import import import_otf2, read_otf2
+from otf2_import_reference import import_otf2 as reference_import
+from otf2_import_reference import read_otf2 as reference_read
+from synthetic import simulate_to_dir
+from test_interop import (_foreign_archive, _scorep_collectives_archive, _scorep_nbc_archive,
+                          _tiny_archive)
+from test_otf2_hybrid import cuda_pthread_archive, openmp_archive
+
+CORPUS = Path(__file__).parent / "corpus"
+TRACES = sorted(p.name for p in CORPUS.iterdir() if (p / "manifest.json").is_file())
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def _outcome(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except OtfError as exc:
+        return "error", str(exc)
+
+
+def _assert_same_import(anchor: Path, tmp: Path) -> str:
+    """Both importers on ``anchor``: the same result; returns "ok" or "error"."""
+    new, old = _outcome(read_otf2, anchor), _outcome(reference_read, anchor)
+    assert new == old
+    a, b = (_outcome(f, anchor, tmp / name) for f, name in ((import_otf2, "new"),
+                                                             (reference_import, "old")))
+    assert a[0] == b[0], (a, b)
+    if a[0] == "error":
+        assert a[1] == b[1]
+        return "error"
+    ta, tb = tf.read_trace(tmp / "new"), tf.read_trace(tmp / "old")
+    # a trace's run_id is drawn at random for each trace written
+    assert {**ta.manifest, "run_id": None} == {**tb.manifest, "run_id": None}
+    assert ta.table.equals(tb.table)
+    return "ok"
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_corpus_exports_import_as_before(name, tmp_path):
+    export_otf2(CORPUS / name, tmp_path / "otf2")
+    assert _assert_same_import(tmp_path / "otf2", tmp_path) == "ok"
+
+
+def test_synthetic_exports_import_as_before(tmp_path):
+    from interop_speed import make_trace
+
+    freed = [[("isend", 1, 4096, 3), ("free", 0), ("compute", 2000), ("send", 1, 64, 7),
+              ("send", 1, 32, 7)],
+             [("compute", 1000), ("irecv", 0, 7), ("free", 0), ("recv", 0, 3),
+              ("recv", 0, 7)]]
+    never = [[("icoll", "Iallreduce", 24), ("compute", 1000), ("wait", [0]),
+              ("icoll", "Ibcast", 16, 1), ("wait", [1])],
+             [("icoll", "Iallreduce", 24), ("compute", 1000), ("wait", [0]),
+              ("icoll", "Ibcast", 16, 1)]]
+    sources = [simulate_to_dir(tmp_path / "freed", freed),
+               simulate_to_dir(tmp_path / "never", never),
+               make_trace(tmp_path / "bench", 3000)]
+    for k, src in enumerate(sources):
+        export_otf2(src, tmp_path / f"otf2-{k}")
+        assert _assert_same_import(tmp_path / f"otf2-{k}", tmp_path / f"out-{k}") == "ok"
+
+
+def test_foreign_and_scorep_archives_import_as_before(tmp_path):
+    archives = {
+        "tiny": (_tiny_archive(tmp_path / "tiny", with_groups=True, with_recv=True), "ok"),
+        "no groups": (_tiny_archive(tmp_path / "ng", with_groups=False, with_recv=False),
+                      "error"),
+        "unmatched": (_tiny_archive(tmp_path / "um", with_groups=True, with_recv=False),
+                      "error"),
+        "nbc": (_scorep_nbc_archive(tmp_path / "nbc", barrier_done=(0, 1)), "ok"),
+        "nbc half": (_scorep_nbc_archive(tmp_path / "nbc1", barrier_done=(0,)), "ok"),
+        "nbc op": (_scorep_nbc_archive(tmp_path / "nbc2", op_of_reduce="BCAST"), "error"),
+        "sizes": (_scorep_collectives_archive(tmp_path / "sizes"), "ok"),
+        "foreign": (_foreign_archive(tmp_path / "foreign"), "ok"),
+        "openmp": (openmp_archive(tmp_path / "omp", 3, True), "ok"),
+        "openmp bare": (openmp_archive(tmp_path / "omp1", 1, False), "ok"),
+        "cuda": (cuda_pthread_archive(tmp_path / "cuda"), "ok"),
+        "pthread send": (cuda_pthread_archive(tmp_path / "cuda1", send_on_pthread=True),
+                         "error"),
+    }
+    for name, (anchor, expected) in archives.items():
+        out = tmp_path / f"out-{name.replace(' ', '-')}"
+        out.mkdir()
+        assert _assert_same_import(anchor, out) == expected, name
+
+
+def test_damaged_archives_fail_as_before(tmp_path):
+    """An event file cut short (at several places) or emptied: the same one error, or, where
+    the cut falls between records, the same rows."""
+    export_otf2(CORPUS / "p2p-all-n3", tmp_path / "otf2")
+    events = sorted((tmp_path / "otf2" / "traces").glob("*.evt"))
+    size = events[0].stat().st_size
+    outcomes = []
+    for k, keep in enumerate((0, 64, size // 3, size // 2, size - 7)):
+        copy = tmp_path / f"cut-{k}"
+        shutil.copytree(tmp_path / "otf2", copy)
+        target = copy / "traces" / events[0].name
+        target.write_bytes(target.read_bytes()[:keep])
+        out = tmp_path / f"out-{k}"
+        out.mkdir()
+        outcomes.append(_assert_same_import(copy, out))
+    assert "error" in outcomes
