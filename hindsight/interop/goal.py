@@ -19,7 +19,6 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay import models as M
-from replay.engine import scale_array
 from replay.loggopsim.goal import GoalError, read_goal, write_goal
 from replay.loggopsim.schedule import (SIDECAR, cache_schedule, schedule_from_trace,
                                        sidecar_schedule)
@@ -34,7 +33,6 @@ from replay.loggopsim.simulator import (
     simulate,
 )
 from replay.models.loggopsim import params_from_values
-from replay.prepare import prepare
 from hindsight.trace.core import OP_CODE
 from hindsight.trace.write import INT_FIELDS, RankEvents, write_trace
 
@@ -51,6 +49,10 @@ def export_goal(trace_dir: Path | str, out: Path | str, *, compute_scale: float 
                 algorithms: Mapping[str, str] | None = None) -> Schedule:
     """Write the GOAL schedule of a trace to ``out`` (a trace imported from GOAL gives back its
     schedule)."""
+    # the replay's engine, which only an export needs, is not loaded by an import
+    from replay.engine import scale_array
+    from replay.prepare import prepare
+
     trace_dir = Path(trace_dir)
     prep = prepare(trace_dir)
     side = sidecar_schedule(prep)
