@@ -126,6 +126,42 @@ def test_loggopsim_hand_example_through_import_and_replay(tmp_path):
     assert r1[r1["op"] == "Wait"]["end_ns"].tolist() == [13138.0]
 
 
+def test_goal_import_rows_alike_from_narrow_schedule_and_requests_delta_encoded(tmp_path):
+    """The import's rows come from the schedule's own arrays: the cached schedule's narrow ones
+    (int32 ranks, int8 kinds) give the rows the parser's int64 ones give; the rank files hold
+    exactly those rows, their request ids delta-encoded."""
+    import sys
+
+    import pyarrow.parquet as pq
+    from replay.loggopsim.schedule import sidecar_schedule
+    from replay.models.loggopsim import params_from_values
+    from replay import models as M
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from goal_schedules import make_schedule
+
+    text, _ = make_schedule("allreduce", 3000, P=5)
+    src = tmp_path / "a.goal"
+    src.write_text(text)
+    G.import_goal(src, tmp_path / "t")
+    parsed = read_goal(src)
+    narrow = sidecar_schedule(replay.prepare(tmp_path / "t"))
+    assert narrow.kind.dtype == np.int8 and parsed.kind.dtype == np.int64
+    values = M.resolve(M.get_model("loggopsim"), list(G.LOGGOPSIM_DEFAULTS.items()))
+    sim = LG.simulate(parsed, params_from_values(values, parsed.nranks))
+    wide, thin = G.RankRows(parsed, sim), G.RankRows(narrow, sim)
+    col = tf.COLUMNS.index("request")
+    for r in range(parsed.nranks):
+        a, b = wide[r], thin[r]
+        assert np.array_equal(a.op, b.op) and np.array_equal(a.region, b.region)
+        for c in a.ints:
+            assert np.array_equal(a.ints[c], b.ints[c]), (r, c)
+        f = pq.ParquetFile(tmp_path / "t" / tf.rank_file_name(r))
+        assert f.read().equals(a.to_table()), r
+        assert "DELTA_BINARY_PACKED" in f.metadata.row_group(0).column(col).encodings
+    assert check_trace(tmp_path / "t") == []
+
+
 def test_loggopsim_sidecar_schedule_is_cached_and_refreshed(tmp_path, monkeypatch):
     """The schedule kept beside an imported trace is parsed by the import, which caches it:
     replays read it back from the cache (same schedule, same replay); an edited schedule is

@@ -19,7 +19,6 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay import models as M
-from replay.engine import scale_array
 from replay.loggopsim.goal import GoalError, read_goal, write_goal
 from replay.loggopsim.schedule import (SIDECAR, cache_schedule, schedule_from_trace,
                                        sidecar_schedule)
@@ -34,7 +33,6 @@ from replay.loggopsim.simulator import (
     simulate,
 )
 from replay.models.loggopsim import params_from_values
-from replay.prepare import prepare
 from hindsight.trace.core import OP_CODE
 from hindsight.trace.write import INT_FIELDS, RankEvents, write_trace
 
@@ -51,6 +49,10 @@ def export_goal(trace_dir: Path | str, out: Path | str, *, compute_scale: float 
                 algorithms: Mapping[str, str] | None = None) -> Schedule:
     """Write the GOAL schedule of a trace to ``out`` (a trace imported from GOAL gives back its
     schedule)."""
+    # the replay's engine, which only an export needs, is not loaded by an import
+    from replay.engine import scale_array
+    from replay.prepare import prepare
+
     trace_dir = Path(trace_dir)
     prep = prepare(trace_dir)
     side = sidecar_schedule(prep)
@@ -130,19 +132,12 @@ class RankRows(Sequence[RankEvents]):
         n = s.nops
         self.nranks = s.nranks
         self.rank_off = s.rank_off
-        self.kind = np.asarray(s.kind, np.int64)
-        self.rank = np.asarray(s.rank, np.int64)
-        self.size = np.asarray(s.size, np.float64)
-        self.peer = np.asarray(s.peer, np.int64)
-        self.tag = np.asarray(s.tag, np.int64)
+        # the schedule's own arrays, whatever their integer widths (the parser's or the cache's):
+        # a widened copy of each would add some 30 bytes per operation to the import's peak
+        self.kind, self.rank, self.size = s.kind, s.rank, s.size
+        self.peer, self.tag = s.peer, s.tag
         self.match, self.op_start, self.op_end = sim.match, sim.op_start, sim.op_end
-        # the completion dependencies by the operation that waits
-        comp = ~np.asarray(s.dep_start, bool)
-        dep_op = np.asarray(s.dep_op, np.int64)[comp]
-        dep_on = np.asarray(s.dep_on, np.int64)[comp]
-        by_op = np.lexsort((dep_on, dep_op))
-        self.dep_off = np.searchsorted(dep_op[by_op], np.arange(n + 1)).astype(np.int64)
-        self.dep_on = dep_on[by_op]
+        self.dep_off, self.dep_on = _waits_by_op(n, s.dep_op, s.dep_on, s.dep_start)
         self.codes = np.array([OP_CODE[o] for o in ("region", "Isend", "Irecv", "Wait",
                                                     "Waitall")], np.int8)
 
@@ -161,6 +156,32 @@ class RankRows(Sequence[RankEvents]):
         op, region, ints = out[0], out[1], out[2:]
         cols = dict(zip(INT_FIELDS, ints))
         return RankEvents(r, op, region, cols, ["calc"] if (region >= 0).any() else [])
+
+
+@nb.njit(cache=True)
+def _waits_by_op(n, dep_op, dep_on, dep_start):
+    """The completion dependencies (``requires``, not ``irequires``) grouped by the operation
+    that waits, each group in the order of the operations waited for: ``(off, on)``, operation
+    i waiting for ``on[off[i]:off[i + 1]]``. A counting sort: linear, and no sorted copy of
+    every dependency column."""
+    off = np.zeros(n + 1, np.int64)
+    for k in range(len(dep_op)):
+        if not dep_start[k]:
+            off[dep_op[k] + 1] += 1
+    for i in range(n):
+        off[i + 1] += off[i]
+    on = np.empty(off[n], np.int64)
+    at = off[:n].copy()
+    for k in range(len(dep_op)):
+        if not dep_start[k]:
+            on[at[dep_op[k]]] = dep_on[k]
+            at[dep_op[k]] += 1
+    for i in range(n):
+        for j in range(off[i] + 1, off[i + 1]):
+            if on[j] < on[j - 1]:
+                on[off[i]:off[i + 1]] = np.sort(on[off[i]:off[i + 1]])
+                break
+    return off, on
 
 
 @nb.njit(cache=True)
