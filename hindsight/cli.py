@@ -192,6 +192,11 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
     if rc != 0 or not manifest.get("complete"):
         bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status", []))
                if s != "complete"]
+        status = manifest.get("rank_status") or []
+        if rc == 0 and status and all(st == "missing" for st in status):
+            # a binary that exits 0 without MPI_Init (not an MPI program, or another MPI's)
+            raise UserError(f"{what}: no rank initialised MPI, so nothing was traced (is it an "
+                            "MPI program built with this MPICH's mpicc?)")
         raise UserError(f"run failed (mpiexec exit code {rc}); ranks not complete: "
                         f"{' '.join(bad) or 'none'}")
 

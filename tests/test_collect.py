@@ -543,3 +543,13 @@ def test_trace_info_counts_no_bytes_sent_to_proc_null(tmp_path):
         ranks.append(rows.events(r))
     write_trace(tmp_path / "t", ranks)
     assert trace_info(tmp_path / "t")["bytes_sent"] == 64
+
+
+def test_a_binary_that_never_initialises_mpi_is_named_so(tmp_path):
+    prog = tmp_path / "notmpi"
+    shutil.copy("/bin/true", prog)
+    res = hindsight("collect", "--program", prog, "-n", 2, "--out", tmp_path / "t")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"Error: {prog}: no rank initialised MPI, so nothing was traced (is it an MPI program "
+        "built with this MPICH's mpicc?)")
