@@ -358,7 +358,7 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     mean, and the report prints it."""
     import csv
 
-    from validation.report import _load
+    from validation.report import load_results
     from validation.report_tables import app_tables
 
     (tmp_path / "cells").mkdir()
@@ -371,7 +371,7 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     write_errors(tmp_path)
     row = next(csv.DictReader(open(tmp_path / "errors.csv")))
     assert float(row["predicted_min_s"]) == 0.9 and float(row["predicted_max_s"]) == 1.0
-    err, _ = _load(tmp_path)
+    err, _, _ = load_results(tmp_path)
     assert "0.9000-1.0000" in app_tables(err, [])[0][2].html()
 
 
