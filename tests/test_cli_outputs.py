@@ -535,7 +535,7 @@ def test_check_output_probe_refuses_a_folder_that_takes_no_entry(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_validate_and_report_check_out_before_any_run(tmp_path):
+def test_validate_and_report_check_out_before_any_run(tmp_path, monkeypatch):
     """An --out validate or report cannot write is one line, exit 1, before any run or read."""
     from validation.errors_table import write_errors
 
@@ -564,3 +564,13 @@ def test_validate_and_report_check_out_before_any_run(tmp_path):
         one_error_line(r, f"--out {args[-1]}: ", where)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "prof.toml", "spec.toml", "v"]
     assert sorted(p.name for p in vdir.iterdir()) == ["cells", "errors.csv"]
+
+    # a write that fails half-way (a full disk) in --out is one line too
+    import validation.report as R
+
+    def full(vdir, out, results=None):
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(out) / "report.md"))
+    monkeypatch.setattr(R, "report", full)
+    r = invoke("report", vdir, "--out", tmp_path / "rep")
+    assert r.exit_code == 1
+    one_error_line(r, f"--out {tmp_path / 'rep'}: cannot write (No space left on device)")

@@ -14,9 +14,10 @@ Layout of the output directory (every number traceable to its run)::
 
 Every cell file records the spec-derived inputs that define it (``spec_inputs``, from
 ``cell_inputs``); a cell is reused only when they equal the spec's. Results that do not match
-the spec (a changed cell, a cell the spec no longer has, its cross predictions, the profile of a
-redefined network) are moved aside to DIR/stale/<n>/ before anything runs, so that DIR/spec.toml
-always describes every result left in DIR (docs/validation.md, "Resuming").
+the spec (a changed cell, a cell the spec no longer has, its cross predictions, its failure
+record, the profile of a redefined network) are moved aside to DIR/stale/<n>/ before anything
+runs, so that DIR/spec.toml always describes every result left in DIR (docs/validation.md,
+"Resuming").
 
 The parts: ``validation.spec`` (the spec and its cells), ``validation.profiles`` (a network's
 profile), ``validation.matrix`` (running and predicting one cell, the ground truth),
