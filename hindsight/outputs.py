@@ -6,7 +6,10 @@ existing output is one ``Error:`` line naming the flag, not a traceback after mi
 
 - the parent folder must exist (or be creatable, with ``make_parent``) and be writable;
 - an existing output is refused unless the command was given ``--force`` (``force=True``); a
-  folder the command itself owns and can resume (``validate --out``) passes ``exists_ok=True``.
+  folder the command itself owns and can resume (``validate --out``) passes ``exists_ok=True``;
+- ``probe=True`` also creates and removes an entry in the folder the output goes into: a folder
+  that passes the permission bits but refuses new entries (/proc, even for root; a read-only
+  mount seen through a bind) is then refused too.
 
 Standard library only.
 """
@@ -21,7 +24,7 @@ from hindsight.errors import DataError, UsageError
 
 
 def check_output(path: Path | str, flag: str, *, force: bool = False, directory: bool = False,
-                 exists_ok: bool = False, make_parent: bool = True) -> Path:
+                 exists_ok: bool = False, make_parent: bool = True, probe: bool = False) -> Path:
     """``path`` if the command may write it; otherwise UsageError (an existing output without
     ``--force``, a file where a folder is wanted) or DataError (a folder that cannot be written),
     each naming ``flag``."""
@@ -49,7 +52,20 @@ def check_output(path: Path | str, flag: str, *, force: bool = False, directory:
                             f"({exc.strerror or exc})") from None
     if not os.access(target, os.W_OK | os.X_OK):
         raise DataError(f"{flag} {path}: folder {target} is not writable")
+    if probe:
+        _probe(target, path, flag)
     return path
+
+
+def _probe(target: Path, path: Path, flag: str) -> None:
+    """Create and remove a folder in ``target``; DataError naming ``flag`` if either fails."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hindsight-probe-", dir=target))
+    except OSError as exc:
+        raise DataError(f"{flag} {path}: cannot create anything in folder {target} "
+                        f"({exc.strerror or exc})") from None
 
 
 def check_trace_folder(out: Path, flag: str) -> None:

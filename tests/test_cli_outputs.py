@@ -520,3 +520,57 @@ def test_predict_refuses_a_program_without_a_skeleton():
     r = invoke("predict", corpus, "--ranks", "2..4")
     assert r.exit_code == 1
     one_error_line(r, "app 'requests.py' is not one of", "replay this trace instead")
+
+
+def test_check_output_probe_refuses_a_folder_that_takes_no_entry(tmp_path):
+    """/proc passes the permission bits for root but takes no new entry: only the probe sees it;
+    a writable folder passes and keeps nothing of the probe."""
+    from hindsight.errors import DataError
+    from hindsight.outputs import check_output
+
+    with pytest.raises(DataError, match=r"^--out /proc/x: (cannot create anything in folder "
+                                        r"/proc|folder /proc is not writable)"):
+        check_output("/proc/x", "--out", directory=True, exists_ok=True, probe=True)
+    assert check_output(tmp_path / "x", "--out", directory=True, probe=True) == tmp_path / "x"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_validate_and_report_check_out_before_any_run(tmp_path, monkeypatch):
+    """An --out validate or report cannot write is one line, exit 1, before any run or read."""
+    from validation.errors_table import write_errors
+
+    (tmp_path / "prof.toml").write_text('[loggps]\nL = 5e-6\no_send = 2e-6\no_recv = 2e-6\n'
+                                        'g = 0.0\nG = 2e-9\nS = 65536.0\n')
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "t"\nrepetitions = 1\n[networks.shm]\ntransport = "shm"\n'
+                    'profile = "prof.toml"\n[predictors]\nreplay = ["loggps"]\n[[experiment]]\n'
+                    'app = "sorting"\nparadigms = ["pipeline"]\nranks = [2]\nbaseline = false\n'
+                    '[experiment.sizes]\n"s" = ["--arrays", "2"]\n')
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    vdir = tmp_path / "v"                   # a validation folder with one cell's results
+    (vdir / "cells").mkdir(parents=True)
+    (vdir / "cells" / "c.json").write_text(json.dumps(
+        {"app": "sorting", "paradigm": "pipeline", "ranks": 2, "size": "s", "network": "shm",
+         "actual_s": 1.0, "actual_sd_s": 0.0, "predictions": [
+             {"predictor": "replay:loggps", "predicted_s": 1.1, "rel_error_pct": 10.0}]}))
+    write_errors(vdir)
+    for args, where in ((["validate", spec, "--out", "/proc/val"], "/proc"),
+                        (["validate", spec, "--out", blocker / "val"], str(blocker)),
+                        (["report", vdir, "--out", "/proc/rep"], "/proc"),
+                        (["report", vdir, "--out", blocker / "rep"], str(blocker))):
+        r = invoke(*args)
+        assert r.exit_code == 1, (args, r.output)
+        one_error_line(r, f"--out {args[-1]}: ", where)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "prof.toml", "spec.toml", "v"]
+    assert sorted(p.name for p in vdir.iterdir()) == ["cells", "errors.csv"]
+
+    # a write that fails half-way (a full disk) in --out is one line too
+    import validation.report as R
+
+    def full(vdir, out, results=None):
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(out) / "report.md"))
+    monkeypatch.setattr(R, "report", full)
+    r = invoke("report", vdir, "--out", tmp_path / "rep")
+    assert r.exit_code == 1
+    one_error_line(r, f"--out {tmp_path / 'rep'}: cannot write (No space left on device)")

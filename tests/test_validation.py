@@ -358,7 +358,7 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     mean, and the report prints it."""
     import csv
 
-    from validation.report import _load
+    from validation.report import load_results
     from validation.report_tables import app_tables
 
     (tmp_path / "cells").mkdir()
@@ -371,7 +371,7 @@ def test_errors_csv_gives_the_range_of_the_repetitions_predictions(tmp_path):
     write_errors(tmp_path)
     row = next(csv.DictReader(open(tmp_path / "errors.csv")))
     assert float(row["predicted_min_s"]) == 0.9 and float(row["predicted_max_s"]) == 1.0
-    err, _ = _load(tmp_path)
+    err, _, _ = load_results(tmp_path)
     assert "0.9000-1.0000" in app_tables(err, [])[0][2].html()
 
 
@@ -676,3 +676,133 @@ def test_cross_network_pairs_of_a_program(tmp_path):
         ("stencil-n2-tiny-shm", ("tcp",)), ("stencil-n2-tiny-tcp", ("shm",))}
     assert sp.cells[0].on("tcp").key == "stencil-n2-tiny-tcp"
     assert sp.cells[0].on("tcp").program == sp.cells[0].program
+
+
+# -- failed cells and calls not traced: nothing dropped silently ---------------------------------
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+FAILING_SPEC = """
+name = "failing"
+repetitions = 1
+timeout = 3
+ground_truth = "traced"
+[networks.shm]
+transport = "shm"
+profile = "prof.toml"
+[predictors]
+replay = ["loggps"]
+[[experiment]]
+program = "DEADLOCK"
+ranks = [2]
+[experiment.sizes]
+"x" = []
+[[experiment]]
+program = "RAISES"
+ranks = [2]
+[experiment.sizes]
+"x" = []
+"""
+
+
+def test_a_failed_cell_says_why_as_collect_does_and_the_report_lists_it(tmp_path):
+    """Real failing runs: a deadlock stopped by the spec's timeout (where each rank was) and a
+    rank that raises (what it raised). Each failure is on stderr, in DIR/failed/<cell>.json and,
+    with no cell left to predict, in a report of the failures (not `errors.csv has no rows`)."""
+    text = FAILING_SPEC.replace("DEADLOCK", str(PROGRAMS / "deadlock.py")).replace(
+        "RAISES", str(PROGRAMS / "raises.py"))
+    spec, out = _spec(tmp_path, text), tmp_path / "v"
+    r = _validate_cli(spec, out, "--json")
+    assert r.exit_code == 1, r.output
+    s = json.loads(r.stdout)
+    assert s["failed_cells"] == ["deadlock-n2-x-shm", "raises-n2-x-shm"]
+    dl, rs = s["failures"]["deadlock-n2-x-shm"], s["failures"]["raises-n2-x-shm"]
+    assert dl == ("traced run traces/deadlock-n2-x-shm/rep0: exit code 124; timed out after 3 s "
+                  "(the spec's timeout); rank 0 stopped in Recv at deadlock.py:10; rank 1 "
+                  "stopped in Recv at deadlock.py:12")
+    m = json.loads((out / "traces" / "raises-n2-x-shm" / "rep0" / "manifest.json").read_text())
+    if m.get("rank_errors"):
+        assert rs.endswith("; rank 1 raised: RuntimeError: deliberate failure on rank 1"), rs
+    else:                   # the abort came before rank 1's file was written (seen under load)
+        assert rs.endswith("; ranks not complete: " + " ".join(
+            f"{r}:{st}" for r, st in enumerate(m["rank_status"]) if st != "complete")), rs
+    assert f"cell deadlock-n2-x-shm failed: {dl}" in r.stderr
+    rec = json.loads((out / "failed" / "raises-n2-x-shm.json").read_text())
+    assert rec["reason"] == rs and rec["ranks"] == 2 and "spec_inputs" in rec
+    r = CliRunner().invoke(cli, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "report" / "report.md").read_text()
+    assert "no cell has a prediction. 2 cells failed" in md
+    assert f"| deadlock-n2-x-shm | 2 | shm | {dl} |" in md
+    assert f"| raises-n2-x-shm | 2 | shm | {rs} |" in md
+    assert "deliberate failure on rank 1" in (out / "report" / "report.html").read_text()
+
+
+def _fail_one_cell(monkeypatch, failing: set):
+    """validate with every cell 'run' instantly, those in ``failing`` failing as a run does."""
+    import validation.validate as V
+
+    calls: list = []
+    _fake_run_cell(monkeypatch, calls)
+    ok = V.run_cell
+
+    def run_cell(cell, spec, out, profile_path):
+        if cell.key in failing:
+            raise RuntimeError(f"traced run traces/{cell.key}/rep0: exit code 11; ranks not "
+                               "complete: 0:killed 1:killed")
+        return ok(cell, spec, out, profile_path)
+    monkeypatch.setattr(V, "run_cell", run_cell)
+
+
+def test_a_failed_cell_beside_a_good_one_is_in_the_report_until_it_succeeds(tmp_path,
+                                                                           monkeypatch):
+    from validation.report import report
+
+    p = _spec(tmp_path, SPEC.replace('ranks = [2]', 'ranks = [2, 4]'))
+    bad = "sorting-pipeline-n4-4x8192-shm"
+    _fail_one_cell(monkeypatch, {bad})
+    out = tmp_path / "v"
+    r = _validate_cli(p, out)
+    assert r.exit_code == 1 and r.stdout.startswith("1 cells run, 0 reused, 1 failed")
+    report(out, out / "report")
+    md = (out / "report" / "report.md").read_text()
+    verdict = md[md.index("## Verdict"):md.index("## Summary per predictor")]
+    assert f"1 cell failed and is not judged ({bad}: see Failed cells)" in verdict
+    why = f"traced run traces/{bad}/rep0: exit code 11; ranks not complete: 0:killed 1:killed"
+    assert f"| {bad} | 2 |" not in md and f"| {bad} | 4 | shm | {why} |" in verdict
+    assert f"| pipeline | 4 | - | - | - |  | failed: {why} |" in md      # its app's table
+    # the cell runs again and succeeds: no longer failed
+    _fail_one_cell(monkeypatch, set())
+    assert _validate_cli(p, out).stdout.startswith("1 cells run, 1 reused, 0 failed")
+    assert not (out / "failed" / f"{bad}.json").exists()
+    report(out, out / "report")
+    assert "Failed cells" not in (out / "report" / "report.md").read_text()
+    # a failure of a cell the spec no longer has is moved aside with a warning
+    _fail_one_cell(monkeypatch, {bad})
+    assert _validate_cli(p, out, "--force").exit_code == 1
+    r = _validate_cli(_spec(tmp_path), out)
+    assert f"warning: the failure of cell {bad} was met with another spec" in r.stderr
+    assert (out / "stale" / "1" / "failed" / f"{bad}.json").is_file()
+    assert not (out / "failed" / f"{bad}.json").exists()
+
+
+def test_calls_not_traced_are_said_in_the_cell_and_the_report(tmp_path):
+    """A program whose trace counts calls it did not record (a request-based Rput): the
+    prediction lacks their traffic, and the cell's note, validate's stderr and the report say
+    so."""
+    from validation.report import report
+
+    sp = _spec(tmp_path, PROGRAM_SPEC.replace("PROGRAM", str(PROGRAMS / "untraced_calls.py"))
+               .replace('"tiny" = ["--size", "32", "--iters", "20"]', '"x" = []')
+               .replace("repetitions = 1", 'repetitions = 1\nground_truth = "traced"'))
+    out = tmp_path / "v"
+    r = _validate_cli(sp, out)
+    assert r.exit_code == 0, r.output
+    cell = json.loads((out / "cells" / "untraced_calls-n2-x-shm.json").read_text())
+    note = "2 calls not traced (Win.Rput 2): their traffic is not in the prediction"
+    assert cell["note"] == note
+    assert f"warning: cell untraced_calls-n2-x-shm: {note}" in r.stderr
+    report(out, out / "report")
+    row = next(line for line in (out / "report" / "report.md").read_text().splitlines()
+               if line.startswith("| program | 2 |"))
+    assert note in row

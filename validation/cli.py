@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from hindsight.errors import UsageError
+from hindsight.outputs import check_output, same_or_inside, write_failed
 
 _SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20,
            "Gi": 2.0 ** 30, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
@@ -120,9 +121,14 @@ def validate_cmd(spec, out, force, no_progress, quiet, as_json):
             click.echo(message, err=True)
 
     sp = load_spec(spec)
+    # the folder is made and resumed by validate: it may exist, but must take new entries
+    check_output(out, "--out", directory=True, exists_ok=True, probe=True)
     from validation.validate import validate
     log(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions -> {out}")
-    summary = validate(sp, out, force=force, progress=not (no_progress or quiet), log=log)
+    try:
+        summary = validate(sp, out, force=force, progress=not (no_progress or quiet), log=log)
+    except OSError as exc:
+        raise _write_error(out, exc) from None
     if as_json:
         click.echo(json.dumps({"spec": str(sp.source), "out": str(out), **summary}, indent=2))
     else:
@@ -138,7 +144,23 @@ def validate_cmd(spec, out, force, no_progress, quiet, as_json):
               help="report directory [VDIR/report]")
 def report_cmd(vdir, out):
     """Markdown + self-contained HTML report with the papers' error tables and plots."""
-    from validation.report import report
+    from validation.report import load_results, report
 
-    for p in report(vdir, out or Path(vdir) / "report"):
+    results = load_results(vdir)            # VDIR's own errors first, before --out is made
+    out = out or Path(vdir) / "report"
+    check_output(out, "--out", directory=True, exists_ok=True, probe=True)
+    try:
+        paths = report(vdir, out, results)
+    except OSError as exc:
+        raise _write_error(out, exc) from None
+    for p in paths:
         click.echo(str(p))
+
+
+def _write_error(out: Path, exc: OSError) -> Exception:
+    """The one-line error of a write into ``out`` that failed half-way (a full disk); an
+    OSError on any other path is not --out's and is returned as it is."""
+    name = exc.filename
+    if isinstance(name, (str, Path)) and same_or_inside(name, out):
+        return write_failed(out, "--out", exc)
+    return exc

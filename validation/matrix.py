@@ -86,9 +86,45 @@ def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
         if rc == INTERRUPTED:
             raise KeyboardInterrupt        # Ctrl-C stops the whole validation, not this cell
         if rc != 0 or not m.get("complete") or not m.get("makespan_ns"):
-            raise RuntimeError(f"{cell.key} {'untraced ' if untraced else ''}{d.name}: run "
-                               f"failed (exit code {rc})")
+            raise RuntimeError(f"{'untraced' if untraced else 'traced'} run "
+                               f"{Path(*d.parts[-3:])}: {run_failure(rc, m)}")
     return m
+
+
+def run_failure(rc: int, manifest: dict) -> str:
+    """Why a run failed, as `collect` says it: the exit code, the --timeout that stopped it and
+    where each rank was then (manifest ``timed_out_after_s``, ``stopped_in``), what a rank
+    raised (``rank_errors``); else the ranks that did not complete (``rank_status``)."""
+    from instrument.stopped import describe
+
+    parts = [f"exit code {rc}"]
+    if manifest.get("timed_out_after_s"):
+        parts.append(f"timed out after {manifest['timed_out_after_s']:g} s (the spec's timeout)")
+    parts += describe(manifest.get("stopped_in") or {})
+    errors = manifest.get("rank_errors") or {}
+    for rank in sorted(errors, key=lambda r: int(r) if str(r).isdigit() else 0):
+        parts.append(f"rank {rank} raised: {errors[rank]}")
+    if not manifest.get("timed_out_after_s") and not errors:
+        bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status") or [])
+               if s != "complete"]
+        parts.append(f"ranks not complete: {' '.join(bad)}" if bad else
+                     "the run is incomplete" if not manifest.get("complete") else
+                     "no makespan recorded")
+    return "; ".join(parts)
+
+
+def untraced_note(manifest: dict, top: int = 5) -> str:
+    """``3 calls not traced (Alltoallw 3): their traffic is not in the prediction`` from a
+    replayed run's manifest ``untraced_calls`` (the most frequent names first); "" when it
+    counts none. Replay leaves those calls out: a prediction of that trace lacks their time."""
+    counts = manifest.get("untraced_calls") or {}
+    if not counts:
+        return ""
+    items = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
+    names = ", ".join(f"{k} {v}" for k, v in items[:top]) + (", ..." if len(items) > top else "")
+    total = sum(int(v) for v in counts.values())
+    return (f"{total} call{'s' * (total != 1)} not traced ({names}): their traffic is not in "
+            "the prediction")
 
 
 def collect_reps(cell: Cell, spec: Spec, out: Path) -> tuple[list[dict], list[dict]]:
@@ -184,6 +220,11 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str,
         res["analytic_note"] = NO_ANALYTIC
     profile = read_profile(profile_path)
     reps = range(len(times)) if spec.replay_all else [rep]
+    # the replayed traces' calls that replay leaves out (the first that counts any: a program
+    # makes the same calls in every repetition)
+    note = next((n for n in (untraced_note(manifests[k]) for k in reps) if n), "")
+    if note:
+        res["note"] = note
     per_rep = []
     for k in reps:
         trace = out / "traces" / cell.key / f"rep{k}"

@@ -55,23 +55,48 @@ class ReportError(DataError, ValueError):
     """Missing or unreadable validation directory; one readable line."""
 
 
-def _load(vdir: Path) -> tuple[pd.DataFrame, list[dict]]:
+#: what ``load_results`` reads: errors.csv's rows, DIR/cells/*.json, DIR/failed/*.json
+Results = tuple[pd.DataFrame, list[dict], list[dict]]
+
+
+def load_results(vdir: Path | str) -> Results:
+    """(errors.csv's rows, the cells' results, the failed cells' records) of a validation
+    directory; ReportError when it holds neither a row nor a failed cell."""
     vdir = Path(vdir)
     if not (vdir / "errors.csv").is_file():
         raise ReportError(f"{vdir}: no errors.csv (run `hindsight validate --out {vdir}` first)")
     try:
         err = pd.read_csv(vdir / "errors.csv")
         cells = [json.loads(f.read_text()) for f in sorted((vdir / "cells").glob("*.json"))]
+        failed = [json.loads(f.read_text()) for f in sorted((vdir / "failed").glob("*.json"))]
     except (OSError, ValueError) as exc:
         raise ReportError(f"{vdir}: unreadable results ({exc})") from None
-    if err.empty:
+    if err.empty and not failed:
         raise ReportError(f"{vdir}: errors.csv has no rows yet")
     # an errors.csv without the ground-truth columns measured the traced runs only
     if "ground_truth" not in err.columns:
         err = err.assign(ground_truth="traced", traced_s=err["actual_s"], perturbation_pct=math.nan)
     if "predicted_min_s" not in err.columns:
         err = err.assign(predicted_min_s=err["predicted_s"], predicted_max_s=err["predicted_s"])
-    return err, cells
+    return err, cells, failed
+
+
+def _failed_section(failed: list[dict], tables: bool = True) -> tuple[str, Table]:
+    """Every cell without results and why (DIR/failed/<cell>.json): in no prediction, chart
+    or errors.csv row, so listed here (``tables``: the application tables have its row)."""
+    n = len(failed)
+    text = (f"{n} cell{'s' * (n != 1)} of the spec {'have' if n != 1 else 'has'} no results "
+            "because a run failed: no prediction, chart or errors.csv row has "
+            f"{'them' if n != 1 else 'it'}" + (" (the application's table says `failed`)"
+                                               if tables else "") + ". The next "
+            "`hindsight validate` over this folder runs "
+            f"{'them' if n != 1 else 'it'} again; DIR/failed/<cell>.json holds the reason.")
+    t = Table(["cell", "P", "network", "why it failed"], [False, True, False, False])
+    for f in failed:
+        t.rows.append([Td(str(f.get("cell", "?"))), Td(str(f.get("ranks", "?"))),
+                       Td(str(f.get("network", "?"))), Td(str(f.get("reason", "?")),
+                                                          cls="miss")])
+    return text, t
 
 
 def split_cross(err: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -221,7 +246,14 @@ def _method_text(vdir: Path) -> str:
             "paradigm's own smallest-P run as the baseline: S = T(P0) / T(P), E = S / (P / P0).")
 
 
-def _verdict(err: pd.DataFrame, cells: list[dict], profiles) -> tuple[str, bool | None, str]:
+def _failed_text(failed: list[dict]) -> str:
+    n = len(failed)
+    return (f" {n} cell{'s' * (n != 1)} failed and {'are' if n != 1 else 'is'} not judged "
+            f"({', '.join(str(f.get('cell')) for f in failed)}: see Failed cells)." if n else "")
+
+
+def _verdict(err: pd.DataFrame, cells: list[dict], profiles,
+             failed: list[dict]) -> tuple[str, bool | None, str]:
     """(verdict line, met? (None: not judged), the counts in one paragraph)."""
     summ = predictor_summary(err)
     lg = summ[summ.predictor == "replay:loggps"]
@@ -237,6 +269,7 @@ def _verdict(err: pd.DataFrame, cells: list[dict], profiles) -> tuple[str, bool 
     else:
         ok, verdict = None, ("Target not judged: no replay:loggps predictions in this run "
                              "(the target is LogGPS with the calibrated profile).")
+    verdict += _failed_text(failed)
     keys = {(r.app, r.paradigm, r.ranks, r["size"], r.network) for _, r in err.iterrows()}
     base = [c for c in cells if c.get("baseline")]
     loaded = [c for c in cells if c.get("under_load")]
@@ -301,18 +334,62 @@ def _html_text(text: str) -> str:
     return re.sub(r"\*([^*]+)\*", r"<em>\1</em>", t)
 
 
-def report(vdir: Path | str, out: Path | str) -> list[Path]:
+def _failures_report(vdir: Path, out: Path, cells: list[dict], failed: list[dict]) -> list[Path]:
+    """The report of a folder where no cell has a prediction: the header, why every cell
+    failed, the method; no tables or charts (nothing to draw)."""
+    items = header_items(vdir, cells)
+    profiles = profile_facts(vdir)
+    text, t = _failed_section(failed, tables=False)
+    verdict = ("Target not judged: no cell has a prediction." + _failed_text(failed)
+               + (f" {len(cells)} P = 1 baseline cell(s) ran; they have no predictions."
+                  if cells else ""))
+    name = spec_facts(vdir).get("name", "")
+    title = f"Validation report{': ' + name if name else ''}"
+    method = _method_text(vdir)
+    md = [f"# {title}", ""] + [f"* **{k}**: {v}" for k, v in items] + [""]
+    if profiles:
+        md += ["Network profiles (the fit of each against its own measurements):", ""]
+        md += _profiles_table(profiles).markdown() + [""]
+    md += ["## Verdict", "", f"**{verdict}**", "", "## Failed cells", "", text, ""]
+    md += t.markdown() + ["", "## Method", "", method, ""]
+    e = html.escape
+    body = [f"<h1>{e(title)}</h1><table class='facts'>"
+            + "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in items) + "</table>"]
+    if profiles:
+        body.append("<p>Network profiles (the fit of each against its own measurements):</p>"
+                    + _profiles_table(profiles).html())
+    body.append(f"<h2>Verdict</h2><div class='verdict nojudge'>{e(verdict)}</div>"
+                f"<h2>Failed cells</h2><p>{_html_text(text)}</p>{t.html()}"
+                f"<h2>Method</h2><p>{_html_text(method)}</p>")
+    return _write_pages(out, title, md, body)
+
+
+def _write_pages(out: Path, title: str, md: list[str], body: list[str]) -> list[Path]:
+    """report.md and report.html (self-contained) in ``out``; their paths."""
+    md_path, html_path = out / "report.md", out / "report.html"
+    md_path.write_text("\n".join(md))
+    e = html.escape
+    html_path.write_text(f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
+                         f"{''.join(body)}</body></html>")
+    return [md_path, html_path]
+
+
+def report(vdir: Path | str, out: Path | str, results: Results | None = None) -> list[Path]:
     """Write DIR's report into ``out`` (report.md, report.html, the charts' and the timelines'
-    SVG files); returns their paths."""
+    SVG files); returns their paths. ``results``: DIR's ``load_results``, if already read."""
     vdir, out = Path(vdir), Path(out)
-    err, cells = _load(vdir)
-    err, cross = split_cross(err)
+    err, cells, failed = results if results is not None else load_results(vdir)
     out.mkdir(parents=True, exist_ok=True)
+    if err.empty:
+        return _failures_report(vdir, out, cells, failed)
+    err, cross = split_cross(err)
     profiles = profile_facts(vdir)
     items = header_items(vdir, cells)
-    verdict, ok, counts = _verdict(err, cells, profiles)
+    verdict, ok, counts = _verdict(err, cells, profiles, failed)
+    failed_sec = _failed_section(failed) if failed else None
     summ = summary_table(err)
-    apps = app_tables(err, cells)
+    apps = app_tables(err, cells, failed)
     cross_sec = _cross_section(err, cross) if len(cross) else None
     plots: list[Plot] = [error_plot(err), *time_vs_ranks(err, cells), *speedup(cells),
                          *paradigms(cells)]
@@ -335,6 +412,8 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
         md += ["Network profiles (the fit of each against its own measurements):", ""]
         md += _profiles_table(profiles).markdown() + [""]
     md += ["## Verdict", "", f"**{verdict}**", "", counts, ""]
+    if failed_sec:
+        md += ["## Failed cells", "", failed_sec[0], ""] + failed_sec[1].markdown() + [""]
     md += ["## Summary per predictor", ""] + summ.markdown() + [""]
     legend = (f"Each predictor's column is its signed relative error in %; **bold**: a cell "
               f"worse than {TARGET_CELL:g} %; Tracing %: median traced / median untraced wall "
@@ -360,8 +439,6 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
         md += [f"#### {p.title}", "", f"![{p.title}]({p.name}.svg)", "", p.note, ""]
     md += _perturbation_md(perturbation_table(cells))
     md += ["## Method", "", method, ""]
-    md_path = out / "report.md"
-    md_path.write_text("\n".join(md))
 
     e = html.escape
     cls = {True: "met", False: "notmet", None: "nojudge"}[ok]
@@ -371,6 +448,9 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
         body.append("<p>Network profiles (the fit of each against its own measurements):</p>"
                     + _profiles_table(profiles).html())
     body.append(f"<h2>Verdict</h2><div class='verdict {cls}'>{e(verdict)}</div><p>{e(counts)}</p>")
+    if failed_sec:
+        body.append(f"<h2>Failed cells</h2><p>{_html_text(failed_sec[0])}</p>"
+                    f"{failed_sec[1].html()}")
     body.append(f"<h2>Summary per predictor</h2>{summ.html()}")
     body.append(f"<h2>Results per application</h2><p>{e(legend).replace('**bold**', '<b>red</b>')}"
                 "</p>")
@@ -395,8 +475,4 @@ def report(vdir: Path | str, out: Path | str) -> list[Path]:
     body.append(f"<h2>Tracing perturbation</h2><p>{_html_text(pert_text)}</p>"
                 + (pert_t.html() if pert_t else ""))
     body.append(f"<h2>Method</h2><p>{_html_text(method)}</p>")
-    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
-    html_path = out / "report.html"
-    html_path.write_text(page)
-    return [md_path, html_path] + files
+    return _write_pages(out, title, md, body) + files

@@ -128,14 +128,16 @@ def _key(r) -> tuple:
     return (r["paradigm"], int(r["ranks"]), str(r["size"]), r["network"])
 
 
-def app_tables(err: pd.DataFrame, cells: list[dict]) -> list[tuple[str, str, Table]]:
+def app_tables(err: pd.DataFrame, cells: list[dict],
+               failed: list[dict] = ()) -> list[tuple[str, str, Table]]:
     """(app, what all its rows share, table) per application: one row per paradigm x P x size x
-    network (the P = 1 baseline runs included, without predictions), one column per predictor
+    network (the P = 1 baseline runs included, without predictions, and the ``failed`` cells,
+    without results, their note the reason), one column per predictor
     with the signed relative error; a predictor's cell hovers its predicted time and range.
     Size and network columns are left out when they are the same on every row of the app."""
     by_key = {(c["app"],) + _key(c): c for c in cells}
     out = []
-    for app in sorted(set(err.app) | {c["app"] for c in cells}):
+    for app in sorted(set(err.app) | {c["app"] for c in cells} | {f["app"] for f in failed}):
         e = err[err.app == app]
         preds = predictor_order(e.predictor)
         rows: dict[tuple, dict] = {}
@@ -148,6 +150,10 @@ def app_tables(err: pd.DataFrame, cells: list[dict]) -> list[tuple[str, str, Tab
                 rows[_key(c)] = {"actual": c["actual_s"], "sd": c.get("actual_sd_s", math.nan),
                                  "pert": c.get("perturbation_pct", math.nan), "pred": {},
                                  "baseline": True}
+        for f in failed:
+            if f["app"] == app and _key(f) not in rows:
+                rows[_key(f)] = {"actual": math.nan, "sd": math.nan, "pert": math.nan,
+                                 "pred": {}, "failed": f.get("reason", "")}
         sizes = {k[2] for k in rows}
         nets = {k[3] for k in rows}
         shared = ([f"size {next(iter(sizes))}"] if len(sizes) == 1 else []) + \
@@ -162,7 +168,7 @@ def app_tables(err: pd.DataFrame, cells: list[dict]) -> list[tuple[str, str, Tab
             v = rows[k]
             row = [Td(k[0]), Td(str(k[1]))] + ([Td(k[2])] if len(sizes) > 1 else []) + \
                 ([Td(k[3])] if len(nets) > 1 else [])
-            row += [Td(f"{v['actual']:.4f}"), Td(_num(v["sd"])), Td(fmt_pct(v["pert"]),
+            row += [Td(_num(v["actual"])), Td(_num(v["sd"])), Td(fmt_pct(v["pert"]),
                     title="median traced / median untraced wall time - 1")]
             for p in preds:
                 row.append(_pred_td(v["pred"].get(p), p, v["actual"]))
@@ -171,6 +177,13 @@ def app_tables(err: pd.DataFrame, cells: list[dict]) -> list[tuple[str, str, Tab
             if v.get("baseline"):
                 note = "P = 1 baseline, no predictions" + (f", {note}" if note else "")
             cls = "warn" if why else ""
+            if "failed" in v:
+                note, why, cls = f"failed: {v['failed']}", v["failed"], "miss"
+            elif (cell or {}).get("note"):
+                # calls replay left out (matrix.untraced_note): said in full, a fact of the cell
+                note = ", ".join(filter(None, [note, cell["note"]]))
+                why = "; ".join(filter(None, [why, cell["note"]]))
+                cls = cls or "warn"
             # a program's cell: no analytic model (a fact about the cell, not a warning)
             if (cell or {}).get("analytic_note"):
                 note = ", ".join(filter(None, [note, "no analytic model"]))

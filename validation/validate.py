@@ -7,15 +7,17 @@ Layout of the output directory (every number traceable to its run)::
     DIR/traces/<cell>/rep<k>/     the collected traces
     DIR/untraced/<cell>/rep<k>/   the untraced runs (manifest.json with the wall time only)
     DIR/cells/<cell>.json         per-cell results (written atomically: resume unit)
+    DIR/failed/<cell>.json        why a cell has no results (its failed run); removed once it has
     DIR/cross/<cell>--<net>.json  cross-network predictions (spec ``predict_on``)
     DIR/errors.csv                one row per (cell, predictor) and per cross prediction
     DIR/stale/<n>/                results of an earlier spec, moved aside (with its spec.toml)
 
 Every cell file records the spec-derived inputs that define it (``spec_inputs``, from
 ``cell_inputs``); a cell is reused only when they equal the spec's. Results that do not match
-the spec (a changed cell, a cell the spec no longer has, its cross predictions, the profile of a
-redefined network) are moved aside to DIR/stale/<n>/ before anything runs, so that DIR/spec.toml
-always describes every result left in DIR (docs/validation.md, "Resuming").
+the spec (a changed cell, a cell the spec no longer has, its cross predictions, its failure
+record, the profile of a redefined network) are moved aside to DIR/stale/<n>/ before anything
+runs, so that DIR/spec.toml always describes every result left in DIR (docs/validation.md,
+"Resuming").
 
 The parts: ``validation.spec`` (the spec and its cells), ``validation.profiles`` (a network's
 profile), ``validation.matrix`` (running and predicting one cell, the ground truth),
@@ -201,6 +203,12 @@ def retire_stale(spec: Spec, out: Path, log: Callable[[str], None]) -> list[str]
             f"its results {'and runs ' if runs_changed else ''}moved to {where}/"
             + ("" if runs_changed else "; its runs are reused"))
         gone.add(key)
+    for f in sorted((out / "failed").glob("*.json")):
+        # a failure of another spec's cell: the spec does not describe it
+        if f.stem not in current or changed_inputs(f, current[f.stem]):
+            where = stash.move([f])
+            log(f"warning: the failure of cell {f.stem} was met with another spec: its record "
+                f"moved to {where}/")
     for kind in ("traces", "untraced"):     # runs of cells the spec no longer has
         for d in sorted((out / kind).glob("*")) if (out / kind).is_dir() else []:
             if d.name not in current:
@@ -222,6 +230,20 @@ def retire_stale(spec: Spec, out: Path, log: Callable[[str], None]) -> list[str]
             log(f"warning: profile of network {name} was made for another definition of the "
                 f"network: moved to {where}/")
     return stash.moved
+
+
+def write_failure(out: Path, cell: Cell, inputs: dict[str, Any], reason: str) -> Path:
+    """DIR/failed/<cell>.json: the cell (as its results would name it), why it has no results
+    (``reason``: its run that failed and how) and its ``spec_inputs``, so that the report lists
+    it and a spec that no longer has the cell moves it aside."""
+    dest = out / "failed" / f"{cell.key}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    rec = {"cell": cell.key, "app": cell.app, "paradigm": cell.paradigm,
+           "program": cell.program, "ranks": cell.ranks, "size": cell.size,
+           "network": cell.network, "baseline": cell.baseline, "reason": reason,
+           "spec_inputs": inputs}
+    write_text_atomic(dest, json.dumps(rec, indent=1))
+    return dest
 
 
 def validate(spec: Spec, out: Path, force: bool = False, progress: bool = True,
@@ -260,7 +282,7 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
             write_text_atomic(out / "profiles" / f"{name}.inputs.json",
                               json.dumps(network_inputs(net), indent=1))
     done = skipped = failed = 0
-    failed_cells: list[str] = []
+    failures: dict[str, str] = {}
     bar = tqdm(spec.cells, desc="validate", unit="cell", disable=not progress, file=sys.stderr)
     for cell in bar:
         bar.set_postfix_str(cell.key)
@@ -276,11 +298,15 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
             res = run_cell(cell, spec, out, profiles[cell.network])
         except RuntimeError as exc:
             failed += 1
-            failed_cells.append(cell.key)
+            failures[cell.key] = str(exc)
+            write_failure(out, cell, inputs, str(exc))
             tqdm.write(f"cell {cell.key} failed: {exc}", file=sys.stderr)
             continue
         res["spec_inputs"] = inputs
         write_text_atomic(dest, json.dumps(res, indent=1, default=float))
+        (out / "failed" / f"{cell.key}.json").unlink(missing_ok=True)
+        if res.get("note"):
+            tqdm.write(f"warning: cell {cell.key}: {res['note']}", file=sys.stderr)
         if res.get("under_load"):
             tqdm.write(f"warning: cell {cell.key} ran under load "
                        f"({load_summary(res['under_load'])}): its times are not a quiet "
@@ -303,4 +329,5 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
                 write_text_atomic(dest, json.dumps(res, indent=1, default=float))
     write_errors(out)
     return {"cells": len(spec.cells), "run": done, "skipped": skipped, "failed": failed,
-            "failed_cells": failed_cells, "errors_csv": str(out / "errors.csv")}
+            "failed_cells": list(failures), "failures": failures,
+            "errors_csv": str(out / "errors.csv")}
