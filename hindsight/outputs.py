@@ -7,9 +7,9 @@ existing output is one ``Error:`` line naming the flag, not a traceback after mi
 - the parent folder must exist (or be creatable, with ``make_parent``) and be writable;
 - an existing output is refused unless the command was given ``--force`` (``force=True``); a
   folder the command itself owns and can resume (``validate --out``) passes ``exists_ok=True``;
-- ``probe=True`` also creates and removes an entry in the folder the output goes into: a folder
-  that passes the permission bits but refuses new entries (/proc, even for root; a read-only
-  mount seen through a bind) is then refused too.
+- it also creates and removes an entry in the folder the output goes into (``probe``, on unless
+  a caller has a reason): a folder that passes the permission bits but refuses new entries
+  (/proc, even for root; a read-only mount seen through a bind) is then refused too.
 
 Standard library only.
 """
@@ -24,7 +24,7 @@ from hindsight.errors import DataError, UsageError
 
 
 def check_output(path: Path | str, flag: str, *, force: bool = False, directory: bool = False,
-                 exists_ok: bool = False, make_parent: bool = True, probe: bool = False) -> Path:
+                 exists_ok: bool = False, make_parent: bool = True, probe: bool = True) -> Path:
     """``path`` if the command may write it; otherwise UsageError (an existing output without
     ``--force``, a file where a folder is wanted) or DataError (a folder that cannot be written),
     each naming ``flag``."""

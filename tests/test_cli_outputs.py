@@ -530,9 +530,22 @@ def test_check_output_probe_refuses_a_folder_that_takes_no_entry(tmp_path):
 
     with pytest.raises(DataError, match=r"^--out /proc/x: (cannot create anything in folder "
                                         r"/proc|folder /proc is not writable)"):
-        check_output("/proc/x", "--out", directory=True, exists_ok=True, probe=True)
-    assert check_output(tmp_path / "x", "--out", directory=True, probe=True) == tmp_path / "x"
+        check_output("/proc/x", "--out", directory=True, exists_ok=True)
+    assert check_output(tmp_path / "x", "--out", directory=True) == tmp_path / "x"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["calibrate", "--out", "/proc/c.toml", "--sizes", "1B..1KiB", "--repeat", "10"],
+    ["import", "goal", "{goal}", "--out", "/proc/imp"]])
+def test_every_command_probes_its_out_folder(tmp_path, args):
+    """The probe is every command's (check_output's default): calibrate refuses before it
+    measures, import before it writes a temporary folder next to --out."""
+    goal = tmp_path / "s.goal"
+    goal.write_text("num_ranks 1\nrank 0 {\n  c: calc 10\n}\n")
+    r = invoke(*[a.format(goal=goal) for a in args])
+    assert r.exit_code == 1
+    one_error_line(r, "--out /proc/")
 
 
 def test_validate_and_report_check_out_before_any_run(tmp_path, monkeypatch):

@@ -799,7 +799,7 @@ def test_calls_not_traced_are_said_in_the_cell_and_the_report(tmp_path):
     r = _validate_cli(sp, out)
     assert r.exit_code == 0, r.output
     cell = json.loads((out / "cells" / "untraced_calls-n2-x-shm.json").read_text())
-    note = "2 calls not traced (Win.Rput 2): their traffic is not in the prediction"
+    note = "2 calls (Win.Rput 2) not traced: their traffic is not in the prediction"
     assert cell["note"] == note
     assert f"warning: cell untraced_calls-n2-x-shm: {note}" in r.stderr
     report(out, out / "report")

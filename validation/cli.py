@@ -122,7 +122,7 @@ def validate_cmd(spec, out, force, no_progress, quiet, as_json):
 
     sp = load_spec(spec)
     # the folder is made and resumed by validate: it may exist, but must take new entries
-    check_output(out, "--out", directory=True, exists_ok=True, probe=True)
+    check_output(out, "--out", directory=True, exists_ok=True)
     from validation.validate import validate
     log(f"spec {sp.source}: {len(sp.cells)} cells x {sp.repetitions} repetitions -> {out}")
     try:
@@ -148,7 +148,7 @@ def report_cmd(vdir, out):
 
     results = load_results(vdir)            # VDIR's own errors first, before --out is made
     out = out or Path(vdir) / "report"
-    check_output(out, "--out", directory=True, exists_ok=True, probe=True)
+    check_output(out, "--out", directory=True, exists_ok=True)
     try:
         paths = report(vdir, out, results)
     except OSError as exc:

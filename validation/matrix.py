@@ -23,6 +23,7 @@ from typing import Any
 
 import replay
 from hindsight import trace as tf
+from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect
 from replay import models as M
 from replay.prepare import host_placement
@@ -113,18 +114,13 @@ def run_failure(rc: int, manifest: dict) -> str:
     return "; ".join(parts)
 
 
-def untraced_note(manifest: dict, top: int = 5) -> str:
-    """``3 calls not traced (Alltoallw 3): their traffic is not in the prediction`` from a
-    replayed run's manifest ``untraced_calls`` (the most frequent names first); "" when it
-    counts none. Replay leaves those calls out: a prediction of that trace lacks their time."""
+def untraced_note(manifest: dict) -> str:
+    """``3 calls (Alltoallw 3) not traced: their traffic is not in the prediction`` from a
+    replayed run's manifest ``untraced_calls``; "" when it counts none. Replay leaves those
+    calls out: a prediction of that trace lacks their time."""
     counts = manifest.get("untraced_calls") or {}
-    if not counts:
-        return ""
-    items = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
-    names = ", ".join(f"{k} {v}" for k, v in items[:top]) + (", ..." if len(items) > top else "")
-    total = sum(int(v) for v in counts.values())
-    return (f"{total} call{'s' * (total != 1)} not traced ({names}): their traffic is not in "
-            "the prediction")
+    return f"{untraced_text(counts)} not traced: their traffic is not in the prediction" \
+        if counts else ""
 
 
 def collect_reps(cell: Cell, spec: Spec, out: Path) -> tuple[list[dict], list[dict]]:
