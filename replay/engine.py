@@ -232,7 +232,9 @@ _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missi
 _NONBLOCKING_HINT = ("; the trace has non-blocking collectives, whose steps after the first "
                      "are replayed at their Wait/Test: a rank that waits for a peer's message "
                      "before completing its collective, while that peer completes the "
-                     "collective first, deadlocks under that rule (use --model measured)")
+                     "collective first, or ranks that complete two outstanding collectives in "
+                     "different orders (Waitany), deadlock under that rule (use --model "
+                     "measured)")
 
 
 def run(prep: Prepared, model: str | NetworkModel = "loggps",
