@@ -333,7 +333,8 @@ def test_readers_refuse_an_untraced_run_in_one_line(tmp_path, cmd):
     args = [*cmd[:2], d, *cmd[2:]] if cmd[0] == "trace" else [cmd[0], d, *cmd[1:]]
     res = hindsight(*args)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert res.stderr.strip() == f"Error: {d}: an untraced run (wall time only): nothing to replay"
+    assert res.stderr.strip() == \
+        f"Error: {d}: an untraced run (wall time only: 0.1235 s): nothing to replay"
     assert "Traceback" not in res.stderr
 
 
@@ -360,7 +361,8 @@ def test_collect_untraced_writes_the_wall_time_only(tmp_path):
         f"untraced run {out}: 2 ranks, complete, wall time {m['makespan_ns'] / 1e9:.4f} s")
     res = hindsight("replay", out)
     assert res.returncode == 1
-    assert res.stderr.strip() == f"Error: {out}: an untraced run (wall time only): nothing to replay"
+    assert res.stderr.strip() == (f"Error: {out}: an untraced run (wall time only: "
+                                  f"{m['makespan_ns'] / 1e9:.4f} s): nothing to replay")
 
 
 def test_collect_untraced_crash_is_an_incomplete_manifest(tmp_path):

@@ -95,7 +95,10 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any],
     if manifest.get("traced") is False:
         # `hindsight collect --untraced`: a manifest with a wall time and no events (a manifest
         # without the key is a traced run's)
-        raise UntracedRunError(f"{trace_dir}: an untraced run (wall time only): nothing to replay")
+        wall = manifest.get("makespan_ns")
+        raise UntracedRunError(f"{trace_dir}: an untraced run (wall time only"
+                               + (f": {wall / 1e9:.4f} s" if isinstance(wall, (int, float)) else "")
+                               + "): nothing to replay")
     nranks = int(manifest["ranks"])
     sources = []
     # One listing of the directory, not a stat per rank (a tenth of the footer work of a trace
