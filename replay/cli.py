@@ -128,8 +128,30 @@ def model_from_flags(model_name: str, sets, profile):
     return mod, values, prof, assignments
 
 
+_UNIT_OF = {"time": "s", "time_per_byte": "s/B"}
+
+
+def _note_bare_times(mod, assignments) -> None:
+    """A bare number for a time is seconds (SI base units, as documented): ``--set L=5`` is
+    5 s. Say so, since a user who meant microseconds gets a prediction a million times off."""
+    for name, value in assignments:
+        param = mod.PARAMS.get(name)
+        if param is None or param.kind not in _UNIT_OF:
+            continue
+        try:
+            x = float(str(value))
+        except ValueError:
+            continue                     # it has a unit
+        if x != 0:
+            click.echo(f"note: --set {name}={value}: a number without a unit is in "
+                       f"{_UNIT_OF[param.kind]} ({x:g} {_UNIT_OF[param.kind]}); write e.g. "
+                       f"{value}us for microseconds", err=True)
+
+
 def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
     mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
+    if not quiet:
+        _note_bare_times(mod, assignments)
     # the manifest alone tells a missing or foreign trace, before the readers (pandas) load
     read_manifest(trace)
     from replay.prepare import ReplayError, prepare

@@ -134,3 +134,14 @@ def test_notes_on_the_traced_runs_conditions(tmp_path):
     over = simulate_to_dir(tmp_path / "o", PROGS, manifest={"oversubscribed": True})
     assert "note: the traced run was oversubscribed (more ranks than cores)" in \
         hindsight("replay", over).stderr
+
+
+def test_a_bare_number_for_a_time_is_noted_as_seconds(tmp_path):
+    from conftest import hindsight
+
+    t = simulate_to_dir(tmp_path / "t", PROGS)
+    p = hindsight("replay", t, "--set", "L=5")
+    assert p.returncode == 0 and p.stderr.strip() == (
+        "note: --set L=5: a number without a unit is in s (5 s); write e.g. 5us for "
+        "microseconds")
+    assert "note:" not in hindsight("replay", t, "--set", "L=5us", "--set", "g=0").stderr
