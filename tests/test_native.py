@@ -203,6 +203,15 @@ def test_killed_rank_keeps_what_it_recorded(exe, tmp_path):
     assert _counts(df, 1) == {"Barrier": 3}
 
 
+def test_crashed_rank_is_told_from_the_ranks_killed_after_it(exe, tmp_path):
+    done, m = native.launch(3, tmp_path / "t", str(exe("segfault")), timeout=120)
+    assert done.returncode != 0
+    assert m["complete"] is False and m["rank_status"][1] == "error"
+    assert m["rank_errors"] == {"1": "crashed: signal 11 (SIGSEGV)"}
+    assert [s for r, s in enumerate(m["rank_status"]) if r != 1] == ["killed", "killed"]
+    assert _counts(_rows(tmp_path / "t"), 1) == {"Barrier": 3}
+
+
 def test_not_a_program_is_not_native(tmp_path, exe):
     script = tmp_path / "prog.py"
     script.write_text("print(1)\n")

@@ -884,6 +884,35 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
+/* A rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) says so beside its records, as
+ * a Python rank that raised does: its error.txt names the signal and its status is "error", so
+ * the sealed trace tells the crashed rank from the ones mpiexec killed after it. The handler
+ * that was there before (a Python faulthandler, say) runs next, by re-raising under it. */
+static const int fatal_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NFATAL ((int)(sizeof fatal_sigs / sizeof fatal_sigs[0]))
+static struct sigaction old_fatal[NFATAL];
+
+static void on_fatal(int sig) {
+    int k = 0;
+    while (k < NFATAL - 1 && fatal_sigs[k] != sig) k++;
+    if (on && !finished) {
+        char path[4200], msg[96];
+        snprintf(path, sizeof path, "%s/error.txt", stage);
+        int n = snprintf(msg, sizeof msg, "crashed: signal %d (%s)", sig,
+                         sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" :
+                         sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT");
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            ssize_t w = write(fd, msg, (size_t)CLAMP(n, sizeof msg));
+            (void)w;
+            close(fd);
+        }
+        stop("error", -1, NULL);
+    }
+    sigaction(sig, &old_fatal[k], NULL);
+    raise(sig);
+}
+
 /* ---- set-up ------------------------------------------------------------------------------ */
 
 #define CLOCK_ROUNDS 32
@@ -1012,6 +1041,11 @@ static void start(void) {
         sa.sa_handler = on_signal;
         sigaction(SIGTERM, &sa, &old_term);
         sigaction(SIGINT, &sa, &old_int);
+        struct sigaction fa;
+        memset(&fa, 0, sizeof fa);
+        fa.sa_handler = on_fatal;
+        fa.sa_flags = SA_NODEFER;       /* a fault inside the handler kills at once */
+        for (int k = 0; k < NFATAL; k++) sigaction(fatal_sigs[k], &fa, &old_fatal[k]);
     }
 
     read_conditions(&cond_start, wrank == 0);
