@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hindsight import trace as tf
-from hindsight.trace.manifest import untraced_note, untraced_text  # noqa: F401 (re-exported)
+from hindsight.trace.manifest import untraced_text  # noqa: F401 (check.py reads it here)
 from replay.units import fmt_params, fmt_time
 
 #: How every command labels the makespan of a traced run (docs/trace-format.md, "Makespan"):

@@ -9,7 +9,7 @@ import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from hindsight.errors import UsageError
 from replay import kernel as K
 from replay import models as M
 from replay.models.base import NetworkModel
-from replay.errors import NoPredictionError, ReplayError
+from replay.errors import ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
