@@ -269,7 +269,7 @@ def main() -> None:
               f"per event (fit to the rings of 8 and 256 ranks): {1e-6 / per_event:.1f} M events/s "
               "when files are few")
         if args.sweep:
-            from replay.sweep import sweep
+            from replay.sweeps import sweep
             target = 1_000_000
             iters = max(1, target // (4 * P))
             write_trace(Path(d) / "big", ring_columns(P, iters // 1))

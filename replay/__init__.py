@@ -21,7 +21,7 @@ import hindsight  # noqa: F401  (first: its allocator setting must precede pyarr
 
 #: public name -> the module that defines it
 _PUBLIC = {"prepare": "replay.prepare", "Prepared": "replay.prepare",
-           "run": "replay.engine", "sweep": "replay.sweep", "Result": "replay.engine",
+           "run": "replay.engine", "sweep": "replay.sweeps", "Result": "replay.engine",
            "ReplayError": "replay.errors", "NoPredictionError": "replay.errors",
            "ParamError": "replay.models", "match_messages": "replay.matching",
            "MessageMatch": "replay.matching", "load": "replay.frame"}

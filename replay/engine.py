@@ -1,4 +1,4 @@
-"""Running replays: ``run(prepared, model, params) -> Result`` (sweeps: ``replay.sweep``).
+"""Running replays: ``run(prepared, model, params) -> Result`` (sweeps: ``replay.sweeps``).
 
 See docs/replay.md for the semantics. Times in results are ns from the trace's first event.
 """

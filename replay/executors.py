@@ -1,7 +1,7 @@
 """Where the configurations of a sweep run: ``local`` (threads of this process) or ``mpi``
 (processes of an MPI job, through mpi4py.futures, so a sweep can use many nodes).
 
-Both call the same ``SweepPoint`` (replay/sweep.py) on the same prepared trace, so the rows are
+Both call the same ``SweepPoint`` (replay/sweeps.py) on the same prepared trace, so the rows are
 identical; both return them in configuration order.
 
 The MPI executor sends the prepared trace to each worker once (the pool's initializer), then only

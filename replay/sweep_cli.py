@@ -1,5 +1,5 @@
 """`hindsight sweep` (a click command registered by hindsight.cli): the replays of one trace over
-a parameter grid (``replay.sweep``), written as CSV, JSON or a plot."""
+a parameter grid (``replay.sweeps.sweep``), written as CSV, JSON or a plot."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     from tqdm import tqdm
 
     from replay import models as M
-    from replay.sweep import parse_vary, sweep
+    from replay.sweeps import parse_vary, sweep
     try:
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:

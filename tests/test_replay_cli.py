@@ -145,3 +145,14 @@ def test_a_bare_number_for_a_time_is_noted_as_seconds(tmp_path):
         "note: --set L=5: a number without a unit is in s (5 s); write e.g. 5us for "
         "microseconds")
     assert "note:" not in hindsight("replay", t, "--set", "L=5us", "--set", "g=0").stderr
+
+
+def test_replay_sweep_stays_the_function_once_the_command_ran(trace):
+    # the sweep command imports replay.sweeps; a submodule named like the function would
+    # replace replay.sweep on the package
+    r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "L=1us,2us", "--json"])
+    assert r.exit_code == 0, r.output
+    import replay
+    from replay.sweeps import sweep
+
+    assert replay.sweep is sweep
