@@ -354,6 +354,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
                      region_scale, algorithms, as_json: bool, quiet: bool) -> None:
     """``hindsight replay`` of a trace streamed segment by segment (``replay.streamed``)."""
     mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
+    manifest = read_manifest(trace)
     from replay.errors import ReplayError
     from replay.budget import max_window
     from replay.streamed import refuse, run_streamed
@@ -364,7 +365,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     try:
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
-                           window=window, max_window=max_window(read_manifest(trace)))
+                           window=window, max_window=max_window(manifest))
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:
@@ -376,7 +377,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     for note in res.info.get("notes", []):
         click.echo(f"note: {note}", err=True)
     if profile and not quiet:
-        _note_mismatch(profile, read_manifest(trace))
+        _note_mismatch(profile, manifest)
         _warn_noisy(profile)
     st = res.info["streamed"]
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
@@ -384,8 +385,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     say(f"streamed   {st['segments']} segments, windows of {st['window']} rows per rank "
         "(no per-event times, no critical path)")
     say(f"model      {res.model}  {fmt_params(res.params)}")
-    _measured_lines(say, res, read_manifest(trace).get("makespan_ns"))
-    _untraced_note(read_manifest(trace))
+    _measured_lines(say, res, manifest.get("makespan_ns"))
+    _untraced_note(manifest)
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _breakdown(say, res.breakdown())

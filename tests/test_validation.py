@@ -680,7 +680,7 @@ def test_cross_network_pairs_of_a_program(tmp_path):
 
 # -- failed cells and calls not traced: nothing dropped silently ---------------------------------
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+from tests.conftest import PROGRAMS  # noqa: E402
 
 FAILING_SPEC = """
 name = "failing"

@@ -212,9 +212,10 @@ def import_cmd(fmt, source, out, sets, force):
     from replay.units import fmt_time
 
     m = tf.read_manifest(out)
-    simulated = tf.simulated_timeline(m)
-    span = (f"makespan ({simulated.split(' (')[0]}) {fmt_time(m.get('makespan_ns') or 0)}"
-            if simulated else makespan_text(m.get("makespan_ns") or 0))
+    # an imported schedule's timeline was simulated (manifest origin.timeline), not measured
+    how = (m.get("origin") or {}).get("timeline")
+    span = (f"makespan ({how}) {fmt_time(m.get('makespan_ns') or 0)}" if how
+            else makespan_text(m.get("makespan_ns") or 0))
     click.echo(f"imported {source} -> {out}: {m['ranks']} ranks, {sum(m.get('events') or [])} "
                f"events, {span}; trace check: ok")
     line = skipped_line((m.get("import") or {}).get("skipped") or {})
