@@ -273,6 +273,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
               region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
               algorithms=algorithms)
     cost_note = None
+    if profile is not None and mod.MODE != "measured" and not mod.OWN_SIMULATOR:
+        from replay.flags import profile_flags
+        kw["flags"] = profile_flags(profile)
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     # Per-event times feed --out and the noise report; a model with its own simulator has no
@@ -320,6 +323,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         click.echo(f"note: M/M/1: {res.info['one_host']}", err=True)
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
+    _flag_line(say, res.info)
     if noise is not None:
         say(noise.line())
     elif simulated:
@@ -363,9 +367,11 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     except ReplayError as exc:
         raise UsageError(str(exc)) from None
     try:
+        from replay.flags import profile_flags
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
-                           window=window, max_window=max_window(manifest))
+                           window=window, max_window=max_window(manifest),
+                           flags=profile_flags(profile) if mod.MODE != "measured" else None)
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:
@@ -389,6 +395,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _untraced_note(manifest)
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
+    _flag_line(say, res.info)
     _breakdown(say, res.breakdown())
 
 
@@ -459,6 +466,13 @@ def _unexpected_line(say, unexp: dict | None) -> None:
         n = unexp["receives"]
         say(f"unexpected {n} eager receive{'' if n == 1 else 's'} found the message queued "
             "and paid o_unexpected + O_unexpected·k (rule unexpected_copy)")
+
+
+def _flag_line(say, info: dict) -> None:
+    from replay.flags import flag_line
+    line = flag_line(info)
+    if line:
+        say(line)
 
 
 def _breakdown(say, df) -> None:

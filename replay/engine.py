@@ -22,6 +22,7 @@ from replay.errors import ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
+from replay.flags import FlagCosts, flag_summary, with_costs
 from replay.transport_cost import TransportCost
 from replay.warp import join_call_rows, time_warp
 
@@ -244,7 +245,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         algorithms: Mapping[str, str] | None = None, record: bool = True,
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
         transport_cost: TransportCost | None = None,
-        carry: K.Carry | None = None) -> Result:
+        carry: K.Carry | None = None, flags: FlagCosts | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
@@ -255,7 +256,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     ``compute_scale``, and reported as ``noise_injected_s`` rather than as compute.
     ``transport_cost`` (``replay.transport_cost``, network models run by the kernel) replaces
     the trace transport's cost in each burst after a call by the replayed transport's; the
-    change is ``info["transport_burst_cost_s"]``.
+    change is ``info["transport_burst_cost_s"]``. ``flags`` (a profile's ``[shared_flag]``
+    costs, ``replay.flags``; network models run by the kernel) prices the collectives MPICH
+    runs on shared flags within a node by rule shared_flag_meeting instead of their patterns.
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
@@ -272,7 +275,12 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
                       measured_rank_end_ns=prep.measured_rank_end_ns, events=prep.nrows,
                       prepared=prep, **out._asdict())
     measured = mod.MODE == "measured"
-    st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
+    flags = None if measured else flags
+    st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}),
+                     shared_flags=flags.ops() if flags is not None else frozenset())
+    if st.meetings is not None:
+        loc, dep_lat = with_costs(st.loc, st.dep_lat, st.nops, st.meetings, flags)
+        st = replace(st, loc=loc, dep_lat=dep_lat)
     burst_change = None
     if transport_cost is not None and not measured:
         st, burst_change = _with_transport_cost(st, transport_cost)
@@ -324,6 +332,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected
+    if st.meetings is not None:
+        res.info["shared_flag_meeting"] = flag_summary(st.meetings, flags)
     if burst_change is not None:
         res.info["transport_burst_cost_s"] = burst_change
         res.info["transport_burst_cost"] = (f"{transport_cost.source.transport} -> "

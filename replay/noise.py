@@ -517,7 +517,9 @@ def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
     if profile is not None:
         mod = M.get_model(model)
         values = M.resolve(mod, {}, M.load_profile(profile, mod))
-        res = run(prep, mod, resolved=values, record=True)
+        from replay.flags import profile_flags
+        res = run(prep, mod, resolved=values, record=True,
+                  flags=profile_flags(profile) if mod.MODE != "measured" else None)
         rep = analyse(prep, res)
         out["with_model"] = rep.summary()
         out["with_model"]["profile"] = str(profile)

@@ -22,6 +22,7 @@ from replay import cache
 from replay import collectives as C
 from replay import kernel as K
 from replay.errors import ReplayError
+from replay.flags import eligible
 from replay.instances import Instances, collective_instances, complete_nonblocking
 from replay.matching import MessageMatch, match_messages
 from replay.models.base import ParamError
@@ -77,10 +78,12 @@ class Prepared:
             out[r] = max(out[r], float(self.rows.t_end[off[r]:off[r + 1]].max() - self.t0))
         return out
 
-    def stream(self, expand: bool, algorithms: dict[str, str] | None = None) -> Stream:
+    def stream(self, expand: bool, algorithms: dict[str, str] | None = None,
+               shared_flags: frozenset[str] = frozenset()) -> Stream:
         """The kernel's operations, collectives expanded into the point-to-point patterns of
         their algorithms (defaults, then the manifest's, then ``algorithms``) or not; built
-        once per form."""
+        once per form. Expanded, the instances of the collectives ``shared_flags`` that rule
+        shared_flag_meeting prices (``replay.flags.eligible``) are meetings instead."""
         algos = dict(C.DEFAULT_ALGORITHMS)
         algos.update(self.manifest.get("collective_algorithms") or {})
         algos.update(algorithms or {})
@@ -98,11 +101,17 @@ class Prepared:
                                      f"from {choices})")
                 raise ReplayError(f"collective algorithm {op}={a} is not known (choose from "
                                   f"{choices})")
-        key = (expand, tuple(sorted(algos.items())) if expand else ())
+        flags = tuple(sorted(shared_flags)) if expand else ()
+        key = (expand, tuple(sorted(algos.items())) if expand else (), flags)
         if key not in self._streams:
+            flagged = None
+            if flags:
+                flagged = eligible(self.coll, self.comm_members, self.host_of_rank, algos,
+                                   frozenset(flags))
             self._streams[key] = build_stream(self.rows, self.msgs, self.coll,
                                               self.comm_members, self.nranks, expand, algos,
-                                              self.manifest.get("neighbours"), self.rma)
+                                              self.manifest.get("neighbours"), self.rma,
+                                              flagged)
         return self._streams[key]
 
     def default_tcomp(self) -> float:

@@ -26,6 +26,7 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay import collectives as C
+from replay import flags as F
 from replay import patterns as P
 from replay import kernel as K
 from replay.instances import Instances, group_ids
@@ -93,6 +94,8 @@ class Stream:
     #: per message: of the pattern of a collective MPICH runs on shared flags within a node
     #: (``selection.SHARED_FLAG_COLLECTIVES`` under its own selection); None = none
     m_shared_flag: np.ndarray | None = None
+    #: expanded form: the operations rule shared_flag_meeting put in place of patterns
+    meetings: F.Meetings | None = None
 
     @property
     def nops(self) -> int:
@@ -105,12 +108,15 @@ class Stream:
 
 def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict[int, list[int]],
                  nranks: int, expand: bool, algos: dict[str, str],
-                 neighbours: dict | None = None, rma: EpochOps | None = None) -> Stream:
+                 neighbours: dict | None = None, rma: EpochOps | None = None,
+                 flag_inst: np.ndarray | None = None) -> Stream:
     """The stream of a prepared trace's rows, messages and collective instances; ``algos``
     names each collective's algorithm (used when ``expand``); ``neighbours`` is the manifest's
     (each topology communicator's out-neighbours per rank); ``rma`` the operations of the
     one-sided lock and PSCW epochs (``replay.rma_epochs``; used when ``expand``: the measured
-    model keeps those calls' measured times)."""
+    model keeps those calls' measured times); ``flag_inst`` (expanded form: per instance, or
+    None) the instances rule shared_flag_meeting prices (``replay.flags``): one meeting
+    operation per member instead of a pattern."""
     n = len(rows.rank)
     ninst = len(coll.comm)
     M0 = len(msgs.bytes)
@@ -129,6 +135,9 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         # (COMM_SELF, size 1)
         root = np.where(coll.root >= 0, coll.root, -1)
         algo_names, inst_algo = _instance_algorithms(coll, rows.nbytes, algos)
+        if flag_inst is not None and flag_inst.any():
+            inst_algo = np.where(flag_inst, len(algo_names), inst_algo)
+            algo_names = algo_names + [F.ALGORITHM]
         key, cnt = np.unique(coll.op.astype(np.int64) * len(algo_names) + inst_algo,
                              return_counts=True)
         for k, c in zip(key.tolist(), cnt.tolist()):
@@ -144,7 +153,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
                     root[first_inst].tolist(), coll.comm[first_inst].tolist(),
                     inst_algo[first_inst].tolist(), sig[first_inst].tolist())
         for g, (opc, size, rootw, cid, ac, sg) in enumerate(guniq):
-            if cid == tf.COMM_SELF_ID or size <= 1:
+            if cid == tf.COMM_SELF_ID or size <= 1 or algo_names[ac] == F.ALGORITHM:
                 pats[g] = None
                 continue
             mem = comm_members[cid]
@@ -265,6 +274,11 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         place_epoch_ops(rma, first, E0, kind, msg, m_bytes, m_src, m_dst, m_send_op,
                         m_recv_op)
 
+    meetings = None
+    if expand and flag_inst is not None and flag_inst.any():
+        coll_n = np.zeros(ninst, np.int64)
+        meetings = F.lay_meetings(coll, flag_inst, comm_members, rows.nbytes, first, kind, msg,
+                                  coll_n)
     loc = np.zeros(0)
     dep_lat = np.zeros(0)
     if not expand:
@@ -275,7 +289,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
                   selected, m_sync, np.unique(coll.done[completed_apart]).astype(np.int64),
-                  m_shared_flag)
+                  m_shared_flag, meetings)
 
 
 def _instance_algorithms(coll: Instances, nbytes: np.ndarray,

@@ -27,6 +27,7 @@ import numpy as np
 from replay import kernel as K
 from replay import models as M
 from replay.engine import Result, run
+from replay.flags import FlagCosts
 from replay.kernel import Carry
 from replay.errors import ReplayError
 from replay.prepare import _prepare_columns
@@ -49,10 +50,11 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
                  region_scale: Mapping[str, float] | None = None,
                  algorithms: Mapping[str, str] | None = None,
                  resolved: dict[str, Any] | None = None,
-                 window: int = DEFAULT_WINDOW, max_window: int | None = None) -> Result:
+                 window: int = DEFAULT_WINDOW, max_window: int | None = None,
+                 flags: FlagCosts | None = None) -> Result:
     """Replay the complete trace ``trace_dir`` under ``model`` a segment at a time (at least
     ``window`` rows per rank read at once, at most ``max_window`` where no cut is found sooner:
-    ``replay.segments``). The result has no per-event times."""
+    ``replay.segments``). The result has no per-event times. ``flags``: as ``engine.run``'s."""
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     refuse(mod, values)
@@ -75,7 +77,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         seen |= names
         res = run(prep, mod, resolved=values, compute_scale=compute_scale,
                   region_scale={k: v for k, v in region_scale.items() if k in names},
-                  algorithms=algorithms, record=False,
+                  algorithms=algorithms, record=False, flags=flags,
                   carry=Carry(np.zeros((3, P)) if carry is None else carry, sent))
         carry = res.carry
         sent_before = {key: float(res.sent_ns[m]) for key, m in crossing.items()}
@@ -160,13 +162,19 @@ def _stand_ins(prep, seg, sent_before: dict[tuple[int, int], float]):
 def _merge_info(total: dict[str, Any], one: dict[str, Any]) -> None:
     """Add a segment's ``Result.info`` to the replay's: counts summed (also inside nested
     dicts), rule ack_cells's passes the most any segment took, 'settled' only if every
-    segment's was; anything else as the last segment has it."""
+    segment's was; rule shared_flag_meeting's calls summed, its largest communicator the
+    largest; anything else as the last segment has it."""
     for k, v in one.items():
         have = total.get(k)
         if k == "ack_cells" and have is not None:
             have["held"] += v["held"]
             have["passes"] = max(have["passes"], v["passes"])
             have["settled"] = have["settled"] and v["settled"]
+        elif k == "shared_flag_meeting" and have is not None:
+            for op, n in v["calls"].items():
+                have["calls"][op] = have["calls"].get(op, 0) + n
+            have["largest_communicator"] = max(have["largest_communicator"],
+                                               v["largest_communicator"])
         elif isinstance(v, dict) and isinstance(have, dict):
             _merge_info(have, v)
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and \

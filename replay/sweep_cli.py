@@ -66,9 +66,12 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         total *= len(a[1])
     try:
         with tqdm(total=total, desc="sweep", unit="cfg", disable=True if quiet else None) as bar:
+            from replay.flags import profile_flags
+            flags = profile_flags(profile) if mod.MODE != "measured" and not mod.OWN_SIMULATOR \
+                else None
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
                        compute_scale=compute_scale, region_scale=scales,
-                       cpu_time=cpu_time, algorithms=algorithms,
+                       cpu_time=cpu_time, algorithms=algorithms, flags=flags,
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None

@@ -12,6 +12,7 @@ import numpy as np
 from replay import models as M
 from replay.engine import _display, run
 from replay.errors import NoPredictionError
+from replay.flags import FlagCosts
 from replay.models.base import NetworkModel
 from replay.prepare import Prepared
 
@@ -71,6 +72,7 @@ class SweepPoint:
     cpu_time: bool
     algorithms: Mapping[str, str] | None
     measured_ns: float
+    flags: FlagCosts | None = None
 
     def __call__(self, prep: Prepared, ci: int) -> dict[str, Any]:
         mod = M.get_model(self.model)
@@ -84,7 +86,7 @@ class SweepPoint:
         try:
             res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
                       region_scale=self.region_scale, cpu_time=self.cpu_time,
-                      algorithms=self.algorithms, record=False)
+                      algorithms=self.algorithms, record=False, flags=self.flags)
         except NoPredictionError as exc:
             # A configuration whose model has no prediction is a row saying why, not the end
             # of the sweep: the other configurations of the grid may well have one.
@@ -107,12 +109,13 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
           cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
           workers: int | None = None,
           progress: Callable[[int], None] | None = None,
-          executor: str = "local") -> pd.DataFrame:
+          executor: str = "local", flags: FlagCosts | None = None) -> pd.DataFrame:
     """Replay every point of the grid spanned by ``vary``; one row per configuration.
 
     ``executor="local"``: configurations run on ``workers`` threads (the kernel releases the
     GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
-    (replay/executors.py); the rows are the same, in the same order.
+    (replay/executors.py); the rows are the same, in the same order. ``flags``: as
+    ``engine.run``'s.
     """
     import pandas as pd
 
@@ -130,8 +133,11 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     combos = grid.reshape(len(axes), -1).T
     measured = mod.MODE == "measured"
     # Build (and cache) the stream once here, not racing to build it in every worker thread.
-    prep.stream(expand=not measured, algorithms=dict(algorithms or {}))
+    flags = None if measured else flags
+    prep.stream(expand=not measured, algorithms=dict(algorithms or {}),
+                shared_flags=flags.ops() if flags is not None else frozenset())
     point = SweepPoint(mod.NAME, values0, axes, combos, compute_scale, region_scale, cpu_time,
-                       algorithms, prep.measured_makespan_ns)
+                       algorithms, prep.measured_makespan_ns,
+                       flags)
     rows = executors.run_points(executor, prep, point, len(combos), workers, progress)
     return pd.DataFrame(rows)

@@ -517,7 +517,7 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     probes = [x for x in r.stderr.splitlines() if x.endswith(", after all 30 sizes")]
     assert [x.split(":", 1)[1].split(",")[0].strip() for x in probes] == \
         ["eager probe", "progress probe", "call probe", "queue probe", "unexpected probe",
-         "burst probe", "gap and loopback probes"]
+         "burst probe", "collective probe", "gap and loopback probes"]
     q = CliRunner().invoke(main, args + ["-q", "--out", str(tmp_path / "q.toml")])
     assert q.exit_code == 0, q.output
     assert q.output == f"{tmp_path / 'q.toml'}\n{tmp_path / 'q.png'}\n"

@@ -27,6 +27,7 @@ from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect
 from replay import models as M
 from replay.prepare import host_placement
+from replay.flags import flag_costs
 from replay.transport_cost import transport_cost
 from validation.params import analytic
 from validation.profiles import read_profile, replay_params
@@ -149,13 +150,15 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     cost = transport_cost(trace_profile, profile, "trace network's profile")
+    flags = flag_costs(profile, str(profile_path or "profile"))
     preds = []
     for model in spec.replay:
         params = replay_params(model, profile, profile_path)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
+            own = M.get_model(model).OWN_SIMULATOR
             r = replay.run(prep, model, assigns, profile=params, record=False,
-                           transport_cost=None if M.get_model(model).OWN_SIMULATOR else cost)
+                           transport_cost=None if own else cost, flags=None if own else flags)
             pred = r.makespan_ns / 1e9 + lead
             note = ""
         except (replay.ReplayError, replay.ParamError) as exc:
@@ -164,6 +167,8 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         if r is not None and "transport_burst_cost_s" in r.info:
             rule = {"transport_burst_cost_s": r.info["transport_burst_cost_s"],
                     "transport_burst_cost": r.info["transport_burst_cost"]}
+        if r is not None and "shared_flag_meeting" in r.info:
+            rule["shared_flag_meeting"] = r.info["shared_flag_meeting"]
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
                       "params": params, "set": spec.replay_set.get(model, []),
                       "lead_in_s": lead, "note": note, **rule})

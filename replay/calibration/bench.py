@@ -36,6 +36,8 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
 * burst probe (``replay.calibration.bursts``): the CPU time of a fixed compute kernel between
   8-byte exchanges with the peer against the same kernel with no call between: the transport's
   cost in the program's compute bursts.
+* collective probe (``replay.calibration.flags``): each rank's time in Bcast, Reduce,
+  Allreduce and Barrier on a communicator of ranks 0 and 1, entering last or first.
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
@@ -69,6 +71,7 @@ from hindsight import conditions
 from replay.calibration import progress as _progress
 from replay.calibration.bursts import burst_probe
 from replay.calibration.calls import call_probe
+from replay.calibration.flags import flag_probe
 from replay.calibration.queue import queue_probe
 from replay.calibration.unexpected import unexpected_probe
 
@@ -481,6 +484,9 @@ def main(argv: list[str] | None = None) -> None:
             if rank == 0:
                 _progress.report(phase="burst probe")
             result["burst_probe"] = burst_probe(comm, rank, pair_sync)
+            if rank == 0:
+                _progress.report(phase="collective probe")
+            result["flag_probe"] = flag_probe(comm, rank, pair_sync, lambda d: _wait(d, spin))
             if rank == 0:
                 _progress.report(phase="gap and loopback probes")
             n1, n2 = 8, 64

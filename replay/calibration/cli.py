@@ -127,6 +127,16 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         click.echo("  bursts  " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
                                           zip(cu["burst_s"], cu["extra_s"]))
                    + " (a burst's CPU time between exchanges: length + the transport's extra)")
+    sf = prof.get("shared_flag") or {}
+    if sf:
+        # the smallest size: what a program's frequent small collectives cost each member
+        click.echo("  flags   " + " ".join(
+            f"{op} " + "/".join(f"{c[k][0] * us:.3g}" for k in
+                                ("root_own_s", "root_after_s", "member_own_s", "member_after_s")
+                                if k in c)
+            + "us" for op, c in sf.items() if op != "ranks")
+            + " (shared-flag collectives at their smallest size, root own/after, member "
+            "own/after)")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
     chk, waits = f["check"], [r.get("run_queue_wait_fraction")

@@ -26,6 +26,7 @@ from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
+from replay.calibration.flags import fit_flags
 from replay.calibration.progress import PREFIX as PROGRESS_PREFIX, SizeProgress
 from replay.profile import FORMAT
 from hindsight.errors import UsageError, UserError
@@ -426,6 +427,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     bf = F.fit_bursts(run["burst_probe"]) if run.get("burst_probe") else None
     if bf is not None:
         lg.notes.extend(bf.notes)
+    ff = fit_flags(run["flag_probe"]) if run.get("flag_probe") else None
+    if ff is not None:
+        lg.notes.extend(ff[2])
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
         lg.notes.extend(qf.notes)
@@ -480,6 +484,10 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         **({"compute": bf.params} if bf is not None else {}),
+        # MPICH runs these on shared flags only among ranks of one node (rule
+        # shared_flag_meeting); over TCP they are messages, which the patterns price
+        **({"shared_flag": {"ranks": 2, **ff[0]}} if ff is not None and transport == "shm"
+           and testbed is None else {}),
         "fit": {
             "r2_loggp": lg.r2, "r2_hockney": hk["r2"],
             "residuals": {"loggp": lg.residuals, "hockney": hk["residuals"]},
@@ -494,6 +502,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "progress_probe": pg.evidence if pg is not None else {},
             "call_probe": cf.evidence if cf is not None else {},
             "burst_probe": bf.evidence if bf is not None else {},
+            "flag_probe": ff[1] if ff is not None else {},
             "queue_probe": qf.evidence if qf is not None else {},
             "unexpected_probe": uf.evidence if uf is not None else {},
             "notes": lg.notes,

@@ -1,0 +1,264 @@
+"""Rule ``shared_flag_meeting``: the collectives MPICH runs on shared flags within a node,
+priced by what each member's call costs, as calibrate measured it.
+
+On one node MPICH's ch4 device runs Bcast, Reduce, Allreduce and Barrier (blocking, built-in
+commutative operations) by "release_gather" on flags and buffers in shared memory
+(``src/mpid/ch4/shm/posix/posix_coll_release_gather.h``, selected by
+``maint/tuning/coll/ch4/posix_generic.json``), not as point-to-point messages. A member's call
+ends when its own part is done and when the members it waits for have entered:
+
+    end = max(start + own(k), last_entry + after(k))
+
+with ``last_entry`` the latest entry among the members it waits for, k the largest block a member
+recorded, and per collective and role (root: the root of a Bcast or Reduce, local rank 0 of an
+Allreduce or Barrier, which release_gather gathers to; member: the others):
+
+| collective | root waits for | a member waits for |
+|---|---|---|
+| Barrier, Allreduce | every member | every member (the root's release follows the gather) |
+| Bcast | nobody (it writes the data and the release flag) | the root |
+| Reduce | every member (it combines their buffers) | nobody (it writes its buffer) |
+
+``own`` and ``after`` come from calibrate's collective probe (``replay.calibration.flags``):
+``own`` the call's duration when the rank entered last, ``after`` its end after the awaited
+entry when it entered first, both medians at the probe's sizes, interpolated linearly in k
+between them and extended by the last two sizes' slope beyond (a profile's ``[shared_flag]``).
+
+The rule applies to an instance when its collective is one of those four (blocking), MPICH's
+own selection runs it (no ``--algo`` for that collective), its communicator has at least two
+members, all on one host (the replay's placement), and the profile has that collective's costs.
+Other instances keep their point-to-point pattern. Not modelled: the first four such calls of a
+communicator, which MPICH runs as point-to-point messages (MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD
+= 5); a root that runs more than the buffer's cells (MPIR_CVAR_BCAST_INTRANODE_NUM_CELLS) ahead
+of its members and waits for a cell; costs at other communicator sizes than the probe's (the
+probe measures 2 ranks; a larger communicator takes them as they are, and the replay says so).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hindsight import trace as tf
+from hindsight.errors import DataError
+from replay import kernel as K
+from replay.selection import SELECTION, SHARED_FLAG_COLLECTIVES
+
+RULE = "shared_flag_meeting"
+#: the name the replay reports for instances the rule prices (``collective_algorithms_run``)
+ALGORITHM = "release_gather"
+ROLES = ("root", "member")
+#: (collective, role) -> whom it waits for: "all" members, the "root", or "none"
+WAITS_FOR = {("Barrier", "root"): "all", ("Barrier", "member"): "all",
+             ("Allreduce", "root"): "all", ("Allreduce", "member"): "all",
+             ("Bcast", "root"): "none", ("Bcast", "member"): "root",
+             ("Reduce", "root"): "all", ("Reduce", "member"): "none"}
+assert {op for op, _ in WAITS_FOR} == SHARED_FLAG_COLLECTIVES
+
+
+@dataclass(frozen=True)
+class FlagCosts:
+    """A profile's ``[shared_flag]`` table: per collective the probe's sizes (bytes) and per
+    role ``own`` and (for a role that waits) ``after`` in seconds; ``ranks`` the probe's
+    communicator size."""
+
+    ranks: int
+    table: Mapping[str, Mapping[str, tuple[float, ...]]]
+    transport: str = "?"
+
+    def ops(self) -> frozenset[str]:
+        return frozenset(self.table)
+
+    def cost_ns(self, op: str, role: str, what: str, k: np.ndarray) -> np.ndarray:
+        """``own`` or ``after`` of ``role`` in ``op`` for blocks of k bytes, ns (formula in the
+        module docstring)."""
+        sizes = np.asarray(self.table[op]["bytes"], np.float64)
+        y = np.asarray(self.table[op][f"{role}_{what}_s"], np.float64) * 1e9
+        k = np.asarray(k, np.float64)
+        out = np.interp(k, sizes, y)
+        if len(sizes) >= 2:
+            slope = (y[-1] - y[-2]) / (sizes[-1] - sizes[-2])
+            beyond = k > sizes[-1]
+            out[beyond] = y[-1] + slope * (k[beyond] - sizes[-1])
+        return np.maximum(out, 0.0)
+
+
+def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile") -> FlagCosts | None:
+    """The ``[shared_flag]`` table of a calibration profile (a TOML document), None where it has
+    none. A malformed table is a DataError naming ``where``."""
+    if not profile or "shared_flag" not in profile:
+        return None
+    sec = profile["shared_flag"]
+    bad = f"{where}: [shared_flag]"
+    if not isinstance(sec, Mapping):
+        raise DataError(f"{bad} must be a table")
+    ranks = sec.get("ranks")
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 2:
+        raise DataError(f"{bad} ranks must be an integer >= 2, not {ranks!r}")
+    table: dict[str, dict[str, tuple[float, ...]]] = {}
+    for op, costs in sec.items():
+        if op == "ranks":
+            continue
+        if op not in SHARED_FLAG_COLLECTIVES or not isinstance(costs, Mapping):
+            raise DataError(f"{bad}.{op}: not one of {', '.join(sorted(SHARED_FLAG_COLLECTIVES))}")
+        sizes = costs.get("bytes")
+        if not (isinstance(sizes, list) and sizes and all(_number(x) and x >= 0 for x in sizes)
+                and all(a < b for a, b in zip(sizes, sizes[1:]))):
+            raise DataError(f"{bad}.{op} bytes must be increasing sizes >= 0")
+        need = {f"{role}_own_s" for role in ROLES} | \
+            {f"{role}_after_s" for role in ROLES if WAITS_FOR[(op, role)] != "none"}
+        for name in sorted(need):
+            v = costs.get(name)
+            if not (isinstance(v, list) and len(v) == len(sizes)
+                    and all(_number(x) and x >= 0 for x in v)):
+                raise DataError(f"{bad}.{op} {name} must be {len(sizes)} times >= 0 (seconds), "
+                                "one per size")
+        unknown = set(costs) - need - {"bytes"}
+        if unknown:
+            raise DataError(f"{bad}.{op}: unknown key {sorted(unknown)[0]!r} (known: "
+                            f"{', '.join(sorted(need | {'bytes'}))})")
+        table[op] = {name: tuple(float(x) for x in costs[name]) for name in need | {"bytes"}}
+    transport = str((profile.get("measured_on") or {}).get("transport", "?"))
+    return FlagCosts(int(ranks), table, transport) if table else None
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def eligible(coll, comm_members: Mapping[int, list[int]], host_of_rank: np.ndarray,
+             algos: Mapping[str, str], ops: frozenset[str]) -> np.ndarray:
+    """Per collective instance, whether rule shared_flag_meeting prices it (conditions in the
+    module docstring)."""
+    ninst = len(coll.comm)
+    out = np.zeros(ninst, bool)
+    if not ninst or not ops:
+        return out
+    codes = [tf.OP_CODE[op] for op in ops if algos.get(op) == SELECTION]
+    if not codes:
+        return out
+    out = np.isin(coll.op, codes) & (coll.size >= 2) & (coll.comm != tf.COMM_SELF_ID)
+    hosts = np.asarray(host_of_rank)
+    one_host = {cid: len({int(hosts[r]) for r in comm_members[cid] if 0 <= r < len(hosts)}) == 1
+                for cid in np.unique(coll.comm[out]).tolist() if cid in comm_members}
+    out &= np.array([one_host.get(c, False) for c in coll.comm.tolist()], bool)
+    return out
+
+
+@dataclass(frozen=True)
+class Meetings:
+    """The operations rule shared_flag_meeting put in an expanded stream: per such operation
+    (``ops``: its index) its collective's name code (``op``), its role (0 root, 1 member), its
+    instance's largest recorded block (``nbytes``) and communicator size (``size``)."""
+
+    ops: np.ndarray
+    op: np.ndarray
+    role: np.ndarray
+    nbytes: np.ndarray
+    size: np.ndarray
+
+
+def lay_meetings(coll, flagged: np.ndarray, comm_members: Mapping[int, list[int]],
+                 nbytes: np.ndarray, first: np.ndarray, kind: np.ndarray, msg: np.ndarray,
+                 coll_n: np.ndarray) -> Meetings:
+    """Write the meeting operations of the ``flagged`` instances into a stream's ``kind`` and
+    ``msg`` (the first operation of each member's row; ``msg`` its instance) and ``coll_n``
+    (per instance, the entries its waiting members wait for): a role that waits for every
+    member is a COLL (it enters and waits), one that waits for nobody a CPOST (it enters and
+    goes on), a Bcast member a CWAIT on the root's entry alone, a Reduce root a CWAIT on the
+    members' entries."""
+    inst = coll.of_rows()
+    sel = np.flatnonzero(flagged[inst])
+    inst_s = inst[sel]
+    rows = coll.rows[sel]
+    local = coll.local[sel]
+    opc = coll.op[inst_s]
+    root_local = np.zeros(len(coll.comm), np.int64)
+    for x in np.flatnonzero(flagged & (coll.root >= 0)).tolist():
+        mem = comm_members[int(coll.comm[x])]
+        root_local[x] = mem.index(int(coll.root[x])) if int(coll.root[x]) in mem else 0
+    role = (local != root_local[inst_s]).astype(np.int8)
+    blocks = np.maximum(nbytes[coll.rows], 0).astype(np.float64)
+    big = np.maximum.reduceat(blocks, coll.off[:-1]) if len(blocks) else blocks
+    k = np.full(len(sel), K.COLL, np.int8)
+    size = coll.size[inst_s].astype(np.int64)
+    for op in SHARED_FLAG_COLLECTIVES:
+        this = opc == tf.OP_CODE[op]
+        for r, role_name in enumerate(ROLES):
+            waits = WAITS_FOR[(op, role_name)]
+            at = this & (role == r)
+            if waits == "none":
+                k[at] = K.CPOST
+            elif waits == "root" or (op == "Reduce" and role_name == "root"):
+                k[at] = K.CWAIT
+    ops = first[rows]
+    kind[ops] = k
+    msg[ops] = inst_s
+    # entries awaited per instance: Bcast the root's, Reduce the members', the others all
+    n_of = coll.size.astype(np.int64)
+    fl = np.flatnonzero(flagged)
+    op_fl = coll.op[fl]
+    coll_n[fl] = np.where(op_fl == tf.OP_CODE["Bcast"], 1,
+                          np.where(op_fl == tf.OP_CODE["Reduce"], n_of[fl] - 1, n_of[fl]))
+    return Meetings(ops, opc.astype(np.int64), role, big[inst_s], size)
+
+
+def with_costs(loc: np.ndarray, dep_lat: np.ndarray, nops: int, meetings: Meetings,
+               costs: FlagCosts) -> tuple[np.ndarray, np.ndarray]:
+    """A stream's ``loc`` and ``dep_lat`` with each meeting operation's ``own`` and ``after``
+    (ns); ``loc`` keeps what it held for other operations (rule poll_wait's periods)."""
+    loc = loc.copy() if len(loc) else np.zeros(nops)
+    dep = dep_lat.copy() if len(dep_lat) else np.zeros(nops)
+    for op in costs.ops():
+        this = meetings.op == tf.OP_CODE[op]
+        for r, role in enumerate(ROLES):
+            at = this & (meetings.role == r)
+            if not at.any():
+                continue
+            ix = meetings.ops[at]
+            loc[ix] = costs.cost_ns(op, role, "own", meetings.nbytes[at])
+            if WAITS_FOR[(op, role)] != "none":
+                dep[ix] = costs.cost_ns(op, role, "after", meetings.nbytes[at])
+    return loc, dep
+
+
+def flag_summary(meetings: Meetings, costs: FlagCosts) -> dict[str, Any]:
+    """What a replay reports of the rule: the calls it priced per collective, the probe's
+    communicator size and the largest communicator priced (a larger one than the probe's
+    takes the probe's costs as they are)."""
+    per_op = {tf.OPS[int(c)]: int(n) for c, n in zip(*np.unique(meetings.op, return_counts=True))}
+    return {"calls": per_op, "probe_ranks": costs.ranks,
+            "largest_communicator": int(meetings.size.max()) if len(meetings.size) else 0,
+            "profile_transport": costs.transport}
+
+
+def profile_flags(path: Any, where: str = "--profile") -> FlagCosts | None:
+    """The ``[shared_flag]`` costs of the profile file ``path`` (None: no file, a JSON
+    parameter file, or no such table); errors are a DataError naming ``where`` and the file."""
+    if path is None:
+        return None
+    from replay.profile import ProfileError, read_any
+    try:
+        kind, data = read_any(path)
+    except ProfileError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    return flag_costs(data if kind == "toml" and isinstance(data, dict) else None,
+                      f"{where} {path}")
+
+
+def flag_line(info: Mapping[str, Any]) -> str | None:
+    """The replay report's line on the rule (None where it priced nothing)."""
+    s = info.get("shared_flag_meeting")
+    if not s:
+        return None
+    calls = ", ".join(f"{n} {op}" for op, n in s["calls"].items())
+    text = (f"flags      {calls} calls on shared flags within a node, priced by each member's "
+            f"measured cost (rule {RULE})")
+    if s["largest_communicator"] != s["probe_ranks"]:
+        text += (f"; the costs were measured with {s['probe_ranks']} ranks, communicators here "
+                 f"have up to {s['largest_communicator']}")
+    return text
