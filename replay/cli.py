@@ -377,6 +377,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     if as_json:
         doc = res.summary()
         doc["trace"] = str(trace)
+        if manifest.get("untraced_calls"):
+            doc["untraced_calls"] = dict(manifest["untraced_calls"])
         click.echo(json.dumps(doc, indent=2, default=float))
         return
     say = _say(quiet)

@@ -116,6 +116,9 @@ def test_untraced_calls_are_noted_by_replay_sweep_and_export(tmp_path):
         assert note in p.stderr, (args, p.stderr)
     doc = json.loads(hindsight("replay", t, "--json").stdout)
     assert doc["untraced_calls"] == {"Alltoallw": 3}
+    # the streamed replay's document says so too
+    doc = json.loads(hindsight("replay", t, "--json", "--window", "16").stdout)
+    assert doc["untraced_calls"] == {"Alltoallw": 3} and "streamed" in doc
     assert "note:" not in hindsight("replay", simulate_to_dir(tmp_path / "c", PROGS)).stderr
 
 
