@@ -134,7 +134,8 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
             f"{op} " + "/".join(f"{c[k][0] * us:.3g}" for k in
                                 ("root_own_s", "root_after_s", "member_own_s", "member_after_s")
                                 if k in c)
-            + "us" for op, c in sf.items() if op != "ranks")
+            + "us" for op, c in ((o, sf[o]) for o in ("Barrier", "Bcast", "Reduce", "Allreduce")
+                                 if o in sf))
             + " (shared-flag collectives at their smallest size, root own/after, member "
             "own/after)")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")

@@ -139,4 +139,8 @@ def fit_flags(probe: dict) -> tuple[dict, dict, list[str]]:
         if what == "after" and min(med) < 0:
             notes.append(f"flag probe: {op} {role} ended before its peer entered "
                          f"({min(med) * 1e6:.3g} us): kept at 0")
+        wide = [n for n, m, q in zip(sizes, med, iqr) if q > max(m, 0.0)]
+        if wide:
+            notes.append(f"flag probe: {op} {role} {what} varied widely at {wide[0]} B (IQR "
+                         "above the median): the machine was busy, the median is kept")
     return params, evidence, notes
