@@ -1,4 +1,5 @@
-"""One line on stderr when numba compiles, so that a cold cache is not a silent minute.
+"""numba's start-up as the CLI wants it: one line on stderr when numba compiles, so that a cold
+cache is not a silent minute, and no BLAS check.
 
 hindsight's kernels are numba functions cached on disk (``cache=True``): the first command that
 uses them on a machine, or after the source changed, compiles them, which takes about a minute
@@ -7,6 +8,16 @@ that the first compilation in the process writes one ``note:`` line. It does not
 itself (``hindsight --help`` must not: tests/test_cli_startup.py): a finder on ``sys.meta_path``
 waits for numba's import and registers a listener for numba's compile events then (numba's
 documented event API, ``numba.core.event``). Standard library only.
+
+``skip_blas_check`` (the same finder, for every CLI command): the first time numba's CPU target
+is used, even to load a cached function, ``numba.np.arraymath`` checks for a BLAS by importing
+``scipy.linalg.cython_blas``, which imports all of ``scipy.linalg``: 0.3-0.5 s of every replay's
+start-up here. hindsight's kernels call no BLAS (no ``np.dot``, ``@`` or ``np.linalg`` inside a
+kernel), so the check is answered "none" up front: ``numba.np.arraymath`` is imported while that
+module is marked missing (a ``None`` entry in ``sys.modules``, which an import reports missing
+without loading its parents), and the entry is removed at once, so any other code imports scipy
+as usual. A kernel that called np.dot would fail to compile with numba's "scipy 0.16+ is required
+for linear algebra" (tests/test_compiling.py checks the kernels compile this way).
 """
 
 from __future__ import annotations
@@ -20,13 +31,46 @@ NOTE = ("note: compiling hindsight's kernels for this machine (once: later runs 
         "numba's cache); this takes about a minute")
 
 
+_BLAS = "scipy.linalg.cython_blas"
+
+
+_announced = False
+
+
 def announce(stream: TextIO | None = None) -> None:
     """Write ``NOTE`` to ``stream`` (stderr) when numba first compiles in this process."""
-    stream = stream or sys.stderr
+    global _announced
+    if not _announced:
+        _announced = True
+        _when_numba(lambda: _listen(stream or sys.stderr))
+
+
+def skip_blas_check() -> None:
+    """Once numba is imported, load its array functions without its BLAS check (see the
+    module docstring)."""
+    _when_numba(_without_blas)
+
+
+def _when_numba(action) -> None:
     if "numba" in sys.modules:
-        _listen(stream)
-    elif not any(isinstance(f, _WhenNumba) for f in sys.meta_path):
-        sys.meta_path.insert(0, _WhenNumba(stream))
+        action()
+        return
+    finder = next((f for f in sys.meta_path if isinstance(f, _WhenNumba)), None)
+    if finder is None:
+        finder = _WhenNumba()
+        sys.meta_path.insert(0, finder)
+    finder.actions.append(action)
+
+
+def _without_blas() -> None:
+    if _BLAS in sys.modules or "numba.np.arraymath" in sys.modules:
+        return                      # scipy.linalg is loaded anyway, or the check was made
+    sys.modules[_BLAS] = None
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        if _BLAS in sys.modules and sys.modules[_BLAS] is None:
+            del sys.modules[_BLAS]
 
 
 def _listen(stream: TextIO) -> None:
@@ -48,10 +92,10 @@ def _listen(stream: TextIO) -> None:
 
 
 class _WhenNumba(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: once numba's own loader has run, registers the listener."""
+    """Finds nothing itself: once numba's own loader has run, runs its actions."""
 
-    def __init__(self, stream: TextIO):
-        self.stream = stream
+    def __init__(self):
+        self.actions: list = []
 
     def find_spec(self, name, path=None, target=None):
         if name != "numba":
@@ -61,11 +105,12 @@ class _WhenNumba(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return spec
         real_exec = spec.loader.exec_module
-        stream = self.stream
+        actions = self.actions
 
         def exec_module(module) -> None:
             real_exec(module)
-            _listen(stream)
+            for action in actions:
+                action()
 
         spec.loader.exec_module = exec_module
         return spec

@@ -34,3 +34,23 @@ def test_a_compilation_is_said_once_and_a_cache_load_not_at_all(tmp_path):
     first = run()
     assert first.startswith("note: compiling hindsight's kernels") and first.count("\n") == 1
     assert run() == ""              # the functions come from the cache the first run wrote
+
+
+def test_kernels_load_without_numbas_blas_check():
+    """The CLI lets numba skip its BLAS check (scipy.linalg is 0.3-0.5 s of start-up): a replay
+    then works, its kernels load or compile, and scipy.linalg is never imported."""
+    code = ("import sys\nfrom hindsight.compiling import skip_blas_check\nskip_blas_check()\n"
+            "import numpy as np, replay\nfrom synthetic import simulate_to_dir\n"
+            "import tempfile\nd = simulate_to_dir(tempfile.mkdtemp() + '/t', "
+            "[[('send', 1, 8), ('coll', 'Allreduce', 8)], [('recv', 0), "
+            "('coll', 'Allreduce', 8)]])\n"
+            "r = replay.run(replay.prepare(d, use_cache=False), 'loggps', {'L': '1us'})\n"
+            "assert r.makespan_ns > 0\n"
+            "assert 'scipy.linalg' not in sys.modules, 'scipy.linalg imported'\n"
+            "import scipy.linalg.cython_blas\n"       # other code still imports it as usual
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{ROOT}/tests"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
