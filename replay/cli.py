@@ -335,7 +335,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             f"{res.info['transport_burst_cost_s'] * 1e3:+.3g} ms of compute over all ranks")
     elif cost_note:
         click.echo(f"note: {cost_note}", err=True)
-    _breakdown(say, shown_res.breakdown())
+    _breakdown(say, shown_res.breakdown_columns())
     if out:
         click.echo(str(out) if quiet else f"replayed timeline written to {out}")
 
@@ -398,7 +398,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _flag_line(say, res.info)
-    _breakdown(say, res.breakdown())
+    _breakdown(say, res.breakdown_columns())
 
 
 def _run_notes(prep, cpu_time: bool) -> None:
@@ -477,16 +477,22 @@ def _flag_line(say, info: dict) -> None:
         say(line)
 
 
-def _breakdown(say, df) -> None:
+def _breakdown(say, cols: dict) -> None:
+    """The per-rank table (``Result.breakdown_columns``): every rank, or the 16 that end last."""
+    import numpy as np
+
     say("rank   end        compute    comm       wait       critical")
-    shown = df if len(df) <= 16 else df.nlargest(16, "end_s").sort_values("rank")
-    for r in shown.itertuples():
-        say(f"{r.rank:<6} {fmt_time(r.end_s * 1e9):<10} {fmt_time(r.compute_s * 1e9):<10} "
-            f"{fmt_time(r.comm_s * 1e9):<10} {fmt_time(r.wait_s * 1e9):<10} "
+    n = len(cols["rank"])
+    shown = np.arange(n) if n <= 16 else np.sort(np.argsort(-cols["end_s"], kind="stable")[:16])
+    crit = cols.get("critical_s")
+    for i in shown.tolist():
+        say(f"{cols['rank'][i]:<6} {fmt_time(cols['end_s'][i] * 1e9):<10} "
+            f"{fmt_time(cols['compute_s'][i] * 1e9):<10} {fmt_time(cols['comm_s'][i] * 1e9):<10} "
+            f"{fmt_time(cols['wait_s'][i] * 1e9):<10} "
             # no critical path under loggopsim: "-" rather than 0
-            + (fmt_time(r.critical_s * 1e9) if hasattr(r, "critical_s") else "-"))
-    if len(df) > 16:
-        say(f"... {len(df) - 16} more ranks (use --json)")
+            + (fmt_time(crit[i] * 1e9) if crit is not None else "-"))
+    if n > 16:
+        say(f"... {n - 16} more ranks (use --json)")
 
 
 def _transport_cost(trace_profile: Path, profile: Path | None, mod):

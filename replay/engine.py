@@ -72,17 +72,21 @@ class Result:
         """Per rank: replayed end, compute, communication, waiting (seconds)."""
         import pandas as pd
 
-        df = pd.DataFrame({
+        return pd.DataFrame(self.breakdown_columns())
+
+    def breakdown_columns(self) -> dict[str, np.ndarray]:
+        """``breakdown``'s columns as arrays (what the CLI prints, without importing pandas)."""
+        cols = {
             "rank": np.arange(len(self.rank_end_ns)),
             "end_s": self.rank_end_ns / 1e9,
             "measured_end_s": self.measured_rank_end_ns / 1e9,
             "compute_s": self.rank_compute_ns / 1e9,
             "comm_s": self.rank_comm_ns / 1e9,
             "wait_s": self.rank_wait_ns / 1e9,
-        })
+        }
         if self.critical_rank_ns is not None:
-            df["critical_s"] = self.critical_rank_ns / 1e9
-        return df
+            cols["critical_s"] = self.critical_rank_ns / 1e9
+        return cols
 
     def events_frame(self) -> pd.DataFrame:
         """Per trace row: rank, seq, op, measured and replayed start/end (ns), critical flag."""

@@ -48,18 +48,25 @@ class Instances:
 
 def group_ids(*cols: np.ndarray) -> np.ndarray:
     """Dense ids of the distinct rows of the non-negative integer columns ``cols``, numbered in
-    order of first appearance. One mixed-radix integer key per row is hashed (hashing a tuple
-    per row cost 0.5 s for 170k collective instances); tuples only when the key would not fit
-    in 63 bits."""
-    import pandas as pd     # here: a replay of a cached trace without collectives needs none
-
-    radix = [int(col.max()) + 1 if len(col) else 1 for col in cols]
+    order of first appearance. One mixed-radix integer key per row is sorted (a tuple per row
+    cost 0.5 s for 170k collective instances); rows of the columns only when the key would not
+    fit in 63 bits. NumPy rather than pandas' factorize: importing pandas was 0.3-1 s of every
+    replay of a trace with collectives."""
+    if not len(cols[0]):
+        return np.zeros(0, np.int64)
+    radix = [int(col.max()) + 1 for col in cols]
     if math.prod(float(x) for x in radix) < 2.0 ** 62:
         key = np.zeros(len(cols[0]), np.int64)
         for col, x in zip(cols, radix):
             key = key * x + col.astype(np.int64)
-        return pd.factorize(key)[0]
-    return pd.factorize(pd.MultiIndex.from_arrays(list(cols)))[0]
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(np.stack([np.asarray(c, np.int64) for c in cols], axis=1),
+                                  axis=0, return_index=True, return_inverse=True)
+    # np.unique numbers in sorted order; renumber in order of first appearance
+    renumber = np.empty(len(first), np.int64)
+    renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return renumber[inv.reshape(-1)]
 
 
 def collective_instances(crows: np.ndarray, rank: np.ndarray, op: np.ndarray,

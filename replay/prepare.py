@@ -10,6 +10,7 @@ The row-level form is cached next to the trace and reused while its files are un
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,12 +128,12 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     With ``allow_partial`` an incomplete trace is accepted: messages whose partner is missing
     become no-ops (their problems are kept in ``Prepared.problems``).
     """
-    if isinstance(trace, tf.Trace):
-        tr = trace
-        trace_dir = Path(tr.path)
-    else:
+    if isinstance(trace, (str, os.PathLike)):
         trace_dir = Path(trace)
         tr = None
+    else:   # a tf.Trace (not named here: that would load pyarrow for a replay from the cache)
+        tr = trace
+        trace_dir = Path(tr.path)
     cache_file = None
     if use_cache and tr is None and (trace_dir / tf.MANIFEST_NAME).is_file():
         cache_file = cache.cache_path(trace_dir)

@@ -144,9 +144,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             op = tf.OPS[k // len(algo_names)]
             selected.setdefault(op, {})[algo_names[k % len(algo_names)]] = c
         sig, epochs = P.epoch_signatures(coll)
-        import pandas as pd     # here: a trace without collectives replays without it
-
-        gid = group_ids(coll.op, coll.size, root + 1, pd.factorize(coll.comm)[0], inst_algo,
+        gid = group_ids(coll.op, coll.size, root + 1, group_ids(coll.comm), inst_algo,
                         sig)
         _, first_inst = np.unique(gid, return_index=True)
         guniq = zip(coll.op[first_inst].tolist(), coll.size[first_inst].tolist(),

@@ -158,3 +158,24 @@ print(light, callable(replay.prepare), replay.prepare.__module__, replay.run.__m
                           cwd=ROOT, timeout=300)
     assert proc.stdout.split() == ["[]", "True", "replay.prepare", "replay.engine",
                                    "replay.matching", "replay.errors", "False"], proc.stderr
+
+
+def test_a_replay_from_the_cache_loads_neither_pandas_nor_pyarrow(tmp_path):
+    """The first replay reads Parquet (pyarrow) and matches messages (pandas), then caches the
+    prepared trace; a replay from that cache, collectives and noise report included, needs
+    neither, nor scipy.linalg (numba's BLAS check: hindsight.compiling)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synthetic import simulate_to_dir
+
+    progs = [[("compute", 1_000), ("send", 1, 64), ("coll", "Allreduce", 8), ("recv", 1),
+              ("coll", "Bcast", 8, 0)],
+             [("recv", 0), ("coll", "Allreduce", 8), ("send", 0, 64), ("coll", "Bcast", 8, 0)]]
+    trace = str(simulate_to_dir(tmp_path / "t", progs))
+    first = _probe(["replay", trace], tmp_path)
+    assert first["exit"] == 0 and "pyarrow" in first["heavy"], first
+    code = PROBE.replace(f"for m in {HEAVY!r}", "for m in ('pandas', 'pyarrow', 'scipy.linalg')")
+    proc = subprocess.run([sys.executable, "-c", code, "replay", trace], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc == {"exit": 0, "heavy": []}, proc.stderr
+    assert "predicted" in proc.stdout

@@ -15,7 +15,9 @@ Modules, each importing only those above it in this list:
 
 - ``core``: op names and codes, sentinels, the raw record, manifest writing (standard library
   only: a traced rank loads nothing heavier while the program runs);
-- ``schema``: the Parquet schema, write/read options, op lookup tables, row-order rules;
+- ``oplut``: op lookup tables and row-order rules (NumPy only: a replay of a cached trace
+  loads no pyarrow);
+- ``schema``: the Parquet schema, write/read options;
 - ``manifest``: reading and checking ``manifest.json``;
 - ``raw``: raw staging records read back as Arrow tables;
 - ``write``: the one writer (``RankEvents``, ``write_trace``, sealing staged records);
@@ -35,7 +37,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-_MODULES = ("core", "schema", "manifest", "raw", "write", "read", "columns", "windows")
+_MODULES = ("core", "oplut", "schema", "manifest", "raw", "write", "read", "columns", "windows")
 _INDEX: dict[str, str] = {}
 
 
