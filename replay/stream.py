@@ -328,8 +328,8 @@ def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
 def _rows_by_local(coll: Instances, rows: np.ndarray, insts: np.ndarray,
                    nmem: int) -> np.ndarray:
     """``rows`` (one value per row of ``coll.rows``: those rows, or their tails' first
-    operations) of the instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial trace did not
-    record)."""
+    operations) of the instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial
+    trace did not record)."""
     ni = len(insts)
     by_local = np.full((ni, nmem), -1, np.int64)
     offs = coll.off
