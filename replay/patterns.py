@@ -115,30 +115,36 @@ def nonblocking_tails(coll: Instances, rank: np.ndarray,
     comm = np.repeat(coll.comm, np.diff(coll.off))[nb]
     order = np.lexsort((post, comm, rank[post]))        # rows are in program order per rank
     group = np.r_[True, (np.diff(rank[post][order]) != 0) | (np.diff(comm[order]) != 0)]
-    eff = _suffix_min_completion(coll.done[nb][order], group)
-    tail_row[nb[order]] = eff
-    # within a completion row, the tails placed there in post order (rows of one rank)
-    has = np.flatnonzero(tail_row >= 0)
-    by = has[np.lexsort((coll.rows[has], tail_row[has]))]
-    length = tail[by]
-    ends = np.cumsum(length)
-    start = np.r_[True, tail_row[by][1:] != tail_row[by][:-1]]
-    row_base = np.maximum.accumulate(np.where(start, ends - length, 0))
-    tail_off[by] = ends - length - row_base
+    at, off = _in_order_tails(coll.done[nb][order], group, tail[nb][order])
+    tail_row[nb[order]] = at
+    tail_off[nb[order]] = off
     return tail_row, tail_off
 
 
 @nb.njit(cache=True)
-def _suffix_min_completion(done, group_start):
-    """Per entry (groups of consecutive entries, each in post order), the smallest completion
-    row among it and the entries after it in its group; -1 (never completed) counts as none."""
-    out = np.empty(len(done), np.int64)
+def _in_order_tails(done, group_start, tail):
+    """For entries in groups of consecutive entries (one rank and communicator), each group in
+    post order: the row where each entry's tail runs, the smallest completion row among it and
+    the entries after it in its group (-1, never completed, counts as none; -1 if none), and
+    its offset there, the tails of the group's earlier entries placed at the same row before
+    it. (Such rows are non-decreasing in post order, so the entries sharing one are
+    consecutive; a completion row completes one request, so no two groups share one.)"""
+    n = len(done)
+    at = np.empty(n, np.int64)
+    off = np.zeros(n, np.int64)
     best = -1
-    for k in range(len(done) - 1, -1, -1):
+    for k in range(n - 1, -1, -1):
         d = done[k]
         if d >= 0 and (best < 0 or d < best):
             best = d
-        out[k] = best
+        at[k] = best
         if group_start[k]:
             best = -1
-    return out
+    run = 0
+    for k in range(n):
+        if k > 0 and not group_start[k] and at[k] == at[k - 1]:
+            run += tail[k - 1]
+        else:
+            run = 0
+        off[k] = run
+    return at, off

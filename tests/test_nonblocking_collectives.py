@@ -18,7 +18,7 @@ from hindsight.check import check_trace
 from replay import collectives as C
 from replay import kernel as K
 from replay.errors import ReplayError
-from replay.patterns import nonblocking_split
+from replay.patterns import nonblocking_split, nonblocking_tails
 from replay.streamed import run_streamed
 from tests.conftest import PROGRAMS, hindsight
 from tests.test_streamed import _same
@@ -175,3 +175,28 @@ def test_a_real_run_completing_collectives_in_opposite_orders_replays(opposite_t
             _same(whole, run_streamed(opposite_trace, model, window=window))
     cli = hindsight("replay", opposite_trace, "--model", "hockney")
     assert cli.returncode == 0, cli.stdout + cli.stderr
+
+
+def test_three_collectives_completed_in_any_order_run_their_tails_in_post_order(tmp_path):
+    # rank 0 completes C first, then A, then B; rank 1 in post order: rank 0's first Wait runs
+    # the tails of A, B and C, in that order, one after the other; its later Waits run none
+    progs = [[("icoll", "Iallreduce", 24), ("icoll", "Iallreduce", 48),
+              ("icoll", "Iallreduce", 96), ("compute", C_NS)]
+             + [("wait", [q]) for q in order] for order in ([2, 0, 1], [0, 1, 2])]
+    prep = _prep(tmp_path, "t", progs)
+    tail = np.full(len(prep.coll.rows), 2)
+    tail_row, tail_off = nonblocking_tails(prep.coll, prep.rows.rank, tail)
+    waits = np.flatnonzero(prep.rows.op == tf.OP_CODE["Wait"])
+    w0, w1 = (waits[prep.rows.rank[waits] == r] for r in (0, 1))
+    posts = prep.coll.rows
+
+    def in_post_order(r: int) -> np.ndarray:     # rank r's entries of coll.rows: A, B, C
+        mine = np.flatnonzero(prep.rows.rank[posts] == r)
+        return mine[np.argsort(posts[mine])]
+    on0, on1 = in_post_order(0), in_post_order(1)
+    assert tail_row[on0].tolist() == [w0[0]] * 3 and tail_off[on0].tolist() == [0, 2, 4]
+    assert tail_row[on1].tolist() == w1.tolist() and tail_off[on1].tolist() == [0, 0, 0]
+    # and the prediction is the one of the same program completed in post order everywhere
+    same = _prep(tmp_path, "same", [progs[1], progs[1]])
+    assert replay.run(prep, "hockney", HOCKNEY).makespan_ns == pytest.approx(
+        replay.run(same, "hockney", HOCKNEY).makespan_ns)
