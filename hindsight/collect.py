@@ -289,6 +289,11 @@ def _started(pids: list[int]) -> dict[int, int]:
     return out
 
 
+#: how long, after the launcher has returned, `collect` waits for a rank's staged records that
+#: a process still holds (a rank killed by an abort that has not yet released its files, or
+#: one sealing its own) before sealing them (instrument.seal.finalize_manifest)
+SETTLE_S = 10.0
+
 #: collect's exit code when its --timeout stopped the job (as `timeout(1)`), and when Ctrl-C or
 #: SIGTERM did (128 + SIGINT, as a shell reports a job stopped by Ctrl-C)
 TIMED_OUT, INTERRUPTED = 124, 130
@@ -501,7 +506,8 @@ def _finish(out: Path, rc: int, stopped: dict, nprocs: int, network: dict, state
     if rc != 0 or not manifest.get("complete"):
         try:
             manifest = finalize_manifest(out, launcher_exit=rc,
-                                         extra={"network": network, **stopped})
+                                         extra={"network": network, **stopped},
+                                         settle_s=SETTLE_S)
         except (OSError, TraceWriteError) as exc:
             # Disk full or directory unwritable: the staged records stay, the manifest stays
             # "incomplete"; nothing half-written is presented as a trace (docs/robustness.md).

@@ -213,14 +213,18 @@ def finish(out: Path) -> dict[str, Any]:
     n = int(manifest["ranks"])
     untraced = manifest.get("traced") is False
     statuses = [_read_status(fc.staging_dir(out, r)) for r in range(n)]
-    # an untraced rank has no names file: its status holds its epoch reading
-    epochs = [int(st.get("epoch_ns") or 0) if untraced
-              else fc.read_raw_names(fc.staging_dir(out, r))["epoch_ns"]
-              for r, st in enumerate(statuses)]
+    # an untraced rank's names file holds its host (and MPI library) only: its status holds its
+    # epoch reading
+    names = [fc.read_raw_names(fc.staging_dir(out, r)) for r in range(n)]
+    epochs = [int(st.get("epoch_ns") or 0) if untraced else nm["epoch_ns"]
+              for st, nm in zip(statuses, names)]
+    # A rank writes its status at its end only (MPI_Finalize, a signal); a killed run's ranks
+    # said their host and MPI library at start-up, in their names files.
     by_host: dict[str, list[int]] = {}
-    for r, st in enumerate(statuses):
-        if st.get("host"):
-            by_host.setdefault(str(st["host"]), []).append(r)
+    for r, (st, nm) in enumerate(zip(statuses, names)):
+        host = st.get("host") or nm.get("host")
+        if host:
+            by_host.setdefault(str(host), []).append(r)
     clock = manifest["clock"]
     if epochs[0]:
         # rank 0's offset is 0 by definition: its epoch reading is the run's
@@ -235,8 +239,8 @@ def finish(out: Path) -> dict[str, Any]:
     if all(isinstance(e, int) for e in ends):
         manifest["wall_ns"] = max(ends)
     for key in ("mpi_library", "mpi_version"):
-        if statuses[0].get(key):
-            manifest[key] = statuses[0][key]
+        if statuses[0].get(key) or names[0].get(key):
+            manifest[key] = statuses[0].get(key) or names[0][key]
     if any(st.get("status") == "complete" for st in statuses):
         manifest["conditions"] = conditions.of_run(
             statuses[0].get("machine_start"), statuses[0].get("machine_end"),

@@ -223,8 +223,10 @@ class _TraceOnImport:
         if os.environ.get("HINDSIGHT_UNTRACED") != "1":
             # Installed before MPI starts, so that the library's own SIGTERM/SIGINT handler
             # (which marks the rank terminated) hands the signal on to this one.
-            from instrument.signals import exit_on_signals
-            exit_on_signals()
+            # It exits after the grace the Python tracer's ranks take (instrument.session), so
+            # that the ranks signalled with it save their status before mpiexec kills them.
+            from instrument.signals import exit_on_signals, grace
+            exit_on_signals(grace)
 
     def _recorded_by_library(self, mpi):
         """``--recorder pmpi``: the program gets the real module; a program that initialises

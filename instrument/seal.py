@@ -21,13 +21,19 @@ from instrument.tracer import seal_rank, still_recording
 
 def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
                       extra: dict[str, Any] | None = None,
-                      launcher_exit: int | None = None) -> dict[str, Any]:
+                      launcher_exit: int | None = None,
+                      settle_s: float = 0.0) -> dict[str, Any]:
     """Write the final manifest from the ranks' own files (and gathered summaries if any).
 
     Used by rank 0 at a clean finish and by `hindsight collect` after mpiexec returns, so a
-    crashed run is described by what is actually on disk.
+    crashed run is described by what is actually on disk. ``settle_s``: how long to wait for
+    staged records a process still holds (``still_recording``) before they are sealed. After
+    the launcher has returned (`collect`), such a process is a rank still exiting (killed by an
+    abort, its files not yet released: the launcher returns once their output is closed) or
+    sealing its own records; without the wait the rank was recorded as `missing`.
     """
     trace_dir = Path(trace_dir)
+    deadline = time.monotonic() + settle_s
     start_path = trace_dir / tf.STAGING_DIR / "start.json"
     try:
         manifest = tf.read_manifest(trace_dir)
@@ -49,7 +55,7 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
             stopped_in[str(rank)] = where
         if not path.is_file():
             _seal_dead_rank(trace_dir, rank, manifest["run_id"], tf.epoch_of(manifest, rank),
-                            nranks)
+                            nranks, deadline)
         meta = None
         if path.is_file():
             try:
@@ -114,15 +120,19 @@ def finalize_manifest(trace_dir: Path, summaries: list[dict] | None = None,
 
 
 def _seal_dead_rank(trace_dir: Path, rank: int, run_id: str, epoch_ns: int | None,
-                    nranks: int) -> None:
+                    nranks: int, deadline: float = 0.0) -> None:
     """Turn what a rank that did not finish left in staging into its rank file, honestly marked.
 
-    Its status is the one it left beside its records (`terminated` after a signal), else
-    `killed`. A record being written when the rank was killed ends the data (hindsight.trace.core).
+    Its status is the one it left beside its records (`terminated` after a signal, `error`
+    with its exception after it raised), else `killed`. A record being written when the rank
+    was killed ends the data (hindsight.trace.core). Records a process still holds are waited
+    for until ``deadline`` (time.monotonic()), then left staged.
     """
     stage = tf.staging_dir(trace_dir, rank)
+    while still_recording(stage) and time.monotonic() < deadline:
+        time.sleep(0.02)
     if not (stage / tf.RAW_FILE).is_file() or still_recording(stage):
-        return
+        return              # sealed by the rank itself meanwhile, or a rank still running
     meta = {"format_version": tf.FORMAT_VERSION, "run_id": run_id, "rank": rank,
             "status": "killed", "communicators": {}}
     status_file = stage / "status.json"

@@ -32,7 +32,7 @@ from instrument import comm as tcomm, stopped as _stopped, untraced as _untraced
 from instrument.tracer import DEFAULT_CAPACITY, RECORD as _RECORD, Tracer, TraceWriteError
 from instrument.tracer import pack as _pack
 from instrument.seal import finalize_manifest
-from instrument.signals import exit_on_signals
+from instrument.signals import SIGNAL_GRACE_S, exit_on_signals
 
 #: Environment variables that change how MPI moves data; recorded in the manifest.
 TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
@@ -48,8 +48,6 @@ _program_end: int | None = None
 _conditions_start: dict[str, Any] = {}
 _conditions_end: dict[str, Any] = {}
 _region_op = tf.OP_CODE["region"]
-#: How long a signalled rank waits after saving its status before it exits (_flush_on_signal).
-SIGNAL_GRACE_S = 1.0
 
 
 def active() -> bool:
@@ -466,6 +464,14 @@ def _close_abnormally(status: str) -> None:
             return
         _status = status
         # A disk error must not hide the original failure.
+        try:
+            # First the status (and the error, for a rank that raised) beside the staged
+            # records, one small file: sealing them loads pyarrow, seconds on a loaded machine,
+            # and a job aborted meanwhile (another rank's MPI_Abort) kills this rank; the sealer
+            # then reads how it ended from there (instrument.seal)
+            t.mark(status)
+        except (Exception, TraceWriteError):
+            pass
         try:
             t.close(status)
         except (Exception, TraceWriteError) as exc:

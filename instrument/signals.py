@@ -15,6 +15,19 @@ import signal
 import threading
 from typing import Callable
 
+#: How long a signalled rank waits after saving its status before it exits: mpiexec forwards
+#: the signal to every rank and SIGKILLs the others as soon as one exits, so each waits a moment
+#: for the ranks signalled with it (scheduled later on a loaded machine) to save theirs too.
+SIGNAL_GRACE_S = 1.0
+
+
+def grace() -> None:
+    """``before_exit`` of a rank whose status was saved elsewhere (the PMPI library's own
+    handler): the wait alone."""
+    import time
+
+    time.sleep(SIGNAL_GRACE_S)
+
 
 def exit_on_signals(before_exit: Callable[[], None] = lambda: None) -> None:
     """Install the wake-up pipe and its watcher (main thread only: nothing is done elsewhere)."""

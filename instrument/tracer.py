@@ -251,12 +251,21 @@ class Tracer:
         self.closed = True
 
     def close(self, status: str) -> None:
-        """Stop recording and seal the raw records into rank-NNNNN.parquet."""
+        """Stop recording and seal the raw records into rank-NNNNN.parquet. The rank's lock on
+        them is held until they are sealed (``still_recording``): a sealer that finds them
+        unlocked (`hindsight collect` after the launcher returned) never seals them while this
+        rank does."""
         if self.closed:
             return
         meta = self.file_metadata(status)
-        self.release()
-        seal_rank(self.trace_dir, self.rank, meta, self.drift, self.epoch_ns)
+        # a duplicate of the locked descriptor keeps the lock once release() closes it
+        lock = os.dup(self._fd) if self._fd >= 0 else -1
+        try:
+            self.release()
+            seal_rank(self.trace_dir, self.rank, meta, self.drift, self.epoch_ns)
+        finally:
+            if lock >= 0:
+                os.close(lock)
 
 
 def still_recording(stage: Path) -> bool:

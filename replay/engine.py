@@ -231,14 +231,15 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
              "(some ranks wait for messages or collectives that can never happen)")
 
-#: Rule ``nonblocking_split`` (replay.patterns) runs a non-blocking collective's later steps at
-#: its completion; a program whose other calls before that completion wait for a peer that
-#: first completes the collective cannot be replayed so (docs/replay.md).
+#: Rules ``nonblocking_split`` and ``nonblocking_in_order`` (replay.patterns) run a non-blocking
+#: collective's later steps at its completion or at that of one posted after it on its
+#: communicator; a program whose other calls before that completion wait for a peer that first
+#: completes the collective cannot be replayed so (docs/replay.md).
 _NONBLOCKING_HINT = ("; the trace has non-blocking collectives, whose steps after the first "
                      "are replayed at their Wait/Test: a rank that waits for a peer's message "
                      "before completing its collective, while that peer completes the "
-                     "collective first, or ranks that complete two outstanding collectives in "
-                     "different orders (Waitany), deadlock under that rule (use --model "
+                     "collective first, or ranks that complete collectives on different "
+                     "communicators in different orders, deadlock under that rule (use --model "
                      "measured)")
 
 

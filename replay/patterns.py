@@ -3,10 +3,12 @@ window fence carries its epoch's one-sided transfers (rule ``fence_epoch``, ``re
 neighbourhood collective sends along its communicator's topology, and a non-blocking collective
 splits its blocking collective's pattern between its post and its completion (rule
 ``nonblocking_split``: without asynchronous progress the library advances a collective's
-schedule inside MPI calls, and the one call this model knows of is the completion)."""
+schedule inside MPI calls, and the calls this model knows of are the completions: its own, or
+one of a collective posted after it on its communicator, rule ``nonblocking_in_order``)."""
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from replay import collectives as C
@@ -84,3 +86,65 @@ def nonblocking_split(pat: C.Pattern) -> np.ndarray:
             k += 1
         out[q] = k - a
     return out
+
+
+def nonblocking_tails(coll: Instances, rank: np.ndarray,
+                      tail: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rule ``nonblocking_in_order``: where each member's steps after its post (``tail``
+    operations, one count per row of ``coll.rows``) run, as (the row, -1 for none; the offset
+    of the first of them among that row's operations).
+
+    MPI requires the collectives on a communicator to be posted in the same order on every
+    rank (MPI 4.0 §6.12), and the library advances every pending one inside any call. So the
+    completion of a non-blocking collective X (its Wait*/Test* row) first runs the steps after
+    the post of each collective the rank posted before X on X's communicator and has not
+    completed yet, in post order, then X's own: a member's tail runs at the first completion
+    among its own and those of the collectives its rank posted after it on the same
+    communicator (the suffix minimum, in post order, of the completion rows). Every rank so
+    runs the tails of one communicator in its post order, the same on all, whatever order
+    the program completes them in (a ``Waitany``). A collective never completed (``done``
+    -1, a partial trace) runs its tail at such a later completion or nowhere. A blocking
+    collective has no tail (its row runs its pattern)."""
+    n = len(coll.rows)
+    tail_row = np.full(n, -1, np.int64)
+    tail_off = np.zeros(n, np.int64)
+    nb = np.flatnonzero(coll.done != coll.rows)
+    if not len(nb):
+        return tail_row, tail_off
+    post = coll.rows[nb]
+    comm = np.repeat(coll.comm, np.diff(coll.off))[nb]
+    order = np.lexsort((post, comm, rank[post]))        # rows are in program order per rank
+    group = np.r_[True, (np.diff(rank[post][order]) != 0) | (np.diff(comm[order]) != 0)]
+    at, off = _in_order_tails(coll.done[nb][order], group, tail[nb][order])
+    tail_row[nb[order]] = at
+    tail_off[nb[order]] = off
+    return tail_row, tail_off
+
+
+@nb.njit(cache=True)
+def _in_order_tails(done, group_start, tail):
+    """For entries in groups of consecutive entries (one rank and communicator), each group in
+    post order: the row where each entry's tail runs, the smallest completion row among it and
+    the entries after it in its group (-1, never completed, counts as none; -1 if none), and
+    its offset there, the tails of the group's earlier entries placed at the same row before
+    it. (Such rows are non-decreasing in post order, so the entries sharing one are
+    consecutive; a completion row completes one request, so no two groups share one.)"""
+    n = len(done)
+    at = np.empty(n, np.int64)
+    off = np.zeros(n, np.int64)
+    best = -1
+    for k in range(n - 1, -1, -1):
+        d = done[k]
+        if d >= 0 and (best < 0 or d < best):
+            best = d
+        at[k] = best
+        if group_start[k]:
+            best = -1
+    run = 0
+    for k in range(n):
+        if k > 0 and not group_start[k] and at[k] == at[k - 1]:
+            run += tail[k - 1]
+        else:
+            run = 0
+        off[k] = run
+    return at, off

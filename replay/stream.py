@@ -8,8 +8,10 @@ A non-blocking collective (``Iallreduce``...) is its blocking collective split o
 its post row and the Wait*/Test* row that completes its request. Unexpanded, a member enters
 at its post (CPOST) and meets the others at its completion (CWAIT). Expanded, the post row
 carries the member's first step's posts (the sends and receives the library starts inside the
-call) and the completion row the rest of its pattern (rule ``nonblocking_split``,
-``replay.patterns``).
+call) and a completion row the rest of its pattern (rule ``nonblocking_split``,
+``replay.patterns``): its own, or the completion of a collective the rank posted after it on
+the same communicator, if that comes first (rule ``nonblocking_in_order``,
+``nonblocking_tails``).
 Window fences and neighbourhood collectives have patterns of their own (``replay.patterns``).
 
 Per row its operations (one per MPI row; two for a Sendrecv's receive half, whose send half
@@ -31,6 +33,7 @@ from replay import patterns as P
 from replay import kernel as K
 from replay.instances import Instances, group_ids
 from replay.matching import index_proto
+from replay.patterns import nonblocking_tails
 from replay.polling import POLL_CODE, apply_to_stream as apply_polls
 from replay.rma_epochs import EpochOps, place_epoch_ops
 from replay.rows import KIND_TABLES, Messages, Rows
@@ -174,7 +177,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         # burst); a non-blocking one's split over its post and completion rows
         inst_of = coll.of_rows()
         per = np.ones(len(coll.rows), np.int64)
-        per_done = np.ones(len(coll.rows), np.int64)
+        tail = np.zeros(len(coll.rows), np.int64)   # a non-blocking member's steps after its post
         for g, pm in pats.items():
             if pm is None:
                 continue
@@ -183,10 +186,16 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             head = heads[g][coll.local[sel]]
             split = head > 0
             per[sel] = np.maximum(np.where(split, head, nops), 1)
-            per_done[sel] = np.maximum(nops - head, 1)
+            tail[sel] = np.where(split, nops - head, 0)
         per_row = np.zeros(n, np.int64)
         per_row[coll.rows] = per
-        per_row[coll.done[completed_apart]] = per_done[completed_apart]
+        tail_row, tail_off = nonblocking_tails(coll, rows.rank, tail)
+        # a completion row carries the tails placed there (at least one operation: its burst)
+        per_row[coll.done[completed_apart]] = 1
+        placed = tail_row >= 0
+        per_row[tail_row[placed]] = np.maximum(
+            np.bincount(tail_row[placed], tail[placed], minlength=n)[tail_row[placed]], 1
+        ).astype(np.int64)
     with_epochs = expand and rma is not None and len(rma.row) > 0
     if with_epochs:    # the closing calls' operations (rows apart from the collectives')
         if not len(per_row):
@@ -238,6 +247,10 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         msg[first[coll.done[completed_apart]]] = inst[completed_apart]
         coll_n = np.diff(coll.off).astype(np.int64)
     elif ninst:
+        # per member, its first operation after the post's: a blocking collective's row's first,
+        # a non-blocking one's tail where rule nonblocking_in_order placed it (-1: nowhere)
+        tail_at = np.where(coll.done == coll.rows, first[coll.rows],
+                           np.where(tail_row >= 0, first[np.maximum(tail_row, 0)] + tail_off, -1))
         base = M0
         for g, pm in pats.items():
             if pm is None:
@@ -248,7 +261,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             ni = len(insts)
             mem_arr = np.asarray(mem, np.int32)
             by_local = _rows_by_local(coll, coll.rows, insts, len(mem))
-            done_local = _rows_by_local(coll, coll.done, insts, len(mem))
+            tail_local = _rows_by_local(coll, tail_at, insts, len(mem))
             block = slice(base, base + ni * Mp)
             if g in flagged:
                 if m_shared_flag is None:
@@ -262,9 +275,9 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             pkind = np.asarray(pat.op_kind, np.int8)
             pmsg = np.asarray(pat.op_msg, np.int64)
             head = heads[g]
-            _fill_pattern(kind, msg, first, by_local, done_local, head, poff, pkind, pmsg,
+            _fill_pattern(kind, msg, first, by_local, tail_local, head, poff, pkind, pmsg,
                           base, Mp)
-            _pattern_ops(m_send_op, m_recv_op, first, by_local, done_local, head, base,
+            _pattern_ops(m_send_op, m_recv_op, first, by_local, tail_local, head, base,
                          *_message_steps(poff, pkind, pmsg, Mp))
             base += ni * Mp
         assert base == E0  # the messages counted before the layout are all written
@@ -326,9 +339,9 @@ def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
 
 def _rows_by_local(coll: Instances, rows: np.ndarray, insts: np.ndarray,
                    nmem: int) -> np.ndarray:
-    """``rows`` (one per row of ``coll.rows``: those rows, or the rows completing them) of the
-    instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial trace did not
-    record)."""
+    """``rows`` (one value per row of ``coll.rows``: those rows, or their tails' first
+    operations) of the instances ``insts`` by local rank, ``[x, q]`` (-1: a member a partial
+    trace did not record)."""
     ni = len(insts)
     by_local = np.full((ni, nmem), -1, np.int64)
     offs = coll.off
@@ -478,20 +491,22 @@ def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sy
 
 
 @nb.njit(cache=True, inline="always")
-def _step_position(first, post_row, done_row, head, j):
+def _step_position(first, post_row, tail_at, head, j):
     """Rule ``nonblocking_split``: where a member's ``j``-th pattern operation lies: the
-    ``head`` first ones from its post row's first operation on, the others from its completion
-    row's (-1: that row was not recorded). A blocking collective has head 0 and its own row as
-    completion."""
+    ``head`` first ones from its post row's first operation on, the others from operation
+    ``tail_at`` on (in a completion row, ``nonblocking_tails``; -1: nowhere, the row was not
+    recorded). A blocking collective has head 0 and its own row's first operation as
+    ``tail_at``."""
     if j < head:
         return first[post_row] + j if post_row >= 0 else -1
-    return first[done_row] + j - head if done_row >= 0 else -1
+    return tail_at + j - head if tail_at >= 0 else -1
 
 
 @nb.njit(cache=True)
-def _fill_pattern(kind, msg, first, by_local, done_local, head, poff, pkind, pmsg, base, Mp):
+def _fill_pattern(kind, msg, first, by_local, tail_local, head, poff, pkind, pmsg, base, Mp):
     """The operations of a collective's pattern for each of its instances: member q of instance
-    x (its row ``by_local[x, q]``, completed at ``done_local[x, q]``) gets the pattern's steps
+    x (its row ``by_local[x, q]``, its tail from operation ``tail_local[x, q]`` on) gets the
+    pattern's steps
     ``poff[q]..poff[q+1]`` (placed by ``_step_position``), their messages numbered
     ``base + x·Mp + pmsg``. A member without steps keeps its single NOP; one a partial trace
     did not record (row -1) has no operations to fill.
@@ -505,16 +520,16 @@ def _fill_pattern(kind, msg, first, by_local, done_local, head, poff, pkind, pms
             post_row = by_local[x, q]
             if post_row < 0:
                 continue
-            done_row = done_local[x, q]
+            tail_at = tail_local[x, q]
             for j in range(poff[q], poff[q + 1]):
-                at = _step_position(first, post_row, done_row, head[q], j - poff[q])
+                at = _step_position(first, post_row, tail_at, head[q], j - poff[q])
                 if at >= 0:
                     kind[at] = pkind[j]
                     msg[at] = base + x * Mp + pmsg[j]
 
 
 @nb.njit(cache=True)
-def _pattern_ops(send_op, recv_op, first, by_local, done_local, head, base, s_member, s_step,
+def _pattern_ops(send_op, recv_op, first, by_local, tail_local, head, base, s_member, s_step,
                  r_member, r_step):
     """For each instance's messages of a pattern, the operations that post the send and the
     receive: message j is sent by member ``s_member[j]`` at its step ``s_step[j]`` and
@@ -531,9 +546,9 @@ def _pattern_ops(send_op, recv_op, first, by_local, done_local, head, base, s_me
             s, r = s_member[j], r_member[j]
             rs = by_local[x, s]
             rr = by_local[x, r]
-            send_op[m] = _step_position(first, rs, done_local[x, s], head[s], s_step[j]) \
+            send_op[m] = _step_position(first, rs, tail_local[x, s], head[s], s_step[j]) \
                 if rs >= 0 else -1
-            recv_op[m] = _step_position(first, rr, done_local[x, r], head[r], r_step[j]) \
+            recv_op[m] = _step_position(first, rr, tail_local[x, r], head[r], r_step[j]) \
                 if rr >= 0 else -1
 
 

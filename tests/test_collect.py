@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 from collections import Counter
 
@@ -555,3 +557,22 @@ def test_a_binary_that_never_initialises_mpi_is_named_so(tmp_path):
     assert res.stderr.strip().splitlines()[-1] == (
         f"Error: {prog}: no rank initialised MPI, so nothing was traced (is it an MPI program "
         "built with this MPICH's mpicc?)")
+
+
+@pytest.mark.parametrize("untraced", [False, True], ids=["traced", "untraced"])
+@pytest.mark.parametrize("recorder", ["python", "pmpi"])
+def test_a_killed_runs_manifest_says_its_hosts_and_mpi(tmp_path, recorder, untraced):
+    # rank 1 dies of SIGKILL mid-run: no rank reaches MPI_Finalize, where the PMPI library's
+    # ranks write their status (host, MPI library); what they said at start-up stands in
+    out = tmp_path / "t"
+    res = hindsight("collect", "--recorder", recorder, "-n", 2, "--program",
+                    PROGRAMS / "crash.py", "--out", out, "--timeout", 60,
+                    *(["--untraced"] if untraced else []))
+    assert res.returncode != 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["complete"] is False and m["launcher_exit_code"] not in (0, 124)
+    assert m["ranks"] == 2
+    host = os.environ.get("HINDSIGHT_HOSTNAME") or os.uname().nodename
+    assert m["hosts"] == {host: [0, 1]} and m["ranks_per_host"] == {host: 2}
+    assert re.fullmatch(r"\d+\.\d+", m["mpi_version"])
+    assert m["mpi_library"] and "\n" not in m["mpi_library"]

@@ -180,3 +180,46 @@ def test_exception_on_one_rank_ends_the_job_instead_of_hanging(tmp_path):
     assert manifest["rank_status"][1] == "error"
     df = tf.read_trace(out).to_pandas()
     assert list(df[df["rank"] == 1]["op"].astype(str)) == ["Recv"] * 3
+
+
+@pytest.mark.parametrize("recorder", ["python", "pmpi"])
+@pytest.mark.parametrize("timing", [("--hold", "1"), ("--abort-after", "0.05")],
+                         ids=["records-held-after-mpiexec", "abort-while-raising"])
+def test_a_rank_that_raises_is_an_error_and_the_others_killed_whatever_the_timing(
+        tmp_path, recorder, timing):
+    # Two timings a loaded machine gave, made deterministic (tests/programs/raises_under_load.py):
+    # rank 0's records still held by a process when mpiexec has returned (a rank still exiting)
+    # were left unsealed, rank 0 `missing`; an abort that came while rank 1 was sealing its
+    # records after raising killed it there, and its error was lost (`killed`, no rank_errors)
+    out = tmp_path / "t"
+    res = hindsight("collect", "--recorder", recorder, "-n", 2, "--program",
+                    PROGRAMS / "raises_under_load.py", "--out", out, "--timeout", 60, "--",
+                    *timing)
+    assert res.returncode != 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["launcher_exit_code"] not in (0, 124)
+    assert m["rank_status"] == ["killed", "error"]
+    assert m["rank_errors"] == {"1": "RuntimeError: deliberate failure on rank 1"}
+    df = tf.read_trace(out).to_pandas()
+    assert [list(df[df["rank"] == r]["op"].astype(str)) for r in (0, 1)] == \
+        [["Send"] * 3 + ["Barrier"], ["Recv"] * 3 + ["Barrier"]]
+
+
+def test_a_rank_sealing_its_own_records_keeps_them_locked_until_sealed(tmp_path, monkeypatch):
+    # A sealer that finds staged records unlocked takes them for a dead rank's (collect after
+    # the launcher returned, `trace seal`): while a rank seals its own, it must find them held
+    from instrument import tracer as T
+
+    t = T.Tracer(tmp_path, 0, "run", 0, capacity=16)
+    seen = []
+    real = T.seal_rank
+
+    def seal_and_look(trace_dir, rank, meta, *args):
+        seen.append(T.still_recording(t.stage))
+        return real(trace_dir, rank, meta, *args)
+
+    monkeypatch.setattr(T, "seal_rank", seal_and_look)
+    assert T.still_recording(t.stage)
+    t.close("error")
+    assert seen == [True]
+    assert tf.file_metadata(tmp_path / tf.rank_file_name(0))["status"] == "error"

@@ -203,10 +203,12 @@ def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:
 
 
 def read_raw_names(stage: Path) -> dict[str, Any]:
-    """What a rank's names file says: epoch_ns, regions (by code), communicators, capacity.
-    A line cut short by a kill is ignored."""
+    """What a rank's names file says: epoch_ns, regions (by code), communicators, capacity,
+    and from the PMPI library the rank's host and (rank 0) mpi_version and mpi_library, None
+    where it says nothing. A line cut short by a kill is ignored."""
     out: dict[str, Any] = {"epoch_ns": 0, "regions": [], "communicators": {}, "neighbours": {},
-                           "capacity": None}
+                           "capacity": None, "host": None, "mpi_version": None,
+                           "mpi_library": None}
     try:
         lines = (Path(stage) / RAW_NAMES_FILE).read_text().splitlines()
     except OSError:
@@ -229,6 +231,10 @@ def read_raw_names(stage: Path) -> dict[str, Any]:
             out["neighbours"][str(item[1])] = list(item[2])
         elif kind == "rank":
             out["capacity"] = int(item[3])
+        elif kind == "host":
+            out["host"] = str(item[1])
+        elif kind == "mpi":
+            out["mpi_version"], out["mpi_library"] = str(item[1]), str(item[2])
     return out
 
 

@@ -967,8 +967,12 @@ static void clock_offsets(const char *hosts, int hlen) {
 static int open_stage(const char *dir, int64_t capacity) {
     snprintf(stage, sizeof stage, "%s/.staging/rank-%05d", dir, wrank);
     if (mkdir(stage, 0755) != 0 && errno != EEXIST) return errno;
-    if (untraced) return 0;
     char path[4200];
+    if (untraced) {     /* names.jsonl for start_lines only: nothing is recorded */
+        snprintf(path, sizeof path, "%s/names.jsonl", stage);
+        names_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        return names_fd < 0 ? errno : 0;
+    }
     snprintf(path, sizeof path, "%s/events.raw", stage);
     raw_fd = open(path, O_RDWR | O_CREAT, 0644);
     if (raw_fd < 0) return errno;
@@ -987,6 +991,31 @@ static int open_stage(const char *dir, int64_t capacity) {
      * (where MADV_POPULATE_WRITE is missing) */
     for (size_t o = 0; o < window_bytes; o += 4096) ((volatile char *)cur)[o] = 0;
     return 0;
+}
+
+/* The rank's host and (rank 0) the MPI library, into names.jsonl at start-up (untraced too):
+ * status.json, which says them too, is written only at the end (MPI_Finalize, a signal), so a
+ * run killed before that (an abort, a crashing rank, SIGKILL) still has them in its manifest
+ * (native.finish). */
+static void start_lines(void) {
+    char b[MPI_MAX_LIBRARY_VERSION_STRING + 600];
+    size_t n = (size_t)snprintf(b, sizeof b, "[\"host\", \"");
+    n = put_str(b, n, sizeof b, host);
+    n += (size_t)snprintf(b + n, sizeof b - n, "\"]\n");
+    n = CLAMP(n, sizeof b);
+    name_line(b);
+    if (wrank != 0) return;
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0, v = 0, sv = 0;
+    PMPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = 0;
+    PMPI_Get_version(&v, &sv);
+    n = (size_t)snprintf(b, sizeof b, "[\"mpi\", \"%d.%d\", \"", v, sv);
+    n = put_str(b, n, sizeof b, lib);
+    n += (size_t)snprintf(b + n, sizeof b - n, "\"]\n");
+    n = CLAMP(n, sizeof b);
+    name_line(b);
 }
 
 static void start(void) {
@@ -1025,6 +1054,11 @@ static void start(void) {
     snprintf(line, sizeof line, "[\"rank\", %d, \"%s\", %lld]\n", wrank, run_id ? run_id : "",
              (long long)capacity);
     name_line(line);
+    start_lines();
+    if (untraced) {
+        close(names_fd);
+        names_fd = -1;
+    }
 
     char *hosts = calloc((size_t)wsize, sizeof host);
     PMPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
