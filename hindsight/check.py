@@ -52,10 +52,37 @@ def find_problems(trace_dir: Path | str, window: int | None = None) -> list[str]
     if window is not None:
         return stream_problems(trace_dir, window)
     trace_dir = Path(trace_dir)
-    trace = tf.read_columns(trace_dir)
+    return _column_problems(trace_dir, tf.read_columns(trace_dir))[0]
+
+
+def check_and_prepare(trace_dir: Path | str) -> list[str]:
+    """``check_trace`` of a trace just written (an import's); when it finds no problem, the
+    trace's prepared form is also cached beside it (``replay.prepare.cache_prepared``), made
+    from the check's own read of the rows and its message matching: the first replay then
+    finds it, as it finds what an earlier replay cached, instead of reading and matching the
+    rows a second time."""
+    from replay.prepare import cache_prepared
+
+    trace_dir = Path(trace_dir)
+    try:
+        trace = tf.read_columns(trace_dir)
+    except tf.UntracedRunError:
+        raise
+    except tf.TraceError as exc:
+        return [str(exc)]
+    problems, matched = _column_problems(trace_dir, trace)
+    if not problems and matched is not None and trace.complete:
+        cache_prepared(trace, matched)
+    return problems
+
+
+def _column_problems(trace_dir: Path, trace: tf.Columns) -> tuple[list[str], Any]:
+    """``find_problems`` of a trace read as ``trace``, and the message matching it made
+    (``match_messages``' answer on the rows in file order; None when the row checks did not
+    run)."""
     problems, stop = _header_problems(trace_dir, trace.manifest, trace.sources)
     if stop:
-        return problems
+        return problems, None
     cols = trace.arrays
     ops = cols["op"]           # codes into tf.OPS, whatever each file's dictionary
     files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}
@@ -63,9 +90,10 @@ def find_problems(trace_dir: Path | str, window: int | None = None) -> list[str]
     problems += _capped(_check_order(cols, ops, files))
     problems += _capped(_check_send_requests(cols, ops, files, complete))
     problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
-    problems += _capped(_check_matching(cols, files))
+    matched = match_messages(cols)
+    problems += _capped(_check_matching(cols, files, matched=matched))
     problems += _check_epochs(cols, ops, trace_dir)
-    return problems
+    return problems, matched
 
 
 def _header_problems(trace_dir: Path, manifest: dict, sources: list) -> tuple[list[str], bool]:
@@ -317,11 +345,11 @@ def _check_epochs(cols, ops, trace_dir: Path) -> list[str]:
 
 
 def _check_matching(cols: dict[str, np.ndarray], files: dict,
-                    later: np.ndarray | None = None) -> list[str]:
+                    later: np.ndarray | None = None, matched: Any = None) -> list[str]:
     """Unmatched messages (named by the receiving or sending rank's file) and clock skew.
     ``later``: rows standing for receives of a later segment (a streamed check), whose times
-    are not the receive's."""
-    match, problems = match_messages(cols)
+    are not the receive's; ``matched``: ``match_messages(cols)`` when the caller made it."""
+    match, problems = matched if matched is not None else match_messages(cols)
     out = []
     for line in problems:
         # match_messages says "rank R seq S: ..."; the user needs the file too.

@@ -164,6 +164,15 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     return prep
 
 
+def cache_prepared(cols: tf.Columns, matched: tuple[MessageMatch, list[str]]) -> None:
+    """Prepare the complete trace read as ``cols`` and cache the result beside it, where
+    ``prepare`` looks for it (keyed as it keys it). ``matched``: ``match_messages``' answer on
+    ``cols`` in their order, made already (``hindsight.check.check_and_prepare``)."""
+    path = cache.cache_path(Path(cols.path))
+    if path is not None:
+        cache.save(_prepare_columns(cols, False, matched=matched), path)
+
+
 def _refuse_concurrent(trace_dir: Path, manifest: dict) -> None:
     """A trace whose rank called MPI from two threads at once holds that rank's calls up to
     the first overlap only: say so (a ReplayError) instead of replaying it as a whole run."""
@@ -203,18 +212,22 @@ def host_placement(manifest: dict, nranks: int) -> np.ndarray:
 
 @gc_paused()
 def _prepare_columns(cols: tf.Columns, partial: bool, *, t0: int | None = None,
-                     since: np.ndarray | None = None, last: bool | np.ndarray = True) -> Prepared:
+                     since: np.ndarray | None = None, last: bool | np.ndarray = True,
+                     matched: tuple[MessageMatch, list[str]] | None = None) -> Prepared:
     """Prepare ``cols`` (a whole trace, or a segment of one: ``t0`` the whole trace's first
     event, ``since`` where each rank's first burst begins, ``last`` whether the segment ends the
     trace, or per rank whether it ends that rank: a trail only then; ``replay.segments``)."""
-    return prepare_rows(cols, partial, t0=t0, since=since, last=last)[0]
+    return prepare_rows(cols, partial, t0=t0, since=since, last=last, matched=matched)[0]
 
 
 def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
                  since: np.ndarray | None = None, last: bool | np.ndarray = True,
-                 max_problems: int = 1000) -> tuple[Prepared, MessageMatch]:
+                 max_problems: int = 1000,
+                 matched: tuple[MessageMatch, list[str]] | None = None
+                 ) -> tuple[Prepared, MessageMatch]:
     """``_prepare_columns`` and the matching it made (whose unmatched rows and request pairs
-    ``replay.segments`` cuts by)."""
+    ``replay.segments`` cuts by); ``matched``: ``match_messages``' answer on ``cols`` in their
+    order, when the caller made it (used if the rows are in (rank, seq) order already)."""
     a = dict(cols.arrays)  # columns that only matching needs are dropped from this copy
     manifest = cols.manifest
     rank, seq = a["rank"], a["seq"]
@@ -223,8 +236,10 @@ def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
     if not tf.in_rank_seq_order(rank, seq):
         order = np.lexsort((seq, rank))
         a = {k: v[order] for k, v in a.items()}
+        matched = None
 
-    match, problems = match_messages(a, max_problems=max_problems, _in_order=True)
+    match, problems = (matched if matched is not None else
+                       match_messages(a, max_problems=max_problems, _in_order=True))
     peer, tag = a.pop("peer"), a.pop("tag")  # only matching, the probes and RMA need them
     a.pop("request", None)
     fatal = [p for p in problems if "bytes but" not in p]

@@ -551,6 +551,43 @@ def test_cli_import_goal_then_replay(tmp_path):
     assert out["breakdown"]["end_s"] == [2500e-9, 13638e-9]
 
 
+def test_cli_import_caches_the_prepared_trace_the_first_replay_reads(tmp_path, monkeypatch):
+    """The import's check of the new trace also prepares it for replay, from the check's own
+    read and message matching, and caches that where ``prepare`` looks: the first replay reads
+    no row and matches no message, and the cached form is the one a fresh preparation makes."""
+    import dataclasses
+    import sys
+
+    import importlib
+
+    from replay import cache
+
+    P = importlib.import_module("replay.prepare")   # replay.prepare is also the function
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from goal_schedules import make_schedule
+
+    text, _ = make_schedule("pairwise", 3000, P=8)
+    src = tmp_path / "p.goal"
+    src.write_text(text)
+    p = hindsight("import", "goal", src, "--out", tmp_path / "t")
+    assert p.returncode == 0 and "trace check: ok" in p.stdout, p.stderr
+    assert cache.cache_path(tmp_path / "t").is_dir()
+    fresh = replay.prepare(tmp_path / "t", use_cache=False)
+    with monkeypatch.context() as m:
+        m.setattr(P, "match_messages", lambda *a, **k: pytest.fail("matched again"))
+        m.setattr(tf, "read_columns", lambda *a, **k: pytest.fail("rows read again"))
+        cached = replay.prepare(tmp_path / "t")
+    assert cached.nrows == fresh.nrows > 0 and cached.problems == fresh.problems
+    for table in ("rows", "msgs", "coll", "rma"):
+        a, b = getattr(cached, table), getattr(fresh, table)
+        for f in dataclasses.fields(a):
+            assert np.array_equal(getattr(a, f.name), getattr(b, f.name)), (table, f.name)
+    assert np.array_equal(cached.trail, fresh.trail) and cached.t0 == fresh.t0
+    a, b = replay.run(cached, "loggps"), replay.run(fresh, "loggps")
+    assert a.makespan_ns == b.makespan_ns and np.array_equal(a.rank_end_ns, b.rank_end_ns)
+
+
 def test_cli_formats_come_from_the_registries(tmp_path):
     from hindsight.interop.cli import export_cmd, import_cmd
 

@@ -194,14 +194,14 @@ def import_cmd(fmt, source, out, sets, force):
 
     def convert(tmp: Path) -> None:
         """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
-        from hindsight.check import check_trace
+        from hindsight.check import check_and_prepare
         from hindsight.system import release_freed_memory
 
         importer.read(source, tmp, assignments)
         # the check reads the trace back through pyarrow's allocator: the import's freed
         # arrays, kept by glibc for reuse, would otherwise add to its peak
         release_freed_memory()
-        problems = check_trace(tmp)
+        problems = check_and_prepare(tmp)
         if problems:
             # never leave a trace behind that hindsight itself calls inconsistent
             raise UserError(f"{source}: the converted trace is inconsistent: {problems[0]}"
