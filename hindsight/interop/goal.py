@@ -97,7 +97,7 @@ def import_goal(path: Path | str, out: Path | str,
     shutil.copyfile(path, out / SIDECAR)
     cache_schedule(sched, out / SIDECAR)
     ranks = RankRows(sched, sim)
-    del sched, sim          # the rows keep what they need; a rank's rows live while it is written
+    del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     # the manifest's makespan is the last row's end, from the epoch (time 0, where the
     # simulation starts), as write_trace takes it from the rows
     write_trace(out, ranks, manifest={
@@ -120,7 +120,7 @@ def skipped_by_kind(s: Schedule) -> dict[str, int]:
 
 class RankRows(Sequence[RankEvents]):
     """Each rank's simulated operations linearised into trace rows, made when the rank is asked
-    for (a writer holds the rows of the ranks it is writing, one per thread of write_trace).
+    for (a writer going through the ranks holds one rank's rows at a time).
 
     Sends become Isend and receives Irecv at their simulated start; each request gets a Wait row
     right before the first operation that requires it (or at the end), ending when the operation
@@ -184,7 +184,7 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
     return off, on
 
 
-@nb.njit(cache=True, nogil=True)     # write_trace makes ranks in threads
+@nb.njit(cache=True)
 def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
                dep_on, codes, any_source, any_tag):
     """The rows of ``RankRows`` of the rank whose operations are lo..hi (``order``: them by

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,6 @@ from hindsight.trace.core import (CONCURRENT_STATUS, FORMAT_VERSION, METADATA_KE
                                   rank_file_name, read_raw_names, write_manifest)
 from hindsight.trace.raw import first_overlap, raw_tables, raw_records
 from hindsight.trace.schema import COLUMNS, SCHEMA, WRITE_OPTIONS, rows_to_table
-from hindsight.system import usable_cores
 
 #: The integer columns of a rank, in file order (after rank, seq, op, region).
 INT_FIELDS: tuple[str, ...] = COLUMNS[4:]
@@ -192,10 +190,8 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
     trace_dir.mkdir(parents=True, exist_ok=True)
     run_id = run_id or uuid.uuid4().hex[:12]
     nranks = len(ranks)
-
-    def write_one(rank: int) -> tuple[int, int | None, int]:
-        """Rank ``rank``'s file; (rows, first start, last end)."""
-        data = ranks[rank]
+    events, t_lo, t_hi = [], None, 0
+    for rank, data in enumerate(ranks):
         if isinstance(data, pa.Table):
             table = data
         else:
@@ -206,23 +202,11 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
                 "format_version": FORMAT_VERSION}
         write_rank_file(trace_dir / rank_file_name(rank), [table], meta,
                         delta=MEMORY_DELTA_COLUMNS)
-        if not table.num_rows:
-            return 0, None, 0
-        return (table.num_rows, int(pa.compute.min(table.column("t_start")).as_py()),
-                int(pa.compute.max(table.column("t_end")).as_py()))
-
-    # Ranks are written in threads, one a core: pyarrow encodes a file without the GIL, and a
-    # lazy sequence (an import's rows) may make its ranks without it too. A thread holds one
-    # rank at a time; the files are the same as written one by one.
-    threads = max(1, min(usable_cores(), nranks))
-    if threads > 1:
-        with ThreadPoolExecutor(threads) as ex:
-            written = list(ex.map(write_one, range(nranks)))
-    else:
-        written = [write_one(r) for r in range(nranks)]
-    events = [w[0] for w in written]
-    starts = [w[1] for w in written if w[1] is not None]
-    t_lo, t_hi = (min(starts) if starts else None), max([0] + [w[2] for w in written])
+        if table.num_rows:
+            t_hi = max(t_hi, int(pa.compute.max(table.column("t_end")).as_py()))
+            lo = int(pa.compute.min(table.column("t_start")).as_py())
+            t_lo = lo if t_lo is None else min(t_lo, lo)
+        events.append(table.num_rows)
     comms = {0: list(range(nranks))}
     comms.update(communicators or {})
     out = {
