@@ -1,0 +1,334 @@
+"""Compiled conversion of an OTF2 archive's event records (``otf2_events``) into trace rows, for
+``otf2_import``: numba kernels over the records' int64 columns and integer tables that
+``otf2_import`` prepares from the definitions; no Python object per event.
+
+Rule *events to rows* (``convert``) walks one chunk of records in the archive's order: a rank's
+call stack (Enter/Leave pairing), its open MPI call and the records inside it (*call rows*,
+``otf2_calls``, at the call's Leave), the rows of non-MPI regions, the skipped counts of the
+events it has no row for. Its state (``Conversion``) lives in arrays and typed dicts across
+chunks. When it meets an event it cannot take it stops there and says why (``BAIL_*``): a full
+buffer (the caller grows it and calls again from that event) or an error, which the caller
+words (the kernel keeps no strings). Rule *completions* (``fill_nbc``) gives a non-blocking
+collective's post row the communicator, size and root of its completion; rule *by rank*
+(``by_rank``) orders the rows by rank, stably.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+from hindsight import trace as tf
+from hindsight.interop import otf2_events as EV
+from hindsight.interop.otf2_calls import (
+    NBC_PENDING, NCOL, NREC, O_BLOCKING, O_ROOTED, R_COLL, R_COMM_NEW, R_IRECV_REQ,
+    R_ISEND_DONE, R_NBC_DONE, R_NBC_REQ, R_PROBE, R_RECV, R_SEND, RA, RB, RC, RD, RE, RF, RG,
+    RK, SK_NBC_EVENT, W_COMM, W_CPU, W_NBYTES, W_OP, W_RANK, W_REGION, W_REQ, W_ROOT, W_T0,
+    W_T1,
+    block, call_rows)
+from hindsight.interop.otf2 import UNDEFINED_ROOT
+
+# a rank's state (a row of Conversion.ranks)
+S_DEPTH, S_RDEPTH, S_MPI, S_CALL, S_CALL_T, S_CALL_REG, S_CALL_EXT, S_NREC, S_NEXT_REQ = \
+    range(9)
+# a stack frame: region name id, enter time, MPI or not, work size
+F_NAME, F_T, F_MPI, F_WORK = range(4)
+# a region table's columns: name id (-1: no such region), MPI, call branch, op code
+G_NAME, G_MPI, G_BRANCH, G_OP = range(4)
+# a communicator table's columns: hindsight id, slot (its members), usable (1) or not
+K_CID, K_SLOT, K_OK = range(3)
+# counters: rows written, events seen (the order skipped kinds first occurred in)
+C_NROWS, C_STAMP = range(2)
+SK_NO_OP = 1                    # skipped kind "MPI call without a trace op"
+# why convert stopped
+(DONE, BAIL_EVENT, BAIL_LEAVE_EMPTY, BAIL_MISMATCH, BAIL_CALL, NEED_STACK, NEED_RECS,
+ NEED_ROWS) = range(8)
+# the attributes' places in a record (EV.ATTRS)
+(A_SIZE, A_CPU, A_NEW, A_COMM, A_ROWS, A_SRC, A_TAG, A_RBYTES, A_NBYTES) = range(len(EV.ATTRS))
+_PAIR = types.UniTuple(types.int64, 2)
+
+
+class Conversion:
+    """The state of rule *events to rows* across chunks (see the module docstring)."""
+
+    def __init__(self, nranks: int):
+        self.ranks = np.zeros((nranks, 9), np.int64)
+        self.stack = np.zeros((nranks, 16, 4), np.int64)
+        self.rstack = np.zeros((nranks, 16), np.int64)
+        self.recs = np.zeros((nranks, 8, NREC), np.int64)
+        self.rows = np.zeros((NCOL, 1 << 16), np.int64)
+        self.counters = np.zeros(2, np.int64)
+        self.skipped = np.zeros(2, np.int64)
+        self.skipped_first = np.full(2, -1, np.int64)
+        self.off = np.zeros((0, 2), np.int64)           # per other location: events, MPI ones
+        self.off_first = np.zeros((0, 2), np.int64)
+        self.aux = np.zeros(4, np.int64)
+        self.req = Dict.empty(_PAIR, _PAIR)
+        self.nbc = Dict.empty(_PAIR, _PAIR)
+        self.nbc_done = Dict.empty(_PAIR, types.UniTuple(types.int64, 5))
+        self.nbc_post = Dict.empty(_PAIR, types.int64)
+
+    def grow(self, need: int) -> None:
+        """Make room after ``convert`` stopped with ``need`` (a ``NEED_*``)."""
+        if need == NEED_STACK:
+            self.stack = np.concatenate([self.stack, np.zeros_like(self.stack)], axis=1)
+            self.rstack = np.concatenate([self.rstack, np.zeros_like(self.rstack)], axis=1)
+        elif need == NEED_RECS:
+            self.recs = np.concatenate([self.recs, np.zeros_like(self.recs)], axis=1)
+        else:
+            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)], axis=1)
+
+    def other_locations(self, count: int) -> None:
+        """Room for the counts of ``count`` locations outside the MPI group."""
+        if count > len(self.off):
+            more = count - len(self.off)
+            self.off = np.concatenate([self.off, np.zeros((more, 2), np.int64)])
+            self.off_first = np.concatenate([self.off_first, np.full((more, 2), -1, np.int64)])
+
+
+@njit(cache=True)
+def _world(rank, cref, local, comms, slots, members):
+    """``world_rank``: the world rank of ``local`` in communicator ``cref``; -1: out of it."""
+    cid = comms[cref, K_CID]
+    if cid == tf.COMM_SELF_ID:
+        return rank
+    slot = comms[cref, K_SLOT]
+    if local < 0 or local >= slots[slot, 1]:
+        return -1
+    return members[slots[slot, 0] + local]
+
+
+@njit(cache=True)
+def _root(rank, cref, root, comms, slots, members):
+    """``root_rank``: the world rank of a collective's root, -1 for none."""
+    cid = comms[cref, K_CID]
+    if root == UNDEFINED_ROOT or cid == tf.COMM_SELF_ID or root >= slots[comms[cref, K_SLOT], 1]:
+        return -1
+    return _world(rank, cref, root, comms, slots, members)
+
+
+@njit(cache=True)
+def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, members, ops, ops_sendrecv,
+            coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks, stack, rstack,
+            recs, rows, counters, skipped, skipped_first, off, off_first, aux, req, nbc,
+            nbc_done, nbc_post):
+    """Rule *events to rows* on records ``ev[start:]`` (``times`` their ns, ``lrank`` the rank
+    of their location or -1 - the slot of a location outside the MPI group, ``gidx`` and
+    ``cidx`` the rows of their region (F0) and communicator (F1) in ``regs`` and ``comms``, -1
+    for none, ``extslot`` the ATTR_ROWS entry of an Enter's). Returns (why it stopped, the
+    event's index)."""
+    scap = stack.shape[1]
+    rcap = recs.shape[1]
+    cap = rows.shape[1]
+    for i in range(start, len(ev)):
+        counters[C_STAMP] += 1
+        k = ev[i, EV.KIND]
+        lr = lrank[i]
+        t = times[i]
+        f0 = ev[i, EV.F0]
+        g = gidx[i]
+        if lr < 0:
+            slot = -1 - lr
+            if bad_loc[slot]:
+                return BAIL_EVENT, i
+            mpi = kind_mpi[k]
+            if k == EV.ENTER or k == EV.LEAVE:
+                if g < 0:
+                    return BAIL_EVENT, i
+                if regs[g, G_MPI]:
+                    mpi = 1
+            off[slot, mpi] += 1
+            if off_first[slot, mpi] < 0:
+                off_first[slot, mpi] = counters[C_STAMP]
+            continue
+        r = lr
+        st = ranks[r]
+        mask = ev[i, EV.MASK]
+        if k == EV.ENTER:
+            if g < 0:
+                return BAIL_EVENT, i
+            d = st[S_DEPTH]
+            if d >= scap:
+                return NEED_STACK, i
+            mpi = regs[g, G_MPI]
+            if mpi and st[S_CALL] == 0:
+                has_new = mask >> A_NEW & 1
+                if has_new and not mask >> A_COMM & 1:
+                    return BAIL_EVENT, i        # a new communicator without its parent
+                es = -1
+                if mask >> A_ROWS & 1:
+                    es = extslot[i]
+                    if ext_span[es, 1] < 0:
+                        return BAIL_EVENT, i    # a malformed ATTR_ROWS
+                st[S_CALL], st[S_CALL_T], st[S_CALL_REG], st[S_CALL_EXT] = 1, t, g, es
+                st[S_NREC] = 0
+                if has_new:
+                    rc = recs[r, 0]
+                    rc[RK], rc[RA], rc[RB], rc[RC] = R_COMM_NEW, ev[i, EV.A0 + A_NEW], -1, \
+                        ev[i, EV.A0 + A_COMM]
+                    rc[RD], rc[RE], rc[RF], rc[RG] = -1, -1, -1, -1
+                    st[S_NREC] = 1
+            elif not mpi:
+                rstack[r, st[S_RDEPTH]] = regs[g, G_NAME]
+                st[S_RDEPTH] += 1
+            fr = stack[r, d]
+            fr[F_NAME], fr[F_T], fr[F_MPI] = regs[g, G_NAME], t, mpi
+            fr[F_WORK] = ev[i, EV.A0 + A_SIZE] if mask >> A_SIZE & 1 else -1
+            st[S_DEPTH] = d + 1
+            st[S_MPI] += mpi
+        elif k == EV.LEAVE:
+            d = st[S_DEPTH]
+            if d == 0:
+                return BAIL_LEAVE_EMPTY, i
+            if g < 0:
+                return BAIL_EVENT, i
+            fr = stack[r, d - 1]
+            if regs[g, G_NAME] != fr[F_NAME]:
+                aux[0] = fr[F_NAME]
+                return BAIL_MISMATCH, i
+            es = st[S_CALL_EXT] if st[S_CALL] else -1
+            more = st[S_NREC] + 1 + (ext_span[es, 1] if es >= 0 else 0)
+            n0 = counters[C_NROWS]
+            if n0 + more > cap:
+                return NEED_ROWS, i
+            st[S_DEPTH] = d - 1
+            cpu = ev[i, EV.A0 + A_CPU] if mask >> A_CPU & 1 else -1
+            inner = rstack[r, st[S_RDEPTH] - 1] if st[S_RDEPTH] > 0 else -1
+            if not fr[F_MPI]:
+                st[S_RDEPTH] -= 1
+                rows[W_RANK, n0], rows[W_OP, n0], rows[W_REGION, n0] = r, 0, fr[F_NAME]
+                rows[W_T0, n0], rows[W_T1, n0], rows[W_CPU, n0] = fr[F_T], t, cpu
+                for c in range(W_CPU + 1, NCOL):
+                    rows[c, n0] = -1
+                rows[W_NBYTES, n0] = fr[F_WORK]
+                counters[C_NROWS] = n0 + 1
+                continue
+            st[S_MPI] -= 1
+            if st[S_CALL] and st[S_CALL_T] == fr[F_T] and st[S_MPI] == 0:
+                reg = st[S_CALL_REG]
+                ext = ext_rows[ext_span[es, 0]:ext_span[es, 0] + ext_span[es, 1]] if es >= 0 \
+                    else ext_rows[:0]
+                m = call_rows(r, regs[reg, G_BRANCH], regs[reg, G_OP], recs[r], st[S_NREC],
+                              ext, own_ids, st, S_NEXT_REQ, req, nbc, nbc_done, rows, n0, ops,
+                              ops_sendrecv, slots, members, skipped, aux)
+                if m < 0:
+                    aux[3] = -m
+                    return BAIL_CALL, i
+                if skipped[SK_NBC_EVENT] and skipped_first[SK_NBC_EVENT] < 0:
+                    skipped_first[SK_NBC_EVENT] = counters[C_STAMP]
+                if m == 0:
+                    # a call hindsight has no op for, or one whose records are missing (e.g. a
+                    # Test that completed nothing): its time is computation
+                    skipped[SK_NO_OP] += 1
+                    if skipped_first[SK_NO_OP] < 0:
+                        skipped_first[SK_NO_OP] = counters[C_STAMP]
+                for j in range(n0, n0 + m):
+                    rows[W_RANK, j], rows[W_REGION, j] = r, inner
+                    rows[W_T0, j], rows[W_T1, j] = fr[F_T], t
+                    rows[W_CPU, j] = cpu if j == n0 else -1  # the call's CPU time, first row
+                    if rows[W_COMM, j] == NBC_PENDING:
+                        # a non-blocking collective's post: its Complete gives comm, bytes,
+                        # root (fill_nbc)
+                        nbc_post[(r, rows[W_REQ, j])] = j
+                        rows[W_COMM, j] = 0
+                counters[C_NROWS] = n0 + m
+                st[S_CALL] = 0
+        elif (k == EV.NBC_REQUEST or k == EV.NBC_COMPLETE) and st[S_CALL] == 0:
+            skipped[SK_NBC_EVENT] += 1      # outside any MPI call
+            if skipped_first[SK_NBC_EVENT] < 0:
+                skipped_first[SK_NBC_EVENT] = counters[C_STAMP]
+        elif k != EV.REQUEST_TEST and k != EV.COLL_BEGIN:
+            n = st[S_NREC]
+            if n >= rcap:
+                return NEED_RECS, i
+            rc = recs[r, n]
+            c, f2, f4 = cidx[i], ev[i, EV.F2], ev[i, EV.F4]
+            rc[RD], rc[RE], rc[RF], rc[RG] = -1, -1, -1, -1
+            if k == EV.SEND or k == EV.ISEND or k == EV.RECV or k == EV.IRECV:
+                if c < 0 or not comms[c, K_OK]:
+                    return BAIL_EVENT, i
+                w = _world(r, c, f0, comms, slots, members)
+                if w < 0:
+                    return BAIL_EVENT, i
+                rc[RK] = R_SEND if k == EV.SEND or k == EV.ISEND else R_RECV
+                rc[RA], rc[RB], rc[RC], rc[RD] = w, f2, comms[c, K_CID], ev[i, EV.F3]
+                rc[RF] = f4 if k == EV.ISEND or k == EV.IRECV else -1
+            elif k == EV.IRECV_REQUEST:
+                a = EV.A0
+                rc[RK] = R_IRECV_REQ
+                rc[RA] = ev[i, a + A_SRC] if mask >> A_SRC & 1 else tf.ANY_SOURCE
+                rc[RB] = ev[i, a + A_TAG] if mask >> A_TAG & 1 else tf.ANY_TAG
+                rc[RC] = ev[i, a + A_COMM] if mask >> A_COMM & 1 else 0
+                rc[RD] = ev[i, a + A_RBYTES] if mask >> A_RBYTES & 1 else -1
+                rc[RF] = f4
+            elif k == EV.PROBE:
+                if c < 0 or not comms[c, K_OK]:
+                    return BAIL_EVENT, i
+                w = tf.ANY_SOURCE
+                if f0 != UNDEFINED_ROOT:
+                    w = _world(r, c, f0, comms, slots, members)
+                    if w < 0:
+                        return BAIL_EVENT, i
+                rc[RK], rc[RA] = R_PROBE, w
+                rc[RB] = f2 if f2 != UNDEFINED_ROOT else tf.ANY_TAG
+                rc[RC] = comms[c, K_CID]
+                rc[RD] = ev[i, EV.A0 + A_NBYTES] if mask >> A_NBYTES & 1 else -1
+            elif k == EV.ISEND_COMPLETE:
+                rc[RK], rc[RA], rc[RB], rc[RC], rc[RF] = R_ISEND_DONE, -1, -1, 0, f4
+            elif k == EV.NBC_REQUEST:
+                rc[RK], rc[RA], rc[RB], rc[RC], rc[RF] = R_NBC_REQ, -1, -1, -1, f4
+            else:               # COLL_END, NBC_COMPLETE
+                if c < 0 or not comms[c, K_OK]:
+                    return BAIL_EVENT, i
+                if k == EV.NBC_COMPLETE and coll_ids[f0 & 0xFF] < 0:
+                    return BAIL_EVENT, i        # an unknown CollectiveOp
+                rc[RK] = R_COLL if k == EV.COLL_END else R_NBC_DONE
+                rc[RA] = _root(r, c, f2, comms, slots, members)
+                rc[RB] = -1 if k == EV.COLL_END else coll_ids[f0 & 0xFF]
+                rc[RC], rc[RD], rc[RE] = comms[c, K_CID], ev[i, EV.F3], ev[i, EV.F5]
+                rc[RF] = f4 if k == EV.NBC_COMPLETE else -1
+                rc[RG] = comms[c, K_SLOT]
+            st[S_NREC] = n + 1
+    return DONE, len(ev)
+
+
+@njit(cache=True)
+def fill_nbc(rows, nbc_post, nbc_done, ops, own_ids, slots, members, keep):
+    """Rule *completions*: a non-blocking collective's post row gets what its Complete says; a
+    post no Complete names (the archive ends before the completion, or it was not recorded)
+    has no communicator, root or size to give: ``keep`` False. Returns how many."""
+    never = 0
+    for key, j in nbc_post.items():
+        if key not in nbc_done:
+            keep[j] = False
+            never += 1
+            continue
+        op = rows[W_OP, j]
+        cid, slot, sent, received, root = nbc_done[key]
+        rows[W_COMM, j] = cid
+        rows[W_NBYTES, j] = block(ops[op, O_BLOCKING], ops, own_ids, cid, slot, slots, members,
+                                  key[0], root, sent, received)
+        rows[W_ROOT, j] = root if ops[op, O_ROOTED] else -1
+    return never
+
+
+@njit(cache=True)
+def by_rank(rows, n, keep, nranks):
+    """Rule *by rank*: the kept rows among the first ``n``, ordered by rank (stable), and
+    where each rank's begin (``nranks + 1`` offsets)."""
+    start = np.zeros(nranks + 1, np.int64)
+    for j in range(n):
+        if keep[j]:
+            start[rows[W_RANK, j] + 1] += 1
+    for r in range(nranks):
+        start[r + 1] += start[r]
+    at = start[:-1].copy()
+    out = np.empty((rows.shape[0], start[nranks]), np.int64)
+    for j in range(n):
+        if keep[j]:
+            r = rows[W_RANK, j]
+            for c in range(rows.shape[0]):
+                out[c, at[r]] = rows[c, j]
+            at[r] += 1
+    return out, start
