@@ -10,7 +10,7 @@ from hindsight import trace as tf
 from hindsight.interop import otf2_events as EV
 from hindsight.interop.otf2 import parse_rows
 from hindsight.interop.otf2_calls import branch_of, op_table
-from hindsight.interop.otf2_rows import A_ROWS
+from hindsight.interop.otf2_rows import A_ROWS, lookup
 
 
 def is_mpi(region, otf2) -> bool:
@@ -19,25 +19,30 @@ def is_mpi(region, otf2) -> bool:
     return region.paradigm == otf2.Paradigm.MPI or str(region.name).startswith("MPI_")
 
 
-class _RefIndex:
-    """Definition refs -> their rows in a table, for a column of refs at once (-1: none)."""
+_UNKNOWN = -(1 << 62)          # a location ref no definition gives
 
-    def __init__(self, refs: list[int]):
+
+class _RefIndex:
+    """Definition refs -> a value each (by default their positions), for a column of refs at
+    once; ``missing`` for a ref not among them."""
+
+    def __init__(self, refs: list[int], values: list[int] | None = None, missing: int = -1):
         keys = np.asarray(refs, np.int64)
+        vals = np.arange(len(keys)) if values is None else np.asarray(values, np.int64)
+        self.missing = missing
         self.lut = None
         if len(keys) == 0 or (keys.min() >= 0 and keys.max() < 1 << 20):
-            self.lut = np.full(int(keys.max(initial=-1)) + 2, -1, np.int64)
-            self.lut[keys] = np.arange(len(keys))
+            self.lut = np.full(int(keys.max(initial=-1)) + 1, missing, np.int64)
+            self.lut[keys] = vals
         else:
-            self.order = np.argsort(keys, kind="stable")
-            self.keys = keys[self.order]
+            order = np.argsort(keys, kind="stable")
+            self.keys, self.vals = keys[order], vals[order]
 
     def __call__(self, col: np.ndarray) -> np.ndarray:
         if self.lut is not None:
-            # the lut's last entry is -1: refs outside it land there
-            return self.lut[np.where((col >= 0) & (col < len(self.lut)), col, -1)]
+            return lookup(col, self.lut, self.missing)
         at = np.minimum(np.searchsorted(self.keys, col), len(self.keys) - 1)
-        return np.where(self.keys[at] == col, self.order[at], -1)
+        return np.where(self.keys[at] == col, self.vals[at], self.missing)
 
 
 class Tables:
@@ -111,7 +116,7 @@ class Tables:
                 self._loc_refs.append(ref)
                 self._loc_value.append(r)
         self.bad_loc = np.array(bad, np.bool_)
-        self._loc_index = _RefIndex(self._loc_refs)
+        self._loc_index = _RefIndex(self._loc_refs, self._loc_value, _UNKNOWN)
         self.ext_span = np.zeros((0, 2), np.int64)
         self.ext_rows = np.zeros((0, 8), np.int64)
         self._ext_slot: dict[int, int] = {}
@@ -120,9 +125,9 @@ class Tables:
     def ranks_of(self, col: np.ndarray) -> np.ndarray:
         """Each location ref's rank, or -1 - its slot; a ref no location has gets a slot, which
         ``bad_loc`` marks if the definitions cannot give it (the conversion stops there)."""
-        pos = self._loc_index(col)
-        if (pos < 0).any():
-            for ref in np.unique(col[pos < 0]).tolist():
+        out = self._loc_index(col)
+        if (out == _UNKNOWN).any():
+            for ref in np.unique(col[out == _UNKNOWN]).tolist():
                 try:
                     loc, bad = self.defs.locations[ref], False
                 except Exception:
@@ -131,9 +136,9 @@ class Tables:
                 self._loc_value.append(-1 - len(self.locations))
                 self.locations.append(loc)
                 self.bad_loc = np.append(self.bad_loc, bad)
-            self._loc_index = _RefIndex(self._loc_refs)
-            pos = self._loc_index(col)
-        return np.array(self._loc_value, np.int64)[pos]
+            self._loc_index = _RefIndex(self._loc_refs, self._loc_value, _UNKNOWN)
+            out = self._loc_index(col)
+        return out
 
     def extras(self, recs: np.ndarray) -> np.ndarray:
         """Each Enter's entry of ``ext_span`` for its ATTR_ROWS (the parsed rows, sorted as the
