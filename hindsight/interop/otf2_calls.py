@@ -178,8 +178,8 @@ def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, receive
 
 @njit(cache=True)
 def _post(r, rid, comm, own_ids, state, next_req, req):
-    q = rid if own_ids else state[next_req]
-    state[next_req] += 1
+    q = rid if own_ids else state[r, next_req]
+    state[r, next_req] += 1
     req[(r, rid)] = (q, comm)
     return q
 
@@ -191,26 +191,28 @@ def _put(rows, j, op, peer, tag, comm, nbytes, request, root):
 
 
 @njit(cache=True)
-def call_rows(r, branch, op, recs, nrec, ext, own_ids, state, next_req, req, nbc, nbc_done,
-              rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
+def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, req, nbc,
+              nbc_done, rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
     """Rule *call rows*: the rows of one MPI call (op code ``op``, of ``branch``) from its
-    ``nrec`` records and the rows its ATTR_ROWS carries (``ext``: sorted, position and the
-    ``W_OP``.. columns each) in their places, written to ``rows`` from column ``n0``. Returns
+    ``nrec`` records and the rows its ATTR_ROWS carries (``ext[e0:e0 + ne]``: sorted, position
+    and the ``W_OP``.. columns each) in their places, written to ``rows`` from column ``n0``
+    (``recs[r]``: the records, ``state[r, next_req]``: the rank's next request id). Returns
     the number of rows, or -E_* with ``aux`` the error's request id and op codes.
     ``ops_sendrecv``: the codes of Sendrecv_send and Sendrecv_recv."""
     n = 0
     # a non-blocking collective's records in a call that cannot hold them: the post of a
     # collective hindsight has no op for, a completion outside MPI_Wait*/MPI_Test*
     for i in range(nrec):
-        kind = recs[i, RK]
+        kind = recs[r, i, RK]
         if (kind == R_NBC_REQ and branch != B_NBC) or (
                 kind == R_NBC_DONE and branch != B_COMPLETION):
             skipped[SK_NBC_EVENT] += 1
     if branch == B_SEND or branch == B_RECV or branch == B_PROBE:
         want = R_SEND if branch == B_SEND else R_RECV if branch == B_RECV else R_PROBE
         for i in range(nrec):
-            if recs[i, RK] == want:
-                _put(rows, n0, op, recs[i, RA], recs[i, RB], recs[i, RC], recs[i, RD], -1, -1)
+            if recs[r, i, RK] == want:
+                _put(rows, n0, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                     recs[r, i, RD], -1, -1)
                 n = 1
                 break
     elif branch == B_NBSEND or branch == B_IRECV:
@@ -218,42 +220,42 @@ def call_rows(r, branch, op, recs, nrec, ext, own_ids, state, next_req, req, nbc
         # gives the row
         want = R_SEND if branch == B_NBSEND else R_IRECV_REQ
         for i in range(nrec):
-            if recs[i, RK] == want:
-                q = _post(r, recs[i, RF], recs[i, RC], own_ids, state, next_req, req)
+            if recs[r, i, RK] == want:
+                q = _post(r, recs[r, i, RF], recs[r, i, RC], own_ids, state, next_req, req)
                 if n == 0:
-                    _put(rows, n0, op, recs[i, RA], recs[i, RB], recs[i, RC], recs[i, RD], q,
-                         -1)
+                    _put(rows, n0, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                         recs[r, i, RD], q, -1)
                     n = 1
     elif branch == B_SENDRECV:
         for i in range(nrec):
-            kind = recs[i, RK]
+            kind = recs[r, i, RK]
             if kind == R_SEND or kind == R_RECV:
                 _put(rows, n0 + n, ops_sendrecv[0] if kind == R_SEND else ops_sendrecv[1],
-                     recs[i, RA], recs[i, RB], recs[i, RC], recs[i, RD], -1, -1)
+                     recs[r, i, RA], recs[r, i, RB], recs[r, i, RC], recs[r, i, RD], -1, -1)
                 n += 1
-        if n + len(ext) != 2:
+        if n + ne != 2:
             n = 0       # both halves or none
     elif branch == B_NBC:
         for i in range(nrec):
-            if recs[i, RK] == R_NBC_REQ and n == 0:
-                rid = recs[i, RF]
-                q = rid if own_ids else state[next_req]
-                state[next_req] += 1
+            if recs[r, i, RK] == R_NBC_REQ and n == 0:
+                rid = recs[r, i, RF]
+                q = rid if own_ids else state[r, next_req]
+                state[r, next_req] += 1
                 nbc[(r, rid)] = (q, op)
                 _put(rows, n0, op, -1, -1, NBC_PENDING, -1, q, -1)
                 n = 1
     elif branch == B_COMPLETION:
         for i in range(nrec):
-            kind = recs[i, RK]
-            rid = recs[i, RF]
+            kind = recs[r, i, RK]
+            rid = recs[r, i, RF]
             if kind == R_RECV or kind == R_ISEND_DONE:
                 if (r, rid) not in req:
                     aux[0], aux[1] = rid, kind
                     return -E_NEVER_POSTED
                 q, comm = req.pop((r, rid))
                 if kind == R_RECV:
-                    _put(rows, n0 + n, op, recs[i, RA], recs[i, RB], recs[i, RC], recs[i, RD],
-                         q, -1)
+                    _put(rows, n0 + n, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                         recs[r, i, RD], q, -1)
                 else:
                     _put(rows, n0 + n, op, -1, -1, comm, -1, q, -1)
                 n += 1
@@ -265,29 +267,29 @@ def call_rows(r, branch, op, recs, nrec, ext, own_ids, state, next_req, req, nbc
                 if want == -2:
                     aux[0], aux[1] = rid, posted
                     return -E_NBC_KEY
-                if recs[i, RB] != want:
-                    aux[0], aux[1], aux[2] = rid, posted, recs[i, RB]
+                if recs[r, i, RB] != want:
+                    aux[0], aux[1], aux[2] = rid, posted, recs[r, i, RB]
                     return -E_NBC_OP
-                nbc_done[(r, q)] = (recs[i, RC], recs[i, RG], recs[i, RD], recs[i, RE],
-                                    recs[i, RA])
-                _put(rows, n0 + n, op, -1, -1, recs[i, RC], -1, q, -1)
+                nbc_done[(r, q)] = (recs[r, i, RC], recs[r, i, RG], recs[r, i, RD], recs[r, i, RE],
+                                    recs[r, i, RA])
+                _put(rows, n0 + n, op, -1, -1, recs[r, i, RC], -1, q, -1)
                 n += 1
     elif branch == B_COMM:
         for i in range(nrec):
-            if recs[i, RK] == R_COMM_NEW:
-                _put(rows, n0, op, recs[i, RA], -1, recs[i, RC], -1, -1, -1)
+            if recs[r, i, RK] == R_COMM_NEW:
+                _put(rows, n0, op, recs[r, i, RA], -1, recs[r, i, RC], -1, -1, -1)
                 n = 1
                 break
     elif branch == B_COLL:
         for i in range(nrec):
-            if recs[i, RK] == R_COLL:
-                root = recs[i, RA] if ops[op, O_ROOTED] else -1
-                nb = block(op, ops, own_ids, recs[i, RC], recs[i, RG], slots, members, r, root,
-                           recs[i, RD], recs[i, RE])
-                _put(rows, n0, op, -1, -1, recs[i, RC], nb, -1, root)
+            if recs[r, i, RK] == R_COLL:
+                root = recs[r, i, RA] if ops[op, O_ROOTED] else -1
+                nb = block(op, ops, own_ids, recs[r, i, RC], recs[r, i, RG], slots, members, r,
+                           root, recs[r, i, RD], recs[r, i, RE])
+                _put(rows, n0, op, -1, -1, recs[r, i, RC], nb, -1, root)
                 n = 1
                 break
-    for e in range(len(ext)):
+    for e in range(e0, e0 + ne):
         # rows without a record (MPI_PROC_NULL peers, ...) in their places among the call's
         pos, xop, comm, rq = ext[e, X_POS], ext[e, X_OP], ext[e, X_COMM], ext[e, X_REQ]
         if rq >= 0 and ops[xop, O_ENDS_REQ]:

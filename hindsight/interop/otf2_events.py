@@ -222,9 +222,9 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
     """The events of the opened ``otf2.reader.Reader`` ``trace``, in the order its
     ``events`` gives them: per chunk, the records of ``KIND_NAMES`` (an (n, WIDTH) int64
     array, valid until the next chunk is read: the buffer the callbacks fill) and the counts
-    of the other events by (type name, location ref, metric ref or -1). ``attr_refs``: name -> ref of the attributes of ``ATTRS`` defined. A
-    read error of the C library (damaged event file) is raised (``_otf2.Error``) after the
-    chunk's records read before it."""
+    of the other events by (type name, location ref, metric ref or -1). ``attr_refs``: name ->
+    ref of the attributes of ``ATTRS`` defined. A read error of the C library (damaged event
+    file) is raised (``_otf2.Error``) after the chunk's records read before it."""
     import _otf2
     import otf2.events as E
 

@@ -123,10 +123,10 @@ def _root(rank, cref, root, comms, slots, members):
 
 
 @njit(cache=True)
-def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, members, ops, ops_sendrecv,
-            coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks, stack, rstack,
-            recs, rows, counters, skipped, skipped_first, off, off_first, aux, req, nbc,
-            nbc_done, nbc_post):
+def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, members, ops,
+            ops_sendrecv, coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks,
+            stack, rstack, recs, rows, counters, skipped, skipped_first, off, off_first, aux,
+            req, nbc, nbc_done, nbc_post):
     """Rule *events to rows* on records ``ev[start:]`` (``times`` their ns, ``lrank`` the rank
     of their location or -1 - the slot of a location outside the MPI group, ``gidx`` and
     ``cidx`` the rows of their region (F0) and communicator (F1) in ``regs`` and ``comms``, -1
@@ -157,16 +157,15 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                 off_first[slot, mpi] = counters[C_STAMP]
             continue
         r = lr
-        st = ranks[r]
         mask = ev[i, EV.MASK]
         if k == EV.ENTER:
             if g < 0:
                 return BAIL_EVENT, i
-            d = st[S_DEPTH]
+            d = ranks[r, S_DEPTH]
             if d >= scap:
                 return NEED_STACK, i
             mpi = regs[g, G_MPI]
-            if mpi and st[S_CALL] == 0:
+            if mpi and ranks[r, S_CALL] == 0:
                 has_new = mask >> A_NEW & 1
                 if has_new and not mask >> A_COMM & 1:
                     return BAIL_EVENT, i        # a new communicator without its parent
@@ -175,57 +174,57 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                     es = extslot[i]
                     if ext_span[es, 1] < 0:
                         return BAIL_EVENT, i    # a malformed ATTR_ROWS
-                st[S_CALL], st[S_CALL_T], st[S_CALL_REG], st[S_CALL_EXT] = 1, t, g, es
-                st[S_NREC] = 0
+                ranks[r, S_CALL], ranks[r, S_CALL_T] = 1, t
+                ranks[r, S_CALL_REG], ranks[r, S_CALL_EXT] = g, es
+                ranks[r, S_NREC] = 0
                 if has_new:
-                    rc = recs[r, 0]
-                    rc[RK], rc[RA], rc[RB], rc[RC] = R_COMM_NEW, ev[i, EV.A0 + A_NEW], -1, \
-                        ev[i, EV.A0 + A_COMM]
-                    rc[RD], rc[RE], rc[RF], rc[RG] = -1, -1, -1, -1
-                    st[S_NREC] = 1
+                    recs[r, 0, RK], recs[r, 0, RA], recs[r, 0, RB] = R_COMM_NEW, \
+                        ev[i, EV.A0 + A_NEW], -1
+                    recs[r, 0, RC] = ev[i, EV.A0 + A_COMM]
+                    recs[r, 0, RD], recs[r, 0, RE], recs[r, 0, RF], recs[r, 0, RG] = -1, -1, -1, -1
+                    ranks[r, S_NREC] = 1
             elif not mpi:
-                rstack[r, st[S_RDEPTH]] = regs[g, G_NAME]
-                st[S_RDEPTH] += 1
-            fr = stack[r, d]
-            fr[F_NAME], fr[F_T], fr[F_MPI] = regs[g, G_NAME], t, mpi
-            fr[F_WORK] = ev[i, EV.A0 + A_SIZE] if mask >> A_SIZE & 1 else -1
-            st[S_DEPTH] = d + 1
-            st[S_MPI] += mpi
+                rstack[r, ranks[r, S_RDEPTH]] = regs[g, G_NAME]
+                ranks[r, S_RDEPTH] += 1
+            stack[r, d, F_NAME], stack[r, d, F_T], stack[r, d, F_MPI] = regs[g, G_NAME], t, mpi
+            stack[r, d, F_WORK] = ev[i, EV.A0 + A_SIZE] if mask >> A_SIZE & 1 else -1
+            ranks[r, S_DEPTH] = d + 1
+            ranks[r, S_MPI] += mpi
         elif k == EV.LEAVE:
-            d = st[S_DEPTH]
+            d = ranks[r, S_DEPTH]
             if d == 0:
                 return BAIL_LEAVE_EMPTY, i
             if g < 0:
                 return BAIL_EVENT, i
-            fr = stack[r, d - 1]
-            if regs[g, G_NAME] != fr[F_NAME]:
-                aux[0] = fr[F_NAME]
+            top = d - 1
+            if regs[g, G_NAME] != stack[r, top, F_NAME]:
+                aux[0] = stack[r, top, F_NAME]
                 return BAIL_MISMATCH, i
-            es = st[S_CALL_EXT] if st[S_CALL] else -1
-            more = st[S_NREC] + 1 + (ext_span[es, 1] if es >= 0 else 0)
+            es = ranks[r, S_CALL_EXT] if ranks[r, S_CALL] else -1
+            more = ranks[r, S_NREC] + 1 + (ext_span[es, 1] if es >= 0 else 0)
             n0 = counters[C_NROWS]
             if n0 + more > cap:
                 return NEED_ROWS, i
-            st[S_DEPTH] = d - 1
+            ranks[r, S_DEPTH] = d - 1
             cpu = ev[i, EV.A0 + A_CPU] if mask >> A_CPU & 1 else -1
-            inner = rstack[r, st[S_RDEPTH] - 1] if st[S_RDEPTH] > 0 else -1
-            if not fr[F_MPI]:
-                st[S_RDEPTH] -= 1
-                rows[W_RANK, n0], rows[W_OP, n0], rows[W_REGION, n0] = r, 0, fr[F_NAME]
-                rows[W_T0, n0], rows[W_T1, n0], rows[W_CPU, n0] = fr[F_T], t, cpu
+            inner = rstack[r, ranks[r, S_RDEPTH] - 1] if ranks[r, S_RDEPTH] > 0 else -1
+            if not stack[r, top, F_MPI]:
+                ranks[r, S_RDEPTH] -= 1
+                rows[W_RANK, n0], rows[W_OP, n0], rows[W_REGION, n0] = r, 0, stack[r, top, F_NAME]
+                rows[W_T0, n0], rows[W_T1, n0], rows[W_CPU, n0] = stack[r, top, F_T], t, cpu
                 for c in range(W_CPU + 1, NCOL):
                     rows[c, n0] = -1
-                rows[W_NBYTES, n0] = fr[F_WORK]
+                rows[W_NBYTES, n0] = stack[r, top, F_WORK]
                 counters[C_NROWS] = n0 + 1
                 continue
-            st[S_MPI] -= 1
-            if st[S_CALL] and st[S_CALL_T] == fr[F_T] and st[S_MPI] == 0:
-                reg = st[S_CALL_REG]
-                ext = ext_rows[ext_span[es, 0]:ext_span[es, 0] + ext_span[es, 1]] if es >= 0 \
-                    else ext_rows[:0]
-                m = call_rows(r, regs[reg, G_BRANCH], regs[reg, G_OP], recs[r], st[S_NREC],
-                              ext, own_ids, st, S_NEXT_REQ, req, nbc, nbc_done, rows, n0, ops,
-                              ops_sendrecv, slots, members, skipped, aux)
+            ranks[r, S_MPI] -= 1
+            if ranks[r, S_CALL] and ranks[r, S_CALL_T] == stack[r, top, F_T] and \
+                    ranks[r, S_MPI] == 0:
+                reg = ranks[r, S_CALL_REG]
+                e0, ne = (ext_span[es, 0], ext_span[es, 1]) if es >= 0 else (0, 0)
+                m = call_rows(r, regs[reg, G_BRANCH], regs[reg, G_OP], recs, ranks[r, S_NREC],
+                              ext_rows, e0, ne, own_ids, ranks, S_NEXT_REQ, req, nbc, nbc_done,
+                              rows, n0, ops, ops_sendrecv, slots, members, skipped, aux)
                 if m < 0:
                     aux[3] = -m
                     return BAIL_CALL, i
@@ -239,7 +238,7 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                         skipped_first[SK_NO_OP] = counters[C_STAMP]
                 for j in range(n0, n0 + m):
                     rows[W_RANK, j], rows[W_REGION, j] = r, inner
-                    rows[W_T0, j], rows[W_T1, j] = fr[F_T], t
+                    rows[W_T0, j], rows[W_T1, j] = stack[r, top, F_T], t
                     rows[W_CPU, j] = cpu if j == n0 else -1  # the call's CPU time, first row
                     if rows[W_COMM, j] == NBC_PENDING:
                         # a non-blocking collective's post: its Complete gives comm, bytes,
@@ -247,35 +246,35 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                         nbc_post[(r, rows[W_REQ, j])] = j
                         rows[W_COMM, j] = 0
                 counters[C_NROWS] = n0 + m
-                st[S_CALL] = 0
-        elif (k == EV.NBC_REQUEST or k == EV.NBC_COMPLETE) and st[S_CALL] == 0:
+                ranks[r, S_CALL] = 0
+        elif (k == EV.NBC_REQUEST or k == EV.NBC_COMPLETE) and ranks[r, S_CALL] == 0:
             skipped[SK_NBC_EVENT] += 1      # outside any MPI call
             if skipped_first[SK_NBC_EVENT] < 0:
                 skipped_first[SK_NBC_EVENT] = counters[C_STAMP]
         elif k != EV.REQUEST_TEST and k != EV.COLL_BEGIN:
-            n = st[S_NREC]
+            n = ranks[r, S_NREC]
             if n >= rcap:
                 return NEED_RECS, i
-            rc = recs[r, n]
             c, f2, f4 = cidx[i], ev[i, EV.F2], ev[i, EV.F4]
-            rc[RD], rc[RE], rc[RF], rc[RG] = -1, -1, -1, -1
+            recs[r, n, RD], recs[r, n, RE], recs[r, n, RF], recs[r, n, RG] = -1, -1, -1, -1
             if k == EV.SEND or k == EV.ISEND or k == EV.RECV or k == EV.IRECV:
                 if c < 0 or not comms[c, K_OK]:
                     return BAIL_EVENT, i
                 w = _world(r, c, f0, comms, slots, members)
                 if w < 0:
                     return BAIL_EVENT, i
-                rc[RK] = R_SEND if k == EV.SEND or k == EV.ISEND else R_RECV
-                rc[RA], rc[RB], rc[RC], rc[RD] = w, f2, comms[c, K_CID], ev[i, EV.F3]
-                rc[RF] = f4 if k == EV.ISEND or k == EV.IRECV else -1
+                recs[r, n, RK] = R_SEND if k == EV.SEND or k == EV.ISEND else R_RECV
+                recs[r, n, RA], recs[r, n, RB], recs[r, n, RC] = w, f2, comms[c, K_CID]
+                recs[r, n, RD] = ev[i, EV.F3]
+                recs[r, n, RF] = f4 if k == EV.ISEND or k == EV.IRECV else -1
             elif k == EV.IRECV_REQUEST:
                 a = EV.A0
-                rc[RK] = R_IRECV_REQ
-                rc[RA] = ev[i, a + A_SRC] if mask >> A_SRC & 1 else tf.ANY_SOURCE
-                rc[RB] = ev[i, a + A_TAG] if mask >> A_TAG & 1 else tf.ANY_TAG
-                rc[RC] = ev[i, a + A_COMM] if mask >> A_COMM & 1 else 0
-                rc[RD] = ev[i, a + A_RBYTES] if mask >> A_RBYTES & 1 else -1
-                rc[RF] = f4
+                recs[r, n, RK] = R_IRECV_REQ
+                recs[r, n, RA] = ev[i, a + A_SRC] if mask >> A_SRC & 1 else tf.ANY_SOURCE
+                recs[r, n, RB] = ev[i, a + A_TAG] if mask >> A_TAG & 1 else tf.ANY_TAG
+                recs[r, n, RC] = ev[i, a + A_COMM] if mask >> A_COMM & 1 else 0
+                recs[r, n, RD] = ev[i, a + A_RBYTES] if mask >> A_RBYTES & 1 else -1
+                recs[r, n, RF] = f4
             elif k == EV.PROBE:
                 if c < 0 or not comms[c, K_OK]:
                     return BAIL_EVENT, i
@@ -284,26 +283,29 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                     w = _world(r, c, f0, comms, slots, members)
                     if w < 0:
                         return BAIL_EVENT, i
-                rc[RK], rc[RA] = R_PROBE, w
-                rc[RB] = f2 if f2 != UNDEFINED_ROOT else tf.ANY_TAG
-                rc[RC] = comms[c, K_CID]
-                rc[RD] = ev[i, EV.A0 + A_NBYTES] if mask >> A_NBYTES & 1 else -1
+                recs[r, n, RK], recs[r, n, RA] = R_PROBE, w
+                recs[r, n, RB] = f2 if f2 != UNDEFINED_ROOT else tf.ANY_TAG
+                recs[r, n, RC] = comms[c, K_CID]
+                recs[r, n, RD] = ev[i, EV.A0 + A_NBYTES] if mask >> A_NBYTES & 1 else -1
             elif k == EV.ISEND_COMPLETE:
-                rc[RK], rc[RA], rc[RB], rc[RC], rc[RF] = R_ISEND_DONE, -1, -1, 0, f4
+                recs[r, n, RK], recs[r, n, RA], recs[r, n, RB] = R_ISEND_DONE, -1, -1
+                recs[r, n, RC], recs[r, n, RF] = 0, f4
             elif k == EV.NBC_REQUEST:
-                rc[RK], rc[RA], rc[RB], rc[RC], rc[RF] = R_NBC_REQ, -1, -1, -1, f4
+                recs[r, n, RK], recs[r, n, RA], recs[r, n, RB] = R_NBC_REQ, -1, -1
+                recs[r, n, RC], recs[r, n, RF] = -1, f4
             else:               # COLL_END, NBC_COMPLETE
                 if c < 0 or not comms[c, K_OK]:
                     return BAIL_EVENT, i
                 if k == EV.NBC_COMPLETE and coll_ids[f0 & 0xFF] < 0:
                     return BAIL_EVENT, i        # an unknown CollectiveOp
-                rc[RK] = R_COLL if k == EV.COLL_END else R_NBC_DONE
-                rc[RA] = _root(r, c, f2, comms, slots, members)
-                rc[RB] = -1 if k == EV.COLL_END else coll_ids[f0 & 0xFF]
-                rc[RC], rc[RD], rc[RE] = comms[c, K_CID], ev[i, EV.F3], ev[i, EV.F5]
-                rc[RF] = f4 if k == EV.NBC_COMPLETE else -1
-                rc[RG] = comms[c, K_SLOT]
-            st[S_NREC] = n + 1
+                recs[r, n, RK] = R_COLL if k == EV.COLL_END else R_NBC_DONE
+                recs[r, n, RA] = _root(r, c, f2, comms, slots, members)
+                recs[r, n, RB] = -1 if k == EV.COLL_END else coll_ids[f0 & 0xFF]
+                recs[r, n, RC], recs[r, n, RD] = comms[c, K_CID], ev[i, EV.F3]
+                recs[r, n, RE] = ev[i, EV.F5]
+                recs[r, n, RF] = f4 if k == EV.NBC_COMPLETE else -1
+                recs[r, n, RG] = comms[c, K_SLOT]
+            ranks[r, S_NREC] = n + 1
     return DONE, len(ev)
 
 
