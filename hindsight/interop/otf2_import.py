@@ -18,6 +18,11 @@ metric values (per metric), the locations outside the MPI group
 communicators of other paradigms (thread teams, ...). It fails with ``OtfError`` on a file that
 is not an OTF2 anchor, on missing definitions, on records it cannot place, and on messages that
 do not match.
+
+The records arrive through compiled callbacks (``otf2_events``) and become rows in compiled
+kernels (``otf2_rows``, ``otf2_calls``) over the integer tables ``otf2_tables`` prepares from
+the definitions; this module prepares them, words the errors where the kernels stop, counts
+what is skipped and writes the trace.
 """
 
 from __future__ import annotations
