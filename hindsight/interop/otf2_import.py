@@ -298,7 +298,10 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
         return str(otf2.CollectiveOp(code)).rsplit(".", 1)[-1]
 
     tab = Tables(defs, otf2, comm_id, members_of, rank_of_loc, coll_op)
-    conv = Conversion(nranks)
+    # a row takes at least one event of its rank (but for rows of ATTR_ROWS): room for as many
+    # rows as the ranks' locations say they have events, up to 4 M, spares growing the buffer
+    events = sum(int(loc.number_of_events or 0) for loc in world)
+    conv = Conversion(nranks, min(max(events, EV.CHUNK), 1 << 22))
     for recs, rare in EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}):
         times = ns_array(recs[:, EV.TIME])
         lrank = tab.ranks_of(recs[:, EV.LOC])

@@ -67,12 +67,13 @@ def _doubled(a: np.ndarray, axis: int) -> np.ndarray:
 class Conversion:
     """The state of rule *events to rows* across chunks (see the module docstring)."""
 
-    def __init__(self, nranks: int):
+    def __init__(self, nranks: int, rows: int = 1 << 16):
         self.ranks = np.zeros((nranks, 9), np.int64)
         self.stack = np.zeros((nranks, 16, 4), np.int64)
         self.rstack = np.zeros((nranks, 16), np.int64)
         self.recs = np.zeros((nranks, 8, NREC), np.int64)
-        self.rows = np.zeros((NCOL, 1 << 16), np.int64)
+        # room for ``rows`` rows; the pages are touched as rows are written
+        self.rows = np.empty((NCOL, max(rows, 1)), np.int64)
         self.counters = np.zeros(2, np.int64)
         self.skipped = np.zeros(2, np.int64)
         self.skipped_first = np.full(2, -1, np.int64)
