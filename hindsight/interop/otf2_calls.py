@@ -1,104 +1,310 @@
 """The rows of one MPI call of an imported OTF2 archive (``otf2_import``), from the records
-inside it."""
+inside it: compiled rules over integer tables, called by the event kernel of ``otf2_rows``.
+
+A call's records (``recs``, one int64 row of ``NREC`` fields each: kind ``R_*``, peer or root
+or new communicator, tag or collective op, communicator, bytes or sizeSent, sizeReceived, OTF2
+request id, communicator slot) give its rows by the *branch* of its name (``B_*``, the order of
+the tests in ``branch_of``). Rows are written as columns ``W_*`` of a rows buffer. A
+non-blocking collective's post row has comm ``NBC_PENDING``: its NonBlockingCollectiveComplete,
+in a later call, gives comm, nbytes and root (``nbc_done``).
+
+Requests per rank live in typed dicts keyed by (rank, id): ``req`` OTF2 request id ->
+(hindsight request, communicator of the post); ``nbc`` OTF2 request id -> (hindsight request,
+op code) of a collective's post; ``nbc_done`` hindsight request -> (comm, comm slot, sizeSent,
+sizeReceived, world root) from its completion.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from pathlib import Path
+import numpy as np
+from numba import njit
 
 from hindsight import trace as tf
-from hindsight.interop.otf2 import COLLECTIVE_OPS_OTF2, OtfError
+from hindsight.interop.otf2 import COLLECTIVE_OPS_OTF2, TOTAL_OVER_PEERS
+
+# a record's fields
+RK, RA, RB, RC, RD, RE, RF, RG = range(8)
+NREC = 8
+# record kinds
+(R_SEND, R_RECV, R_IRECV_REQ, R_PROBE, R_ISEND_DONE, R_COLL, R_NBC_REQ, R_NBC_DONE,
+ R_COMM_NEW) = range(1, 10)
+# call branches
+(B_NONE, B_SEND, B_NBSEND, B_IRECV, B_RECV, B_PROBE, B_SENDRECV, B_NBC, B_COMPLETION, B_COMM,
+ B_COLL) = range(11)
+# the rows buffer's columns
+(W_RANK, W_OP, W_REGION, W_T0, W_T1, W_CPU, W_PEER, W_TAG, W_COMM, W_NBYTES, W_REQ,
+ W_ROOT) = range(12)
+NCOL = 12
+# the columns of an ATTR_ROWS row (otf2.parse_rows's order, the op as its code)
+X_POS, X_OP, X_PEER, X_TAG, X_COMM, X_NBYTES, X_REQ, X_ROOT = range(8)
+# an op table's columns (one row per op code): scorep category, TOTAL_OVER_PEERS, code of the
+# blocking op (non-blocking collectives), completes or frees a request, rooted, id of the OTF2
+# CollectiveOp name its post's completion must carry (-2: none, a KeyError)
+O_CAT, O_TOP, O_BLOCKING, O_ENDS_REQ, O_ROOTED, O_COLL_NAME = range(6)
+# scorep_sizes.readings' cases
+(C_DEFAULT, C_BARRIER, C_GATHER, C_SCATTER, C_BCAST, C_ALL, C_SCAN, C_EXSCAN, C_ALLGATHERV,
+ C_SCATTERV) = range(10)
+_CATEGORY = {"Barrier": C_BARRIER, "Gather": C_GATHER, "Reduce": C_GATHER,
+             "Scatter": C_SCATTER, "Bcast": C_BCAST, "Allreduce": C_ALL, "Allgather": C_ALL,
+             "Alltoall": C_ALL, "Reduce_scatter_block": C_ALL, "Scan": C_SCAN,
+             "Exscan": C_EXSCAN, "Allgatherv": C_ALLGATHERV, "Scatterv": C_SCATTERV}
+NBC_PENDING = -(1 << 62)       # comm of a non-blocking collective's post until its completion
+NONE = -(1 << 62)              # a reading's size that says nothing (None in scorep_sizes)
+# errors of a call (with the request id and op codes the message names)
+E_NEVER_POSTED, E_NBC_OP, E_NBC_KEY = 1, 2, 3
+SK_NBC_EVENT = 0              # skipped kind: "non-blocking collective event"
 
 
-def call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple],
-               anchor: Path, own_ids: bool, skipped: Counter) -> list[tuple]:
-    """The rows of one MPI call, (op, peer, tag, comm, nbytes, request, root) each, from its
-    records (see the module docstring) and the rows its ATTR_ROWS carries in their places. A
-    non-blocking collective's post row has comm ``None``: its NonBlockingCollectiveComplete,
-    in a later call, gives comm, nbytes and root (``s["nbc_done"]``)."""
-    req = s["req"]           # OTF2 request id -> (hindsight request, communicator of the post)
-    nbc = s["nbc"]           # OTF2 request id -> (hindsight request, op) of a collective's post
-
-    def new_request(otf_id: int) -> int:
-        # an archive hindsight wrote keeps its request ids; others get 0, 1, ... per rank
-        q = otf_id if own_ids else s["next_req"]
-        s["next_req"] += 1
-        return q
-
-    def post(otf_id: int, comm: int) -> int:
-        q = new_request(otf_id)
-        req[otf_id] = (q, comm)
-        return q
-
-    def complete(rid: int) -> tuple[int, int]:
-        if rid not in req:
-            raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid}, "
-                           "which was never posted")
-        return req.pop(rid)
-
-    # a non-blocking collective's records in a call that cannot hold them: the post of a
-    # collective hindsight has no op for (MPI_Comm_idup, MPI_Ialltoallw, MPI_Ineighbor_*, ...),
-    # a completion outside MPI_Wait*/MPI_Test*
-    for kind, *_ in recs:
-        if (kind == "nbc_request" and name not in tf.NONBLOCKING_COLLECTIVE_OPS) or (
-                kind == "nbc_complete" and name not in tf.COMPLETION_OPS):
-            skipped["non-blocking collective event"] += 1
-    rows: list[tuple] = []
+def branch_of(name: str) -> int:
+    """The branch of an MPI call named ``name`` (without ``MPI_``)."""
     if name in ("Send", "Ssend", "Bsend", "Rsend"):
-        rows = [(name, peer, tag, comm, nb, -1, -1)
-                for kind, peer, tag, comm, nb, _ in recs if kind == "send"][:1]
-    elif name in tf.NONBLOCKING_SEND_OPS:
-        rows = [(name, peer, tag, comm, nb, post(rid, comm), -1)
-                for kind, peer, tag, comm, nb, rid in recs if kind == "send"][:1]
-    elif name == "Irecv":
-        # OTF2 does not record what the Irecv named (unless hindsight wrote the archive:
-        # attributes); otherwise it is ANY, and the completion row has the truth
-        rows = [("Irecv", src, tag, comm, nb, post(rid, comm), -1)
-                for kind, src, tag, comm, nb, rid in recs if kind == "irecv_request"][:1]
-    elif name == "Recv":
-        rows = [("Recv", peer, tag, comm, nb, -1, -1)
-                for kind, peer, tag, comm, nb, _ in recs if kind == "recv"][:1]
-    elif name in ("Probe", "Iprobe"):
-        rows = [(name, peer, tag, comm, nb, -1, -1)
-                for kind, peer, tag, comm, nb, _ in recs if kind == "probe"][:1]
-    elif name == "Sendrecv" or name == "Sendrecv_replace":
-        rows = [("Sendrecv_send" if kind == "send" else "Sendrecv_recv", peer, tag, comm, nb, -1,
-                 -1) for kind, peer, tag, comm, nb, _ in recs if kind in ("send", "recv")]
-        if len(rows) + len(extras) != 2:
-            rows = []       # both halves or none
-    elif name in tf.NONBLOCKING_COLLECTIVE_OPS:
-        for kind, *_, rid in recs:
-            if kind == "nbc_request" and not rows:
-                nbc[rid] = new_request(rid), name
-                rows = [(name, -1, -1, None, -1, nbc[rid][0], -1)]
-    elif name in tf.COMPLETION_OPS:
-        for kind, peer, tag, comm, nb, rid in recs:
-            if kind == "recv":
-                rows.append((name, peer, tag, comm, nb, complete(rid)[0], -1))
-            elif kind == "isend_complete":
-                q, comm = complete(rid)
-                rows.append((name, -1, -1, comm, -1, q, -1))
-            elif kind == "nbc_complete" and rid not in nbc:
-                # the completion of a post skipped above
-                skipped["non-blocking collective event"] += 1
-            elif kind == "nbc_complete":
-                q, posted = nbc.pop(rid)
-                if tag != COLLECTIVE_OPS_OTF2[tf.BLOCKING_OF[posted]]:
-                    raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid} of "
-                                   f"an MPI_{posted} with a {tag} NonBlockingCollectiveComplete")
-                s["nbc_done"][q] = (comm, nb, peer)
-                rows.append((name, -1, -1, comm, -1, q, -1))
-    elif name in tf.COMM_OPS:
-        rows = [(name, new, -1, comm, -1, -1, -1)
-                for kind, new, _, comm, _, _ in recs if kind == "comm_create"][:1]
-    elif name in tf.COLLECTIVE_OPS:
-        rows = [(name, -1, -1, comm, nb, -1, root if name in tf.ROOTED_OPS else -1)
-                for kind, root, _, comm, nb, _ in recs if kind == "coll"][:1]
-    for pos, op, peer, tag, comm, nb, rq, root in sorted(extras):
+        return B_SEND
+    if name in tf.NONBLOCKING_SEND_OPS:
+        return B_NBSEND
+    if name == "Irecv":
+        return B_IRECV
+    if name == "Recv":
+        return B_RECV
+    if name in ("Probe", "Iprobe"):
+        return B_PROBE
+    if name == "Sendrecv" or name == "Sendrecv_replace":
+        return B_SENDRECV
+    if name in tf.NONBLOCKING_COLLECTIVE_OPS:
+        return B_NBC
+    if name in tf.COMPLETION_OPS:
+        return B_COMPLETION
+    if name in tf.COMM_OPS:
+        return B_COMM
+    if name in tf.COLLECTIVE_OPS:
+        return B_COLL
+    return B_NONE
+
+
+def op_table(names: list[str], coll_names: list[str]) -> np.ndarray:
+    """The op table (``O_*`` columns) of op ``names`` (code = position); ``coll_names``: the
+    OTF2 CollectiveOp names, whose positions ``O_COLL_NAME`` gives."""
+    code = {n: i for i, n in enumerate(names)}
+    out = np.full((len(names), 6), -1, np.int64)
+    for i, n in enumerate(names):
+        blocking = tf.BLOCKING_OF.get(n)
+        out[i, O_CAT] = _CATEGORY.get(n, C_DEFAULT)
+        out[i, O_TOP] = n in TOTAL_OVER_PEERS
+        out[i, O_BLOCKING] = code.get(blocking, -1) if blocking else -1
+        out[i, O_ENDS_REQ] = n in tf.COMPLETION_OPS or n in tf.FREE_OPS
+        out[i, O_ROOTED] = n in tf.ROOTED_OPS
+        if blocking:
+            want = COLLECTIVE_OPS_OTF2.get(blocking)
+            out[i, O_COLL_NAME] = -2 if want is None else (
+                coll_names.index(want) if want in coll_names else -1)
+    return out
+
+
+@njit(cache=True)
+def scorep_block(cat, sent, received, n, me, is_root):
+    """Rule *Score-P block*: ``scorep_sizes.scorep_block`` of an op of category ``cat``."""
+    k = np.full((2, 2), NONE, np.int64)
+    m = 1
+    if cat == C_BARRIER:
+        k[0, 0], k[0, 1] = 0, 0
+    elif cat == C_GATHER:
+        if is_root:
+            k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = 1, n, 0, n - 1, 2
+        else:
+            k[0, 0], k[0, 1] = 1, 0
+    elif cat == C_SCATTER:
+        if is_root:
+            k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = n, 1, n - 1, 0, 2
+        else:
+            k[0, 0], k[0, 1] = 0, 1
+    elif cat == C_BCAST:
+        k[0, 0], k[0, 1] = (n, 1) if is_root else (0, 1)
+    elif cat == C_ALL:
+        k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = n, n, n - 1, n - 1, 2
+    elif cat == C_SCAN:
+        k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = n - me, me + 1, n - me - 1, me, 2
+    elif cat == C_EXSCAN:
+        k[0, 0], k[0, 1] = n - me - 1, me
+    elif cat == C_ALLGATHERV:
+        k[0, 0], k[1, 0], m = n, n - 1, 2
+    elif cat == C_SCATTERV and not is_root:
+        k[0, 0], k[0, 1] = 0, 1
+    else:
+        k[0, 0] = 1
+    have_first = False
+    first = 0
+    for i in range(m):
+        coef = 0
+        total = 0
+        if k[i, 0] != NONE:
+            coef += k[i, 0]
+            total += sent
+        if k[i, 1] != NONE:
+            coef += k[i, 1]
+            total += received
+        if coef == 0:
+            continue
+        b = total // coef
+        fits = total % coef == 0
+        if fits and k[i, 0] != NONE and k[i, 0] * b != sent:
+            fits = False
+        if fits and k[i, 1] != NONE and k[i, 1] * b != received:
+            fits = False
+        if fits:
+            return b
+        if not have_first:
+            first, have_first = b, True
+    return first
+
+
+@njit(cache=True)
+def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, received):
+    """Rule *block*: hindsight's ``nbytes`` of a collective (``op`` the blocking op's code) on
+    ``rank`` from its record's sizes: an archive hindsight wrote has sent = received = nbytes,
+    times the communicator's size for ``TOTAL_OVER_PEERS``; others as Score-P writes them.
+    ``slots[slot]``: (start, length) of the communicator's world ranks in ``members``."""
+    self_comm = cid == tf.COMM_SELF_ID
+    n = 1
+    me = 0
+    if not self_comm and slot >= 0 and slots[slot, 1] > 0:
+        n = slots[slot, 1]
+        for i in range(n):
+            if members[slots[slot, 0] + i] == rank:
+                me = i
+                break
+    if own_ids:
+        return sent // n if ops[op, O_TOP] else sent
+    return scorep_block(ops[op, O_CAT], sent, received, n, me, root == rank or self_comm)
+
+
+@njit(cache=True)
+def _post(r, rid, comm, own_ids, state, next_req, req):
+    q = rid if own_ids else state[r, next_req]
+    state[r, next_req] += 1
+    req[(r, rid)] = (q, comm)
+    return q
+
+
+@njit(cache=True)
+def _put(rows, j, op, peer, tag, comm, nbytes, request, root):
+    rows[W_OP, j], rows[W_PEER, j], rows[W_TAG, j], rows[W_COMM, j] = op, peer, tag, comm
+    rows[W_NBYTES, j], rows[W_REQ, j], rows[W_ROOT, j] = nbytes, request, root
+
+
+@njit(cache=True)
+def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, req, nbc,
+              nbc_done, rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
+    """Rule *call rows*: the rows of one MPI call (op code ``op``, of ``branch``) from its
+    ``nrec`` records and the rows its ATTR_ROWS carries (``ext[e0:e0 + ne]``: sorted, position
+    and the ``W_OP``.. columns each) in their places, written to ``rows`` from column ``n0``
+    (``recs[r]``: the records, ``state[r, next_req]``: the rank's next request id). Returns
+    the number of rows, or -E_* with ``aux`` the error's request id and op codes.
+    ``ops_sendrecv``: the codes of Sendrecv_send and Sendrecv_recv."""
+    n = 0
+    # a non-blocking collective's records in a call that cannot hold them: the post of a
+    # collective hindsight has no op for, a completion outside MPI_Wait*/MPI_Test*
+    for i in range(nrec):
+        kind = recs[r, i, RK]
+        if (kind == R_NBC_REQ and branch != B_NBC) or (
+                kind == R_NBC_DONE and branch != B_COMPLETION):
+            skipped[SK_NBC_EVENT] += 1
+    if branch == B_SEND or branch == B_RECV or branch == B_PROBE:
+        want = R_SEND if branch == B_SEND else R_RECV if branch == B_RECV else R_PROBE
+        for i in range(nrec):
+            if recs[r, i, RK] == want:
+                _put(rows, n0, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                     recs[r, i, RD], -1, -1)
+                n = 1
+                break
+    elif branch == B_NBSEND or branch == B_IRECV:
+        # every record posts its request (the reference's list comprehension did), the first
+        # gives the row
+        want = R_SEND if branch == B_NBSEND else R_IRECV_REQ
+        for i in range(nrec):
+            if recs[r, i, RK] == want:
+                q = _post(r, recs[r, i, RF], recs[r, i, RC], own_ids, state, next_req, req)
+                if n == 0:
+                    _put(rows, n0, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                         recs[r, i, RD], q, -1)
+                    n = 1
+    elif branch == B_SENDRECV:
+        for i in range(nrec):
+            kind = recs[r, i, RK]
+            if kind == R_SEND or kind == R_RECV:
+                _put(rows, n0 + n, ops_sendrecv[0] if kind == R_SEND else ops_sendrecv[1],
+                     recs[r, i, RA], recs[r, i, RB], recs[r, i, RC], recs[r, i, RD], -1, -1)
+                n += 1
+        if n + ne != 2:
+            n = 0       # both halves or none
+    elif branch == B_NBC:
+        for i in range(nrec):
+            if recs[r, i, RK] == R_NBC_REQ and n == 0:
+                rid = recs[r, i, RF]
+                q = rid if own_ids else state[r, next_req]
+                state[r, next_req] += 1
+                nbc[(r, rid)] = (q, op)
+                _put(rows, n0, op, -1, -1, NBC_PENDING, -1, q, -1)
+                n = 1
+    elif branch == B_COMPLETION:
+        for i in range(nrec):
+            kind = recs[r, i, RK]
+            rid = recs[r, i, RF]
+            if kind == R_RECV or kind == R_ISEND_DONE:
+                if (r, rid) not in req:
+                    aux[0], aux[1] = rid, kind
+                    return -E_NEVER_POSTED
+                q, comm = req.pop((r, rid))
+                if kind == R_RECV:
+                    _put(rows, n0 + n, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                         recs[r, i, RD], q, -1)
+                else:
+                    _put(rows, n0 + n, op, -1, -1, comm, -1, q, -1)
+                n += 1
+            elif kind == R_NBC_DONE and (r, rid) not in nbc:
+                skipped[SK_NBC_EVENT] += 1     # the completion of a post skipped above
+            elif kind == R_NBC_DONE:
+                q, posted = nbc.pop((r, rid))
+                want = ops[posted, O_COLL_NAME]
+                if want == -2:
+                    aux[0], aux[1] = rid, posted
+                    return -E_NBC_KEY
+                if recs[r, i, RB] != want:
+                    aux[0], aux[1], aux[2] = rid, posted, recs[r, i, RB]
+                    return -E_NBC_OP
+                nbc_done[(r, q)] = (recs[r, i, RC], recs[r, i, RG], recs[r, i, RD], recs[r, i, RE],
+                                    recs[r, i, RA])
+                _put(rows, n0 + n, op, -1, -1, recs[r, i, RC], -1, q, -1)
+                n += 1
+    elif branch == B_COMM:
+        for i in range(nrec):
+            if recs[r, i, RK] == R_COMM_NEW:
+                _put(rows, n0, op, recs[r, i, RA], -1, recs[r, i, RC], -1, -1, -1)
+                n = 1
+                break
+    elif branch == B_COLL:
+        for i in range(nrec):
+            if recs[r, i, RK] == R_COLL:
+                root = recs[r, i, RA] if ops[op, O_ROOTED] else -1
+                nb = block(op, ops, own_ids, recs[r, i, RC], recs[r, i, RG], slots, members, r,
+                           root, recs[r, i, RD], recs[r, i, RE])
+                _put(rows, n0, op, -1, -1, recs[r, i, RC], nb, -1, root)
+                n = 1
+                break
+    for e in range(e0, e0 + ne):
         # rows without a record (MPI_PROC_NULL peers, ...) in their places among the call's
-        if rq >= 0 and (op in tf.COMPLETION_OPS or op in tf.FREE_OPS):
-            req.pop(rq, None)
+        pos, xop, comm, rq = ext[e, X_POS], ext[e, X_OP], ext[e, X_COMM], ext[e, X_REQ]
+        if rq >= 0 and ops[xop, O_ENDS_REQ]:
+            if (r, rq) in req:
+                req.pop((r, rq))
         elif rq >= 0:
-            req[rq] = (rq, comm)
-        rows.insert(pos, (op, peer, tag, comm, nb, rq, root))
-    return rows
+            req[(r, rq)] = (rq, comm)
+        # list.insert's place
+        if pos < 0:
+            pos = max(pos + n, 0)
+        pos = min(pos, n)
+        for j in range(n0 + n, n0 + pos, -1):
+            for c in range(W_OP, NCOL):
+                rows[c, j] = rows[c, j - 1]
+        _put(rows, n0 + pos, xop, ext[e, X_PEER], ext[e, X_TAG], comm, ext[e, X_NBYTES], rq,
+             ext[e, X_ROOT])
+        n += 1
+    return n

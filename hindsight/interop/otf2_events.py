@@ -221,10 +221,10 @@ def _c_function(name: str, *argtypes):
 def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, Counter]]:
     """The events of the opened ``otf2.reader.Reader`` ``trace``, in the order its
     ``events`` gives them: per chunk, the records of ``KIND_NAMES`` (an (n, WIDTH) int64
-    array, owned by the caller) and the counts of the other events by (type name, location ref,
-    metric ref or -1). ``attr_refs``: name -> ref of the attributes of ``ATTRS`` defined. A
-    read error of the C library (damaged event file) is raised (``_otf2.Error``) after the
-    chunk's records read before it."""
+    array, valid until the next chunk is read: the buffer the callbacks fill) and the counts
+    of the other events by (type name, location ref, metric ref or -1). ``attr_refs``: name ->
+    ref of the attributes of ``ATTRS`` defined. A read error of the C library (damaged event
+    file) is raised (``_otf2.Error``) after the chunk's records read before it."""
     import _otf2
     import otf2.events as E
 
@@ -266,9 +266,9 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
         try:
             got = _otf2.GlobalEvtReader_ReadEvents(handle, CHUNK)
         except Exception:
-            yield buf[:state[_S_N]].copy(), rare
+            yield buf[:state[_S_N]], rare
             raise
-        yield buf[:state[_S_N]].copy(), rare
+        yield buf[:state[_S_N]], rare
         rare = Counter()
         if got < CHUNK:
             return

@@ -18,11 +18,15 @@ metric values (per metric), the locations outside the MPI group
 communicators of other paradigms (thread teams, ...). It fails with ``OtfError`` on a file that
 is not an OTF2 anchor, on missing definitions, on records it cannot place, and on messages that
 do not match.
+
+The records arrive through compiled callbacks (``otf2_events``) and become rows in compiled
+kernels (``otf2_rows``, ``otf2_calls``) over the integer tables ``otf2_tables`` prepares from
+the definitions; this module prepares them, words the errors where the kernels stop, counts
+what is skipped and writes the trace.
 """
 
 from __future__ import annotations
 
-import gc
 import re
 import shutil
 from collections import Counter
@@ -33,18 +37,24 @@ import numpy as np
 
 from hindsight import trace as tf
 from hindsight.interop import otf2_events as EV
-from hindsight.interop.otf2_calls import call_rows
 from hindsight.interop.otf2 import (
     ARCHIVE_NAME,
     ATTR_COMM,
+    COLLECTIVE_OPS_OTF2,
     TESTBED_NODE,
-    TOTAL_OVER_PEERS,
     UNDEFINED_ROOT,
     OtfError,
     parse_rows,
     quiet_library,
 )
-from hindsight.interop.scorep_sizes import scorep_block
+from hindsight.interop.otf2_calls import (E_NBC_KEY, E_NEVER_POSTED, R_RECV, W_CPU, W_COMM,
+                                          W_NBYTES, W_OP, W_PEER, W_REGION, W_REQ, W_ROOT,
+                                          W_T0, W_T1, W_TAG)
+from hindsight.interop.otf2_tables import Tables, is_mpi
+from hindsight.interop.otf2_rows import (A_COMM, A_NEW, A_ROWS, BAIL_CALL, BAIL_LEAVE_EMPTY,
+                                         BAIL_MISMATCH, C_NROWS, DONE, G_NAME, NEED_RECS,
+                                         NEED_ROWS, NEED_STACK, S_CALL_REG, S_DEPTH,
+                                         Conversion, by_rank, convert, fill_nbc)
 from hindsight.trace.schema import short_error
 from replay.matching import match_messages
 from hindsight.trace.write import INT_FIELDS, write_trace
@@ -54,9 +64,6 @@ from hindsight.trace.write import INT_FIELDS, write_trace
 # buffer flushes, and communicator records (the definitions give the communicators).
 _NOT_A_LOSS = ("MpiCollectiveBegin", "MpiRequestTest", "ProgramBegin", "ProgramEnd",
                "BufferFlush", "CommCreate", "CommDestroy")
-# the columns of a row as _convert collects it
-_ROW = ("op", "region", "t_start", "t_end", "cpu_ns", "peer", "tag", "comm", "nbytes", "request",
-        "root")
 # OTF2 record name prefix -> the kind a skipped one is counted under (metric values are counted
 # per metric, see _convert)
 _EVENT_KINDS = (("Rma", "RMA event"), ("Omp", "OpenMP event"), ("Thread", "thread event"),
@@ -113,12 +120,6 @@ def _location_labels(defs, otf2) -> dict[Any, str]:
     return label
 
 
-def _is_mpi(region, otf2) -> bool:
-    """An MPI call's region: paradigm MPI, or named ``MPI_*`` (writers that leave the paradigm
-    out)."""
-    return region.paradigm == otf2.Paradigm.MPI or str(region.name).startswith("MPI_")
-
-
 def _anchor(path: Path) -> Path:
     if path.is_dir():
         cands = sorted(path.glob("*.otf2"))
@@ -134,7 +135,21 @@ def _anchor(path: Path) -> Path:
 
 
 def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
-    """Per-rank columns (for ``hindsight.trace.write_trace``) and manifest extras."""
+    """Per-rank columns (for ``hindsight.trace.write_trace``: ``op`` and ``region`` as names,
+    None for no region) and manifest extras."""
+    cols, extra = _read_columns(path)
+    out = []
+    for c in cols:
+        names = np.array([*c.pop("region_names"), None], dtype=object)
+        ops = np.array(c.pop("op_names"), dtype=object)
+        out.append({"op": ops[c["op"]].tolist(), "region": names[c["region"]].tolist(),
+                    **{k: c[k].tolist() for k in INT_FIELDS}})
+    return out, extra
+
+
+def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per-rank columns as arrays: ``op`` codes into ``op_names``, ``region`` codes into
+    ``region_names`` (sorted, -1 for none) and the integer columns; and manifest extras."""
     import otf2
 
     quiet_library()
@@ -152,15 +167,7 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     except Exception as exc:  # the C library reports a code, not an exception class
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({short_error(exc)})") from None
     try:
-        # the conversion makes millions of small objects that live to its end: the cyclic
-        # collector's passes over them would cost more than the conversion (quadratic)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return _convert(trace, anchor, otf2)
-        finally:
-            if collecting:
-                gc.enable()
+        return _convert(trace, anchor, otf2)
     except OtfError:
         raise
     except Exception as exc:
@@ -175,7 +182,7 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
             pass
 
 
-def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str, Any]]:
+def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     defs = trace.definitions
     res = defs.clock_properties.timer_resolution if defs.clock_properties else 0
     if not res:
@@ -234,9 +241,11 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
     if tf.COMM_WORLD_ID not in members_of:
         members_of[tf.COMM_WORLD_ID] = list(range(nranks))
 
+    here = [0, 0]           # the rank and time (ns) of the event being converted
+
     def where() -> str:
         """The event being converted, for an error message."""
-        return f"rank {rank_here} at {t_here} ns"
+        return f"rank {here[0]} at {here[1]} ns"
 
     def hindsight_comm(cm) -> int:
         if cm not in comm_id:
@@ -247,7 +256,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
     def world_rank(cm, local: int) -> int:
         cid = hindsight_comm(cm)
         if cid == tf.COMM_SELF_ID:
-            return rank_here
+            return here[0]
         mem = members_of[cid]
         if not 0 <= local < len(mem):
             raise OtfError(f"{anchor}: {where()}: rank {local} outside communicator "
@@ -255,190 +264,85 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
         return mem[local]
 
     def root_rank(cm, root: int, cid: int) -> int:
-        """The world rank of a collective record's root, -1 for none (OTF2_UNDEFINED_UINT32,
-        COMM_SELF, MPI_ROOT/MPI_PROC_NULL of an intercommunicator)."""
         if root == UNDEFINED_ROOT or cid == tf.COMM_SELF_ID or \
                 root >= len(members_of.get(cid, [])):
             return -1
         return world_rank(cm, root)
 
-    def block(op_name: str, cid: int, root: int, rank: int, sent: int, received: int) -> int:
-        """hindsight's ``nbytes`` of a collective (``op_name`` blocking) on ``rank`` from its
-        record's sizes: an archive hindsight wrote has sent = received = nbytes, times the
-        communicator's size for ``TOTAL_OVER_PEERS``; others as Score-P writes them
-        (``scorep_sizes.scorep_block``)."""
-        mem = [rank] if cid == tf.COMM_SELF_ID else members_of.get(cid) or [rank]
-        if own_ids:
-            return sent // len(mem) if op_name in TOTAL_OVER_PEERS else sent
-        return scorep_block(op_name, sent, received, len(mem),
-                            mem.index(rank) if rank in mem else 0,
-                            root == rank or cid == tf.COMM_SELF_ID)
-
     def ns(t: int) -> int:
         return int((int(t) - offset) * 10**9 // res) if res != 10**9 else int(t) - offset
 
-    # each rank's rows as tuples (_ROW's columns), its columns made at the end
-    rows_of: list[list[tuple]] = [[] for _ in range(nranks)]
-    # nbc: a non-blocking collective's OTF2 request id -> (hindsight request, post op);
-    # nbc_post: hindsight request -> index of its post row, which the NonBlockingCollective-
-    # Complete fills; nbc_done: hindsight request -> (comm, (sizeSent, sizeReceived), world
-    # root) from it
-    state = [dict(stack=[], regions=[], call=None, recs=[], extras=[], req={}, next_req=0,
-                  nbc={}, nbc_post={}, nbc_done={})
-             for _ in range(nranks)]
+    def ns_array(ticks: np.ndarray) -> np.ndarray:
+        """``ns`` of each of ``ticks``; exact (integers) as long as a tick count's remainder
+        times 1e9 fits 64 bits, else per element."""
+        if res == 10**9:
+            return ticks - offset
+        if res >= 2**63 // 10**9 or abs(offset) >= 2**62:
+            return np.array([ns(t) for t in ticks.tolist()], np.int64)
+        d = ticks - offset
+        return d // res * 10**9 + d % res * 10**9 // res
+
     labels = _location_labels(defs, otf2)
     other_locations: set = set()
-    rank_here = t_here = 0
 
     def about(loc) -> str:
         """What a location outside the MPI group is, where the archive says, as the suffix of
         a skipped kind: " (OpenMP)"."""
         return f" ({labels[loc]})" if loc in labels else ""
 
-    def add(r, op_name, t0, t1, peer=-1, tag=-1, comm=0, nbytes=-1, request=-1, root=-1,
-            region=None, cpu=-1):
-        rows_of[r].append((op_name, region, t0, t1, cpu, peer, tag, comm, nbytes, request, root))
-
-    regions = {}                 # region ref -> (name, is MPI)
-    comms = {}                   # comm ref -> definition
-    coll_ops: dict[int, str] = {}
-    rank_of_ref = {loc._ref: r for loc, r in rank_of_loc.items()}
-    attr_refs = {str(a.name): a._ref for a in defs.attributes}
-    # the attributes' places in a record's values (EV.ATTRS) and presence bits
-    (A_SIZE, A_CPU, A_NEW, A_COMM, A_ROWS, A_SRC, A_TAG, A_RBYTES, A_NBYTES) = \
-        range(len(EV.ATTRS))
-
     def region(ref: int) -> tuple[str, bool]:
-        if ref not in regions:
-            reg = defs.regions[ref]
-            regions[ref] = (str(reg.name), _is_mpi(reg, otf2))
-        return regions[ref]
-
-    def comm(ref: int):
-        if ref not in comms:
-            comms[ref] = defs.comms[ref]
-        return comms[ref]
+        reg = defs.regions[ref]
+        return str(reg.name), is_mpi(reg, otf2)
 
     def coll_op(code: int) -> str:
-        if code not in coll_ops:
-            coll_ops[code] = str(otf2.CollectiveOp(code)).rsplit(".", 1)[-1]
-        return coll_ops[code]
+        return str(otf2.CollectiveOp(code)).rsplit(".", 1)[-1]
 
-    def ns_array(ticks: np.ndarray) -> list[int]:
-        """``ns`` of each of ``ticks``; exact (integers) as long as a tick count's remainder
-        times 1e9 fits 64 bits, else per element."""
-        if res == 10**9:
-            return (ticks - offset).tolist()
-        if res >= 2**63 // 10**9 or abs(offset) >= 2**62:
-            return [ns(t) for t in ticks.tolist()]
-        d = ticks - offset
-        return (d // res * 10**9 + d % res * 10**9 // res).tolist()
-
-    for recs, rare in EV.read_events(trace, attr_refs):
+    tab = Tables(defs, otf2, comm_id, members_of, rank_of_loc, coll_op)
+    # a row takes at least one event of its rank (but for rows of ATTR_ROWS): room for as many
+    # rows as the ranks' locations say they have events, up to 4 M, spares growing the buffer
+    events = sum(int(loc.number_of_events or 0) for loc in world)
+    conv = Conversion(nranks, min(max(events, EV.CHUNK), 1 << 22))
+    for recs, rare in EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}):
         times = ns_array(recs[:, EV.TIME])
-        u64 = recs.view(np.uint64)
-        for (k, lref, f0, f1, f2, mask, *a), t, f3, f4, f5 in zip(
-                recs[:, [EV.KIND, EV.LOC, EV.F0, EV.F1, EV.F2, EV.MASK, *range(EV.A0, EV.WIDTH)]]
-                .tolist(), times, u64[:, EV.F3].tolist(), u64[:, EV.F4].tolist(),
-                u64[:, EV.F5].tolist()):
-            r = rank_of_ref.get(lref)
-            if r is None:
-                loc = defs.locations[lref]
-                other_locations.add(loc)
-                mpi = EV.KIND_NAMES[k].startswith("Mpi") or (
-                    k in (EV.ENTER, EV.LEAVE) and region(f0)[1])
-                skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += 1
-                continue
-            rank_here = r
-            s = state[r]
-            t_here = t
-            if k == EV.ENTER:
-                name, is_mpi = region(f0)
-                s["stack"].append((name, t, is_mpi,
-                                   a[A_SIZE] if mask >> A_SIZE & 1 else -1))
-                if is_mpi and s["call"] is None:
-                    s["call"] = (name[4:] if name.startswith("MPI_") else name, t)
-                    s["recs"] = [("comm_create", a[A_NEW], -1, a[A_COMM], -1, -1)] \
-                        if mask >> A_NEW & 1 and (mask >> A_COMM & 1 or _missing(ATTR_COMM)) \
-                        else []
-                    s["extras"] = parse_rows(defs.strings[a[A_ROWS]], f"{anchor}: {where()}") \
-                        if mask >> A_ROWS & 1 else []
-                elif not is_mpi:
-                    s["regions"].append(name)
-            elif k == EV.LEAVE:
-                if not s["stack"]:
-                    raise OtfError(f"{anchor}: {where()}: Leave without Enter")
-                name, t_enter, is_mpi, work = s["stack"].pop()
-                cpu = a[A_CPU] if mask >> A_CPU & 1 else -1
-                if region(f0)[0] != name:
-                    raise OtfError(f"{anchor}: {where()}: Leave of '{region(f0)[0]}' but "
-                                   f"'{name}' is open")
-                inner = s["regions"][-1] if s["regions"] else None
-                if not is_mpi:
-                    s["regions"].pop()
-                    add(r, "region", t_enter, t, comm=-1, nbytes=work, region=name, cpu=cpu)
-                elif s["call"] is not None and s["call"][1] == t_enter and \
-                        not any(x[2] for x in s["stack"]):
-                    rows = call_rows(r, s, s["call"][0], s["recs"], s["extras"], anchor,
-                                      own_ids, skipped)
-                    if not rows:
-                        # A call hindsight has no op for, or one whose records are missing
-                        # (e.g. a Test that completed nothing): its time is computation.
-                        skipped["MPI call without a trace op"] += 1
-                    for j, (op_name, *fields) in enumerate(rows):
-                        if isinstance(fields[3], tuple):
-                            # a blocking collective's (sizeSent, sizeReceived): its block
-                            fields[3] = block(op_name, fields[2], fields[5], r, *fields[3])
-                        if fields[2] is None:
-                            # a non-blocking collective's post: its Complete gives comm,
-                            # bytes, root
-                            s["nbc_post"][fields[4]] = len(rows_of[r])
-                            fields[2] = 0
-                        add(r, op_name, t_enter, t, *fields, region=inner,
-                            cpu=cpu if j == 0 else -1)  # the call's CPU time on its first row
-                    s["call"] = None
-            elif k in (EV.SEND, EV.ISEND):
-                cm = comm(f1)
-                s["recs"].append(("send", world_rank(cm, f0), f2,
-                                  hindsight_comm(cm), f3, f4 if k == EV.ISEND else -1))
-            elif k in (EV.RECV, EV.IRECV):
-                cm = comm(f1)
-                s["recs"].append(("recv", world_rank(cm, f0), f2,
-                                  hindsight_comm(cm), f3, f4 if k == EV.IRECV else -1))
-            elif k == EV.IRECV_REQUEST:
-                s["recs"].append((
-                    "irecv_request", a[A_SRC] if mask >> A_SRC & 1 else tf.ANY_SOURCE,
-                    a[A_TAG] if mask >> A_TAG & 1 else tf.ANY_TAG,
-                    a[A_COMM] if mask >> A_COMM & 1 else 0,
-                    a[A_RBYTES] if mask >> A_RBYTES & 1 else -1, f4))
-            elif k == EV.PROBE:
-                cm = comm(f1)
-                s["recs"].append((
-                    "probe", world_rank(cm, f0) if f0 != UNDEFINED_ROOT
-                    else tf.ANY_SOURCE, f2 if f2 != UNDEFINED_ROOT else tf.ANY_TAG,
-                    hindsight_comm(cm),
-                    a[A_NBYTES] if mask >> A_NBYTES & 1 else -1, -1))
-            elif k == EV.ISEND_COMPLETE:
-                s["recs"].append(("isend_complete", -1, -1, 0, -1, f4))
-            elif k == EV.COLL_END:
-                # nbytes is (sizeSent, sizeReceived) until the row is added (block())
-                cm = comm(f1)
-                cid = hindsight_comm(cm)
-                s["recs"].append(("coll", root_rank(cm, f2, cid), -1, cid, (f3, f5), -1))
-            elif k in (EV.NBC_REQUEST, EV.NBC_COMPLETE) and s["call"] is None:
-                skipped["non-blocking collective event"] += 1     # outside any MPI call
-            elif k == EV.NBC_REQUEST:
-                s["recs"].append(("nbc_request", -1, -1, -1, -1, f4))
-            elif k == EV.NBC_COMPLETE:
-                # (kind, root, collective op's OTF2 name, comm, (sizeSent, sizeReceived),
-                # request)
-                cm = comm(f1)
-                cid = hindsight_comm(cm)
-                s["recs"].append(("nbc_complete", root_rank(cm, f2, cid), coll_op(f0),
-                                  cid, (f3, f5), f4))
+        lrank = tab.ranks_of(recs[:, EV.LOC])
+        conv.other_locations(len(tab.locations))
+        gidx, cidx = tab.regions(recs[:, EV.F0]), tab.comms(recs[:, EV.F1])
+        extslot = tab.extras(recs)
+        seen = (conv.skipped.copy(), conv.off.copy())
+        i = 0
+        while i < len(recs):
+            why, i = convert(recs, times, lrank, gidx, cidx, extslot, i, tab.regs, tab.comm_tab,
+                             tab.slots, tab.members, tab.ops, tab.ops_sendrecv, tab.coll_ids,
+                             _KIND_MPI, tab.bad_loc, tab.ext_span, tab.ext_rows, own_ids,
+                             conv.ranks, conv.stack, conv.rstack, conv.recs, conv.rows,
+                             conv.counters, conv.skipped, conv.skipped_first, conv.off,
+                             conv.off_first, conv.aux, conv.req, conv.nbc, conv.nbc_done,
+                             conv.nbc_post)
+            if why in (NEED_STACK, NEED_RECS, NEED_ROWS):
+                conv.grow(why)
+            elif why != DONE:
+                here[:] = int(lrank[i]), int(times[i])
+                _explain(why, recs[i], conv, tab, anchor, here, region,
+                         lambda ref: defs.comms[ref], hindsight_comm, world_rank, root_rank,
+                         coll_op)
+        # the kinds skipped in this chunk, in the order they first occurred
+        new = [(conv.skipped_first[j], name, conv.skipped[j] - seen[0][j])
+               for j, name in enumerate(_SKIP_KINDS)]
+        for slot in np.flatnonzero((conv.off[:len(seen[1])] != seen[1]).any(axis=1)).tolist() \
+                + list(range(len(seen[1]), len(conv.off))):
+            loc = tab.locations[slot]
+            other_locations.add(loc)
+            for mpi in (0, 1):
+                new.append((conv.off_first[slot, mpi],
+                            f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}",
+                            conv.off[slot, mpi] - (seen[1][slot, mpi] if slot < len(seen[1])
+                                                   else 0)))
+        for _, name, n in sorted(new, key=lambda x: x[0]):
+            if n:
+                skipped[name] += int(n)
         for (name, lref, metric), n in rare.items():
             # events with no row, counted by the reader: what they are, where
-            r = rank_of_ref.get(lref)
+            r = tab.rank_of_ref.get(lref)
             if r is None:
                 loc = defs.locations[lref]
                 other_locations.add(loc)
@@ -450,39 +354,102 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, list]], dict[str
                     skipped[f"value of metric {member.name}"] += n
             elif name not in _NOT_A_LOSS:
                 skipped[_event_kind(name)] += n
-    open_ranks = [r for r in range(nranks) if state[r]["stack"]]
-    if open_ranks:
+    open_ranks = np.flatnonzero(conv.ranks[:, S_DEPTH])
+    if len(open_ranks):
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
-    cols = []
-    for rows in rows_of:
-        by_name = dict(zip(_ROW, map(list, zip(*rows)))) if rows else {c: [] for c in _ROW}
-        cols.append({c: by_name[c] for c in ("op", "region", *INT_FIELDS)})
-    del rows_of
-    for r in range(nranks):
-        col = cols[r]
-        # non-blocking collectives: the post row gets what its Complete says; a post no
-        # Complete names (the archive ends before the completion, or it was not recorded) has
-        # no communicator, root or size to give: skipped, counted
-        never = []
-        for q, k in state[r]["nbc_post"].items():
-            if q not in state[r]["nbc_done"]:
-                never.append(k)
-                continue
-            opn = col["op"][k]
-            cid, (sent, received), root = state[r]["nbc_done"][q]
-            col["comm"][k] = cid
-            col["nbytes"][k] = block(tf.BLOCKING_OF[opn], cid, root, r, sent, received)
-            col["root"][k] = root if opn in tf.ROOTED_OPS else -1
-        if never:
-            skipped["non-blocking collective without completion"] += len(never)
-            gone = set(never)
-            for name, values in col.items():
-                col[name] = [v for k, v in enumerate(values) if k not in gone]
+    nrows = int(conv.counters[C_NROWS])
+    keep = np.ones(nrows, np.bool_)
+    never = fill_nbc(conv.rows, conv.nbc_post, conv.nbc_done, tab.ops, own_ids, tab.slots,
+                     tab.members, keep)
+    if never:
+        skipped["non-blocking collective without completion"] += never
+    rows, start = by_rank(conv.rows, nrows, keep, nranks)
+    del conv
     for loc in other_locations:
         skipped[f"non-MPI location{about(loc)}"] += 1
     extra = {"communicators": {k: v for k, v in members_of.items() if k != 0},
              "skipped": dict(skipped), **_placement(world)}
-    return cols, extra
+    return _columns(rows, start, tab), extra
+
+
+# the skipped kinds otf2_rows counts, at their SK_* places
+_SKIP_KINDS = ("non-blocking collective event", "MPI call without a trace op")
+_KIND_MPI = np.array([name.startswith("Mpi") for name in EV.KIND_NAMES], np.int64)
+
+
+def _columns(rows: np.ndarray, start: np.ndarray, tab: "Tables") -> list[dict[str, Any]]:
+    """Each rank's columns from ``by_rank``'s rows: op codes, region codes into the rank's
+    sorted region names, the integer columns."""
+    cols = []
+    for r in range(len(start) - 1):
+        part = rows[:, start[r]:start[r + 1]]
+        reg = part[W_REGION]
+        used = np.unique(reg[reg >= 0])
+        order = sorted(range(len(used)), key=lambda j: tab.names[used[j]])
+        code = np.full(len(tab.names) + 1, -1, np.int64)
+        code[used[order]] = np.arange(len(used))
+        col = {"op": part[W_OP], "op_names": tab.op_names, "region": code[reg],
+               "region_names": [tab.names[used[j]] for j in order]}
+        for name, w in zip(INT_FIELDS, (W_T0, W_T1, W_CPU, W_PEER, W_TAG, W_COMM, W_NBYTES,
+                                        W_REQ, W_ROOT)):
+            col[name] = part[w]
+        cols.append(col)
+    return cols
+
+
+def _explain(why: int, rec: np.ndarray, conv: Conversion, tab: Tables, anchor: Path, here,
+             region, comm, hindsight_comm, world_rank, root_rank, coll_op) -> None:
+    """Raise the error of the event ``rec`` at which ``convert`` stopped with ``why``: as the
+    per-record importer worded it, or the exception its definition lookups raise."""
+    where = f"rank {here[0]} at {here[1]} ns"
+    k, lref, f0, f1, f2, mask = (int(rec[c]) for c in (EV.KIND, EV.LOC, EV.F0, EV.F1, EV.F2,
+                                                        EV.MASK))
+    if why == BAIL_LEAVE_EMPTY:
+        raise OtfError(f"{anchor}: {where}: Leave without Enter")
+    if why == BAIL_MISMATCH:
+        raise OtfError(f"{anchor}: {where}: Leave of '{region(f0)[0]}' but "
+                       f"'{tab.names[conv.aux[0]]}' is open")
+    if why == BAIL_CALL:
+        r = here[0]
+        name = tab.names[tab.regs[conv.ranks[r, S_CALL_REG], G_NAME]]
+        name = name[4:] if name.startswith("MPI_") else name
+        err, rid, posted = (int(x) for x in conv.aux[[3, 0, 1]])
+        if err == E_NEVER_POSTED:
+            rid = rid if posted == R_RECV else rid & (2**64 - 1)    # posted: the record kind
+            raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid}, "
+                           "which was never posted")
+        posted = tab.op_names[posted]
+        if err == E_NBC_KEY:
+            COLLECTIVE_OPS_OTF2[tf.BLOCKING_OF[posted]]     # raises, as the reference did
+        raise OtfError(f"{anchor}: rank {r}: MPI_{name} completes request {rid & (2**64 - 1)}"
+                       f" of an MPI_{posted} with a {tab.coll_names[conv.aux[2]]} "
+                       "NonBlockingCollectiveComplete")
+    if here[0] < 0:
+        tab.defs.locations[lref]
+        if k in (EV.ENTER, EV.LEAVE):
+            region(f0)
+    elif k == EV.ENTER:
+        region(f0)
+        if mask >> A_NEW & 1 and not mask >> A_COMM & 1:
+            _missing(ATTR_COMM)
+        if mask >> A_ROWS & 1:
+            parse_rows(tab.defs.strings[int(rec[EV.A0 + A_ROWS])], f"{anchor}: {where}")
+    elif k == EV.LEAVE:
+        region(f0)
+    elif k in (EV.SEND, EV.ISEND, EV.RECV, EV.IRECV):
+        world_rank(comm(f1), f0)
+    elif k == EV.PROBE:
+        cm = comm(f1)
+        if f0 != UNDEFINED_ROOT:
+            world_rank(cm, f0)
+        hindsight_comm(cm)
+    elif k in (EV.COLL_END, EV.NBC_COMPLETE):
+        cm = comm(f1)
+        root_rank(cm, f2, hindsight_comm(cm))
+        if k == EV.NBC_COMPLETE:
+            coll_op(f0)
+    raise AssertionError(f"{anchor}: {where}: the conversion stopped at a record of kind {k} "
+                         "that converts")
 
 
 def _placement(world: list) -> dict[str, Any]:
@@ -505,15 +472,21 @@ def _placement(world: list) -> dict[str, Any]:
 
 def import_otf2(path: Path | str, out: Path | str) -> Path:
     """Convert an OTF2 archive into a hindsight trace directory; checks that messages match."""
-    cols, extra = read_otf2(path)
+    cols, extra = _read_columns(path)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise OtfError(f"{out}: exists and is not empty (choose a new --out)")
     # the epoch: the earliest event, or hindsight's own epoch for archives hindsight wrote
-    t_min = min(0, min((min(c["t_start"]) for c in cols if c["t_start"]), default=0))
+    t_min = min(0, min((int(c["t_start"].min()) for c in cols if len(c["t_start"])),
+                       default=0))
     for c in cols:
-        c["t_start"] = [t - t_min for t in c["t_start"]]
-        c["t_end"] = [t - t_min for t in c["t_end"]]
+        c["t_start"] = c["t_start"] - t_min
+        c["t_end"] = c["t_end"] - t_min
+        names = c.pop("op_names")
+        if len(c["op"]) and c["op"].max() >= len(tf.OPS):
+            c["op"] = [names[k] for k in c["op"].tolist()]    # write_trace names the unknown
+        else:
+            c["op"] = c["op"].astype(np.int8)
     comms = {int(k): v for k, v in extra["communicators"].items()}
     write_trace(out, cols, communicators=comms, manifest={
         "app": _app_name(path), "paradigm": None,
@@ -521,7 +494,8 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
-        "makespan_ns": max((max(c["t_end"]) for c in cols if c["t_end"]), default=0)})
+        "makespan_ns": max((int(c["t_end"].max()) for c in cols if len(c["t_end"])),
+                           default=0)})
     tr = tf.read_trace(out)
     _, problems = match_messages(tr.table)
     fatal = [p for p in problems if "bytes but" not in p]
