@@ -118,6 +118,9 @@ def test_replay_cli_applies_the_rule_with_both_profiles(tmp_path, run_hindsight)
     r = run_hindsight("replay", trace, "--trace-profile", paths["tcp"])
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "Error: --trace-profile: needs --profile (the network to predict)"]
+    old = read_profile("docs/calibration/tcp.toml")
+    del old["compute"]                      # a profile made before the burst probe
+    (tmp_path / "old.toml").write_text(tomli_w.dumps(old))
     r = run_hindsight("replay", trace, "--profile", paths["shm"], "--trace-profile",
-                      "docs/calibration/tcp.toml")
+                      tmp_path / "old.toml")
     assert r.returncode == 0 and "note: --trace-profile has no [compute] section" in r.stderr
