@@ -621,6 +621,16 @@ static int64_t clash_ops[2];
 /* status.json beside the records (what the rank file's metadata says); rank 0 adds the MPI
  * library. `end` (the conditions at the end of the program) is NULL on the signal path, which
  * only calls write/rename. */
+/* The MPI library's first version line into lib (MPI_MAX_LIBRARY_VERSION_STRING bytes) and the
+ * standard's version. */
+static void mpi_library(char *lib, int *v, int *sv) {
+    int len = 0;
+    PMPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = 0;
+    PMPI_Get_version(v, sv);
+}
+
 static void write_status(const char *status, int64_t program_end, const cond_t *end) {
     char tmp[4200], dst[4200], b[8192];
     snprintf(tmp, sizeof tmp, "%s/.status.json.tmp", stage);
@@ -658,11 +668,8 @@ static void write_status(const char *status, int64_t program_end, const cond_t *
     }
     if (wrank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-        int len = 0, v = 0, sv = 0;
-        PMPI_Get_library_version(lib, &len);
-        char *nl = strchr(lib, '\n');
-        if (nl) *nl = 0;
-        PMPI_Get_version(&v, &sv);
+        int v = 0, sv = 0;
+        mpi_library(lib, &v, &sv);
         n += (size_t)snprintf(b + n, sizeof b - n, ", \"mpi_version\": \"%d.%d\", "
                               "\"mpi_library\": \"", v, sv);
         n = CLAMP(n, sizeof b);
@@ -903,7 +910,7 @@ static void on_fatal(int sig) {
                          sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT");
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
-            ssize_t w = write(fd, msg, (size_t)CLAMP(n, sizeof msg));
+            ssize_t w = write(fd, msg, CLAMP((size_t)n, sizeof msg));
             (void)w;
             close(fd);
         }
@@ -1006,11 +1013,8 @@ static void start_lines(void) {
     name_line(b);
     if (wrank != 0) return;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0, v = 0, sv = 0;
-    PMPI_Get_library_version(lib, &len);
-    char *nl = strchr(lib, '\n');
-    if (nl) *nl = 0;
-    PMPI_Get_version(&v, &sv);
+    int v = 0, sv = 0;
+    mpi_library(lib, &v, &sv);
     n = (size_t)snprintf(b, sizeof b, "[\"mpi\", \"%d.%d\", \"", v, sv);
     n = put_str(b, n, sizeof b, lib);
     n += (size_t)snprintf(b + n, sizeof b - n, "\"]\n");
