@@ -26,7 +26,8 @@ between them and extended by the last two sizes' slope beyond (a profile's ``[sh
 
 The rule applies to an instance when its collective is one of those four (blocking), MPICH's
 own selection runs it (no ``--algo`` for that collective), its communicator has at least two
-members, all on one host (the replay's placement), and the profile has that collective's costs.
+members, all on one host (the replay's placement) and all recorded (a partial trace's instance
+that lacks members keeps its pattern), and the profile has that collective's costs.
 Other instances keep their point-to-point pattern. Not modelled: the first four such calls of a
 communicator, which MPICH runs as point-to-point messages (MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD
 = 5); a root that runs more than the buffer's cells (MPIR_CVAR_BCAST_INTRANODE_NUM_CELLS) ahead
@@ -141,7 +142,10 @@ def eligible(coll, comm_members: Mapping[int, list[int]], host_of_rank: np.ndarr
     codes = [tf.OP_CODE[op] for op in ops if algos.get(op) == SELECTION]
     if not codes:
         return out
-    out = np.isin(coll.op, codes) & (coll.size >= 2) & (coll.comm != tf.COMM_SELF_ID)
+    # every member recorded: a partial trace's incomplete instance keeps its pattern, whose
+    # missing members' messages the partial replay already leaves out
+    out = np.isin(coll.op, codes) & (coll.size >= 2) & (coll.comm != tf.COMM_SELF_ID) \
+        & (np.diff(coll.off) == coll.size)
     hosts = np.asarray(host_of_rank)
     one_host = {cid: len({int(hosts[r]) for r in comm_members[cid] if 0 <= r < len(hosts)}) == 1
                 for cid in np.unique(coll.comm[out]).tolist() if cid in comm_members}

@@ -207,3 +207,20 @@ def test_probe_measures_every_role_on_shared_memory(tmp_path):
             assert all(0 < x < 5e-3 for x in sec[k]), (op, k, sec[k])
     fc = flag_costs({"shared_flag": {"ranks": 2, **params}})
     assert fc.ops() == set(FLAG_OPS)
+
+
+def test_an_instance_missing_a_member_keeps_its_pattern(tmp_path):
+    """A partial trace (rank 1 stopped before its second Bcast) prepared whole, as the noise
+    report prepares one: that Bcast's instance has its root only and keeps its pattern (the
+    root's eager send, which waits for nobody); the complete first one is a meeting."""
+    import pyarrow.parquet as pq
+
+    progs = [[("coll", "Bcast", 8, 0), ("compute", 1_000), ("coll", "Bcast", 8, 0)],
+             [("coll", "Bcast", 8, 0), ("compute", 1_000), ("coll", "Bcast", 8, 0)]]
+    d = simulate_to_dir(tmp_path / "p", progs, hosts=ONE_HOST, incomplete_ranks=[1])
+    f = d / "rank-00001.parquet"
+    pq.write_table(pq.read_table(f).slice(0, 1), f)          # rank 1: its first Bcast only
+    prep = replay.prepare(d, allow_partial=True, use_cache=False)
+    r = replay.run(prep, "loggps", SETS, flags=COSTS)
+    assert r.info["shared_flag_meeting"]["calls"] == {"Bcast": 2}
+    assert r.info["collective_algorithms_run"]["Bcast"] == {"release_gather": 1, "binomial": 1}
