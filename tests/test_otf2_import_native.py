@@ -104,19 +104,20 @@ def test_foreign_and_scorep_archives_import_as_before(tmp_path):
         assert _assert_same_import(anchor, out) == expected, name
 
 
-def test_damaged_archives_fail_as_before(tmp_path):
-    """An event file cut short (at several places) or emptied: the same one error, or, where
-    the cut falls between records, the same rows."""
+def test_cut_event_files_are_refused(tmp_path):
+    """An event file cut short (at several places) or emptied is refused with one error. Not
+    compared with the per-record importer: whether the OTF2 C library notices a cut depends on
+    bytes past the file's end (the same cut archive read ok in one process and failed in the
+    next, under either importer), so the importer also counts the events the definitions
+    announce against those it read."""
     export_otf2(CORPUS / "p2p-all-n3", tmp_path / "otf2")
     events = sorted((tmp_path / "otf2" / "traces").glob("*.evt"))
     size = events[0].stat().st_size
-    outcomes = []
-    for k, keep in enumerate((0, 64, size // 3, size // 2, size - 7)):
+    for k, keep in enumerate((0, 22, 25, 64, size // 3, size // 2, size - 7)):
         copy = tmp_path / f"cut-{k}"
         shutil.copytree(tmp_path / "otf2", copy)
         target = copy / "traces" / events[0].name
         target.write_bytes(target.read_bytes()[:keep])
-        out = tmp_path / f"out-{k}"
-        out.mkdir()
-        outcomes.append(_assert_same_import(copy, out))
-    assert "error" in outcomes
+        outcome = _outcome(read_otf2, copy)
+        assert outcome[0] == "error", (keep, size)
+        assert str(copy) in outcome[1] and "\n" not in outcome[1]

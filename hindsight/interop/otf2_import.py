@@ -302,7 +302,9 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
     # rows as the ranks' locations say they have events, up to 4 M, spares growing the buffer
     events = sum(int(loc.number_of_events or 0) for loc in world)
     conv = Conversion(nranks, min(max(events, EV.CHUNK), 1 << 22))
+    nread = 0
     for recs, rare in EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}):
+        nread += len(recs) + sum(rare.values())
         times = ns_array(recs[:, EV.TIME])
         lrank = tab.ranks_of(recs[:, EV.LOC])
         conv.other_locations(len(tab.locations))
@@ -354,6 +356,13 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
                     skipped[f"value of metric {member.name}"] += n
             elif name not in _NOT_A_LOSS:
                 skipped[_event_kind(name)] += n
+    # The C library does not always report a cut event file (a cut between two records reads
+    # as a shorter file): the definitions say how many events each location wrote.
+    announced = [int(loc.number_of_events or 0) for loc in defs.locations]
+    if sum(announced) and nread < sum(announced):
+        raise OtfError(f"{anchor}: damaged OTF2 archive ({sum(announced) - nread} of the "
+                       f"{sum(announced)} events its definitions announce are missing: a cut "
+                       "event file?)")
     open_ranks = np.flatnonzero(conv.ranks[:, S_DEPTH])
     if len(open_ranks):
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
