@@ -103,7 +103,10 @@ class Prepared:
                 raise ReplayError(f"collective algorithm {op}={a} is not known (choose from "
                                   f"{choices})")
         flags = tuple(sorted(shared_flags)) if expand else ()
-        key = (expand, tuple(sorted(algos.items())) if expand else (), flags)
+        # the rule's instances depend on the placement, which a copy of this Prepared may
+        # change (validate's cross-network cells: dataclasses.replace shares _streams)
+        key = (expand, tuple(sorted(algos.items())) if expand else (), flags,
+               np.asarray(self.host_of_rank).tobytes() if flags else b"")
         if key not in self._streams:
             flagged = None
             if flags:

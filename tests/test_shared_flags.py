@@ -224,3 +224,15 @@ def test_an_instance_missing_a_member_keeps_its_pattern(tmp_path):
     r = replay.run(prep, "loggps", SETS, flags=COSTS)
     assert r.info["shared_flag_meeting"]["calls"] == {"Bcast": 2}
     assert r.info["collective_algorithms_run"]["Bcast"] == {"release_gather": 1, "binomial": 1}
+
+
+def test_a_copy_placed_elsewhere_gets_its_own_stream(tmp_path):
+    """validate replays a cross-network cell with the ranks placed as on the predicted network
+    (``dataclasses.replace(prep, host_of_rank=...)``, which shares the built streams): the rule
+    follows the placement of the copy, not the stream built for the original."""
+    progs = [[("compute", 10_000), ("coll", "Bcast", 8, 0)], [("coll", "Bcast", 8, 0)]]
+    one = _prep(tmp_path, progs, "one")
+    assert "shared_flag_meeting" in _run(one).info
+    two = dataclasses.replace(one, host_of_rank=np.array([0, 1]))
+    assert "shared_flag_meeting" not in _run(two).info
+    assert "shared_flag_meeting" in _run(one).info
