@@ -48,17 +48,12 @@ from hindsight import trace as tf
 from hindsight.errors import DataError
 from replay import kernel as K
 from replay.selection import SELECTION, SHARED_FLAG_COLLECTIVES
+from replay.selection import SHARED_FLAG_WAITS as WAITS_FOR
 
 RULE = "shared_flag_meeting"
 #: the name the replay reports for instances the rule prices (``collective_algorithms_run``)
 ALGORITHM = "release_gather"
 ROLES = ("root", "member")
-#: (collective, role) -> whom it waits for: "all" members, the "root", or "none"
-WAITS_FOR = {("Barrier", "root"): "all", ("Barrier", "member"): "all",
-             ("Allreduce", "root"): "all", ("Allreduce", "member"): "all",
-             ("Bcast", "root"): "none", ("Bcast", "member"): "root",
-             ("Reduce", "root"): "all", ("Reduce", "member"): "none"}
-assert {op for op, _ in WAITS_FOR} == SHARED_FLAG_COLLECTIVES
 
 
 @dataclass(frozen=True)

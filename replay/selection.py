@@ -37,6 +37,15 @@ SELECTION = "mpich"
 #: Their replayed pattern stands in for that: its messages between ranks of one host are not
 #: point-to-point messages, so no library queue holds them (rule ``unexpected_copy``).
 SHARED_FLAG_COLLECTIVES = frozenset({"Bcast", "Barrier", "Allreduce", "Reduce"})
+#: Whom each member of those collectives waits for (release_gather): (collective, role) ->
+#: "all" members, the "root", or "none"; the root is a Bcast's or Reduce's root and local rank 0
+#: of an Allreduce or Barrier, which release_gather gathers to (rule shared_flag_meeting,
+#: ``replay.flags``; calibrate's collective probe, ``replay.calibration.flags``).
+SHARED_FLAG_WAITS = {("Barrier", "root"): "all", ("Barrier", "member"): "all",
+                     ("Allreduce", "root"): "all", ("Allreduce", "member"): "all",
+                     ("Bcast", "root"): "none", ("Bcast", "member"): "root",
+                     ("Reduce", "root"): "all", ("Reduce", "member"): "none"}
+assert {op for op, _ in SHARED_FLAG_WAITS} == SHARED_FLAG_COLLECTIVES
 
 #: Element size assumed where MPICH tests a count and the trace has bytes only.
 ELEMENT_BYTES = 8

@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from replay.selection import SHARED_FLAG_WAITS
+
 #: the collectives MPICH runs on shared flags within a node, and the roles that wait (for whom)
 FLAG_OPS = ("Barrier", "Bcast", "Reduce", "Allreduce")
 #: message sizes (bytes, float64 elements) of the probe; a Barrier has none
@@ -40,11 +42,6 @@ FLAG_REPEAT = 60
 FLAG_WARMUP = 6
 #: how long the late rank waits before its call
 FLAG_DELAY_NS = 40_000
-#: the roles that wait for another member's entry: (collective, role) -> waits
-WAITS = {("Barrier", "root"): True, ("Barrier", "member"): True,
-         ("Bcast", "root"): False, ("Bcast", "member"): True,
-         ("Reduce", "root"): True, ("Reduce", "member"): False,
-         ("Allreduce", "root"): True, ("Allreduce", "member"): True}
 
 _TAG = 53
 
@@ -122,7 +119,7 @@ def fit_flags(probe: dict) -> tuple[dict, dict, list[str]]:
         role_early = "root" if early == 0 else "member"
         acc.setdefault((c["op"], role_late, "own"), {})[int(c["bytes"])] = \
             (t_out[late] - t_in[late]) * 1e-9
-        if WAITS[(c["op"], role_early)]:
+        if SHARED_FLAG_WAITS[(c["op"], role_early)] != "none":
             acc.setdefault((c["op"], role_early, "after"), {})[int(c["bytes"])] = \
                 (t_out[early] - t_in[late]) * 1e-9
     params: dict = {}
