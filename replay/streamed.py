@@ -107,7 +107,13 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         last = (res.model, res.params, res.algorithms)
         del prep, res                 # before the next window is read
     if last is None:
-        raise ReplayError(f"{trace_dir}: the trace has no rows")
+        # No rank recorded a row (a program without MPI calls): nothing to stream, and the
+        # answer is the in-memory replay's, so that both paths agree.
+        from replay.prepare import prepare
+        res = run(prepare(trace_dir), mod, resolved=values, compute_scale=compute_scale,
+                  region_scale=region_scale, algorithms=algorithms, record=False, flags=flags)
+        res.info["streamed"] = {"segments": 0, "window": int(window)}
+        return res
     missing = sorted(set(region_scale) - seen)
     if missing:
         raise ReplayError(f"region scale {missing[0]}: the trace has no region named "
