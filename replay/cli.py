@@ -13,6 +13,7 @@ from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 from hindsight.trace import read_manifest, simulated_timeline
+from replay.binding import applies, binding_line, profile_binding
 from replay.units import fmt_params, fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
@@ -109,9 +110,10 @@ def _common(f):
     return f
 
 
-def model_from_flags(model_name: str, sets, profile):
+def model_from_flags(model_name: str, sets, profile, below_binding: bool = False):
     """(model, its resolved values, the profile's parameters, the --set assignments) from the
-    command line; a bad value is one usage line naming --model, --profile or --set."""
+    command line; a bad value is one usage line naming --model, --profile or --set. For a trace
+    recorded ``below_binding``, the profile's per-call costs lose mpi4py's own (replay.binding)."""
     from replay import models as M
     try:
         mod = M.get_model(model_name)
@@ -119,7 +121,7 @@ def model_from_flags(model_name: str, sets, profile):
         raise UsageError(f"--model: {exc}") from None
     try:
         assignments = M.parse_assignments(list(sets))
-        prof = M.load_profile(profile, mod) if profile else None
+        prof = M.load_profile(profile, mod, below_binding) if profile else None
         values = M.resolve(mod, assignments, prof)
     except M.ProfileParamError as exc:
         raise DataError(f"--profile: {exc}") from None       # the file's content: exit 1
@@ -153,7 +155,9 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     if not quiet:
         _note_bare_times(mod, assignments)
     # the manifest alone tells a missing or foreign trace, before the readers (pandas) load
-    read_manifest(trace)
+    binding = profile_binding(profile, read_manifest(trace))
+    if binding:
+        mod, values, prof, assignments = model_from_flags(model_name, sets, profile, True)
     from replay.prepare import ReplayError, prepare
     try:
         if allow_partial:
@@ -174,7 +178,7 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     if profile and not quiet:
         _note_mismatch(profile, prep.manifest)
         _warn_noisy(profile)
-    return mod, values, prof, assignments, prep
+    return mod, values, prof, assignments, prep, binding
 
 
 def _note_mismatch(profile: Path, manifest: dict) -> None:
@@ -257,8 +261,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             click.echo(f"note: {stream[1]} in windows of {stream[0]} rows per rank", err=True)
         return _replay_streamed(trace, stream[0], model_name, sets, profile, compute_scale,
                                 region_scale, algorithms, as_json, quiet)
-    mod, values, prof, assignments, prep = _load(trace, model_name, sets, profile, allow_partial,
-                                                 quiet)
+    mod, values, prof, assignments, prep, binding = _load(trace, model_name, sets, profile,
+                                                          allow_partial, quiet)
     if noise_mode != "none" and mod.MODE == "measured":
         raise UsageError("--noise: the measured model keeps every call's measured duration,"
                                " noise included; choose a network model")
@@ -275,7 +279,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     cost_note = None
     if profile is not None and mod.MODE != "measured" and not mod.OWN_SIMULATOR:
         from replay.flags import profile_flags
-        kw["flags"] = profile_flags(profile)
+        kw["flags"] = profile_flags(profile, below_binding=bool(binding))
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     # Per-event times feed --out and the noise report; a model with its own simulator has no
@@ -305,6 +309,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["untraced_calls"] = dict(prep.manifest["untraced_calls"])
         if injected:
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
+        if binding and applies(mod):
+            doc["binding_in_bursts_s"] = binding
         click.echo(json.dumps(doc, indent=2, default=float))
         return
     say = _say(quiet)
@@ -324,6 +330,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _flag_line(say, res.info)
+    _binding_line(say, binding, mod)
     if noise is not None:
         say(noise.line())
     elif simulated:
@@ -357,8 +364,9 @@ def _streamed(trace: Path, window: int | None, allow_partial: bool, model_name: 
 def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, compute_scale,
                      region_scale, algorithms, as_json: bool, quiet: bool) -> None:
     """``hindsight replay`` of a trace streamed segment by segment (``replay.streamed``)."""
-    mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
     manifest = read_manifest(trace)
+    binding = profile_binding(profile, manifest)
+    mod, values, prof, assignments = model_from_flags(model_name, sets, profile, bool(binding))
     from replay.errors import ReplayError
     from replay.budget import max_window
     from replay.streamed import refuse, run_streamed
@@ -371,7 +379,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
                            window=window, max_window=max_window(manifest),
-                           flags=profile_flags(profile) if mod.MODE != "measured" else None)
+                           flags=profile_flags(profile, below_binding=bool(binding))
+                           if mod.MODE != "measured" else None)
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:
@@ -379,6 +388,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         doc["trace"] = str(trace)
         if manifest.get("untraced_calls"):
             doc["untraced_calls"] = dict(manifest["untraced_calls"])
+        if binding and applies(mod):
+            doc["binding_in_bursts_s"] = binding
         click.echo(json.dumps(doc, indent=2, default=float))
         return
     say = _say(quiet)
@@ -398,7 +409,14 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _flag_line(say, res.info)
+    _binding_line(say, binding, mod)
     _breakdown(say, res.breakdown_columns())
+
+
+def _binding_line(say, binding: dict | None, mod) -> None:
+    line = binding_line(binding) if applies(mod) else None
+    if line:
+        say(line)
 
 
 def _run_notes(prep, cpu_time: bool) -> None:

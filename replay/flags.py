@@ -82,6 +82,15 @@ class FlagCosts:
             out[beyond] = y[-1] + slope * (k[beyond] - sizes[-1])
         return np.maximum(out, 0.0)
 
+    def less(self, binding: Mapping[str, float]) -> "FlagCosts":
+        """These costs less mpi4py's own time per call of each collective (rule
+        binding_in_bursts, ``replay.binding``), at least 0."""
+        table = {op: {name: (v if name == "bytes" else
+                             tuple(max(0.0, x - binding.get(op, 0.0)) for x in v))
+                      for name, v in costs.items()}
+                 for op, costs in self.table.items()}
+        return FlagCosts(self.ranks, table, self.transport)
+
 
 def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile") -> FlagCosts | None:
     """The ``[shared_flag]`` table of a calibration profile (a TOML document), None where it has
@@ -235,9 +244,12 @@ def flag_summary(meetings: Meetings, costs: FlagCosts) -> dict[str, Any]:
             "profile_transport": costs.transport}
 
 
-def profile_flags(path: Any, where: str = "--profile") -> FlagCosts | None:
+def profile_flags(path: Any, where: str = "--profile", below_binding: bool = False
+                  ) -> FlagCosts | None:
     """The ``[shared_flag]`` costs of the profile file ``path`` (None: no file, a JSON
-    parameter file, or no such table); errors are a DataError naming ``where`` and the file."""
+    parameter file, or no such table), less its ``[binding]`` costs for a trace recorded
+    ``below_binding`` (rule binding_in_bursts); errors are a DataError naming ``where`` and the
+    file."""
     if path is None:
         return None
     from replay.profile import ProfileError, read_any
@@ -245,8 +257,14 @@ def profile_flags(path: Any, where: str = "--profile") -> FlagCosts | None:
         kind, data = read_any(path)
     except ProfileError as exc:
         raise DataError(f"{where}: {exc}") from None
-    return flag_costs(data if kind == "toml" and isinstance(data, dict) else None,
-                      f"{where} {path}")
+    doc = data if kind == "toml" and isinstance(data, dict) else None
+    costs = flag_costs(doc, f"{where} {path}")
+    if costs is not None and below_binding:
+        from replay.binding import binding_costs
+        binding = binding_costs(doc, f"{where} {path}")
+        if binding:
+            costs = costs.less(binding)
+    return costs
 
 
 def flag_line(info: Mapping[str, Any]) -> str | None:

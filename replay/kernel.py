@@ -47,6 +47,7 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
     clear_to_send_done, eager_arrival, envelope_arrival, first_in_mpi, is_rendezvous,
     known_handshake, late_receiver_arrival, next_send_slot, passive_reply, poll_exit,
+    protocol_hop,
     rendezvous_arrival,
     rendezvous_sender_done, request_arrival,
     resolve_stalled_handshake, send_overhead, unexpected_copy, unlink_waiter, wake_waiters,
@@ -55,15 +56,15 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "84d3d220c1c0"
+RULES_SHA1 = "baaedacc9131"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV, POLL = \
     range(14)
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS, \
-    P_OU, P_OUK = range(15)
-NPARAMS = 15
+    P_OU, P_OUK, P_HOP = range(16)
+NPARAMS = 16
 # P_PROGRESS: how a rendezvous handshake progresses (``handshake_time``)
 PROGRESS_ASYNC, PROGRESS_IN_CALL = 0.0, 1.0
 MODE_NETWORK, MODE_MEASURED = 0, 1
@@ -71,10 +72,13 @@ MODE_NETWORK, MODE_MEASURED = 0, 1
 
 def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0, gap=0.0,
                 S=math.inf, kshift=1.0, P=1.0, progress=PROGRESS_ASYNC, ou=0.0,
-                Ou=0.0) -> np.ndarray:
-    """ou, Ou: rule ``unexpected_copy``'s o_u (ns) and O_u (ns/byte); both 0: off."""
+                Ou=0.0, o_hop=0.0) -> np.ndarray:
+    """ou, Ou: rule ``unexpected_copy``'s o_u (ns) and O_u (ns/byte); both 0: off. o_hop: the
+    library's own work per protocol hop (ns); the vector holds the hop's time
+    ``protocol_hop(L, o_hop)``."""
     p = np.zeros(NPARAMS)
-    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P, progress, ou, Ou)
+    p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P, progress, ou, Ou,
+            protocol_hop(L, o_hop))
     return p
 
 
@@ -178,6 +182,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     or0 = prm[P_OR0] + prm[P_ORP] * prm[P_NPROC]
     Or = prm[P_OR]
     L = prm[P_L]
+    H = prm[P_HOP]
     G = prm[P_G]
     gap = prm[P_GAP]
     S = prm[P_S]
@@ -309,8 +314,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                         if rdy < 0.0:
                             blocked = -3
                     if blocked == -1:
-                        t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, kg),
-                                              clear_to_send_done(rdy, L, kg), PRED_RECV)
+                        t, waited, pk = bound(rendezvous_sender_done(ts + osk, L, H, kg),
+                                              clear_to_send_done(rdy, H, kg), PRED_RECV)
                         if has_floor:
                             t, waited, pk = ack_floor(t, waited, pk, m_floor[m])
             elif k == IRECV or k == RECV:
@@ -350,8 +355,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                         if rdy < 0.0:
                             blocked = -3
                     if blocked == -1:
-                        t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, kg)),
-                                              clear_to_send_done(rdy, L, kg), PRED_RECV)
+                        t, waited, pk = bound(max(t, rendezvous_sender_done(sent, L, H, kg)),
+                                              clear_to_send_done(rdy, H, kg), PRED_RECV)
                         if has_floor:
                             t, waited, pk = ack_floor(t, waited, pk, m_floor[m])
             elif k == WRECV:
@@ -392,7 +397,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 m = msg[i]
                 kb = m_bytes[m]
                 m_rp[m] = t
-                de = passive_reply(m_sp[m], L, wire_time(kb, kshift, G), m_delay[m])
+                de = passive_reply(m_sp[m], H, wire_time(kb, kshift, G), m_delay[m])
                 tr, waited, pk = bound(max(t, rx_r), de, PRED_SEND)
                 rx_r = tr + gap
                 t = after_overhead(tr, or0, Or, kb)
@@ -455,8 +460,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                                     stack[top] = s
                                     top += 1
                             rdy = m_h[m]
-                        le = max(le, late_receiver_arrival(rdy, L, kg, m_delay[m]))
-                        de = rendezvous_arrival(sent, L, kg, m_delay[m])
+                        le = max(le, late_receiver_arrival(rdy, H, kg, m_delay[m]))
+                        de = rendezvous_arrival(sent, L, H, kg, m_delay[m])
                     else:
                         de = eager_arrival(sent, L, kg, m_delay[m])
                     tr, waited, pk = bound(le, de, PRED_SEND)

@@ -511,15 +511,19 @@ def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
     from replay.prepare import prepare
 
     trace_dir = Path(trace_dir)
-    complete = bool(tf.read_manifest(trace_dir).get("complete"))
+    manifest = tf.read_manifest(trace_dir)
+    complete = bool(manifest.get("complete"))
     prep = prepare(trace_dir, allow_partial=not complete)
     out: dict[str, Any] = {"without_model": in_mpi_overlap(prep)}
     if profile is not None:
         mod = M.get_model(model)
-        values = M.resolve(mod, {}, M.load_profile(profile, mod))
+        from replay.binding import below_binding
+        below = below_binding(manifest)
+        values = M.resolve(mod, {}, M.load_profile(profile, mod, below))
         from replay.flags import profile_flags
         res = run(prep, mod, resolved=values, record=True,
-                  flags=profile_flags(profile) if mod.MODE != "measured" else None)
+                  flags=profile_flags(profile, below_binding=below)
+                  if mod.MODE != "measured" else None)
         rep = analyse(prep, res)
         out["with_model"] = rep.summary()
         out["with_model"]["profile"] = str(profile)

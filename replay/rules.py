@@ -130,54 +130,53 @@ def poll_exit(start, avail, period):
     return avail
 
 
-@nb.njit(inline="always")
-def protocol_hop(L):
-    """L⁺ = max(L, 0): the latency of a hop the library makes on its own (a rendezvous's clear
-    to send, its data after the handshake): no call's overhead overlaps it."""
-    return max(L, 0.0)
+def protocol_hop(L, o_hop):
+    """H = L⁺ + o_hop, L⁺ = max(L, 0): the time of a hop the library makes on its own (a
+    rendezvous's clear to send, its data after the handshake, a passive target's reply): its
+    latency, which no call's overhead overlaps, and the library's own work on the control
+    message at both ends, o_hop (``loggps``'s parameter, measured by calibrate as half the step
+    of the one-way time at S; 0: the latency alone). Computed once per replay
+    (``kernel.make_params``); the rules below take H."""
+    return max(L, 0.0) + o_hop
 
 
 @nb.njit(inline="always")
-def rendezvous_arrival(sent, L, wire, delay):
-    """sent + L + 2L⁺ + wire + delay: a rendezvous message's data is at a receiver that was
-    ready in time (request to send, clear to send, data: three latencies; the request's as an
-    eager message's, the other two ``protocol_hop``s)."""
-    if L >= 0.0:
-        return sent + 3.0 * L + wire + delay
-    return sent + L + wire + delay
+def rendezvous_arrival(sent, L, H, wire, delay):
+    """sent + L + 2H + wire + delay: a rendezvous message's data is at a receiver that was
+    ready in time (request to send, clear to send, data: the request's latency as an eager
+    message's, then two ``protocol_hop``s)."""
+    return sent + L + 2.0 * H + wire + delay
 
 
 @nb.njit(inline="always")
-def late_receiver_arrival(rp, L, wire, delay):
-    """rp + 2L⁺ + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
+def late_receiver_arrival(rp, H, wire, delay):
+    """rp + 2H + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
     after the request to send arrived (clear to send, data)."""
-    return rp + 2.0 * protocol_hop(L) + wire + delay
+    return rp + 2.0 * H + wire + delay
 
 
 @nb.njit(inline="always")
-def passive_reply(arrived, L, wire, delay):
-    """arrived + L⁺ + wire + delay: the reply of a passive target's library to a one-sided
+def passive_reply(arrived, H, wire, delay):
+    """arrived + H + wire + delay: the reply of a passive target's library to a one-sided
     transfer whose bytes arrived at ``arrived`` (rule ``lock_epoch``, ``replay.rma_epochs``:
     its data, or an empty acknowledgement) is at the origin. The library answers at once and
-    without the target's rank, so no overhead of the target's is charged (a ``protocol_hop``
-    with the reply's bytes)."""
-    return arrived + protocol_hop(L) + wire + delay
+    without the target's rank, so no overhead of the target's call is charged (a
+    ``protocol_hop`` with the reply's bytes)."""
+    return arrived + H + wire + delay
 
 
 @nb.njit(inline="always")
-def rendezvous_sender_done(sent, L, wire):
-    """sent + L + L⁺ + wire: a rendezvous send completes, the receiver having been ready
+def rendezvous_sender_done(sent, L, H, wire):
+    """sent + L + H + wire: a rendezvous send completes, the receiver having been ready
     (request to send and clear to send, then the bytes leave)."""
-    if L >= 0.0:
-        return sent + 2.0 * L + wire
-    return sent + L + wire
+    return sent + L + H + wire
 
 
 @nb.njit(inline="always")
-def clear_to_send_done(rp, L, wire):
-    """rp + L⁺ + wire: a rendezvous send whose receive was posted at rp completes (the clear
+def clear_to_send_done(rp, H, wire):
+    """rp + H + wire: a rendezvous send whose receive was posted at rp completes (the clear
     to send arrives, then the bytes leave)."""
-    return rp + protocol_hop(L) + wire
+    return rp + H + wire
 
 
 @nb.njit(inline="always")

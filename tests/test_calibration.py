@@ -517,13 +517,18 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     probes = [x for x in r.stderr.splitlines() if x.endswith(", after all 30 sizes")]
     assert [x.split(":", 1)[1].split(",")[0].strip() for x in probes] == \
         ["eager probe", "progress probe", "call probe", "queue probe", "unexpected probe",
-         "burst probe", "collective probe", "gap and loopback probes"]
+         "burst probe", "collective probe", "binding probe", "gap and loopback probes"]
     # shared memory: the collective probe's costs are in the profile, and summarised
     from replay.flags import flag_costs
     from replay.profile import read_profile
     fc = flag_costs(read_profile(tmp_path / "p.toml"))
     assert fc is not None and fc.ops() == {"Barrier", "Bcast", "Reduce", "Allreduce"}
     assert "  flags   Barrier " in r.output
+    # and mpi4py's own time per call (the binding probe), every call of it
+    from replay.binding import CALLS, binding_costs
+    b = binding_costs(read_profile(tmp_path / "p.toml"))
+    assert set(b) == set(CALLS) and all(0 <= v < 20e-6 for v in b.values()), b
+    assert "  binding Send=" in r.output
     q = CliRunner().invoke(main, args + ["-q", "--out", str(tmp_path / "q.toml")])
     assert q.exit_code == 0, q.output
     assert q.output == f"{tmp_path / 'q.toml'}\n{tmp_path / 'q.png'}\n"

@@ -27,6 +27,7 @@ from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect
 from replay import models as M
 from replay.prepare import host_placement
+from replay.binding import below_binding, binding_costs
 from replay.flags import flag_costs
 from replay.transport_cost import transport_cost
 from validation.params import analytic
@@ -151,9 +152,13 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     cost = transport_cost(trace_profile, profile, "trace network's profile")
     flags = flag_costs(profile, str(profile_path or "profile"))
+    below = below_binding(manifest)
+    binding = binding_costs(profile, str(profile_path or "profile")) if below else None
+    if flags is not None and binding:
+        flags = flags.less(binding)
     preds = []
     for model in spec.replay:
-        params = replay_params(model, profile, profile_path)
+        params = replay_params(model, profile, profile_path, below)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
             own = M.get_model(model).OWN_SIMULATOR
@@ -169,6 +174,8 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
                     "transport_burst_cost": r.info["transport_burst_cost"]}
         if r is not None and "shared_flag_meeting" in r.info:
             rule["shared_flag_meeting"] = r.info["shared_flag_meeting"]
+        if binding and M.get_model(model).MODE != "measured":
+            rule["binding_in_bursts_s"] = binding
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
                       "params": params, "set": spec.replay_set.get(model, []),
                       "lead_in_s": lead, "note": note, **rule})

@@ -118,16 +118,17 @@ def _profile_problems(path: Path) -> list[str]:
 
 
 def replay_params(model: str, profile: dict[str, dict[str, Any]],
-                  path: Path | None = None) -> dict[str, Any]:
+                  path: Path | None = None, below_binding: bool = False) -> dict[str, Any]:
     """A replay model's parameters from a profile. A `hindsight calibrate` profile
     (``format = "hindsight-profile/1"``) is mapped exactly as `hindsight replay --profile` maps it
-    (replay.models.load_profile); a flat profile (no format tag) gives its section (loggp reads the loggps
+    (replay.models.load_profile, with rule binding_in_bursts for a trace recorded
+    ``below_binding``); a flat profile (no format tag) gives its section (loggp reads the loggps
     section without S, loggopsim all of it; mm1 also uses C and tau between ranks of one host)."""
     if model == "measured":
         return {}
     if profile.get("format") is not None and path is not None:
         from replay import models as M
-        return M.load_profile(path, M.get_model(model))
+        return M.load_profile(path, M.get_model(model), below_binding)
     # loggp and loggopsim take LogGPS's section (loggp without S)
     sec = dict(profile.get("loggps" if model in ("loggp", "loggopsim") else model, {}))
     if model in ("loggp", "loggopsim"):   # what the model has of LogGPS's section (loggp: no S)

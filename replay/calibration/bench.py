@@ -38,6 +38,8 @@ Per message size k (buffer API, numpy buffers, ``time.perf_counter_ns``):
   cost in the program's compute bursts.
 * collective probe (``replay.calibration.flags``): each rank's time in Bcast, Reduce,
   Allreduce and Barrier on a communicator of ranks 0 and 1, entering last or first.
+* binding probe (``replay.calibration.binding``): mpi4py's own time per call, timed on calls
+  to ``MPI.PROC_NULL`` and on ``MPI.COMM_SELF``, where MPI does nothing (rank 0 alone).
 * loopback probe: bytes the kernel counted on the ``lo`` interface while 32 x 1 MiB went 0 -> 1
   (evidence of whether the transport goes through the TCP/IP stack).
 
@@ -69,6 +71,7 @@ from mpi4py import MPI
 
 from hindsight import conditions
 from replay.calibration import progress as _progress
+from replay.calibration.binding import binding_probe
 from replay.calibration.bursts import burst_probe
 from replay.calibration.calls import call_probe
 from replay.calibration.flags import flag_probe
@@ -487,6 +490,9 @@ def main(argv: list[str] | None = None) -> None:
             if rank == 0:
                 _progress.report(phase="collective probe")
             result["flag_probe"] = flag_probe(comm, rank, pair_sync, lambda d: _wait(d, spin))
+            if rank == 0:
+                _progress.report(phase="binding probe")
+            result["binding_probe"] = binding_probe(rank, pickled, payload(8))
             if rank == 0:
                 _progress.report(phase="gap and loopback probes")
             n1, n2 = 8, 64

@@ -103,7 +103,8 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     click.echo(f"  LogGPS  L={lg['L'] * us:.3g}us o_send={lg['o_send'] * us:.3g}us "
                f"o_recv={lg['o_recv'] * us:.3g}us g={lg['g'] * us:.3g}us "
                f"G={lg['G'] * 1e9:.3g}ns/B S={lg['S']:g}B O={lg['O'] * 1e9:.3g}ns/B "
-               f"o_a={lg['o_a'] * us:.3g}us o_b={lg['o_b'] * us:.3g}us/rank  R2={f['r2_loggp']:.3f}")
+               f"o_a={lg['o_a'] * us:.3g}us o_b={lg['o_b'] * us:.3g}us/rank "
+               f"o_hop={lg.get('o_hop', 0.0) * us:.3g}us  R2={f['r2_loggp']:.3f}")
     pp = f.get("progress_probe") or {}
     if "receiver_computes_wait_s" in pp:
         click.echo(f"  progress {lg['progress']} at {pp['rendezvous_size']}B: sender's Wait "
@@ -138,6 +139,11 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                                  if o in sf))
             + " (shared-flag collectives at their smallest size, root own/after, member "
             "own/after)")
+    bd = prof.get("binding") or {}
+    if bd:
+        from replay.binding import CALLS
+        click.echo("  binding " + " ".join(f"{c}={bd[c] * us:.2g}us" for c in CALLS if c in bd)
+                   + " (mpi4py's own time per call; taken off a trace recorded below it)")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
     chk, waits = f["check"], [r.get("run_queue_wait_fraction")

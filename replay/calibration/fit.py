@@ -141,21 +141,52 @@ def eager_limit(sizes: list[float], send_s: list[float], delay_s: float) -> floa
 
 def loggps_one_way(k: np.ndarray, p: dict) -> np.ndarray:
     """One-way time of a ping-pong under replay.models.loggps (see its docstring): eager
-    o_s(k) + L + (k-1)·G + o_r(k); above S the request/clear-to-send adds 2L."""
+    o_s(k) + L + (k-1)·G + o_r(k); above S the clear to send and the data's hop add 2H,
+    H = max(L, 0) + o_hop."""
     k = np.asarray(k, float)
     O_s, O_r = p.get("O_send", p["O"]), p.get("O_recv", p["O"])
     o = p["o_send"] + p["o_recv"] + (O_s + O_r) * k
     base = o + p["L"] + np.maximum(k - 1.0, 0.0) * p["G"]
-    return np.where(k > p["S"], base + 2.0 * max(p["L"], 0.0), base)
+    return np.where(k > p["S"], base + 2.0 * _hop(p), base)
+
+
+def _hop(p: dict) -> float:
+    """H = max(L, 0) + o_hop (replay.rules.protocol_hop)."""
+    return max(p["L"], 0.0) + p.get("o_hop", 0.0)
+
+
+#: the sizes above S whose one-way times measure the handshake's step: up to this factor of S
+#: (further up, the per-byte terms fitted on the longest messages take over)
+HOP_SIZES = 4.0
+
+
+def fit_hop(k: np.ndarray, t: np.ndarray, p: dict) -> tuple[float, list[str]]:
+    """o_hop of ``p``'s LogGPS fit and notes: half the step of the one-way time at S, the
+    median over the sizes S < k <= HOP_SIZES·S (at least the first size above S) of
+    t(k) − the model's one-way time with o_hop = 0, at least 0. 0 with a note when no size
+    above S was measured."""
+    k, t = np.asarray(k, float), np.asarray(t, float)
+    above = k > p["S"]
+    if not above.any():
+        return 0.0, []
+    sel = above & (k <= HOP_SIZES * p["S"])
+    if not sel.any():
+        sel = k == k[above].min()
+    step = t[sel] - loggps_one_way(k[sel], {**p, "o_hop": 0.0})
+    o_hop = float(np.median(step)) / 2.0
+    if o_hop < 0:
+        return 0.0, [f"the one-way time above S = {p['S']:g} B lies below the eager line's "
+                     f"by {-2 * o_hop:.3g} s: o_hop set to 0"]
+    return o_hop, []
 
 
 def loggps_send_time(k: np.ndarray, p: dict) -> np.ndarray:
     """Time a blocking Send lasts under replay.models.loggps when the receive is already posted:
     o_s(k) eager; above S the clear-to-send and the injection of the data follow,
-    o_s(k) + 2L + (k-1)·G."""
+    o_s(k) + L + H + (k-1)·G."""
     k = np.asarray(k, float)
     o = p["o_send"] + p.get("O_send", p["O"]) * k
-    return np.where(k > p["S"], o + p["L"] + max(p["L"], 0.0)
+    return np.where(k > p["S"], o + p["L"] + _hop(p)
                     + np.maximum(k - 1.0, 0.0) * p["G"], o)
 
 
@@ -232,6 +263,8 @@ def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndar
         L = max(L, -max(os0, 0.0))
     params = {"L": L, "o_send": max(os0, 0.0), "o_recv": max(or0, 0.0), "g": max(g_burst, 0.0),
               "G": G, "S": brk.S, "O": 0.5 * (O_s + O_r), "O_send": O_s, "O_recv": O_r}
+    params["o_hop"], hop_notes = fit_hop(k, t, params)
+    notes.extend(hop_notes)
     model = loggps_one_way(k, params)
     return LogGPSFit(params, r2_log(model, t), ((model - t) / t).tolist(), notes, brk)
 

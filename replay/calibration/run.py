@@ -26,6 +26,7 @@ from hindsight.system import git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
+from replay.calibration.binding import fit_binding
 from replay.calibration.flags import fit_flags
 from replay.calibration.progress import PREFIX as PROGRESS_PREFIX, SizeProgress
 from replay.profile import FORMAT
@@ -430,6 +431,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     ff = fit_flags(run["flag_probe"]) if run.get("flag_probe") else None
     if ff is not None:
         lg.notes.extend(ff[2])
+    bn = fit_binding(run["binding_probe"]) if run.get("binding_probe") else None
+    if bn is not None:
+        lg.notes.extend(bn[2])
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
         lg.notes.extend(qf.notes)
@@ -488,6 +492,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         # shared_flag_meeting); over TCP they are messages, which the patterns price
         **({"shared_flag": {"ranks": 2, **ff[0]}} if ff is not None and transport == "shm"
            and testbed is None else {}),
+        # mpi4py's own time per call, which a trace recorded below mpi4py has in its bursts
+        # (rule binding_in_bursts)
+        **({"binding": bn[0]} if bn is not None else {}),
         "fit": {
             "r2_loggp": lg.r2, "r2_hockney": hk["r2"],
             "residuals": {"loggp": lg.residuals, "hockney": hk["residuals"]},
@@ -503,6 +510,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "call_probe": cf.evidence if cf is not None else {},
             "burst_probe": bf.evidence if bf is not None else {},
             "flag_probe": ff[1] if ff is not None else {},
+            "binding_probe": bn[1] if bn is not None else {},
             "queue_probe": qf.evidence if qf is not None else {},
             "unexpected_probe": uf.evidence if uf is not None else {},
             "notes": lg.notes,

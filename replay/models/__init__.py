@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from hindsight.errors import DataError
 from replay import profile, units
 from replay.models.base import (REGISTRY, NetworkModel, Param, ParamError,  # noqa: F401
                                 ProfileParamError, register)
@@ -85,8 +86,11 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
     return out
 
 
-def load_profile(path: Path | str, model: NetworkModel) -> dict[str, Any]:
-    """Parameters for ``model`` from a network profile file.
+def load_profile(path: Path | str, model: NetworkModel,
+                 below_binding: bool = False) -> dict[str, Any]:
+    """Parameters for ``model`` from a network profile file; for a trace recorded
+    ``below_binding`` (``replay.binding.below_binding``), a TOML profile's per-call costs less its
+    ``[binding]`` section's (rule binding_in_bursts).
 
     The format `hindsight calibrate` writes (TOML, ``format = "hindsight-profile/1"``; sections
     [loggps], [hockney], [mm1], see docs/calibration.md) is mapped onto the model's names; the
@@ -94,14 +98,14 @@ def load_profile(path: Path | str, model: NetworkModel) -> dict[str, Any]:
     flat ``{NAME: VALUE}`` are still read. Values are numbers in SI base units or strings with
     units. Errors are ProfileParamError (a data error, exit 1) naming the file."""
     try:
-        return _load_profile(Path(path), model)
+        return _load_profile(Path(path), model, below_binding)
     except ProfileParamError:
         raise
     except ParamError as exc:
         raise ProfileParamError(str(exc)) from None
 
 
-def _load_profile(path: Path, model: NetworkModel) -> dict[str, Any]:
+def _load_profile(path: Path, model: NetworkModel, below_binding: bool) -> dict[str, Any]:
     try:
         kind, data = profile.read_any(path)
     except profile.ProfileError as exc:
@@ -115,6 +119,14 @@ def _load_profile(path: Path, model: NetworkModel) -> dict[str, Any]:
         if not isinstance(data.get("measured_on") or {}, dict):
             raise ParamError(f"profile {path}: [measured_on] must be a table")
         out = model.from_profile(data, path)
+        if below_binding:
+            from replay.binding import binding_costs, less_binding
+            try:
+                costs = binding_costs(data, f"profile {path}")
+            except DataError as exc:
+                raise ParamError(str(exc)) from None
+            if costs:
+                out = less_binding(out, costs)
         for name, raw in out.items():       # validate here so the error names the file
             for target in _expand(model, name):
                 try:

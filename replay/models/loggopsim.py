@@ -71,7 +71,7 @@ def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
 #: LogGPS's parameters LogGOPSim has no rule for (progress, ack_cells, per-call overheads):
 #: accepting them would show them in a result they took no part in
 NOT_SIMULATED = ("progress", "ack_cells", "o_irecv", "o_wait", "o_probe", "o_call",
-                 "o_unexpected", "O_unexpected")
+                 "o_unexpected", "O_unexpected", "o_hop")
 
 
 @register

@@ -12,7 +12,8 @@ L may be negative, down to -o_s (at P = 2): calibrate measures one-way times bel
 MPI path here (the sender's call returns after its data is already at the receiver, the
 receiver's call spends part of its o_r before looking for it), and L = T(1) - o_s - o_r is then
 what makes the model give the measured one-way time. The hops the library makes on its own (a
-rendezvous's clear to send and data) take max(L, 0) (``replay.rules.protocol_hop``).
+rendezvous's clear to send and data) take max(L, 0) (``replay.rules.protocol_hop``; ``loggps``
+adds the library's own work per hop, o_hop).
 
 Blocking and non-blocking sends return after o_s(k). Everything is eager (no rendezvous); see
 ``loggps`` for the synchronising variant. Paper 004 Table 2 (MPICH over Fast Ethernet):
@@ -73,7 +74,8 @@ class LogGP(NetworkModel):
                              S=v.get("S", math.inf), kshift=1.0, P=float(ctx.nranks),
                              progress=K.PROGRESS_IN_CALL if v.get("progress") == "in-call"
                              else K.PROGRESS_ASYNC,
-                             ou=v.get("o_unexpected", 0.0), Ou=v.get("O_unexpected", 0.0))
+                             ou=v.get("o_unexpected", 0.0), Ou=v.get("O_unexpected", 0.0),
+                             o_hop=v.get("o_hop", 0.0))
 
     def check(self, v: dict) -> None:
         # o_s at the fewest ranks that send messages (P = 2); o_b >= 0 only makes it larger
@@ -113,6 +115,8 @@ class LogGP(NetworkModel):
                 out[name] = sec[name]
         if "progress" in self.PARAMS and "progress" in sec:
             out["progress"] = sec["progress"]       # measured by calibrate's progress probe
+        if "o_hop" in self.PARAMS and "o_hop" in sec:
+            out["o_hop"] = sec["o_hop"]             # calibrate's fit of the step at S
         if "ack_cells" in self.PARAMS and "ack_cells" in sec:
             out["ack_cells"] = sec["ack_cells"]     # measured by calibrate's queue probe
         for name in UNEXPECTED:                     # measured by calibrate's unexpected probe

@@ -1,0 +1,125 @@
+"""Rule ``binding_in_bursts``: mpi4py's own time per call, counted once.
+
+`hindsight calibrate` times every call through mpi4py, as a Python program makes it, so each
+per-call cost of a profile (o_send, o_recv, o_irecv, o_wait, o_probe, o_call; the shared-flag
+collectives' own and after) includes the Python binding's own work b(call): parsing the buffer
+specification, creating the Request and Status objects, converting arguments. Where that work
+lies in a trace depends on who recorded it:
+
+* the Python tracer records a call around the mpi4py call: b is inside the call's row, and the
+  profile's costs are what the row's call costs;
+* the PMPI library records the C call below mpi4py, and an OTF2 archive (Score-P and other C
+  tools) or a GOAL schedule has no binding at all: b (if any) is in the bursts between the rows,
+  which replay keeps as the program's compute.
+
+For a trace of the second kind the model's per-call costs are the profile's less the binding's,
+so that b is counted once:
+
+    o_send' = max(0, o_send − b(Send))      o_recv' = max(0, o_recv − b(Recv))
+    o_irecv' = max(0, o_irecv − b(Irecv))   o_wait' = max(0, o_wait − b(Wait))
+    o_probe' = max(0, o_probe − b(Probe))   o_call' = max(0, o_call − b(Iprobe))
+    own'(op, k) = max(0, own(op, k) − b(op)),  after'(op, k) = max(0, after(op, k) − b(op))
+                                             op in Barrier, Bcast, Reduce, Allreduce
+
+b comes from calibrate's binding probe (``replay.calibration.binding``: the same calls on paths
+where MPI does nothing, ``MPI.PROC_NULL`` and ``MPI.COMM_SELF``), written as the profile's
+``[binding]`` section. L stays as calibrated: L = T − o_s − o_r was fitted with the binding's
+work on both sides, so the replayed one-way time of a message between two C-level calls is
+T − b(Send) − b(Recv), shorter by the binding's work the calls do after the sender's C call
+returns and before the receiver's begins (bounded by b(Send) + b(Recv), 0.5 µs here). Values
+set with ``--set`` are the model's own and are never changed. Models without these parameters
+(hockney, mm1: one latency per message) are unchanged. Without a ``[binding]`` section (profiles
+made before the probe) nothing changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from hindsight.errors import DataError
+
+NAME = "binding_in_bursts"
+#: the model parameter -> the call whose binding cost it loses
+PARAM_CALL = {"o_send": "Send", "o_recv": "Recv", "o_irecv": "Irecv", "o_wait": "Wait",
+              "o_probe": "Probe", "o_call": "Iprobe"}
+#: the shared-flag collectives, whose own and after lose their binding cost
+COLLECTIVES = ("Barrier", "Bcast", "Reduce", "Allreduce")
+CALLS = tuple(PARAM_CALL.values()) + COLLECTIVES
+#: the manifest's ``origin.format`` of imported traces, none of which went through mpi4py
+_IMPORTED = ("otf2", "goal")
+
+
+def binding_costs(profile: Mapping[str, Any] | None, where: str = "profile"
+                  ) -> dict[str, float] | None:
+    """The ``[binding]`` section of a calibration profile (seconds per call), None where it has
+    none. A malformed section is a DataError naming ``where``."""
+    if not profile or "binding" not in profile:
+        return None
+    sec = profile["binding"]
+    if not isinstance(sec, Mapping):
+        raise DataError(f"{where}: [binding] must be a table")
+    unknown = sorted(set(sec) - set(CALLS) - {"api"})
+    if unknown:
+        raise DataError(f"{where}: [binding] {unknown[0]}: not one of {', '.join(CALLS)}")
+    out = {}
+    for call in CALLS:
+        v = sec.get(call)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < 0:
+            raise DataError(f"{where}: [binding] {call} must be a time >= 0 in seconds, "
+                            f"not {v!r}")
+        out[call] = float(v)
+    return out
+
+
+def below_binding(manifest: Mapping[str, Any]) -> bool:
+    """Whether the trace's calls were recorded below mpi4py (PMPI library, OTF2, GOAL): its
+    bursts then hold the binding's work (module docstring)."""
+    if manifest.get("tracer") == "pmpi":
+        return True
+    origin = manifest.get("origin")
+    return isinstance(origin, Mapping) and origin.get("format") in _IMPORTED
+
+
+def less_binding(params: Mapping[str, Any], costs: Mapping[str, float]) -> dict[str, Any]:
+    """``params`` (a model's parameters from a profile, seconds) with each per-call cost less
+    its call's binding cost, at least 0 (formula in the module docstring)."""
+    out = dict(params)
+    for name, call in PARAM_CALL.items():
+        if name in out and call in costs and isinstance(out[name], (int, float)):
+            out[name] = max(0.0, float(out[name]) - costs[call])
+    return out
+
+
+def binding_line(costs: Mapping[str, float] | None) -> str | None:
+    """The replay report's line on the rule (None where it did not apply)."""
+    if not costs:
+        return None
+    parts = ", ".join(f"{c} {costs[c] * 1e6:.2g}" for c in CALLS if c in costs)
+    return (f"binding    recorded below mpi4py: the profile's per-call costs less mpi4py's own, "
+            f"in us: {parts} (rule {NAME})")
+
+
+def profile_binding(path: Any, manifest: Mapping[str, Any], where: str = "--profile"
+                    ) -> dict[str, float] | None:
+    """mpi4py's own time per call from the profile file ``path``'s ``[binding]`` when the
+    trace of ``manifest`` was recorded below mpi4py, else None (no file, a JSON parameter file,
+    no such section, a trace of the Python tracer); errors are a DataError naming ``where``."""
+    if path is None or not below_binding(manifest):
+        return None
+    from replay.profile import ProfileError, read_any
+    try:
+        kind, data = read_any(path)
+    except ProfileError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    return binding_costs(data if kind == "toml" and isinstance(data, dict) else None,
+                         f"{where} {path}") or None
+
+
+def applies(model: Any) -> bool:
+    """Whether ``model`` (a NetworkModel) has a per-call cost the rule changes."""
+    return model.MODE != "measured" and any(p in model.PARAMS for p in PARAM_CALL)

@@ -1,0 +1,163 @@
+"""Rule ``binding_in_bursts`` (replay.binding): a trace recorded below mpi4py (the PMPI library,
+an OTF2 or GOAL import) has mpi4py's own time per call in its bursts, so the profile's per-call
+costs, timed through mpi4py, lose the profile's ``[binding]`` costs for it; hand-computed
+replays through the command line, the rule's conditions, the section's checks, and a real probe.
+
+The profile of the hand-computed cases (us): o_send 3, o_recv 2, L 1, G = g = O = 0, S 4 KiB;
+binding Send 1, Recv 0.5, Bcast 1. An eager 8-byte Send from rank 0 to rank 1 (both at 0):
+through mpi4py rank 0 ends at o_send = 3 and rank 1 at o_send + L + o_recv = 6; below mpi4py at
+2 and 2 + 1 + 1.5 = 4.5."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tomli_w
+
+from replay import models as M
+from replay.binding import CALLS, below_binding, binding_costs, less_binding
+from replay.flags import FlagCosts, profile_flags
+from synthetic import simulate_to_dir
+
+US = 1e-6
+SEND_RECV = [[("send", 1, 8)], [("recv", 0)]]
+
+
+def _profile(path, binding=None, shared_flag=None):
+    doc = {"format": "hindsight-profile/1",
+           "measured_on": {"transport": "shm", "ranks": 2},
+           "loggps": {"L": 1 * US, "o_send": 3 * US, "o_recv": 2 * US, "g": 0.0, "G": 0.0,
+                      "S": 4096.0, "O": 0.0, "o_a": 3 * US, "o_b": 0.0},
+           "hockney": {"l": 5 * US, "g": 0.0}, "mm1": {"C": 1e10, "tau": 0.0}}
+    if binding is not None:
+        doc["binding"] = binding
+    if shared_flag is not None:
+        doc["shared_flag"] = shared_flag
+    path.write_text(tomli_w.dumps(doc))
+    return path
+
+
+BINDING = {"api": "buffer", "Send": 1 * US, "Recv": 0.5 * US, "Bcast": 1 * US}
+
+
+def _replay(run_hindsight, trace, profile, *extra):
+    r = run_hindsight("replay", str(trace), "--profile", str(profile), "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _ends(doc):
+    return [round(x * 1e9) for x in doc["breakdown"]["end_s"]]
+
+
+def test_send_recv_below_mpi4py_pays_the_profile_less_the_binding(tmp_path, run_hindsight):
+    prof = _profile(tmp_path / "p.toml", BINDING)
+    python = simulate_to_dir(tmp_path / "py", SEND_RECV)
+    pmpi = simulate_to_dir(tmp_path / "lib", SEND_RECV, manifest={"tracer": "pmpi"})
+    doc = _replay(run_hindsight, python, prof)
+    assert _ends(doc) == [3000, 6000] and "binding_in_bursts_s" not in doc
+    doc = _replay(run_hindsight, pmpi, prof)
+    assert _ends(doc) == [2000, 4500]
+    assert doc["binding_in_bursts_s"]["Send"] == pytest.approx(1 * US)
+    # the text report says so, with mpi4py's costs
+    r = run_hindsight("replay", str(pmpi), "--profile", str(prof))
+    assert r.returncode == 0 and "rule binding_in_bursts" in r.stdout and "Send 1" in r.stdout
+    # a profile without [binding] changes nothing
+    plain = _profile(tmp_path / "plain.toml")
+    assert _ends(_replay(run_hindsight, pmpi, plain)) == [3000, 6000]
+    # --set is the model's own value: never changed
+    assert _ends(_replay(run_hindsight, pmpi, prof, "--set", "o_send=3us")) == [3000, 5500]
+    # Hockney has one latency per message, no per-call cost: unchanged, and no line
+    h = run_hindsight("replay", str(pmpi), "--profile", str(prof), "--model", "hockney")
+    assert h.returncode == 0 and "binding" not in h.stdout
+    # the streamed replay applies it alike
+    assert _ends(_replay(run_hindsight, pmpi, prof, "--window", "16")) == [2000, 4500]
+
+
+def test_shared_flag_costs_lose_the_collectives_binding(tmp_path):
+    table = {"ranks": 2, "Bcast": {"bytes": [8], "root_own_s": [1 * US],
+                                   "member_own_s": [3 * US], "member_after_s": [5 * US]}}
+    prof = _profile(tmp_path / "p.toml", BINDING, table)
+    full = profile_flags(prof)
+    less = profile_flags(prof, below_binding=True)
+    assert full.table["Bcast"]["member_own_s"] == pytest.approx((3 * US,))
+    # every own and after less b(Bcast) = 1 us, never below 0; sizes unchanged
+    assert less.table["Bcast"]["member_own_s"] == pytest.approx((2 * US,))
+    assert less.table["Bcast"]["member_after_s"] == pytest.approx((4 * US,))
+    assert less.table["Bcast"]["root_own_s"] == (0.0,)
+    assert less.table["Bcast"]["bytes"] == (8,)
+    assert FlagCosts(2, {"Bcast": {"bytes": (8,), "root_own_s": (0.5 * US,)}}).less(
+        {"Bcast": 1 * US}).table["Bcast"]["root_own_s"] == (0.0,)
+
+
+def test_which_traces_are_below_mpi4py():
+    assert not below_binding({})                                   # the Python tracer's
+    assert below_binding({"tracer": "pmpi"})
+    assert below_binding({"origin": {"format": "otf2"}})
+    assert below_binding({"origin": {"format": "goal"}})
+    assert not below_binding({"origin": {"format": "elsewhere"}})
+
+
+def test_less_binding_floors_at_zero_and_leaves_other_parameters():
+    p = less_binding({"o_send": 0.5 * US, "o_recv": 2 * US, "L": -1 * US, "o_call": 1 * US},
+                     {"Send": 1 * US, "Recv": 0.5 * US, "Iprobe": 0.25 * US})
+    assert p == {"o_send": 0.0, "o_recv": pytest.approx(1.5 * US), "L": -1 * US,
+                 "o_call": pytest.approx(0.75 * US)}
+
+
+def test_a_bad_binding_section_is_one_error_line(tmp_path, run_hindsight):
+    pmpi = simulate_to_dir(tmp_path / "lib", SEND_RECV, manifest={"tracer": "pmpi"})
+    for bad, words in (({"Sendd": 1e-6}, "Sendd: not one of"),
+                       ({"Send": -1e-6}, "Send must be a time >= 0"),
+                       ({"Send": "fast"}, "Send must be a time >= 0")):
+        prof = _profile(tmp_path / "bad.toml", bad)
+        r = run_hindsight("replay", str(pmpi), "--profile", str(prof))
+        assert r.returncode == 1, r.stdout
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error:") and words in lines[0], lines
+        assert "bad.toml" in lines[0]
+    with pytest.raises(Exception, match="not one of"):
+        binding_costs({"binding": {"Sendd": 1.0}})
+    # the Python tracer's trace does not read the section
+    python = simulate_to_dir(tmp_path / "py", SEND_RECV)
+    assert run_hindsight("replay", str(python), "--profile", str(prof)).returncode == 0
+
+
+def test_load_profile_applies_the_rule_only_when_asked(tmp_path):
+    prof = _profile(tmp_path / "p.toml", BINDING)
+    mod = M.get_model("loggps")
+    assert M.load_profile(prof, mod)["o_send"] == pytest.approx(3 * US)
+    assert M.load_profile(prof, mod, below_binding=True)["o_send"] == pytest.approx(2 * US)
+    assert M.load_profile(prof, mod, below_binding=True)["o_recv"] == pytest.approx(1.5 * US)
+
+
+@pytest.mark.skipif(os.environ.get("HINDSIGHT_SKIP_MPI") == "1", reason="no MPI")
+def test_real_probe_times_every_call(tmp_path):
+    """The probe under mpiexec -n 1, both APIs: every call costs something and less than
+    20 us here (mpi4py's own work is a fraction of a microsecond per call on this machine)."""
+    from hindsight.collect import find_mpiexec, launch_env
+    from replay.calibration.binding import fit_binding
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, pickle, sys\nimport numpy as np\nfrom mpi4py import MPI\n"
+        "from replay.calibration.binding import binding_probe\n"
+        "out = [binding_probe(0, p, pickle.dumps(np.ones(1))) for p in (False, True)]\n"
+        "json.dump(out, open(sys.argv[1], 'w'))\n")
+    res = tmp_path / "probe.json"
+    env = {**os.environ, **launch_env(1), "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([find_mpiexec(), "-n", "1", sys.executable, str(script), str(res)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    for probe, api in zip(json.loads(res.read_text()), ("buffer", "pickle")):
+        params, evidence, _ = fit_binding(probe)
+        assert params["api"] == api
+        assert set(params) - {"api"} == set(CALLS)
+        for call in CALLS:
+            assert 0 <= params[call] < 20e-6, (call, params[call])
+        # a collective's binding parses two buffer specifications: it costs more than Barrier's
+        assert params["Allreduce"] > params["Barrier"]
+        assert binding_costs({"binding": params}) == {c: params[c] for c in CALLS}
