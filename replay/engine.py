@@ -358,9 +358,35 @@ def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float
     first = np.zeros(len(st.burst), np.bool_)
     starts = np.asarray(st.rank_off[:-1], np.int64)
     first[starts[starts < len(st.burst)]] = True
-    burst = cost.apply(st.burst, first)
-    burst_cpu = cost.apply(st.burst_cpu, first)
+    k = _bytes_before(st, first)
+    burst = cost.apply(st.burst, first, k)
+    burst_cpu = cost.apply(st.burst_cpu, first, k)
     return replace(st, burst=burst, burst_cpu=burst_cpu), float(burst.sum() - st.burst.sum()) / 1e9
+
+
+#: the kernel operations whose ``msg`` is a message (not a collective instance) that moves bytes
+_MOVES_BYTES = (K.SEND, K.RECV, K.ISEND, K.IRECV, K.WSEND, K.WRECV, K.PSEND, K.PRECV)
+
+
+def _bytes_before(st: Stream, first: np.ndarray) -> np.ndarray:
+    """Per operation, rule transport_burst_cost's k: the largest message moved by the
+    operations between the previous burst and this one (the call before the burst: a
+    Sendrecv's send and receive, a Waitall's completions), 0 when they moved none or for a
+    rank's first operation; only operations with a burst before them need it."""
+    n = len(st.burst)
+    k = np.zeros(n)
+    if n < 2:
+        return k
+    mb = np.zeros(n)
+    moved = np.isin(st.kind, _MOVES_BYTES) & (st.msg >= 0)
+    mb[moved] = np.asarray(st.m_bytes)[st.msg[moved]]
+    start = (np.asarray(st.burst) > 0) | first
+    start[0] = True
+    seg = np.cumsum(start) - 1
+    segmax = np.maximum.reduceat(mb, np.flatnonzero(start))
+    after = start & ~first & (seg > 0)
+    k[after] = segmax[seg[after] - 1]
+    return k
 
 
 def _never_queued(st: Stream, host_of_rank: np.ndarray) -> np.ndarray | None:

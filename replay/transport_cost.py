@@ -1,17 +1,23 @@
 """Rule ``transport_burst_cost``: the transport's cost in the program's compute bursts.
 
 A program's compute between two MPI calls runs longer than the same compute with no call between,
-by an amount that depends on the transport the calls went through: `hindsight calibrate`'s burst
-probe (replay/calibration/bursts.py) measures, per transport T, the extra CPU time e_T(b) that a
-burst of length b takes between 8-byte exchanges, at a few lengths b_1 < ... < b_n (the profile's
-``[compute]`` section: ``burst_s``, ``extra_s``). A trace taken on transport A carries e_A in
-every burst that follows a call; replayed as a run on transport B, that burst takes
+by an amount that depends on the transport the calls went through and on the bytes they moved:
+`hindsight calibrate`'s burst probe (replay/calibration/bursts.py) measures, per transport T,
+the extra CPU time e_T(k, b) that a burst of length b takes between k-byte exchanges, at a few
+lengths b_1 < ... < b_n and message sizes k_1 < ... < k_m (the profile's ``[compute]`` section:
+``burst_s``, ``bytes``, ``extra_s`` with one row per message size; a section without ``bytes``
+is one row measured with 8-byte exchanges). A trace taken on transport A carries e_A in every
+burst that follows a call; replayed as a run on transport B, that burst takes
 
-    b' = max(0, b − e_A(b) + e_B(b))
+    b' = max(0, b − e_A(k, b) + e_B(k, b))      k: the largest message the call before the
+                                                 burst moved (0 if none): the probe's k-byte
+                                                 Sendrecv has k
 
-    e_T(b) = the straight line through (0, 0), (b_1, e_1), ..., (b_n, e_n) for b <= b_n,
-             e_n for b > b_n (the extra time of a long burst is bounded: what the calls
-             disturbed is caught up within the burst)
+    e_T(k_j, b) = the straight line through (0, 0), (b_1, e_j1), ..., (b_n, e_jn) for b <= b_n,
+                  e_jn for b > b_n (the extra time of a long burst is bounded: what the calls
+                  disturbed is caught up within the burst)
+    e_T(k, b)   = linear in log2(k) between the two measured sizes around k; the smallest
+                  size's row below k_1, the largest's above k_m
 
 The first burst of each rank (before its first call) and the trailing burst after its last call
 are kept: no call precedes the one, the other is outside the calls' reach by the same bound. The
@@ -32,20 +38,36 @@ import numpy as np
 from replay.profile import ProfileError
 
 NAME = "transport_burst_cost"
+#: the message size of a ``[compute]`` section without ``bytes`` (the first probe's exchanges)
+LEGACY_BYTES = 8
 
 
 @dataclass(frozen=True)
 class BurstCurve:
-    """e_T at the measured burst lengths of one transport (seconds; lengths increasing)."""
+    """e_T at the measured burst lengths (seconds, increasing) and message sizes (bytes,
+    increasing) of one transport: ``extra_s[j][i]`` after ``bytes[j]``-byte calls, for a burst
+    of ``burst_s[i]``."""
     transport: str
     burst_s: tuple[float, ...]
-    extra_s: tuple[float, ...]
+    extra_s: tuple[tuple[float, ...], ...]
+    bytes: tuple[int, ...] = (LEGACY_BYTES,)
 
-    def extra_ns(self, burst_ns: np.ndarray) -> np.ndarray:
-        """e_T(b) for bursts b in ns (formula in the module docstring)."""
+    def extra_ns(self, burst_ns: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+        """e_T(k, b) for bursts b in ns after calls of k bytes (formula in the module
+        docstring; k None: the smallest size's row)."""
+        b = np.asarray(burst_ns, np.float64)
         xs = np.concatenate(([0.0], np.asarray(self.burst_s) * 1e9))
-        ys = np.concatenate(([0.0], np.asarray(self.extra_s) * 1e9))
-        return np.interp(np.asarray(burst_ns, np.float64), xs, ys)
+        rows = [np.interp(b, xs, np.concatenate(([0.0], np.asarray(r) * 1e9)))
+                for r in self.extra_s]
+        if len(rows) == 1 or k is None:
+            return rows[0]
+        lb = np.log2(np.asarray(self.bytes, np.float64))
+        x = np.clip(np.log2(np.maximum(np.asarray(k, np.float64), 1.0)), lb[0], lb[-1])
+        j = np.clip(np.searchsorted(lb, x, side="right") - 1, 0, len(lb) - 2)
+        w = (x - lb[j]) / (lb[j + 1] - lb[j])
+        v = np.stack(rows)
+        cols = np.arange(len(b))
+        return v[j, cols] * (1.0 - w) + v[j + 1, cols] * w
 
 
 def burst_curve(profile: Mapping[str, Any] | None, where: str = "profile") -> BurstCurve | None:
@@ -54,15 +76,27 @@ def burst_curve(profile: Mapping[str, Any] | None, where: str = "profile") -> Bu
     if not profile or "compute" not in profile:
         return None
     sec = profile["compute"]
-    b, e = sec.get("burst_s"), sec.get("extra_s")
-    ok = (isinstance(b, list) and isinstance(e, list) and len(b) == len(e) >= 1
-          and all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in b + e)
-          and all(x < y for x, y in zip(b, b[1:])) and b[0] > 0)
+    b, e, k = sec.get("burst_s"), sec.get("extra_s"), sec.get("bytes")
+    rows = e if k is not None else [e]
+    sizes = k if k is not None else [LEGACY_BYTES]
+    ok = (isinstance(b, list) and isinstance(rows, list) and isinstance(sizes, list)
+          and len(b) >= 1 and len(rows) == len(sizes) >= 1
+          and all(isinstance(r, list) and len(r) == len(b) for r in rows)
+          and all(_number(x) and x >= 0 for x in b + [y for r in rows for y in r])
+          and all(x < y for x, y in zip(b, b[1:])) and b[0] > 0
+          and all(_number(x) and x >= 1 for x in sizes)
+          and all(x < y for x, y in zip(sizes, sizes[1:])))
     if not ok:
         raise ProfileError(f"{where}: [compute] needs burst_s (increasing, > 0) and extra_s "
-                         "(>= 0), lists of one length")
+                           "(>= 0, a list as long as burst_s, or one such list per size of "
+                           "bytes, increasing, >= 1)")
     transport = str((profile.get("measured_on") or {}).get("transport", "?"))
-    return BurstCurve(transport, tuple(map(float, b)), tuple(map(float, e)))
+    return BurstCurve(transport, tuple(map(float, b)),
+                      tuple(tuple(map(float, r)) for r in rows), tuple(int(x) for x in sizes))
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass(frozen=True)
@@ -71,11 +105,13 @@ class TransportCost:
     source: BurstCurve
     target: BurstCurve
 
-    def apply(self, burst_ns: np.ndarray, first: np.ndarray) -> np.ndarray:
+    def apply(self, burst_ns: np.ndarray, first: np.ndarray,
+              k: np.ndarray | None = None) -> np.ndarray:
         """b' per burst (ns); ``first`` marks the bursts that precede a rank's first call,
-        which are kept."""
+        which are kept; ``k`` the bytes of the call before each burst (None: the smallest
+        measured size everywhere)."""
         b = np.asarray(burst_ns, np.float64)
-        out = np.maximum(b - self.source.extra_ns(b) + self.target.extra_ns(b), 0.0)
+        out = np.maximum(b - self.source.extra_ns(b, k) + self.target.extra_ns(b, k), 0.0)
         out[first] = b[first]
         return out
 

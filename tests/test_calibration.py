@@ -314,10 +314,13 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
     # exchanges; on shared memory a fraction of the burst (measured here 0.2-0.8 of it,
     # more on a loaded machine), never negative
     cu, bp = prof["compute"], prof["fit"]["burst_probe"]
-    assert len(cu["burst_s"]) == len(cu["extra_s"]) == 3
+    assert len(cu["burst_s"]) == 3 and cu["bytes"] == [8, 2048, 32768]
+    assert len(cu["extra_s"]) == 3 and all(len(row) == 3 for row in cu["extra_s"])
     assert 1e-6 < cu["burst_s"][0] < cu["burst_s"][1] < cu["burst_s"][2] < 1e-2
-    assert all(0 <= e < b for b, e in zip(cu["burst_s"], cu["extra_s"])), cu
-    assert all(len(x) == 2 * bp["rounds"] for x in bp["silent_s"] + bp["exchanged_s"])
+    for row in cu["extra_s"]:
+        assert all(0 <= e < b for b, e in zip(cu["burst_s"], row)), cu
+    assert all(len(x) == 2 * bp["rounds"]
+               for series in bp["silent_s"] + bp["exchanged_s"] for x in series)
     assert burst_curve(prof).transport == "shm"
     assert "  bursts  " in r.stdout
     assert len(prof["fit"]["one_way_s"]) == len(prof["fit"]["sizes"]) == 12

@@ -86,17 +86,55 @@ def test_malformed_compute_section_names_the_file():
 
 
 def test_burst_fit_pairs_rounds_and_keeps_no_negative_extra():
-    probe = {"sizes": [8192, 1024], "rounds": 3, "bytes": 8,
-             # per size: rounds of both ranks; exchanged − silent per round
-             "silent_s": [[30e-6, 32e-6, 31e-6], [10e-6, 11e-6, 12e-6]],
-             "exchanged_s": [[36e-6, 35e-6, 40e-6], [9e-6, 10.5e-6, 11e-6]]}
+    probe = {"sizes": [8192, 1024], "rounds": 3, "bytes": [8, 2048],
+             # per message size, per kernel size: rounds of both ranks
+             "silent_s": [[[30e-6, 32e-6, 31e-6], [10e-6, 11e-6, 12e-6]],
+                          [[31e-6, 31e-6, 31e-6], [11e-6, 11e-6, 11e-6]]],
+             "exchanged_s": [[[36e-6, 35e-6, 40e-6], [9e-6, 10.5e-6, 11e-6]],
+                             [[41e-6, 39e-6, 40e-6], [13e-6, 14e-6, 15e-6]]]}
     fit = F.fit_bursts(probe)
-    # sorted by length; 1024: differences -1, -0.5, -1 us -> 0 (noted); 8192: 6, 3, 9 -> 6 us
+    # lengths: the medians over both series (sorted); 8 B: 1024 differences -1, -0.5, -1 us
+    # -> 0 (noted), 8192: 6, 3, 9 -> 6 us; 2048 B: 2, 3, 4 -> 3 us and 10, 8, 9 -> 9 us
     assert fit.params["burst_s"] == pytest.approx([11e-6, 31e-6])
-    assert fit.params["extra_s"] == pytest.approx([0.0, 6e-6])
+    assert fit.params["bytes"] == [8, 2048]
+    assert np.asarray(fit.params["extra_s"]) == pytest.approx(np.array([[0.0, 6e-6],
+                                                                         [3e-6, 9e-6]]))
     assert fit.evidence["kernel_doubles"] == [1024, 8192]
     assert any("less" in n for n in fit.notes)
-    assert burst_curve({"compute": fit.params, "measured_on": {"transport": "shm"}}) is not None
+    curve = burst_curve({"compute": fit.params, "measured_on": {"transport": "shm"}})
+    # between the sizes, linear in log2(k): 128 B is half way from 8 to 2048 B
+    got = curve.extra_ns(np.array([31_000.0, 31_000.0, 31_000.0, 31_000.0]),
+                         np.array([0.0, 128.0, 2048.0, 1e6]))
+    assert got.tolist() == pytest.approx([6_000.0, 7_500.0, 9_000.0, 9_000.0])
+
+
+def test_the_bytes_before_a_burst_choose_the_row(tmp_path):
+    """b' = b − e_A(k, b) + e_B(k, b) with k the bytes of the message before the burst: the
+    same 20 us burst after an 8-byte and after a 2048-byte send (rows 8 B and 2048 B)."""
+    src = {"measured_on": {"transport": "tcp"},
+           "compute": {"burst_s": [10e-6, 40e-6], "bytes": [8, 2048],
+                       "extra_s": [[2e-6, 4e-6], [4e-6, 8e-6]]}}
+    dst = {"measured_on": {"transport": "shm"},
+           "compute": {"burst_s": [10e-6, 40e-6], "bytes": [8, 2048],
+                       "extra_s": [[1e-6, 2e-6], [1e-6, 2e-6]]}}
+    cost = transport_cost(src, dst)
+    for k, lost in ((8, 2_000 + 2_000 / 3 - (1_000 + 1_000 / 3)),
+                    (2048, 4_000 + 4_000 / 3 - (1_000 + 1_000 / 3))):
+        prep = replay.prepare(simulate_to_dir(tmp_path / f"k{k}", [
+            [("send", 1, k), ("compute", 20_000), ("send", 1, 8)],
+            [("recv", 0), ("recv", 0)]]), use_cache=False)
+        plain = replay.run(prep, "loggps", {**SETS, "S": "1MiB"})
+        ruled = replay.run(prep, "loggps", {**SETS, "S": "1MiB"}, transport_cost=cost)
+        assert plain.rank_end_ns[0] - ruled.rank_end_ns[0] == pytest.approx(lost)
+    # the call before the burst is an exchange: its largest message counts (2048 B received,
+    # 8 B sent, in an Isend, an Irecv and a Waitall with no compute between them)
+    prep = replay.prepare(simulate_to_dir(tmp_path / "x", [
+        [("isend", 1, 8), ("irecv", 1), ("wait", [0, 1]), ("compute", 20_000), ("send", 1, 8)],
+        [("isend", 0, 2048), ("irecv", 0), ("wait", [0, 1]), ("recv", 0)]]), use_cache=False)
+    plain = replay.run(prep, "loggps", {**SETS, "S": "1MiB"})
+    ruled = replay.run(prep, "loggps", {**SETS, "S": "1MiB"}, transport_cost=cost)
+    assert plain.rank_end_ns[0] - ruled.rank_end_ns[0] == pytest.approx(
+        4_000 + 4_000 / 3 - (1_000 + 1_000 / 3))
 
 
 def test_replay_cli_applies_the_rule_with_both_profiles(tmp_path, run_hindsight):

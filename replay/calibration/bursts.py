@@ -5,16 +5,19 @@ Ranks 0 and 1 run the same fixed kernel (numpy: ``q = 2p - shift(p) - shift(p)``
 ``p * q``, on ``n`` doubles: a sparse product and a dot product, the work of a fine iterative
 solver) in blocks of iterations, alternately:
 
-* *exchanged*: before every kernel the two ranks exchange 8 bytes (``Sendrecv``, buffer API: a
-  neighbour exchange, the commonest call of a fine program);
+* *exchanged*: before every kernel the two ranks exchange k bytes (``Sendrecv``, buffer API: a
+  neighbour exchange, the commonest call of a fine program), k each of ``BURST_MESSAGES`` in
+  turn: the extra time grows with the bytes a call moved (TCP's copies through the kernel's
+  socket buffers evict more of the kernel's data than an 8-byte exchange);
 * *silent*: the kernel alone, iteration after iteration.
 
 Each kernel is timed on its own with ``time.thread_time_ns`` (the thread's CPU time, so that time
 spent waiting for a core while other work shares the machine is not counted); a block's value is
 the mean CPU time per kernel. ``BURST_ROUNDS`` rounds of one exchanged and one silent block are
-kept per kernel size after one warm-up round, on both ranks. fit.fit_bursts takes, per size, the
-silent time as the burst's length and the median over rounds and ranks of (exchanged − silent)
-as the extra time a burst of that length takes on this transport.
+kept per message and kernel size after one warm-up round, on both ranks. fit.fit_bursts takes,
+per kernel size, the silent time as the burst's length and, per message size, the median over
+rounds and ranks of (exchanged − silent) as the extra time a burst of that length takes on this
+transport after a call that moved that many bytes.
 
 Sizes ``BURST_SIZES`` span the bursts of fine programs (about 10 µs to a few hundred µs on this
 machine); a block lasts about ``BURST_BLOCK_S``.
@@ -34,8 +37,8 @@ BURST_ROUNDS = 6
 #: target length of one block (s); at least ``BURST_MIN_ITERS`` kernels
 BURST_BLOCK_S = 0.012
 BURST_MIN_ITERS = 20
-#: bytes exchanged before each kernel of an exchanged block
-BURST_BYTES = 8
+#: bytes exchanged before each kernel of an exchanged block, one series per size
+BURST_MESSAGES = (8, 2048, 32768)
 
 _TAG = 47
 
@@ -50,14 +53,28 @@ def kernel(p: np.ndarray, q: np.ndarray) -> float:
 
 def burst_probe(comm: MPI.Comm, rank: int, pair_sync) -> dict:
     """Run the probe on ranks 0 and 1 (``rank`` is 0 or 1; ``pair_sync`` synchronises the two).
-    Rank 0 returns, per size, the silent and exchanged CPU times per kernel of every kept round
-    of both ranks (seconds); rank 1 an empty dict."""
+    Rank 0 returns, per message size and kernel size, the silent and exchanged CPU times per
+    kernel of every kept round of both ranks (seconds); rank 1 an empty dict."""
+    t_probe = time.perf_counter_ns()
+    out: dict = {"sizes": list(BURST_SIZES), "rounds": BURST_ROUNDS,
+                 "bytes": list(BURST_MESSAGES), "silent_s": [], "exchanged_s": []}
+    for nbytes in BURST_MESSAGES:
+        one = _series(comm, rank, pair_sync, nbytes)
+        out["silent_s"].append(one["silent_s"])
+        out["exchanged_s"].append(one["exchanged_s"])
+    if rank != 0:
+        return {}
+    out["took_s"] = (time.perf_counter_ns() - t_probe) * 1e-9
+    return out
+
+
+def _series(comm: MPI.Comm, rank: int, pair_sync, nbytes: int) -> dict:
+    """One message size's blocks: per kernel size, both ranks' kept rounds (rank 0's answer)."""
     peer = 1 - rank
     tt = time.thread_time_ns
-    sbuf = np.zeros(BURST_BYTES, np.uint8)
-    rbuf = np.zeros(BURST_BYTES, np.uint8)
-    t_probe = time.perf_counter_ns()
-    mine: dict = {"sizes": list(BURST_SIZES), "silent_s": [], "exchanged_s": []}
+    sbuf = np.zeros(nbytes, np.uint8)
+    rbuf = np.zeros(nbytes, np.uint8)
+    mine: dict = {"silent_s": [], "exchanged_s": []}
     for n in BURST_SIZES:
         p = np.random.default_rng(n + rank).random(n)
         q = np.empty_like(p)
@@ -86,9 +103,5 @@ def burst_probe(comm: MPI.Comm, rank: int, pair_sync) -> dict:
         mine["silent_s"].append(silent)
         mine["exchanged_s"].append(exchanged)
     theirs = comm.sendrecv(mine, dest=peer, source=peer, sendtag=_TAG + 1, recvtag=_TAG + 1)
-    if rank != 0:
-        return {}
-    return {"sizes": list(BURST_SIZES), "rounds": BURST_ROUNDS, "bytes": BURST_BYTES,
-            "silent_s": [a + b for a, b in zip(mine["silent_s"], theirs["silent_s"])],
-            "exchanged_s": [a + b for a, b in zip(mine["exchanged_s"], theirs["exchanged_s"])],
-            "took_s": (time.perf_counter_ns() - t_probe) * 1e-9}
+    return {"silent_s": [a + b for a, b in zip(mine["silent_s"], theirs["silent_s"])],
+            "exchanged_s": [a + b for a, b in zip(mine["exchanged_s"], theirs["exchanged_s"])]}

@@ -125,9 +125,11 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                    + f"; {up['batch']} messages a batch)")
     cu = prof.get("compute") or {}
     if cu.get("burst_s"):
-        click.echo("  bursts  " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
-                                          zip(cu["burst_s"], cu["extra_s"]))
-                   + " (a burst's CPU time between exchanges: length + the transport's extra)")
+        click.echo("  bursts  " + "; ".join(
+            f"{k}B " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
+                                zip(cu["burst_s"], row))
+            for k, row in zip(cu["bytes"], cu["extra_s"]))
+            + " (a burst's CPU time between k-byte exchanges: length + the transport's extra)")
     sf = prof.get("shared_flag") or {}
     if sf:
         # the smallest size: what a program's frequent small collectives cost each member

@@ -452,36 +452,46 @@ class QueueFit:
 
 def fit_bursts(probe: dict) -> BurstFit:
     """The transport's extra compute time per burst from the burst probe (bursts.py): per kernel
-    size, the burst's length b = the median CPU time per kernel of the silent blocks, and its
-    extra time e = the median over the rounds (both ranks) of exchanged − silent of one round
-    (adjacent blocks, so a drift of the machine's speed cancels). A negative e (the calls made
-    no difference beyond the noise) is kept at 0 and noted; so is an IQR of the differences
-    wider than e itself."""
-    burst, extra, iqr = [], [], []
+    size, the burst's length b = the median CPU time per kernel of the silent blocks (over every
+    message size's series), and per message size k its extra time e(k, b) = the median over the
+    rounds (both ranks) of exchanged − silent of one round (adjacent blocks, so a drift of the
+    machine's speed cancels). A negative e (the calls made no difference beyond the noise) is
+    kept at 0 and noted; so is an IQR of the differences wider than e itself. The params are
+    the ``[compute]`` section: burst_s, bytes and extra_s (one row per message size)."""
     notes: list[str] = []
-    for n, sil, exc in zip(probe["sizes"], probe["silent_s"], probe["exchanged_s"]):
-        d = np.asarray(exc, float) - np.asarray(sil, float)
-        b = float(np.median(sil))
-        e = float(np.median(d))
-        spread = float(np.percentile(d, 75) - np.percentile(d, 25))
-        if e < 0:
-            notes.append(f"burst probe: a {b * 1e6:.3g} us kernel took {-e * 1e6:.3g} us less "
-                         "between exchanges than alone: extra time set to 0")
-            e = 0.0
-        elif spread > e:
-            notes.append(f"burst probe: the extra time of a {b * 1e6:.3g} us kernel varied "
-                         f"widely (IQR {spread * 1e6:.3g} us, median {e * 1e6:.3g} us): the "
-                         "machine was busy, the median is kept")
-        burst.append(b)
-        extra.append(e)
-        iqr.append(spread)
+    nsizes = len(probe["sizes"])
+    burst = [float(np.median(np.concatenate([np.asarray(series[i], float)
+                                             for series in probe["silent_s"]])))
+             for i in range(nsizes)]
     order = np.argsort(burst)
-    params = {"burst_s": [burst[i] for i in order], "extra_s": [extra[i] for i in order]}
+    extra, iqr = [], []
+    for k, sil_k, exc_k in zip(probe["bytes"], probe["silent_s"], probe["exchanged_s"]):
+        row, row_iqr = [], []
+        for i in order:
+            d = np.asarray(exc_k[i], float) - np.asarray(sil_k[i], float)
+            e = float(np.median(d))
+            spread = float(np.percentile(d, 75) - np.percentile(d, 25))
+            if e < 0:
+                notes.append(f"burst probe: a {burst[i] * 1e6:.3g} us kernel took "
+                             f"{-e * 1e6:.3g} us less between {k}-byte exchanges than alone: "
+                             "extra time set to 0")
+                e = 0.0
+            elif spread > e:
+                notes.append(f"burst probe: the extra time of a {burst[i] * 1e6:.3g} us kernel "
+                             f"after {k}-byte exchanges varied widely (IQR "
+                             f"{spread * 1e6:.3g} us, median {e * 1e6:.3g} us): the machine was "
+                             "busy, the median is kept")
+            row.append(e)
+            row_iqr.append(spread)
+        extra.append(row)
+        iqr.append(row_iqr)
+    params = {"burst_s": [burst[i] for i in order], "bytes": [int(k) for k in probe["bytes"]],
+              "extra_s": extra}
     ev = {"kernel_doubles": [int(probe["sizes"][i]) for i in order],
-          "rounds": int(probe["rounds"]), "message_bytes": int(probe["bytes"]),
-          "extra_iqr_s": [iqr[i] for i in order],
-          "silent_s": [probe["silent_s"][i] for i in order],
-          "exchanged_s": [probe["exchanged_s"][i] for i in order],
+          "rounds": int(probe["rounds"]), "message_bytes": [int(k) for k in probe["bytes"]],
+          "extra_iqr_s": iqr,
+          "silent_s": [[series[i] for i in order] for series in probe["silent_s"]],
+          "exchanged_s": [[series[i] for i in order] for series in probe["exchanged_s"]],
           "took_s": probe.get("took_s")}
     return BurstFit(params, ev, notes)
 
