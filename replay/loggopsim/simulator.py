@@ -26,7 +26,7 @@ arithmetic; fractional parameters are used as given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numba as nb
@@ -136,8 +136,10 @@ def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
     return off, succ, succ_start, cnt
 
 
-def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
-    """Run the schedule; raise ScheduleError if it cannot finish."""
+def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = None) -> SimResult:
+    """Run the schedule; raise ScheduleError if it cannot finish. ``read`` is called with the
+    schedule's arrays that only the set-up reads (dependencies, CPU and NIC indices) once they
+    are read: a schedule mapped from a file can hand their pages back before the run."""
     n = s.nops
     # Operation numbers (and the matching buckets, at most one per operation) as int32 when they
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
@@ -154,6 +156,9 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
         if count > MAX_UNITS:
             raise ScheduleError(f"{unit} index {count - 1}: at most {MAX_UNITS - 1} (the simulator "
                                 f"keeps a clock per {unit} of every rank)")
+    cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
+    if read is not None:
+        read(s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
     op_start = np.full(n, -1.0)
     op_end = np.full(n, -1.0)
     match = np.full(n, -1, np.int64)
@@ -168,7 +173,7 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
                                                      proto.dtype)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
-        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),     # < MAX_UNITS: checked
+        cpu, nic,
         off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket, cand, ubucket, nbuckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
