@@ -83,8 +83,9 @@ def page_out(*arrays: Any) -> None:
 
 def _unwritten(a: Any) -> bool:
     """Whether no page of the copy-on-write mapping under ``a`` (an np.memmap) holds a private
-    copy: in /proc/self/pagemap (8 bytes a page) such a page is present (bit 63) or swapped
-    (bit 62) and not file-backed (bit 61). False where that cannot be read."""
+    copy: in /proc/self/pagemap (8 little-endian bytes a page) such a page is present (bit 63)
+    or swapped (bit 62) and not file-backed (bit 61), all three in the word's last byte. False
+    where that cannot be read."""
     import ctypes
     import mmap
 
@@ -93,10 +94,14 @@ def _unwritten(a: Any) -> bool:
         first = ctypes.addressof(ctypes.c_char.from_buffer(m)) // mmap.PAGESIZE
         with open("/proc/self/pagemap", "rb") as f:
             f.seek(first * 8)
-            words = memoryview(f.read(8 * -(-len(m) // mmap.PAGESIZE))).cast("Q")
+            flags = f.read(8 * -(-len(m) // mmap.PAGESIZE))[7::8]
     except (OSError, TypeError, ValueError):
         return False
-    return not any(w >> 62 and not (w >> 61) & 1 for w in words)
+    return b"\1" not in flags.translate(_PRIVATE_COPY)
+
+
+#: per last byte of a pagemap word: 1 where the page is a private copy (see ``_unwritten``)
+_PRIVATE_COPY = bytes(1 if v & 0xC0 and not v & 0x20 else 0 for v in range(256))
 
 
 @contextlib.contextmanager
