@@ -204,6 +204,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         carried = np.unique(rma.row)
         per_row[carried] = np.bincount(rma.row)[carried]
     cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
+    if cpu_shared:      # (the pass below never reads the ratios then: their pages go back now)
+        page_out(rows.ratio)
     # Message and row numbers as int32 when they fit: the operation arrays are most of a
     # stream's memory, and writing them most of its build time.
     nmsg = M0
