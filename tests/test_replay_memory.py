@@ -71,3 +71,27 @@ def test_the_critical_path_without_row_times_is_the_same(tmp_path):
     assert np.array_equal(full.critical_rows, path_only.critical_rows)
     assert full.critical_rows.any()
     assert path_only.summary() == full.summary()
+
+
+def test_match_buckets_by_sort_are_those_of_the_table():
+    """--model loggopsim numbers its match buckets through a table of the possible keys when
+    the tags are close together, else by a sort (built in place); tags moved far apart (same
+    order, so same keys' order) must give the same buckets, wildcards included."""
+    from replay.loggopsim.simulator import ANY, RECV, _match_buckets
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n, P = int(rng.integers(50, 300)), int(rng.integers(2, 9))
+        kind = rng.integers(1, 4, n).astype(np.int8)         # SEND, RECV, CALC
+        rank = rng.integers(0, P, n).astype(np.int32)
+        peer = rng.integers(0, P, n).astype(np.int32)
+        tag = rng.integers(0, 4, n).astype(np.int64)
+        recv = kind == RECV                                   # wildcards: receives only
+        peer[recv & (rng.random(n) < 0.1) & (trial % 2 == 1)] = ANY
+        tag[recv & (rng.random(n) < 0.1) & (trial % 3 == 0)] = ANY
+        table = _match_buckets(P, rank, kind, peer, tag, np.int32)
+        for far in (10**9, 10**17):         # a sort of keys; of tag ranks (keys would overflow)
+            spread = np.where(tag == ANY, ANY, tag * far)
+            by_sort = _match_buckets(P, rank, kind, peer, spread, np.int32)
+            for a, b in zip(table, by_sort):
+                assert np.array_equal(a, b), (trial, far)
