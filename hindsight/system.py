@@ -17,6 +17,7 @@ import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -57,6 +58,50 @@ def release_freed_memory() -> bool:
         return False
     trim(0)
     return True
+
+
+def page_out(*arrays: Any) -> None:
+    """Take the pages of file-mapped arrays (``np.load(..., mmap_mode=...)``) that are done with
+    for now out of the process's resident memory (they count in it as long as they are mapped):
+    ``madvise(MADV_DONTNEED)``. The file's pages stay in the page cache, so a later read maps
+    them again without reading the disk. A copy-on-write mapping of which a page was written is
+    left as it is (that page's copy would be lost), as are other arrays and other systems."""
+    import mmap     # (not at the top: a traced rank loads this module)
+
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    for a in arrays:
+        m = getattr(a, "_mmap", None)   # the mapping of an np.memmap
+        if advice is None or m is None or not len(m):
+            continue
+        if getattr(a, "mode", "c") != "r" and not _unwritten(a):
+            continue
+        try:
+            m.madvise(advice)
+        except (OSError, ValueError):   # a closed mapping
+            continue
+
+
+def _unwritten(a: Any) -> bool:
+    """Whether no page of the copy-on-write mapping under ``a`` (an np.memmap) holds a private
+    copy: in /proc/self/pagemap (8 little-endian bytes a page) such a page is present (bit 63)
+    or swapped (bit 62) and not file-backed (bit 61), all three in the word's last byte. False
+    where that cannot be read."""
+    import ctypes
+    import mmap
+
+    m = a._mmap
+    try:
+        first = ctypes.addressof(ctypes.c_char.from_buffer(m)) // mmap.PAGESIZE
+        with open("/proc/self/pagemap", "rb") as f:
+            f.seek(first * 8)
+            flags = f.read(8 * -(-len(m) // mmap.PAGESIZE))[7::8]
+    except (OSError, TypeError, ValueError):
+        return False
+    return b"\1" not in flags.translate(_PRIVATE_COPY)
+
+
+#: per last byte of a pagemap word: 1 where the page is a private copy (see ``_unwritten``)
+_PRIVATE_COPY = bytes(1 if v & 0xC0 and not v & 0x20 else 0 for v in range(256))
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
 
 CACHE_DIR = tf.REPLAY_CACHE_DIR
-CACHE_VERSION = 16
+CACHE_VERSION = 17
 
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances),
@@ -70,6 +70,8 @@ def save(prep: Any, path: Path) -> None:
         meta = dict(nranks=prep.nranks, t0=prep.t0, region_names=prep.region_names,
                     comm_members={str(k): v for k, v in prep.comm_members.items()},
                     problems=prep.problems, notes=prep.notes, version=CACHE_VERSION,
+                    measured_makespan_ns=prep.measured_makespan_ns,
+                    measured_rank_end_ns=prep.measured_rank_end_ns.tolist(),
                     arrays=sorted(arrays))
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.rename(tmp, path)
@@ -94,5 +96,7 @@ def load(path: Path) -> dict[str, Any]:
     out.update(nranks=int(meta["nranks"]), region_names=meta["region_names"],
                trail=z["trail"], t0=int(meta["t0"]), host_of_rank=z["host_of_rank"],
                comm_members={int(k): v for k, v in meta["comm_members"].items()},
-               problems=list(meta["problems"]), notes=list(meta["notes"]))
+               problems=list(meta["problems"]), notes=list(meta["notes"]),
+               measured=(float(meta["measured_makespan_ns"]),
+                         np.array(meta["measured_rank_end_ns"], np.float64)))
     return out

@@ -286,7 +286,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     # critical path, so on a simulated timeline without --out they would go unused (at 5 M
     # operations: a second of mapping operations back to rows and some 500 MB).
     record = bool(out) or not (mod.OWN_SIMULATOR and simulated)
-    res = run(prep, mod, record=record, **kw)
+    # ... and the critical path needs no row's times: without --out or a noise report they
+    # would be 24 bytes a row held for nothing
+    res = run(prep, mod, record=record, row_times=bool(out) or not simulated, **kw)
     # A simulated timeline's unexplained time is the other simulation's model, not noise.
     noise, injected = (None, None) if simulated else _noise(prep, mod, res, noise_mode,
                                                              noise_runs, noise_seed, kw)

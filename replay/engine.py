@@ -250,12 +250,14 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         algorithms: Mapping[str, str] | None = None, record: bool = True,
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
         transport_cost: TransportCost | None = None,
-        carry: K.Carry | None = None, flags: FlagCosts | None = None) -> Result:
+        carry: K.Carry | None = None, flags: FlagCosts | None = None,
+        row_times: bool = True) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
     over the model defaults and ``profile``; ``resolved`` skips parsing (internal units).
-    ``record`` keeps per-event times and computes the critical path. ``delay_ns`` (per prepared
+    ``record`` keeps per-event times and computes the critical path; ``row_times=False`` keeps
+    the critical path only (no ``row_start_ns``/``row_end_ns``: 24 bytes a row). ``delay_ns`` (per prepared
     row, ns) holds the rank that long just before it enters the row's call (injected noise,
     ``replay.noise``): added to the burst before the call's first operation, unscaled by
     ``compute_scale``, and reported as ``noise_injected_s`` rather than as compute.
@@ -348,7 +350,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         res.rank_compute_ns = out.rank_comp - injected
         res.info["noise_injected_s"] = float(injected.sum()) / 1e9
     if record:
-        _attach_rows(res, prep, st, out, scale, cpu_time)
+        if row_times:
+            _row_times(res, prep, st, out)
+        _critical_path(res, prep, st, out)
     return res
 
 
@@ -485,8 +489,7 @@ def _display(mod: NetworkModel, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale: np.ndarray,
-                 cpu: bool) -> None:
+def _row_times(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> None:
     n = prep.nrows
     rs = np.full(n, -1.0)
     re = np.full(n, -1.0)
@@ -503,8 +506,11 @@ def _attach_rows(res: Result, prep: Prepared, st: Stream, out: K.Outputs, scale:
                   rows.t_end, prep.t0, rs, re, np.asarray(res.measured_rank_end_ns, float),
                   np.asarray(out.rank_end, float))
     res.row_start_ns = rs
-    res.row_end_ns = np.maximum(re, rs)
-    # critical path
+    res.row_end_ns = np.maximum(re, rs, out=re)
+
+
+def _critical_path(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> None:
+    n = prep.nrows
     P = prep.nranks
     on = np.zeros(st.nops, bool)
     crit_rank = np.zeros(P)

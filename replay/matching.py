@@ -402,9 +402,14 @@ def match_messages(table, max_problems: int = 1000,
     del sends, brecvs
 
     # ---- requests: post row <-> the row that ends it (a completion, or a Request_free)
-    rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \
-        * (int(request.max()) + 1 if n else 1) \
-        + np.concatenate([request[post_rows], request[comp_rows]])
+    # built in place: the expression's int64 temporaries were 4 arrays of 8 bytes a request
+    npost = len(post_rows)
+    rkey = np.empty(npost + len(comp_rows), np.int64)
+    rkey[:npost] = rank[post_rows]
+    rkey[npost:] = rank[comp_rows]
+    rkey *= int(request.max()) + 1 if n else 1
+    rkey[:npost] += request[post_rows]
+    rkey[npost:] += request[comp_rows]
     if len(rkey) and int(rkey.min()) >= 0 and int(rkey.max()) < max(len(rkey), 1 << 16):
         # dense keys (request ids numbered per rank) are their own ids, nothing hashed; an id
         # no row has is never looked up
@@ -441,6 +446,7 @@ def match_messages(table, max_problems: int = 1000,
         return (f"{name(r)} {ends(r)} request {request[r]} that seq {seq[f]} already "
                 f"{'freed' if _FREE[op[f]] else 'completed'}")
     problem(dup_comp, again)
+    del post_cnt, comp_cnt, twice
     comp_post = post_of[cid]
     comp_ok = comp_post >= 0
     if any_freed:
@@ -455,6 +461,8 @@ def match_messages(table, max_problems: int = 1000,
     # post rows: a full-length array would cost 8 bytes per event of a trace that has few
     # requests.
     end_at_post = comp_of[pid]
+    # the per-request arrays are done with: freed before the messages' are made
+    del rkey, rid, pid, cid, post_of, comp_of, comp_post, comp_ok
 
     def end_of_post(rows: np.ndarray) -> np.ndarray:
         """The row that ends each given post row's request (-1: none, or no request id)."""

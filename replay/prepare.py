@@ -11,14 +11,14 @@ The row-level form is cached next to the trace and reused while its files are un
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hindsight import trace as tf
-from hindsight.system import gc_paused
+from hindsight.system import gc_paused, page_out
 from replay import cache
 from replay import collectives as C
 from replay import kernel as K
@@ -58,6 +58,9 @@ class Prepared:
     rma: EpochOps = field(default_factory=EpochOps.empty)
     _streams: dict[tuple, Stream] = field(default_factory=dict, repr=False)
     table: pa.Table | None = field(default=None, repr=False)
+    #: (measured makespan, each rank's measured end), ns from t0, once computed; the cache
+    #: keeps them, as reading the rows' t_end would map that whole column into memory
+    measured: tuple[float, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def nrows(self) -> int:
@@ -65,19 +68,23 @@ class Prepared:
 
     @property
     def measured_makespan_ns(self) -> float:
-        mk = self.manifest.get("makespan_ns")
-        if self.nrows:
-            return float(self.rows.t_end.max() - self.t0)
-        return float(mk or 0)
+        return self._measured()[0]
 
     @property
     def measured_rank_end_ns(self) -> np.ndarray:
-        out = np.zeros(self.nranks)
-        # rows come in rank order: each rank's latest end is the maximum of its slice
-        off = np.searchsorted(self.rows.rank, np.arange(self.nranks + 1))
-        for r in np.flatnonzero(np.diff(off)).tolist():
-            out[r] = max(out[r], float(self.rows.t_end[off[r]:off[r + 1]].max() - self.t0))
-        return out
+        return self._measured()[1].copy()
+
+    def _measured(self) -> tuple[float, np.ndarray]:
+        if self.measured is None:
+            ends = np.zeros(self.nranks)
+            # rows come in rank order: each rank's latest end is the maximum of its slice
+            off = np.searchsorted(self.rows.rank, np.arange(self.nranks + 1))
+            for r in np.flatnonzero(np.diff(off)).tolist():
+                ends[r] = max(ends[r], float(self.rows.t_end[off[r]:off[r + 1]].max() - self.t0))
+            makespan = (float(self.rows.t_end.max() - self.t0) if self.nrows else
+                        float(self.manifest.get("makespan_ns") or 0))
+            self.measured = (makespan, ends)
+        return self.measured
 
     def stream(self, expand: bool, algorithms: dict[str, str] | None = None,
                shared_flags: frozenset[str] = frozenset()) -> Stream:
@@ -116,6 +123,10 @@ class Prepared:
                                               self.comm_members, self.nranks, expand, algos,
                                               self.manifest.get("neighbours"), self.rma,
                                               flagged)
+            # a cached trace's rows are mapped from its cache: the pages the build read would
+            # stay resident beside the stream (about 25 bytes a row), unused by the replay
+            page_out(*(getattr(t, f.name) for t in (self.rows, self.msgs, self.coll)
+                       for f in fields(t)))
         return self._streams[key]
 
     def default_tcomp(self) -> float:

@@ -27,6 +27,7 @@ import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.system import page_out
 from replay import collectives as C
 from replay import flags as F
 from replay import patterns as P
@@ -203,6 +204,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         carried = np.unique(rma.row)
         per_row[carried] = np.bincount(rma.row)[carried]
     cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
+    if cpu_shared:      # (the pass below never reads the ratios then: their pages go back now)
+        page_out(rows.ratio)
     # Message and row numbers as int32 when they fit: the operation arrays are most of a
     # stream's memory, and writing them most of its build time.
     nmsg = M0
@@ -217,6 +220,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         nranks, cpu_shared,
         index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
         index_proto(n), KIND_TABLES.sendrecv_send, KIND_TABLES.sendrecv_recv)
+    # (rows mapped from a trace's cache: the pages of what only the pass above reads go back)
+    page_out(rows.kind, rows.msg, rows.burst, rows.ratio, rows.region, rows.rank)
     first = off[:-1]
     # per message: the trace's messages, then each pattern's instances x steps
     m_bytes = np.empty(nmsg)

@@ -26,7 +26,7 @@ arithmetic; fractional parameters are used as given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numba as nb
@@ -136,8 +136,9 @@ def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
     return off, succ, succ_start, cnt
 
 
-def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
-    """Run the schedule; raise ScheduleError if it cannot finish."""
+def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = None) -> SimResult:
+    """Run the schedule; raise ScheduleError if it cannot finish. ``read`` gets the arrays only
+    the set-up reads (dependencies, CPU and NIC indices) once read (to hand mapped pages back)."""
     n = s.nops
     # Operation numbers (and the matching buckets, at most one per operation) as int32 when they
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
@@ -154,6 +155,9 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
         if count > MAX_UNITS:
             raise ScheduleError(f"{unit} index {count - 1}: at most {MAX_UNITS - 1} (the simulator "
                                 f"keeps a clock per {unit} of every rank)")
+    cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
+    if read is not None:
+        read(s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
     op_start = np.full(n, -1.0)
     op_end = np.full(n, -1.0)
     match = np.full(n, -1, np.int64)
@@ -168,7 +172,7 @@ def simulate(s: Schedule, prm: np.ndarray) -> SimResult:
                                                      proto.dtype)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
-        np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16),     # < MAX_UNITS: checked
+        cpu, nic,
         off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket, cand, ubucket, nbuckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
@@ -235,44 +239,47 @@ def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
             # most what np.unique's sort and inverse take, some 32 bytes a key)
             return _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any,
                                   np.zeros(0, index))
-    snd = np.flatnonzero(kind == SEND)
-    rcv = np.flatnonzero(kind == RECV)
-    s_tag, r_tag = tag[snd].astype(np.int64), tag[rcv].astype(np.int64)
-    # A tag's number in the keys: the tag less the least one while the keys fit, else its rank
-    # among the distinct tags (no sort of the tags). The keys' order is the same either way.
-    lo = min([ANY] + [int(x.min()) for x in (s_tag, r_tag) if len(x)])
-    T = max([ANY] + [int(x.max()) for x in (s_tag, r_tag) if len(x)]) - lo + 1
+    snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
+    ns = len(snd)
+    # Per message (senders first) its tag, its tag's number, then its key, in one array changed
+    # in place; a tag's number: the tag less the least, or its rank where keys would overflow.
+    k = np.concatenate([tag[snd], tag[rcv]]).astype(np.int64)
+    lo = min(ANY, int(k.min())) if len(k) else ANY
+    T = (max(ANY, int(k.max())) if len(k) else ANY) - lo + 1
     if float(P + 1) ** 2 * T < 2.0 ** 62:
-        s_tid, r_tid, t_any = s_tag - lo, r_tag - lo, ANY - lo
+        k -= lo
+        t_any = ANY - lo
     else:
-        _, tid = np.unique(np.concatenate([s_tag, r_tag, [ANY]]), return_inverse=True)
-        tid = tid.astype(np.int64)
+        _, tid = np.unique(np.append(k, ANY), return_inverse=True)
         T = int(tid.max()) + 1
         if float(P + 1) ** 2 * T >= 2.0 ** 62:
             raise ScheduleError(f"too many ranks and tags to index ({P} ranks, {T} tags)")
-        t_any = tid[-1]
-        s_tid, r_tid = tid[:len(snd)], tid[len(snd):-1]
-
-    def key(dst, src, t):
-        return (dst * (P + 1) + (src + 1)) * T + t
-
-    d, src = peer[snd].astype(np.int64), rank[snd].astype(np.int64)
-    keys, ids = np.unique(np.concatenate([key(d, src, s_tid),
-                                          key(rank[rcv].astype(np.int64),
-                                              peer[rcv].astype(np.int64), r_tid)]),
-                          return_inverse=True)
+        t_any = int(tid[-1])
+        k[:] = tid[:-1]
+    s_tid = k[:ns].copy() if wild_any else None
+    pair = np.concatenate([peer[snd], rank[rcv]]).astype(np.int64)   # (receiver, source)
+    pair *= P + 1
+    pair += np.concatenate([rank[snd], peer[rcv]])
+    pair += 1
+    pair *= T
+    k += pair
+    del pair
+    keys, ids = np.unique(k, return_inverse=True)
+    del k
     bucket = np.full(n, -1, index)
-    bucket[snd] = ids[:len(snd)]
-    bucket[rcv] = ids[len(snd):]
+    bucket[snd], bucket[rcv] = ids[:ns], ids[ns:]
+    del ids
     wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
     ubucket = bucket.copy()
     ubucket[rcv[wild]] = -2
     cand = np.full((n, 4 if wild_any else 1), -1, index)
     cand[snd, 0] = bucket[snd]
     if wild_any:
-        for j, k in enumerate((key(d, src, t_any), key(d, ANY, s_tid), key(d, ANY, t_any)), 1):
-            pos = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
-            cand[snd, j] = np.where(keys[pos] == k, pos, -1)
+        d = peer[snd].astype(np.int64) * (P + 1)     # keys with (src, ANY), (ANY, tag), (ANY, ANY)
+        to, any_src = (d + rank[snd] + 1) * T, (d + ANY + 1) * T
+        for j, kj in enumerate((to + t_any, any_src + s_tid, any_src + t_any), 1):
+            pos = np.minimum(np.searchsorted(keys, kj), len(keys) - 1)
+            cand[snd, j] = np.where(keys[pos] == kj, pos, -1)
     return bucket, cand, ubucket, np.int64(max(len(keys), 1))
 
 

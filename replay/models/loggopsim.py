@@ -102,6 +102,7 @@ class LogGOPSim(NetworkModel):
         """Replay ``prep`` under LogGOPSim's rules; ``scale`` multiplies the bursts (per region
         + 1, as ``replay.engine`` computes it). Injected delays (``delay_ns``) are not
         supported."""
+        from hindsight.system import page_out
         from replay.loggopsim.goal import GoalError
         from replay.loggopsim.rows import row_times
         from replay.loggopsim.schedule import (passive_round_trips, schedule_from_trace,
@@ -124,7 +125,9 @@ class LogGOPSim(NetworkModel):
             sched = traced.schedule
             source = "the trace's program order as a GOAL schedule"
         try:
-            sim = simulate(sched, params_from_values(values, prep.nranks))
+            # a schedule from the trace's cache is mapped: the pages read only to set the run
+            # up would stay resident through it (9 bytes a dependency, 8 an operation)
+            sim = simulate(sched, params_from_values(values, prep.nranks), read=page_out)
         except ScheduleError as exc:
             raise ReplayError(f"replay deadlock (model {self.NAME}): {exc}") from None
         info: dict[str, Any] = {"schedule": source}
