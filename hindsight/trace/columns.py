@@ -252,7 +252,7 @@ def _copy_column(col: pa.ChunkedArray, out: np.ndarray, pos: int, path: Path, na
         elif chunk.null_count:
             raise TraceError(f"{path}: column '{name}' has null values")
         else:
-            dst[:] = chunk.to_numpy(zero_copy_only=False)
+            dst[:] = numpy_of(chunk)   # (to_numpy imports pandas: see numpy_of)
 
 
 #: The Parquet physical type each column is written with (the writer's schema): integers of 64
