@@ -407,7 +407,9 @@ def match_messages(table, max_problems: int = 1000,
     rkey = np.concatenate([rank[post_rows], rank[comp_rows]]).astype(np.int64) \
         * (int(request.max()) + 1 if n else 1) \
         + np.concatenate([request[post_rows], request[comp_rows]])
-    if len(rkey) and int(rkey.min()) >= 0 and int(rkey.max()) < max(len(rkey), 1 << 16):
+    if not len(rkey):
+        rid, nreq = rkey.astype(np.intp), 0        # no requests: nothing to number
+    elif int(rkey.min()) >= 0 and int(rkey.max()) < max(len(rkey), 1 << 16):
         # dense keys (request ids numbered per rank) are their own ids, nothing hashed; an id
         # no row has is never looked up
         rid, nreq = rkey, int(rkey.max()) + 1
