@@ -45,6 +45,7 @@ FUNCTIONS = ("Enter", "Leave", "MpiSend", "MpiIsend", "MpiIrecvRequest", "MpiRec
 A_SIZE, A_CPU, A_COMM, A_NEW, A_ROWS, A_SRC, A_TAG, A_RBYTES, A_NBYTES = range(9)
 # ``write_rank``'s status: 0, or a failure (with two int64 details)
 ERR_COMM, ERR_MEMBER, ERR_C = 1, 2, 3
+_POST = types.UniTuple(types.int64, 3)    # a post's (kind, comm, row)
 UNDEF32 = np.uint32(UNDEFINED_ROOT)
 UNDEF64 = np.uint64(UNDEFINED_UINT64)
 
@@ -82,78 +83,55 @@ def _ccall(typingctx, addr, args):
 
 
 @njit(cache=True)
-def _slots(request):
-    """Each row's request as a small index (``slot``) and the number of slots: the request
-    minus the smallest when they span little (ids numbered per rank), else numbered in order of
-    first use. The posts are then arrays indexed by slot, not a dict (a dict operation cost
-    about as much as the rest of a row's planning)."""
-    n = len(request)
-    slot = np.empty(n, np.int64)
-    if n == 0:
-        return slot, 0
-    lo, hi = request.min(), request.max()
-    if hi - lo < 4 * n + 1024:
-        for i in range(n):
-            slot[i] = request[i] - lo
-        return slot, hi - lo + 1
-    index = Dict.empty(types.int64, types.int64)
-    for i in range(n):
-        s = index.get(request[i], len(index))
-        index[request[i]] = s
-        slot[i] = s
-    return slot, len(index)
-
-
-@njit(cache=True)
-def _completed(op, peer, tag, comm, nbytes, request, slot, nslot, nbc_any, completion):
-    """Per slot (``_slots``): whether its request is a non-blocking collective whose completion
-    row a NonBlockingCollectiveComplete carries: a post (peer and tag -1, a size) completed by
-    a row with peer, tag and nbytes -1 on the same communicator. Only those posts are a
+def _completed(op, peer, tag, comm, nbytes, request, nbc_any, completion):
+    """The requests (keys) of one rank's non-blocking collectives whose completion row a
+    NonBlockingCollectiveComplete carries: a post (peer and tag -1, a size) completed by a row
+    with peer, tag and nbytes -1 on the same communicator. Only those posts are a
     NonBlockingCollectiveRequest, since the Complete gives the post's comm, root and size;
     another post (never completed, as on a rank that ended early) travels whole in its call's
     ATTR_ROWS."""
-    posted = np.zeros(nslot, np.bool_)
-    posted_comm = np.zeros(nslot, np.int64)
-    done = np.zeros(nslot, np.bool_)
+    posted = Dict.empty(types.int64, types.int64)
+    done = Dict.empty(types.int64, types.int64)
     for i in range(len(op)):
-        req, s = request[i], slot[i]
+        req = request[i]
         if nbc_any[op[i]] and req >= 0 and peer[i] == -1 and tag[i] == -1 and nbytes[i] >= 0:
-            posted[s], posted_comm[s] = True, comm[i]
+            posted[req] = comm[i]
         elif completion[op[i]] and peer[i] == -1 and tag[i] == -1 and nbytes[i] == -1 and \
-                req >= 0 and posted[s] and posted_comm[s] == comm[i]:
-            done[s] = True
+                req in posted and posted[req] == comm[i]:
+            done[req] = 1
     return done
 
 
 @njit(cache=True)
-def _record_kind(i, cls, peer, tag, comm, nb, s, post_kind, post_comm, post_row, done):
-    """The record that carries row ``i`` (op class ``cls``, request slot ``s``) of an MPI call:
-    its event kind (-1: none can carry the row exactly, it travels in the call's ATTR_ROWS; -2:
-    the call's Enter carries it in attributes) and whether it sits at the call's end (else at
-    its start). A message record names a real peer (not MPI_PROC_NULL), a tag and a size; a
-    completion is the record of the post it completes (per slot: ``post_kind`` 1 send / 0
-    receive / 2 collective / -1 none, its comm and row, filled here); ``done``:
-    ``_completed``."""
+def _record_kind(i, cls, peer, tag, comm, nb, req, post, done):
+    """The record that carries row ``i`` (op class ``cls``) of an MPI call: its event kind (-1:
+    none can carry the row exactly, it travels in the call's ATTR_ROWS; -2: the call's Enter
+    carries it in attributes) and whether it sits at the call's end (else at its start). A
+    message record names a real peer (not MPI_PROC_NULL), a tag and a size; a completion is
+    the record of the post it completes (``post``: request -> (1 send / 0 receive / 2
+    collective, comm, post row), filled here); ``done``: ``_completed``."""
     message = peer >= 0 and tag >= 0 and nb >= 0
     if cls == C_SEND:
         return (SEND if message else -1), False
     if cls == C_NBSEND:
-        post_kind[s], post_comm[s], post_row[s] = 1, comm, i
+        post[req] = (1, comm, i)
         return (ISEND if message else -1), False
     if cls == C_IRECV:
-        post_kind[s], post_comm[s], post_row[s] = 0, comm, i
+        post[req] = (0, comm, i)
         return IRECV_REQUEST, False
     if cls == C_RECV:
         return (RECV if message else -1), True
     if cls == C_PROBE:
         return (PROBE if peer != -1 and tag != -1 else -1), True
     if cls == C_NBC:
-        if not done[s]:
+        if req not in done:
             return -1, False
-        post_kind[s], post_comm[s], post_row[s] = 2, comm, i
+        post[req] = (2, comm, i)
         return NBC_REQUEST, False
     if cls == C_COMPLETION:
-        kind, pcomm = post_kind[s], post_comm[s]       # -1, 0 if never posted
+        kind, pcomm = -1, 0
+        if req in post:
+            kind, pcomm, _ = post[req]
         empty = peer == -1 and tag == -1 and nb == -1
         if kind == 2:
             return (NBC_COMPLETE if empty and comm == pcomm else -1), True
@@ -182,8 +160,7 @@ def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, co
     of the rows no record carries. Rows are the rank's, in seq order; ``classes`` maps op
     codes to C_*."""
     n = len(op)
-    slot, nslot = _slots(request)
-    done = _completed(op, peer, tag, comm, nbytes, request, slot, nslot, nbc_any, completion)
+    done = _completed(op, peer, tag, comm, nbytes, request, nbc_any, completion)
     # calls: consecutive rows with the same times and op (or a Sendrecv's two halves)
     cs = np.empty(n, np.int64)
     ce = np.empty(n, np.int64)
@@ -243,9 +220,7 @@ def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, co
     st_end = np.empty(nc, np.int64)
     st_kind = np.empty(nc, np.int8)
     st_row = np.empty(nc, np.int64)
-    post_kind = np.full(nslot, -1, np.int64)
-    post_comm = np.zeros(nslot, np.int64)
-    post_row = np.zeros(nslot, np.int64)
+    post = Dict.empty(types.int64, _POST)
     ne = nx = sp = 0
     for c in order:
         start, end = cs[c], ce[c]
@@ -264,15 +239,14 @@ def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, co
             for pos in range(ccount[c]):
                 i = first + pos
                 kind, at_end = _record_kind(i, classes[op[i]], peer[i], tag[i], comm[i],
-                                            nbytes[i], slot[i], post_kind, post_comm,
-                                            post_row, done)
+                                            nbytes[i], request[i], post, done)
                 if kind == -1:
                     ex_pos[nx], ex_row[nx] = pos, i
                     nx += 1
                 elif kind >= 0:
                     ev_kind[ne], ev_t[ne], ev_row[ne] = kind, end if at_end else start, i
                     if kind == NBC_COMPLETE:
-                        ev_aux[ne] = post_row[slot[i]]
+                        ev_aux[ne] = post[request[i]][2]
                     ne += 1
             if nx > x0:
                 ev_aux[enter_at] = x0
