@@ -181,8 +181,8 @@ def test_a_replay_from_the_cache_loads_neither_pandas_nor_pyarrow(tmp_path):
     assert "predicted" in proc.stdout
 
 
-def test_exports_and_the_otf2_import_load_no_pandas(tmp_path):
-    """Every export format and the OTF2 import read and write Arrow columns by their buffers
+def test_exports_and_imports_load_no_pandas(tmp_path):
+    """Every export format and both imports read and write Arrow columns by their buffers
     (hindsight.trace.numpy_of): pyarrow's to_numpy and pa.array would import pandas, 0.3 s of
     each conversion's start-up."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -193,7 +193,8 @@ def test_exports_and_the_otf2_import_load_no_pandas(tmp_path):
     trace = str(simulate_to_dir(tmp_path / "t", progs))
     runs = [["export", trace, "--format", f, "--out", str(tmp_path / f)]
             for f in ("perfetto", "pipit", "goal", "otf2")]
-    runs.append(["import", "otf2", str(tmp_path / "otf2"), "--out", str(tmp_path / "back")])
+    runs += [["import", f, str(tmp_path / f), "--out", str(tmp_path / f"back-{f}")]
+             for f in ("otf2", "goal")]
     for args in runs:
         got = _probe(args, tmp_path)
         assert got["exit"] == 0 and "pyarrow" in got["heavy"], (args, got)
