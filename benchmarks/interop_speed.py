@@ -5,8 +5,9 @@ iteration is a region, an Irecv and an Isend to the neighbours, a Waitall of bot
 Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters treat differently.
 ``import-otf2`` imports the trace's OTF2 export, ``import-goal`` its GOAL export (rows: the
 imported trace's). Each format's conversion runs in a fresh process (so that one case's memory
-does not weigh on the next); the time covers what ``hindsight export``/``import`` do after
-reading the trace's manifest: importing the format's modules (numba's cache of compiled
+does not weigh on the next), started as every CLI command starts (``hindsight.cli.main``: glibc
+keeps freed memory, numba skips its BLAS check); the time covers what
+``hindsight export``/``import`` do after reading the trace's manifest: importing the format's modules (numba's cache of compiled
 functions loaded on first call), reading the rows, converting, writing the output. Rows/s are given
 by wall-clock time and by the process's CPU time (which another process on a shared machine
 takes less of).
@@ -102,7 +103,12 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
     and peak memory (max RSS) of what the command does after reading the manifest: importing the
     format's modules, reading the rows, converting, writing."""
     from hindsight import trace as tf
+    from hindsight.compiling import skip_blas_check
+    from hindsight.system import keep_freed_memory
 
+    # the start-up of every CLI command (hindsight.cli.main)
+    keep_freed_memory()
+    skip_blas_check()
     rows = sum(tf.read_manifest(trace)["events"])
     out = scratch / f"out-{fmt}"
     if fmt in ("import-otf2", "import-goal"):

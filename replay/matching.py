@@ -240,8 +240,6 @@ def _channel_ids(src, dst, comm, tag, nranks):
     Each argument is a pair (sends' values, receives' values). When few channels are possible
     the compiled direct key is the id (the pairing's counters are no larger than the rows, and
     nothing is hashed); else the keys are hashed (linear time)."""
-    import pandas as pd
-
     P = max(int(nranks), 1)
     if tag is None:
         tag = (np.zeros(0, np.int32),) * 2  # no tag in the key (nt = 1)
@@ -258,6 +256,9 @@ def _channel_ids(src, dst, comm, tag, nranks):
                 for s, d, c, t in zip(src, dst, comm, tag)]
         if space <= max(ns + len(src[1]), 1 << 16):
             return keys[0], keys[1], int(space)
+        # pandas only where keys are hashed: its import is 0.3 s of a command's start-up
+        import pandas as pd
+
         gid, uniq = pd.factorize(np.concatenate(keys))
         gid = gid.astype(np.int64, copy=False)
         return gid[:ns], gid[ns:], len(uniq)
@@ -265,6 +266,8 @@ def _channel_ids(src, dst, comm, tag, nranks):
     ci, nc = small_codes(comm)
     ti, nt = small_codes(np.concatenate(tag)) if len(tag[0]) + len(tag[1]) else \
         (np.zeros(len(src), np.int64), 1)
+    import pandas as pd
+
     if float(P) * P * nc * nt < 2.0 ** 62:
         key = ((src.astype(np.int64) * P + dst) * nc + ci) * nt + ti
         gid, uniq = pd.factorize(key)
@@ -364,7 +367,6 @@ def match_messages(table, max_problems: int = 1000,
     trace; row indices in the result refer to ``table``'s row order. ``_in_order``: the caller
     has put the rows in (rank, seq) order already (``prepare`` does), so it is not checked again.
     """
-    import pandas as pd
     import pyarrow as pa
 
     cols = tf.table_columns(table)[0] if isinstance(table, pa.Table) else table
@@ -410,11 +412,15 @@ def match_messages(table, max_problems: int = 1000,
     rkey *= int(request.max()) + 1 if n else 1
     rkey[:npost] += request[post_rows]
     rkey[npost:] += request[comp_rows]
-    if len(rkey) and int(rkey.min()) >= 0 and int(rkey.max()) < max(len(rkey), 1 << 16):
+    if not len(rkey):
+        rid, nreq = rkey.astype(np.intp), 0        # no requests: nothing to number
+    elif int(rkey.min()) >= 0 and int(rkey.max()) < max(len(rkey), 1 << 16):
         # dense keys (request ids numbered per rank) are their own ids, nothing hashed; an id
         # no row has is never looked up
         rid, nreq = rkey, int(rkey.max()) + 1
     else:
+        import pandas as pd     # (only here: its import is 0.3 s of a command's start-up)
+
         rid, runiq = pd.factorize(rkey)
         nreq = len(runiq)
     pid, cid = rid[:len(post_rows)], rid[len(post_rows):]

@@ -161,7 +161,7 @@ print(light, callable(replay.prepare), replay.prepare.__module__, replay.run.__m
 
 
 def test_a_replay_from_the_cache_loads_neither_pandas_nor_pyarrow(tmp_path):
-    """The first replay reads Parquet (pyarrow) and matches messages (pandas), then caches the
+    """The first replay reads Parquet (pyarrow) and matches messages, then caches the
     prepared trace; a replay from that cache, collectives and noise report included, needs
     neither, nor scipy.linalg (numba's BLAS check: hindsight.compiling)."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -179,3 +179,23 @@ def test_a_replay_from_the_cache_loads_neither_pandas_nor_pyarrow(tmp_path):
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     assert doc == {"exit": 0, "heavy": []}, proc.stderr
     assert "predicted" in proc.stdout
+
+
+def test_exports_and_imports_load_no_pandas(tmp_path):
+    """Every export format and both imports read and write Arrow columns by their buffers
+    (hindsight.trace.numpy_of): pyarrow's to_numpy and pa.array would import pandas, 0.3 s of
+    each conversion's start-up."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synthetic import simulate_to_dir
+
+    progs = [[("compute", 1_000), ("send", 1, 64), ("coll", "Allreduce", 8), ("recv", 1)],
+             [("recv", 0), ("coll", "Allreduce", 8), ("send", 0, 64)]]
+    trace = str(simulate_to_dir(tmp_path / "t", progs))
+    runs = [["export", trace, "--format", f, "--out", str(tmp_path / f)]
+            for f in ("perfetto", "pipit", "goal", "otf2")]
+    runs += [["import", f, str(tmp_path / f), "--out", str(tmp_path / f"back-{f}")]
+             for f in ("otf2", "goal")]
+    for args in runs:
+        got = _probe(args, tmp_path)
+        assert got["exit"] == 0 and "pyarrow" in got["heavy"], (args, got)
+        assert "pandas" not in got["heavy"], (args, got)

@@ -86,7 +86,7 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
         raise OtfError(f"{anchor}: exists already (choose a new --out)")
     out_dir.mkdir(parents=True, exist_ok=True)
     tl = read_timeline(table)
-    rank, op, region, ts = tl.rank, tl.op, tl.region, tl.t_start
+    rank, ts = tl.rank, tl.t_start
     nranks = int(manifest.get("ranks") or (rank.max() + 1 if len(rank) else 0))
     t0 = min(int(ts.min()) if len(ts) else 0, 0)
 

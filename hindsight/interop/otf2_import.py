@@ -55,7 +55,7 @@ from hindsight.interop.otf2_rows import (A_COMM, A_NEW, A_ROWS, BAIL_CALL, BAIL_
                                          BAIL_MISMATCH, C_NROWS, DONE, G_NAME, NEED_RECS,
                                          NEED_ROWS, NEED_STACK, S_CALL_REG, S_DEPTH,
                                          Conversion, by_rank, convert, fill_nbc)
-from hindsight.trace.schema import short_error
+from hindsight.trace.schema import NUMPY_TYPES, short_error
 from replay.matching import match_messages
 from hindsight.trace.write import INT_FIELDS, write_trace
 
@@ -406,6 +406,22 @@ def _columns(rows: np.ndarray, start: np.ndarray, tab: "Tables") -> list[dict[st
     return cols
 
 
+def _written_columns(cols: list[dict[str, Any]]) -> dict[str, np.ndarray] | None:
+    """The columns ``match_messages`` reads, as ``write_trace`` wrote them from ``cols`` (the
+    files' integer types, ``seq`` from 0 on each rank): made from the rows in memory, since
+    reading the files back decodes every column again. None when an op is a name (one
+    ``write_trace`` names): the files are read then."""
+    if not cols or any(not isinstance(c["op"], np.ndarray) for c in cols):
+        return None
+    n = [len(c["op"]) for c in cols]
+    out = {"rank": np.repeat(np.arange(len(cols), dtype=NUMPY_TYPES["rank"]), n),
+           "seq": np.concatenate([np.arange(k, dtype=np.int64) for k in n]),
+           "op": np.concatenate([c["op"] for c in cols]).astype(np.int8)}
+    for name in ("peer", "tag", "comm", "nbytes", "request"):
+        out[name] = np.concatenate([c[name] for c in cols]).astype(NUMPY_TYPES[name])
+    return out
+
+
 def _explain(why: int, rec: np.ndarray, conv: Conversion, tab: Tables, anchor: Path, here,
              region, comm, hindsight_comm, world_rank, root_rank, coll_op) -> None:
     """Raise the error of the event ``rec`` at which ``convert`` stopped with ``why``: as the
@@ -505,8 +521,7 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
         "makespan_ns": max((int(c["t_end"].max()) for c in cols if len(c["t_end"])),
                            default=0)})
-    tr = tf.read_trace(out)
-    _, problems = match_messages(tr.table)
+    _, problems = match_messages(_written_columns(cols) or tf.read_trace(out).table)
     fatal = [p for p in problems if "bytes but" not in p]
     if fatal:
         shutil.rmtree(out, ignore_errors=True)

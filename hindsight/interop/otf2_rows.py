@@ -351,11 +351,19 @@ def by_rank(rows, n, keep, nranks):
     for r in range(nranks):
         start[r + 1] += start[r]
     at = start[:-1].copy()
-    out = np.empty((rows.shape[0], start[nranks]), np.int64)
+    dest = np.empty(n, np.int64)
     for j in range(n):
         if keep[j]:
             r = rows[W_RANK, j]
-            for c in range(rows.shape[0]):
-                out[c, at[r]] = rows[c, j]
+            dest[j] = at[r]
             at[r] += 1
+        else:
+            dest[j] = -1
+    out = np.empty((rows.shape[0], start[nranks]), np.int64)
+    # column by column: each pass reads one column in order and writes one stream per rank
+    # (a row at a time touched every column's memory for each row)
+    for c in range(rows.shape[0]):
+        for j in range(n):
+            if dest[j] >= 0:
+                out[c, dest[j]] = rows[c, j]
     return out, start

@@ -55,7 +55,10 @@ _PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 def _metadata_events(rank: np.ndarray, prefix: str, pid_base: int) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    for r in np.unique(rank).tolist():
+    # the rows are in rank order: the ranks are where it changes (np.unique would sort them)
+    first = np.ones(len(rank), bool)
+    first[1:] = rank[1:] != rank[:-1]
+    for r in rank[first].tolist():
         pid = pid_base + r
         events += [
             {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{prefix}rank {r}"}},

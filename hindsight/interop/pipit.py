@@ -29,19 +29,20 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numba as nb
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from hindsight import trace as tf
 from hindsight import bytetext
 from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
-from replay.frame import load
 from replay.matching import match_messages
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["PIPIT_COLUMNS", "export_pipit", "load", "pipit_trace", "to_pipit"]
 
@@ -232,6 +233,15 @@ def _attributes(ev: PipitEvents) -> list[dict[str, Any] | None]:
     return out
 
 
+def __getattr__(name: str) -> Any:
+    # pandas (replay.frame, the frames below) is imported when asked for: the CSV export
+    # needs none of it, and its import is 0.3 s of the command's start-up
+    if name == "load":
+        from replay.frame import load
+        return load
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
     """The events of a trace (or of a replayed timeline, ``Result.to_arrow()``) in pipit's
     conventions (see the module docstring)."""
@@ -239,6 +249,8 @@ def to_pipit(trace: Path | str | pa.Table) -> pd.DataFrame:
 
 
 def _frame(ev: PipitEvents) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({
         "Timestamp (ns)": ev.time.astype(np.float64),
         "Event Type": pd.Categorical.from_codes(ev.etype, categories=EVENT_TYPES),

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from hindsight import trace as tf
+from hindsight.trace.schema import numpy_of
 from replay.matching import op_codes
 
 
@@ -51,7 +52,7 @@ def read_timeline(trace: Path | str | pa.Table) -> Timeline:
     table = trace if isinstance(trace, pa.Table) else tf.read_trace(trace).table
     if not _sorted(table):
         table = tf.sort_rows(table)
-    col = lambda name: table.column(name).to_numpy().astype(np.int64)  # noqa: E731
+    col = lambda name: _int64(numpy_of(table.column(name)))  # noqa: E731
     names: dict[str, int] = {}
     codes = np.empty(table.num_rows, np.int64)
     at = 0
@@ -65,11 +66,18 @@ def read_timeline(trace: Path | str | pa.Table) -> Timeline:
         request=col("request"), root=col("root"), cpu_ns=col("cpu_ns"))
 
 
+def _int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as a writable int64 array, copied only when it must be: a concatenation of chunks
+    is new already; a view of Arrow's memory is read-only, and the kernels are compiled for
+    writable arrays (a read-only one would be a new signature to compile)."""
+    return a.astype(np.int64, copy=not a.flags.writeable)
+
+
 def _sorted(table: pa.Table) -> bool:
     """Whether the rows are in (rank, seq) order already (a trace read from its files is): the
     sort, a copy of every column, is then skipped."""
-    rank = table.column("rank").to_numpy()
-    seq = table.column("seq").to_numpy()
+    rank = numpy_of(table.column("rank"))
+    seq = numpy_of(table.column("seq"))
     if len(rank) < 2:
         return True
     dr = np.diff(rank)

@@ -15,7 +15,8 @@ from hindsight.trace.core import (
     OP_CODE, OPS, RANK_FILE_RE, TraceError)
 from hindsight.trace.read import (RankSource, check_rank_column, check_schema, open_parquet,
                                    open_trace, parquet_reader)
-from hindsight.trace.schema import (COLUMNS, NUMPY_TYPES, OPS_ARRAY, READ_ERRORS, short_error)
+from hindsight.trace.schema import (COLUMNS, NUMPY_TYPES, OPS_ARRAY, READ_ERRORS, numpy_of,
+                                     short_error)
 
 
 @dataclass
@@ -80,7 +81,7 @@ def dict_codes(chunk: pa.Array, lut_of: dict[str, int], path: Path, name: str,
 def sort_rows(table: pa.Table) -> pa.Table:
     """The rows of ``table`` in (rank, seq) order, the order the readers and matching rely on
     (tables from other tools or from replayed timelines need not be in it)."""
-    order = np.lexsort((table.column("seq").to_numpy(), table.column("rank").to_numpy()))
+    order = np.lexsort((numpy_of(table.column("seq")), numpy_of(table.column("rank"))))
     return table.take(pa.array(order))
 
 
@@ -101,7 +102,7 @@ def table_columns(table: pa.Table) -> tuple[dict[str, np.ndarray], list[str]]:
                 at += len(ch)
             out[c] = codes
         else:
-            out[c] = col.to_numpy()
+            out[c] = numpy_of(col)
     names = [""] * len(region_of)
     for k, v in region_of.items():
         names[v] = k
@@ -251,7 +252,7 @@ def _copy_column(col: pa.ChunkedArray, out: np.ndarray, pos: int, path: Path, na
         elif chunk.null_count:
             raise TraceError(f"{path}: column '{name}' has null values")
         else:
-            dst[:] = chunk.to_numpy(zero_copy_only=False)
+            dst[:] = numpy_of(chunk)   # (to_numpy imports pandas: see numpy_of)
 
 
 #: The Parquet physical type each column is written with (the writer's schema): integers of 64

@@ -18,7 +18,7 @@ from hindsight.trace.core import (
     RANK_FILE_RE, RAW_FILE, TraceError, rank_file_name,
     epoch_of, staging_dir)
 from hindsight.trace.manifest import read_manifest
-from hindsight.trace.schema import (COLUMNS, READ_ERRORS, READ_OPTIONS, SCHEMA,
+from hindsight.trace.schema import (COLUMNS, READ_ERRORS, READ_OPTIONS, SCHEMA, numpy_of,
                                      short_error)
 from hindsight.trace.write import staged_parquet
 
@@ -205,7 +205,7 @@ def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
                     from None
             check_schema(path, t.schema, columns)
             if "rank" in t.column_names:
-                check_rank_column(path, t.column("rank").to_numpy(), src.rank)
+                check_rank_column(path, numpy_of(t.column("rank")), src.rank)
             tables.append(t)
     schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
     table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema)

@@ -23,7 +23,37 @@ def _string_array(values) -> pa.Array:
                                        pa.py_buffer(b"".join(data)))
 
 
+def _int_array(values: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
+    """``pa.array(values, mask=null)`` of an integer array, built from its buffers (``pa.array``
+    imports pandas, as in ``_string_array``)."""
+    values = np.ascontiguousarray(values)
+    validity, nulls = None, 0
+    if null is not None and null.any():
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+        nulls = int(null.sum())
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [validity, pa.py_buffer(values)], null_count=nulls)
+
+
 OPS_ARRAY = _string_array(OPS)  # the op dictionary of the files hindsight writes
+
+
+def numpy_of(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An integer or float column as one NumPy array (a read-only view of a single chunk, else
+    a new array), read from its buffers: pyarrow's ``to_numpy`` imports pandas on its first
+    call (0.3 s of an export's start-up). A column with nulls or of another type goes through
+    ``to_numpy``."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) or \
+            any(ch.null_count for ch in chunks):
+        return col.to_numpy()
+    dtype = np.dtype(col.type.to_pandas_dtype())
+    parts = [np.frombuffer(ch.buffers()[1], dtype, count=ch.offset + len(ch))[ch.offset:]
+             for ch in chunks if len(ch)]
+    if len(parts) == 1:
+        parts[0].flags.writeable = False        # Arrow's memory, as to_numpy gives it
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
 # The columns in file order. `op` and `region` are dictionary-encoded strings. Their Arrow
@@ -80,16 +110,15 @@ def rows_to_table(rank: int, seq0: int, cols: dict[str, np.ndarray], op_codes: n
     `op_codes` index OPS; `region_codes` index `regions` (-1 means no region).
     """
     n = len(op_codes)
-    op = pa.DictionaryArray.from_arrays(pa.array(op_codes.astype(np.int32), pa.int32()),
-                                        OPS_ARRAY)
-    reg_idx = pa.array(region_codes.astype(np.int32), pa.int32(), mask=region_codes < 0)
-    region = pa.DictionaryArray.from_arrays(reg_idx, pa.array(regions or [""], pa.string()))
+    op = pa.DictionaryArray.from_arrays(_int_array(op_codes.astype(np.int32)), OPS_ARRAY)
+    reg_idx = _int_array(region_codes.astype(np.int32), region_codes < 0)
+    region = pa.DictionaryArray.from_arrays(reg_idx, _string_array(regions or [""]))
     arrays = [
-        pa.array(np.full(n, rank, np.int32)),
-        pa.array(np.arange(seq0, seq0 + n, dtype=np.int64)),
+        _int_array(np.full(n, rank, np.int32)),
+        _int_array(np.arange(seq0, seq0 + n, dtype=np.int64)),
         op,
         region,
-    ] + [pa.array(cols[c].astype(NUMPY_TYPES[c], copy=False)) for c in COLUMNS[4:]]
+    ] + [_int_array(cols[c].astype(NUMPY_TYPES[c], copy=False)) for c in COLUMNS[4:]]
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 

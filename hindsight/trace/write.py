@@ -29,7 +29,7 @@ from hindsight.trace.core import (CONCURRENT_STATUS, FORMAT_VERSION, METADATA_KE
                                   RAW_COLUMNS, RAW_FILE, TraceError, concurrent_calls,
                                   rank_file_name, read_raw_names, write_manifest)
 from hindsight.trace.raw import first_overlap, raw_tables, raw_records
-from hindsight.trace.schema import COLUMNS, SCHEMA, WRITE_OPTIONS, rows_to_table
+from hindsight.trace.schema import COLUMNS, SCHEMA, WRITE_OPTIONS, numpy_of, rows_to_table
 
 #: The integer columns of a rank, in file order (after rank, seq, op, region).
 INT_FIELDS: tuple[str, ...] = COLUMNS[4:]
@@ -203,8 +203,8 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
         write_rank_file(trace_dir / rank_file_name(rank), [table], meta,
                         delta=MEMORY_DELTA_COLUMNS)
         if table.num_rows:
-            t_hi = max(t_hi, int(pa.compute.max(table.column("t_end")).as_py()))
-            lo = int(pa.compute.min(table.column("t_start")).as_py())
+            t_hi = max(t_hi, int(numpy_of(table.column("t_end")).max()))
+            lo = int(numpy_of(table.column("t_start")).min())
             t_lo = lo if t_lo is None else min(t_lo, lo)
         events.append(table.num_rows)
     comms = {0: list(range(nranks))}

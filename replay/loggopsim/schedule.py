@@ -161,9 +161,13 @@ def _message_tags(prep, st) -> np.ndarray:
     tags = np.full(st.nmsg, -1, np.int64)
     if M0 and prep.path is not None:
         t = tf.read_trace(prep.path, columns=["rank", "seq", "tag", "comm"]).table
-        order = np.lexsort((t.column("seq").to_numpy(), t.column("rank").to_numpy()))
-        tag_col = t.column("tag").to_numpy()[order]
-        comm_col = t.column("comm").to_numpy()[order]
+        rank, seq = tf.numpy_of(t.column("rank")), tf.numpy_of(t.column("seq"))
+        tag_col, comm_col = tf.numpy_of(t.column("tag")), tf.numpy_of(t.column("comm"))
+        dr = np.diff(rank)
+        # the files' rows are in (rank, seq) order: sorted only when they are not
+        if not ((dr >= 0).all() and ((dr > 0) | (np.diff(seq) > 0)).all()):
+            order = np.lexsort((seq, rank))
+            tag_col, comm_col = tag_col[order], comm_col[order]
         if len(tag_col) != prep.nrows:
             raise ValueError("trace rows changed since it was prepared")
         sr = prep.msgs["send_row"]
