@@ -23,6 +23,22 @@ def hindsight(*args: str, env: dict | None = None, timeout: float = 180,
                           cwd=cwd or ROOT)
 
 
+def run_mpi_script(tmp_path: Path, nprocs: int, code: str, timeout: float = 120):
+    """Run ``code`` as a script under ``mpiexec -n NPROCS`` with this interpreter and this test
+    run's import path (a calibration probe, as the benchmark runs it); the script gets the path of
+    a JSON file as argv[1], whose content is returned parsed. Fails the test on a non-zero exit."""
+    import json
+
+    from hindsight.collect import find_mpiexec, launch_env
+    script, res = tmp_path / "probe.py", tmp_path / "probe.json"
+    script.write_text(code)
+    env = {**os.environ, **launch_env(nprocs), "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([find_mpiexec(), "-n", str(nprocs), sys.executable, str(script),
+                          str(res)], env=env, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stderr
+    return json.loads(res.read_text())
+
+
 def model_notes(stderr: str) -> list[str]:
     """The ``note:`` lines of a replay about what it models, without the one about the traced
     run's oversubscription (a test's 3-4 ranks on this 2-core machine)."""

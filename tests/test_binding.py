@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tomli_w
@@ -21,6 +19,7 @@ import tomli_w
 from replay import models as M
 from replay.binding import CALLS, below_binding, binding_costs, less_binding
 from replay.flags import FlagCosts, profile_flags
+from conftest import run_mpi_script
 from synthetic import simulate_to_dir
 
 US = 1e-6
@@ -139,20 +138,13 @@ def test_load_profile_applies_the_rule_only_when_asked(tmp_path):
 def test_real_probe_times_every_call(tmp_path):
     """The probe under mpiexec -n 1, both APIs: every call costs something and less than
     20 us here (mpi4py's own work is a fraction of a microsecond per call on this machine)."""
-    from hindsight.collect import find_mpiexec, launch_env
     from replay.calibration.binding import fit_binding
-    script = tmp_path / "probe.py"
-    script.write_text(
+    probes = run_mpi_script(tmp_path, 1, (
         "import json, pickle, sys\nimport numpy as np\nfrom mpi4py import MPI\n"
         "from replay.calibration.binding import binding_probe\n"
         "out = [binding_probe(0, p, pickle.dumps(np.ones(1))) for p in (False, True)]\n"
-        "json.dump(out, open(sys.argv[1], 'w'))\n")
-    res = tmp_path / "probe.json"
-    env = {**os.environ, **launch_env(1), "PYTHONPATH": os.pathsep.join(sys.path)}
-    run = subprocess.run([find_mpiexec(), "-n", "1", sys.executable, str(script), str(res)],
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    for probe, api in zip(json.loads(res.read_text()), ("buffer", "pickle")):
+        "json.dump(out, open(sys.argv[1], 'w'))\n"))
+    for probe, api in zip(probes, ("buffer", "pickle")):
         params, evidence, _ = fit_binding(probe)
         assert params["api"] == api
         assert set(params) - {"api"} == set(CALLS)

@@ -24,6 +24,7 @@ import replay
 from hindsight.errors import DataError
 from replay.flags import FlagCosts, flag_costs, flag_line
 from replay.streamed import run_streamed
+from conftest import run_mpi_script
 from synthetic import simulate_to_dir
 
 SETS = {"L": "2us", "o": "300ns", "G": "0.5ns", "g": "0", "S": "512B"}
@@ -179,10 +180,8 @@ def test_probe_measures_every_role_on_shared_memory(tmp_path):
     """A real probe under mpiexec -n 2 on shared memory: every collective and role gets a
     positive cost per size; a Bcast root's own part is shorter than what its member waits
     after it entered plus the member's own (the member copies the data out after the flag)."""
-    from hindsight.collect import find_mpiexec, launch_env
     from replay.calibration.flags import FLAG_OPS, FLAG_SIZES, fit_flags
-    script = tmp_path / "probe.py"
-    script.write_text(
+    params, evidence, _ = fit_flags(run_mpi_script(tmp_path, 2, (
         "import json, sys, time\nimport numpy as np\nfrom mpi4py import MPI\n"
         "from replay.calibration.flags import flag_probe\n"
         "c = MPI.COMM_WORLD; r = c.rank; z = np.zeros(1, np.uint8)\n"
@@ -190,13 +189,7 @@ def test_probe_measures_every_role_on_shared_memory(tmp_path):
         "    c.Sendrecv([z, 0, MPI.BYTE], dest=1 - r, sendtag=1, recvbuf=[z, 0, MPI.BYTE],"
         " source=1 - r, recvtag=1)\n"
         "out = flag_probe(c, r, sync, lambda ns: time.sleep(ns * 1e-9))\n"
-        "if r == 0:\n    json.dump(out, open(sys.argv[1], 'w'))\n")
-    res = tmp_path / "probe.json"
-    env = {**os.environ, **launch_env(2), "PYTHONPATH": os.pathsep.join(sys.path)}
-    run = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, str(script), str(res)],
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    params, evidence, _ = fit_flags(json.loads(res.read_text()))
+        "if r == 0:\n    json.dump(out, open(sys.argv[1], 'w'))\n")))
     assert set(params) == set(FLAG_OPS)
     assert params["Bcast"]["bytes"] == list(FLAG_SIZES) and params["Barrier"]["bytes"] == [0]
     for op, sec in params.items():
