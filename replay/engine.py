@@ -257,10 +257,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
     over the model defaults and ``profile``; ``resolved`` skips parsing (internal units).
     ``record`` keeps per-event times and computes the critical path; ``row_times=False`` keeps
-    the critical path only (no ``row_start_ns``/``row_end_ns``: 24 bytes a row). ``delay_ns`` (per prepared
-    row, ns) holds the rank that long just before it enters the row's call (injected noise,
-    ``replay.noise``): added to the burst before the call's first operation, unscaled by
-    ``compute_scale``, and reported as ``noise_injected_s`` rather than as compute.
+    the critical path only (no ``row_start_ns``/``row_end_ns``: 24 bytes a row). ``delay_ns``
+    (per prepared row, ns) holds the rank that long just before it enters the row's call
+    (injected noise, ``replay.noise``): added to the burst before the call's first operation,
+    unscaled by ``compute_scale``, and reported as ``noise_injected_s`` rather than as compute.
     ``transport_cost`` (``replay.transport_cost``, network models run by the kernel) replaces
     the trace transport's cost in each burst after a call by the replayed transport's; the
     change is ``info["transport_burst_cost_s"]``. ``flags`` (a profile's ``[shared_flag]``

@@ -92,9 +92,11 @@ class FlagCosts:
         return FlagCosts(self.ranks, table, self.transport)
 
 
-def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile") -> FlagCosts | None:
+def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
+               below_binding: bool = False) -> FlagCosts | None:
     """The ``[shared_flag]`` table of a calibration profile (a TOML document), None where it has
-    none. A malformed table is a DataError naming ``where``."""
+    none; for a trace recorded ``below_binding``, less the profile's ``[binding]`` costs (rule
+    binding_in_bursts). A malformed table is a DataError naming ``where``."""
     if not profile or "shared_flag" not in profile:
         return None
     sec = profile["shared_flag"]
@@ -127,8 +129,16 @@ def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile") -> Fla
             raise DataError(f"{bad}.{op}: unknown key {sorted(unknown)[0]!r} (known: "
                             f"{', '.join(sorted(need | {'bytes'}))})")
         table[op] = {name: tuple(float(x) for x in costs[name]) for name in need | {"bytes"}}
+    if not table:
+        return None
     transport = str((profile.get("measured_on") or {}).get("transport", "?"))
-    return FlagCosts(int(ranks), table, transport) if table else None
+    costs = FlagCosts(int(ranks), table, transport)
+    if below_binding:
+        from replay.binding import binding_costs
+        binding = binding_costs(profile, where)
+        if binding:
+            costs = costs.less(binding)
+    return costs
 
 
 def _number(x: Any) -> bool:
@@ -257,14 +267,8 @@ def profile_flags(path: Any, where: str = "--profile", below_binding: bool = Fal
         kind, data = read_any(path)
     except ProfileError as exc:
         raise DataError(f"{where}: {exc}") from None
-    doc = data if kind == "toml" and isinstance(data, dict) else None
-    costs = flag_costs(doc, f"{where} {path}")
-    if costs is not None and below_binding:
-        from replay.binding import binding_costs
-        binding = binding_costs(doc, f"{where} {path}")
-        if binding:
-            costs = costs.less(binding)
-    return costs
+    return flag_costs(data if kind == "toml" and isinstance(data, dict) else None,
+                      f"{where} {path}", below_binding)
 
 
 def flag_line(info: Mapping[str, Any]) -> str | None:

@@ -67,8 +67,8 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     try:
         with tqdm(total=total, desc="sweep", unit="cfg", disable=True if quiet else None) as bar:
             from replay.flags import profile_flags
-            flags = profile_flags(profile, below_binding=bool(binding)) if mod.MODE != "measured" and not mod.OWN_SIMULATOR \
-                else None
+            flags = profile_flags(profile, below_binding=bool(binding)) \
+                if mod.MODE != "measured" and not mod.OWN_SIMULATOR else None
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
                        compute_scale=compute_scale, region_scale=scales,
                        cpu_time=cpu_time, algorithms=algorithms, flags=flags,

@@ -27,7 +27,7 @@ from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect
 from replay import models as M
 from replay.prepare import host_placement
-from replay.binding import below_binding, binding_costs
+from replay.binding import applies, below_binding, binding_costs
 from replay.flags import flag_costs
 from replay.transport_cost import transport_cost
 from validation.params import analytic
@@ -151,11 +151,9 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     cost = transport_cost(trace_profile, profile, "trace network's profile")
-    flags = flag_costs(profile, str(profile_path or "profile"))
     below = below_binding(manifest)
+    flags = flag_costs(profile, str(profile_path or "profile"), below)
     binding = binding_costs(profile, str(profile_path or "profile")) if below else None
-    if flags is not None and binding:
-        flags = flags.less(binding)
     preds = []
     for model in spec.replay:
         params = replay_params(model, profile, profile_path, below)
@@ -174,7 +172,7 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
                     "transport_burst_cost": r.info["transport_burst_cost"]}
         if r is not None and "shared_flag_meeting" in r.info:
             rule["shared_flag_meeting"] = r.info["shared_flag_meeting"]
-        if binding and M.get_model(model).MODE != "measured":
+        if binding and applies(M.get_model(model)):
             rule["binding_in_bursts_s"] = binding
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
                       "params": params, "set": spec.replay_set.get(model, []),
