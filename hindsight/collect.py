@@ -140,6 +140,17 @@ def by_library(program: str | None, recorder: str = "auto") -> bool:
     return native.is_native(program) or resolve_recorder(program, recorder) == "pmpi"
 
 
+def plain_untraced(program: str | None) -> bool:
+    """Whether the untraced runs of `program` run it as the user does, `python prog.py`
+    (`instrument.native.plain_command`): a Python program that does not import ``instrument``,
+    whichever recorder its traced runs have. Its ground truth is then the program itself, with
+    nothing of hindsight loaded but the preloaded library, recording off (docs/native.md)."""
+    if program is None:
+        return False
+    from instrument import native
+    return not native.is_native(program) and not imports_instrument(program)
+
+
 def checked_recorder(program: str | None, recorder: str) -> str:
     """``recorder`` (``collect --recorder``) checked and resolved (`resolve_recorder`), once per
     run: the program's source is parsed here, not again by `build_command` or `by_library`."""
@@ -154,8 +165,10 @@ def checked_recorder(program: str | None, recorder: str) -> str:
 
 
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
-                  program: str | None, args: list[str], recorder: str = "python") -> list[str]:
-    """The job's command line; ``recorder`` as `checked_recorder` resolved it."""
+                  program: str | None, args: list[str], recorder: str = "python",
+                  plain: bool = False) -> list[str]:
+    """The job's command line; ``recorder`` as `checked_recorder` resolved it; ``plain``: the
+    untraced run of a Python program (`plain_untraced`), the program alone."""
     if nprocs < 1:
         raise CollectUsageError(f"-n must be at least 1, not {nprocs}")
     launcher = [find_mpiexec(), "-n", str(nprocs)]
@@ -166,6 +179,8 @@ def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,
         from instrument import native
         if native.is_native(program):       # a compiled program: traced through PMPI
             return launcher + native.command(nprocs, program, args)[3:]
+        if plain:
+            return launcher + native.plain_command(program, args)
         via = ["--recorder", "pmpi"] if recorder == "pmpi" else []
         return launcher + [py, "-m", "instrument.run", "--trace", str(out)] + via + \
             (["--paradigm", paradigm] if paradigm else []) + [program] + list(args)
@@ -437,15 +452,16 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
     recorder = checked_recorder(program, recorder)
-    cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder)
+    plain = untraced and plain_untraced(program)
+    cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder, plain)
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)
-    library = by_library(program, recorder)
+    library = plain or by_library(program, recorder)
     problem = tf.trace_dir_problem(out)
     if problem:                     # said once here, not by every rank after mpiexec starts
         raise CollectError(problem)
     if library:     # the run's start (and the clearing of an earlier run) is written here
         from instrument import native
-        env.update(native.prepare(out, nprocs, program, list(args), env, untraced))
+        env.update(native.prepare(out, nprocs, program, list(args), env, untraced, plain))
     network = {"transport": transport, "testbed": None, "nodes": 1, "ranks_per_node": [nprocs]}
     state = before = None
     if testbed:

@@ -150,12 +150,15 @@ def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
 
 
 def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
-            env: dict[str, str] | None = None, untraced: bool = False) -> dict[str, str]:
+            env: dict[str, str] | None = None, untraced: bool = False,
+            plain: bool = False) -> dict[str, str]:
     """Build the library, clear `out` of an earlier run, write the run's start
     (`.staging/start.json`, described from `env`, the ranks' environment, default ours); returns
     what to add to that environment (LD_PRELOAD, the trace directory, the run id, the signal
     that asks a rank where it is: instrument.stopped; and with `untraced`
-    HINDSIGHT_UNTRACED=1: the same launch, nothing recorded)."""
+    HINDSIGHT_UNTRACED=1: the same launch, nothing recorded). With `plain` (an untraced
+    Python program launched as `python prog.py`, `plain_command`) the environment also gets
+    `plain_env`'s PYTHONPATH and the manifest says ``"launch": "plain"``."""
     env = dict(os.environ if env is None else env)
     lib = library()
     out = Path(out)
@@ -166,8 +169,10 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
     try:
         fc.clear_run(out)
         (out / fc.STAGING_DIR).mkdir()
-        fc.write_json(out / fc.STAGING_DIR / "start.json",
-                      _base_manifest(run_id, nprocs, program, list(args), env, untraced))
+        start = _base_manifest(run_id, nprocs, program, list(args), env, untraced)
+        if plain:
+            start["launch"] = "plain"
+        fc.write_json(out / fc.STAGING_DIR / "start.json", start)
     except OSError as exc:
         raise NativeError(f"cannot prepare the trace directory {out}: "
                           f"{exc.strerror or exc}") from None
@@ -176,7 +181,27 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
              "HINDSIGHT_RUN_ID": run_id, "HINDSIGHT_STOP_SIGNAL": str(stopped.SIGNAL)}
     if untraced:
         added["HINDSIGHT_UNTRACED"] = "1"
+    if plain:
+        added.update(plain_env(env))
     return added
+
+
+#: put first on an untraced Python program's PYTHONPATH: its sitecustomize marks the end
+PLAIN_DIR = Path(__file__).resolve().parent / "plain"
+
+
+def plain_command(program: str, args: list[str] = ()) -> list[str]:
+    """A rank's command in the untraced run of a Python program: the program as the user runs
+    it, with nothing of hindsight imported before or around it (instrument/plain)."""
+    return [sys.executable, str(program), *map(str, args)]
+
+
+def plain_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment `plain_command` runs in, besides `prepare`'s: PLAIN_DIR first on
+    PYTHONPATH, so that Python's `site` runs its sitecustomize, which hands the program's end to
+    the library (instrument/plain/sitecustomize.py)."""
+    before = env.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([str(PLAIN_DIR)] + ([before] if before else []))}
 
 
 def _read_status(stage: Path) -> dict[str, Any]:

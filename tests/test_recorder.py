@@ -4,14 +4,16 @@ below mpi4py (instrument/run.py, docs/native.md) instead of the Python tracer.""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
-
 from hindsight import trace as tf
 from instrument import native
-from tests.conftest import PROGRAMS, hindsight, model_notes
+from tests.conftest import PROGRAMS, ROOT, hindsight, model_notes
 
 pytestmark = pytest.mark.skipif(native.find_mpicc() is None,
                                 reason="no mpicc: the PMPI library cannot be built here")
@@ -107,6 +109,40 @@ def test_a_program_is_recorded_by_the_library_by_default(tmp_path):
                     "--untraced")
     assert res.returncode == 0, res.stderr
     assert json.loads((bare / "manifest.json").read_text())["tracer"] == "pmpi"
+
+
+@pytest.mark.parametrize("recorder", ["pmpi", "python"])
+def test_the_untraced_run_of_a_program_is_the_program_alone(tmp_path, recorder):
+    """Whichever recorder the traced runs have, the untraced run is `python prog.py`: no module
+    of hindsight loaded, only `atexit` and the `sitecustomize` that marks the end more than the
+    program under plain `mpiexec`; its wall time ends when the program's code has run, not
+    in the interpreter's teardown (2 s of sleep here); a sitecustomize.py the user had on
+    PYTHONPATH still runs."""
+    from hindsight.collect import find_mpiexec, launch_env
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text(
+        f"open({str(tmp_path / 'ran')!r}, 'a').write('x')\n")
+    out = tmp_path / "u"
+    res = hindsight("collect", "-n", 2, "--program", PROGRAMS / "teardown.py", "--out", out,
+                    "--untraced", "--recorder", recorder, "--", tmp_path / "untraced",
+                    env={"PYTHONPATH": f"{theirs}{os.pathsep}{ROOT}"})
+    assert res.returncode == 0, res.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["traced"] is False and m["complete"] and m["launch"] == "plain", m
+    assert 0.2 <= m["wall_ns"] / 1e9 < 2.0, m["wall_ns"]
+    assert (tmp_path / "ran").read_text() == "xxx"      # in `hindsight` and in both ranks
+    plain = subprocess.run([find_mpiexec(), "-n", "2", sys.executable,
+                            str(PROGRAMS / "teardown.py"), str(tmp_path / "plain")],
+                           env={**os.environ, **launch_env(2)}, capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    for r in range(2):
+        untraced = set((tmp_path / f"untraced.{r}").read_text().split())
+        alone = set((tmp_path / f"plain.{r}").read_text().split())
+        assert untraced - alone <= {"atexit", "sitecustomize"}, untraced - alone
+        assert not any(n.split(".")[0] in ("hindsight", "instrument") for n in untraced)
 
 
 def test_a_program_that_marks_regions_gets_the_python_tracer(tmp_path):

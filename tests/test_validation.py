@@ -547,6 +547,8 @@ def test_a_program_validates_end_to_end(tmp_path):
     for kind in ("traces", "untraced"):
         m = json.loads((out / kind / cell.key / "rep0" / "manifest.json").read_text())
         assert m["program"] == cell.program and m["args"]["argv"] == cell.args
+    # the ground truth is the program run as `python prog.py` (docs/native.md)
+    assert m["traced"] is False and m["launch"] == "plain"
     df = pd.read_csv(out / "errors.csv")            # a row per predictor
     assert list(df.app) == ["stencil"] * 2 and list(df.paradigm) == ["program"] * 2
     assert list(df["size"]) == ["tiny"] * 2 and list(df.ranks) == [2, 2]

@@ -24,7 +24,7 @@ from typing import Any
 import replay
 from hindsight import trace as tf
 from hindsight.trace.manifest import untraced_text
-from hindsight.collect import INTERRUPTED, by_library, collect
+from hindsight.collect import INTERRUPTED, by_library, collect, plain_untraced
 from replay import models as M
 from replay.prepare import host_placement
 from replay.binding import applies, below_binding, binding_costs
@@ -61,7 +61,10 @@ def _run_of(m: dict, cell: Cell, net: dict) -> bool:
     recorded = {"ranks": m.get("ranks"), "args": (m.get("args") or {}).get("argv"),
                 "transport": (m.get("network") or {}).get("transport")}
     wanted = {"ranks": cell.ranks, "args": list(cell.args), "transport": net["transport"]}
-    if cell.program is not None \
+    if m.get("traced") is False:
+        if (m.get("launch") == "plain") != plain_untraced(cell.program):
+            return False                    # not launched as this version launches it
+    elif cell.program is not None \
             and (m.get("tracer") == "pmpi") != by_library(cell.program, cell.recorder):
         return False                        # a run launched for the other recorder
     if cell.program is None:

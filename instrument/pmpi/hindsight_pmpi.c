@@ -1157,11 +1157,21 @@ void hindsight_program_end(void) {
     read_conditions(&cond_end_mark, wrank == 0);
 }
 
+/* The end of a Python program's untraced run (instrument/plain/sitecustomize.py): its last
+ * exit handler puts CLOCK_MONOTONIC into HINDSIGHT_PROGRAM_END_NS, read here. */
+static void end_from_environment(void) {
+    const char *s = getenv("HINDSIGHT_PROGRAM_END_NS");
+    if (!started || finished || program_end_mark >= 0 || !s || !*s) return;
+    program_end_mark = atoll(s) - epoch;
+    read_conditions(&cond_end_mark, wrank == 0);
+}
+
 /* The end of the program (`program_end_ns`, what `wall_ns` ends at) is this call's entry, or
- * the mark above when the launcher set one. */
+ * the mark above when the launcher (or an untraced Python program's exit handler) set one. */
 int MPI_Finalize(void) {
     if (started && !finished) {
-        hindsight_program_end();            /* a no-op when the launcher marked the end */
+        end_from_environment();
+        hindsight_program_end();            /* a no-op when the end is marked already */
         stop(clashed ? "concurrent-mpi" : "complete", program_end_mark, &cond_end_mark);
     }
     WHERE(-1);
