@@ -13,7 +13,7 @@ from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 from hindsight.trace import read_manifest, simulated_timeline
-from replay.binding import applies, binding_line, profile_binding
+from replay.recorder_rules import trace_rules
 from replay.units import fmt_params, fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
@@ -155,8 +155,8 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     if not quiet:
         _note_bare_times(mod, assignments)
     # the manifest alone tells a missing or foreign trace, before the readers (pandas) load
-    binding = profile_binding(profile, read_manifest(trace))
-    if binding:
+    rules = trace_rules(profile, read_manifest(trace))
+    if rules.below:
         mod, values, prof, assignments = model_from_flags(model_name, sets, profile, True)
     from replay.prepare import ReplayError, prepare
     try:
@@ -178,7 +178,7 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     if profile and not quiet:
         _note_mismatch(profile, prep.manifest)
         _warn_noisy(profile)
-    return mod, values, prof, assignments, prep, binding
+    return mod, values, prof, assignments, prep, rules
 
 
 def _note_mismatch(profile: Path, manifest: dict) -> None:
@@ -261,8 +261,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             click.echo(f"note: {stream[1]} in windows of {stream[0]} rows per rank", err=True)
         return _replay_streamed(trace, stream[0], model_name, sets, profile, compute_scale,
                                 region_scale, algorithms, as_json, quiet)
-    mod, values, prof, assignments, prep, binding = _load(trace, model_name, sets, profile,
-                                                          allow_partial, quiet)
+    mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
+                                                        allow_partial, quiet)
     if noise_mode != "none" and mod.MODE == "measured":
         raise UsageError("--noise: the measured model keeps every call's measured duration,"
                                " noise included; choose a network model")
@@ -279,7 +279,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     cost_note = None
     if profile is not None and mod.MODE != "measured" and not mod.OWN_SIMULATOR:
         from replay.flags import profile_flags
-        kw["flags"] = profile_flags(profile, below_binding=bool(binding))
+        kw["flags"] = profile_flags(profile, below_binding=rules.below)
+        kw["tracer_cost"] = rules.tracer_ns(mod)
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     # Per-event times feed --out and the noise report; a model with its own simulator has no
@@ -311,8 +312,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["untraced_calls"] = dict(prep.manifest["untraced_calls"])
         if injected:
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
-        if binding and applies(mod):
-            doc["binding_in_bursts_s"] = binding
+        doc.update(rules.json(mod, res.info))
         click.echo(json.dumps(doc, indent=2, default=float))
         return
     say = _say(quiet)
@@ -332,7 +332,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _flag_line(say, res.info)
-    _binding_line(say, binding, mod)
+    for line in rules.lines(mod, res.info):
+        say(line)
     if noise is not None:
         say(noise.line())
     elif simulated:
@@ -367,8 +368,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
                      region_scale, algorithms, as_json: bool, quiet: bool) -> None:
     """``hindsight replay`` of a trace streamed segment by segment (``replay.streamed``)."""
     manifest = read_manifest(trace)
-    binding = profile_binding(profile, manifest)
-    mod, values, prof, assignments = model_from_flags(model_name, sets, profile, bool(binding))
+    rules = trace_rules(profile, manifest)
+    mod, values, prof, assignments = model_from_flags(model_name, sets, profile, rules.below)
     from replay.errors import ReplayError
     from replay.budget import max_window
     from replay.streamed import refuse, run_streamed
@@ -381,8 +382,9 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
                            window=window, max_window=max_window(manifest),
-                           flags=profile_flags(profile, below_binding=bool(binding))
-                           if mod.MODE != "measured" else None)
+                           flags=profile_flags(profile, below_binding=rules.below)
+                           if mod.MODE != "measured" else None,
+                           tracer_cost=rules.tracer_ns(mod))
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:
@@ -390,8 +392,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         doc["trace"] = str(trace)
         if manifest.get("untraced_calls"):
             doc["untraced_calls"] = dict(manifest["untraced_calls"])
-        if binding and applies(mod):
-            doc["binding_in_bursts_s"] = binding
+        doc.update(rules.json(mod, res.info))
         click.echo(json.dumps(doc, indent=2, default=float))
         return
     say = _say(quiet)
@@ -411,14 +412,9 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _flag_line(say, res.info)
-    _binding_line(say, binding, mod)
-    _breakdown(say, res.breakdown_columns())
-
-
-def _binding_line(say, binding: dict | None, mod) -> None:
-    line = binding_line(binding) if applies(mod) else None
-    if line:
+    for line in rules.lines(mod, res.info):
         say(line)
+    _breakdown(say, res.breakdown_columns())
 
 
 def _run_notes(prep, cpu_time: bool) -> None:

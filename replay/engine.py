@@ -23,6 +23,7 @@ from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
 from replay.flags import FlagCosts, flag_summary, with_costs
+from replay.tracer_cost import less_tracer
 from replay.transport_cost import TransportCost
 from replay.warp import join_call_rows, time_warp
 
@@ -251,7 +252,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
         transport_cost: TransportCost | None = None,
         carry: K.Carry | None = None, flags: FlagCosts | None = None,
-        row_times: bool = True) -> Result:
+        row_times: bool = True, tracer_cost: np.ndarray | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
@@ -266,6 +267,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     change is ``info["transport_burst_cost_s"]``. ``flags`` (a profile's ``[shared_flag]``
     costs, ``replay.flags``; network models run by the kernel) prices the collectives MPICH
     runs on shared flags within a node by rule shared_flag_meeting instead of their patterns.
+    ``tracer_cost`` (per kernel kind, ns: ``replay.tracer_cost.per_kind_ns``; network models run
+    by the kernel) takes the Python tracer's own time per call out of the burst before each
+    operation (rule python_tracer_in_bursts); the change is ``info["python_tracer_in_bursts_s"]``.
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
@@ -288,6 +292,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if st.meetings is not None:
         loc, dep_lat = with_costs(st.loc, st.dep_lat, st.nops, st.meetings, flags)
         st = replace(st, loc=loc, dep_lat=dep_lat)
+    tracer_change = None
+    if tracer_cost is not None and not measured:
+        st, tracer_change = _less_tracer(st, tracer_cost)
     burst_change = None
     if transport_cost is not None and not measured:
         st, burst_change = _with_transport_cost(st, transport_cost)
@@ -341,6 +348,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         res.info["collective_algorithms_run"] = st.selected
     if st.meetings is not None:
         res.info["shared_flag_meeting"] = flag_summary(st.meetings, flags)
+    if tracer_change is not None:
+        res.info["python_tracer_in_bursts_s"] = tracer_change
     if burst_change is not None:
         res.info["transport_burst_cost_s"] = burst_change
         res.info["transport_burst_cost"] = (f"{transport_cost.source.transport} -> "
@@ -354,6 +363,14 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
             _row_times(res, prep, st, out)
         _critical_path(res, prep, st, out)
     return res
+
+
+def _less_tracer(st: Stream, c_ns: np.ndarray) -> tuple[Stream, float]:
+    """A copy of ``st`` whose bursts follow rule ``python_tracer_in_bursts``, and the change of
+    the bursts' sum in seconds (wall)."""
+    burst = less_tracer(st.burst, st.kind, c_ns)
+    burst_cpu = less_tracer(st.burst_cpu, st.kind, c_ns)
+    return replace(st, burst=burst, burst_cpu=burst_cpu), float(burst.sum() - st.burst.sum()) / 1e9
 
 
 def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float]:

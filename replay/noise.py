@@ -517,13 +517,13 @@ def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
     out: dict[str, Any] = {"without_model": in_mpi_overlap(prep)}
     if profile is not None:
         mod = M.get_model(model)
-        from replay.binding import below_binding
-        below = below_binding(manifest)
-        values = M.resolve(mod, {}, M.load_profile(profile, mod, below))
+        from replay.recorder_rules import trace_rules
+        rules = trace_rules(profile, manifest)
+        values = M.resolve(mod, {}, M.load_profile(profile, mod, rules.below))
         from replay.flags import profile_flags
         res = run(prep, mod, resolved=values, record=True,
-                  flags=profile_flags(profile, below_binding=below)
-                  if mod.MODE != "measured" else None)
+                  flags=profile_flags(profile, below_binding=rules.below)
+                  if mod.MODE != "measured" else None, tracer_cost=rules.tracer_ns(mod))
         rep = analyse(prep, res)
         out["with_model"] = rep.summary()
         out["with_model"]["profile"] = str(profile)

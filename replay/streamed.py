@@ -51,10 +51,12 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
                  algorithms: Mapping[str, str] | None = None,
                  resolved: dict[str, Any] | None = None,
                  window: int = DEFAULT_WINDOW, max_window: int | None = None,
-                 flags: FlagCosts | None = None) -> Result:
+                 flags: FlagCosts | None = None, tracer_cost: np.ndarray | None = None
+                 ) -> Result:
     """Replay the complete trace ``trace_dir`` under ``model`` a segment at a time (at least
     ``window`` rows per rank read at once, at most ``max_window`` where no cut is found sooner:
-    ``replay.segments``). The result has no per-event times. ``flags``: as ``engine.run``'s."""
+    ``replay.segments``). The result has no per-event times. ``flags``, ``tracer_cost``: as
+    ``engine.run``'s."""
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     refuse(mod, values)
@@ -77,7 +79,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         seen |= names
         res = run(prep, mod, resolved=values, compute_scale=compute_scale,
                   region_scale={k: v for k, v in region_scale.items() if k in names},
-                  algorithms=algorithms, record=False, flags=flags,
+                  algorithms=algorithms, record=False, flags=flags, tracer_cost=tracer_cost,
                   carry=Carry(np.zeros((3, P)) if carry is None else carry, sent))
         carry = res.carry
         sent_before = {key: float(res.sent_ns[m]) for key, m in crossing.items()}
@@ -111,7 +113,8 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         # answer is the in-memory replay's, so that both paths agree.
         from replay.prepare import prepare
         res = run(prepare(trace_dir), mod, resolved=values, compute_scale=compute_scale,
-                  region_scale=region_scale, algorithms=algorithms, record=False, flags=flags)
+                  region_scale=region_scale, algorithms=algorithms, record=False, flags=flags,
+                  tracer_cost=tracer_cost)
         res.info["streamed"] = {"segments": 0, "window": int(window)}
         return res
     missing = sorted(set(region_scale) - seen)

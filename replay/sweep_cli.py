@@ -49,8 +49,8 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         if out is not None and Path(plot).resolve() == Path(out).resolve():
             raise UsageError(f"--plot {plot}: the same file as --out")
         check_output(plot, "--plot", force=force)
-    mod, values, prof, assignments, prep, binding = _load(trace, model_name, sets, profile,
-                                                          allow_partial, quiet)
+    mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
+                                                        allow_partial, quiet)
     _untraced_note(prep.manifest)
     from tqdm import tqdm
 
@@ -67,11 +67,12 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     try:
         with tqdm(total=total, desc="sweep", unit="cfg", disable=True if quiet else None) as bar:
             from replay.flags import profile_flags
-            flags = profile_flags(profile, below_binding=bool(binding)) \
+            flags = profile_flags(profile, below_binding=rules.below) \
                 if mod.MODE != "measured" and not mod.OWN_SIMULATOR else None
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
                        compute_scale=compute_scale, region_scale=scales,
                        cpu_time=cpu_time, algorithms=algorithms, flags=flags,
+                       tracer_cost=rules.tracer_ns(mod),
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None

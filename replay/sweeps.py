@@ -73,6 +73,7 @@ class SweepPoint:
     algorithms: Mapping[str, str] | None
     measured_ns: float
     flags: FlagCosts | None = None
+    tracer_cost: np.ndarray | None = None
 
     def __call__(self, prep: Prepared, ci: int) -> dict[str, Any]:
         mod = M.get_model(self.model)
@@ -86,7 +87,8 @@ class SweepPoint:
         try:
             res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
                       region_scale=self.region_scale, cpu_time=self.cpu_time,
-                      algorithms=self.algorithms, record=False, flags=self.flags)
+                      algorithms=self.algorithms, record=False, flags=self.flags,
+                      tracer_cost=self.tracer_cost)
         except NoPredictionError as exc:
             # A configuration whose model has no prediction is a row saying why, not the end
             # of the sweep: the other configurations of the grid may well have one.
@@ -109,13 +111,14 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
           cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
           workers: int | None = None,
           progress: Callable[[int], None] | None = None,
-          executor: str = "local", flags: FlagCosts | None = None) -> pd.DataFrame:
+          executor: str = "local", flags: FlagCosts | None = None,
+          tracer_cost: np.ndarray | None = None) -> pd.DataFrame:
     """Replay every point of the grid spanned by ``vary``; one row per configuration.
 
     ``executor="local"``: configurations run on ``workers`` threads (the kernel releases the
     GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
-    (replay/executors.py); the rows are the same, in the same order. ``flags``: as
-    ``engine.run``'s.
+    (replay/executors.py); the rows are the same, in the same order. ``flags``,
+    ``tracer_cost``: as ``engine.run``'s.
     """
     import pandas as pd
 
@@ -138,6 +141,6 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
                 shared_flags=flags.ops() if flags is not None else frozenset())
     point = SweepPoint(mod.NAME, values0, axes, combos, compute_scale, region_scale, cpu_time,
                        algorithms, prep.measured_makespan_ns,
-                       flags)
+                       flags, tracer_cost)
     rows = executors.run_points(executor, prep, point, len(combos), workers, progress)
     return pd.DataFrame(rows)

@@ -532,6 +532,13 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     b = binding_costs(read_profile(tmp_path / "p.toml"))
     assert set(b) == set(CALLS) and all(0 <= v < 20e-6 for v in b.values()), b
     assert "  binding Send=" in r.output
+    # and the Python tracer's own time per call (its probe, a traced job of its own): every
+    # key, a few microseconds at most, the smallest as `other`
+    from replay.tracer_cost import KEYS, tracer_costs
+    t = tracer_costs(read_profile(tmp_path / "p.toml"))
+    assert set(t) == set(KEYS) and all(0 <= v < 50e-6 for v in t.values()), t
+    assert t["other"] == min(v for k, v in t.items() if k != "other") and t["send"] > 0
+    assert "  tracer  send=" in r.output
     q = CliRunner().invoke(main, args + ["-q", "--out", str(tmp_path / "q.toml")])
     assert q.exit_code == 0, q.output
     assert q.output == f"{tmp_path / 'q.toml'}\n{tmp_path / 'q.png'}\n"

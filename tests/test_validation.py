@@ -242,6 +242,8 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
     assert read_profile(prof)["measured_on"]["api"] == "pickle"
     import replay
     from hindsight import trace as tf
+    from replay import models as M
+    from replay.recorder_rules import trace_rules_of
     from validation.profiles import replay_params
     for pred in cell["predictions"]:
         if pred["predictor"] != "replay:loggps":
@@ -250,8 +252,13 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
         assert pred["predicted_s"] == pytest.approx(sum(pred["per_rep_s"]) / 2)
         for k, q in enumerate(pred["per_rep_s"]):
             prep = replay.prepare(out / cell["traces"][k])
-            r = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof))
             m = tf.read_manifest(out / cell["traces"][k])
+            # the application's trace is the Python tracer's: its own time per call is taken
+            # off the bursts (rule python_tracer_in_bursts, the profile's [python_tracer])
+            rules = trace_rules_of(read_profile(prof), m)
+            assert rules.tracer is not None
+            r = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof),
+                           tracer_cost=rules.tracer_ns(M.get_model("loggps")))
             mk = m["makespan_ns"]
             lead = (mk - prep.measured_makespan_ns) / 1e9
             # the actual time is the untraced runs' wall time (start barrier to the end of the
@@ -601,9 +608,9 @@ def test_program_paths_relative_to_the_spec_and_compiled_programs(tmp_path):
 
 
 def test_a_trace_of_the_other_recorder_is_not_reused(tmp_path):
-    """A program's cell with `recorder = "pmpi"` reuses only runs launched with the library
-    (traced or untraced: its untraced runs load it with recording off), and the other way
-    round."""
+    """A program's cell with `recorder = "pmpi"` reuses only traced runs launched with the
+    library, and the other way round; an untraced run is reused by either if it ran the program
+    alone (`"launch": "plain"`, docs/native.md), by neither otherwise."""
     from validation.matrix import _run_of
 
     p = _program_spec(tmp_path, str(WORKLOADS / "stencil.py"))
@@ -616,9 +623,13 @@ def test_a_trace_of_the_other_recorder_is_not_reused(tmp_path):
     net = sp.networks[cell.network]
     assert _run_of({**run, "tracer": "pmpi"}, cell, net)
     assert not _run_of(run, cell, net)
-    assert _run_of({**run, "traced": False, "tracer": "pmpi"}, cell, net)
-    assert not _run_of({**run, "traced": False}, cell, net)
-    assert _run_of(run, dataclasses.replace(cell, recorder="python"), net)
+    python = dataclasses.replace(cell, recorder="python")
+    assert _run_of(run, python, net)
+    plain = {**run, "traced": False, "tracer": "pmpi", "launch": "plain"}
+    for c in (cell, python):
+        assert _run_of(plain, c, net)
+        assert not _run_of({**run, "traced": False, "tracer": "pmpi"}, c, net)
+        assert not _run_of({**run, "traced": False}, c, net)
 
 
 def test_a_run_of_another_program_of_the_same_name_is_not_reused(tmp_path):

@@ -27,7 +27,7 @@ from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect, plain_untraced
 from replay import models as M
 from replay.prepare import host_placement
-from replay.binding import applies, below_binding, binding_costs
+from replay.recorder_rules import trace_rules_of
 from replay.flags import flag_costs
 from replay.transport_cost import transport_cost
 from validation.params import analytic
@@ -154,17 +154,19 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     cost = transport_cost(trace_profile, profile, "trace network's profile")
-    below = below_binding(manifest)
-    flags = flag_costs(profile, str(profile_path or "profile"), below)
-    binding = binding_costs(profile, str(profile_path or "profile")) if below else None
+    where = str(profile_path or "profile")
+    rules = trace_rules_of(profile, manifest, where)
+    flags = flag_costs(profile, where, rules.below)
     preds = []
     for model in spec.replay:
-        params = replay_params(model, profile, profile_path, below)
+        mod = M.get_model(model)
+        params = replay_params(model, profile, profile_path, rules.below)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
-            own = M.get_model(model).OWN_SIMULATOR
+            own = mod.OWN_SIMULATOR
             r = replay.run(prep, model, assigns, profile=params, record=False,
-                           transport_cost=None if own else cost, flags=None if own else flags)
+                           transport_cost=None if own else cost, flags=None if own else flags,
+                           tracer_cost=rules.tracer_ns(mod))
             pred = r.makespan_ns / 1e9 + lead
             note = ""
         except (replay.ReplayError, replay.ParamError) as exc:
@@ -175,8 +177,8 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
                     "transport_burst_cost": r.info["transport_burst_cost"]}
         if r is not None and "shared_flag_meeting" in r.info:
             rule["shared_flag_meeting"] = r.info["shared_flag_meeting"]
-        if binding and applies(M.get_model(model)):
-            rule["binding_in_bursts_s"] = binding
+        if r is not None:
+            rule.update(rules.json(mod, r.info))
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
                       "params": params, "set": spec.replay_set.get(model, []),
                       "lead_in_s": lead, "note": note, **rule})

@@ -152,20 +152,21 @@ def _remove_otf2_archive(out: Path) -> None:
 
 def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
     """The replayed timeline `export --model/--profile` writes: as `hindsight replay` computes
-    it, with the profile's rules (shared_flag_meeting, binding_in_bursts)."""
+    it, with the profile's rules (shared_flag_meeting, binding_in_bursts,
+    python_tracer_in_bursts)."""
     import replay
     from hindsight.trace import read_manifest
-    from replay.binding import profile_binding
     from replay.cli import model_from_flags
     from replay.flags import profile_flags
+    from replay.recorder_rules import trace_rules
 
-    below = bool(profile_binding(profile, read_manifest(trace)))
-    mod, _, prof, assignments = model_from_flags(model_name, sets, profile, below)
+    rules = trace_rules(profile, read_manifest(trace))
+    mod, _, prof, assignments = model_from_flags(model_name, sets, profile, rules.below)
     prep = replay.prepare(trace, keep_table=True)
-    flags = profile_flags(profile, below_binding=below) \
+    flags = profile_flags(profile, below_binding=rules.below) \
         if profile is not None and mod.MODE != "measured" and not mod.OWN_SIMULATOR else None
-    return replay.run(prep, mod, assignments, profile=prof,
-                      compute_scale=compute_scale, algorithms=algorithms, flags=flags)
+    return replay.run(prep, mod, assignments, profile=prof, compute_scale=compute_scale,
+                      algorithms=algorithms, flags=flags, tracer_cost=rules.tracer_ns(mod))
 
 
 @click.command("import")

@@ -146,6 +146,10 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         from replay.binding import CALLS
         click.echo("  binding " + " ".join(f"{c}={bd[c] * us:.2g}us" for c in CALLS if c in bd)
                    + " (mpi4py's own time per call; taken off a trace recorded below it)")
+    pt = prof.get("python_tracer") or {}
+    if pt:
+        click.echo("  tracer  " + " ".join(f"{k}={v * us:.2g}us" for k, v in pt.items())
+                   + " (the Python tracer's own time per call; taken off its traces' bursts)")
     click.echo(f"  Hockney l={h['l'] * us:.3g}us g={h['g'] * 1e9:.3g}ns/B  R2={f['r2_hockney']:.3f}")
     click.echo(f"  M/M/1   C={mm['C'] / 1e9:.3g}GB/s tau={mm['tau'] * us:.3g}us")
     chk, waits = f["check"], [r.get("run_queue_wait_fraction")

@@ -331,6 +331,23 @@ def progress_fit(run: dict) -> F.ProgressFit | None:
     return pg
 
 
+def tracer_probe(transport: str, progress: Callable[[str], None], notes: list[str]
+                 ) -> tuple[dict, dict, list[str]] | None:
+    """The Python tracer's probe (replay.calibration.tracer) on this host, 2 ranks on
+    ``transport`` (the tracer's cost is its CPU's, the network's only through the calls, which it
+    leaves out); its fit, or None with a note in ``notes`` when its job failed."""
+    from replay.calibration.tracer import fit_tracer, run_probe
+
+    progress("the Python tracer's own time per call (2 ranks, a few seconds)")
+    try:
+        fit = fit_tracer(run_probe(launch_env(2, transport), find_mpiexec()))
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, CollectError) as exc:
+        notes.append(f"Python tracer probe: {exc}; no [python_tracer] section")
+        return None
+    notes.extend(fit[2])
+    return fit
+
+
 def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
               progress=lambda msg: None, testbed: str | None = None,
@@ -434,6 +451,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     bn = fit_binding(run["binding_probe"]) if run.get("binding_probe") else None
     if bn is not None:
         lg.notes.extend(bn[2])
+    tr = tracer_probe(transport, progress, lg.notes)
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
         lg.notes.extend(qf.notes)
@@ -495,6 +513,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         # mpi4py's own time per call, which a trace recorded below mpi4py has in its bursts
         # (rule binding_in_bursts)
         **({"binding": bn[0]} if bn is not None else {}),
+        # the Python tracer's own time per call, which its traces have in their bursts (rule
+        # python_tracer_in_bursts)
+        **({"python_tracer": tr[0]} if tr is not None else {}),
         "fit": {
             "r2_loggp": lg.r2, "r2_hockney": hk["r2"],
             "residuals": {"loggp": lg.residuals, "hockney": hk["residuals"]},
@@ -511,6 +532,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "burst_probe": bf.evidence if bf is not None else {},
             "flag_probe": ff[1] if ff is not None else {},
             "binding_probe": bn[1] if bn is not None else {},
+            "python_tracer_probe": tr[1] if tr is not None else {},
             "queue_probe": qf.evidence if qf is not None else {},
             "unexpected_probe": uf.evidence if uf is not None else {},
             "notes": lg.notes,

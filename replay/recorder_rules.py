@@ -1,0 +1,83 @@
+"""What a calibration profile's rules make of one trace, by who recorded it.
+
+A profile's per-call costs were measured through mpi4py, without a tracer. Two rules correct a
+replay for where the trace's recorder put the time around its calls:
+
+* ``binding_in_bursts`` (``replay.binding``): recorded below mpi4py (the PMPI library, OTF2,
+  GOAL), the bursts hold mpi4py's own work, so the profile's per-call costs lose it;
+* ``python_tracer_in_bursts`` (``replay.tracer_cost``): recorded by the Python tracer, the bursts
+  hold the tracer's own work, so the bursts lose it.
+
+`trace_rules` decides both once per trace and profile; every command that replays a trace with
+a profile (replay, sweep, export, `trace info --noise`, validate) takes the model's parameters,
+the shared-flag costs and the burst correction from its answer, and reports what it applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from replay.binding import applies, below_binding, binding_costs, binding_line, profile_binding
+from replay.tracer_cost import (by_python_tracer, per_kind_ns, profile_tracer_cost,
+                                tracer_costs, tracer_line)
+
+
+@dataclass(frozen=True)
+class TraceRules:
+    """The recorder-dependent rules of one trace under one profile: ``binding`` (seconds per
+    call, rule binding_in_bursts) and ``tracer`` (seconds per call, rule
+    python_tracer_in_bursts), each None where it does not apply."""
+
+    binding: dict[str, float] | None = None
+    tracer: dict[str, float] | None = None
+
+    @property
+    def below(self) -> bool:
+        """The profile's per-call costs lose mpi4py's own (load_profile's ``below_binding``)."""
+        return bool(self.binding)
+
+    def tracer_ns(self, mod: Any) -> np.ndarray | None:
+        """``engine.run``'s ``tracer_cost`` for model ``mod``: per kernel kind, ns; None where
+        the rule does not apply (no section, another recorder, a model whose bursts the kernel
+        does not replay: measured keeps the measured ones, loggopsim has its own simulator)."""
+        if not self.tracer or mod.MODE == "measured" or mod.OWN_SIMULATOR:
+            return None
+        return per_kind_ns(self.tracer)
+
+    def json(self, mod: Any, info: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields `replay --json` and validate's cells add: the binding costs taken off,
+        the bursts' change by the tracer's costs."""
+        out: dict[str, Any] = {}
+        if self.binding and applies(mod):
+            out["binding_in_bursts_s"] = self.binding
+        if "python_tracer_in_bursts_s" in info:
+            out["python_tracer_in_bursts_s"] = info["python_tracer_in_bursts_s"]
+        return out
+
+    def lines(self, mod: Any, info: Mapping[str, Any]) -> list[str]:
+        """The replay report's lines on both rules (none where neither applied)."""
+        out = [binding_line(self.binding) if applies(mod) else None,
+               tracer_line(info.get("python_tracer_in_bursts_s"), self.tracer)]
+        if self.tracer and mod.OWN_SIMULATOR:
+            out.append(f"tracer     recorded by the Python tracer: not taken off the bursts, "
+                       f"--model {mod.NAME} replays them as recorded")
+        return [line for line in out if line]
+
+
+def trace_rules(path: Any, manifest: Mapping[str, Any], where: str = "--profile"
+                ) -> TraceRules:
+    """The rules of the trace of ``manifest`` under the profile file ``path`` (None: none);
+    errors are a DataError naming ``where``."""
+    return TraceRules(profile_binding(path, manifest, where) or None,
+                      profile_tracer_cost(path, manifest, where))
+
+
+def trace_rules_of(profile: Mapping[str, Any] | None, manifest: Mapping[str, Any],
+                   where: str = "profile") -> TraceRules:
+    """`trace_rules` from a profile already read (a dict, validate's)."""
+    return TraceRules((binding_costs(profile, where) or None) if below_binding(manifest) else None,
+                      tracer_costs(profile, where) if by_python_tracer(manifest) else None)
