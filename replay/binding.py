@@ -34,11 +34,10 @@ made before the probe) nothing changes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight.errors import DataError
+from replay.profile import time_section, toml_of
 
 NAME = "binding_in_bursts"
 #: the model parameter -> the call whose binding cost it loses
@@ -53,27 +52,10 @@ _IMPORTED = ("otf2", "goal")
 
 def binding_costs(profile: Mapping[str, Any] | None, where: str = "profile"
                   ) -> dict[str, float] | None:
-    """The ``[binding]`` section of a calibration profile (seconds per call), None where it has
-    none. A malformed section is a DataError naming ``where``."""
-    if not profile or "binding" not in profile:
-        return None
-    sec = profile["binding"]
-    if not isinstance(sec, Mapping):
-        raise DataError(f"{where}: [binding] must be a table")
-    unknown = sorted(set(sec) - set(CALLS) - {"api"})
-    if unknown:
-        raise DataError(f"{where}: [binding] {unknown[0]}: not one of {', '.join(CALLS)}")
-    out = {}
-    for call in CALLS:
-        v = sec.get(call)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v < 0:
-            raise DataError(f"{where}: [binding] {call} must be a time >= 0 in seconds, "
-                            f"not {v!r}")
-        out[call] = float(v)
-    return out
+    """The ``[binding]`` section of a calibration profile (seconds per call, the calls it has;
+    ``api`` left out), None where it has none. A malformed section is a DataError naming
+    ``where``."""
+    return time_section(profile, "binding", CALLS, where, required=False, ignored=("api",))
 
 
 def below_binding(manifest: Mapping[str, Any]) -> bool:
@@ -111,13 +93,7 @@ def profile_binding(path: Any, manifest: Mapping[str, Any], where: str = "--prof
     no such section, a trace of the Python tracer); errors are a DataError naming ``where``."""
     if path is None or not below_binding(manifest):
         return None
-    from replay.profile import ProfileError, read_any
-    try:
-        kind, data = read_any(path)
-    except ProfileError as exc:
-        raise DataError(f"{where}: {exc}") from None
-    return binding_costs(data if kind == "toml" and isinstance(data, dict) else None,
-                         f"{where} {path}") or None
+    return binding_costs(toml_of(path, where), f"{where} {path}") or None
 
 
 def applies(model: Any) -> bool:

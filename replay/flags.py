@@ -262,13 +262,8 @@ def profile_flags(path: Any, where: str = "--profile", below_binding: bool = Fal
     file."""
     if path is None:
         return None
-    from replay.profile import ProfileError, read_any
-    try:
-        kind, data = read_any(path)
-    except ProfileError as exc:
-        raise DataError(f"{where}: {exc}") from None
-    return flag_costs(data if kind == "toml" and isinstance(data, dict) else None,
-                      f"{where} {path}", below_binding)
+    from replay.profile import toml_of
+    return flag_costs(toml_of(path, where), f"{where} {path}", below_binding)
 
 
 def flag_line(info: Mapping[str, Any]) -> str | None:

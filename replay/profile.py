@@ -80,7 +80,8 @@ def read_profile(path: Path | str) -> dict[str, Any]:
 def check_profile(data: dict[str, Any], where: str) -> None:
     """ProfileError unless ``data`` has the format tag and every ``REQUIRED`` number."""
     if data.get("format") != FORMAT:
-        raise ProfileError(f"profile {where}: format is {data.get('format')!r}, expected {FORMAT!r}")
+        raise ProfileError(f"profile {where}: format is {data.get('format')!r}, "
+                           f"expected {FORMAT!r}")
     for section, names in REQUIRED.items():
         sec = data.get(section)
         if not isinstance(sec, dict):
@@ -108,6 +109,46 @@ def read_any(path: Path | str) -> tuple[str, Any]:
         return "toml", tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"profile {path}: not valid TOML ({exc})") from None
+
+
+def toml_of(path: Any, where: str) -> dict[str, Any] | None:
+    """The content of the ``--profile`` file ``path`` when it is a TOML profile, None for no file
+    or a JSON parameter file (which has no sections); an unreadable file is a DataError naming
+    ``where``."""
+    if path is None:
+        return None
+    try:
+        kind, data = read_any(path)
+    except ProfileError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    return data if kind == "toml" and isinstance(data, dict) else None
+
+
+def time_section(profile: dict[str, Any] | None, name: str, keys: tuple[str, ...], where: str,
+                 required: bool = True, ignored: tuple[str, ...] = ()) -> dict[str, float] | None:
+    """Section ``[name]`` of a profile whose values are times in seconds (>= 0), as floats;
+    None where the profile has no such section. Every key must be one of ``keys`` (or of
+    ``ignored``, left out); with ``required`` every one of ``keys`` must be present. Anything
+    else is a DataError naming ``where``, the section and the key."""
+    if not profile or name not in profile:
+        return None
+    sec = profile[name]
+    if not isinstance(sec, dict):
+        raise DataError(f"{where}: [{name}] must be a table")
+    unknown = sorted(set(sec) - set(keys) - set(ignored))
+    if unknown:
+        raise DataError(f"{where}: [{name}] {unknown[0]}: not one of {', '.join(keys)}")
+    out = {}
+    for key in keys:
+        v = sec.get(key)
+        if v is None and not required:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < 0:
+            raise DataError(f"{where}: [{name}] {key} must be a time >= 0 in seconds, "
+                            f"not {v!r}")
+        out[key] = float(v)
+    return out
 
 
 def measured_on(path: Path | str) -> dict[str, Any]:

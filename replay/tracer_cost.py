@@ -1,8 +1,8 @@
 """Rule ``python_tracer_in_bursts``: the Python tracer's own time, taken out of the bursts.
 
 The Python tracer (instrument.comm) times a call right around the mpi4py call; its own work per
-call (the traced method's dispatch before t_start, packing the record after t_end, now and then
-flushing its buffer) lies outside the recorded interval, in the burst between the call and the
+call (the traced method's dispatch before t_start, packing the record into its staging file after
+t_end) lies outside the recorded interval, in the burst between the call and the
 next. The untraced program does not do that work, so for a trace of the Python tracer every burst
 before an operation of kernel kind κ is replayed as
 
@@ -31,14 +31,13 @@ made before the probe) nothing changes. Evidence: docs/replay.md, "The Python tr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from hindsight.errors import DataError
 from replay import kernel as K
+from replay.profile import time_section, toml_of
 
 NAME = "python_tracer_in_bursts"
 #: the section's keys (seconds per call), as replay.calibration.tracer writes them
@@ -52,26 +51,9 @@ NKINDS = K.POLL + 1
 
 def tracer_costs(profile: Mapping[str, Any] | None, where: str = "profile"
                  ) -> dict[str, float] | None:
-    """The ``[python_tracer]`` section of a calibration profile (seconds per call), None where
-    it has none. A malformed section (an unknown key, a value not a time >= 0, a key missing) is
-    a DataError naming ``where``."""
-    if not profile or "python_tracer" not in profile:
-        return None
-    sec = profile["python_tracer"]
-    if not isinstance(sec, Mapping):
-        raise DataError(f"{where}: [python_tracer] must be a table")
-    unknown = sorted(set(sec) - set(KEYS))
-    if unknown:
-        raise DataError(f"{where}: [python_tracer] {unknown[0]}: not one of {', '.join(KEYS)}")
-    out = {}
-    for key in KEYS:
-        v = sec.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v < 0:
-            raise DataError(f"{where}: [python_tracer] {key} must be a time >= 0 in seconds, "
-                            f"not {v!r}")
-        out[key] = float(v)
-    return out
+    """The ``[python_tracer]`` section of a calibration profile (seconds per call, every key of
+    ``KEYS``), None where it has none. A malformed section is a DataError naming ``where``."""
+    return time_section(profile, "python_tracer", KEYS, where)
 
 
 def by_python_tracer(manifest: Mapping[str, Any]) -> bool:
@@ -95,13 +77,7 @@ def profile_tracer_cost(path: Any, manifest: Mapping[str, Any], where: str = "--
     section, another recorder); errors are a DataError naming ``where``."""
     if path is None or not by_python_tracer(manifest):
         return None
-    from replay.profile import ProfileError, read_any
-    try:
-        kind, data = read_any(path)
-    except ProfileError as exc:
-        raise DataError(f"{where}: {exc}") from None
-    return tracer_costs(data if kind == "toml" and isinstance(data, dict) else None,
-                        f"{where} {path}")
+    return tracer_costs(toml_of(path, where), f"{where} {path}")
 
 
 def less_tracer(burst: np.ndarray, kind: np.ndarray, c_ns: np.ndarray) -> np.ndarray:

@@ -39,6 +39,36 @@ def run_mpi_script(tmp_path: Path, nprocs: int, code: str, timeout: float = 120)
     return json.loads(res.read_text())
 
 
+def hand_profile(path: Path, **sections) -> Path:
+    """A small TOML profile for hand-computed replays, written to ``path`` (us): LogGPS o_send 3,
+    o_recv 2, L 1, G = g = O = 0, S 4 KiB; Hockney l 5; plus ``sections`` (those not None)."""
+    import tomli_w
+
+    us = 1e-6
+    doc = {"format": "hindsight-profile/1",
+           "measured_on": {"transport": "shm", "ranks": 2},
+           "loggps": {"L": 1 * us, "o_send": 3 * us, "o_recv": 2 * us, "g": 0.0, "G": 0.0,
+                      "S": 4096.0, "O": 0.0, "o_a": 3 * us, "o_b": 0.0},
+           "hockney": {"l": 5 * us, "g": 0.0}, "mm1": {"C": 1e10, "tau": 0.0},
+           **{k: v for k, v in sections.items() if v is not None}}
+    path.write_text(tomli_w.dumps(doc))
+    return path
+
+
+def replay_json(run_hindsight, trace, profile, *extra) -> dict:
+    """`hindsight replay TRACE --profile PROFILE --json EXTRA...`, checked to succeed, parsed."""
+    import json
+
+    r = run_hindsight("replay", str(trace), "--profile", str(profile), "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def rank_ends_ns(doc: dict) -> list[int]:
+    """Each rank's replayed end in a `replay --json` document, in whole ns."""
+    return [round(x * 1e9) for x in doc["breakdown"]["end_s"]]
+
+
 def model_notes(stderr: str) -> list[str]:
     """The ``note:`` lines of a replay about what it models, without the one about the traced
     run's oversubscription (a test's 3-4 ranks on this 2-core machine)."""

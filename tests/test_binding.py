@@ -10,16 +10,14 @@ through mpi4py rank 0 ends at o_send = 3 and rank 1 at o_send + L + o_recv = 6; 
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
-import tomli_w
 
 from replay import models as M
 from replay.binding import CALLS, below_binding, binding_costs, less_binding
 from replay.flags import FlagCosts, profile_flags
-from conftest import run_mpi_script
+from conftest import hand_profile, rank_ends_ns, replay_json, run_mpi_script
 from synthetic import simulate_to_dir
 
 US = 1e-6
@@ -27,54 +25,35 @@ SEND_RECV = [[("send", 1, 8)], [("recv", 0)]]
 
 
 def _profile(path, binding=None, shared_flag=None):
-    doc = {"format": "hindsight-profile/1",
-           "measured_on": {"transport": "shm", "ranks": 2},
-           "loggps": {"L": 1 * US, "o_send": 3 * US, "o_recv": 2 * US, "g": 0.0, "G": 0.0,
-                      "S": 4096.0, "O": 0.0, "o_a": 3 * US, "o_b": 0.0},
-           "hockney": {"l": 5 * US, "g": 0.0}, "mm1": {"C": 1e10, "tau": 0.0}}
-    if binding is not None:
-        doc["binding"] = binding
-    if shared_flag is not None:
-        doc["shared_flag"] = shared_flag
-    path.write_text(tomli_w.dumps(doc))
-    return path
+    return hand_profile(path, binding=binding, shared_flag=shared_flag)
 
 
 BINDING = {"api": "buffer", "Send": 1 * US, "Recv": 0.5 * US, "Bcast": 1 * US}
-
-
-def _replay(run_hindsight, trace, profile, *extra):
-    r = run_hindsight("replay", str(trace), "--profile", str(profile), "--json", *extra)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def _ends(doc):
-    return [round(x * 1e9) for x in doc["breakdown"]["end_s"]]
 
 
 def test_send_recv_below_mpi4py_pays_the_profile_less_the_binding(tmp_path, run_hindsight):
     prof = _profile(tmp_path / "p.toml", BINDING)
     python = simulate_to_dir(tmp_path / "py", SEND_RECV)
     pmpi = simulate_to_dir(tmp_path / "lib", SEND_RECV, manifest={"tracer": "pmpi"})
-    doc = _replay(run_hindsight, python, prof)
-    assert _ends(doc) == [3000, 6000] and "binding_in_bursts_s" not in doc
-    doc = _replay(run_hindsight, pmpi, prof)
-    assert _ends(doc) == [2000, 4500]
+    doc = replay_json(run_hindsight, python, prof)
+    assert rank_ends_ns(doc) == [3000, 6000] and "binding_in_bursts_s" not in doc
+    doc = replay_json(run_hindsight, pmpi, prof)
+    assert rank_ends_ns(doc) == [2000, 4500]
     assert doc["binding_in_bursts_s"]["Send"] == pytest.approx(1 * US)
     # the text report says so, with mpi4py's costs
     r = run_hindsight("replay", str(pmpi), "--profile", str(prof))
     assert r.returncode == 0 and "rule binding_in_bursts" in r.stdout and "Send 1" in r.stdout
     # a profile without [binding] changes nothing
     plain = _profile(tmp_path / "plain.toml")
-    assert _ends(_replay(run_hindsight, pmpi, plain)) == [3000, 6000]
+    assert rank_ends_ns(replay_json(run_hindsight, pmpi, plain)) == [3000, 6000]
     # --set is the model's own value: never changed
-    assert _ends(_replay(run_hindsight, pmpi, prof, "--set", "o_send=3us")) == [3000, 5500]
+    set_o = replay_json(run_hindsight, pmpi, prof, "--set", "o_send=3us")
+    assert rank_ends_ns(set_o) == [3000, 5500]
     # Hockney has one latency per message, no per-call cost: unchanged, and no line
     h = run_hindsight("replay", str(pmpi), "--profile", str(prof), "--model", "hockney")
     assert h.returncode == 0 and "binding" not in h.stdout
     # the streamed replay applies it alike
-    assert _ends(_replay(run_hindsight, pmpi, prof, "--window", "16")) == [2000, 4500]
+    assert rank_ends_ns(replay_json(run_hindsight, pmpi, prof, "--window", "16")) == [2000, 4500]
 
 
 def test_shared_flag_costs_lose_the_collectives_binding(tmp_path):

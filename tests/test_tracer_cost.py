@@ -11,15 +11,14 @@ ends at 10 + 3 = 13, rank 1 at 10 + 3 + 1 + 2 = 16. Without the tracer's time: r
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pytest
-import tomli_w
 
 from replay import kernel as K
 from replay.tracer_cost import KEYS, by_python_tracer, per_kind_ns, tracer_costs
+from conftest import hand_profile, rank_ends_ns, replay_json
 from synthetic import simulate_to_dir
 
 US = 1e-6
@@ -28,42 +27,25 @@ TRACER = {**{k: 1 * US for k in KEYS}, "send": 2 * US, "recv": 5 * US}
 
 
 def _profile(path, tracer=None):
-    doc = {"format": "hindsight-profile/1",
-           "measured_on": {"transport": "shm", "ranks": 2},
-           "loggps": {"L": 1 * US, "o_send": 3 * US, "o_recv": 2 * US, "g": 0.0, "G": 0.0,
-                      "S": 4096.0, "O": 0.0, "o_a": 3 * US, "o_b": 0.0},
-           "hockney": {"l": 5 * US, "g": 0.0}, "mm1": {"C": 1e10, "tau": 0.0}}
-    if tracer is not None:
-        doc["python_tracer"] = tracer
-    path.write_text(tomli_w.dumps(doc))
-    return path
-
-
-def _replay(run_hindsight, trace, profile, *extra):
-    r = run_hindsight("replay", str(trace), "--profile", str(profile), "--json", *extra)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def _ends(doc):
-    return [round(x * 1e9) for x in doc["breakdown"]["end_s"]]
+    return hand_profile(path, python_tracer=tracer)
 
 
 def test_a_python_tracer_trace_loses_the_tracers_time_per_call(tmp_path, run_hindsight):
     prof = _profile(tmp_path / "p.toml", TRACER)
     python = simulate_to_dir(tmp_path / "py", PROGRAM)
-    doc = _replay(run_hindsight, python, prof)
-    assert _ends(doc) == [11000, 14000]
+    doc = replay_json(run_hindsight, python, prof)
+    assert rank_ends_ns(doc) == [11000, 14000]
     assert doc["python_tracer_in_bursts_s"] == pytest.approx(-6 * US)
     r = run_hindsight("replay", str(python), "--profile", str(prof))
     assert r.returncode == 0 and "rule python_tracer_in_bursts" in r.stdout, r.stdout
     assert "bursts -0.000006 s" in r.stdout and "send 2, recv 5" in r.stdout
     # the streamed replay takes it off alike
-    assert _ends(_replay(run_hindsight, python, prof, "--window", "16")) == [11000, 14000]
+    streamed = replay_json(run_hindsight, python, prof, "--window", "16")
+    assert rank_ends_ns(streamed) == [11000, 14000]
     # a profile without the section changes nothing, and says nothing
     plain = _profile(tmp_path / "plain.toml")
-    doc = _replay(run_hindsight, python, plain)
-    assert _ends(doc) == [13000, 16000] and "python_tracer_in_bursts_s" not in doc
+    doc = replay_json(run_hindsight, python, plain)
+    assert rank_ends_ns(doc) == [13000, 16000] and "python_tracer_in_bursts_s" not in doc
     # the measured model keeps the measured bursts; loggopsim replays them as recorded, and
     # says so
     g = run_hindsight("replay", str(python), "--profile", str(prof), "--model", "loggopsim")
@@ -75,8 +57,8 @@ def test_other_recorders_keep_their_bursts(tmp_path, run_hindsight):
     prof = _profile(tmp_path / "p.toml", TRACER)
     for name, manifest in (("lib", {"tracer": "pmpi"}), ("otf2", {"origin": {"format": "otf2"}})):
         trace = simulate_to_dir(tmp_path / name, PROGRAM, manifest=manifest)
-        doc = _replay(run_hindsight, trace, prof)
-        assert _ends(doc) == [13000, 16000] and "python_tracer_in_bursts_s" not in doc, name
+        doc = replay_json(run_hindsight, trace, prof)
+        assert rank_ends_ns(doc) == [13000, 16000] and "python_tracer_in_bursts_s" not in doc, name
     assert by_python_tracer({"ranks": 2}) and not by_python_tracer({"replay": {"model": "x"}})
 
 

@@ -2,13 +2,14 @@
 call outside the interval it records (rule ``python_tracer_in_bursts``, ``replay.tracer_cost``).
 
 The Python tracer (instrument.comm) takes a call's t_start and t_end right around the mpi4py
-call. Its own work is outside them: the traced method's dispatch before t_start, the record's
-packing after t_end (and, every few thousand records, the flush of its buffer). A trace of the
+call. Its own work is outside them: the traced method's dispatch before t_start, packing the
+record into its staging file after t_end. A trace of the
 Python tracer therefore has that work in its bursts, where the replay takes it for the program's
 compute, although the untraced program does not do it.
 
 The probe runs ``PROGRAM`` under the tracer (``python -m instrument.run --trace TMP --recorder
-python tracer_probe.py OUT``, 2 ranks, the bench's transport) and reads its trace back. Each rank makes ``TRACER_BATCH * (TRACER_BATCHES + 1)`` calls of each form
+python tracer_probe.py OUT``, 2 ranks, the bench's transport) and reads its trace back. Each
+rank makes ``TRACER_BATCH * (TRACER_BATCHES + 1)`` calls of each form
 of ``FORMS`` in a loop with nothing else in it: point-to-point calls to ``MPI.PROC_NULL`` (where
 MPI does nothing), an 8-byte Allreduce and a Barrier of the two ranks. The gap before a row,
 t_start of the row less t_end of the rank's row before it, is the loop's own iteration plus the
