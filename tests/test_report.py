@@ -310,7 +310,8 @@ def test_one_timeline_per_cell_with_a_trace(traced_vdir, tmp_path):
     engine computes it) and whose bars tile the rank's time; the cells without one are named
     once; the Markdown links each timeline's SVG file."""
     import replay
-    from validation.profiles import read_profile, replay_params
+    from hindsight.trace import read_manifest
+    from validation.profiles import read_profile, replay_kwargs
 
     report(traced_vdir, tmp_path / "rep")
     page = (tmp_path / "rep" / "report.html").read_text()
@@ -332,7 +333,10 @@ def test_one_timeline_per_cell_with_a_trace(traced_vdir, tmp_path):
         assert f"![{title}](timeline-{key}.svg)" in md
         assert (tmp_path / "rep" / f"timeline-{key}.svg").read_text().startswith("<svg")
         prep = replay.prepare(traced_vdir / "traces" / key / "rep0")
-        res = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof))
+        # the prediction's replay, the profile's rules for the trace included
+        kw, _ = replay_kwargs("loggps", read_profile(prof), prof,
+                              read_manifest(traced_vdir / "traces" / key / "rep0"))
+        res = replay.run(prep, "loggps", **kw)
         lanes = _lanes(svg)
         assert set(lanes) == {(r, run) for r in range(prep.nranks)
                               for run in ("measured", "replayed")}

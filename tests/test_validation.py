@@ -242,9 +242,7 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
     assert read_profile(prof)["measured_on"]["api"] == "pickle"
     import replay
     from hindsight import trace as tf
-    from replay import models as M
-    from replay.recorder_rules import trace_rules_of
-    from validation.profiles import replay_params
+    from validation.profiles import replay_kwargs
     for pred in cell["predictions"]:
         if pred["predictor"] != "replay:loggps":
             continue
@@ -255,10 +253,9 @@ def test_every_run_predicted_from_its_own_trace(tmp_path, run_hindsight):
             m = tf.read_manifest(out / cell["traces"][k])
             # the application's trace is the Python tracer's: its own time per call is taken
             # off the bursts (rule python_tracer_in_bursts, the profile's [python_tracer])
-            rules = trace_rules_of(read_profile(prof), m)
-            assert rules.tracer is not None
-            r = replay.run(prep, "loggps", profile=replay_params("loggps", read_profile(prof), prof),
-                           tracer_cost=rules.tracer_ns(M.get_model("loggps")))
+            kw, rules = replay_kwargs("loggps", read_profile(prof), prof, m)
+            assert rules.tracer is not None and kw["tracer_cost"] is not None
+            r = replay.run(prep, "loggps", **kw)
             mk = m["makespan_ns"]
             lead = (mk - prep.measured_makespan_ns) / 1e9
             # the actual time is the untraced runs' wall time (start barrier to the end of the

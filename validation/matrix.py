@@ -27,11 +27,9 @@ from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect, plain_untraced
 from replay import models as M
 from replay.prepare import host_placement
-from replay.recorder_rules import trace_rules_of
-from replay.flags import flag_costs
 from replay.transport_cost import transport_cost
 from validation.params import analytic
-from validation.profiles import read_profile, replay_params
+from validation.profiles import read_profile, replay_kwargs
 from validation.spec import Cell, Spec
 
 #: why a program's cell has no analytic prediction (its cell JSON's ``analytic_note``)
@@ -154,19 +152,14 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         prep = dataclasses.replace(prep, host_of_rank=host_placement(placed_like, prep.nranks))
     lead = (manifest["makespan_ns"] - prep.measured_makespan_ns) / 1e9
     cost = transport_cost(trace_profile, profile, "trace network's profile")
-    where = str(profile_path or "profile")
-    rules = trace_rules_of(profile, manifest, where)
-    flags = flag_costs(profile, where, rules.below)
     preds = []
     for model in spec.replay:
         mod = M.get_model(model)
-        params = replay_params(model, profile, profile_path, rules.below)
+        kw, rules = replay_kwargs(model, profile, profile_path, manifest)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
-            own = mod.OWN_SIMULATOR
-            r = replay.run(prep, model, assigns, profile=params, record=False,
-                           transport_cost=None if own else cost, flags=None if own else flags,
-                           tracer_cost=rules.tracer_ns(mod))
+            r = replay.run(prep, model, assigns, record=False,
+                           transport_cost=None if mod.OWN_SIMULATOR else cost, **kw)
             pred = r.makespan_ns / 1e9 + lead
             note = ""
         except (replay.ReplayError, replay.ParamError) as exc:
@@ -180,7 +173,7 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         if r is not None:
             rule.update(rules.json(mod, r.info))
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
-                      "params": params, "set": spec.replay_set.get(model, []),
+                      "params": kw["profile"], "set": spec.replay_set.get(model, []),
                       "lead_in_s": lead, "note": note, **rule})
     return preds
 

@@ -117,6 +117,25 @@ def _profile_problems(path: Path) -> list[str]:
         return []
 
 
+def replay_kwargs(model: str, profile: dict[str, Any], path: Path | None,
+                  manifest: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """What ``replay.run`` takes from a profile for one trace (its ``manifest``) under ``model``,
+    as `hindsight replay --profile` takes it: ``profile`` (the model's parameters, rule
+    binding_in_bursts), ``flags`` (rule shared_flag_meeting) and ``tracer_cost`` (rule
+    python_tracer_in_bursts); and the trace's ``replay.recorder_rules.TraceRules``."""
+    from replay import models as M
+    from replay.flags import flag_costs
+    from replay.recorder_rules import trace_rules_of
+
+    where = str(path or "profile")
+    rules = trace_rules_of(profile, manifest, where)
+    mod = M.get_model(model)
+    kernel_run = mod.MODE != "measured" and not mod.OWN_SIMULATOR
+    return ({"profile": replay_params(model, profile, path, rules.below),
+             "flags": flag_costs(profile, where, rules.below) if kernel_run else None,
+             "tracer_cost": rules.tracer_ns(mod)}, rules)
+
+
 def replay_params(model: str, profile: dict[str, dict[str, Any]],
                   path: Path | None = None, below_binding: bool = False) -> dict[str, Any]:
     """A replay model's parameters from a profile. A `hindsight calibrate` profile

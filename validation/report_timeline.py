@@ -313,7 +313,8 @@ def cell_name(c: dict[str, Any]) -> str:
 def cell_timeline(vdir: Path, c: dict[str, Any]) -> Plot:
     """The timeline of one cell (its trace and profile must be in ``vdir``)."""
     import replay
-    from validation.profiles import read_profile, replay_params
+    from hindsight.trace import read_manifest
+    from validation.profiles import read_profile, replay_kwargs
 
     rep = int(c.get("replayed_rep") or 0)
     rel = c["traces"][rep]
@@ -321,8 +322,9 @@ def cell_timeline(vdir: Path, c: dict[str, Any]) -> Plot:
     prep = replay.prepare(Path(vdir) / rel)
     pred = next((p for p in c.get("predictions") or [] if p["predictor"] == "replay:loggps"), {})
     assigns = [tuple(s.split("=", 1)) for s in pred.get("set") or []]
-    res = replay.run(prep, "loggps", assigns,
-                     profile=replay_params("loggps", read_profile(prof), prof))
+    # the prediction's replay: the profile's rules for this trace, as validate applied them
+    kw, _ = replay_kwargs("loggps", read_profile(prof), prof, read_manifest(Path(vdir) / rel))
+    res = replay.run(prep, "loggps", assigns, **kw)
     rows = prep.rows
     times = {"measured": ((rows.t_start - prep.t0).astype(float),
                           (rows.t_end - prep.t0).astype(float)),
