@@ -99,8 +99,9 @@ class LazyGroup(click.Group):
 @click.version_option(version=__version__, prog_name="hindsight")
 def main() -> None:
     """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
-    from hindsight.system import keep_freed_memory
+    from hindsight.system import keep_freed_memory, skip_exit_collection
     keep_freed_memory()  # replay allocates and frees large arrays pass after pass
+    skip_exit_collection()
     from hindsight.compiling import announce, skip_blas_check
     skip_blas_check()
     if sys.stderr.isatty():     # a person waiting; pipes and tests get no extra line

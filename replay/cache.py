@@ -2,11 +2,18 @@
 holds one ``.npy`` per array (memory-mapped when read back) and ``meta.json``. The leading dot
 keeps pyarrow from reading the directory as part of the trace; the fingerprint (of the rank
 files' names, sizes and modification times, and of CACHE_VERSION) retires a cache as soon as
-the trace or the cache's layout changes."""
+the trace or the cache's layout changes.
+
+Beside the row-level arrays, each kernel stream built from them (``Prepared.stream``) is kept in
+``stream-<key>/`` inside that directory: a later replay of the same form maps it instead of
+building it again (at 5 M operations the build is a third of a warm replay). Its key covers the
+form (``Prepared.stream``'s key) and the source of the code that builds streams (this package's
+and ``hindsight.trace``'s modules), so a change of that code retires it without a version bump."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -20,9 +27,13 @@ from hindsight import trace as tf
 from replay.instances import Instances
 from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
+from replay.flags import Meetings
+from replay.stream import Stream
 
 CACHE_DIR = tf.REPLAY_CACHE_DIR
 CACHE_VERSION = 17
+#: the kernel streams kept per cached trace (the oldest go first)
+MAX_STREAMS = 3
 
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances),
@@ -100,3 +111,77 @@ def load(path: Path) -> dict[str, Any]:
                measured=(float(meta["measured_makespan_ns"]),
                          np.array(meta["measured_rank_end_ns"], np.float64)))
     return out
+
+
+def stream_path(prepared_dir: Path, key: tuple) -> Path:
+    """Where the stream of form ``key`` (``Prepared.stream``'s key) of the trace cached in
+    ``prepared_dir`` is kept."""
+    h = hashlib.sha1(repr(key).encode())
+    h.update(_code_digest())
+    return prepared_dir / f"stream-{h.hexdigest()[:16]}"
+
+
+@functools.cache
+def _code_digest() -> bytes:
+    """A digest of the source that builds streams: every module of this package (not its
+    models, calibration or sweeps subpackages) and of ``hindsight.trace`` (op codes)."""
+    h = hashlib.sha1()
+    for folder in (Path(__file__).parent, Path(tf.__file__).parent):
+        for p in sorted(folder.glob("*.py")):
+            h.update(p.name.encode() + p.read_bytes())
+    return h.digest()
+
+
+def save_stream(st: Stream, path: Path) -> None:
+    """Write ``st`` as the directory ``path`` (one ``.npy`` per array, ``meta.json``), under a
+    temporary name renamed into place; beyond ``MAX_STREAMS`` the oldest streams go."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        old = sorted((p for p in path.parent.glob("stream-*") if p != path),
+                     key=lambda p: p.stat().st_mtime_ns)
+        for p in old[:max(len(old) - MAX_STREAMS + 1, 0)]:
+            shutil.rmtree(p, ignore_errors=True)
+        tmp.mkdir()
+        arrays, none = {}, []
+        # without CPU samples the two burst arrays are one (the kernel's _lay_out returns it
+        # twice, as two array objects over the same memory)
+        shared = (st.burst_cpu.shape == st.burst.shape
+                  and st.burst_cpu.ctypes.data == st.burst.ctypes.data)
+        for f in dataclasses.fields(Stream):
+            v = getattr(st, f.name)
+            if f.name == "meetings":
+                if v is not None:
+                    arrays.update({"mt_" + g.name: getattr(v, g.name)
+                                   for g in dataclasses.fields(Meetings)})
+            elif isinstance(v, np.ndarray) and not (f.name == "burst_cpu" and shared):
+                arrays[f.name] = v
+            elif v is None:
+                none.append(f.name)
+        for name, arr in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr))
+        meta = dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
+                    algorithms=st.algorithms, selected=st.selected,
+                    burst_cpu_shared=shared)
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        os.rename(tmp, path)
+    except OSError:
+        pass  # a read-only trace directory (or a stream another process just wrote)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_stream(path: Path) -> Stream:
+    """The stream ``save_stream`` wrote at ``path``, its arrays memory-mapped copy-on-write (as
+    ``load``'s). Raises on a missing, damaged or other version's stream."""
+    meta = json.loads((path / "meta.json").read_text())
+    if meta.get("version") != CACHE_VERSION:
+        raise ValueError("old cache")
+    z = {name: np.load(path / f"{name}.npy", mmap_mode="c") for name in meta["arrays"]}
+    kw: dict[str, Any] = {k: v for k, v in z.items() if not k.startswith("mt_")}
+    kw.update({name: None for name in meta["none"]})
+    if meta["burst_cpu_shared"]:
+        kw["burst_cpu"] = kw["burst"]
+    if "mt_ops" in z:
+        kw["meetings"] = Meetings(**{f.name: z["mt_" + f.name]
+                                     for f in dataclasses.fields(Meetings)})
+    return Stream(algorithms=meta["algorithms"], selected=meta["selected"], **kw)

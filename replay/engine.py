@@ -202,18 +202,20 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
             cost: np.ndarray | None = None,
             floor: np.ndarray | None = None,
             carry: K.Carry | None = None,
-            no_queue: np.ndarray | None = None) -> tuple[int, K.Outputs]:
+            no_queue: np.ndarray | None = None,
+            starts: bool = True) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
     ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
     earliest end of its rendezvous send, rule ``ack_cells``, or None; ``carry``: where each rank
     starts and the messages sent before, ``kernel.Carry``, or None: at 0). Returns how many
-    ranks could not finish (0: success) and the outputs, per operation only with ``record``."""
+    ranks could not finish (0: success) and the outputs, per operation only with ``record``
+    (their starts only with ``starts`` too)."""
     P = len(st.rank_off) - 1
     n = st.nops if record else 0
     out = K.Outputs(
         rank_end=np.zeros(P), rank_comp=np.zeros(P), rank_comm=np.zeros(P),
         rank_wait=np.zeros(P), m_sp=np.full(st.nmsg, -1.0), m_rp=np.full(st.nmsg, -1.0),
-        op_start=np.empty(n), op_end=np.empty(n), pred=np.empty(n, np.int8),
+        op_start=np.empty(n if starts else 0), op_end=np.empty(n), pred=np.empty(n, np.int8),
         coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64),
         carry=np.zeros((3, P)) if carry is None else np.array(carry.ranks, np.float64))
     if carry is not None and carry.sent is not None:
@@ -326,7 +328,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
             m_delay = np.zeros(1)
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
                              (record or record_all) and last, cost, carry=carry,
-                             no_queue=no_queue)
+                             no_queue=no_queue, starts=row_times or record_all)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")

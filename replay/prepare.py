@@ -61,6 +61,8 @@ class Prepared:
     #: (measured makespan, each rank's measured end), ns from t0, once computed; the cache
     #: keeps them, as reading the rows' t_end would map that whole column into memory
     measured: tuple[float, np.ndarray] | None = field(default=None, repr=False)
+    #: the directory of its cached form (``replay.cache``), where its streams are kept too
+    cache_dir: Path | None = field(default=None, repr=False)
 
     @property
     def nrows(self) -> int:
@@ -115,19 +117,32 @@ class Prepared:
         key = (expand, tuple(sorted(algos.items())) if expand else (), flags,
                np.asarray(self.host_of_rank).tobytes() if flags else b"")
         if key not in self._streams:
-            flagged = None
-            if flags:
-                flagged = eligible(self.coll, self.comm_members, self.host_of_rank, algos,
-                                   frozenset(flags))
-            self._streams[key] = build_stream(self.rows, self.msgs, self.coll,
-                                              self.comm_members, self.nranks, expand, algos,
-                                              self.manifest.get("neighbours"), self.rma,
-                                              flagged)
-            # a cached trace's rows are mapped from its cache: the pages the build read would
-            # stay resident beside the stream (about 25 bytes a row), unused by the replay
-            page_out(*(getattr(t, f.name) for t in (self.rows, self.msgs, self.coll)
-                       for f in fields(t)))
+            kept = cache.stream_path(self.cache_dir, key) if self.cache_dir else None
+            st = None
+            if kept is not None and kept.is_dir():
+                try:
+                    st = cache.load_stream(kept)
+                except Exception:  # a stale or damaged stream is rebuilt, never trusted
+                    pass
+            if st is None:
+                st = self._build_stream(expand, algos, flags)
+                if kept is not None:
+                    cache.save_stream(st, kept)
+            self._streams[key] = st
         return self._streams[key]
+
+    def _build_stream(self, expand: bool, algos: dict[str, str], flags: tuple) -> Stream:
+        flagged = None
+        if flags:
+            flagged = eligible(self.coll, self.comm_members, self.host_of_rank, algos,
+                               frozenset(flags))
+        st = build_stream(self.rows, self.msgs, self.coll, self.comm_members, self.nranks,
+                          expand, algos, self.manifest.get("neighbours"), self.rma, flagged)
+        # a cached trace's rows are mapped from its cache: the pages the build read would
+        # stay resident beside the stream (about 25 bytes a row), unused by the replay
+        page_out(*(getattr(t, f.name) for t in (self.rows, self.msgs, self.coll)
+                   for f in fields(t)))
+        return st
 
     def default_tcomp(self) -> float:
         """Mean compute time per message: total burst time / number of messages."""
@@ -175,6 +190,7 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
         prep.table = tr.table
     if cache_file is not None:
         cache.save(prep, cache_file)
+        prep.cache_dir = cache_file if cache_file.is_dir() else None
     return prep
 
 
@@ -202,7 +218,7 @@ def _from_cache(path: Path, trace_dir: Path, allow_partial: bool) -> Prepared:
         _refuse_concurrent(trace_dir, manifest)
         raise ReplayError(f"{trace_dir}: incomplete trace; use --allow-partial to replay what "
                           "was recorded")
-    return Prepared(path=trace_dir, manifest=manifest, **cache.load(path))
+    return Prepared(path=trace_dir, manifest=manifest, cache_dir=path, **cache.load(path))
 
 
 def host_placement(manifest: dict, nranks: int) -> np.ndarray:

@@ -199,3 +199,28 @@ def test_exports_and_imports_load_no_pandas(tmp_path):
         got = _probe(args, tmp_path)
         assert got["exit"] == 0 and "pyarrow" in got["heavy"], (args, got)
         assert "pandas" not in got["heavy"], (args, got)
+
+
+def test_the_exit_skips_the_collection_and_loses_no_output(tmp_path):
+    """``skip_exit_collection`` (every command): objects alive at exit are left to the operating
+    system, not walked by the collector, yet what was written is all there and the exit
+    handlers registered later still run."""
+    code = """
+import atexit, gc, sys
+from hindsight.system import skip_exit_collection
+skip_exit_collection()
+class Cycle:
+    def __del__(self):
+        print("collected", file=sys.stderr)
+c = Cycle(); c.me = c; del c
+atexit.register(lambda: sys.stdout.write("handler\\n"))
+sys.stdout.write("x" * 1_000_000 + "\\n")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "x" * 1_000_000 + "\nhandler\n"
+    assert "collected" not in proc.stderr          # the cycle was left alone
+    plain = subprocess.run([sys.executable, "-c", code.replace("skip_exit_collection()", "")],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert "collected" in plain.stderr             # ... which the shutdown would have collected

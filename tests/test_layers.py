@@ -158,3 +158,23 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
     assert layer_of("replay.engine") > layer_of("hindsight.trace.core")
     assert layer_of("replay.cli") > layer_of("predict.cli") - 1 > layer_of("replay.engine")
     assert _imports("hindsight.cli", MODULES["hindsight.cli"]) >= {"hindsight.errors"}
+
+
+def test_the_trace_packages_lazy_index_is_every_modules_definitions():
+    """``hindsight.trace`` finds a name's module by a pattern over the source: it names
+    exactly the public module-level definitions the syntax trees have (the lower module first)."""
+    from hindsight import trace as tf
+
+    want: dict[str, str] = {}
+    for mod in reversed(tf._MODULES):
+        for node in ast.parse(MODULES[f"hindsight.trace.{mod}"].read_text()).body:
+            names = []
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            want.update({n: mod for n in names if not n.startswith("_")})
+    assert len(want) > 50
+    assert tf._index() == want

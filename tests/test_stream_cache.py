@@ -1,0 +1,76 @@
+"""The kernel streams kept beside a trace's prepared cache (``replay.cache.save_stream``): a
+replay from a kept stream equals one from a stream built afresh, each form (network, measured,
+another algorithm, rule shared_flag_meeting) is kept apart, and a kept stream whose form or
+layout is not the one asked for is never used."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import replay
+from replay import cache
+from replay.flags import FlagCosts
+from synthetic import simulate_to_dir
+
+SETS = {"L": "2us", "o": "300ns", "G": "0.5ns", "g": "0", "S": "512B"}
+US = 1e-6
+COSTS = FlagCosts(2, {"Allreduce": {"bytes": (8,), "root_own_s": (1 * US,),
+                                    "root_after_s": (2 * US,), "member_own_s": (3 * US,),
+                                    "member_after_s": (4 * US,)}}, "shm")
+
+
+def _trace(tmp_path):
+    progs = [[op for i in range(30) for op in (
+        ("compute", 500 + 1_000 * ((i + r) % 3)),
+        ("sendrecv", (r + 1) % 3, 64 * (1 + i % 4), (r - 1) % 3),
+        ("coll", "Allreduce", 8), ("coll", "Bcast", 16 * (1 + i % 3), 0))]
+        for r in range(3)]
+    return simulate_to_dir(tmp_path / "t", progs, hosts={"node0": [0, 1, 2]})
+
+
+def _runs(prep):
+    return [replay.run(prep, "loggps", SETS).summary(),
+            replay.run(prep, "measured").summary(),
+            replay.run(prep, "loggps", SETS, algorithms={"Bcast": "binomial"}).summary(),
+            replay.run(prep, "loggps", SETS, flags=COSTS).summary()]
+
+
+def _kept(trace):
+    return sorted(trace.glob(".replay-cache/prepared-*/stream-*"))
+
+
+def test_a_kept_stream_replays_as_a_fresh_one(tmp_path, monkeypatch):
+    trace = _trace(tmp_path)
+    fresh = _runs(replay.prepare(trace, use_cache=False))
+    monkeypatch.setattr(cache, "MAX_STREAMS", 4)
+    first = _runs(replay.prepare(trace))            # builds each form and keeps it
+    assert len(_kept(trace)) == 4
+    again = replay.prepare(trace)                   # a later replay: maps the kept forms
+    assert again.cache_dir is not None
+    st = again.stream(True)
+    assert isinstance(st.kind, np.memmap)           # read from the cache, not built
+    assert _runs(again) == first == fresh
+    assert "shared_flag_meeting" in first[3] and first[3] != first[0]
+
+
+def test_only_the_latest_streams_are_kept(tmp_path, monkeypatch):
+    trace = _trace(tmp_path)
+    monkeypatch.setattr(cache, "MAX_STREAMS", 2)
+    _runs(replay.prepare(trace))
+    assert len(_kept(trace)) == 2
+
+
+def test_a_stream_of_another_layout_is_rebuilt(tmp_path):
+    trace = _trace(tmp_path)
+    want = replay.run(replay.prepare(trace), "loggps", SETS).summary()
+    (kept,) = _kept(trace)
+    meta = json.loads((kept / "meta.json").read_text())
+    meta["version"] = -1
+    (kept / "meta.json").write_text(json.dumps(meta))
+    np.save(kept / "burst.npy", np.zeros(3))        # would be wrong if it were trusted
+    prep = replay.prepare(trace)
+    assert replay.run(prep, "loggps", SETS).summary() == want
+    assert not isinstance(prep.stream(True).kind, np.memmap)
+
