@@ -36,17 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from replay import kernel as K
 from replay.profile import time_section, toml_of
 
 NAME = "python_tracer_in_bursts"
 #: the section's keys (seconds per call), as replay.calibration.tracer writes them
 KEYS = ("send", "recv", "isend", "irecv", "wait_send", "wait_recv", "collective", "other")
-#: kernel kind -> the key whose cost the burst before it loses (any other kind: ``other``)
-KIND_KEY = {K.SEND: "send", K.RECV: "recv", K.ISEND: "isend", K.IRECV: "irecv",
-            K.WSEND: "wait_send", K.WRECV: "wait_recv", K.COLL: "collective"}
-#: the kernel's operation kinds (kernel.py: NOP ... POLL)
-NKINDS = K.POLL + 1
+#: kernel kind (replay.kernel's name) -> the key whose cost the burst before it loses (any
+#: other kind: ``other``); by name, so that reading a profile does not load the kernel (numba)
+KIND_KEY = {"SEND": "send", "RECV": "recv", "ISEND": "isend", "IRECV": "irecv",
+            "WSEND": "wait_send", "WRECV": "wait_recv", "COLL": "collective"}
 
 
 def tracer_costs(profile: Mapping[str, Any] | None, where: str = "profile"
@@ -63,10 +61,12 @@ def by_python_tracer(manifest: Mapping[str, Any]) -> bool:
 
 
 def per_kind_ns(costs: Mapping[str, float]) -> np.ndarray:
-    """c(κ) in ns for every kernel kind κ (module docstring)."""
-    c = np.full(NKINDS, costs["other"] * 1e9)
+    """c(κ) in ns for every kernel kind κ (module docstring; the kinds NOP ... POLL)."""
+    from replay import kernel as K
+
+    c = np.full(K.POLL + 1, costs["other"] * 1e9)
     for kind, key in KIND_KEY.items():
-        c[kind] = costs[key] * 1e9
+        c[getattr(K, kind)] = costs[key] * 1e9
     return c
 
 
