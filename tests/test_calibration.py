@@ -649,3 +649,24 @@ def test_size_progress_estimate_is_exact_on_a_linear_network():
     sp.line(PREFIX + json.dumps({"phase": "eager probe"}) + "\n")
     assert said[-1] == "  eager probe, after all 6 sizes"
     assert sp.where().startswith("in the eager probe, after all 6 sizes; ")
+
+
+def test_a_profile_parsed_once_is_read_as_a_fresh_copy(tmp_path):
+    """read_any and read_profile keep the parse of a file's text (a replay reads its profile
+    five times): a caller's change to what it got is not seen by the next reader, and a file
+    whose text changed is parsed again."""
+    import shutil
+
+    from replay.profile import read_any
+    from tests.conftest import ROOT
+    path = tmp_path / "p.toml"
+    shutil.copy(ROOT / "docs" / "calibration" / "shm.toml", path)
+    kind, first = read_any(path)
+    assert kind == "toml"
+    first["loggps"]["L"] = 99.0
+    assert read_any(path)[1]["loggps"]["L"] != 99.0
+    assert read_profile(path)["loggps"]["L"] != 99.0
+    path.write_text(path.read_text().replace('format = "hindsight-profile/1"',
+                                             'format = "hindsight-profile/0"', 1))
+    with pytest.raises(ProfileError, match="hindsight-profile/0"):
+        read_profile(path)
