@@ -99,6 +99,12 @@ class LazyGroup(click.Group):
 @click.version_option(version=__version__, prog_name="hindsight")
 def main() -> None:
     """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
+    import gc
+    # A command builds its objects once and keeps them (modules, numba's typing tables, a
+    # trace's columns): at the default threshold (700) the cyclic collector walked them all some
+    # 250 times in a replay, 0.2-0.3 s of `replay --model loggopsim`'s 1.5-2.5 s at 0.5 M
+    # operations; at this one it rarely runs (mypy's setting)
+    gc.set_threshold(200_000, 30, 30)
     from hindsight.system import keep_freed_memory, skip_exit_collection
     keep_freed_memory()  # replay allocates and frees large arrays pass after pass
     skip_exit_collection()

@@ -301,14 +301,16 @@ def test_loggopsim_simulator_imports_nothing_of_hindsight():
     import ast
     import sys
 
-    for path in (Path(LG.__file__), Path(LG.__file__).with_name("queues.py")):
+    own = ("queues", "buckets", "codes")
+    for path in (Path(LG.__file__), *(Path(LG.__file__).with_name(f"{m}.py") for m in own)):
         tree = ast.parse(path.read_text())
         top = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                for a in n.names}
-        # relative imports: only the simulator's own data structures (queues.py)
+        # relative imports: only the simulator's own modules (its data structures, match
+        # buckets and shared codes)
         top |= {n.module.split(".")[0] if not n.level else f".{n.module}"
                 for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        allowed = set(sys.stdlib_module_names) | {"__future__", ".queues"}
+        allowed = set(sys.stdlib_module_names) | {"__future__"} | {f".{m}" for m in own}
         assert top - {"numpy", "numba"} <= allowed, (path, top)
 
 

@@ -77,7 +77,8 @@ def test_match_buckets_by_sort_are_those_of_the_table():
     """--model loggopsim numbers its match buckets through a table of the possible keys when
     the tags are close together, else by a sort (built in place); tags moved far apart (same
     order, so same keys' order) must give the same buckets, wildcards included."""
-    from replay.loggopsim.simulator import ANY, RECV, _match_buckets
+    from replay.loggopsim.buckets import match_buckets
+    from replay.loggopsim.codes import ANY, RECV
 
     rng = np.random.default_rng(7)
     for trial in range(40):
@@ -89,9 +90,9 @@ def test_match_buckets_by_sort_are_those_of_the_table():
         recv = kind == RECV                                   # wildcards: receives only
         peer[recv & (rng.random(n) < 0.1) & (trial % 2 == 1)] = ANY
         tag[recv & (rng.random(n) < 0.1) & (trial % 3 == 0)] = ANY
-        table = _match_buckets(P, rank, kind, peer, tag, np.int32)
+        table = match_buckets(P, rank, kind, peer, tag, np.int32)
         for far in (10**9, 10**17):         # a sort of keys; of tag ranks (keys would overflow)
             spread = np.where(tag == ANY, ANY, tag * far)
-            by_sort = _match_buckets(P, rank, kind, peer, spread, np.int32)
+            by_sort = match_buckets(P, rank, kind, peer, spread, np.int32)
             for a, b in zip(table, by_sort):
                 assert np.array_equal(a, b), (trial, far)

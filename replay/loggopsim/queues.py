@@ -146,3 +146,30 @@ def list_unlink(x, q, head, tail, nxt, prv):
         prv[nxt[x]] = prv[x]
     else:
         tail[q] = prv[x]
+
+
+@nb.njit(cache=True, nogil=True)
+def sort_head(a, k):
+    """Sort a[:k] in place: a heapsort, which allocates nothing (the simulator's loop is compiled
+    without reference counting, where numba's own sort cannot run)."""
+    for i in range(k // 2 - 1, -1, -1):
+        _sift_down(a, i, k)
+    for end in range(k - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift_down(a, 0, end)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _sift_down(a, i, k):
+    v = a[i]
+    while True:
+        c = 2 * i + 1
+        if c >= k:
+            break
+        if c + 1 < k and a[c + 1] > a[c]:
+            c += 1
+        if a[c] <= v:
+            break
+        a[i] = a[c]
+        i = c
+    a[i] = v

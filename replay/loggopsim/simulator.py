@@ -32,18 +32,21 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from .queues import heap_grow, heap_pop, heap_push, list_append, list_unlink, park, park_token
-
-# Operation types. The values are LogGOPSim's, and their order is its tie-break order.
-SEND, RECV, CALC = 1, 2, 3
-KIND_NAMES = {SEND: "send", RECV: "recv", CALC: "calc"}
-ANY = -1   # wildcard source / tag
+from .buckets import match_buckets
+from .codes import ANY, CALC, KIND_NAMES, RECV, SEND, ScheduleError  # noqa: F401 (re-exported)
+from .queues import (heap_grow, heap_pop, heap_push, list_append, list_unlink, park,
+                     park_token, sort_head)
 
 # CPUs and NICs a schedule may index per rank (GOAL's ``cpu``/``nic`` fields).
 MAX_UNITS = 1024
 
 # Parameter vector layout (ns, ns/byte, bytes).
 Q_L, Q_OS, Q_OR, Q_OSB, Q_ORB, Q_GAP, Q_G, Q_S = range(8)
+
+# The event loop's scalars between its calls (``_events``): heap size, next stamp, operations
+# freed, first round, receives posted, posted and arrived messages unmatched.
+_NH, _STAMP, _NF, _FIRST, _NPOST, _NRQ, _NUQ = range(7)
+_NSTATE = 7
 
 
 @dataclass
@@ -93,11 +96,6 @@ class SimResult:
     rank_cpu_busy: np.ndarray  # per rank: CPU time charged for calcs
     rank_overhead: np.ndarray  # per rank: CPU time charged for o and O
     not_done: int             # operations that never completed (0 = success)
-
-
-class ScheduleError(ValueError):
-    """A schedule that cannot run (deadlock, unmatched messages); readable message. Callers that
-    read the schedule from a file or a trace say which one."""
 
 
 def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv: float,
@@ -168,8 +166,8 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     kind = np.asarray(s.kind, np.int8)     # SEND, RECV, CALC (the parsers give no other)
     peer = _narrow(s.peer, np.int32)
     tag = _narrow(s.tag, np.int32)
-    bucket, cand, ubucket, nbuckets = _match_buckets(s.nranks, rank, kind, peer, tag,
-                                                     proto.dtype)
+    bucket, cand, ubucket, nbuckets = match_buckets(s.nranks, rank, kind, peer, tag,
+                                                    proto.dtype)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
         cpu, nic,
@@ -209,125 +207,6 @@ def _narrow(a, dtype) -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
-def _match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
-                   tag: np.ndarray, index=np.int64
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
-    """Matching queues split by key (receiver, source, tag), so a match costs O(1) however long
-    a rank's backlog (LogGOPSim scans its queues: quadratic when messages pile up).
-
-    Sends and receives share one numbering of keys (a receive's key has its wildcards). Returns
-    ``bucket`` (each send's and each receive's key number), ``cand`` (per send, the posted-receive
-    buckets its message can match: its own key, then, only if some receive has a wildcard,
-    (source, ANY), (ANY, tag), (ANY, ANY); -1 where no receive has that key), ``ubucket`` (the
-    unexpected-message bucket a receive takes from: its own key, or -2 for a receive with a
-    wildcard, which scans its rank's arrived messages in arrival order) and the number of keys;
-    the three arrays of ``index``'s type (the caller's operation numbers: the keys are at most
-    as many as the operations). Keys are numbered in their order.
-    The earliest-posted head of a message's candidate buckets is the first posted receive that
-    matches it, as in a scan of the whole queue."""
-    n = len(kind)
-    msg = kind != CALC
-    wild_any = bool(np.any((kind == RECV) & ((peer == ANY) | (tag == ANY))))
-    nmsg = int(np.count_nonzero(msg))
-    if nmsg:
-        lo = min(ANY, int(tag[msg].min()))
-        T = max(ANY, int(tag[msg].max())) - lo + 1
-        span = (P + 1) ** 2 * T
-        if span <= 8 * nmsg + 2**16 and nmsg < 2**31:
-            # few possible keys: one pass over the operations numbers them through a table over
-            # all of them, no sort and no per-message temporaries (4 bytes a possible key, at
-            # most what np.unique's sort and inverse take, some 32 bytes a key)
-            return _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any,
-                                  np.zeros(0, index))
-    snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
-    ns = len(snd)
-    # Per message (senders first) its tag, its tag's number, then its key, in one array changed
-    # in place; a tag's number: the tag less the least, or its rank where keys would overflow.
-    k = np.concatenate([tag[snd], tag[rcv]]).astype(np.int64)
-    lo = min(ANY, int(k.min())) if len(k) else ANY
-    T = (max(ANY, int(k.max())) if len(k) else ANY) - lo + 1
-    if float(P + 1) ** 2 * T < 2.0 ** 62:
-        k -= lo
-        t_any = ANY - lo
-    else:
-        _, tid = np.unique(np.append(k, ANY), return_inverse=True)
-        T = int(tid.max()) + 1
-        if float(P + 1) ** 2 * T >= 2.0 ** 62:
-            raise ScheduleError(f"too many ranks and tags to index ({P} ranks, {T} tags)")
-        t_any = int(tid[-1])
-        k[:] = tid[:-1]
-    s_tid = k[:ns].copy() if wild_any else None
-    pair = np.concatenate([peer[snd], rank[rcv]]).astype(np.int64)   # (receiver, source)
-    pair *= P + 1
-    pair += np.concatenate([rank[snd], peer[rcv]])
-    pair += 1
-    pair *= T
-    k += pair
-    del pair
-    keys, ids = np.unique(k, return_inverse=True)
-    del k
-    bucket = np.full(n, -1, index)
-    bucket[snd], bucket[rcv] = ids[:ns], ids[ns:]
-    del ids
-    wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
-    ubucket = bucket.copy()
-    ubucket[rcv[wild]] = -2
-    cand = np.full((n, 4 if wild_any else 1), -1, index)
-    cand[snd, 0] = bucket[snd]
-    if wild_any:
-        d = peer[snd].astype(np.int64) * (P + 1)     # keys with (src, ANY), (ANY, tag), (ANY, ANY)
-        to, any_src = (d + rank[snd] + 1) * T, (d + ANY + 1) * T
-        for j, kj in enumerate((to + t_any, any_src + s_tid, any_src + t_any), 1):
-            pos = np.minimum(np.searchsorted(keys, kj), len(keys) - 1)
-            cand[snd, j] = np.where(keys[pos] == kj, pos, -1)
-    return bucket, cand, ubucket, np.int64(max(len(keys), 1))
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _key(P, T, dst, src, t):
-    return (np.int64(dst) * (P + 1) + (np.int64(src) + 1)) * T + t
-
-
-@nb.njit(cache=True, nogil=True)
-def _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any, index_proto):
-    """``_match_buckets`` through a table over the ``span`` possible keys, tags numbered as the
-    tag less ``lo`` (keys numbered in their order, as np.unique numbers them)."""
-    n = len(kind)
-    table = np.zeros(span, np.int32)     # fewer than 2**31 keys: the caller's check
-    for i in range(n):
-        if kind[i] == SEND:
-            table[_key(P, T, peer[i], rank[i], tag[i] - lo)] = 1
-        elif kind[i] == RECV:
-            table[_key(P, T, rank[i], peer[i], tag[i] - lo)] = 1
-    c = 0
-    for k in range(span):
-        if table[k]:
-            table[k] = c
-            c += 1
-        else:
-            table[k] = -1
-    bucket = np.full(n, -1, index_proto.dtype)
-    ubucket = np.full(n, -1, index_proto.dtype)
-    cand = np.full((n, 4 if wild_any else 1), -1, index_proto.dtype)
-    t_any = ANY - lo
-    for i in range(n):
-        if kind[i] == SEND:
-            d, src, t = peer[i], rank[i], tag[i] - lo
-            b = table[_key(P, T, d, src, t)]
-            bucket[i] = b
-            ubucket[i] = b
-            cand[i, 0] = b
-            if wild_any:
-                cand[i, 1] = table[_key(P, T, d, src, t_any)]
-                cand[i, 2] = table[_key(P, T, d, ANY, t)]
-                cand[i, 3] = table[_key(P, T, d, ANY, t_any)]
-        elif kind[i] == RECV:
-            b = table[_key(P, T, rank[i], peer[i], tag[i] - lo)]
-            bucket[i] = b
-            ubucket[i] = -2 if peer[i] == ANY or tag[i] == ANY else b
-    return bucket, cand, ubucket, np.int64(max(c, 1))
-
-
 # ------------------------------------------------------------------------------------------------
 # The compiled simulation. Event queue: a binary heap of (time, insertion stamp, code); code >= 0
 # is an operation, code < 0 the message of send operation -code-1. Re-queued events keep their
@@ -347,13 +226,10 @@ def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
     return nf
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _find_unexpected(x, h, rank, peer, tag, ubucket, uq_h, ub_h, qn):
-    """The first arrived message receive x matches (-1: none). Without wildcards it is the head
-    of x's bucket; with one, rank h's arrived messages are scanned in arrival order."""
-    b = ubucket[x]
-    if b >= 0:
-        return ub_h[b]
+@nb.njit(cache=True, nogil=True)
+def _scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
+    """The first arrived message a receive x with a wildcard matches (-1: none): rank h's
+    arrived messages scanned in arrival order."""
     m = uq_h[h]
     while m >= 0:
         if (peer[x] == ANY or rank[m] == peer[x]) and (tag[x] == ANY or tag[m] == tag[x]):
@@ -366,14 +242,6 @@ def _find_unexpected(x, h, rank, peer, tag, ubucket, uq_h, ub_h, qn):
 def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, P, ncpu, nnic,
               prm, bucket, cand, ubucket, nbuckets, op_start, op_end, match, rank_end, busy, ovh):
     n = len(kind)
-    L = prm[Q_L]
-    o_s = prm[Q_OS]
-    o_r = prm[Q_OR]
-    O_s = prm[Q_OSB]
-    O_r = prm[Q_ORB]
-    g = prm[Q_GAP]
-    G = prm[Q_G]
-    S = prm[Q_S]
     nexto = np.zeros(P * ncpu)
     nextgs = np.zeros(P * nnic)
     nextgr = np.zeros(P * nnic)
@@ -381,10 +249,8 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     ht = np.empty(cap)
     hs = np.empty(cap, np.int64)
     hc = np.empty(cap, np.int64)
-    nh = 0
-    stamp = 0
-    # Posted receives: FIFO lists per bucket (``_match_buckets``), threaded through the recv
-    # operation's index, with a post stamp to find the earliest of several heads. Arrived
+    # Posted receives: FIFO lists per bucket (``replay.loggopsim.buckets``), threaded through the
+    # recv operation's index, with a post stamp to find the earliest of several heads. Arrived
     # messages: FIFO lists per bucket and one per rank in arrival order (for wildcard receives),
     # threaded through the send operation's index. An element's links and stamp are written when
     # it joins a list, before anything reads them: those arrays start unset (most operations
@@ -395,19 +261,15 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     bn = np.empty(n, ix)
     bp = np.empty(n, ix)
     post = np.empty(n, ix)      # post order: fewer than n
-    n_post = 0
     rq_h = np.full(nbuckets, -1, ix)
     rq_t = np.full(nbuckets, -1, ix)
     ub_h = np.full(nbuckets, -1, ix)
     ub_t = np.full(nbuckets, -1, ix)
     uq_h = np.full(P, -1, np.int64)
     uq_t = np.full(P, -1, np.int64)
-    n_rq = 0
-    n_uq = 0
     done = np.zeros(n, np.bool_)
     freed = np.empty(n + 1, ix)
     key = np.empty(n + 1, np.int64)
-    nf = 0
     # Events that found their CPU (and NIC) busy wait parked per resource group, in stamp order;
     # the group has one token in the heap (``park``) instead of one entry per waiting event.
     ngroups = P * ncpu * 3 * nnic
@@ -421,21 +283,69 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     tok_s = np.full(ngroups, -1, np.int64)
 
     # Operations without dependencies start at time 0, per rank in type order.
+    nf = 0
     for i in range(n):
         if cnt[i] == 0:
             freed[nf] = i
             nf += 1
-    first = True
+    state = np.zeros(_NSTATE, np.int64)
+    state[_NF] = nf
+    state[_FIRST] = 1
+    while True:
+        need = _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, ncpu,
+                       nnic, prm, bucket, cand, ubucket, op_start, op_end, match, busy, ovh,
+                       nexto, nextgs, nextgr, ht, hs, hc, qn, qp, bn, bp, post, rq_h, rq_t,
+                       ub_h, ub_t, uq_h, uq_t, done, freed, key, pk_n, pk_p, pk_s, pk_h, pk_t,
+                       floor, tok_t, tok_s, state)
+        if need == 0:
+            break
+        ht, hs, hc = heap_grow(ht, hs, hc, need)
+
+    for h in range(P):
+        e = 0.0
+        for c in range(ncpu):
+            if nexto[h * ncpu + c] > e:
+                e = nexto[h * ncpu + c]
+        rank_end[h] = e
+    not_done = 0
+    for i in range(n):
+        if not done[i]:
+            not_done += 1
+    return not_done, state[_NRQ], state[_NUQ]
+
+
+@nb.njit(cache=True, nogil=True, _nrt=False)
+def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, ncpu, nnic, prm,
+            bucket, cand, ubucket, op_start, op_end, match, busy, ovh, nexto, nextgs, nextgr,
+            ht, hs, hc, qn, qp, bn, bp, post, rq_h, rq_t, ub_h, ub_t, uq_h, uq_t, done, freed,
+            key, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s, state):
+    """The event loop of ``_simulate``, on its arrays: runs until no event is left (returns 0)
+    or the heap is full (returns the size it needs; ``state`` keeps where the loop stopped).
+
+    Compiled without numba's reference counting (``_nrt=False``: it allocates nothing; the
+    caller owns every array and grows the heap): counting the references of the arrays its
+    inlined helpers take was a third of its time, an atomic add on every push, pop and match."""
+    n = len(kind)
+    L = prm[Q_L]
+    o_s = prm[Q_OS]
+    o_r = prm[Q_OR]
+    O_s = prm[Q_OSB]
+    O_r = prm[Q_ORB]
+    g = prm[Q_GAP]
+    G = prm[Q_G]
+    S = prm[Q_S]
+    nh, stamp, nf, first = state[_NH], state[_STAMP], state[_NF], state[_FIRST] != 0
+    n_post, n_rq, n_uq = state[_NPOST], state[_NRQ], state[_NUQ]
     while True:
         if nh + nf + 4 > len(ht):
-            ht, hs, hc = heap_grow(ht, hs, hc, nh + nf + 4)
+            break       # the caller grows the heap and calls again
         if nf > 0:
             # Queue the newly ready operations: by rank, then type, then schedule order.
             for j in range(nf):
                 x = freed[j]
                 key[j] = (rank[x] * 4 + kind[x]) * (n + 1) + x
             if nf > 16:
-                key[:nf].sort()
+                sort_head(key, nf)
             else:
                 for j in range(1, nf):      # insertion sort: usually one or two operations
                     v = key[j]
@@ -514,7 +424,8 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
             else:  # RECV: posting is free; an arrived message completes it at once
                 op_start[x] = t
                 nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
-                m = _find_unexpected(x, h, rank, peer, tag, ubucket, uq_h, ub_h, qn)
+                b = ubucket[x]
+                m = ub_h[b] if b >= 0 else _scan_unexpected(x, h, rank, peer, tag, uq_h, qn)
                 if m >= 0:
                     list_unlink(m, h, uq_h, uq_t, qn, qp)
                     list_unlink(m, ubucket[m], ub_h, ub_t, bn, bp)
@@ -586,15 +497,6 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
             floor[grp] = max(floor[grp], t)
             nh = park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh)
 
-    for h in range(P):
-        e = 0.0
-        for c in range(ncpu):
-            if nexto[h * ncpu + c] > e:
-                e = nexto[h * ncpu + c]
-        rank_end[h] = e
-    not_done = 0
-    for i in range(n):
-        if not done[i]:
-            not_done += 1
-    return not_done, n_rq, n_uq
-
+    state[_NH], state[_STAMP], state[_NF], state[_FIRST] = nh, stamp, nf, first
+    state[_NPOST], state[_NRQ], state[_NUQ] = n_post, n_rq, n_uq
+    return 0 if nh == 0 and nf == 0 else nh + nf + 4
