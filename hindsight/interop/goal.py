@@ -176,11 +176,20 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
         if not dep_start[k]:
             on[at[dep_op[k]]] = dep_on[k]
             at[dep_op[k]] += 1
+    # small groups sorted in place by insertion: most are a few entries, often out of order
+    # (``l5 requires l4`` before ``l5 requires l3``), where an np.sort call per group cost ten
+    # times the whole counting sort; large ones (quadratic by insertion) by np.sort
     for i in range(n):
+        if off[i + 1] - off[i] > 32:
+            on[off[i]:off[i + 1]] = np.sort(on[off[i]:off[i + 1]])
+            continue
         for j in range(off[i] + 1, off[i + 1]):
-            if on[j] < on[j - 1]:
-                on[off[i]:off[i + 1]] = np.sort(on[off[i]:off[i + 1]])
-                break
+            x = on[j]
+            k = j - 1
+            while k >= off[i] and on[k] > x:
+                on[k + 1] = on[k]
+                k -= 1
+            on[k + 1] = x
     return off, on
 
 
