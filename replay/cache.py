@@ -62,7 +62,6 @@ def save(prep: Any, path: Path) -> None:
     per array and ``meta.json``, under a temporary name renamed into place (a reader never sees
     half a cache; of two writers the second finds the directory there and drops its copy).
     Older caches are removed."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(exist_ok=True)
         for old in path.parent.glob("prepared-*"):
@@ -70,24 +69,35 @@ def save(prep: Any, path: Path) -> None:
                 shutil.rmtree(old, ignore_errors=True)
             elif old.is_file():  # the single-file caches of earlier versions
                 old.unlink()
+    except OSError:
+        return  # a read-only trace directory
+    arrays = {"trail": prep.trail, "host_of_rank": prep.host_of_rank}
+    for prefix, attr, _ in _TABLES:
+        table = getattr(prep, attr)
+        arrays.update({prefix + f.name: getattr(table, f.name)
+                       for f in dataclasses.fields(table)})
+    meta = dict(nranks=prep.nranks, t0=prep.t0, region_names=prep.region_names,
+                comm_members={str(k): v for k, v in prep.comm_members.items()},
+                problems=prep.problems, notes=prep.notes, version=CACHE_VERSION,
+                measured_makespan_ns=prep.measured_makespan_ns,
+                measured_rank_end_ns=prep.measured_rank_end_ns.tolist(),
+                arrays=sorted(arrays))
+    _write_dir(path, arrays, meta)
+
+
+def _write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+    """``arrays`` (one ``.npy`` each) and ``meta`` (``meta.json``) as the directory ``path``,
+    written under a temporary name and renamed into place. Nothing is written where the
+    directory cannot be (a read-only trace directory) or another process wrote it first."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
         tmp.mkdir()
-        arrays = {"trail": prep.trail, "host_of_rank": prep.host_of_rank}
-        for prefix, attr, _ in _TABLES:
-            table = getattr(prep, attr)
-            arrays.update({prefix + f.name: getattr(table, f.name)
-                           for f in dataclasses.fields(table)})
         for name, arr in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr))
-        meta = dict(nranks=prep.nranks, t0=prep.t0, region_names=prep.region_names,
-                    comm_members={str(k): v for k, v in prep.comm_members.items()},
-                    problems=prep.problems, notes=prep.notes, version=CACHE_VERSION,
-                    measured_makespan_ns=prep.measured_makespan_ns,
-                    measured_rank_end_ns=prep.measured_rank_end_ns.tolist(),
-                    arrays=sorted(arrays))
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.rename(tmp, path)
     except OSError:
-        pass  # a read-only trace directory (or a cache another process just wrote)
+        pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -135,39 +145,31 @@ def _code_digest() -> bytes:
 def save_stream(st: Stream, path: Path) -> None:
     """Write ``st`` as the directory ``path`` (one ``.npy`` per array, ``meta.json``), under a
     temporary name renamed into place; beyond ``MAX_STREAMS`` the oldest streams go."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         old = sorted((p for p in path.parent.glob("stream-*") if p != path),
                      key=lambda p: p.stat().st_mtime_ns)
-        for p in old[:max(len(old) - MAX_STREAMS + 1, 0)]:
-            shutil.rmtree(p, ignore_errors=True)
-        tmp.mkdir()
-        arrays, none = {}, []
-        # without CPU samples the two burst arrays are one (the kernel's _lay_out returns it
-        # twice, as two array objects over the same memory)
-        shared = (st.burst_cpu.shape == st.burst.shape
-                  and st.burst_cpu.ctypes.data == st.burst.ctypes.data)
-        for f in dataclasses.fields(Stream):
-            v = getattr(st, f.name)
-            if f.name == "meetings":
-                if v is not None:
-                    arrays.update({"mt_" + g.name: getattr(v, g.name)
-                                   for g in dataclasses.fields(Meetings)})
-            elif isinstance(v, np.ndarray) and not (f.name == "burst_cpu" and shared):
-                arrays[f.name] = v
-            elif v is None:
-                none.append(f.name)
-        for name, arr in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr))
-        meta = dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
-                    algorithms=st.algorithms, selected=st.selected,
-                    burst_cpu_shared=shared)
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        os.rename(tmp, path)
     except OSError:
-        pass  # a read-only trace directory (or a stream another process just wrote)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return  # a read-only trace directory
+    for p in old[:max(len(old) - MAX_STREAMS + 1, 0)]:
+        shutil.rmtree(p, ignore_errors=True)
+    arrays, none = {}, []
+    # without CPU samples the two burst arrays are one (the kernel's _lay_out returns it
+    # twice, as two array objects over the same memory)
+    shared = (st.burst_cpu.shape == st.burst.shape
+              and st.burst_cpu.ctypes.data == st.burst.ctypes.data)
+    for f in dataclasses.fields(Stream):
+        v = getattr(st, f.name)
+        if f.name == "meetings":
+            if v is not None:
+                arrays.update({"mt_" + g.name: getattr(v, g.name)
+                               for g in dataclasses.fields(Meetings)})
+        elif isinstance(v, np.ndarray) and not (f.name == "burst_cpu" and shared):
+            arrays[f.name] = v
+        elif v is None:
+            none.append(f.name)
+    _write_dir(path, arrays, dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
+                                  algorithms=st.algorithms, selected=st.selected,
+                                  burst_cpu_shared=shared))
 
 
 def load_stream(path: Path) -> Stream:
