@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from replay.profile import time_section, toml_of
+from replay.profile import time_section
 
 NAME = "binding_in_bursts"
 #: the model parameter -> the call whose binding cost it loses
@@ -84,16 +84,6 @@ def binding_line(costs: Mapping[str, float] | None) -> str | None:
     parts = ", ".join(f"{c} {costs[c] * 1e6:.2g}" for c in CALLS if c in costs)
     return (f"binding    recorded below mpi4py: the profile's per-call costs less mpi4py's own, "
             f"in us: {parts} (rule {NAME})")
-
-
-def profile_binding(path: Any, manifest: Mapping[str, Any], where: str = "--profile"
-                    ) -> dict[str, float] | None:
-    """mpi4py's own time per call from the profile file ``path``'s ``[binding]`` when the
-    trace of ``manifest`` was recorded below mpi4py, else None (no file, a JSON parameter file,
-    no such section, a trace of the Python tracer); errors are a DataError naming ``where``."""
-    if path is None or not below_binding(manifest):
-        return None
-    return binding_costs(toml_of(path, where), f"{where} {path}") or None
 
 
 def applies(model: Any) -> bool:

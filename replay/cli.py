@@ -277,10 +277,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
               region_scale=_region_scale(region_scale, prep.region_names), cpu_time=cpu_time,
               algorithms=algorithms)
     cost_note = None
-    if profile is not None and mod.MODE != "measured" and not mod.OWN_SIMULATOR:
-        from replay.flags import profile_flags
-        kw["flags"] = profile_flags(profile, below_binding=rules.below)
-        kw["tracer_cost"] = rules.tracer_ns(mod)
+    kw["flags"] = rules.flags_for(mod)
+    kw["tracer_cost"] = rules.tracer_ns(mod)
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     # Per-event times feed --out and the noise report; a model with its own simulator has no
@@ -378,13 +376,10 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     except ReplayError as exc:
         raise UsageError(str(exc)) from None
     try:
-        from replay.flags import profile_flags
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
                            window=window, max_window=max_window(manifest),
-                           flags=profile_flags(profile, below_binding=rules.below)
-                           if mod.MODE != "measured" else None,
-                           tracer_cost=rules.tracer_ns(mod))
+                           flags=rules.flags_for(mod), tracer_cost=rules.tracer_ns(mod))
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:

@@ -254,18 +254,6 @@ def flag_summary(meetings: Meetings, costs: FlagCosts) -> dict[str, Any]:
             "profile_transport": costs.transport}
 
 
-def profile_flags(path: Any, where: str = "--profile", below_binding: bool = False
-                  ) -> FlagCosts | None:
-    """The ``[shared_flag]`` costs of the profile file ``path`` (None: no file, a JSON
-    parameter file, or no such table), less its ``[binding]`` costs for a trace recorded
-    ``below_binding`` (rule binding_in_bursts); errors are a DataError naming ``where`` and the
-    file."""
-    if path is None:
-        return None
-    from replay.profile import toml_of
-    return flag_costs(toml_of(path, where), f"{where} {path}", below_binding)
-
-
 def flag_line(info: Mapping[str, Any]) -> str | None:
     """The replay report's line on the rule (None where it priced nothing)."""
     s = info.get("shared_flag_meeting")

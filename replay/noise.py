@@ -520,10 +520,8 @@ def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
         from replay.recorder_rules import trace_rules
         rules = trace_rules(profile, manifest)
         values = M.resolve(mod, {}, M.load_profile(profile, mod, rules.below))
-        from replay.flags import profile_flags
-        res = run(prep, mod, resolved=values, record=True,
-                  flags=profile_flags(profile, below_binding=rules.below)
-                  if mod.MODE != "measured" else None, tracer_cost=rules.tracer_ns(mod))
+        res = run(prep, mod, resolved=values, record=True, flags=rules.flags_for(mod),
+                  tracer_cost=rules.tracer_ns(mod))
         rep = analyse(prep, res)
         out["with_model"] = rep.summary()
         out["with_model"]["profile"] = str(profile)

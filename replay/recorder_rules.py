@@ -8,32 +8,41 @@ replay for where the trace's recorder put the time around its calls:
 * ``python_tracer_in_bursts`` (``replay.tracer_cost``): recorded by the Python tracer, the bursts
   hold the tracer's own work, so the bursts lose it.
 
-`trace_rules` decides both once per trace and profile; every command that replays a trace with
-a profile (replay, sweep, export, `trace info --noise`, validate) takes the model's parameters,
-the shared-flag costs and the burst correction from its answer, and reports what it applied.
+`trace_rules` decides both once per trace and profile, and the shared-flag costs (rule
+shared_flag_meeting) less the binding's where it applies; every command that replays a trace
+with a profile (replay, sweep, export, `trace info --noise`, validate) takes the model's
+binding flag, the shared-flag costs and the burst correction from its answer, and reports what
+it applied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from replay.binding import applies, below_binding, binding_costs, binding_line, profile_binding
-from replay.tracer_cost import (by_python_tracer, per_kind_ns, profile_tracer_cost,
-                                tracer_costs, tracer_line)
+from replay.binding import applies, below_binding, binding_costs, binding_line
+from replay.profile import toml_of
+from replay.tracer_cost import by_python_tracer, per_kind_ns, tracer_costs, tracer_line
+
+if TYPE_CHECKING:
+    from replay.flags import FlagCosts
 
 
 @dataclass(frozen=True)
 class TraceRules:
     """The recorder-dependent rules of one trace under one profile: ``binding`` (seconds per
     call, rule binding_in_bursts) and ``tracer`` (seconds per call, rule
-    python_tracer_in_bursts), each None where it does not apply."""
+    python_tracer_in_bursts), each None where it does not apply; ``profile`` (the TOML
+    document, None for none or a JSON parameter file) and ``where`` (how errors name it), for
+    the shared-flag costs."""
 
     binding: dict[str, float] | None = None
     tracer: dict[str, float] | None = None
+    profile: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    where: str = "profile"
 
     @property
     def below(self) -> bool:
@@ -47,6 +56,16 @@ class TraceRules:
         if not self.tracer or mod.MODE == "measured" or mod.OWN_SIMULATOR:
             return None
         return per_kind_ns(self.tracer)
+
+    def flags_for(self, mod: Any) -> FlagCosts | None:
+        """``engine.run``'s ``flags`` for model ``mod``: the profile's ``[shared_flag]`` costs
+        (less the binding's for a trace recorded below mpi4py), None where the profile has none
+        or the kernel does not run the model (measured, loggopsim). Read when asked, so that a
+        model that takes none never reads the table."""
+        if not self.profile or mod.MODE == "measured" or mod.OWN_SIMULATOR:
+            return None
+        from replay.flags import flag_costs      # (numba: not on a command's --help path)
+        return flag_costs(self.profile, self.where, self.below)
 
     def json(self, mod: Any, info: Mapping[str, Any]) -> dict[str, Any]:
         """The fields `replay --json` and validate's cells add: the binding costs taken off,
@@ -72,12 +91,12 @@ def trace_rules(path: Any, manifest: Mapping[str, Any], where: str = "--profile"
                 ) -> TraceRules:
     """The rules of the trace of ``manifest`` under the profile file ``path`` (None: none);
     errors are a DataError naming ``where``."""
-    return TraceRules(profile_binding(path, manifest, where) or None,
-                      profile_tracer_cost(path, manifest, where))
+    return trace_rules_of(toml_of(path, where), manifest, f"{where} {path}")
 
 
 def trace_rules_of(profile: Mapping[str, Any] | None, manifest: Mapping[str, Any],
                    where: str = "profile") -> TraceRules:
-    """`trace_rules` from a profile already read (a dict, validate's)."""
+    """`trace_rules` from a profile already read (a dict, validate's; None: none)."""
     return TraceRules((binding_costs(profile, where) or None) if below_binding(manifest) else None,
-                      tracer_costs(profile, where) if by_python_tracer(manifest) else None)
+                      tracer_costs(profile, where) if by_python_tracer(manifest) else None,
+                      profile, where)

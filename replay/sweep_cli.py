@@ -66,12 +66,9 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         total *= len(a[1])
     try:
         with tqdm(total=total, desc="sweep", unit="cfg", disable=True if quiet else None) as bar:
-            from replay.flags import profile_flags
-            flags = profile_flags(profile, below_binding=rules.below) \
-                if mod.MODE != "measured" and not mod.OWN_SIMULATOR else None
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
                        compute_scale=compute_scale, region_scale=scales,
-                       cpu_time=cpu_time, algorithms=algorithms, flags=flags,
+                       cpu_time=cpu_time, algorithms=algorithms, flags=rules.flags_for(mod),
                        tracer_cost=rules.tracer_ns(mod),
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from replay.profile import time_section, toml_of
+from replay.profile import time_section
 
 NAME = "python_tracer_in_bursts"
 #: the section's keys (seconds per call), as replay.calibration.tracer writes them
@@ -68,16 +68,6 @@ def per_kind_ns(costs: Mapping[str, float]) -> np.ndarray:
     for kind, key in KIND_KEY.items():
         c[getattr(K, kind)] = costs[key] * 1e9
     return c
-
-
-def profile_tracer_cost(path: Any, manifest: Mapping[str, Any], where: str = "--profile"
-                        ) -> dict[str, float] | None:
-    """The ``[python_tracer]`` costs of the profile file ``path`` when the trace of ``manifest``
-    was recorded by the Python tracer, else None (no file, a JSON parameter file, no such
-    section, another recorder); errors are a DataError naming ``where``."""
-    if path is None or not by_python_tracer(manifest):
-        return None
-    return tracer_costs(toml_of(path, where), f"{where} {path}")
 
 
 def less_tracer(burst: np.ndarray, kind: np.ndarray, c_ns: np.ndarray) -> np.ndarray:

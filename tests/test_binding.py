@@ -16,7 +16,8 @@ import pytest
 
 from replay import models as M
 from replay.binding import CALLS, below_binding, binding_costs, less_binding
-from replay.flags import FlagCosts, profile_flags
+from replay.flags import FlagCosts
+from replay.recorder_rules import trace_rules
 from conftest import hand_profile, rank_ends_ns, replay_json, run_mpi_script
 from synthetic import simulate_to_dir
 
@@ -60,8 +61,9 @@ def test_shared_flag_costs_lose_the_collectives_binding(tmp_path):
     table = {"ranks": 2, "Bcast": {"bytes": [8], "root_own_s": [1 * US],
                                    "member_own_s": [3 * US], "member_after_s": [5 * US]}}
     prof = _profile(tmp_path / "p.toml", BINDING, table)
-    full = profile_flags(prof)
-    less = profile_flags(prof, below_binding=True)
+    loggps = M.get_model("loggps")
+    full = trace_rules(prof, {}).flags_for(loggps)                 # the Python tracer's trace
+    less = trace_rules(prof, {"tracer": "pmpi"}).flags_for(loggps)
     assert full.table["Bcast"]["member_own_s"] == pytest.approx((3 * US,))
     # every own and after less b(Bcast) = 1 us, never below 0; sizes unchanged
     assert less.table["Bcast"]["member_own_s"] == pytest.approx((2 * US,))

@@ -124,16 +124,12 @@ def replay_kwargs(model: str, profile: dict[str, Any], path: Path | None,
     binding_in_bursts), ``flags`` (rule shared_flag_meeting) and ``tracer_cost`` (rule
     python_tracer_in_bursts); and the trace's ``replay.recorder_rules.TraceRules``."""
     from replay import models as M
-    from replay.flags import flag_costs
     from replay.recorder_rules import trace_rules_of
 
-    where = str(path or "profile")
-    rules = trace_rules_of(profile, manifest, where)
+    rules = trace_rules_of(profile, manifest, str(path or "profile"))
     mod = M.get_model(model)
-    kernel_run = mod.MODE != "measured" and not mod.OWN_SIMULATOR
     return ({"profile": replay_params(model, profile, path, rules.below),
-             "flags": flag_costs(profile, where, rules.below) if kernel_run else None,
-             "tracer_cost": rules.tracer_ns(mod)}, rules)
+             "flags": rules.flags_for(mod), "tracer_cost": rules.tracer_ns(mod)}, rules)
 
 
 def replay_params(model: str, profile: dict[str, dict[str, Any]],

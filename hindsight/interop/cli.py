@@ -157,16 +157,14 @@ def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
     import replay
     from hindsight.trace import read_manifest
     from replay.cli import model_from_flags
-    from replay.flags import profile_flags
     from replay.recorder_rules import trace_rules
 
     rules = trace_rules(profile, read_manifest(trace))
     mod, _, prof, assignments = model_from_flags(model_name, sets, profile, rules.below)
     prep = replay.prepare(trace, keep_table=True)
-    flags = profile_flags(profile, below_binding=rules.below) \
-        if profile is not None and mod.MODE != "measured" and not mod.OWN_SIMULATOR else None
     return replay.run(prep, mod, assignments, profile=prof, compute_scale=compute_scale,
-                      algorithms=algorithms, flags=flags, tracer_cost=rules.tracer_ns(mod))
+                      algorithms=algorithms, flags=rules.flags_for(mod),
+                      tracer_cost=rules.tracer_ns(mod))
 
 
 @click.command("import")
