@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -88,8 +87,11 @@ with open(sys.argv[1] + "." + str(comm.Get_rank()), "w") as f:
 def run_probe(env: dict[str, str], mpiexec: str, timeout: float = 120.0) -> dict:
     """Run the probe program under the Python tracer (2 ranks, environment ``env``: the bench's
     transport) and return what `fit_tracer` reads: each rank's loop time and its rows' gaps per
-    form. Raises RuntimeError with the job's last line when it fails."""
+    form. The job runs as the benchmark's do (``run.run_job``: its own session, stopped with
+    every rank on a timeout or Ctrl-C). Raises RuntimeError with the job's last line when it
+    fails, ``run.CalibrationError`` when it made no progress for ``timeout`` seconds."""
     from hindsight.trace.columns import read_columns
+    from replay.calibration.run import run_job
 
     with tempfile.TemporaryDirectory(prefix="hindsight-tracer-probe-") as tmp:
         trace, out = Path(tmp) / "trace", Path(tmp) / "probe"
@@ -101,12 +103,10 @@ def run_probe(env: dict[str, str], mpiexec: str, timeout: float = 120.0) -> dict
         root = str(Path(__file__).resolve().parents[2])
         full = dict(env, PYTHONPATH=os.pathsep.join([root] + [p for p in [
             env.get("PYTHONPATH")] if p]))
-        done = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"the Python tracer's probe failed (exit code "
-                               f"{done.returncode}): {last}")
+        _, stderr, rc = run_job(cmd, full, timeout, "the Python tracer's probe")
+        if rc != 0:
+            last = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"the Python tracer's probe failed (exit code {rc}): {last}")
         cols = read_columns(trace, ["rank", "op", "t_start", "t_end"]).arrays
         ranks = [json.loads(Path(f"{out}.{r}").read_text()) for r in range(2)]
     return {"batch": TRACER_BATCH, "batches": TRACER_BATCHES, "ranks": ranks,
