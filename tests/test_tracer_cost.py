@@ -88,9 +88,10 @@ def test_the_probe_measures_the_tracer_on_real_ranks():
     """Calibrate's probe, under mpiexec -n 2 with the real tracer: every key, each a few
     microseconds at most, the Isend's wrapper dearer than nothing."""
     from hindsight.collect import find_mpiexec, launch_env
+    from replay.calibration.run import run_job
     from replay.calibration.tracer import fit_tracer, run_probe
 
-    probe = run_probe({**os.environ, **launch_env(2, "shm")}, find_mpiexec())
+    probe = run_probe({**os.environ, **launch_env(2, "shm")}, find_mpiexec(), run_job)
     assert all(len(g) >= 1000 for g in probe["gaps_s"].values()), \
         {k: len(g) for k, g in probe["gaps_s"].items()}
     params, evidence, _ = fit_tracer(probe)

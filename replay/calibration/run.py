@@ -340,7 +340,7 @@ def tracer_probe(transport: str, progress: Callable[[str], None], notes: list[st
 
     progress("the Python tracer's own time per call (2 ranks, a few seconds)")
     try:
-        fit = fit_tracer(run_probe(launch_env(2, transport), find_mpiexec()))
+        fit = fit_tracer(run_probe(launch_env(2, transport), find_mpiexec(), run_job))
     except (RuntimeError, OSError, CalibrationError, CollectError) as exc:
         notes.append(f"Python tracer probe: {exc}; no [python_tracer] section")
         return None

@@ -28,6 +28,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -84,14 +85,15 @@ with open(sys.argv[1] + "." + str(comm.Get_rank()), "w") as f:
 """
 
 
-def run_probe(env: dict[str, str], mpiexec: str, timeout: float = 120.0) -> dict:
+def run_probe(env: dict[str, str], mpiexec: str, run_job: Callable[..., tuple[str, str, int]],
+              timeout: float = 120.0) -> dict:
     """Run the probe program under the Python tracer (2 ranks, environment ``env``: the bench's
     transport) and return what `fit_tracer` reads: each rank's loop time and its rows' gaps per
-    form. The job runs as the benchmark's do (``run.run_job``: its own session, stopped with
-    every rank on a timeout or Ctrl-C). Raises RuntimeError with the job's last line when it
-    fails, ``run.CalibrationError`` when it made no progress for ``timeout`` seconds."""
+    form. ``run_job`` runs the job as the benchmark's are run (``run.run_job``: its own session,
+    stopped with every rank on a timeout or Ctrl-C; passed in, as that module imports this
+    one). Raises RuntimeError with the job's last line when it fails; ``run_job``'s error when
+    the job made no progress for ``timeout`` seconds."""
     from hindsight.trace.columns import read_columns
-    from replay.calibration.run import run_job
 
     with tempfile.TemporaryDirectory(prefix="hindsight-tracer-probe-") as tmp:
         trace, out = Path(tmp) / "trace", Path(tmp) / "probe"
