@@ -37,7 +37,6 @@ probe measures 2 ranks; a larger communicator takes them as they are, and the re
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +46,7 @@ import numpy as np
 from hindsight import trace as tf
 from hindsight.errors import DataError
 from replay import kernel as K
+from replay.profile import is_number
 from replay.selection import SELECTION, SHARED_FLAG_COLLECTIVES
 from replay.selection import SHARED_FLAG_WAITS as WAITS_FOR
 
@@ -113,7 +113,7 @@ def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
         if op not in SHARED_FLAG_COLLECTIVES or not isinstance(costs, Mapping):
             raise DataError(f"{bad}.{op}: not one of {', '.join(sorted(SHARED_FLAG_COLLECTIVES))}")
         sizes = costs.get("bytes")
-        if not (isinstance(sizes, list) and sizes and all(_number(x) and x >= 0 for x in sizes)
+        if not (isinstance(sizes, list) and sizes and all(is_number(x) and x >= 0 for x in sizes)
                 and all(a < b for a, b in zip(sizes, sizes[1:]))):
             raise DataError(f"{bad}.{op} bytes must be increasing sizes >= 0")
         need = {f"{role}_own_s" for role in ROLES} | \
@@ -121,7 +121,7 @@ def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
         for name in sorted(need):
             v = costs.get(name)
             if not (isinstance(v, list) and len(v) == len(sizes)
-                    and all(_number(x) and x >= 0 for x in v)):
+                    and all(is_number(x) and x >= 0 for x in v)):
                 raise DataError(f"{bad}.{op} {name} must be {len(sizes)} times >= 0 (seconds), "
                                 "one per size")
         unknown = set(costs) - need - {"bytes"}
@@ -139,10 +139,6 @@ def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
         if binding:
             costs = costs.less(binding)
     return costs
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def eligible(coll, comm_members: Mapping[int, list[int]], host_of_rank: np.ndarray,

@@ -142,6 +142,11 @@ def toml_of(path: Any, where: str) -> dict[str, Any] | None:
     return data if kind == "toml" and isinstance(data, dict) else None
 
 
+def is_number(x: Any) -> bool:
+    """A finite int or float (not a bool): what a profile's numeric values must be."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def time_section(profile: dict[str, Any] | None, name: str, keys: tuple[str, ...], where: str,
                  required: bool = True, ignored: tuple[str, ...] = ()) -> dict[str, float] | None:
     """Section ``[name]`` of a profile whose values are times in seconds (>= 0), as floats;
@@ -161,8 +166,7 @@ def time_section(profile: dict[str, Any] | None, name: str, keys: tuple[str, ...
         v = sec.get(key)
         if v is None and not required:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v < 0:
+        if not is_number(v) or v < 0:
             raise DataError(f"{where}: [{name}] {key} must be a time >= 0 in seconds, "
                             f"not {v!r}")
         out[key] = float(v)

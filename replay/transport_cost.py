@@ -29,13 +29,12 @@ limits: docs/replay.md, "The transport's cost in the bursts".
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
-from replay.profile import ProfileError
+from replay.profile import ProfileError, is_number
 
 NAME = "transport_burst_cost"
 #: the message size of a ``[compute]`` section without ``bytes`` (the first probe's exchanges)
@@ -82,9 +81,9 @@ def burst_curve(profile: Mapping[str, Any] | None, where: str = "profile") -> Bu
     ok = (isinstance(b, list) and isinstance(rows, list) and isinstance(sizes, list)
           and len(b) >= 1 and len(rows) == len(sizes) >= 1
           and all(isinstance(r, list) and len(r) == len(b) for r in rows)
-          and all(_number(x) and x >= 0 for x in b + [y for r in rows for y in r])
+          and all(is_number(x) and x >= 0 for x in b + [y for r in rows for y in r])
           and all(x < y for x, y in zip(b, b[1:])) and b[0] > 0
-          and all(_number(x) and x >= 1 for x in sizes)
+          and all(is_number(x) and x >= 1 for x in sizes)
           and all(x < y for x, y in zip(sizes, sizes[1:])))
     if not ok:
         raise ProfileError(f"{where}: [compute] needs burst_s (increasing, > 0) and extra_s "
@@ -93,10 +92,6 @@ def burst_curve(profile: Mapping[str, Any] | None, where: str = "profile") -> Bu
     transport = str((profile.get("measured_on") or {}).get("transport", "?"))
     return BurstCurve(transport, tuple(map(float, b)),
                       tuple(tuple(map(float, r)) for r in rows), tuple(int(x) for x in sizes))
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass(frozen=True)
