@@ -65,6 +65,7 @@ def test_default_spec_parses():
     (('profile = "prof.toml"', 'profile = "missing.toml"'), "profile not found"),
     (('repetitions = 1', 'repetitions = = 1'), "not valid TOML"),
     (('repetitions = 1', 'repetitions = 1\nground_truth = "wall"'), "ground_truth must be"),
+    (('repetitions = 1', 'repetitions = 1\norder = "random"'), "order must be"),
 ])
 def test_bad_specs_are_one_line_errors(tmp_path, edit, msg):
     p = _spec(tmp_path, SPEC.replace(*edit))
@@ -673,6 +674,42 @@ def test_a_run_of_another_program_of_the_same_name_is_not_reused(tmp_path):
     other.write_text(other.read_text() + "\n# edited\n")
     r = _validate_cli(_program_spec(tmp_path, str(other)), out, "--quiet")
     assert r.exit_code == 0 and "(changed: program_sha256)" in r.stderr, r.stderr
+
+
+ROUNDS_SPEC = PROGRAM_SPEC.replace("repetitions = 1", 'repetitions = 2\nactual = "median"').replace(
+    "ranks = [2]", 'ranks = [2]\nrecorder = "python"') + """
+[[experiment]]
+program = "PROGRAM"
+ranks = [2]
+recorder = "pmpi"
+[experiment.sizes]
+"tiny-lib" = ["--size", "32", "--iters", "20"]
+"""
+
+
+def test_runs_are_made_round_by_round_and_recorders_share_the_untraced_runs(tmp_path):
+    """The default ``order = "rounds"``: repetition 0 of every cell, then repetition 1 (a phase
+    of the machine's speed falls on every cell alike). Two cells of one program that differ only
+    in their recorder share their untraced runs (one folder, run once per repetition), so both
+    are compared with the same actual time."""
+    sp = load_spec(_program_spec(tmp_path, text=ROUNDS_SPEC))
+    assert sp.order == "rounds"
+    a, b = sp.cells
+    assert (a.recorder, b.recorder) == ("python", "pmpi")
+    out = tmp_path / "v"
+    s = validate(sp, out, progress=False, log=lambda m: None)
+    assert s["run"] == 2 and s["failed"] == 0
+    ca, cb = (json.loads((out / "cells" / f"{c.key}.json").read_text()) for c in (a, b))
+    assert ca["untraced"] == cb["untraced"] == [f"untraced/{a.key}/rep{k}" for k in (0, 1)]
+    assert not (out / "untraced" / b.key).exists()
+    assert ca["actual_runs_s"] == cb["actual_runs_s"] and ca["actual_s"] == cb["actual_s"]
+
+    def start(rel: str) -> float:
+        return json.loads((out / rel / "manifest.json").read_text())["start_unix"]
+    order = [start(f"traces/{a.key}/rep0"), start(f"untraced/{a.key}/rep0"),
+             start(f"traces/{b.key}/rep0"), start(f"traces/{a.key}/rep1"),
+             start(f"untraced/{a.key}/rep1"), start(f"traces/{b.key}/rep1")]
+    assert order == sorted(order)
 
 
 def test_cross_network_pairs_of_a_program(tmp_path):

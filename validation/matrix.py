@@ -3,8 +3,9 @@ the actual time (the ground truth), the replay and analytic predictions, and cro
 predictions from one network's trace to another network.
 
 Actual time = the wall time (manifest ``wall_ns``: start barrier to the end of the program) of
-the untraced runs, each launched right after the traced run of the same repetition, mean (or
-median, spec ``actual``) and sample sd over the repetitions (``ground_truth = "traced"``: the
+the untraced runs, each launched right after the traced run of the same repetition (cells
+that differ only in their recorder share them: ``untraced_key``), mean (or median, spec
+``actual``) and sample sd over the repetitions (``ground_truth = "traced"``: the
 traced runs' ``makespan_ns``, and no untraced runs). Replay and analytic predictions use the
 trace of repetition ``replay_rep`` (default 0; ``"median"``: the median run; ``"all"``: every
 repetition is predicted from its own trace and the predictions are averaged as the actual time
@@ -18,6 +19,7 @@ import json
 import math
 import shutil
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,16 +128,64 @@ def untraced_note(manifest: dict) -> str:
         if counts else ""
 
 
+def untraced_key(cell: Cell, spec: Spec) -> str:
+    """The folder (DIR/untraced/<key>) of ``cell``'s untraced runs: the key of the first cell
+    of the spec that runs the same thing untraced (program or application and paradigm, ranks,
+    arguments, network). Cells that differ only in their recorder (`recorder = "python"` and
+    `"pmpi"` of one program) share their untraced runs, so that both are compared with the
+    same ground truth rather than with two sets of runs taken minutes apart."""
+    def same(c: Cell) -> tuple:
+        return (c.program, c.app, c.paradigm, c.ranks, tuple(c.args), c.network)
+    return next(c.key for c in spec.cells if same(c) == same(cell))
+
+
+def collect_rep(cell: Cell, spec: Spec, out: Path, k: int) -> tuple[dict, dict | None]:
+    """Collect (or reuse complete) repetition ``k`` of ``cell``: its traced run, then (ground
+    truth "untraced") its untraced one, so that a drift of the machine's speed hits both kinds
+    alike. Returns (traced manifest, untraced manifest or None)."""
+    traced = _run_rep(cell, spec, out / "traces" / cell.key / f"rep{k}", False)
+    if spec.ground_truth != "untraced":
+        return traced, None
+    return traced, _run_rep(cell, spec, out / "untraced" / untraced_key(cell, spec) / f"rep{k}",
+                            True)
+
+
 def collect_reps(cell: Cell, spec: Spec, out: Path) -> tuple[list[dict], list[dict]]:
-    """Collect (or reuse complete) runs of every repetition: the traced run, then (ground truth
-    "untraced") the untraced one, alternately, so that a drift of the machine's speed during the
-    cell hits both kinds alike. Returns (traced manifests, untraced manifests)."""
+    """Every repetition of ``cell`` (``collect_rep``). Returns (traced manifests, untraced
+    manifests)."""
     traced, untraced = [], []
     for k in range(spec.repetitions):
-        traced.append(_run_rep(cell, spec, out / "traces" / cell.key / f"rep{k}", False))
-        if spec.ground_truth == "untraced":
-            untraced.append(_run_rep(cell, spec, out / "untraced" / cell.key / f"rep{k}", True))
+        t, u = collect_rep(cell, spec, out, k)
+        traced.append(t)
+        if u is not None:
+            untraced.append(u)
     return traced, untraced
+
+
+def collect_rounds(cells: list[Cell], spec: Spec, out: Path,
+                   progress: bool = True) -> dict[str, str]:
+    """Spec ``order = "rounds"``: collect repetition 0 of every cell, then repetition 1, and so
+    on. This VM's speed moves by up to 2x within minutes (docs/validation.md, "Order of the
+    runs"); cell by cell, one cell's runs may all fall in a slow phase and the next cell's in a
+    fast one, and a cross-network prediction compares the two. Round by round, every cell's runs
+    sample the same phases, and its median is comparable with every other cell's. Returns
+    {cell key: why its run failed}; a failed cell's later repetitions are not run."""
+    from tqdm import tqdm
+
+    failed: dict[str, str] = {}
+    with tqdm(total=len(cells) * spec.repetitions, desc="runs", unit="rep",
+              disable=not progress, file=sys.stderr) as bar:
+        for k in range(spec.repetitions):
+            for cell in cells:
+                bar.set_postfix_str(f"{cell.key} rep{k}")
+                if cell.key not in failed:
+                    try:
+                        collect_rep(cell, spec, out, k)
+                    except RuntimeError as exc:
+                        failed[cell.key] = str(exc)
+                        tqdm.write(f"cell {cell.key} failed: {exc}", file=sys.stderr)
+                bar.update()
+    return failed
 
 
 def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
@@ -215,7 +265,7 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str,
         "under_load": under_load(manifests + untraced),
         "replayed_rep": rep,
         "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(traced_times))],
-        "untraced": [str(Path("untraced") / cell.key / f"rep{k}")
+        "untraced": [str(Path("untraced") / untraced_key(cell, spec) / f"rep{k}")
                      for k in range(len(untraced_times))],
         "profile": str(profile_path.relative_to(out)), "predictions": []}
     if cell.baseline:

@@ -24,6 +24,9 @@ from hindsight.errors import UserError
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
 GROUND_TRUTHS = ("untraced", "traced")
+#: The order of a validation's runs: repetition by repetition over every cell ("rounds"), or
+#: every repetition of one cell before the next cell ("cells"); validation.matrix.collect_rounds
+ORDERS = ("rounds", "cells")
 REPLAY_MODELS = ("loggps", "loggp", "hockney", "mm1", "measured", "loggopsim")
 #: a network's ``calibrate`` -> `hindsight calibrate --api`; "pingpong" and "hindsight" are
 #: accepted as other names of the pickle and the buffer ping-pong
@@ -37,7 +40,7 @@ class SpecError(UserError, ValueError):
 
 #: The keys each table of a spec may hold (docs/validation.md); any other key is an error, so
 #: that a misspelt key is not silently ignored (``repetiton = 5`` would otherwise run 2).
-TOP_KEYS = ("name", "repetitions", "replay_rep", "actual", "timeout", "ground_truth",
+TOP_KEYS = ("name", "repetitions", "replay_rep", "actual", "timeout", "ground_truth", "order",
             "accept_noisy_profiles", "networks", "predictors", "experiment")
 NETWORK_KEYS = ("transport", "calibrate", "calibrate_sizes", "profile", "testbed",
                 "accept_noisy_profiles")
@@ -99,6 +102,7 @@ class Spec:
     raw: dict = field(default_factory=dict)
     actual: str = "mean"            # "median": actual = median run (noisy shared machines)
     ground_truth: str = "untraced"  # whose runs give the actual time: "untraced" or "traced"
+    order: str = "rounds"           # ORDERS: the order in which the runs are made
 
     @property
     def replay_median(self) -> bool:
@@ -313,6 +317,9 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     actual = raw.get("actual", "mean")
     if actual not in ("mean", "median"):
         raise SpecError(f"spec {path}: actual must be \"mean\" or \"median\"")
+    order = raw.get("order", "rounds")
+    if order not in ORDERS:
+        raise SpecError(f"spec {path}: order must be \"rounds\" or \"cells\", not {order!r}")
     seen: dict[str, Cell] = {}
     unique = []
     for c in cells:
@@ -331,7 +338,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
                 timeout=float(timeout), cells=unique, networks=networks,
                 replay=list(replay), replay_set={k: list(v) for k, v in sets.items()},
                 analytic=analytic, source=path, raw=raw,
-                actual=actual, ground_truth=ground_truth)
+                actual=actual, ground_truth=ground_truth, order=order)
 
 
 def _program(path: Path, where: str, e: dict[str, Any]) -> str:

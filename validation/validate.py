@@ -36,7 +36,7 @@ from typing import Any, Callable
 from hindsight import testbed as tb
 from hindsight.system import write_text_atomic
 from validation.errors_table import write_errors
-from validation.matrix import cross_key, load_summary, run_cell, run_cross
+from validation.matrix import collect_rounds, cross_key, load_summary, run_cell, run_cross
 from validation.profiles import ensure_profile
 from validation.spec import Cell, Spec, SpecError
 
@@ -283,24 +283,33 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
                               json.dumps(network_inputs(net), indent=1))
     done = skipped = failed = 0
     failures: dict[str, str] = {}
-    bar = tqdm(spec.cells, desc="validate", unit="cell", disable=not progress, file=sys.stderr)
-    for cell in bar:
-        bar.set_postfix_str(cell.key)
-        dest = out / "cells" / f"{cell.key}.json"
+    todo: list[tuple[Cell, dict[str, Any]]] = []
+    for cell in spec.cells:
         inputs = cell_inputs(cell, spec)
+        dest = out / "cells" / f"{cell.key}.json"
         if dest.is_file() and not force and not changed_inputs(dest, inputs):
             skipped += 1
             continue
         if force:
             shutil.rmtree(out / "traces" / cell.key, ignore_errors=True)
             shutil.rmtree(out / "untraced" / cell.key, ignore_errors=True)
+        todo.append((cell, inputs))
+    if spec.order == "rounds" and len(todo) > 1:
+        failures.update(collect_rounds([c for c, _ in todo], spec, out, progress))
+    bar = tqdm(todo, desc="validate", unit="cell", disable=not progress, file=sys.stderr)
+    for cell, inputs in bar:
+        bar.set_postfix_str(cell.key)
+        dest = out / "cells" / f"{cell.key}.json"
         try:
+            if cell.key in failures:
+                raise RuntimeError(failures[cell.key])
             res = run_cell(cell, spec, out, profiles[cell.network])
         except RuntimeError as exc:
             failed += 1
+            if cell.key not in failures:
+                tqdm.write(f"cell {cell.key} failed: {exc}", file=sys.stderr)
             failures[cell.key] = str(exc)
             write_failure(out, cell, inputs, str(exc))
-            tqdm.write(f"cell {cell.key} failed: {exc}", file=sys.stderr)
             continue
         res["spec_inputs"] = inputs
         write_text_atomic(dest, json.dumps(res, indent=1, default=float))
