@@ -39,7 +39,6 @@ from hindsight import trace as tf
 from hindsight import bytetext
 from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
-from replay.matching import match_messages
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,7 +95,7 @@ def pipit_events(trace: Path | str | pa.Table) -> PipitEvents:
     tl = read_timeline(trace)
     n, ts = tl.n, tl.t_start
     t0 = int(ts.min()) if n else 0
-    match, _ = match_messages(tl.table, _in_order=True)
+    match = tl.match()
     send = np.zeros(n, bool)
     send[match.send_row] = True
     done = np.asarray(match.recv_done_row)
