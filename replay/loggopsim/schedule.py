@@ -54,9 +54,12 @@ def schedule_from_trace(prep: Prepared, scale: np.ndarray, cpu_time: bool = Fals
     """
     st = prep.stream(expand=True, algorithms=dict(algorithms or {}))
     tags = _message_tags(prep, st)
-    burst = (st.burst_cpu if cpu_time else st.burst) * scale[st.reg.astype(np.int64) + 1]
+    burst = st.burst_cpu if cpu_time else st.burst
+    # at x1 (the default) the bursts are taken as they are: the product and its index were
+    # three arrays of 8 bytes per operation, new memory (dearer on these VMs than the chain)
+    burst = np.asarray(burst) if (scale == 1).all() else burst * scale[st.reg.astype(np.int64) + 1]
     trail = prep.trail * scale[0]
-    out = _chain(st.rank_off, st.kind.astype(np.int64), st.msg, burst, trail, st.m_bytes,
+    out = _chain(st.rank_off, np.asarray(st.kind), st.msg, burst, trail, st.m_bytes,
                  st.m_src, st.m_dst, tags, K.SEND, K.RECV, K.ISEND, K.IRECV, K.WSEND, K.WRECV)
     (rank, kind, size, peer, tag, stream_op, dep_op, dep_on, dep_start) = out
     z = np.zeros(len(kind), np.int64)
