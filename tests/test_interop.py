@@ -328,6 +328,18 @@ def test_goal_format_parse_round_trip(tmp_path):
     assert again.nops == sched.nops and again.kind.tolist() == sched.kind.tolist()
 
 
+def test_goal_export_scales_bursts(real_trace, tmp_path):
+    """At x1 the schedule takes the bursts as they are; another scale multiplies every calc
+    (the two paths of schedule_from_trace)."""
+    one = G.export_goal(real_trace, tmp_path / "one.goal")
+    two = G.export_goal(real_trace, tmp_path / "two.goal", compute_scale=2.0)
+    assert two.kind.tolist() == one.kind.tolist()
+    calc = np.asarray(one.kind) == LG.CALC
+    assert calc.any()
+    np.testing.assert_array_equal(np.asarray(two.size)[calc], 2 * np.asarray(one.size)[calc])
+    np.testing.assert_array_equal(np.asarray(two.size)[~calc], np.asarray(one.size)[~calc])
+
+
 def test_goal_export_import_replays_identically(real_trace, tmp_path):
     out = tmp_path / "r.goal"
     G.export_goal(real_trace, out)

@@ -278,5 +278,7 @@ def test_pipit_events_in_equal_time_runs_are_ordered_by_rank_phase_and_tie():
     rank, phase = rng.integers(0, 4, m), rng.integers(-1, 4, m).astype(np.int8)
     tie = rng.integers(-3, 3, m)
     want = np.lexsort((np.arange(m), tie, phase, rank, time))
-    assert (PIPIT._order(time, rank, phase, tie) == want).all()
-    assert (PIPIT._order(time, rank, phase, tie * 2**61) == want).all()   # four keys
+    # the events' ranks are their rows' (here row e is event e); tie is overwritten
+    row = np.arange(m)
+    assert (PIPIT._order(time, rank, row, phase, tie.copy()) == want).all()
+    assert (PIPIT._order(time, rank, row, phase, tie * 2**61) == want).all()   # four keys

@@ -156,7 +156,10 @@ def scorep_block(cat, sent, received, n, me, is_root):
     return first
 
 
-@njit(cache=True)
+# The helpers convert calls per call or record are inlined: an array or dict passed to a compiled
+# function is reference-counted (atomically) on every call; inlined, convert took 0.49 s
+# instead of 0.74 s (CPU) for the 10 M events of a 4 M-row archive.
+@njit(cache=True, inline="always")
 def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, received):
     """Rule *block*: hindsight's ``nbytes`` of a collective (``op`` the blocking op's code) on
     ``rank`` from its record's sizes: an archive hindsight wrote has sent = received = nbytes,
@@ -176,7 +179,7 @@ def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, receive
     return scorep_block(ops[op, O_CAT], sent, received, n, me, root == rank or self_comm)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _post(r, rid, comm, own_ids, state, next_req, req):
     q = rid if own_ids else state[r, next_req]
     state[r, next_req] += 1
@@ -184,13 +187,13 @@ def _post(r, rid, comm, own_ids, state, next_req, req):
     return q
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put(rows, j, op, peer, tag, comm, nbytes, request, root):
     rows[W_OP, j], rows[W_PEER, j], rows[W_TAG, j], rows[W_COMM, j] = op, peer, tag, comm
     rows[W_NBYTES, j], rows[W_REQ, j], rows[W_ROOT, j] = nbytes, request, root
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, req, nbc,
               nbc_done, rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
     """Rule *call rows*: the rows of one MPI call (op code ``op``, of ``branch``) from its

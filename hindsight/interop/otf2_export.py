@@ -164,9 +164,7 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                                         else otf2.Paradigm.USER, region_role=role)
             return regions[key]
 
-        plans = _plan(tl, nranks)
-        ev_region, ev_rows_ref = _define_regions(plans, tl, d, regions, region_def)
-        _write_events(w, locs, plans, ev_region, ev_rows_ref, tl, t0, comms, comm_def, rank_in,
+        _write_events(w, locs, _Regions(tl, d, region_def), tl, t0, comms, comm_def, rank_in,
                       [a_size, a_cpu, a_comm, a_new, a_rows, a_src, a_tag, a_rbytes, a_nbytes],
                       trace_dir)
     return anchor
@@ -219,63 +217,62 @@ def _op_tables() -> dict[str, np.ndarray]:
     return t
 
 
-def _plan(tl: Timeline, nranks: int) -> list[tuple]:
-    """Each rank's events in write order (``otf2_native.plan_rank``), with the rank's first row."""
-    tab = _op_tables()
-    bounds = np.searchsorted(tl.rank, np.arange(nranks + 1))
-    out = []
-    for r in range(nranks):
-        lo, hi = int(bounds[r]), int(bounds[r + 1])
-        cols = [c[lo:hi] for c in (tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm,
-                                   tl.nbytes, tl.request)]
-        out.append((lo, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"],
-                                          tab["completion"], tf.OP_CODE["Sendrecv_send"],
-                                          tf.OP_CODE["Sendrecv_recv"])))
-    return out
+def _plan(tl: Timeline, tab: dict[str, np.ndarray], lo: int, hi: int) -> tuple:
+    """The events of the rank whose rows are ``lo:hi``, in write order
+    (``otf2_native.plan_rank``), with the rank's first row."""
+    cols = [c[lo:hi] for c in (tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm,
+                               tl.nbytes, tl.request)]
+    return (lo, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"], tab["completion"],
+                                  tf.OP_CODE["Sendrecv_send"], tf.OP_CODE["Sendrecv_recv"]))
 
 
-def _define_regions(plans: list[tuple], tl: Timeline, d, regions: dict,
-                    region_def) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Define the regions and the ATTR_ROWS strings in the order the events first use them (the
-    order of their refs) and return, per rank, each event's region ref and each Enter's
-    ATTR_ROWS string ref (-1: none)."""
-    nuser = len(tl.region_names)
-    first = np.full(nuser + 1 + len(tf.OPS), -1, np.int64)
-    keys, rows_at, starts = [], [], [0]
-    for lo, kind, _, row, aux, *_ in plans:
-        keys.append(native.region_keys(kind, row, lo, tl.region_code, tl.op, nuser, first,
-                                       starts[-1]))
-        rows_at.append(np.flatnonzero((kind == native.ENTER) & (aux >= 0)))
-        starts.append(starts[-1] + len(kind))
-    todo = [(int(at), 0, k) for k, at in enumerate(first) if at >= 0]
-    todo += [(int(starts[r] + e), 1, r) for r, es in enumerate(rows_at) for e in es]
-    ref_of_key = np.zeros(len(first), np.int64)
-    rows_ref = [np.full(len(k), -1, np.int64) for k in keys]
-    for at, what, k in sorted(todo):
-        if what == 0 and k > nuser:
-            name = tf.OPS[k - nuser - 1]
-            name = "Sendrecv" if name.startswith("Sendrecv") else name
-            ref_of_key[k] = region_def(name, True, _role(name))._ref
-        elif what == 0:
-            name = (tl.region_names[k - 1] if k else None) or "region"
-            ref_of_key[k] = region_def(name, False, _role("region"))._ref
-        else:
-            lo, _, _, row, aux, ex_pos, ex_row, ex_end = plans[k]
-            e = at - int(starts[k])
-            x = int(aux[e])
-            text = format_rows([(int(ex_pos[j]), tf.OPS[tl.op[lo + ex_row[j]]], *(
-                int(getattr(tl, c)[lo + ex_row[j]]) for c in ROW_FIELDS[1:]))
-                for j in range(x, int(ex_end[x]))])
-            rows_ref[k][e] = d.strings.get_ref(text)
-    return [ref_of_key[np.maximum(k, 0)] for k in keys], rows_ref
+class _Regions:
+    """The regions and ATTR_ROWS strings, defined in the order the events first use them (the
+    order of their refs), rank after rank: ``define(plan)`` defines those a rank's events use
+    first and returns each event's region ref and each Enter's ATTR_ROWS string ref (-1:
+    none)."""
+
+    def __init__(self, tl: Timeline, d, region_def) -> None:
+        self.tl, self.d, self.region_def = tl, d, region_def
+        self.nuser = len(tl.region_names)
+        self.first = np.full(self.nuser + 1 + len(tf.OPS), -1, np.int64)
+        self.ref_of_key = np.zeros(len(self.first), np.int64)
+        self.offset = 0                 # the events of the ranks before
+
+    def define(self, plan: tuple) -> tuple[np.ndarray, np.ndarray]:
+        tl, nuser, first, start = self.tl, self.nuser, self.first, self.offset
+        lo, kind, _, row, aux, ex_pos, ex_row, ex_end = plan
+        keys = native.region_keys(kind, row, lo, tl.region_code, tl.op, nuser, first, start)
+        self.offset += len(kind)
+        todo = [(int(at), 0, k) for k, at in enumerate(first) if at >= start]
+        rows_at = np.flatnonzero((kind == native.ENTER) & (aux >= 0))
+        todo += [(start + int(e), 1, 0) for e in rows_at]
+        rows_ref = np.full(len(kind), -1, np.int64)
+        for at, what, k in sorted(todo):
+            if what == 0 and k > nuser:
+                name = tf.OPS[k - nuser - 1]
+                name = "Sendrecv" if name.startswith("Sendrecv") else name
+                self.ref_of_key[k] = self.region_def(name, True, _role(name))._ref
+            elif what == 0:
+                name = (tl.region_names[k - 1] if k else None) or "region"
+                self.ref_of_key[k] = self.region_def(name, False, _role("region"))._ref
+            else:
+                e = at - start
+                x = int(aux[e])
+                text = format_rows([(int(ex_pos[j]), tf.OPS[tl.op[lo + ex_row[j]]], *(
+                    int(getattr(tl, c)[lo + ex_row[j]]) for c in ROW_FIELDS[1:]))
+                    for j in range(x, int(ex_end[x]))])
+                rows_ref[e] = self.d.strings.get_ref(text)
+        np.maximum(keys, 0, out=keys)
+        return self.ref_of_key[keys], rows_ref
 
 
-def _write_events(w, locs: list, plans: list[tuple], ev_region: list, ev_rows_ref: list,
-                  tl: Timeline, t0: int, comms: dict, comm_def: dict, rank_in: dict,
-                  attributes: list, trace_dir) -> None:
-    """Write every rank's planned events with ``otf2_native.write_rank``; the ``otf2``
-    writer's bookkeeping (events per location, first/last time) is kept as its own event
-    writers keep it."""
+def _write_events(w, locs: list, regions: _Regions, tl: Timeline, t0: int, comms: dict,
+                  comm_def: dict, rank_in: dict, attributes: list, trace_dir) -> None:
+    """Plan and write the ranks' events one rank at a time (``otf2_native.write_rank``): the
+    plans of every rank at once were ~100 bytes per row of new memory, which on these VMs
+    costs more than planning. The ``otf2`` writer's bookkeeping (events per location,
+    first/last time) is kept as its own event writers keep it."""
     import _otf2
 
     tab = _op_tables()
@@ -294,14 +291,18 @@ def _write_events(w, locs: list, plans: list[tuple], ev_region: list, ev_rows_re
     info = np.zeros(3, np.int64)
     al = _otf2.AttributeList_New()
     try:
-        for r, (lo, kind, t, row, aux, *_) in enumerate(plans):
+        bounds = np.searchsorted(tl.rank, np.arange(nranks + 1))
+        for r in range(nranks):
+            plan = _plan(tl, tab, int(bounds[r]), int(bounds[r + 1]))
+            ev_region, ev_rows_ref = regions.define(plan)
+            lo, kind, t, row, aux, *_ = plan
             hi = lo + (int(row.max()) + 1 if len(row) else 0)
             cols = [c[lo:hi] for c in (tl.op, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request,
                                        tl.root, tl.cpu_ns)]
             evw = w.event_writer_from_location(locs[r])
             written, last = native.write_rank(
                 fns, native.pointer(evw.handle), native.pointer(al), t0, kind, t, row, aux,
-                ev_region[r], ev_rows_ref[r], *cols, attrs, tab["coll_op"], tab["is_comm_op"],
+                ev_region, ev_rows_ref, *cols, attrs, tab["coll_op"], tab["is_comm_op"],
                 tab["blocking_of"], tab["total_over_peers"], comm_ids, comm_refs, comm_size,
                 rank_of, ids.index(tf.COMM_SELF_ID), tf.COMM_SELF_ID, info)
             locs[r]._number_of_events_written = int(written)

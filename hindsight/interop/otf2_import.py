@@ -48,14 +48,14 @@ from hindsight.interop.otf2 import (
     quiet_library,
 )
 from hindsight.interop.otf2_calls import (E_NBC_KEY, E_NEVER_POSTED, R_RECV, W_CPU, W_COMM,
-                                          W_NBYTES, W_OP, W_PEER, W_REGION, W_REQ, W_ROOT,
-                                          W_T0, W_T1, W_TAG)
+                                          W_NBYTES, W_OP, W_PEER, W_RANK, W_REGION, W_REQ,
+                                          W_ROOT, W_T0, W_T1, W_TAG)
 from hindsight.interop.otf2_tables import Tables, is_mpi
 from hindsight.interop.otf2_rows import (A_COMM, A_NEW, A_ROWS, BAIL_CALL, BAIL_LEAVE_EMPTY,
                                          BAIL_MISMATCH, C_NROWS, DONE, G_NAME, NEED_RECS,
                                          NEED_ROWS, NEED_STACK, S_CALL_REG, S_DEPTH,
                                          Conversion, by_rank, convert, fill_nbc)
-from hindsight.trace.schema import NUMPY_TYPES, short_error
+from hindsight.trace.schema import short_error
 from replay.matching import match_messages
 from hindsight.trace.write import INT_FIELDS, write_trace
 
@@ -137,7 +137,7 @@ def _anchor(path: Path) -> Path:
 def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     """Per-rank columns (for ``hindsight.trace.write_trace``: ``op`` and ``region`` as names,
     None for no region) and manifest extras."""
-    cols, extra = _read_columns(path)
+    cols, extra, _ = _read_columns(path)
     out = []
     for c in cols:
         names = np.array([*c.pop("region_names"), None], dtype=object)
@@ -147,9 +147,11 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     return out, extra
 
 
-def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any], np.ndarray]:
     """Per-rank columns as arrays: ``op`` codes into ``op_names``, ``region`` codes into
-    ``region_names`` (sorted, -1 for none) and the integer columns; and manifest extras."""
+    ``region_names`` (sorted, -1 for none) and the integer columns; manifest extras; and the
+    rows of every rank, in rank order, as ``by_rank`` gives them (the per-rank columns are
+    views of them)."""
     import otf2
 
     quiet_library()
@@ -182,7 +184,8 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
             pass
 
 
-def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str, Any],
+                                                 np.ndarray]:
     defs = trace.definitions
     res = defs.clock_properties.timer_resolution if defs.clock_properties else 0
     if not res:
@@ -378,7 +381,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
         skipped[f"non-MPI location{about(loc)}"] += 1
     extra = {"communicators": {k: v for k, v in members_of.items() if k != 0},
              "skipped": dict(skipped), **_placement(world)}
-    return _columns(rows, start, tab), extra
+    return _columns(rows, start, tab), extra, rows
 
 
 # the skipped kinds otf2_rows counts, at their SK_* places
@@ -406,19 +409,20 @@ def _columns(rows: np.ndarray, start: np.ndarray, tab: "Tables") -> list[dict[st
     return cols
 
 
-def _written_columns(cols: list[dict[str, Any]]) -> dict[str, np.ndarray] | None:
-    """The columns ``match_messages`` reads, as ``write_trace`` wrote them from ``cols`` (the
-    files' integer types, ``seq`` from 0 on each rank): made from the rows in memory, since
-    reading the files back decodes every column again. None when an op is a name (one
-    ``write_trace`` names): the files are read then."""
+def _written_columns(cols: list[dict[str, Any]],
+                     rows: np.ndarray) -> dict[str, np.ndarray] | None:
+    """The columns ``match_messages`` reads, with the values ``write_trace`` wrote from ``cols``
+    (``seq`` from 0 on each rank): views of ``rows`` (``_read_columns``), since reading the
+    files back decodes every column again and concatenating ``cols`` copies them. None when an
+    op is a name (one ``write_trace`` names): the files are read then."""
     if not cols or any(not isinstance(c["op"], np.ndarray) for c in cols):
         return None
     n = [len(c["op"]) for c in cols]
-    out = {"rank": np.repeat(np.arange(len(cols), dtype=NUMPY_TYPES["rank"]), n),
-           "seq": np.concatenate([np.arange(k, dtype=np.int64) for k in n]),
-           "op": np.concatenate([c["op"] for c in cols]).astype(np.int8)}
-    for name in ("peer", "tag", "comm", "nbytes", "request"):
-        out[name] = np.concatenate([c[name] for c in cols]).astype(NUMPY_TYPES[name])
+    out = {"rank": rows[W_RANK], "op": rows[W_OP].astype(np.int8),
+           "seq": np.concatenate([np.arange(k, dtype=np.int64) for k in n])}
+    for name, w in (("peer", W_PEER), ("tag", W_TAG), ("comm", W_COMM), ("nbytes", W_NBYTES),
+                    ("request", W_REQ)):
+        out[name] = rows[w]
     return out
 
 
@@ -497,7 +501,7 @@ def _placement(world: list) -> dict[str, Any]:
 
 def import_otf2(path: Path | str, out: Path | str) -> Path:
     """Convert an OTF2 archive into a hindsight trace directory; checks that messages match."""
-    cols, extra = _read_columns(path)
+    cols, extra, rows = _read_columns(path)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise OtfError(f"{out}: exists and is not empty (choose a new --out)")
@@ -521,7 +525,7 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
         "makespan_ns": max((int(c["t_end"].max()) for c in cols if len(c["t_end"])),
                            default=0)})
-    _, problems = match_messages(_written_columns(cols) or tf.read_trace(out).table)
+    _, problems = match_messages(_written_columns(cols, rows) or tf.read_trace(out).table)
     fatal = [p for p in problems if "bytes but" not in p]
     if fatal:
         shutil.rmtree(out, ignore_errors=True)

@@ -30,7 +30,6 @@ from hindsight import trace as tf
 from hindsight import bytetext
 from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
-from replay.matching import match_messages
 
 PID_STRIDE = 100000
 # The integer fields of a row's args, in the order they are written (each only when not -1).
@@ -69,14 +68,16 @@ def _metadata_events(rank: np.ndarray, prefix: str, pid_base: int) -> list[dict[
     return events
 
 
-def _big(ns: np.ndarray, texts: list[str]) -> np.ndarray:
-    """For each value, -1, or (at or beyond BIG_NS) the index in ``texts`` of its text
-    ``json.dumps(round(ns / 1000.0, 3))``, appended."""
-    idx = np.full(len(ns), -1, np.int64)
-    for i in np.flatnonzero(np.abs(ns) >= BIG_NS).tolist():
-        idx[i] = len(texts)
-        texts.append(repr(round(int(ns[i]) / 1000.0, 3)))
-    return idx
+@nb.njit(cache=True)
+def _big_values(t_start, t_end, t0):
+    """The distinct values, sorted, of the slices' times since ``t0`` and durations at or beyond
+    BIG_NS (almost always none): one pass, no full-length temporaries."""
+    out = []
+    for i in range(len(t_start)):
+        for v in (t_start[i] - t0, t_end[i] - t_start[i]):
+            if v >= BIG_NS or v <= -BIG_NS:
+                out.append(v)
+    return np.unique(np.array(out, np.int64))
 
 
 def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_base: int,
@@ -92,58 +93,54 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
         yield "".join("," + json.dumps(e, separators=(",", ":")) for e in meta).encode()
     heads = call_heads(tl.rank, tl.op, tl.t_start, tl.t_end)
     counts[0] += int((heads == np.arange(n)).sum())
-    op = np.where((tl.op >= 0) & (tl.op < len(tf.OPS)), tl.op, len(tf.OPS))
     # a call whose rows include a Sendrecv_recv after its head is MPI_Sendrecv
     sendrecv = np.zeros(n, bool)
     later = (tl.op == tf.OP_CODE["Sendrecv_recv"]) & (heads != np.arange(n))
     sendrecv[heads[later]] = True
     # each row's region as JSON (the last entry, "", for no region and the empty name)
     reg_buf, reg_off = byte_table([json.dumps(x) if x else "" for x in tl.region_names] + [""])
-    region = np.where(tl.region_code >= 0, tl.region_code, len(tl.region_names))
     op_buf, op_off = byte_table([*tf.OPS, "unknown"])
-    texts: list[str] = []
-    ts = tl.t_start - t0
-    dur = tl.t_end - tl.t_start
-    big_ts, big_dur = _big(ts, texts), _big(dur, texts)
-    match, _ = match_messages(tl.table, _in_order=True)
+    # times beyond BIG_NS are Python's text, looked up by value (the messages' times are
+    # times of slices)
+    big = _big_values(tl.t_start, tl.t_end, t0)
+    text_buf, text_off = byte_table([repr(round(int(v) / 1000.0, 3)) for v in big.tolist()])
+    match = tl.match()
     s_row = np.asarray(match.send_row, np.int64)
     done = np.asarray(match.recv_done_row, np.int64)
     d_row = np.where(done >= 0, done, np.asarray(match.recv_row, np.int64))
-    s_ts, d_ts = ts[heads[s_row]], ts[heads[d_row]]
-    big_s, big_d = _big(s_ts, texts), _big(d_ts, texts)
-    text_buf, text_off = byte_table(texts)
     room = 700 + 2 * longest(reg_off) + longest(op_off) + 2 * longest(text_off)
     bufs = bytetext.buffers(room)
-    pid = tl.rank + pid_base
+    # The kernels take the timeline's own columns and work out each row's pid, times since t0,
+    # duration, op and region as they go: full-length arrays of them would be new memory,
+    # which on these VMs costs more to touch than the formatting (docs/interop.md, "Speed").
     at = 0
     while at < n:
         buf = bufs[0]
         bufs.reverse()
-        at, end = _format_slices(buf, room, at, heads, op, region, sendrecv, pid,
-                                 ts, dur, big_ts, big_dur, tl.seq, tl.peer, tl.tag, tl.comm,
-                                 tl.nbytes, tl.request, tl.root, reg_buf, reg_off, op_buf,
-                                 op_off, text_buf, text_off)
+        at, end = _format_slices(buf, room, at, heads, tl.op, tl.region_code, sendrecv,
+                                 tl.rank, pid_base, tl.t_start, tl.t_end, t0, big, tl.seq,
+                                 tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request, tl.root,
+                                 reg_buf, reg_off, op_buf, op_off, text_buf, text_off)
         yield memoryview(buf)[:end]
     k = len(s_row)
     counts[1] += k
-    s_pid, d_pid = tl.rank[s_row] + pid_base, tl.rank[d_row] + pid_base
     nbytes = np.asarray(match.nbytes, np.int64)
     at = 0
     while at < k:
         buf = bufs[0]
         bufs.reverse()
-        at, end = _format_flows(buf, room, at, flow_base, s_pid, s_ts, big_s, nbytes, d_pid,
-                                d_ts, big_d, text_buf, text_off)
+        at, end = _format_flows(buf, room, at, flow_base, s_row, d_row, heads, tl.rank, pid_base,
+                                tl.t_start, t0, big, nbytes, text_buf, text_off)
         yield memoryview(buf)[:end]
 
 
 @nb.njit(cache=True, inline="always")
 def _us(buf, at, ns, big, text_buf, text_off):
     """ns as JSON microseconds, as ``json.dumps(round(ns / 1000.0, 3))`` writes them (the
-    shortest form of a 3-decimal number: "1.5", "0.001", "10.0"); ``big``: the index of the
-    text of a value that far, or -1."""
-    if big >= 0:
-        return put(buf, at, text_buf, text_off, big)
+    shortest form of a 3-decimal number: "1.5", "0.001", "10.0"); a value at or beyond BIG_NS
+    is the text of its entry in ``big`` (sorted values)."""
+    if ns >= BIG_NS or ns <= -BIG_NS:
+        return put(buf, at, text_buf, text_off, np.searchsorted(big, ns))
     if ns < 0:
         buf[at] = 45                                  # "-"
         at += 1
@@ -191,20 +188,26 @@ def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root):
 
 
 @nb.njit(cache=True, nogil=True)
-def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, big_ts, big_dur,
-                   seq, peer, tag, comm, nbytes, request, root, reg_buf, reg_off, op_buf, op_off,
-                   text_buf, text_off):
+def _format_slices(buf, room, first, heads, ops, region_code, sendrecv, rank, pid_base, t_start,
+                   t_end, t0, big, seq, peer, tag, comm, nbytes, request, root, reg_buf, reg_off,
+                   op_buf, op_off, text_buf, text_off):
     """The text of rows ``first``, ``first + 1``, ... into ``buf`` while ``room`` bytes (the
     most one row takes) are left: one ``X`` event per call, opened by its first row (head); the
     call's other rows add their entry to its ``args.rows``; its last row closes it. Returns the
     next row and the bytes written."""
     n = len(heads)
+    nops = len(op_off) - 2                            # the last entry: "unknown"
+    nreg = len(reg_off) - 2                           # the last entry: no region
     at = 0
     i = first
     while i < n and at + room <= len(buf):
         last = i + 1 == n or heads[i + 1] != heads[i]
-        r = region[i]
-        if op[i] == 0:
+        o = ops[i]
+        op_i = o if 0 <= o < nops else nops
+        r = region_code[i]
+        if r < 0:
+            r = nreg
+        if op_i == 0:
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 0)          # ,{"ph":"X","name":
             if reg_off[r + 1] > reg_off[r]:
                 at = put(buf, at, reg_buf, reg_off, r)
@@ -217,19 +220,19 @@ def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, 
                 at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 5)
             else:
                 at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 6)      # MPI_
-                at = put(buf, at, op_buf, op_off, op[i])
+                at = put(buf, at, op_buf, op_off, op_i)
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 7)          # ","cat":"mpi"
         else:
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 9)          # ,
-        if op[i] == 0 or heads[i] == i:
+        if op_i == 0 or heads[i] == i:
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 16)         # ,"pid":
-            at = put_int(buf, at, pid[i])
-            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 17 if op[i] == 0 else 18)
+            at = put_int(buf, at, rank[i] + pid_base)
+            at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 17 if op_i == 0 else 18)
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)         # ,"ts":
-            at = _us(buf, at, ts[i], big_ts[i], text_buf, text_off)
+            at = _us(buf, at, t_start[i] - t0, big, text_buf, text_off)
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 20)         # ,"dur":
-            at = _us(buf, at, dur[i], big_dur[i], text_buf, text_off)
-        if op[i] == 0:
+            at = _us(buf, at, t_end[i] - t_start[i], big, text_buf, text_off)
+        if op_i == 0:
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 2)          # ,"args":{
             at = _args(buf, at, i, True, seq, peer, tag, comm, nbytes, request, root)
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 3)          # }}
@@ -237,13 +240,15 @@ def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, 
             if heads[i] == i:
                 at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 8)      # ,"args":{"rows":[
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 12)         # {"op":"
-            at = put(buf, at, op_buf, op_off, op[i])
+            at = put(buf, at, op_buf, op_off, op_i)
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 13)         # "
             at = _args(buf, at, i, False, seq, peer, tag, comm, nbytes, request, root)
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 14)         # }
             if last:
                 at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 10)     # ]
-                h = region[heads[i]]
+                h = region_code[heads[i]]
+                if h < 0:
+                    h = nreg
                 if reg_off[h + 1] > reg_off[h]:
                     at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 11)  # ,"region":
                     at = put(buf, at, reg_buf, reg_off, h)
@@ -253,32 +258,33 @@ def _format_slices(buf, room, first, heads, op, region, sendrecv, pid, ts, dur, 
 
 
 @nb.njit(cache=True, nogil=True)
-def _format_flows(buf, room, first, flow_base, s_pid, s_ts, big_s, nbytes, d_pid, d_ts, big_d,
-                  text_buf, text_off):
-    """The flow arrows of messages ``first``, ``first + 1``, ... (an ``s`` and an ``f`` event
-    each) into ``buf`` while ``room`` bytes are left; returns the next message and the bytes
-    written."""
+def _format_flows(buf, room, first, flow_base, s_row, d_row, heads, rank, pid_base, t_start, t0,
+                  big, nbytes, text_buf, text_off):
+    """The flow arrows of messages ``first``, ``first + 1``, ... (an ``s`` event at the start of
+    the send's call, an ``f`` at the start of the call completing the receive) into ``buf``
+    while ``room`` bytes are left; returns the next message and the bytes written."""
     k = first
     at = 0
-    while k < len(s_pid) and at + room <= len(buf):
+    while k < len(s_row) and at + room <= len(buf):
         fid = flow_base + k + 1
+        s, d = s_row[k], d_row[k]
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 21)             # ,{"ph":"s",...,"id":
         at = put_int(buf, at, fid)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 16)             # ,"pid":
-        at = put_int(buf, at, s_pid[k])
+        at = put_int(buf, at, rank[s] + pid_base)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 18)             # ,"tid":0
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)             # ,"ts":
-        at = _us(buf, at, s_ts[k], big_s[k], text_buf, text_off)
+        at = _us(buf, at, t_start[heads[s]] - t0, big, text_buf, text_off)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 22)             # ,"args":{"bytes":
         at = put_int(buf, at, nbytes[k])
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 3)              # }}
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 23)             # ,{"ph":"f",...,"id":
         at = put_int(buf, at, fid)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 16)
-        at = put_int(buf, at, d_pid[k])
+        at = put_int(buf, at, rank[d] + pid_base)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 18)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)
-        at = _us(buf, at, d_ts[k], big_d[k], text_buf, text_off)
+        at = _us(buf, at, t_start[heads[d]] - t0, big, text_buf, text_off)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 14)             # }
         k += 1
     return k, at

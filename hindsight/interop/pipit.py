@@ -38,8 +38,7 @@ import pyarrow as pa
 from hindsight import trace as tf
 from hindsight import bytetext
 from hindsight.bytetext import byte_table, longest, put, put_int
-from hindsight.interop.timeline import call_heads, read_timeline
-from replay.matching import match_messages
+from hindsight.interop.timeline import Timeline, call_heads, read_timeline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,10 +92,39 @@ def pipit_events(trace: Path | str | pa.Table) -> PipitEvents:
     """The events of ``to_pipit`` as columns. At one time on one rank they go: instants at the
     end of a call, then Leaves (shorter first), Enters (longer first), instants at the start of
     a call, and last the Leave of a zero-length call: proper nesting; then in row order."""
+    return _ordered(_unordered_events(trace))
+
+
+def _ordered(ev: _Unordered) -> PipitEvents:
+    tl, order = ev.tl, ev.order
+    row, kind, cand = ev.row[order], ev.kind[order], ev.cand[order]
+    return PipitEvents(
+        time=ev.time[order], rank=tl.rank[row].astype(np.int32), etype=_ETYPE[kind],
+        name=ev.lookup[cand], names=ev.names, kind=kind, nonblocking=ev.nonblocking[order],
+        row=row, peer=tl.peer, comm=tl.comm, tag=tl.tag, nbytes=tl.nbytes, request=tl.request)
+
+
+@dataclass(frozen=True)
+class _Unordered:
+    """The events in row then kind order (as ``_events`` makes them) and ``order``, their final
+    order; ``lookup`` maps a candidate name to its index in ``names``."""
+
+    tl: Timeline
+    row: np.ndarray
+    kind: np.ndarray
+    time: np.ndarray
+    cand: np.ndarray
+    nonblocking: np.ndarray
+    order: np.ndarray
+    names: list[str]
+    lookup: np.ndarray
+
+
+def _unordered_events(trace: Path | str | pa.Table) -> _Unordered:
     tl = read_timeline(trace)
     n, ts = tl.n, tl.t_start
     t0 = int(ts.min()) if n else 0
-    match, _ = match_messages(tl.table, _in_order=True)
+    match = tl.match()
     send = np.zeros(n, bool)
     send[match.send_row] = True
     done = np.asarray(match.recv_done_row)
@@ -113,17 +141,13 @@ def pipit_events(trace: Path | str | pa.Table) -> PipitEvents:
     row, kind, time, phase, tie, cand, nonblocking = _events(
         head, send, recv, ts, tl.t_end, t0, call.astype(np.int32),
         len(regions) + len(tf.OPS) + 1, _NONBLOCKING_SEND[opc], _COMPLETION[opc])
-    order = _order(time, tl.rank[row], phase, tie)
-    row, kind, cand = row[order], kind[order], cand[order]
+    order = _order(time, tl.rank, row, phase, tie)
     # the categories: the names used, sorted (as pd.Categorical orders them)
     used = np.flatnonzero(np.bincount(cand, minlength=len(candidates)))
     names = sorted({candidates[c] for c in used.tolist()})
     index = {s: j for j, s in enumerate(names)}
     lookup = np.array([index.get(s, -1) for s in candidates], np.int32)
-    return PipitEvents(
-        time=time[order], rank=tl.rank[row].astype(np.int32), etype=_ETYPE[kind],
-        name=lookup[cand], names=names, kind=kind, nonblocking=nonblocking[order], row=row,
-        peer=tl.peer, comm=tl.comm, tag=tl.tag, nbytes=tl.nbytes, request=tl.request)
+    return _Unordered(tl, row, kind, time, cand, nonblocking, order, names, lookup)
 
 
 # Event Type (index into EVENT_TYPES) of each kind of event.
@@ -169,23 +193,31 @@ def _events(head, send, recv, ts, te, t0, call, instant, nb_send, nb_recv):
     return row, kind, time, phase, tie, cand, nonblocking
 
 
-def _order(time: np.ndarray, rank: np.ndarray, phase: np.ndarray,
+def _order(time: np.ndarray, rank: np.ndarray, row: np.ndarray, phase: np.ndarray,
            tie: np.ndarray) -> np.ndarray:
-    """The stable order of events by (time, rank, phase, tie). The events come rank by rank,
-    each rank's nearly in time order, so a stable sort by time is quick (merging runs); events
-    of equal time are then put in order by the other three packed into one int64 (always, but
-    for absurd ranges; else a sort by four keys)."""
+    """The stable order of events by (time, the rank of their row, phase, tie). The events come
+    rank by rank, each rank's nearly in time order, so a stable sort by time is quick (merging
+    runs); events of equal time are then put in order by the other three packed into one int64,
+    written over ``tie`` (always, but for absurd ranges; else a sort by four keys)."""
     if len(time) == 0:
         return np.zeros(0, np.int64)
     lo, hi = int(tie.min()), int(tie.max())
     span = hi - lo + 1
     ranks = int(rank.max()) + 1
     if int(rank.min()) < 0 or ranks * 5 * span >= 2**62:
-        return np.lexsort((tie, phase, rank, time))
-    packed = (rank * 5 + (phase.astype(np.int64) + 1)) * span + (tie - lo)
+        return np.lexsort((tie, phase, rank[row], time))
+    _pack(tie, rank, row, phase, lo, span)
     order = np.argsort(time, kind="stable")
-    _settle(order, time, packed)
+    _settle(order, time, tie)
     return order
+
+
+@nb.njit(cache=True)
+def _pack(tie, rank, row, phase, lo, span):
+    """``tie`` overwritten by (rank, phase, tie) packed into one int64 (no temporaries: each
+    would be 8 bytes per event of new memory)."""
+    for e in range(len(tie)):
+        tie[e] = (rank[row[e]] * 5 + phase[e] + 1) * span + (tie[e] - lo)
 
 
 @nb.njit(cache=True)
@@ -264,14 +296,15 @@ def _frame(ev: PipitEvents) -> pd.DataFrame:
 def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
     """Write the frame of ``to_pipit`` to ``out`` as CSV, ``Attributes`` as JSON ("" for
     None), exactly as ``DataFrame.to_csv(index=False)`` writes it; returns the events."""
-    ev = pipit_events(trace)
+    ev = _unordered_events(trace)
     m = len(ev.kind)
-    if m and int(np.abs(ev.time).max()) >= EXACT_NS:
-        frame = _frame(ev)
+    if m and max(-int(ev.time.min()), int(ev.time.max())) >= EXACT_NS:
+        frame = _frame(_ordered(ev))
         frame = frame.assign(Attributes=[json.dumps(a) if a is not None else ""
                                          for a in frame["Attributes"]])
         frame.to_csv(out, index=False)
         return m
+    tl = ev.tl
     name_buf, name_off = byte_table([_csv_field(s) for s in ev.names])
     enter_buf, enter_off = byte_table([_csv_field(json.dumps({"region": s})) for s in ev.names])
     # room for any event: the longest name and Enter attributes, and an instant's six integers
@@ -284,9 +317,9 @@ def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
         while at < m:
             buf = bufs[0]
             bufs.reverse()
-            at, end = _format(buf, room, at, ev.time, ev.etype, ev.name, ev.rank, ev.kind,
-                              ev.nonblocking, ev.row, ev.peer, ev.comm, ev.tag, ev.nbytes,
-                              ev.request, name_buf, name_off, enter_buf, enter_off)
+            at, end = _format(buf, room, at, ev.order, ev.time, ev.cand, ev.lookup, tl.rank,
+                              ev.kind, ev.nonblocking, ev.row, tl.peer, tl.comm, tl.tag,
+                              tl.nbytes, tl.request, name_buf, name_off, enter_buf, enter_off)
             yield memoryview(buf)[:end]
 
     with open(out, "wb") as fh:
@@ -311,31 +344,34 @@ _PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 
 @nb.njit(cache=True, nogil=True)
-def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, peer, comm, tag,
-            nbytes, request, name_buf, name_off, enter_buf, enter_off):
-    """The CSV lines of events ``first``, ``first + 1``, ... into ``buf`` while ``room`` bytes
-    (the most one event takes) are left; returns the next event and the bytes written."""
+def _format(buf, room, first, order, time, cand, lookup, rank, kind, nonblocking, row, peer,
+            comm, tag, nbytes, request, name_buf, name_off, enter_buf, enter_off):
+    """The CSV lines of events ``order[first]``, ``order[first + 1]``, ... into ``buf`` while
+    ``room`` bytes (the most one event takes) are left; returns the next position in ``order``
+    and the bytes written. The events are read through ``order`` (not put in order first:
+    sorted copies would be ~25 bytes per event of new memory, dearer than the gathers)."""
     at = 0
-    e = first
-    while e < len(time) and at + room <= len(buf):
+    j = first
+    while j < len(order) and at + room <= len(buf):
+        e = order[j]
+        k = kind[e]
         at = put_int(buf, at, time[e])
         buf[at] = 46                                  # ".0,": a float of an integer
         buf[at + 1] = 48
         buf[at + 2] = 44
         at += 3
-        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, etype[e])
+        at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 0 if k == 0 else (1 if k == 3 else 2))
         buf[at] = 44
         at += 1
-        c = name[e]
+        c = lookup[cand[e]]
         at = put(buf, at, name_buf, name_off, c)
         buf[at] = 44                                  # ",0," the thread
         buf[at + 1] = 48
         buf[at + 2] = 44
         at += 3
-        at = put_int(buf, at, rank[e])
+        at = put_int(buf, at, rank[row[e]])
         buf[at] = 44
         at += 1
-        k = kind[e]
         if k == 0:
             at = put(buf, at, enter_buf, enter_off, c)
         elif k == 1 or k == 2:
@@ -354,8 +390,8 @@ def _format(buf, room, first, time, etype, name, rank, kind, nonblocking, row, p
             at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 9)
         buf[at] = 10
         at += 1
-        e += 1
-    return e, at
+        j += 1
+    return j, at
 
 
 def pipit_trace(trace: Path | str | pa.Table) -> Any:

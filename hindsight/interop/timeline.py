@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from hindsight import trace as tf
 from hindsight.trace.schema import numpy_of
-from replay.matching import op_codes
+from replay.matching import MessageMatch, match_messages, op_codes
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,25 @@ class Timeline:
         names = np.array([*self.region_names, None], dtype=object)
         return names[self.region_code].tolist()
 
+    def match(self) -> MessageMatch:
+        """The timeline's messages matched (``replay.matching.match_messages``) on these columns,
+        not on the table: converting the table's columns again would take another ~80 bytes
+        of new memory per row, which on these VMs costs more than the matching."""
+        cols = {c: getattr(self, c) for c in ("rank", "seq", "op", "peer", "tag", "comm",
+                                               "nbytes", "request")}
+        return match_messages(cols, _in_order=True)[0]
+
 
 def read_timeline(trace: Path | str | pa.Table) -> Timeline:
     """The timeline of a trace directory, or of a table (e.g. ``Result.to_arrow()``)."""
     table = trace if isinstance(trace, pa.Table) else tf.read_trace(trace).table
-    if not _sorted(table):
+    rank, seq = _int64(table.column("rank")), _int64(table.column("seq"))
+    # rows are in (rank, seq) order already when read from a trace's files: the sort, a copy of
+    # every column, is then skipped
+    if not tf.in_rank_seq_order(rank, seq):
         table = tf.sort_rows(table)
-    col = lambda name: _int64(numpy_of(table.column(name)))  # noqa: E731
+        rank, seq = _int64(table.column("rank")), _int64(table.column("seq"))
+    col = lambda name: _int64(table.column(name))  # noqa: E731
     names: dict[str, int] = {}
     codes = np.empty(table.num_rows, np.int64)
     at = 0
@@ -60,28 +72,26 @@ def read_timeline(trace: Path | str | pa.Table) -> Timeline:
         tf.dict_codes(chunk, names, Path("<table>"), "region", codes[at:at + len(chunk)])
         at += len(chunk)
     return Timeline(
-        table=table, rank=col("rank"), seq=col("seq"), op=op_codes(table).astype(np.int64),
+        table=table, rank=rank, seq=seq, op=op_codes(table).astype(np.int64),
         region_code=codes, region_names=list(names), t_start=col("t_start"), t_end=col("t_end"),
         peer=col("peer"), tag=col("tag"), comm=col("comm"), nbytes=col("nbytes"),
         request=col("request"), root=col("root"), cpu_ns=col("cpu_ns"))
 
 
-def _int64(a: np.ndarray) -> np.ndarray:
-    """``a`` as a writable int64 array, copied only when it must be: a concatenation of chunks
-    is new already; a view of Arrow's memory is read-only, and the kernels are compiled for
-    writable arrays (a read-only one would be a new signature to compile)."""
-    return a.astype(np.int64, copy=not a.flags.writeable)
-
-
-def _sorted(table: pa.Table) -> bool:
-    """Whether the rows are in (rank, seq) order already (a trace read from its files is): the
-    sort, a copy of every column, is then skipped."""
-    rank = numpy_of(table.column("rank"))
-    seq = numpy_of(table.column("seq"))
-    if len(rank) < 2:
-        return True
-    dr = np.diff(rank)
-    return bool((dr >= 0).all() and ((dr > 0) | (np.diff(seq) > 0)).all())
+def _int64(col: pa.ChunkedArray) -> np.ndarray:
+    """An integer column as one new writable int64 array (the kernels are compiled for
+    those), each chunk converted straight into its place: concatenating the chunks and then
+    widening the int32 columns made two new arrays, and new memory is what these conversions
+    spend most on here (docs/interop.md, "Speed")."""
+    if not pa.types.is_integer(col.type) or col.null_count:
+        a = numpy_of(col)
+        return a.astype(np.int64, copy=not a.flags.writeable)
+    out = np.empty(len(col), np.int64)
+    at = 0
+    for ch in col.chunks:
+        out[at:at + len(ch)] = numpy_of(ch)
+        at += len(ch)
+    return out
 
 
 def call_heads(rank: np.ndarray, op: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:

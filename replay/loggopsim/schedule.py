@@ -54,9 +54,12 @@ def schedule_from_trace(prep: Prepared, scale: np.ndarray, cpu_time: bool = Fals
     """
     st = prep.stream(expand=True, algorithms=dict(algorithms or {}))
     tags = _message_tags(prep, st)
-    burst = (st.burst_cpu if cpu_time else st.burst) * scale[st.reg.astype(np.int64) + 1]
+    burst = st.burst_cpu if cpu_time else st.burst
+    # at x1 (the default) the bursts are taken as they are: the product and its index were
+    # three arrays of 8 bytes per operation, new memory (dearer on these VMs than the chain)
+    burst = np.asarray(burst) if (scale == 1).all() else burst * scale[st.reg.astype(np.int64) + 1]
     trail = prep.trail * scale[0]
-    out = _chain(st.rank_off, st.kind.astype(np.int64), st.msg, burst, trail, st.m_bytes,
+    out = _chain(st.rank_off, np.asarray(st.kind), st.msg, burst, trail, st.m_bytes,
                  st.m_src, st.m_dst, tags, K.SEND, K.RECV, K.ISEND, K.IRECV, K.WSEND, K.WRECV)
     (rank, kind, size, peer, tag, stream_op, dep_op, dep_on, dep_start) = out
     z = np.zeros(len(kind), np.int64)
@@ -160,12 +163,11 @@ def _message_tags(prep, st) -> np.ndarray:
     M0 = len(prep.msgs["send_row"])
     tags = np.full(st.nmsg, -1, np.int64)
     if M0 and prep.path is not None:
-        t = tf.read_trace(prep.path, columns=["rank", "seq", "tag", "comm"]).table
-        rank, seq = tf.numpy_of(t.column("rank")), tf.numpy_of(t.column("seq"))
-        tag_col, comm_col = tf.numpy_of(t.column("tag")), tf.numpy_of(t.column("comm"))
-        dr = np.diff(rank)
+        # flat arrays, no Arrow table (whose columns would be copied again into one array each)
+        c = tf.read_columns(prep.path, columns=["rank", "seq", "tag", "comm"]).arrays
+        rank, seq, tag_col, comm_col = c["rank"], c["seq"], c["tag"], c["comm"]
         # the files' rows are in (rank, seq) order: sorted only when they are not
-        if not ((dr >= 0).all() and ((dr > 0) | (np.diff(seq) > 0)).all()):
+        if not tf.in_rank_seq_order(rank, seq):
             order = np.lexsort((seq, rank))
             tag_col, comm_col = tag_col[order], comm_col[order]
         if len(tag_col) != prep.nrows:
@@ -245,6 +247,7 @@ def _chain(rank_off, kind, msg, burst, trail, m_bytes, m_src, m_dst, tags,
                 if g >= 0:
                     cur[nc], cur_st[nc] = g, False
                     nc += 1
-    return (rank[:ng].copy(), gk[:ng].copy(), size[:ng].copy(), peer[:ng].copy(),
-            tag[:ng].copy(), sop[:ng].copy(), d_op[:nd].copy(), d_on[:nd].copy(),
-            d_st[:nd].copy())
+    # views, not copies: the capacity past ng/nd was never written, so it takes no memory, and
+    # copies would be ~50 bytes per operation of new memory (dearer on these VMs than the loop)
+    return (rank[:ng], gk[:ng], size[:ng], peer[:ng], tag[:ng], sop[:ng], d_op[:nd], d_on[:nd],
+            d_st[:nd])
