@@ -54,3 +54,35 @@ def test_kernels_load_without_numbas_blas_check():
                           env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{ROOT}/tests"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+LEAN = """
+import sys
+sys.path.insert(0, {folder!r})
+from hindsight.compiling import lean_cache_loads
+lean_cache_loads()
+import numba_arrays
+print(numba_arrays.h(5), 'numba.np.npyfuncs' in sys.modules)
+"""
+
+
+def test_a_cached_kernel_loads_without_numbas_registries(tmp_path):
+    """lean_cache_loads: a cached function (allocating arrays through numba's runtime, a typed
+    dict through its C helpers) loads and runs without numba installing its typing and
+    lowering registries (numba.np.npyfuncs is one of the modules that installing imports); a
+    compilation installs them as before."""
+    (tmp_path / "numba_arrays.py").write_text(
+        "import numba, numpy as np\nfrom numba import types\nfrom numba.typed import Dict\n\n"
+        "@numba.njit(cache=True)\ndef h(n):\n    a = np.full(n, 2.0)\n"
+        "    d = Dict.empty(types.int64, types.float64)\n    for i in range(n):\n"
+        "        d[i] = a[i] * i\n    s = 0.0\n    for i in range(n):\n        s += d[i]\n"
+        "    return s\n")
+    code = LEAN.format(folder=str(tmp_path))
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+    assert run() == "20.0 True"     # compiled: the registries were installed
+    assert run() == "20.0 False"    # loaded from the cache without them
