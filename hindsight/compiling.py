@@ -31,10 +31,11 @@ does at its start), and a load that fails for any reason is retried numba's way.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 NOTE = ("note: compiling hindsight's kernels for this machine (once: later runs load them from "
         "numba's cache); this takes about a minute")
@@ -60,6 +61,22 @@ def skip_blas_check() -> None:
     _when_numba(_without_blas)
 
 
+def fresh_kernels() -> None:
+    """Once numba is imported, have it locate the project's cached kernels with
+    ``hindsight.kernel_cache.ProjectCacheLocator``, which retires them when any file of the
+    project changes (see that module). ``import hindsight`` calls this."""
+    _when_numba(_project_locator)
+
+
+def _project_locator() -> None:
+    from numba.core import caching
+
+    from hindsight.kernel_cache import ProjectCacheLocator, locator_classes
+    classes = locator_classes()
+    if classes is not None and ProjectCacheLocator not in classes:
+        classes.insert(0, ProjectCacheLocator)
+
+
 def lean_cache_loads() -> None:
     """Once numba is imported, load cached functions without numba's registry refresh (see the
     module docstring)."""
@@ -68,13 +85,22 @@ def lean_cache_loads() -> None:
 
 def _when_numba(action) -> None:
     if "numba" in sys.modules:
-        action()
+        _run(action)
         return
     finder = next((f for f in sys.meta_path if isinstance(f, _WhenNumba)), None)
     if finder is None:
         finder = _WhenNumba()
         sys.meta_path.insert(0, finder)
     finder.actions.append(action)
+
+
+def _run(action) -> None:
+    # each action changes how numba starts up, none is needed for it to work: one that fails
+    # (a numba whose internals moved) leaves numba as it is
+    try:
+        action()
+    except Exception:
+        pass
 
 
 def _without_blas() -> None:
@@ -130,8 +156,10 @@ def _listen(stream: TextIO) -> None:
     event.register("numba:compile", Note())
 
 
-class _WhenNumba(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: once numba's own loader has run, runs its actions."""
+class _WhenNumba:
+    """Finds nothing itself: once numba's own loader has run, runs its actions. (A finder on
+    ``sys.meta_path`` needs only ``find_spec``; importlib.abc's base class would cost every
+    ``import hindsight`` 7 ms.)"""
 
     def __init__(self):
         self.actions: list = []
@@ -139,6 +167,8 @@ class _WhenNumba(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name != "numba":
             return None
+        import importlib.util
+
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None:
@@ -149,7 +179,7 @@ class _WhenNumba(importlib.abc.MetaPathFinder):
         def exec_module(module) -> None:
             real_exec(module)
             for action in actions:
-                action()
+                _run(action)
 
         spec.loader.exec_module = exec_module
         return spec
