@@ -9,14 +9,16 @@ itself (``hindsight --help`` must not: tests/test_cli_startup.py): a finder on `
 waits for numba's import and registers a listener for numba's compile events then (numba's
 documented event API, ``numba.core.event``). Standard library only.
 
-``skip_blas_check`` (the same finder, for every CLI command): the first time numba's CPU target
-is used, even to load a cached function, ``numba.np.arraymath`` checks for a BLAS by importing
-``scipy.linalg.cython_blas``, which imports all of ``scipy.linalg``: 0.3-0.5 s of every replay's
-start-up here. hindsight's kernels call no BLAS (no ``np.dot``, ``@`` or ``np.linalg`` inside a
-kernel), so the check is answered "none" up front: ``numba.np.arraymath`` is imported while that
-module is marked missing (a ``None`` entry in ``sys.modules``, which an import reports missing
-without loading its parents), and the entry is removed at once, so any other code imports scipy
-as usual. A kernel that called np.dot would fail to compile with numba's "scipy 0.16+ is required
+``skip_blas_check`` (the same finder, for every CLI command): when numba first prepares its CPU
+target for compiling (numba alone does so to load a cached function too), it imports
+``numba.np.arraymath``, which checks for a BLAS by importing ``scipy.linalg.cython_blas``, which
+imports all of ``scipy.linalg``: 0.3-0.5 s of every replay's start-up here. hindsight's kernels
+call no BLAS (no ``np.dot``, ``@`` or ``np.linalg`` inside a kernel), so the check is answered
+"none": whenever ``numba.np.arraymath`` is imported (a second finder waits for it: a warm
+command, whose loads skip that preparation, never imports it, 0.02-0.05 s), it is imported
+while that module is marked missing (a ``None`` entry in ``sys.modules``, which an import
+reports missing without loading its parents), and the entry is removed at once, so any other
+code imports scipy as usual. A kernel that called np.dot would fail to compile with numba's "scipy 0.16+ is required
 for linear algebra" (tests/test_compiling.py checks the kernels compile this way).
 
 ``lean_cache_loads`` (the same finder, for every CLI command): before numba loads a cached
@@ -104,14 +106,41 @@ def _run(action) -> None:
 
 
 def _without_blas() -> None:
-    if _BLAS in sys.modules or "numba.np.arraymath" in sys.modules:
+    if _BLAS in sys.modules or _ARRAYMATH in sys.modules:
         return                      # scipy.linalg is loaded anyway, or the check was made
-    sys.modules[_BLAS] = None
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        if _BLAS in sys.modules and sys.modules[_BLAS] is None:
-            del sys.modules[_BLAS]
+    if not any(isinstance(f, _BlasMissing) for f in sys.meta_path):
+        sys.meta_path.insert(0, _BlasMissing())
+
+
+_ARRAYMATH = "numba.np.arraymath"
+
+
+class _BlasMissing:
+    """Finds nothing itself: ``numba.np.arraymath``, whenever it is imported (a compilation,
+    not a cache load, needs it: ``lean_cache_loads``), is imported while the BLAS module is
+    marked missing, and the mark is removed at once (see the module docstring)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _ARRAYMATH:
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or _BLAS in sys.modules:
+            return spec
+        real_exec = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            sys.modules[_BLAS] = None
+            try:
+                real_exec(module)
+            finally:
+                if _BLAS in sys.modules and sys.modules[_BLAS] is None:
+                    del sys.modules[_BLAS]
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def _lean_loads() -> None:
