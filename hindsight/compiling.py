@@ -1,5 +1,7 @@
-"""numba's start-up as the CLI wants it: one line on stderr when numba compiles, so that a cold
-cache is not a silent minute, and no BLAS check.
+"""numba's start-up as hindsight wants it: one line on stderr when numba compiles, so that a cold
+cache is not a silent minute, no BLAS check, cached kernels loaded without what only compiling
+needs, and retired when any file of the project changes (``fresh_kernels``:
+hindsight/kernel_cache.py).
 
 hindsight's kernels are numba functions cached on disk (``cache=True``): the first command that
 uses them on a machine, or after the source changed, compiles them, which takes about a minute
@@ -18,8 +20,9 @@ call no BLAS (no ``np.dot``, ``@`` or ``np.linalg`` inside a kernel), so the che
 command, whose loads skip that preparation, never imports it, 0.02-0.05 s), it is imported
 while that module is marked missing (a ``None`` entry in ``sys.modules``, which an import
 reports missing without loading its parents), and the entry is removed at once, so any other
-code imports scipy as usual. A kernel that called np.dot would fail to compile with numba's "scipy 0.16+ is required
-for linear algebra" (tests/test_compiling.py checks the kernels compile this way).
+code imports scipy as usual. A kernel that called np.dot would fail to compile with numba's
+"scipy 0.16+ is required for linear algebra" (tests/test_compiling.py checks the kernels
+compile this way).
 
 ``lean_cache_loads`` (the same finder, for every CLI command): before numba loads a cached
 function it "refreshes" its target: imports some forty of its own modules and installs every
@@ -58,7 +61,7 @@ def announce(stream: TextIO | None = None) -> None:
 
 
 def skip_blas_check() -> None:
-    """Once numba is imported, load its array functions without its BLAS check (see the
+    """Whenever numba imports its array functions, have them skip their BLAS check (see the
     module docstring)."""
     _when_numba(_without_blas)
 
@@ -71,8 +74,6 @@ def fresh_kernels() -> None:
 
 
 def _project_locator() -> None:
-    from numba.core import caching
-
     from hindsight.kernel_cache import ProjectCacheLocator, locator_classes
     classes = locator_classes()
     if classes is not None and ProjectCacheLocator not in classes:
