@@ -15,4 +15,13 @@ if "MIMALLOC_ALLOW_LARGE_OS_PAGES" not in os.environ and \
         not any(v in os.environ for v in _RANK_VARIABLES):
     os.environ["MIMALLOC_ALLOW_LARGE_OS_PAGES"] = ENV_ADDED["MIMALLOC_ALLOW_LARGE_OS_PAGES"] = "1"
 
+# numba's cache checks a compiled kernel against its own source file only: from numba's import
+# on, the project's kernels are also retired when any other file of the project changes (a
+# callee, a constant it inlined), so that an upgraded checkout never runs stale machine code
+# (hindsight/kernel_cache.py). Standard library only until numba is imported; not inside an MPI
+# rank (as above).
+if not any(v in os.environ for v in _RANK_VARIABLES):
+    from hindsight.compiling import fresh_kernels
+    fresh_kernels()
+
 __version__ = "0.1.0"

@@ -108,8 +108,9 @@ def main() -> None:
     from hindsight.system import keep_freed_memory, skip_exit_collection
     keep_freed_memory()  # replay allocates and frees large arrays pass after pass
     skip_exit_collection()
-    from hindsight.compiling import announce, skip_blas_check
+    from hindsight.compiling import announce, lean_cache_loads, skip_blas_check
     skip_blas_check()
+    lean_cache_loads()
     if sys.stderr.isatty():     # a person waiting; pipes and tests get no extra line
         announce()
 

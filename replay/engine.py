@@ -533,6 +533,7 @@ def _critical_path(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> N
     P = prep.nranks
     on = np.zeros(st.nops, bool)
     crit_rank = np.zeros(P)
+    crit_rows = np.zeros(n, bool)
     if st.nops and P:
         last = int(np.argmax(out.rank_end))
         order = np.empty(st.nops, np.int64)
@@ -553,7 +554,8 @@ def _critical_path(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> N
             np.add.at(crit_rank, op_rank, np.maximum(ends - earlier, 0.0))
             # ... and the last rank's computation after its last operation closes the makespan.
             crit_rank[last] += max(float(out.rank_end[last]) - float(ends[0]), 0.0)
-    crit_rows = np.zeros(n, bool)
-    crit_rows[st.op_row[on]] = True
+            # the rows of the path's operations (those ``on`` marks): a gather of the path, not
+            # a pass over every operation's row
+            crit_rows[st.op_row[path]] = True
     res.critical_rows = crit_rows
     res.critical_rank_ns = crit_rank

@@ -54,3 +54,83 @@ def test_kernels_load_without_numbas_blas_check():
                           env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{ROOT}/tests"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+LEAN = """
+import sys
+sys.path.insert(0, {folder!r})
+from hindsight.compiling import lean_cache_loads
+lean_cache_loads()
+import numba_arrays
+print(numba_arrays.h(5), 'numba.np.npyfuncs' in sys.modules)
+"""
+
+
+def test_a_cached_kernel_loads_without_numbas_registries(tmp_path):
+    """lean_cache_loads: a cached function (allocating arrays through numba's runtime, a typed
+    dict through its C helpers) loads and runs without numba installing its typing and
+    lowering registries (numba.np.npyfuncs is one of the modules that installing imports); a
+    compilation installs them as before."""
+    (tmp_path / "numba_arrays.py").write_text(
+        "import numba, numpy as np\nfrom numba import types\nfrom numba.typed import Dict\n\n"
+        "@numba.njit(cache=True)\ndef h(n):\n    a = np.full(n, 2.0)\n"
+        "    d = Dict.empty(types.int64, types.float64)\n    for i in range(n):\n"
+        "        d[i] = a[i] * i\n    s = 0.0\n    for i in range(n):\n        s += d[i]\n"
+        "    return s\n")
+    code = LEAN.format(folder=str(tmp_path))
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+    assert run() == "20.0 True"     # compiled: the registries were installed
+    assert run() == "20.0 False"    # loaded from the cache without them
+
+
+STALE = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {folder!r})
+import hindsight, numba
+import hindsight.kernel_cache as kc
+kc._ROOT, kc.PACKAGES = Path({folder!r}), ("pkg",)     # the project: pkg/ here
+import pkg.caller
+print(pkg.caller.f(1))
+"""
+
+
+def test_a_cached_kernel_is_retired_when_a_callee_in_another_file_changes(tmp_path):
+    """numba's cache checks a kernel's own file only; hindsight.kernel_cache stamps the
+    project's kernels with a digest of all its files, so a changed callee (here a constant it
+    inlines, in another file) is compiled in, never the old machine code loaded."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "caller.py").write_text(
+        "import numba\nfrom pkg.callee import g\n\n"
+        "@numba.njit(cache=True)\ndef f(x):\n    return g(x) * 10\n")
+
+    def run(k: int) -> str:
+        (pkg / "callee.py").write_text(f"import numba\nK = {k}\n\n"
+                                       "@numba.njit(cache=True)\ndef g(x):\n    return x + K\n")
+        done = subprocess.run([sys.executable, "-c", STALE.format(folder=str(tmp_path))],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+    assert run(1) == "20"
+    assert run(1) == "20"           # loaded from the cache
+    assert run(2) == "30"           # the callee changed: compiled again, not the stale 20
+    # the project's own cache files: "-<line>h" where numba names them "-<line>"
+    assert [p.name.split(".")[1] for p in (pkg / "__pycache__").glob("caller.*.nbi")] == ["f-4h"]
+
+
+def test_the_kernel_digest_covers_every_package_with_kernels():
+    """hindsight.kernel_cache leaves validation and predict out of its digest: no kernel may
+    live there (nor, by the layers, take anything in from there)."""
+    from hindsight.kernel_cache import PACKAGES
+    for pkg in ("hindsight", "instrument", "replay", "apps", "workloads", "validation",
+                "predict"):
+        if pkg not in PACKAGES:
+            users = [p for p in (ROOT / pkg).rglob("*.py") if "numba" in p.read_text()]
+            assert not users, f"{users}: kernels outside hindsight.kernel_cache.PACKAGES"

@@ -26,12 +26,11 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)
-    msg = kind != CALC
-    wild_any = bool(np.any((kind == RECV) & ((peer == ANY) | (tag == ANY))))
-    nmsg = int(np.count_nonzero(msg))
+    nmsg, tmin, tmax, wild = _message_tags(kind, peer, tag)
+    wild_any = bool(wild)
     if nmsg:
-        lo = min(ANY, int(tag[msg].min()))
-        T = max(ANY, int(tag[msg].max())) - lo + 1
+        lo = min(ANY, int(tmin))
+        T = max(ANY, int(tmax)) - lo + 1
         span = (P + 1) ** 2 * T
         if span <= 8 * nmsg + 2**16 and nmsg < 2**31:
             # few possible keys: one pass over the operations numbers them through a table over
@@ -81,6 +80,27 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
             pos = np.minimum(np.searchsorted(keys, kj), len(keys) - 1)
             cand[snd, j] = np.where(keys[pos] == kj, pos, -1)
     return bucket, cand, ubucket, np.int64(max(len(keys), 1))
+
+
+@nb.njit(cache=True, nogil=True)
+def _message_tags(kind, peer, tag):
+    """(sends and receives, their least and greatest tag, whether a receive has a wildcard) in
+    one pass (as array expressions: half a dozen temporaries over every operation)."""
+    nmsg = 0
+    tmin = np.int64(0)
+    tmax = np.int64(0)
+    wild = False
+    for i in range(len(kind)):
+        if kind[i] != CALC:
+            t = np.int64(tag[i])
+            if nmsg == 0 or t < tmin:
+                tmin = t
+            if nmsg == 0 or t > tmax:
+                tmax = t
+            nmsg += 1
+            if kind[i] == RECV and (peer[i] == ANY or tag[i] == ANY):
+                wild = True
+    return nmsg, tmin, tmax, wild
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

@@ -111,7 +111,8 @@ def cache_schedule(sched: Schedule, goal: Path) -> None:
 
 
 # On disk the arrays are as narrow as the format allows (ranks, peers, tags, cpu/nic indices and,
-# below 2**31 operations, dependencies fit int32: see the parser's and simulator's checks);
+# below 2**31 operations, dependencies fit int32: see the parser's and simulator's checks; cpu/nic
+# indices below 2**15, all the simulator runs, int16, the width it reads them at);
 # they are read back memory-mapped as they are: the simulator takes any integer width (widening
 # them copied some 350 MB at 5 M operations that the simulator narrowed again).
 _DISK = {"rank": np.int32, "kind": np.int8, "size": np.float64, "peer": np.int32,
@@ -139,9 +140,12 @@ def _save_schedule(s: Schedule, path: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         tmp.mkdir()
         for name, dtype in _DISK.items():
+            a = np.asarray(getattr(s, name))
             if name in ("dep_op", "dep_on") and s.nops < 2**31:
                 dtype = np.int32
-            np.save(tmp / f"{name}.npy", np.asarray(getattr(s, name)).astype(dtype, copy=False))
+            elif name in ("cpu", "nic") and (len(a) == 0 or (a.min() >= 0 and a.max() < 2**15)):
+                dtype = np.int16    # as the simulator reads them: mapped, not copied narrower
+            np.save(tmp / f"{name}.npy", a.astype(dtype, copy=False))
         np.save(tmp / "lab_off.npy", s.labels.off)
         np.save(tmp / "lab_buf.npy", s.labels.buf)
         (tmp / "meta.json").write_text(json.dumps({"nranks": s.nranks}))

@@ -88,10 +88,10 @@ class Schedule:
 
 @dataclass
 class SimResult:
-    op_start: np.ndarray      # when each operation started (ns)
+    op_start: np.ndarray      # when each operation started (ns; empty: not kept, ``simulate``)
     op_end: np.ndarray        # calc: start+size; send: CPU free after it (rendezvous: >= match);
                               # recv: when its data was handled (or its start, if already there)
-    match: np.ndarray         # partner operation of each send/recv (-1 for calc)
+    match: np.ndarray         # partner operation of each send/recv (-1 for calc; empty: not kept)
     rank_end: np.ndarray      # per rank: last time its CPU was busy
     rank_cpu_busy: np.ndarray  # per rank: CPU time charged for calcs
     rank_overhead: np.ndarray  # per rank: CPU time charged for o and O
@@ -134,9 +134,14 @@ def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
     return off, succ, succ_start, cnt
 
 
-def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = None) -> SimResult:
+def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = None,
+             times: bool = True) -> SimResult:
     """Run the schedule; raise ScheduleError if it cannot finish. ``read`` gets the arrays only
-    the set-up reads (dependencies, CPU and NIC indices) once read (to hand mapped pages back)."""
+    the set-up reads (dependencies, CPU and NIC indices) once read (to hand mapped pages back).
+    ``times=False`` keeps no operation's start and partner (``op_start`` and ``match`` come back
+    empty): a replay that maps no times to rows reads neither, and they are 16 bytes an
+    operation of new memory, which on this project's virtual machines costs up to a few ns a
+    byte to touch."""
     n = s.nops
     # Operation numbers (and the matching buckets, at most one per operation) as int32 when they
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
@@ -156,9 +161,9 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
     if read is not None:
         read(s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
-    op_start = np.full(n, -1.0)
+    op_start = np.full(n if times else 0, -1.0)
     op_end = np.full(n, -1.0)
-    match = np.full(n, -1, np.int64)
+    match = np.full(n if times else 0, -1, np.int64)
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
@@ -336,6 +341,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
     S = prm[Q_S]
     nh, stamp, nf, first = state[_NH], state[_STAMP], state[_NF], state[_FIRST] != 0
     n_post, n_rq, n_uq = state[_NPOST], state[_NRQ], state[_NUQ]
+    times = len(op_start) > 0     # starts and partners kept (``simulate``)
     while True:
         if nh + nf + 4 > len(ht):
             break       # the caller grows the heap and calls again
@@ -395,7 +401,8 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                 if nexto[ci] <= t:
                     nexto[ci] = t + size[x]
                     busy[h] += size[x]
-                    op_start[x] = t
+                    if times:
+                        op_start[x] = t
                     op_end[x] = t + size[x]
                     done[x] = True
                     nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
@@ -406,7 +413,8 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
             elif k == SEND:
                 free_at = max(nexto[ci], nextgs[ni])
                 if free_at <= t:
-                    op_start[x] = t
+                    if times:
+                        op_start[x] = t
                     nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                     s1 = size[x] - 1.0
                     nexto[ci] = t + o_s + s1 * O_s
@@ -422,7 +430,8 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     nh = park(x, st, (ci * 3 + 1) * nnic + nic[x], free_at, n, pk_n, pk_p,
                                pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
             else:  # RECV: posting is free; an arrived message completes it at once
-                op_start[x] = t
+                if times:
+                    op_start[x] = t
                 nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                 b = ubucket[x]
                 m = ub_h[b] if b >= 0 else _scan_unexpected(x, h, rank, peer, tag, uq_h, qn)
@@ -430,8 +439,9 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     list_unlink(m, h, uq_h, uq_t, qn, qp)
                     list_unlink(m, ubucket[m], ub_h, ub_t, bn, bp)
                     n_uq -= 1
-                    match[x] = m
-                    match[m] = x
+                    if times:
+                        match[x] = m
+                        match[m] = x
                     if size[x] > S:
                         # rendezvous: the sender's request completes now (LogGOPSim moves the
                         # sender's clocks up to now, using this operation's cpu/nic index)
@@ -471,8 +481,9 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                 if x >= 0:
                     list_unlink(x, bucket[x], rq_h, rq_t, qn, qp)
                     n_rq -= 1
-                    match[x] = m
-                    match[m] = x
+                    if times:
+                        match[x] = m
+                        match[m] = x
                     if size[m] > S:
                         sr = rank[m]
                         done[m] = True

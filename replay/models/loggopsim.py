@@ -127,7 +127,9 @@ class LogGOPSim(NetworkModel):
         try:
             # a schedule from the trace's cache is mapped: the pages read only to set the run
             # up would stay resident through it (9 bytes a dependency, 8 an operation)
-            sim = simulate(sched, params_from_values(values, prep.nranks), read=page_out)
+            # without ``record`` no row's times are made: no operation's start or partner kept
+            sim = simulate(sched, params_from_values(values, prep.nranks), read=page_out,
+                           times=record)
         except ScheduleError as exc:
             raise ReplayError(f"replay deadlock (model {self.NAME}): {exc}") from None
         info: dict[str, Any] = {"schedule": source}
