@@ -89,7 +89,8 @@ class Schedule:
 
     @property
     def rank_off(self) -> np.ndarray:
-        return np.searchsorted(self.rank, np.arange(self.nranks + 1)).astype(np.int64)
+        rank = np.asarray(self.rank)    # (searched in its own type: no int64 copy of it)
+        return np.searchsorted(rank, np.arange(self.nranks + 1, dtype=rank.dtype)).astype(np.int64)
 
 
 @dataclass
