@@ -89,6 +89,8 @@ def check_and_prepare(trace_dir: Path | str) -> list[str]:
             return [str(exc)]
         trace.arrays.update(rest.arrays)
         trace.region_names = rest.region_names
+        del rest
+        release_freed_memory()          # (what decoding them left)
         cache_prepared(trace, matched, own=True)
     return problems
 
