@@ -14,6 +14,7 @@ import numpy as np
 
 from hindsight import trace as tf
 from hindsight.info import untraced_text
+from hindsight.system import release_freed_memory
 from replay.matching import match_messages
 
 MAX_LINES_PER_KIND = 10
@@ -64,25 +65,42 @@ def check_and_prepare(trace_dir: Path | str) -> list[str]:
     from replay.prepare import cache_prepared
 
     trace_dir = Path(trace_dir)
+    # The CPU times and regions, which no check reads, are read after the checks, for the
+    # preparing: 10 bytes a row less while the matching runs (the import's peak but one).
+    later = ["cpu_ns", "region"]
     try:
-        trace = tf.read_columns(trace_dir)
+        trace = tf.read_columns(trace_dir, [c for c in tf.COLUMNS if c not in later])
     except tf.UntracedRunError:
         raise
     except tf.TraceError as exc:
         return [str(exc)]
-    problems, matched = _column_problems(trace_dir, trace)
+    problems, matched = _column_problems(trace_dir, trace, release=True)
     if not problems and matched is not None and trace.complete:
         # the request ids served the check's matching only: freed before the preparing's
         # per-row arrays are made (8 bytes a row at the import's peak)
         del trace.arrays["request"]
-        cache_prepared(trace, matched)
+        # The checks' and the matching's freed temporaries, kept by glibc for reuse, are
+        # given back (here and before the matching): the next phase's arrays are of other
+        # sizes, so they came on top of them (some 45 bytes a row at the import's peak).
+        release_freed_memory()
+        try:
+            rest = tf.read_columns(trace_dir, later)
+        except tf.TraceError as exc:        # (the files were read a moment ago)
+            return [str(exc)]
+        trace.arrays.update(rest.arrays)
+        trace.region_names = rest.region_names
+        del rest
+        release_freed_memory()          # (what decoding them left)
+        cache_prepared(trace, matched, own=True)
     return problems
 
 
-def _column_problems(trace_dir: Path, trace: tf.Columns) -> tuple[list[str], Any]:
+def _column_problems(trace_dir: Path, trace: tf.Columns,
+                     release: bool = False) -> tuple[list[str], Any]:
     """``find_problems`` of a trace read as ``trace``, and the message matching it made
     (``match_messages``' answer on the rows in file order; None when the row checks did not
-    run)."""
+    run). ``release``: hand the row checks' freed temporaries back before the matching (see
+    ``check_and_prepare``)."""
     problems, stop = _header_problems(trace_dir, trace.manifest, trace.sources)
     if stop:
         return problems, None
@@ -93,6 +111,8 @@ def _column_problems(trace_dir: Path, trace: tf.Columns) -> tuple[list[str], Any
     problems += _capped(_check_order(cols, ops, files))
     problems += _capped(_check_send_requests(cols, ops, files, complete))
     problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
+    if release:
+        release_freed_memory()
     matched = match_messages(cols)
     problems += _capped(_check_matching(cols, files, matched=matched))
     problems += _check_epochs(cols, ops, trace_dir)
@@ -280,17 +300,36 @@ def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str
     freed = np.flatnonzero(tf.op_mask(ops, tf.FREE_OPS) & (req >= 0))
     width = int(req.max()) + 1 if len(req) else 1
     key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731
-    open_ = posts[~np.isin(key(posts), key(np.concatenate([done, freed])))]
+    ends = np.concatenate([done, freed])
+    del done
+    open_ = posts[~_member(key(posts), key(ends))]
+    del ends
     open_ = open_[np.isin(rank[open_], list(complete_ranks))]
     out = [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
            for i in open_]
     colls = posts[tf.op_mask(ops[posts], tf.NONBLOCKING_COLLECTIVE_OPS)]
-    for i in freed[np.isin(key(freed), key(colls))]:
+    for i in freed[_member(key(freed), key(colls))]:
         post = colls[np.flatnonzero(key(colls) == key(np.array([i])))[0]]
         out.append(f"{files[rank[i]]}: seq {seq[i]}: Request_free frees request {req[i]} of "
                    f"{_name(ops[post])} (seq {seq[post]}): freeing a non-blocking collective's "
                    "request is erroneous MPI (MPI 4.0 §6.12)")
     return out
+
+
+def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``np.isin(keys, table)`` of integer keys. Keys within a span a few times their count
+    (request keys, rank * width + request id, numbered per rank) are looked up in a table of
+    flags: ``np.isin`` sorts both arrays, some 30 bytes a key of temporaries at the read-back
+    check of an import's millions of requests, where the flags take a byte per possible key."""
+    if not len(keys) or not len(table):
+        return np.zeros(len(keys), bool)
+    lo = min(int(keys.min()), int(table.min()))
+    span = max(int(keys.max()), int(table.max())) - lo + 1
+    if span > 4 * (len(keys) + len(table)) + (1 << 16):
+        return np.isin(keys, table)
+    flags = np.zeros(span, bool)
+    flags[table - lo] = True
+    return flags[keys - lo]
 
 
 def _check_collectives(cols, ops, manifest, files,

@@ -521,9 +521,10 @@ def _row_times(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> None:
     # piecewise linear between the replayed ends of MPI calls.
     has = rs >= 0
     if not has.all():
-        time_warp(np.searchsorted(rows.rank, np.arange(prep.nranks + 1)), has, rows.t_start,
-                  rows.t_end, prep.t0, rs, re, np.asarray(res.measured_rank_end_ns, float),
-                  np.asarray(out.rank_end, float))
+        # (ranks of the rows' own type: an int64 arange made searchsorted copy them wide)
+        bounds = np.searchsorted(rows.rank, np.arange(prep.nranks + 1, dtype=rows.rank.dtype))
+        time_warp(bounds, has, rows.t_start, rows.t_end, prep.t0, rs, re,
+                  np.asarray(res.measured_rank_end_ns, float), np.asarray(out.rank_end, float))
     res.row_start_ns = rs
     res.row_end_ns = np.maximum(re, rs, out=re)
 

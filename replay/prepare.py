@@ -80,7 +80,10 @@ class Prepared:
         if self.measured is None:
             ends = np.zeros(self.nranks)
             # rows come in rank order: each rank's latest end is the maximum of its slice
-            off = np.searchsorted(self.rows.rank, np.arange(self.nranks + 1))
+            # (ranks searched for in the rows' own type: an int64 arange made searchsorted
+            # copy the column to int64, 8 bytes a row at the import's peak)
+            off = np.searchsorted(self.rows.rank,
+                                  np.arange(self.nranks + 1, dtype=self.rows.rank.dtype))
             for r in np.flatnonzero(np.diff(off)).tolist():
                 ends[r] = max(ends[r], float(self.rows.t_end[off[r]:off[r + 1]].max() - self.t0))
             makespan = (float(self.rows.t_end.max() - self.t0) if self.nrows else
@@ -194,13 +197,15 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
     return prep
 
 
-def cache_prepared(cols: tf.Columns, matched: tuple[MessageMatch, list[str]]) -> None:
+def cache_prepared(cols: tf.Columns, matched: tuple[MessageMatch, list[str]],
+                   own: bool = False) -> None:
     """Prepare the complete trace read as ``cols`` and cache the result beside it, where
     ``prepare`` looks for it (keyed as it keys it). ``matched``: ``match_messages``' answer on
-    ``cols`` in their order, made already (``hindsight.check.check_and_prepare``)."""
+    ``cols`` in their order, made already (``hindsight.check.check_and_prepare``); ``own``:
+    ``cols``' arrays are handed over (``prepare_rows``)."""
     path = cache.cache_path(Path(cols.path))
     if path is not None:
-        cache.save(_prepare_columns(cols, False, matched=matched), path)
+        cache.save(_prepare_columns(cols, False, matched=matched, own=own), path)
 
 
 def _refuse_concurrent(trace_dir: Path, manifest: dict) -> None:
@@ -243,22 +248,30 @@ def host_placement(manifest: dict, nranks: int) -> np.ndarray:
 @gc_paused()
 def _prepare_columns(cols: tf.Columns, partial: bool, *, t0: int | None = None,
                      since: np.ndarray | None = None, last: bool | np.ndarray = True,
-                     matched: tuple[MessageMatch, list[str]] | None = None) -> Prepared:
+                     matched: tuple[MessageMatch, list[str]] | None = None,
+                     own: bool = False) -> Prepared:
     """Prepare ``cols`` (a whole trace, or a segment of one: ``t0`` the whole trace's first
     event, ``since`` where each rank's first burst begins, ``last`` whether the segment ends the
     trace, or per rank whether it ends that rank: a trail only then; ``replay.segments``)."""
-    return prepare_rows(cols, partial, t0=t0, since=since, last=last, matched=matched)[0]
+    return prepare_rows(cols, partial, t0=t0, since=since, last=last, matched=matched,
+                        own=own)[0]
 
 
 def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
                  since: np.ndarray | None = None, last: bool | np.ndarray = True,
                  max_problems: int = 1000,
-                 matched: tuple[MessageMatch, list[str]] | None = None
-                 ) -> tuple[Prepared, MessageMatch]:
+                 matched: tuple[MessageMatch, list[str]] | None = None,
+                 own: bool = False) -> tuple[Prepared, MessageMatch]:
     """``_prepare_columns`` and the matching it made (whose unmatched rows and request pairs
     ``replay.segments`` cuts by); ``matched``: ``match_messages``' answer on ``cols`` in their
-    order, when the caller made it (used if the rows are in (rank, seq) order already)."""
-    a = dict(cols.arrays)  # columns that only matching needs are dropped from this copy
+    order, when the caller made it (used if the rows are in (rank, seq) order already).
+    ``own``: ``cols``' arrays are handed over (``cols.arrays`` is emptied), so that the columns
+    the rows no longer need are freed once used (the CPU times, regions and tags: 14 bytes a
+    row at the preparing's peak)."""
+    # columns that only matching needs are dropped from this dict
+    a = cols.arrays if own else dict(cols.arrays)
+    if own:
+        cols.arrays = {}
     manifest = cols.manifest
     rank, seq = a["rank"], a["seq"]
     n = len(rank)
@@ -283,6 +296,7 @@ def prepare_rows(cols: tf.Columns, partial: bool, *, t0: int | None = None,
     # a rank's trail (its time after its last MPI row) belongs to the segment that ends it
     trail[~np.broadcast_to(np.asarray(last, bool), trail.shape)] = 0.0
     del tag
+    a.pop("cpu_ns"), a.pop("region")    # (made into the rows' bursts and regions)
     comm_members = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
                     if v is not None}
     comm_members.setdefault(0, list(range(nranks)))

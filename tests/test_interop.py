@@ -128,8 +128,10 @@ def test_loggopsim_hand_example_through_import_and_replay(tmp_path):
 
 def test_goal_import_rows_alike_from_narrow_schedule_and_requests_delta_encoded(tmp_path):
     """The import's rows come from the schedule's own arrays: the cached schedule's narrow ones
-    (int32 ranks, int8 kinds, int16 CPU and NIC indices) give the rows the parser's int64 ones
-    give; the rank files hold exactly those rows, their request ids delta-encoded."""
+    (int32 ranks, int8 kinds, int16 CPU and NIC indices) give the rows int64 ones (a trace's
+    schedule) give; the rank files hold exactly those rows, their request ids delta-encoded."""
+    import dataclasses
+
     import sys
 
     import pyarrow.parquet as pq
@@ -145,6 +147,8 @@ def test_goal_import_rows_alike_from_narrow_schedule_and_requests_delta_encoded(
     src.write_text(text)
     G.import_goal(src, tmp_path / "t")
     parsed = read_goal(src)
+    parsed = dataclasses.replace(parsed, **{f: np.asarray(getattr(parsed, f), np.int64) for f in (
+        "rank", "kind", "peer", "tag", "cpu", "nic", "dep_op", "dep_on")})
     narrow = sidecar_schedule(replay.prepare(tmp_path / "t"))
     assert narrow.kind.dtype == np.int8 and parsed.kind.dtype == np.int64
     assert narrow.cpu.dtype == narrow.nic.dtype == np.int16     # as the simulator reads them

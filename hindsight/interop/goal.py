@@ -20,8 +20,9 @@ import numpy as np
 from hindsight import trace as tf
 from replay import models as M
 from replay.loggopsim.goal import GoalError, read_goal, write_goal
-from replay.loggopsim.schedule import (SIDECAR, cache_schedule, schedule_from_trace,
-                                       sidecar_schedule)
+from hindsight.system import page_out
+from replay.loggopsim.schedule import (SIDECAR, cache_schedule, kept_schedule,
+                                       schedule_from_trace, sidecar_schedule)
 from replay.loggopsim.simulator import (
     ANY,
     CALC,
@@ -78,24 +79,38 @@ def import_goal(path: Path | str, out: Path | str,
     """Parse a GOAL schedule, simulate it (LogGOPSim rules, LogGOPSim's default parameters unless
     ``params`` overrides them, hindsight units) and write the timeline as a trace in ``out``."""
     path = Path(path)
-    sched = read_goal(path)
     mod = M.get_model("loggopsim")
     assign = dict(LOGGOPSIM_DEFAULTS)
     assign.update(dict(params or {}))
     values = M.resolve(mod, list(assign.items()))
-    try:
-        sim = simulate(sched, params_from_values(values, sched.nranks))
-    except ScheduleError as exc:
-        raise GoalError(f"{path}: {exc}") from None
-    skipped = skipped_by_kind(sched)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")
+    sched = read_goal(path)
+    skipped = skipped_by_kind(sched)
     # The schedule is kept beside the trace, parsed too: a replay under --model loggopsim reads
-    # its arrays instead of parsing the text again.
+    # its arrays instead of parsing the text again. The import then simulates those arrays, as
+    # such a replay does: mapped, as narrow as stored, where the parser's are int64 (some 50
+    # bytes an operation less at the simulation, the import's largest phase but its check).
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, out / SIDECAR)
     cache_schedule(sched, out / SIDECAR)
+    kept = kept_schedule(out / SIDECAR)
+    if kept is not None:
+        sched = kept
+    try:
+        # (the dependencies and CPU/NIC indices, read to set the simulation up, are mapped
+        # again when the rows read the dependencies: until then their pages go back)
+        sim = simulate(sched, params_from_values(values, sched.nranks), read=page_out)
+    except ScheduleError as exc:
+        # nothing is left behind by an import that fails
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        else:
+            for p in out.iterdir():
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        raise GoalError(f"{path}: {exc}") from None
     ranks = RankRows(sched, sim)
     del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     # the manifest's makespan is the last row's end, from the epoch (time 0, where the

@@ -32,7 +32,8 @@ from hindsight import bytetext
 from hindsight.bytetext import put_int as _put_int
 from hindsight.errors import DataError
 from replay.loggopsim import goal_scan
-from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
+from replay.loggopsim.simulator import (ANY, CALC, RECV, SCHEDULE_TYPES, SEND, Schedule,
+                                        narrow)
 
 
 class GoalError(DataError, ValueError):
@@ -203,10 +204,12 @@ def _parse_goal_slow(text: str, source: str = "<schedule>") -> Schedule:
             dep_on.append(base + labels[r][b])
             dep_start.append(start)
         base += len(ops.get(r, []))
-    i64 = lambda x: np.asarray(x, np.int64)  # noqa: E731
-    return Schedule(nranks, i64(rank), i64(kind), np.asarray(size, np.float64), i64(peer),
-                       i64(tag), i64(cpu), i64(nic), i64(dep_op), i64(dep_on),
-                       np.asarray(dep_start, bool), labs)
+    # the scanner's types (SCHEDULE_TYPES), where the values fit them
+    def i(x, f=None):
+        return narrow(np.asarray(x, np.int64), SCHEDULE_TYPES.get(f, np.int32))
+    return Schedule(nranks, i(rank, "rank"), i(kind, "kind"), np.asarray(size, np.float64),
+                    i(peer, "peer"), i(tag, "tag"), i(cpu, "cpu"), i(nic, "nic"), i(dep_op),
+                    i(dep_on), np.asarray(dep_start, bool), labs)
 
 
 def read_goal(path: Path | str) -> Schedule:

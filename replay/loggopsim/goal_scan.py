@@ -12,11 +12,14 @@ keyed by the label: a label of up to 8 bytes is its own key (its bytes packed in
 a longer one its 64-bit FNV-1a hash, whose match counts only when the bytes are equal too, so a
 collision cannot resolve to the wrong operation. Every dependency of the block looks both its
 labels up there and gets the operations' indices in place. A table per block keeps the work
-linear in the file and the table small enough for the cache.
+linear in the file. A label's search starts at its decimal suffix's value past its prefix's
+hash (``_probe``) and steps by a stride of its key (``_step``): labels numbered in order fill
+consecutive slots, so the look-ups of dependencies, which name operations near them, hit cache
+lines just used.
 
 The columns are allocated at their upper bound (a line each), in fresh anonymous mappings
 (``_fresh``), and written front to back, so the memory touched is what the schedule holds: about
-64 bytes per operation and 17 per dependency.
+29 bytes per operation and 9 per dependency (``_columns``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import mmap
 import numba as nb
 import numpy as np
 
-from replay.loggopsim.simulator import CALC, RECV, SEND
+from replay.loggopsim.simulator import CALC, RECV, SCHEDULE_TYPES, SEND, narrow
 
 # Characters: Python's str.strip() and the regular expressions' \s agree on ASCII whitespace.
 _WS = np.zeros(256, np.bool_)
@@ -166,9 +169,33 @@ def _strip_block_comments(b):
 
 
 @nb.njit(cache=True)
-def _probe(h, bits):
-    """First slot of hash h in a table of 2**bits slots (Fibonacci hashing: the top bits)."""
-    return np.int64((h * _FIB) >> np.uint64(64 - bits))
+def _probe(b, s, e, bits):
+    """First slot of label b[s:e] in a table of 2**bits slots: its part before a decimal
+    suffix hashed (FNV-1a; Fibonacci hashing: the top bits), plus the suffix's value. Labels
+    numbered in order (``l0``, ``l1``, ...; what schedule generators write) then sit in
+    consecutive slots, and a dependency, which names operations near it, finds its labels in
+    cache lines just used: hashed apart, every look-up was a cache miss in a table of tens of
+    MB (half the scan's time). Only where the search starts: the keys decide a match."""
+    k = e
+    while k > s and e - k < _MAX_DIGITS and 48 <= b[k - 1] <= 57:
+        k -= 1
+    num = np.uint64(0)
+    for c in range(k, e):
+        num = num * np.uint64(10) + np.uint64(b[c] - 48)
+    h = _FNV_OFFSET
+    for c in range(s, k):
+        h = (h ^ np.uint64(b[c])) * _FNV_PRIME
+    mask = np.uint64((1 << bits) - 1)
+    return np.int64((((h * _FIB) >> np.uint64(64 - bits)) + num) & mask)
+
+
+@nb.njit(cache=True)
+def _step(h, tsize):
+    """The probe step of key h in a table of tsize (a power of 2) slots: odd, so a search
+    visits every slot, and a key's own (double hashing). Stepping by one, the runs of slots
+    that consecutive labels fill (``_probe``) would make a label whose first slot falls in
+    another prefix's run walk to its end: quadratic in the run, where this is a jump or two."""
+    return np.int64(((h * _FIB) >> np.uint64(40)) | np.uint64(1)) & (tsize - 1)
 
 
 @nb.njit(cache=True)
@@ -199,13 +226,13 @@ def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
             continue
         e = _ident_end(b, s, n)
         h = _key(b, s, e, hmask)
-        slot = _probe(h, bits)
+        slot, step = _probe(b, s, e, bits), _step(h, tsize)
         while tidx[slot] >= 0:
             if tkey[slot] == h:
                 j = tidx[slot]
                 if (exact and h < _TOP) or _same(b, s, e, lab[j], _ident_end(b, lab[j], n)):
                     return 20                   # label defined twice on the rank
-            slot = (slot + 1) & (tsize - 1)
+            slot = (slot + step) & (tsize - 1)
         tidx[slot] = i
         tkey[slot] = h
     for d in range(d0, d1):
@@ -213,7 +240,7 @@ def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
             s = da[d] if side == 0 else db[d]
             e = _ident_end(b, s, n)
             h = _key(b, s, e, hmask)
-            slot = _probe(h, bits)
+            slot, step = _probe(b, s, e, bits), _step(h, tsize)
             found = -1
             while tidx[slot] >= 0:
                 if tkey[slot] == h:
@@ -221,7 +248,7 @@ def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
                     if (exact and h < _TOP) or _same(b, s, e, lab[j], _ident_end(b, lab[j], n)):
                         found = j
                         break
-                slot = (slot + 1) & (tsize - 1)
+                slot = (slot + step) & (tsize - 1)
             if found < 0:
                 return 21                   # a dependency names an undefined label
             if side == 0:
@@ -238,11 +265,12 @@ def _fail(code):
 
 
 @nb.njit(cache=True)
-def _parse_op(b, p, t, kw_s, kw_e, nranks):
+def _parse_op(b, p, t, kw_s, kw_e, nranks, lim):
     """The operation whose keyword is b[kw_s:kw_e] and whose first number is at p: (error
     code (0: fine), kind, size, peer, tag, cpu, nic). Its fields are returned, not written into
     the columns: a call per operation that passed the six column arrays cost some 200 ns in
-    their reference counts, more than the parsing."""
+    their reference counts, more than the parsing. A CPU or NIC index from ``lim`` on is
+    code 40 (``_columns``)."""
     sz = pr = 0
     if _is(b, kw_s, kw_e, _W_SEND) or _is(b, kw_s, kw_e, _W_RECV):
         send = _is(b, kw_s, kw_e, _W_SEND)
@@ -303,6 +331,8 @@ def _parse_op(b, p, t, kw_s, kw_e, nranks):
         return _fail(38)                                    # wildcard tag on a send
     if tg >= 2**31:
         return _fail(39)
+    if cp >= lim or nc >= lim:
+        return _fail(40)                # past the int32 columns (``scan`` then scans wide)
     return 0, k, sz, pr, tg, cp, nc
 
 
@@ -336,6 +366,8 @@ def _scan_lines(b, hmask, cols, lab, nbraces):
     # lab: where each operation's label starts in b, -1: none; da, db: the labels of the
     # waiting operation and of the one waited for, then their indices
     blk = np.empty((nbraces + 1, 5), np.int64)   # rank, first op, end op, first dep, end dep
+    # ranks and CPU/NIC indices from here stop a scan into int32 columns (code 40)
+    lim = 2**31 if rank.itemsize < 8 else 2**62
     nops = ndeps = nblk = 0
     nlab_bytes = 0
     nranks = -1
@@ -367,6 +399,9 @@ def _scan_lines(b, hmask, cols, lab, nbraces):
                 err = 1
                 break
             if _is(b, s, q, _W_NUM_RANKS) and p == t and nranks < 0 and v >= 1:
+                if v >= lim:
+                    err = 40                    # ranks past the int32 columns (as above)
+                    break
                 nranks = v
                 continue
             p = _skip_ws(b, p, t)
@@ -415,7 +450,7 @@ def _scan_lines(b, hmask, cols, lab, nbraces):
             ndeps += 1
             continue
         err, kind[nops], size[nops], peer[nops], tag[nops], cpu[nops], nic[nops] = _parse_op(
-            b, p, t, k0, k1, nranks)
+            b, p, t, k0, k1, nranks, lim)
         if err:
             break
         rank[nops] = cur
@@ -438,13 +473,23 @@ def _fresh(n: int, dtype) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize), dtype)[:n]
 
 
-def _columns(nlines: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+def _columns(nlines: int, nbytes: int, wide: bool) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """The scanner's columns at their upper bound (a line each; ``_fresh``): rank, kind, size,
-    peer, tag, cpu, nic, and the dependencies' da, db, dst; and ``lab`` (one more)."""
-    cols = tuple(_fresh(nlines, t) for t in (np.int64, np.int64, np.float64, np.int64,
-                                             np.int64, np.int64, np.int64, np.int64, np.int64,
-                                             np.bool_))
-    return cols, _fresh(nlines + 1, np.int64)
+    peer, tag, cpu, nic, and the dependencies' da, db, dst; and ``lab`` (one more).
+
+    Unless ``wide`` (int64), as narrow as ``SCHEDULE_TYPES``: a scan that meets a number of
+    ranks or a CPU or NIC index past int32 stops (code 40) and ``scan`` scans again wide (tags
+    past int32 are an error). ``da``, ``db`` and ``lab`` hold positions in the text before
+    operation numbers: int32 below 2 GiB of text. Each byte is a page touched once written
+    (1-2 ns a byte on this project's virtual machines): the int64 columns were 64 bytes an
+    operation and 17 a dependency, these 29 and 9."""
+    at = np.int32 if nbytes < 2**31 and not wide else np.int64
+    cols = tuple(_fresh(nlines, at if wide and f != "size" and f != "dep_start" else
+                        SCHEDULE_TYPES.get(f, at)) for f in _FIELDS)
+    return cols, _fresh(nlines + 1, at)
+
+
+_FIELDS = ("rank", "kind", "size", "peer", "tag", "cpu", "nic", "dep_op", "dep_on", "dep_start")
 
 
 @nb.njit(cache=True)
@@ -486,7 +531,7 @@ def _in_rank_order(cols, lab_off, lab_buf, blk, order):
     deps = [np.arange(blk[k, 3], blk[k, 4]) for k in order]
     op_perm = np.concatenate(ops) if ops else np.zeros(0, np.int64)
     dep_perm = np.concatenate(deps) if deps else np.zeros(0, np.int64)
-    new_index = np.empty(len(op_perm), np.int64)
+    new_index = np.empty(len(op_perm), cols[7].dtype)      # (operation numbers, as da's)
     new_index[op_perm] = np.arange(len(op_perm))
     rank, kind, size, peer, tag, cpu, nic, da, db, dst = cols
     lens = np.diff(lab_off)[op_perm]
@@ -508,9 +553,12 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK):
         b, ok = _strip_block_comments(b)
         if not ok:
             return 10, None, None
-    cols, lab = _columns(nlines)
-    err, nranks, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask), cols, lab,
-                                                            nbraces)
+    for wide in (False, True):
+        cols, lab = _columns(nlines, len(b), wide)
+        err, nranks, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask), cols,
+                                                                lab, nbraces)
+        if err != 40:
+            break
     if err:
         return err, None, None
     order, ok = _block_order(blk, nblk)
@@ -519,6 +567,10 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK):
     lab_buf = _labels(b, lab, nops, nlab)
     # views of the upper-bound columns (_fresh): their unwritten tails are never mapped
     cols = [c[:ndeps] if k >= 7 else c[:nops] for k, c in enumerate(cols)]
+    # (a wide scan's columns, and past 2 GiB of text the dependencies': the types of the
+    # expressions' schedule, int64 only where a value needs it)
+    cols = [narrow(c, SCHEDULE_TYPES.get(f, np.int32)) if c.dtype.kind in "iu" else c
+            for f, c in zip(_FIELDS, cols)]
     lab_off = lab[:nops + 1]
     if np.any(np.diff(order) != 1):
         return 0, nranks, tuple(_in_rank_order(cols, lab_off, lab_buf, blk, order))

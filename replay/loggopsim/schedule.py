@@ -110,6 +110,15 @@ def cache_schedule(sched: Schedule, goal: Path) -> None:
         _save_schedule(sched, cached)
 
 
+def kept_schedule(goal: Path) -> Schedule | None:
+    """The schedule ``cache_schedule`` kept for the schedule file ``goal``, its arrays mapped
+    as stored (narrow: see ``_DISK``); None when there is none."""
+    cached = _schedule_cache(goal)
+    if cached is None or not cached.is_dir():
+        return None
+    return _load_schedule(cached)
+
+
 # On disk the arrays are as narrow as the format allows (ranks, peers, tags, cpu/nic indices and,
 # below 2**31 operations, dependencies fit int32: see the parser's and simulator's checks; cpu/nic
 # indices below 2**15, all the simulator runs, int16, the width it reads them at);
@@ -143,15 +152,26 @@ def _save_schedule(s: Schedule, path: Path) -> None:
             a = np.asarray(getattr(s, name))
             if name in ("dep_op", "dep_on") and s.nops < 2**31:
                 dtype = np.int32
-            elif name in ("cpu", "nic") and (len(a) == 0 or (a.min() >= 0 and a.max() < 2**15)):
+            elif name in ("cpu", "nic"):
                 dtype = np.int16    # as the simulator reads them: mapped, not copied narrower
-            np.save(tmp / f"{name}.npy", a.astype(dtype, copy=False))
+            np.save(tmp / f"{name}.npy", _narrowed(a, dtype))
         np.save(tmp / "lab_off.npy", s.labels.off)
         np.save(tmp / "lab_buf.npy", s.labels.buf)
         (tmp / "meta.json").write_text(json.dumps({"nranks": s.nranks}))
         tmp.rename(path)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _narrowed(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as ``dtype`` when every value fits it, else as it is: a narrowing never wraps (a
+    CPU index too large for the simulator is kept as written, for its check to name)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu" and a.dtype.kind in "iu" and len(a) and a.dtype.itemsize > dtype.itemsize:
+        info = np.iinfo(dtype)
+        if int(a.min()) < info.min or int(a.max()) > info.max:
+            return a
+    return a.astype(dtype, copy=False)
 
 
 def _load_schedule(path: Path) -> Schedule:

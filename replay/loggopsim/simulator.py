@@ -40,6 +40,12 @@ from .queues import (heap_grow, heap_pop, heap_push, list_append, list_unlink, p
 # CPUs and NICs a schedule may index per rank (GOAL's ``cpu``/``nic`` fields).
 MAX_UNITS = 1024
 
+# The integer types a parsed schedule's columns have where every value fits them (the parsers
+# keep int64 where one does not; dependencies, the fields not named, are int32 when they fit):
+# the compiled functions take any width, and narrow columns are fewer bytes to write and read.
+SCHEDULE_TYPES = {"rank": np.int32, "kind": np.int8, "size": np.float64, "peer": np.int32,
+                  "tag": np.int32, "cpu": np.int32, "nic": np.int32, "dep_start": np.bool_}
+
 # Parameter vector layout (ns, ns/byte, bytes).
 Q_L, Q_OS, Q_OR, Q_OSB, Q_ORB, Q_GAP, Q_G, Q_S = range(8)
 
@@ -83,7 +89,8 @@ class Schedule:
 
     @property
     def rank_off(self) -> np.ndarray:
-        return np.searchsorted(self.rank, np.arange(self.nranks + 1)).astype(np.int64)
+        rank = np.asarray(self.rank)    # (searched in its own type: no int64 copy of it)
+        return np.searchsorted(rank, np.arange(self.nranks + 1, dtype=rank.dtype)).astype(np.int64)
 
 
 @dataclass
@@ -167,10 +174,10 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
-    rank = _narrow(s.rank, np.int32)
+    rank = narrow(s.rank, np.int32)
     kind = np.asarray(s.kind, np.int8)     # SEND, RECV, CALC (the parsers give no other)
-    peer = _narrow(s.peer, np.int32)
-    tag = _narrow(s.tag, np.int32)
+    peer = narrow(s.peer, np.int32)
+    tag = narrow(s.tag, np.int32)
     bucket, cand, ubucket, nbuckets = match_buckets(s.nranks, rank, kind, peer, tag,
                                                     proto.dtype)
     not_done, n_rq, n_uq = _simulate(
@@ -200,7 +207,7 @@ def _integers(a) -> np.ndarray:
     return a if a.dtype.kind in "iu" else a.astype(np.int64)
 
 
-def _narrow(a, dtype) -> np.ndarray:
+def narrow(a, dtype) -> np.ndarray:
     """``a`` as ``dtype`` when every value fits (not copied when it is that already), else as
     int64: a narrower copy never wraps a value."""
     a = np.asarray(a)
