@@ -25,15 +25,17 @@ def test_a_compilation_is_said_once_and_a_cache_load_not_at_all(tmp_path):
         "import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n\n"
         "@numba.njit(cache=True)\ndef g(x):\n    return f(x) * 2\n\nassert g(1) == 4\n")
     code = PROGRAM.format(folder=str(tmp_path))
-
-    def run() -> str:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=ROOT, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-    first = run()
+    first = _run(code)
     assert first.startswith("note: compiling hindsight's kernels") and first.count("\n") == 1
-    assert run() == ""              # the functions come from the cache the first run wrote
+    assert _run(code) == ""         # the functions come from the cache the first run wrote
+
+
+def _run(code: str) -> str:
+    """The stdout of ``python -c code`` in a fresh process, which must succeed."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_kernels_load_without_numbas_blas_check():
@@ -78,14 +80,8 @@ def test_a_cached_kernel_loads_without_numbas_registries(tmp_path):
         "        d[i] = a[i] * i\n    s = 0.0\n    for i in range(n):\n        s += d[i]\n"
         "    return s\n")
     code = LEAN.format(folder=str(tmp_path))
-
-    def run() -> str:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=ROOT, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-    assert run() == "20.0 True"     # compiled: the registries were installed
-    assert run() == "20.0 False"    # loaded from the cache without them
+    assert _run(code).strip() == "20.0 True"     # compiled: the registries were installed
+    assert _run(code).strip() == "20.0 False"    # loaded from the cache without them
 
 
 STALE = """
