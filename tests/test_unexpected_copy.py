@@ -132,7 +132,9 @@ def test_fit_unexpected_reads_the_difference_of_medians():
 def test_unexpected_probe_on_shared_memory():
     """The probe on 2 real ranks (MPICH shared memory, eager limit 4 KiB there): every size
     gets valid samples; u(k) is finite, and at the largest eager size the receives whose
-    messages were queued take no less than those posted first (MPICH copies those twice)."""
+    messages were queued take no less than those posted first (MPICH copies those twice), within
+    0.2 µs: on a fast machine the second copy of 4 KiB is a few hundred ns at most, and a median
+    difference of 5 rounds has been seen 20 ns below 0."""
     import json
     import os
     import subprocess
@@ -153,7 +155,7 @@ def test_unexpected_probe_on_shared_memory():
     assert all(a > 0 and b > 0 for a, b in ev["valid"])
     u = ev["u_s"]
     assert all(math.isfinite(x) and abs(x) < 1e-3 for x in u)
-    assert u[-1] >= 0, ev
+    assert u[-1] >= -0.2e-6, ev
     p = out["params"]
     assert p["o_unexpected"] >= 0 and p["O_unexpected"] >= 0
 
