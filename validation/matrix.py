@@ -136,7 +136,7 @@ def untraced_key(cell: Cell, spec: Spec) -> str:
     same ground truth rather than with two sets of runs taken minutes apart."""
     def same(c: Cell) -> tuple:
         return (c.program, c.app, c.paradigm, c.ranks, tuple(c.args), c.network)
-    return next(c.key for c in spec.cells if same(c) == same(cell))
+    return next((c.key for c in spec.cells if same(c) == same(cell)), cell.key)
 
 
 def collect_rep(cell: Cell, spec: Spec, out: Path, k: int) -> tuple[dict, dict | None]:
