@@ -83,6 +83,10 @@ def main() -> None:
     ap.add_argument("--fit-repeat", type=int, default=1,
                     help="runs per fitted (P, size): more samples per point on a noisy machine")
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="only these cases")
+    ap.add_argument("--profile", type=Path, default=PROFILE,
+                    help="network profile (default: the committed shm-pickle profile; a profile "
+                         "calibrated on this machine with `hindsight calibrate --api pickle` "
+                         "prices the calls at its speed)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a loggps parameter over the profile's (e.g. ack_cells=inf: without "
                          "rule ack_cells)")
@@ -90,7 +94,7 @@ def main() -> None:
     params = [tuple(s.split("=", 1)) for s in ns.set]
     ns.work.mkdir(parents=True, exist_ok=True)
     mod = M.get_model("loggps")
-    prof = M.load_profile(PROFILE, mod)
+    prof = M.load_profile(ns.profile, mod)
     print("| case | P | N | role | measured s | replay of measured s | synthesized s | "
           "error vs measured | replay of measured, CPU time s | synthesized, CPU-time fit s | "
           "error vs CPU-time replay |")
