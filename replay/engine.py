@@ -164,7 +164,7 @@ class Result:
         """Write the replayed timeline as a trace directory (readable by ``read_trace``)."""
         table = self.to_arrow()
         nr = len(self.rank_end_ns)
-        bounds = np.searchsorted(table.column("rank").to_numpy(), np.arange(nr + 1))
+        bounds = tf.rank_offsets(table.column("rank").to_numpy(), nr)
         src = self.prepared.manifest if self.prepared else {}
         return tf.write_trace(
             out_dir, [table.slice(bounds[r], bounds[r + 1] - bounds[r]) for r in range(nr)],
@@ -521,10 +521,9 @@ def _row_times(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> None:
     # piecewise linear between the replayed ends of MPI calls.
     has = rs >= 0
     if not has.all():
-        # (ranks of the rows' own type: an int64 arange made searchsorted copy them wide)
-        bounds = np.searchsorted(rows.rank, np.arange(prep.nranks + 1, dtype=rows.rank.dtype))
-        time_warp(bounds, has, rows.t_start, rows.t_end, prep.t0, rs, re,
-                  np.asarray(res.measured_rank_end_ns, float), np.asarray(out.rank_end, float))
+        time_warp(tf.rank_offsets(rows.rank, prep.nranks), has, rows.t_start, rows.t_end,
+                  prep.t0, rs, re, np.asarray(res.measured_rank_end_ns, float),
+                  np.asarray(out.rank_end, float))
     res.row_start_ns = rs
     res.row_end_ns = np.maximum(re, rs, out=re)
 

@@ -460,7 +460,7 @@ def sample_delays(report: NoiseReport, res: Any, rng: np.random.Generator) -> np
     # replayed call ends per rank, sorted within each rank (calls come in rank, seq order)
     P = report.nranks
     cend = res.row_end_ns[calls.row]
-    call_off = np.searchsorted(calls.rank, np.arange(P + 1))
+    call_off = tf.rank_offsets(calls.rank, P)
     cend_sorted = cend.copy()
     for r in np.flatnonzero(np.diff(call_off) > 1):
         a, b = call_off[r], call_off[r + 1]

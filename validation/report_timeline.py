@@ -331,7 +331,7 @@ def cell_timeline(vdir: Path, c: dict[str, Any]) -> Plot:
              "replayed": (np.asarray(res.row_start_ns, float), np.asarray(res.row_end_ns, float))}
     if not all(np.isfinite(a).all() for pair in times.values() for a in pair):
         raise replay.ReplayError("the replay left rows without times")
-    bounds = np.searchsorted(rows.rank, np.arange(prep.nranks + 1))
+    bounds = tf.rank_offsets(rows.rank, prep.nranks)
     lanes = [make_lane(r, run, np.arange(bounds[r], bounds[r + 1]), rows.op, rows.cont,
                        rows.region, *times[run])
              for r in range(prep.nranks) for run in ("measured", "replayed")]

@@ -291,7 +291,7 @@ def _write_events(w, locs: list, regions: _Regions, tl: Timeline, t0: int, comms
     info = np.zeros(3, np.int64)
     al = _otf2.AttributeList_New()
     try:
-        bounds = np.searchsorted(tl.rank, np.arange(nranks + 1))
+        bounds = tf.rank_offsets(tl.rank, nranks)
         for r in range(nranks):
             plan = _plan(tl, tab, int(bounds[r]), int(bounds[r + 1]))
             ev_region, ev_rows_ref = regions.define(plan)

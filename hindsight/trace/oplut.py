@@ -33,6 +33,16 @@ def in_rank_seq_order(rank: np.ndarray, seq: np.ndarray) -> bool:
     return bool(rowscan.in_rank_seq_order(rank, seq))
 
 
+def rank_offsets(rank: np.ndarray, nranks: int) -> np.ndarray:
+    """Where each rank's rows start in ``rank`` (sorted by rank), and ``len(rank)`` last:
+    ``nranks + 1`` offsets. Searched in the column's own integer type: an int64 ``arange``
+    against an int32 column made NumPy copy the column wide first (4 bytes a row of new
+    memory)."""
+    rank = np.asarray(rank)
+    wide = rank.dtype.kind not in "iu" or nranks >= np.iinfo(rank.dtype).max
+    return np.searchsorted(rank, np.arange(nranks + 1, dtype=np.int64 if wide else rank.dtype))
+
+
 def probes_before_receives(is_probe: np.ndarray, is_recv: np.ndarray,
                            *same: np.ndarray) -> np.ndarray:
     """Rows that are a probe whose next row is the receive of the same message: ``is_probe`` at

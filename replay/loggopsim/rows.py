@@ -115,8 +115,8 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     ops = np.flatnonzero(sched.kind == CALC)      # by rank (a schedule's order), then index
     _by_start(ops, np.asarray(sched.rank[ops]), sim.op_start)
     P = prep.nranks
-    row_off = np.searchsorted(rank[calc_rows], np.arange(P + 1, dtype=rank.dtype))
-    op_off = np.searchsorted(sched.rank[ops], np.arange(P + 1, dtype=sched.rank.dtype))
+    row_off = tf.rank_offsets(rank[calc_rows], P)
+    op_off = tf.rank_offsets(sched.rank[ops], P)
     r_of = rank[calc_rows]
     k = np.arange(len(calc_rows)) - row_off[r_of]
     ok = k < np.diff(op_off)[r_of]
@@ -193,8 +193,7 @@ def _fill_rows(prep: Prepared, rs: np.ndarray, re: np.ndarray, rank_end: np.ndar
     rows = prep.rows
     has = rs >= 0
     np.maximum(re, rs, out=re, where=has)
-    rank = rows["rank"]
-    bounds = np.searchsorted(rank, np.arange(prep.nranks + 1, dtype=rank.dtype))
-    time_warp(bounds, has, rows["t_start"], rows["t_end"], prep.t0, rs, re,
-              np.asarray(prep.measured_rank_end_ns, float), np.asarray(rank_end, float))
+    time_warp(tf.rank_offsets(rows["rank"], prep.nranks), has, rows["t_start"], rows["t_end"],
+              prep.t0, rs, re, np.asarray(prep.measured_rank_end_ns, float),
+              np.asarray(rank_end, float))
     return rs, np.maximum(re, rs, out=re)
