@@ -124,24 +124,34 @@ class _BlasMissing:
     def find_spec(self, name, path=None, target=None):
         if name != _ARRAYMATH:
             return None
-        import importlib.util
+        return _spec_around(self, name, _blas_marked_missing)
 
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or _BLAS in sys.modules:
-            return spec
-        real_exec = spec.loader.exec_module
 
-        def exec_module(module) -> None:
-            sys.modules[_BLAS] = None
-            try:
-                real_exec(module)
-            finally:
-                if _BLAS in sys.modules and sys.modules[_BLAS] is None:
-                    del sys.modules[_BLAS]
+def _blas_marked_missing(real_exec, module) -> None:
+    if _BLAS in sys.modules:        # scipy.linalg was loaded meanwhile: the check finds it
+        real_exec(module)
+        return
+    sys.modules[_BLAS] = None
+    try:
+        real_exec(module)
+    finally:
+        if _BLAS in sys.modules and sys.modules[_BLAS] is None:
+            del sys.modules[_BLAS]
 
-        spec.loader.exec_module = exec_module
+
+def _spec_around(finder, name: str, around):
+    """The spec Python's other finders give module ``name``, its loader running the module as
+    ``around(real_exec_module, module)``; ``finder`` leaves ``sys.meta_path`` first (it acts
+    once, and must not find the module again itself)."""
+    import importlib.util
+
+    sys.meta_path.remove(finder)
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
         return spec
+    real_exec = spec.loader.exec_module
+    spec.loader.exec_module = lambda module: around(real_exec, module)
+    return spec
 
 
 def _lean_loads() -> None:
@@ -197,19 +207,10 @@ class _WhenNumba:
     def find_spec(self, name, path=None, target=None):
         if name != "numba":
             return None
-        import importlib.util
-
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        real_exec = spec.loader.exec_module
         actions = self.actions
 
-        def exec_module(module) -> None:
+        def then_actions(real_exec, module) -> None:
             real_exec(module)
             for action in actions:
                 _run(action)
-
-        spec.loader.exec_module = exec_module
-        return spec
+        return _spec_around(self, name, then_actions)
