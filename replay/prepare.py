@@ -80,10 +80,7 @@ class Prepared:
         if self.measured is None:
             ends = np.zeros(self.nranks)
             # rows come in rank order: each rank's latest end is the maximum of its slice
-            # (ranks searched for in the rows' own type: an int64 arange made searchsorted
-            # copy the column to int64, 8 bytes a row at the import's peak)
-            off = np.searchsorted(self.rows.rank,
-                                  np.arange(self.nranks + 1, dtype=self.rows.rank.dtype))
+            off = tf.rank_offsets(self.rows.rank, self.nranks)
             for r in np.flatnonzero(np.diff(off)).tolist():
                 ends[r] = max(ends[r], float(self.rows.t_end[off[r]:off[r + 1]].max() - self.t0))
             makespan = (float(self.rows.t_end.max() - self.t0) if self.nrows else
