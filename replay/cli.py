@@ -279,6 +279,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     cost_note = None
     kw["flags"] = rules.flags_for(mod)
     kw["tracer_cost"] = rules.tracer_ns(mod)
+    kw["resume"] = rules.resume_for(mod)
     if trace_profile is not None:
         kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
     # Per-event times feed --out and the noise report; a model with its own simulator has no
@@ -379,7 +380,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         res = run_streamed(trace, mod, resolved=values, compute_scale=compute_scale,
                            region_scale=_region_scale(region_scale), algorithms=algorithms,
                            window=window, max_window=max_window(manifest),
-                           flags=rules.flags_for(mod), tracer_cost=rules.tracer_ns(mod))
+                           flags=rules.flags_for(mod), tracer_cost=rules.tracer_ns(mod),
+                           resume=rules.resume_for(mod))
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc) else str(exc)) from None
     if as_json:

@@ -22,10 +22,11 @@ from replay.errors import ReplayError
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
+from replay.critical import critical_path_of, row_times as put_row_times
 from replay.flags import FlagCosts, flag_summary, with_costs
+from replay.resume import Resume, away_in_trace, warm_bursts
 from replay.tracer_cost import less_tracer
 from replay.transport_cost import TransportCost
-from replay.warp import join_call_rows, time_warp
 
 # pandas and pyarrow are imported where they are used (the frames, writing a timeline): a replay
 # that prints its summary needs neither, and importing them takes a third of a second.
@@ -58,8 +59,11 @@ class Result:
     critical_rows: np.ndarray | None = None     # bool per row
     critical_rank_ns: np.ndarray | None = None  # time on the critical path spent on each rank
     prepared: Prepared | None = field(default=None, repr=False)
-    #: per rank at its end: time, send and receive free (``replay_kernel``'s carry)
+    #: per rank at its end: time, send and receive free, its last burst's end (the kernel's
+    #: carry)
     carry: np.ndarray | None = field(default=None, repr=False)
+    #: per rank, the trace time its last burst ended (rule resume_after_wait; None: not applied)
+    resume_from: np.ndarray | None = field(default=None, repr=False)
     #: per message of the replayed stream: its send's post time, ns
     sent_ns: np.ndarray | None = field(default=None, repr=False)
 
@@ -203,11 +207,12 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
             floor: np.ndarray | None = None,
             carry: K.Carry | None = None,
             no_queue: np.ndarray | None = None,
-            starts: bool = True) -> tuple[int, K.Outputs]:
+            starts: bool = True, resume: np.ndarray | None = None) -> tuple[int, K.Outputs]:
     """Replay ``st`` once (``cpu``: the bursts scaled by their region's CPU/wall ratio;
     ``cost``: each operation's own call overhead, ns, or None; ``floor``: per message the
     earliest end of its rendezvous send, rule ``ack_cells``, or None; ``carry``: where each rank
-    starts and the messages sent before, ``kernel.Carry``, or None: at 0). Returns how many
+    starts and the messages sent before, ``kernel.Carry``, or None: at 0; ``resume``: rule
+    resume_after_wait's table, ``Ops.resume``, or None). Returns how many
     ranks could not finish (0: success) and the outputs, per operation only with ``record``
     (their starts only with ``starts`` too)."""
     P = len(st.rank_off) - 1
@@ -217,11 +222,12 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
         rank_wait=np.zeros(P), m_sp=np.full(st.nmsg, -1.0), m_rp=np.full(st.nmsg, -1.0),
         op_start=np.empty(n if starts else 0), op_end=np.empty(n), pred=np.empty(n, np.int8),
         coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64),
-        carry=np.zeros((3, P)) if carry is None else np.array(carry.ranks, np.float64))
+        carry=K.start_carry(P) if carry is None else np.array(carry.ranks, np.float64))
     if carry is not None and carry.sent is not None:
         out.m_sp[carry.sent[0]] = carry.sent[1]
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
-                st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost)
+                st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost,
+                np.zeros(0) if resume is None else resume)
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
     msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync,
                       np.zeros(0) if floor is None else floor,
@@ -254,7 +260,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
         transport_cost: TransportCost | None = None,
         carry: K.Carry | None = None, flags: FlagCosts | None = None,
-        row_times: bool = True, tracer_cost: np.ndarray | None = None) -> Result:
+        row_times: bool = True, tracer_cost: np.ndarray | None = None,
+        resume: Resume | None = None, resume_from: np.ndarray | None = None) -> Result:
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
@@ -272,6 +279,11 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     ``tracer_cost`` (per kernel kind, ns: ``replay.tracer_cost.per_kind_ns``; network models run
     by the kernel) takes the Python tracer's own time per call out of the burst before each
     operation (rule python_tracer_in_bursts); the change is ``info["python_tracer_in_bursts_s"]``.
+    ``resume`` (``replay.resume``, network models run by the kernel): each burst after a
+    rank's first call loses what the traced time away added to it and takes what the replayed
+    one adds (rule resume_after_wait; ``info["resume_after_wait_s"]``); ``resume_from``: per
+    rank, the trace time the previous segment's last burst ended (streamed replays;
+    ``Result.resume_from`` of that segment).
     """
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
@@ -294,9 +306,16 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if st.meetings is not None:
         loc, dep_lat = with_costs(st.loc, st.dep_lat, st.nops, st.meetings, flags)
         st = replace(st, loc=loc, dep_lat=dep_lat)
+    away = resume_to = None
+    if resume is not None and not measured:
+        away, resume_to = away_in_trace(st.rank_off, st.burst, st.op_row, prep.rows.t_start,
+                                        resume_from)
     tracer_change = None
     if tracer_cost is not None and not measured:
         st, tracer_change = _less_tracer(st, tracer_cost)
+    resume_removed = None
+    if away is not None:
+        st, resume_removed = _warm(st, resume, away)
     burst_change = None
     if transport_cost is not None and not measured:
         st, burst_change = _with_transport_cost(st, transport_cost)
@@ -313,6 +332,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if table is not None and np.any(table > 0):
         cost = table[call_classes(st, prep.rows.op)]
     passes = mod.passes(values)
+    table = resume.target.table() if resume_removed is not None else None
     no_queue = _never_queued(st, prep.host_of_rank) if prm[K.P_OU] > 0 or prm[K.P_OUK] > 0 \
         else None
     cells = cells_of(values, prm, measured)
@@ -328,7 +348,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
             m_delay = np.zeros(1)
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
                              (record or record_all) and last, cost, carry=carry,
-                             no_queue=no_queue, starts=row_times or record_all)
+                             no_queue=no_queue, starts=row_times or record_all, resume=table)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
@@ -352,6 +372,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         res.info["shared_flag_meeting"] = flag_summary(st.meetings, flags)
     if tracer_change is not None:
         res.info["python_tracer_in_bursts_s"] = tracer_change
+    if resume_removed is not None:
+        res.resume_from = resume_to
+        res.info["resume_after_wait_s"] = {
+            "removed": resume_removed, "added": _resume_added(st, out, scale, trail, cpu_time)}
     if burst_change is not None:
         res.info["transport_burst_cost_s"] = burst_change
         res.info["transport_burst_cost"] = (f"{transport_cost.source.transport} -> "
@@ -362,8 +386,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         res.info["noise_injected_s"] = float(injected.sum()) / 1e9
     if record:
         if row_times:
-            _row_times(res, prep, st, out)
-        _critical_path(res, prep, st, out)
+            put_row_times(res, prep, st, out)
+        critical_path_of(res, prep, st, out)
     return res
 
 
@@ -373,6 +397,25 @@ def _less_tracer(st: Stream, c_ns: np.ndarray) -> tuple[Stream, float]:
     burst = less_tracer(st.burst, st.kind, c_ns)
     burst_cpu = less_tracer(st.burst_cpu, st.kind, c_ns)
     return replace(st, burst=burst, burst_cpu=burst_cpu), float(burst.sum() - st.burst.sum()) / 1e9
+
+
+def _warm(st: Stream, rule: Resume, away: np.ndarray) -> tuple[Stream, float]:
+    """A copy of ``st`` whose bursts lost what the traced time away added (rule
+    resume_after_wait), and what they lost in seconds (wall)."""
+    tab = rule.source.table()
+    burst = warm_bursts(tab, np.asarray(st.burst, np.float64), away)
+    cpu = burst if st.burst_cpu is st.burst else \
+        warm_bursts(tab, np.asarray(st.burst_cpu, np.float64), away)
+    return replace(st, burst=burst, burst_cpu=cpu), float(st.burst.sum() - burst.sum()) / 1e9
+
+
+def _resume_added(st: Stream, out: K.Outputs, scale: np.ndarray, trail: np.ndarray,
+                  cpu: bool) -> float:
+    """What the kernel's rule resume_after_wait added to all ranks' compute (s): their
+    compute less the bursts and trails it was given."""
+    b = st.burst_cpu if cpu else st.burst
+    given = float((b * scale[st.reg + 1]).sum()) + float((trail * scale[0]).sum())
+    return max(float(out.rank_comp.sum()) - given, 0.0) / 1e9
 
 
 def _with_transport_cost(st: Stream, cost: TransportCost) -> tuple[Stream, float]:
@@ -506,56 +549,3 @@ def _display(mod: NetworkModel, values: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out[k], float) and math.isinf(out[k]):
             out[k] = "inf"
     return out
-
-
-def _row_times(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> None:
-    n = prep.nrows
-    rs = np.full(n, -1.0)
-    re = np.full(n, -1.0)
-    K.rows_from_ops(st.op_row, out.op_start, out.op_end, rs, re)
-    rows = prep.rows
-    # A call recorded as several rows starts where its first row starts, and all its rows end
-    # together, when the last one does.
-    join_call_rows(rows.cont, rs, re)
-    # Rows without operations (regions): map measured times through the rank's time warp,
-    # piecewise linear between the replayed ends of MPI calls.
-    has = rs >= 0
-    if not has.all():
-        time_warp(tf.rank_offsets(rows.rank, prep.nranks), has, rows.t_start, rows.t_end,
-                  prep.t0, rs, re, np.asarray(res.measured_rank_end_ns, float),
-                  np.asarray(out.rank_end, float))
-    res.row_start_ns = rs
-    res.row_end_ns = np.maximum(re, rs, out=re)
-
-
-def _critical_path(res: Result, prep: Prepared, st: Stream, out: K.Outputs) -> None:
-    n = prep.nrows
-    P = prep.nranks
-    on = np.zeros(st.nops, bool)
-    crit_rank = np.zeros(P)
-    crit_rows = np.zeros(n, bool)
-    if st.nops and P:
-        last = int(np.argmax(out.rank_end))
-        order = np.empty(st.nops, np.int64)
-        npath = 0
-        if st.rank_off[last + 1] > st.rank_off[last]:
-            npath = K.critical_path(st.rank_off, st.msg, out.pred, st.m_send_op, st.m_recv_op,
-                                    out.coll_last, last, on, order)
-        if npath:
-            # Each path operation owns the stretch of time from the end of the operation before
-            # it on the path (or time 0) to its own end: the stretches tile [0, last end], so the
-            # per-rank shares add up to the makespan instead of over-counting overlaps.
-            path = order[:npath]
-            # An operation counts only up to the end of the one that depended on it: a probe
-            # waits for a blocking send's post, and that send may itself end later.
-            ends = np.minimum.accumulate(out.op_end[path])
-            earlier = np.append(ends[1:], 0.0)
-            op_rank = np.searchsorted(st.rank_off, path, side="right") - 1
-            np.add.at(crit_rank, op_rank, np.maximum(ends - earlier, 0.0))
-            # ... and the last rank's computation after its last operation closes the makespan.
-            crit_rank[last] += max(float(out.rank_end[last]) - float(ends[0]), 0.0)
-            # the rows of the path's operations (those ``on`` marks): a gather of the path, not
-            # a pass over every operation's row
-            crit_rows[st.op_row[path]] = True
-    res.critical_rows = crit_rows
-    res.critical_rank_ns = crit_rank

@@ -50,13 +50,13 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     protocol_hop,
     rendezvous_arrival,
     rendezvous_sender_done, request_arrival,
-    resolve_stalled_handshake, send_overhead, unexpected_copy, unlink_waiter, wake_waiters,
-    wire_time)
+    resolve_stalled_handshake, resume_extra, send_overhead, unexpected_copy, unlink_waiter,
+    wake_waiters, wire_time)
 
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "baaedacc9131"
+RULES_SHA1 = "1783221ab636"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV, POLL = \
     range(14)
@@ -68,6 +68,15 @@ NPARAMS = 16
 # P_PROGRESS: how a rendezvous handshake progresses (``handshake_time``)
 PROGRESS_ASYNC, PROGRESS_IN_CALL = 0.0, 1.0
 MODE_NETWORK, MODE_MEASURED = 0, 1
+#: rows of a replay's carry (``Carry.ranks``, ``Outputs.carry``)
+CARRY_ROWS = 4
+
+
+def start_carry(P: int) -> np.ndarray:
+    """The carry of a replay from the trace's start: every rank at 0, free, no burst yet."""
+    c = np.zeros((CARRY_ROWS, P))
+    c[3] = -1.0
+    return c
 
 
 def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0, gap=0.0,
@@ -96,6 +105,8 @@ class Ops(NamedTuple):
     coll_n: np.ndarray     # measured mode: members of each collective instance
     cost: np.ndarray       # network mode: the call's own software overhead, ns, paid before
                            # its rules apply (empty: none; ``NetworkModel.call_costs``)
+    resume: np.ndarray     # network mode: rule resume_after_wait's table (``rules.resume_extra``;
+                           # empty: off)
 
 
 class Messages(NamedTuple):
@@ -132,7 +143,8 @@ class Outputs(NamedTuple):
     op_end: np.ndarray
     pred: np.ndarray
     coll_last: np.ndarray
-    carry: np.ndarray      # per rank: start time, send and receive free (in); the same at end
+    carry: np.ndarray      # per rank (rows): start time, send and receive free, the end of its
+                           # last burst (-1: none yet); in, and the same at its end
     #: rule unexpected_copy: receives that paid u(k) (-1: not counted); set by the engine
     unexpected: int = -1
 
@@ -141,7 +153,8 @@ class Carry(NamedTuple):
     """Where a replay starts: a segment of a streamed replay starts where the segment before
     ended (``replay.streamed``)."""
 
-    ranks: np.ndarray     # 3 x P: each rank's time, and when its sending and receiving are free
+    ranks: np.ndarray     # CARRY_ROWS x P: each rank's time, when its sending and receiving
+                          # are free, and when its last burst ended (-1: none yet)
     #: (messages, their send's post time, ns) of the messages sent before this replay (rule
     #: ``carried_message``), or None
     sent: tuple[np.ndarray, np.ndarray] | None = None
@@ -162,13 +175,15 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     operation); ``prm`` is ``make_params``'s vector; ``mode`` MODE_NETWORK or MODE_MEASURED.
     ``out.m_sp`` and ``out.m_rp`` come in at -1 (not posted yet), or a send's post time where a
     message was sent before this replay (rule ``carried_message``, ``replay.segments``).
-    ``out.carry`` (3 x P) is read first: per rank the time it starts at and when its sending
-    and receiving are free (zeros for a whole trace; a segment of a streamed replay starts
-    where the segment before ended, ``replay.streamed``); it is written at each rank's end
-    (before its trail) with the same three.
+    ``out.carry`` (CARRY_ROWS x P) is read first: per rank the time it starts at, when its
+    sending and receiving are free and when its last burst ended (``start_carry`` for a whole
+    trace; a segment of a streamed replay starts where the segment before ended,
+    ``replay.streamed``); it is written at each rank's end (before its trail) with the same.
+    ``ops.resume`` (network mode): each burst after the rank's first takes rule
+    ``resume_after_wait``'s w(b, d) more, d the time since the rank's previous burst ended.
     """
     rank_off, kind, msg, burst, reg = ops.rank_off, ops.kind, ops.msg, ops.burst, ops.reg
-    loc, dep_lat, coll_n, cost = ops.loc, ops.dep_lat, ops.coll_n, ops.cost
+    loc, dep_lat, coll_n, cost, resume = ops.loc, ops.dep_lat, ops.coll_n, ops.cost, ops.resume
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
     m_floor, m_unexp, m_noq = msgs.floor, msgs.unexp, msgs.no_queue
@@ -194,6 +209,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     has_u = (ou > 0.0 or Ouk > 0.0) and not measured
     has_floor = len(m_floor) > 0 and not measured
     has_cost = len(cost) > 0 and not measured
+    has_resume = len(resume) > 0 and not measured
+    last_burst = np.empty(P)                 # per rank: when its last burst ended (-1: none)
     # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
     # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
     # sender whose receiver has not been replayed far enough waits in that receiver's list.
@@ -237,6 +254,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
         t_of[r] = carry[0, r]
         txfree[r] = carry[1, r]
         rxfree[r] = carry[2, r]
+        last_burst[r] = carry[3, r]
         stack[r] = P - 1 - r
         rank_comp[r] = 0.0
         rank_comm[r] = 0.0
@@ -271,6 +289,11 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
             k = kind[i]
             if ph == 0:
                 b = burst[i] * scale[reg[i] + 1]
+                if b > 0.0 or last_burst[r] < 0.0:
+                    # a rank's first operation starts its clock of rule resume_after_wait
+                    if has_resume and b > 0.0 and last_burst[r] >= 0.0:
+                        b += resume_extra(resume, b, t - last_burst[r])
+                    last_burst[r] = t + b
                 t += b
                 comp_r += b
                 st_r = t
@@ -525,6 +548,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
             carry[0, r] = t
             carry[1, r] = tx_r
             carry[2, r] = rx_r
+            carry[3, r] = last_burst[r]
             b = trail[r] * scale[0]
             comp_r += b
             rank_end[r] = t + b
@@ -535,64 +559,3 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
         if pc[r] < rank_off[r + 1]:
             stuck += 1
     return stuck
-
-
-@nb.njit(cache=True, nogil=True)
-def rows_from_ops(op_row, op_start, op_end, row_start, row_end):
-    """Per trace row: start of its first operation, end of its last (rows without ops untouched)."""
-    for i in range(len(op_row)):
-        rw = op_row[i]
-        if rw < 0:
-            continue
-        s = op_start[i]
-        e = op_end[i]
-        if row_start[rw] < 0.0 or s < row_start[rw]:
-            row_start[rw] = s
-        if e > row_end[rw]:
-            row_end[rw] = e
-
-
-@nb.njit(cache=True, nogil=True)
-def critical_path(rank_off, msg, pred, m_send_op, m_recv_op, coll_last, last_rank, on_path,
-                  order):
-    """Walk back from the last operation of ``last_rank``; mark the operations that determine
-    the makespan and write them to ``order`` in walk order (latest first). Returns how many.
-
-    An operation's end is bound either locally (its own start, hence the previous operation of the
-    same rank) or by another rank's post (``pred``): then the walk jumps to that post operation,
-    whose own start is bound by its predecessor on its rank.
-    """
-    n = 0
-    r = last_rank
-    i = rank_off[r + 1] - 1
-    follow = True
-    while i >= rank_off[r] and i >= 0:
-        on_path[i] = True
-        order[n] = i
-        n += 1
-        j = -1
-        if follow:
-            p = pred[i]
-            if p == PRED_SEND:
-                j = m_send_op[msg[i]]
-            elif p == PRED_RECV:
-                j = m_recv_op[msg[i]]
-            elif p == PRED_COLL:
-                j = coll_last[msg[i]]
-        if j >= 0 and j != i and not on_path[j]:
-            # find j's rank
-            lo = 0
-            hi = len(rank_off) - 1
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if rank_off[mid] <= j:
-                    lo = mid
-                else:
-                    hi = mid
-            r = lo
-            i = j
-            follow = False
-            continue
-        follow = True
-        i -= 1
-    return n

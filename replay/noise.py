@@ -521,7 +521,7 @@ def noise_info(trace_dir: Path | str, profile: Path | str | None = None,
         rules = trace_rules(profile, manifest)
         values = M.resolve(mod, {}, M.load_profile(profile, mod, rules.below))
         res = run(prep, mod, resolved=values, record=True, flags=rules.flags_for(mod),
-                  tracer_cost=rules.tracer_ns(mod))
+                  tracer_cost=rules.tracer_ns(mod), resume=rules.resume_for(mod))
         rep = analyse(prep, res)
         out["with_model"] = rep.summary()
         out["with_model"]["profile"] = str(profile)

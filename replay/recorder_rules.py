@@ -27,8 +27,17 @@ from replay.binding import applies, below_binding, binding_costs, binding_line
 from replay.profile import toml_of
 from replay.tracer_cost import by_python_tracer, per_kind_ns, tracer_costs, tracer_line
 
+
+def resume_line(change: Mapping[str, float] | None) -> str | None:
+    """The report's line on rule resume_after_wait (None: not applied)."""
+    if not change:
+        return None
+    return (f"resume     bursts after long waits: {change['removed']:.6f} s taken off as traced, "
+            f"{change['added']:.6f} s put back as replayed (rule resume_after_wait)")
+
 if TYPE_CHECKING:
     from replay.flags import FlagCosts
+    from replay.resume import Resume
 
 
 @dataclass(frozen=True)
@@ -67,20 +76,35 @@ class TraceRules:
         from replay.flags import flag_costs      # (numba: not on a command's --help path)
         return flag_costs(self.profile, self.where, self.below)
 
+    def resume_for(self, mod: Any, trace_profile: Mapping[str, Any] | None = None
+                   ) -> Resume | None:
+        """``engine.run``'s ``resume`` for model ``mod``: rule resume_after_wait under the
+        profile's ``[resume]`` section (``trace_profile``: the traced network's, validate's and
+        ``--trace-profile``), None where it has none or the kernel does not run the model."""
+        if not self.profile or mod.MODE == "measured" or mod.OWN_SIMULATOR:
+            return None
+        from replay.resume import resume_rule    # (numba: not on a command's --help path)
+        return resume_rule(self.profile, trace_profile, self.where)
+
     def json(self, mod: Any, info: Mapping[str, Any]) -> dict[str, Any]:
         """The fields `replay --json` and validate's cells add: the binding costs taken off,
         the bursts' change by the tracer's costs."""
         out: dict[str, Any] = {}
         if self.binding and applies(mod):
             out["binding_in_bursts_s"] = self.binding
-        if "python_tracer_in_bursts_s" in info:
-            out["python_tracer_in_bursts_s"] = info["python_tracer_in_bursts_s"]
+        for key in ("python_tracer_in_bursts_s", "resume_after_wait_s"):
+            if key in info:
+                out[key] = info[key]
         return out
 
     def lines(self, mod: Any, info: Mapping[str, Any]) -> list[str]:
         """The replay report's lines on both rules (none where neither applied)."""
         out = [binding_line(self.binding) if applies(mod) else None,
-               tracer_line(info.get("python_tracer_in_bursts_s"), self.tracer)]
+               tracer_line(info.get("python_tracer_in_bursts_s"), self.tracer),
+               resume_line(info.get("resume_after_wait_s"))]
+        if self.profile and "resume" in self.profile and mod.OWN_SIMULATOR:
+            out.append(f"resume     rule resume_after_wait not applied: --model {mod.NAME} "
+                       "replays the bursts as recorded")
         if self.tracer and mod.OWN_SIMULATOR:
             out.append(f"tracer     recorded by the Python tracer: not taken off the bursts, "
                        f"--model {mod.NAME} replays them as recorded")

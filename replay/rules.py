@@ -328,6 +328,45 @@ def ack_floor(t, waited, pk, floor):
     return t, waited, pk
 
 
+@nb.njit(inline="always")
+def _resume_segment(tab, start, n, x):
+    """(lo, hi, f): x lies between grid point lo and hi of tab[start:start + n] (lo = -1: the
+    origin 0), at fraction f from lo; beyond the last point (n - 1, n - 1, 0)."""
+    lo, x_lo = -1, 0.0
+    for i in range(n):
+        xi = tab[start + i]
+        if x < xi:
+            return lo, i, (x - x_lo) / (xi - x_lo)
+        lo, x_lo = i, xi
+    return n - 1, n - 1, 0.0
+
+
+@nb.njit(inline="always")
+def _resume_point(tab, nb_, nd, j, i):
+    """w at away point j and burst point i of the table (0 on the origin's row or column)."""
+    if i < 0 or j < 0:
+        return 0.0
+    return tab[2 + nb_ + nd + j * nb_ + i]
+
+
+@nb.njit(inline="always")
+def resume_extra(tab, b, d):
+    """Rule ``resume_after_wait``: w(b, d), the extra time of a burst of b (ns) that starts d
+    (ns) after the rank's previous burst ended (``replay.resume``). ``tab`` = [n_b, n_d,
+    b_1..b_nb, d_1..d_nd, w(d_1, b_1..b_nb), .., w(d_nd, ..)]: bilinear between the measured
+    points and the origin (w(0, d) = w(b, 0) = 0), the last point's value beyond the last b or
+    d; an empty table, b <= 0 or d <= 0: 0."""
+    if len(tab) == 0 or b <= 0.0 or d <= 0.0:
+        return 0.0
+    nb_ = int(tab[0])
+    nd = int(tab[1])
+    i0, i1, fb = _resume_segment(tab, 2, nb_, b)
+    j0, j1, fd = _resume_segment(tab, 2 + nb_, nd, d)
+    lo = (1.0 - fb) * _resume_point(tab, nb_, nd, j0, i0) + fb * _resume_point(tab, nb_, nd, j0, i1)
+    hi = (1.0 - fb) * _resume_point(tab, nb_, nd, j1, i0) + fb * _resume_point(tab, nb_, nd, j1, i1)
+    return (1.0 - fd) * lo + fd * hi
+
+
 @nb.njit(cache=True, nogil=True)
 def ack_cells(rank_off, op_start, op_end, rank_end, consume, drain, done_op, ms, m_src, m_dst,
               cells, floor):

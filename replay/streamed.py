@@ -28,9 +28,10 @@ from replay import kernel as K
 from replay import models as M
 from replay.engine import Result, run
 from replay.flags import FlagCosts
-from replay.kernel import Carry
+from replay.kernel import Carry, start_carry
 from replay.errors import ReplayError
 from replay.prepare import _prepare_columns
+from replay.resume import Resume
 from replay.segments import segments
 
 #: rows per rank a streamed replay reads at a time unless told (``--window``)
@@ -51,18 +52,19 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
                  algorithms: Mapping[str, str] | None = None,
                  resolved: dict[str, Any] | None = None,
                  window: int = DEFAULT_WINDOW, max_window: int | None = None,
-                 flags: FlagCosts | None = None, tracer_cost: np.ndarray | None = None
-                 ) -> Result:
+                 flags: FlagCosts | None = None, tracer_cost: np.ndarray | None = None,
+                 resume: Resume | None = None) -> Result:
     """Replay the complete trace ``trace_dir`` under ``model`` a segment at a time (at least
     ``window`` rows per rank read at once, at most ``max_window`` where no cut is found sooner:
-    ``replay.segments``). The result has no per-event times. ``flags``, ``tracer_cost``: as
-    ``engine.run``'s."""
+    ``replay.segments``). The result has no per-event times. ``flags``, ``tracer_cost``,
+    ``resume``: as ``engine.run``'s (each segment's bursts start rule resume_after_wait's clock
+    where the segment before left it)."""
     mod = M.get_model(model) if isinstance(model, str) else model
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     refuse(mod, values)
     region_scale = dict(region_scale or {})
     seen: set[str] = set()
-    carry = None
+    carry = resume_from = None
     sent_before: dict[tuple[int, int], float] = {}  # (rank, seq) of a send -> its post time
     comp = comm = wait = rank_end = measured_end = None
     ended = None
@@ -80,8 +82,10 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         res = run(prep, mod, resolved=values, compute_scale=compute_scale,
                   region_scale={k: v for k, v in region_scale.items() if k in names},
                   algorithms=algorithms, record=False, flags=flags, tracer_cost=tracer_cost,
-                  carry=Carry(np.zeros((3, P)) if carry is None else carry, sent))
+                  carry=Carry(start_carry(P) if carry is None else carry, sent),
+                  resume=resume, resume_from=resume_from)
         carry = res.carry
+        resume_from = res.resume_from
         sent_before = {key: float(res.sent_ns[m]) for key, m in crossing.items()}
         if comp is None:
             comp, comm, wait = np.zeros(P), np.zeros(P), np.zeros(P)
@@ -114,7 +118,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         from replay.prepare import prepare
         res = run(prepare(trace_dir), mod, resolved=values, compute_scale=compute_scale,
                   region_scale=region_scale, algorithms=algorithms, record=False, flags=flags,
-                  tracer_cost=tracer_cost)
+                  tracer_cost=tracer_cost, resume=resume)
         res.info["streamed"] = {"segments": 0, "window": int(window)}
         return res
     missing = sorted(set(region_scale) - seen)

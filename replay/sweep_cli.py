@@ -69,7 +69,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
             df = sweep(prep, mod.NAME, assignments, vary, profile=prof,
                        compute_scale=compute_scale, region_scale=scales,
                        cpu_time=cpu_time, algorithms=algorithms, flags=rules.flags_for(mod),
-                       tracer_cost=rules.tracer_ns(mod),
+                       tracer_cost=rules.tracer_ns(mod), resume=rules.resume_for(mod),
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None

@@ -15,6 +15,7 @@ from replay.errors import NoPredictionError
 from replay.flags import FlagCosts
 from replay.models.base import NetworkModel
 from replay.prepare import Prepared
+from replay.resume import Resume
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +75,7 @@ class SweepPoint:
     measured_ns: float
     flags: FlagCosts | None = None
     tracer_cost: np.ndarray | None = None
+    resume: Resume | None = None
 
     def __call__(self, prep: Prepared, ci: int) -> dict[str, Any]:
         mod = M.get_model(self.model)
@@ -88,7 +90,7 @@ class SweepPoint:
             res = run(prep, mod, resolved=v, compute_scale=self.compute_scale,
                       region_scale=self.region_scale, cpu_time=self.cpu_time,
                       algorithms=self.algorithms, record=False, flags=self.flags,
-                      tracer_cost=self.tracer_cost)
+                      tracer_cost=self.tracer_cost, resume=self.resume)
         except NoPredictionError as exc:
             # A configuration whose model has no prediction is a row saying why, not the end
             # of the sweep: the other configurations of the grid may well have one.
@@ -112,13 +114,14 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
           workers: int | None = None,
           progress: Callable[[int], None] | None = None,
           executor: str = "local", flags: FlagCosts | None = None,
-          tracer_cost: np.ndarray | None = None) -> pd.DataFrame:
+          tracer_cost: np.ndarray | None = None, resume: Resume | None = None
+          ) -> pd.DataFrame:
     """Replay every point of the grid spanned by ``vary``; one row per configuration.
 
     ``executor="local"``: configurations run on ``workers`` threads (the kernel releases the
     GIL). ``executor="mpi"``: they are distributed over MPI processes with mpi4py.futures
     (replay/executors.py); the rows are the same, in the same order. ``flags``,
-    ``tracer_cost``: as ``engine.run``'s.
+    ``tracer_cost``, ``resume``: as ``engine.run``'s.
     """
     import pandas as pd
 
@@ -141,6 +144,6 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
                 shared_flags=flags.ops() if flags is not None else frozenset())
     point = SweepPoint(mod.NAME, values0, axes, combos, compute_scale, region_scale, cpu_time,
                        algorithms, prep.measured_makespan_ns,
-                       flags, tracer_cost)
+                       flags, tracer_cost, resume)
     rows = executors.run_points(executor, prep, point, len(combos), workers, progress)
     return pd.DataFrame(rows)

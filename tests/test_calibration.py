@@ -18,6 +18,8 @@ from replay.calibration import fit as F
 from replay.profile import FORMAT, ProfileError, read_profile, write_profile
 from replay.calibration.quality import profile_problems
 from replay.transport_cost import burst_curve
+from replay.calibration.resume import RESUME_AWAY_S
+from replay.resume import resume_curve
 from replay.calibration import run as R
 from replay.calibration.run import (CalibrationError, CalibrationUsageError, parse_sizes,
                                    progress_fit, verify_transport)
@@ -322,7 +324,16 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
     assert all(len(x) == 2 * bp["rounds"]
                for series in bp["silent_s"] + bp["exchanged_s"] for x in series)
     assert burst_curve(prof).transport == "shm"
-    assert "  bursts  " in r.stdout
+    # the resume probe: three kernel lengths after five times away, never negative, and less
+    # than the time away itself (the kernel cannot lose more than the time it was away for)
+    rs, rp = prof["resume"], prof["fit"]["resume_probe"]
+    assert len(rs["burst_s"]) == 3 and rs["away_s"] == list(RESUME_AWAY_S)
+    assert 1e-6 < rs["burst_s"][0] < rs["burst_s"][1] < rs["burst_s"][2] < 1e-2
+    assert len(rs["extra_s"]) == 5 and all(len(row) == 3 for row in rs["extra_s"])
+    assert all(0 <= e < d for d, row in zip(rs["away_s"], rs["extra_s"]) for e in row), rs
+    assert resume_curve(prof) is not None and rp["took_s"] < 15
+    assert bp["less_resume"] and len(bp["exchange_s"]) == 3
+    assert "  bursts  " in r.stdout and "  resume  0.1ms away " in r.stdout
     assert len(prof["fit"]["one_way_s"]) == len(prof["fit"]["sizes"]) == 12
     assert out.with_suffix(".png").stat().st_size > 10_000
     # and replay reads it

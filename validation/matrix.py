@@ -206,6 +206,8 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
     for model in spec.replay:
         mod = M.get_model(model)
         kw, rules = replay_kwargs(model, profile, profile_path, manifest)
+        if trace_profile is not None:
+            kw["resume"] = rules.resume_for(mod, trace_profile)
         assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
         try:
             r = replay.run(prep, model, assigns, record=False,

@@ -121,15 +121,17 @@ def replay_kwargs(model: str, profile: dict[str, Any], path: Path | None,
                   manifest: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """What ``replay.run`` takes from a profile for one trace (its ``manifest``) under ``model``,
     as `hindsight replay --profile` takes it: ``profile`` (the model's parameters, rule
-    binding_in_bursts), ``flags`` (rule shared_flag_meeting) and ``tracer_cost`` (rule
-    python_tracer_in_bursts); and the trace's ``replay.recorder_rules.TraceRules``."""
+    binding_in_bursts), ``flags`` (rule shared_flag_meeting), ``tracer_cost`` (rule
+    python_tracer_in_bursts) and ``resume`` (rule resume_after_wait); and the trace's
+    ``replay.recorder_rules.TraceRules``."""
     from replay import models as M
     from replay.recorder_rules import trace_rules_of
 
     rules = trace_rules_of(profile, manifest, str(path or "profile"))
     mod = M.get_model(model)
     return ({"profile": replay_params(model, profile, path, rules.below),
-             "flags": rules.flags_for(mod), "tracer_cost": rules.tracer_ns(mod)}, rules)
+             "flags": rules.flags_for(mod), "tracer_cost": rules.tracer_ns(mod),
+             "resume": rules.resume_for(mod)}, rules)
 
 
 def replay_params(model: str, profile: dict[str, dict[str, Any]],

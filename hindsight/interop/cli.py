@@ -164,7 +164,7 @@ def _replay(trace, model_name, sets, profile, compute_scale, algorithms):
     prep = replay.prepare(trace, keep_table=True)
     return replay.run(prep, mod, assignments, profile=prof, compute_scale=compute_scale,
                       algorithms=algorithms, flags=rules.flags_for(mod),
-                      tracer_cost=rules.tracer_ns(mod))
+                      tracer_cost=rules.tracer_ns(mod), resume=rules.resume_for(mod))
 
 
 @click.command("import")

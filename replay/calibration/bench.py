@@ -73,6 +73,7 @@ from hindsight import conditions
 from replay.calibration import progress as _progress
 from replay.calibration.binding import binding_probe
 from replay.calibration.bursts import burst_probe
+from replay.calibration.resume import resume_probe
 from replay.calibration.calls import call_probe
 from replay.calibration.flags import flag_probe
 from replay.calibration.queue import queue_probe
@@ -487,6 +488,10 @@ def main(argv: list[str] | None = None) -> None:
             if rank == 0:
                 _progress.report(phase="burst probe")
             result["burst_probe"] = burst_probe(comm, rank, pair_sync)
+            if rank == 0:
+                _progress.report(phase="resume probe")
+            result["resume_probe"] = resume_probe(comm, rank, pair_sync,
+                                                  lambda d: _wait(d, spin))
             if rank == 0:
                 _progress.report(phase="collective probe")
             result["flag_probe"] = flag_probe(comm, rank, pair_sync, lambda d: _wait(d, spin))

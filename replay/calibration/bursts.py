@@ -17,7 +17,9 @@ the mean CPU time per kernel. ``BURST_ROUNDS`` rounds of one exchanged and one s
 kept per message and kernel size after one warm-up round, on both ranks. fit.fit_bursts takes,
 per kernel size, the silent time as the burst's length and, per message size, the median over
 rounds and ranks of (exchanged − silent) as the extra time a burst of that length takes on this
-transport after a call that moved that many bytes.
+transport after a call that moved that many bytes. The exchanges' mean duration per block is kept
+too: on a slow link they last milliseconds, and the fit takes off what rule resume_after_wait
+(calibration/resume.py) already prices for that long a wait.
 
 Sizes ``BURST_SIZES`` span the bursts of fine programs (about 10 µs to a few hundred µs on this
 machine); a block lasts about ``BURST_BLOCK_S``.
@@ -54,14 +56,16 @@ def kernel(p: np.ndarray, q: np.ndarray) -> float:
 def burst_probe(comm: MPI.Comm, rank: int, pair_sync) -> dict:
     """Run the probe on ranks 0 and 1 (``rank`` is 0 or 1; ``pair_sync`` synchronises the two).
     Rank 0 returns, per message size and kernel size, the silent and exchanged CPU times per
-    kernel of every kept round of both ranks (seconds); rank 1 an empty dict."""
+    kernel of every kept round of both ranks and the exchanges' mean duration (wall) per
+    exchanged block (seconds); rank 1 an empty dict."""
     t_probe = time.perf_counter_ns()
     out: dict = {"sizes": list(BURST_SIZES), "rounds": BURST_ROUNDS,
-                 "bytes": list(BURST_MESSAGES), "silent_s": [], "exchanged_s": []}
+                 "bytes": list(BURST_MESSAGES), "silent_s": [], "exchanged_s": [],
+                 "exchange_s": []}
     for nbytes in BURST_MESSAGES:
         one = _series(comm, rank, pair_sync, nbytes)
-        out["silent_s"].append(one["silent_s"])
-        out["exchanged_s"].append(one["exchanged_s"])
+        for key in ("silent_s", "exchanged_s", "exchange_s"):
+            out[key].append(one[key])
     if rank != 0:
         return {}
     out["took_s"] = (time.perf_counter_ns() - t_probe) * 1e-9
@@ -74,7 +78,8 @@ def _series(comm: MPI.Comm, rank: int, pair_sync, nbytes: int) -> dict:
     tt = time.thread_time_ns
     sbuf = np.zeros(nbytes, np.uint8)
     rbuf = np.zeros(nbytes, np.uint8)
-    mine: dict = {"silent_s": [], "exchanged_s": []}
+    pc = time.perf_counter_ns
+    mine: dict = {"silent_s": [], "exchanged_s": [], "exchange_s": []}
     for n in BURST_SIZES:
         p = np.random.default_rng(n + rank).random(n)
         q = np.empty_like(p)
@@ -86,22 +91,27 @@ def _series(comm: MPI.Comm, rank: int, pair_sync, nbytes: int) -> dict:
         iters = comm.sendrecv(max(BURST_MIN_ITERS, int(BURST_BLOCK_S * 1e9 / each)),
                               dest=peer, source=peer, sendtag=_TAG, recvtag=_TAG)
         iters = max(iters, max(BURST_MIN_ITERS, int(BURST_BLOCK_S * 1e9 / each)))
-        silent, exchanged = [], []
+        silent, exchanged, took = [], [], []
         for rnd in range(BURST_ROUNDS + 1):
             for exchange in (True, False):
                 pair_sync()
-                cpu = 0
+                cpu = wall = 0
                 for _ in range(iters):
                     if exchange:
+                        w0 = pc()
                         comm.Sendrecv(sbuf, dest=peer, sendtag=_TAG, recvbuf=rbuf,
                                       source=peer, recvtag=_TAG)
+                        wall += pc() - w0
                     c0 = tt()
                     kernel(p, q)
                     cpu += tt() - c0
                 if rnd > 0:                 # the first round is a warm-up
                     (exchanged if exchange else silent).append(cpu / iters * 1e-9)
+                    if exchange:
+                        took.append(wall / iters * 1e-9)
         mine["silent_s"].append(silent)
         mine["exchanged_s"].append(exchanged)
+        mine["exchange_s"].append(took)
     theirs = comm.sendrecv(mine, dest=peer, source=peer, sendtag=_TAG + 1, recvtag=_TAG + 1)
-    return {"silent_s": [a + b for a, b in zip(mine["silent_s"], theirs["silent_s"])],
-            "exchanged_s": [a + b for a, b in zip(mine["exchanged_s"], theirs["exchanged_s"])]}
+    return {key: [a + b for a, b in zip(mine[key], theirs[key])]
+            for key in ("silent_s", "exchanged_s", "exchange_s")}

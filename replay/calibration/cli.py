@@ -130,6 +130,13 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                                 zip(cu["burst_s"], row))
             for k, row in zip(cu["bytes"], cu["extra_s"]))
             + " (a burst's CPU time between k-byte exchanges: length + the transport's extra)")
+    rs = prof.get("resume") or {}
+    if rs.get("burst_s"):
+        click.echo("  resume  " + "; ".join(
+            f"{d * 1e3:g}ms away " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
+                                             zip(rs["burst_s"], row))
+            for d, row in zip(rs["away_s"], rs["extra_s"]))
+            + " (a burst's CPU time after that long in other work: length + the extra)")
     sf = prof.get("shared_flag") or {}
     if sf:
         # the smallest size: what a program's frequent small collectives cost each member

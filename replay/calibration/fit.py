@@ -12,8 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy.optimize import nnls
+
+if TYPE_CHECKING:
+    from replay.resume import ResumeCurve
 
 
 def line_fit(k: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
@@ -450,14 +455,19 @@ class QueueFit:
     notes: list[str] = field(default_factory=list)
 
 
-def fit_bursts(probe: dict) -> BurstFit:
+def fit_bursts(probe: dict, resume: ResumeCurve | None = None) -> BurstFit:
     """The transport's extra compute time per burst from the burst probe (bursts.py): per kernel
     size, the burst's length b = the median CPU time per kernel of the silent blocks (over every
     message size's series), and per message size k its extra time e(k, b) = the median over the
     rounds (both ranks) of exchanged − silent of one round (adjacent blocks, so a drift of the
     machine's speed cancels). A negative e (the calls made no difference beyond the noise) is
     kept at 0 and noted; so is an IQR of the differences wider than e itself. The params are
-    the ``[compute]`` section: burst_s, bytes and extra_s (one row per message size)."""
+    the ``[compute]`` section: burst_s, bytes and extra_s (one row per message size).
+
+    With ``resume`` (the same calibration's ``[resume]`` curve) each round's difference first
+    loses w(b, d) for d its block's mean exchange time: on a slow link a 32 KiB exchange lasts
+    milliseconds, and rule resume_after_wait already prices what that wait adds to the
+    burst."""
     notes: list[str] = []
     nsizes = len(probe["sizes"])
     burst = [float(np.median(np.concatenate([np.asarray(series[i], float)
@@ -465,10 +475,14 @@ def fit_bursts(probe: dict) -> BurstFit:
              for i in range(nsizes)]
     order = np.argsort(burst)
     extra, iqr = [], []
-    for k, sil_k, exc_k in zip(probe["bytes"], probe["silent_s"], probe["exchanged_s"]):
+    took = probe.get("exchange_s")
+    for k_at, (k, sil_k, exc_k) in enumerate(zip(probe["bytes"], probe["silent_s"],
+                                                 probe["exchanged_s"])):
         row, row_iqr = [], []
         for i in order:
             d = np.asarray(exc_k[i], float) - np.asarray(sil_k[i], float)
+            if resume is not None and took is not None:
+                d = d - np.array([resume.extra(burst[i], x) for x in took[k_at][i]])
             e = float(np.median(d))
             spread = float(np.percentile(d, 75) - np.percentile(d, 25))
             if e < 0:
@@ -492,6 +506,8 @@ def fit_bursts(probe: dict) -> BurstFit:
           "extra_iqr_s": iqr,
           "silent_s": [[series[i] for i in order] for series in probe["silent_s"]],
           "exchanged_s": [[series[i] for i in order] for series in probe["exchanged_s"]],
+          "exchange_s": [[series[i] for i in order] for series in took] if took else [],
+          "less_resume": resume is not None and bool(took),
           "took_s": probe.get("took_s")}
     return BurstFit(params, ev, notes)
 

@@ -442,7 +442,13 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     cf = F.fit_calls(run["call_probe"]) if run.get("call_probe") else None
     if cf is not None:
         lg.notes.extend(cf.notes)
-    bf = F.fit_bursts(run["burst_probe"]) if run.get("burst_probe") else None
+    from replay.calibration.resume import fit_resume
+    from replay.resume import resume_curve
+    rf = fit_resume(run["resume_probe"]) if run.get("resume_probe") else None
+    if rf is not None:
+        lg.notes.extend(rf.notes)
+    bf = F.fit_bursts(run["burst_probe"], resume_curve({"resume": rf.params}) if rf else None) \
+        if run.get("burst_probe") else None
     if bf is not None:
         lg.notes.extend(bf.notes)
     ff = fit_flags(run["flag_probe"]) if run.get("flag_probe") else None
@@ -506,6 +512,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         "hockney": {"l": hk["l"], "g": hk["g"]},
         "mm1": mm,
         **({"compute": bf.params} if bf is not None else {}),
+        # a burst after a long wait takes longer (rule resume_after_wait)
+        **({"resume": rf.params} if rf is not None else {}),
         # MPICH runs these on shared flags only among ranks of one node (rule
         # shared_flag_meeting); over TCP they are messages, which the patterns price
         **({"shared_flag": {"ranks": 2, **ff[0]}} if ff is not None and transport == "shm"
@@ -530,6 +538,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "progress_probe": pg.evidence if pg is not None else {},
             "call_probe": cf.evidence if cf is not None else {},
             "burst_probe": bf.evidence if bf is not None else {},
+            "resume_probe": rf.evidence if rf is not None else {},
             "flag_probe": ff[1] if ff is not None else {},
             "binding_probe": bn[1] if bn is not None else {},
             "python_tracer_probe": tr[1] if tr is not None else {},
