@@ -531,7 +531,8 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     probes = [x for x in r.stderr.splitlines() if x.endswith(", after all 30 sizes")]
     assert [x.split(":", 1)[1].split(",")[0].strip() for x in probes] == \
         ["eager probe", "progress probe", "call probe", "queue probe", "unexpected probe",
-         "burst probe", "collective probe", "binding probe", "gap and loopback probes"]
+         "burst probe", "resume probe", "collective probe", "binding probe",
+         "gap and loopback probes"]
     # shared memory: the collective probe's costs are in the profile, and summarised
     from replay.flags import flag_costs
     from replay.profile import read_profile

@@ -125,18 +125,13 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                    + f"; {up['batch']} messages a batch)")
     cu = prof.get("compute") or {}
     if cu.get("burst_s"):
-        click.echo("  bursts  " + "; ".join(
-            f"{k}B " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
-                                zip(cu["burst_s"], row))
-            for k, row in zip(cu["bytes"], cu["extra_s"]))
-            + " (a burst's CPU time between k-byte exchanges: length + the transport's extra)")
+        click.echo("  bursts  " + _curve(cu, [f"{k}B" for k in cu["bytes"]])
+                   + " (a burst's CPU time between k-byte exchanges: length + the transport's "
+                   "extra)")
     rs = prof.get("resume") or {}
     if rs.get("burst_s"):
-        click.echo("  resume  " + "; ".join(
-            f"{d * 1e3:g}ms away " + " ".join(f"{b * us:.3g}us+{e * us:.3g}us" for b, e in
-                                             zip(rs["burst_s"], row))
-            for d, row in zip(rs["away_s"], rs["extra_s"]))
-            + " (a burst's CPU time after that long in other work: length + the extra)")
+        click.echo("  resume  " + _curve(rs, [f"{d * 1e3:g}ms away" for d in rs["away_s"]])
+                   + " (a burst's CPU time after that long in other work: length + the extra)")
     sf = prof.get("shared_flag") or {}
     if sf:
         # the smallest size: what a program's frequent small collectives cost each member
@@ -169,3 +164,10 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     for note in f["notes"]:
         click.echo(f"  note: {note}")
     click.echo(f"plot {png}")
+
+
+def _curve(sec: dict, heads: list[str]) -> str:
+    """One line of a burst curve: per row (``heads``) each burst length + its extra time."""
+    return "; ".join(head + " " + " ".join(f"{b * 1e6:.3g}us+{e * 1e6:.3g}us"
+                                           for b, e in zip(sec["burst_s"], row))
+                     for head, row in zip(heads, sec["extra_s"]))

@@ -455,6 +455,12 @@ class QueueFit:
     notes: list[str] = field(default_factory=list)
 
 
+def median_iqr(diff: np.ndarray) -> tuple[float, float]:
+    """The median and the IQR of one curve point's per-round differences (the burst and resume
+    probes' extra times)."""
+    return float(np.median(diff)), float(np.percentile(diff, 75) - np.percentile(diff, 25))
+
+
 def fit_bursts(probe: dict, resume: ResumeCurve | None = None) -> BurstFit:
     """The transport's extra compute time per burst from the burst probe (bursts.py): per kernel
     size, the burst's length b = the median CPU time per kernel of the silent blocks (over every
@@ -464,10 +470,8 @@ def fit_bursts(probe: dict, resume: ResumeCurve | None = None) -> BurstFit:
     kept at 0 and noted; so is an IQR of the differences wider than e itself. The params are
     the ``[compute]`` section: burst_s, bytes and extra_s (one row per message size).
 
-    With ``resume`` (the same calibration's ``[resume]`` curve) each round's difference first
-    loses w(b, d) for d its block's mean exchange time: on a slow link a 32 KiB exchange lasts
-    milliseconds, and rule resume_after_wait already prices what that wait adds to the
-    burst."""
+    With ``resume`` (this calibration's ``[resume]`` curve) each difference first loses w(b, d),
+    d its block's mean exchange time, which rule resume_after_wait prices."""
     notes: list[str] = []
     nsizes = len(probe["sizes"])
     burst = [float(np.median(np.concatenate([np.asarray(series[i], float)
@@ -483,8 +487,7 @@ def fit_bursts(probe: dict, resume: ResumeCurve | None = None) -> BurstFit:
             d = np.asarray(exc_k[i], float) - np.asarray(sil_k[i], float)
             if resume is not None and took is not None:
                 d = d - np.array([resume.extra(burst[i], x) for x in took[k_at][i]])
-            e = float(np.median(d))
-            spread = float(np.percentile(d, 75) - np.percentile(d, 25))
+            e, spread = median_iqr(d)
             if e < 0:
                 notes.append(f"burst probe: a {burst[i] * 1e6:.3g} us kernel took "
                              f"{-e * 1e6:.3g} us less between {k}-byte exchanges than alone: "

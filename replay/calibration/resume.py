@@ -113,6 +113,7 @@ class ResumeFit:
 
 def fit_resume(probe: dict) -> ResumeFit:
     """The ``[resume]`` section from the probe's blocks (formula in the module docstring)."""
+    from replay.calibration.fit import median_iqr
     notes: list[str] = []
     rounds = int(probe["rounds"])
     burst = [float(np.median(r)) for r in probe["resumed_s"]]
@@ -124,9 +125,7 @@ def fit_resume(probe: dict) -> ResumeFit:
             res = np.asarray(probe["resumed_s"][i], float)
             aw = np.asarray(probe["away_s"][i][j], float)
             # rank 0's rounds, then rank 1's: one round's blocks are adjacent in both
-            diff = aw - res
-            w = float(np.median(diff))
-            spread = float(np.percentile(diff, 75) - np.percentile(diff, 25))
+            w, spread = median_iqr(aw - res)
             if w < 0:
                 notes.append(f"resume probe: a {burst[i] * 1e6:.3g} us kernel took "
                              f"{-w * 1e6:.3g} us less after {d * 1e3:g} ms away than at once: "
