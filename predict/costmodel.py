@@ -283,10 +283,7 @@ def samples(trace_dir: Path | str, cpu_time: bool = False) -> tuple[Spec, pd.Dat
                 out.append((f"bytes:{e.msg}", e.units, P, float(row.nbytes)))
             # Time outside every region and call ("other"): interpreter, tracing, and the
             # pickling the pickle API does before a send and after a receive, so it is
-            # modelled against those bytes. Sendrecv_recv shares its call with the send half.
-            if row.op == "Sendrecv_recv":
-                unpickle = float(row.nbytes)
-                continue
+            # modelled against those bytes.
             pickled = unpickle + (float(row.nbytes) if row.op in tf.SEND_OPS else 0.0)
             if last_end is not None:
                 out.append(("pickle" if pickled else "other", pickled, P,

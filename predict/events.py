@@ -4,8 +4,8 @@ The event order comes from the same pure schedules that drive the real runs
 (``apps.skeletons.pipeline.schedule``, ``tree.schedule``, ``hypercube.schedule``), so a
 synthetic trace cannot drift from what the skeletons do. Where the order depends on timing or
 data (master/worker's result arrivals, the block sort's merge steps), ``events`` takes it as an
-argument (``predict.order``). Each MPI event becomes one trace row (two for Sendrecv), each
-region one row at its exit, as the instrumentation records them.
+argument (``predict.order``). Each MPI event becomes one trace row (a pickle-API recv two: its
+Probe and Recv), each region one row at its exit, as the instrumentation records them.
 """
 from __future__ import annotations
 
@@ -216,9 +216,11 @@ def _hypercube(spec: Spec, ranks: list[_Rank], g: int, order: None) -> None:
                 # partners cover equal shares at each level up to the odd unit; the combined
                 # result covers both, which the partner's own count mirrors
                 other = _covered_after(spec, arg, me)
-                r.mpi("Sendrecv_send", peer=arg, tag=hypercube.TAG_COMBINE, comm=0,
-                      msg="result", units=covered)
-                r.mpi("Sendrecv_recv", peer=arg, tag=hypercube.TAG_COMBINE, comm=0)
+                # the pickle-API sendrecv as traced: mpi4py's Isend, recv and Wait
+                req = r.isend(peer=arg, tag=hypercube.TAG_COMBINE, comm=0, msg="result",
+                              units=covered)
+                r.mpi("Recv", peer=arg, tag=hypercube.TAG_COMBINE, comm=0)
+                r.mpi("Wait", request=req, comm=0)
                 r.region("combine", covered + other)
                 covered += other
 

@@ -77,16 +77,15 @@ def rows(spec: Spec, evs: list[list[Ev]], cost: Cost) -> list[dict[str, list]]:
                     t += _gap(cost, unpickle + nb, P)
                     row(e.name, t, t, reg, e.peer, e.tag, e.comm, nb, e.request)
                     unpickle = 0.0
-                elif e.name in ("Recv", "Sendrecv_recv"):
+                elif e.name == "Recv":
                     q = sent.get((e.peer, me, e.comm, e.tag))
                     if not q:
                         raise SynthesisError(f"rank {me}: receive from {e.peer} tag {e.tag} "
                                              "without a matching send")
-                    if e.name == "Recv":  # a Sendrecv_recv shares the send half's call
-                        t += _gap(cost, unpickle, P)
+                    t += _gap(cost, unpickle, P)
                     nb = q.popleft()
-                    if e.name == "Recv":  # a traced pickle-API recv: matched probe, receive
-                        row("Probe", t, t, reg, e.peer, e.tag, e.comm, nb)
+                    # a traced pickle-API recv: matched probe, receive
+                    row("Probe", t, t, reg, e.peer, e.tag, e.comm, nb)
                     row(e.name, t, t, reg, e.peer, e.tag, e.comm, nb)
                     unpickle = float(nb)
                 else:

@@ -277,7 +277,8 @@ def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
     """A pickle-API recv is its MPI calls: a Probe row (waits for the message) and a Recv row (the
     receive of the pickled bytes); the allocation lies between them and the unpickling after
     (the sender's pickling likewise precedes its send row), so replay keeps both as measured
-    compute instead of charging them to the network."""
+    compute instead of charging them to the network. A pickle-API sendrecv likewise: an
+    Isend, the recv's two rows, the unpickling, the Wait."""
     import subprocess
     import sys
 
@@ -292,19 +293,22 @@ def test_unpickling_is_the_receivers_compute_not_the_call(tmp_path):
     df = tf.read_trace(out).to_pandas()
     r1 = df[df["rank"] == 1].reset_index(drop=True)
     mpi = r1[r1["op"] != "region"].reset_index(drop=True)
-    assert list(mpi["op"].astype(str))[:4] == ["Probe", "Recv", "Sendrecv_send", "Sendrecv_recv"]
-    probe, recv, sr = mpi.iloc[0], mpi.iloc[1], mpi.iloc[3]
+    # recv: Probe, Recv; sendrecv: Isend, Probe, Recv, Wait (mpi4py's own calls for it)
+    assert list(mpi["op"].astype(str))[:6] == ["Probe", "Recv", "Isend", "Probe", "Recv", "Wait"]
+    probe, recv, isend = mpi.iloc[0], mpi.iloc[1], mpi.iloc[2]
     assert probe["peer"] == recv["peer"] == 0 and probe["tag"] == recv["tag"] == 1
     assert probe["nbytes"] == recv["nbytes"] > 1000
     assert probe["t_end"] <= recv["t_start"]
     assert (recv["t_end"] - recv["t_start"]) < 40e6
     # the 60 ms of unpickling lie between the Recv row and the next call
-    assert sr["t_start"] - recv["t_end"] >= 55e6
-    # rank 0 waits in its sendrecv while rank 1 unpickles; rank 1's own sendrecv finds rank 0's
-    # message there and its row ends before its 60 ms of unpickling
+    assert isend["t_start"] - recv["t_end"] >= 55e6
+    # rank 0 waits in its sendrecv's probe while rank 1 unpickles; rank 1's own sendrecv finds
+    # rank 0's message there: its Recv row ends before its 60 ms of unpickling, its Wait after
     r0 = df[df["rank"] == 0].reset_index(drop=True)
-    assert r0[r0["op"] == "Sendrecv_recv"].iloc[0]["t_end"] > sr["t_start"]
-    assert (sr["t_end"] - sr["t_start"]) < 40e6
+    assert r0[r0["op"] == "Probe"].iloc[0]["t_end"] > isend["t_start"]
+    recv2, wait = mpi.iloc[4], mpi.iloc[5]
+    assert (recv2["t_end"] - recv2["t_start"]) < 40e6
+    assert wait["t_start"] - recv2["t_end"] >= 55e6 and wait["request"] == isend["request"]
     # the probe is replayed as waiting for that message, the receive completes it
     import replay
     from replay import kernel as K
