@@ -214,12 +214,8 @@ class TracedComm(_C):
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
                  status: MPI.Status | None = None) -> Any:
         if recvbuf is None:
-            # What mpi4py's sendrecv does, as its MPI calls: an Isend of the pickle (posted
-            # before the receive, so two partners cannot deadlock), its recv (a matched probe,
-            # the buffer, the receive, then unpickling: see recv) and the Wait. Recorded as
-            # those rows, so that allocating the buffer (page faults on fresh memory:
-            # milliseconds for a few MB on this VM) and unpickling are the rank's compute, which
-            # replay keeps, not the call's, which replay replaces by the network's time.
+            # mpi4py's own calls as rows: an Isend of the pickle (posted first), its recv (see
+            # recv: allocation and unpickling are the rank's compute) and the Wait.
             req = TracedComm.Isend(self, [_dumps(sendobj), _BYTE], dest, sendtag)
             obj = TracedComm.recv(self, None, source, recvtag, status)
             req.Wait()

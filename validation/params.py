@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from apps.skeletons import analytic_paper
+from apps.skeletons.hypercube import TAG_COMBINE
 from hindsight import trace as tf
 from validation.models import ModelError, paper000, paper002, paper003, paper004
 
@@ -157,7 +158,7 @@ def _paper004(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> 
 def _paper002(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> dict[str, Any]:
     """§5 with block costs fitted from this trace's divide / combine / conquer regions
     (T_div = a + b·M, T_comb = a + b·N, T_seq = a + b·N + c·M), the exchange 2(l + K·g) per level
-    with K the measured Sendrecv bytes of that level and Hockney l, g from the profile, plus rank
+    with K the measured bytes of that level's exchange and Hockney l, g from the profile, plus rank
     0's input loading (io), which the paper leaves out (it is measured, not modelled)."""
     args = manifest.get("args") or {}
     div, comb, conq = regions(df, "divide"), regions(df, "combine"), regions(df, "conquer")
@@ -184,7 +185,9 @@ def _paper002(app: str, df: pd.DataFrame, manifest: dict, P: int, net: dict) -> 
     t_div = sum(f_div(M=M0 / 2 ** j) for j in range(d))
     t_comb = sum(f_comb(N=comb_at[j]) for j in range(d))
     t_seq = f_seq(N=N0, M=M0 / P)
-    sr = df[df["op"] == "Sendrecv_send"]
+    # the exchange's send half: the pickle-API sendrecv is recorded as mpi4py's Isend, receive
+    # and Wait; a sendrecv into a buffer as Sendrecv_send and Sendrecv_recv
+    sr = df[df["op"].isin(["Isend", "Sendrecv_send"]) & (df["tag"] == TAG_COMBINE)]
     K_levels = sr.groupby("rank")["nbytes"].apply(list)
     K = [float(np.mean([ks[j] for ks in K_levels if len(ks) > j])) for j in range(d)]
     t_ex = sum(paper002.exchange(k, net["l"], net["g"]) for k in K)
