@@ -349,26 +349,35 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
     nh, stamp, nf, first = state[_NH], state[_STAMP], state[_NF], state[_FIRST] != 0
     n_post, n_rq, n_uq = state[_NPOST], state[_NRQ], state[_NUQ]
     times = len(op_start) > 0     # starts and partners kept (``simulate``)
+    sh = np.int64(1)
+    while (np.int64(1) << sh) <= n:
+        sh += 1
+    mask = (np.int64(1) << sh) - 1
     while True:
         if nh + nf + 4 > len(ht):
             break       # the caller grows the heap and calls again
         if nf > 0:
-            # Queue the newly ready operations: by rank, then type, then schedule order.
+            if nf > 1:
+                # Queue the newly ready operations: by rank, then type, then schedule order
+                # (the operation in the key's low ``sh`` bits: a mask, not a division, gets
+                # it back)
+                for j in range(nf):
+                    x = freed[j]
+                    key[j] = ((np.int64(rank[x]) * 4 + kind[x]) << sh) | x
+                if nf > 16:
+                    sort_head(key, nf)
+                else:
+                    for j in range(1, nf):      # insertion sort: usually two or three
+                        v = key[j]
+                        q = j - 1
+                        while q >= 0 and key[q] > v:
+                            key[q + 1] = key[q]
+                            q -= 1
+                        key[q + 1] = v
+                for j in range(nf):
+                    freed[j] = key[j] & mask
             for j in range(nf):
                 x = freed[j]
-                key[j] = (rank[x] * 4 + kind[x]) * (n + 1) + x
-            if nf > 16:
-                sort_head(key, nf)
-            else:
-                for j in range(1, nf):      # insertion sort: usually one or two operations
-                    v = key[j]
-                    q = j - 1
-                    while q >= 0 and key[q] > v:
-                        key[q + 1] = key[q]
-                        q -= 1
-                    key[q + 1] = v
-            for j in range(nf):
-                x = key[j] % (n + 1)
                 h = rank[x]
                 if first:
                     t = 0.0
