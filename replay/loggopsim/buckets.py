@@ -27,16 +27,17 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)
-    # per (receiver, source) pair its least and greatest tag; the pairs' tag ranges laid end to
-    # end are the possible keys, numbered through a table over them when they are few
-    lo, hi, nmsg, wild_any, span = _pair_tags(P, rank, kind, peer, tag, 8 * len(kind) + 2**16)
+    # per (receiver, source) pair its least and greatest tag (and their step); the pairs' tag
+    # ranges laid end to end are the possible keys, numbered through a table over them when they are few
+    lo, hi, shift, nmsg, wild_any, span = _pair_tags(P, rank, kind, peer, tag,
+                                                     8 * len(kind) + 2**16)
     if nmsg and span <= 8 * nmsg + 2**16 and nmsg < 2**31:
         # one pass over the operations numbers them, no sort and no per-message temporaries
         # (4 bytes a possible key, at most what np.unique's sort and inverse take, some 32
         # bytes a key); a table per pair rather than over all pairs x all tags: tags that grow
         # with the rounds (a tag per round and step) made that one too large to use
-        return _aliased(*_table_buckets(P, rank, kind, peer, tag, lo, hi, span, wild_any,
-                                        np.zeros(0, index)), wild_any)
+        return _aliased(*_table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span,
+                                        wild_any, np.zeros(0, index)), wild_any)
     snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
     ns = len(snd)
     # Per message (senders first) its tag, its tag's number, then its key, in one array changed
@@ -95,11 +96,17 @@ def _aliased(bucket, cand, ubucket, nkeys, wild_any):
 @nb.njit(cache=True, nogil=True)
 def _pair_tags(P, rank, kind, peer, tag, limit):
     """Per (receiver, source + 1) pair, the least and greatest tag of its sends and receives
-    (lo > hi: none); the sends and receives; whether a receive has a wildcard; the pairs' tag
-    ranges' total length (counted up to ``limit`` only: far-apart tags would overflow it)."""
+    (lo > hi: none) and the greatest power of two, as its log, that all their differences are
+    multiples of; the sends and receives; whether a receive has a wildcard; the pairs' tag
+    ranges' total length in those steps (counted up to ``limit`` only: far-apart tags would
+    overflow it). The steps: tags that number rounds in their high bits (round · 2^k + step)
+    leave most tags of a range unused, and a table 2^k times smaller is as many times fewer
+    cache lines to touch."""
     npair = (P + 1) * (P + 1)
     lo = np.zeros(npair, np.int64)
     hi = np.full(npair, -1, np.int64)
+    bits = np.zeros(npair, np.int64)    # the differences from the pair's first tag, or-ed
+    first = np.zeros(npair, np.int64)
     nmsg = 0
     wild = False
     for i in range(len(kind)):
@@ -115,55 +122,66 @@ def _pair_tags(P, rank, kind, peer, tag, limit):
         if lo[p] > hi[p]:
             lo[p] = t
             hi[p] = t
-        elif t < lo[p]:
-            lo[p] = t
-        elif t > hi[p]:
-            hi[p] = t
+            first[p] = t
+        else:
+            bits[p] |= t - first[p]
+            if t < lo[p]:
+                lo[p] = t
+            elif t > hi[p]:
+                hi[p] = t
         nmsg += 1
+    shift = np.zeros(npair, np.int64)
     span = np.int64(0)
     for p in range(npair):
         if lo[p] <= hi[p]:
-            if hi[p] - lo[p] >= limit or span >= limit:   # (a difference of int64 tags may wrap)
-                return lo, hi, nmsg, wild, np.int64(limit + 1)
-            span += hi[p] - lo[p] + 1
-    return lo, hi, nmsg, wild, span
+            d = hi[p] - lo[p]
+            if d < 0 or d >= limit or span >= limit:   # (a difference of int64 tags may wrap)
+                return lo, hi, shift, nmsg, wild, np.int64(limit + 1)
+            b = bits[p]
+            while b != 0 and (b & 1) == 0:
+                b >>= 1
+                shift[p] += 1
+            span += (d >> shift[p]) + 1
+    return lo, hi, shift, nmsg, wild, span
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _slot(P, base, lo, dst, src, t):
+def _slot(P, base, lo, shift, dst, src, t):
     """Key (dst, src, t)'s place in the table, for a key of some send or receive."""
     p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
-    return base[p] + (np.int64(t) - lo[p])
+    return base[p] + ((np.int64(t) - lo[p]) >> shift[p])
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _number(table, P, base, lo, hi, dst, src, t):
+def _number(table, P, base, lo, hi, shift, dst, src, t):
     """Key (dst, src, t)'s number, -1 if no send or receive has it."""
     p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
-    if t < lo[p] or t > hi[p]:
+    d = np.int64(t) - lo[p]
+    if t < lo[p] or t > hi[p] or (d & ((np.int64(1) << shift[p]) - 1)) != 0:
         return -1
-    return table[base[p] + (np.int64(t) - lo[p])]
+    return table[base[p] + (d >> shift[p])]
 
 
 @nb.njit(cache=True, nogil=True)
-def _table_buckets(P, rank, kind, peer, tag, lo, hi, span, wild_any, index_proto):
-    """``match_buckets`` through a table over each pair's tag range (``_pair_tags``; pairs in
-    their order, then tags: keys numbered in their order, as np.unique numbers them)."""
+def _table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span, wild_any, index_proto):
+    """``match_buckets`` through a table over each pair's tag range in its steps
+    (``_pair_tags``; pairs in their order, then tags: keys numbered in their order, as np.unique
+    numbers them)."""
     n = len(kind)
     base = np.zeros(len(lo), np.int64)
     at = np.int64(0)
     for p in range(len(lo)):
         base[p] = at
         if lo[p] <= hi[p]:
-            at += hi[p] - lo[p] + 1
-    table = np.zeros(span, np.int32)     # fewer than 2**31 keys: the caller's check
+            at += ((hi[p] - lo[p]) >> shift[p]) + 1
+    table = np.zeros(span, np.int32)
     for i in range(n):
         if kind[i] == SEND:
-            table[_slot(P, base, lo, peer[i], rank[i], tag[i])] = 1
+            table[_slot(P, base, lo, shift, peer[i], rank[i], tag[i])] = 1
         elif kind[i] == RECV:
-            table[_slot(P, base, lo, rank[i], peer[i], tag[i])] = 1
-    c = 0
-    for k in range(span):
+            table[_slot(P, base, lo, shift, rank[i], peer[i], tag[i])] = 1
+    c = 0                   # fewer than 2**31 keys: the caller's check
+    for k in range(len(table)):
         if table[k]:
             table[k] = c
             c += 1
@@ -175,16 +193,16 @@ def _table_buckets(P, rank, kind, peer, tag, lo, hi, span, wild_any, index_proto
     for i in range(n):
         if kind[i] == SEND:
             d, src, t = peer[i], rank[i], tag[i]
-            b = table[_slot(P, base, lo, d, src, t)]
+            b = table[_slot(P, base, lo, shift, d, src, t)]
             bucket[i] = b
             if wild_any:
                 ubucket[i] = b
                 cand[i, 0] = b
-                cand[i, 1] = _number(table, P, base, lo, hi, d, src, ANY)
-                cand[i, 2] = _number(table, P, base, lo, hi, d, ANY, t)
-                cand[i, 3] = _number(table, P, base, lo, hi, d, ANY, ANY)
+                cand[i, 1] = _number(table, P, base, lo, hi, shift, d, src, ANY)
+                cand[i, 2] = _number(table, P, base, lo, hi, shift, d, ANY, t)
+                cand[i, 3] = _number(table, P, base, lo, hi, shift, d, ANY, ANY)
         elif kind[i] == RECV:
-            b = table[_slot(P, base, lo, rank[i], peer[i], tag[i])]
+            b = table[_slot(P, base, lo, shift, rank[i], peer[i], tag[i])]
             bucket[i] = b
             if wild_any:
                 ubucket[i] = -2 if peer[i] == ANY or tag[i] == ANY else b

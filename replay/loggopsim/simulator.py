@@ -238,6 +238,19 @@ def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
     return nf
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _release_all(x, off, succ, cnt, freed, nf):
+    """Operation x started and completed at once (a calc, an eager send): count down all its
+    dependents in one pass (the order they are freed in is not kept: ``_events`` sorts them)."""
+    for k in range(off[x], off[x + 1]):
+        d = succ[k]
+        cnt[d] -= 1
+        if cnt[d] == 0:
+            freed[nf] = d
+            nf += 1
+    return nf
+
+
 @nb.njit(cache=True, nogil=True)
 def _scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
     """The first arrived message a receive x with a wildcard matches (-1: none): rank h's
@@ -421,8 +434,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                         op_start[x] = t
                     op_end[x] = t + size[x]
                     done[x] = True
-                    nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
-                    nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                    nf = _release_all(x, off, succ, cnt, freed, nf)
                 else:
                     nh = park(x, st, (ci * 3 + 0) * nnic, nexto[ci], n, pk_n, pk_p, pk_s,
                                pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
@@ -431,7 +443,6 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                 if free_at <= t:
                     if times:
                         op_start[x] = t
-                    nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                     s1 = size[x] - 1.0
                     nexto[ci] = t + o_s + s1 * O_s
                     ovh[h] += o_s + s1 * O_s
@@ -441,7 +452,9 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     stamp += 1
                     if size[x] <= S:
                         done[x] = True
-                        nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                        nf = _release_all(x, off, succ, cnt, freed, nf)
+                    else:
+                        nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                 else:
                     nh = park(x, st, (ci * 3 + 1) * nnic + nic[x], free_at, n, pk_n, pk_p,
                                pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
