@@ -116,17 +116,26 @@ def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv:
 
 
 @nb.njit(cache=True, nogil=True)
-def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
-    """CSR of dependents by the operation they wait for (each operation's in dependency order),
-    and each op's count of open deps; operation numbers of ``index_proto``'s type, offsets of
-    ``off_proto``'s."""
+def _dep_counts(nops, dep_op, dep_on, index_proto, off_proto):
+    """The offsets of each operation's dependents in the CSR by the operation they wait for,
+    each op's count of open deps (operation numbers of ``index_proto``'s type, offsets of
+    ``off_proto``'s), and whether the dependencies are in that order already."""
     off = np.zeros(nops + 1, off_proto.dtype)
     cnt = np.zeros(nops, index_proto.dtype)
+    ordered = True
     for k in range(len(dep_on)):
         off[dep_on[k] + 1] += 1
         cnt[dep_op[k]] += 1
+        if k > 0 and dep_on[k] < dep_on[k - 1]:
+            ordered = False
     for i in range(nops):
         off[i + 1] += off[i]
+    return off, cnt, ordered
+
+
+@nb.njit(cache=True, nogil=True)
+def _successors(dep_op, dep_on, dep_start, off, index_proto):
+    """The CSR's lists (each operation's in dependency order): a counting sort by ``dep_on``."""
     succ = np.empty(len(dep_on), index_proto.dtype)
     succ_start = np.empty(len(dep_on), np.bool_)
     # off[i] is operation i's next free place while filling, i + 1's start after: shifted back
@@ -135,10 +144,10 @@ def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
         succ[j] = dep_op[k]
         succ_start[j] = dep_start[k]
         off[dep_on[k]] = j + 1
-    for i in range(nops, 0, -1):
+    for i in range(len(off) - 1, 0, -1):
         off[i] = off[i - 1]
     off[0] = 0
-    return off, succ, succ_start, cnt
+    return succ, succ_start
 
 
 def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = None,
@@ -156,9 +165,18 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     proto = np.zeros(0, np.int32 if 2 * n + 2 < 2**31 else np.int64)
     # the dependencies as they come (int32 from a trace's schedule cache, memory-mapped)
     nd = len(s.dep_on)
-    off, succ, succ_start, cnt = _successors(n, _integers(s.dep_op), _integers(s.dep_on),
-                                             np.asarray(s.dep_start, bool), proto,
-                                             np.zeros(0, np.int32 if nd < 2**31 else np.int64))
+    dep_op, dep_on = _integers(s.dep_op), _integers(s.dep_on)
+    dep_start = np.asarray(s.dep_start, bool)
+    off, cnt, ordered = _dep_counts(n, dep_op, dep_on, proto,
+                                    np.zeros(0, np.int32 if nd < 2**31 else np.int64))
+    if ordered and dep_op.dtype == proto.dtype:
+        # listed by the operation they wait for (as a GOAL file's order keeps them): the
+        # dependencies are the CSR's lists as they are, 5 bytes a dependency not rewritten
+        succ, succ_start = dep_op, dep_start
+        setup_only = (s.dep_on, s.cpu, s.nic)
+    else:
+        succ, succ_start = _successors(dep_op, dep_on, dep_start, off, proto)
+        setup_only = (s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
     ncpu = int(s.cpu.max()) + 1 if n else 1
     nnic = int(s.nic.max()) + 1 if n else 1
     for unit, count in (("cpu", ncpu), ("nic", nnic)):
@@ -167,7 +185,7 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
                                 f"keeps a clock per {unit} of every rank)")
     cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
     if read is not None:
-        read(s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
+        read(*setup_only)
     op_start = np.full(n if times else 0, -1.0)
     op_end = np.full(n, -1.0)
     match = np.full(n if times else 0, -1, np.int64)
