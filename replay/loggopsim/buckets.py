@@ -22,7 +22,8 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     unexpected-message bucket a receive takes from: its own key, or -2 for a receive with a
     wildcard, which scans its rank's arrived messages in arrival order) and the number of keys;
     the three arrays of ``index``'s type (the caller's operation numbers: the keys are at most
-    as many as the operations). Keys are numbered in their order. Without a wildcard receive,
+    as many as the operations). The numbers only name the queues: through the table, keys are
+    numbered in the order the operations first use them; by the sort, in their order. Without a wildcard receive,
     ``cand`` is ``bucket`` as one column and ``ubucket`` is ``bucket`` (``_aliased``).
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
@@ -154,19 +155,19 @@ def _slot(P, base, lo, shift, dst, src, t):
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _number(table, P, base, lo, hi, shift, dst, src, t):
-    """Key (dst, src, t)'s number, -1 if no send or receive has it."""
+    """Key (dst, src, t)'s number, -1 if no send or receive has it (``table`` holds numbers + 1,
+    0 where unused)."""
     p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
     d = np.int64(t) - lo[p]
     if t < lo[p] or t > hi[p] or (d & ((np.int64(1) << shift[p]) - 1)) != 0:
         return -1
-    return table[base[p] + (d >> shift[p])]
+    return table[base[p] + (d >> shift[p])] - 1
 
 
 @nb.njit(cache=True, nogil=True)
 def _table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span, wild_any, index_proto):
     """``match_buckets`` through a table over each pair's tag range in its steps
-    (``_pair_tags``; pairs in their order, then tags: keys numbered in their order, as np.unique
-    numbers them)."""
+    (``_pair_tags``; pairs in their order, then tags)."""
     n = len(kind)
     base = np.zeros(len(lo), np.int64)
     at = np.int64(0)
@@ -174,42 +175,38 @@ def _table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span, wild_any, inde
         base[p] = at
         if lo[p] <= hi[p]:
             at += ((hi[p] - lo[p]) >> shift[p]) + 1
+    # Keys numbered in the order the operations first use them, in the pass that reads them:
+    # a rank's successive messages then have nearby queues (in key order the pairwise
+    # schedule's, to a new partner each step, were each a cache miss in the event loop), and no
+    # pass over the table numbers it. The table holds a key's number + 1 (0: unused).
     table = np.zeros(span, np.int32)
+    bucket = np.empty(n, index_proto.dtype)
+    c = 0                   # fewer than 2**31 keys: the caller's check
     for i in range(n):
         if kind[i] == SEND:
-            table[_slot(P, base, lo, shift, peer[i], rank[i], tag[i])] = 1
+            k = _slot(P, base, lo, shift, peer[i], rank[i], tag[i])
         elif kind[i] == RECV:
-            table[_slot(P, base, lo, shift, rank[i], peer[i], tag[i])] = 1
-    c = 0                   # fewer than 2**31 keys: the caller's check
-    for k in range(len(table)):
-        if table[k]:
-            table[k] = c
-            c += 1
+            k = _slot(P, base, lo, shift, rank[i], peer[i], tag[i])
         else:
-            table[k] = -1
-    bucket = np.empty(n, index_proto.dtype)
+            bucket[i] = -1
+            continue
+        if table[k] == 0:
+            c += 1
+            table[k] = c
+        bucket[i] = table[k] - 1
     ubucket = np.empty(n if wild_any else 0, index_proto.dtype)
     cand = np.empty((n if wild_any else 0, 4), index_proto.dtype)
-    for i in range(n):
-        if kind[i] == SEND:
-            d, src, t = peer[i], rank[i], tag[i]
-            b = table[_slot(P, base, lo, shift, d, src, t)]
-            bucket[i] = b
-            if wild_any:
+    if wild_any:
+        for i in range(n):
+            b = bucket[i]
+            if kind[i] == SEND:
+                d, src, t = peer[i], rank[i], tag[i]
                 ubucket[i] = b
                 cand[i, 0] = b
                 cand[i, 1] = _number(table, P, base, lo, hi, shift, d, src, ANY)
                 cand[i, 2] = _number(table, P, base, lo, hi, shift, d, ANY, t)
                 cand[i, 3] = _number(table, P, base, lo, hi, shift, d, ANY, ANY)
-        elif kind[i] == RECV:
-            b = table[_slot(P, base, lo, shift, rank[i], peer[i], tag[i])]
-            bucket[i] = b
-            if wild_any:
-                ubucket[i] = -2 if peer[i] == ANY or tag[i] == ANY else b
-                cand[i, :] = -1
-        else:
-            bucket[i] = -1
-            if wild_any:
-                ubucket[i] = -1
+            else:
+                ubucket[i] = -2 if kind[i] == RECV and (peer[i] == ANY or tag[i] == ANY) else b
                 cand[i, :] = -1
     return bucket, cand, ubucket, np.int64(max(c, 1))
