@@ -22,22 +22,23 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     unexpected-message bucket a receive takes from: its own key, or -2 for a receive with a
     wildcard, which scans its rank's arrived messages in arrival order) and the number of keys;
     the three arrays of ``index``'s type (the caller's operation numbers: the keys are at most
-    as many as the operations). Keys are numbered in their order.
+    as many as the operations). The numbers only name the queues: through the table, keys are
+    numbered in the order the operations first use them; by the sort, in their order. Without a wildcard receive,
+    ``cand`` is ``bucket`` as one column and ``ubucket`` is ``bucket`` (``_aliased``).
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)
-    nmsg, tmin, tmax, wild = _message_tags(kind, peer, tag)
-    wild_any = bool(wild)
-    if nmsg:
-        lo = min(ANY, int(tmin))
-        T = max(ANY, int(tmax)) - lo + 1
-        span = (P + 1) ** 2 * T
-        if span <= 8 * nmsg + 2**16 and nmsg < 2**31:
-            # few possible keys: one pass over the operations numbers them through a table over
-            # all of them, no sort and no per-message temporaries (4 bytes a possible key, at
-            # most what np.unique's sort and inverse take, some 32 bytes a key)
-            return _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any,
-                                  np.zeros(0, index))
+    # per (receiver, source) pair its least and greatest tag (and their step); the pairs' tag
+    # ranges laid end to end are the possible keys, numbered through a table over them when they are few
+    lo, hi, shift, nmsg, wild_any, span = _pair_tags(P, rank, kind, peer, tag,
+                                                     8 * len(kind) + 2**16)
+    if nmsg and span <= 8 * nmsg + 2**16 and nmsg < 2**31:
+        # one pass over the operations numbers them, no sort and no per-message temporaries
+        # (4 bytes a possible key, at most what np.unique's sort and inverse take, some 32
+        # bytes a key); a table per pair rather than over all pairs x all tags: tags that grow
+        # with the rounds (a tag per round and step) made that one too large to use
+        return _aliased(*_table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span,
+                                        wild_any, np.zeros(0, index)), wild_any)
     snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
     ns = len(snd)
     # Per message (senders first) its tag, its tag's number, then its key, in one array changed
@@ -68,81 +69,144 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     bucket = np.full(n, -1, index)
     bucket[snd], bucket[rcv] = ids[:ns], ids[ns:]
     del ids
+    nkeys = np.int64(max(len(keys), 1))
+    if not wild_any:
+        return _aliased(bucket, None, None, nkeys, False)
     wild = (peer[rcv] == ANY) | (tag[rcv] == ANY)
     ubucket = bucket.copy()
     ubucket[rcv[wild]] = -2
-    cand = np.full((n, 4 if wild_any else 1), -1, index)
+    cand = np.full((n, 4), -1, index)
     cand[snd, 0] = bucket[snd]
+    d = peer[snd].astype(np.int64) * (P + 1)     # keys with (src, ANY), (ANY, tag), (ANY, ANY)
+    to, any_src = (d + rank[snd] + 1) * T, (d + ANY + 1) * T
+    for j, kj in enumerate((to + t_any, any_src + s_tid, any_src + t_any), 1):
+        pos = np.minimum(np.searchsorted(keys, kj), len(keys) - 1)
+        cand[snd, j] = np.where(keys[pos] == kj, pos, -1)
+    return bucket, cand, ubucket, nkeys
+
+
+def _aliased(bucket, cand, ubucket, nkeys, wild_any):
+    """Without a wildcard receive, a send's only candidate and a receive's arrived-message bucket
+    are its own bucket: ``cand`` and ``ubucket`` are ``bucket`` itself (the simulator reads
+    ``cand`` of sends and ``ubucket`` of sends and receives only), two arrays fewer to write."""
     if wild_any:
-        d = peer[snd].astype(np.int64) * (P + 1)     # keys with (src, ANY), (ANY, tag), (ANY, ANY)
-        to, any_src = (d + rank[snd] + 1) * T, (d + ANY + 1) * T
-        for j, kj in enumerate((to + t_any, any_src + s_tid, any_src + t_any), 1):
-            pos = np.minimum(np.searchsorted(keys, kj), len(keys) - 1)
-            cand[snd, j] = np.where(keys[pos] == kj, pos, -1)
-    return bucket, cand, ubucket, np.int64(max(len(keys), 1))
+        return bucket, cand, ubucket, nkeys
+    return bucket, bucket.reshape(-1, 1), bucket, nkeys
 
 
 @nb.njit(cache=True, nogil=True)
-def _message_tags(kind, peer, tag):
-    """(sends and receives, their least and greatest tag, whether a receive has a wildcard) in
-    one pass (as array expressions: half a dozen temporaries over every operation)."""
+def _pair_tags(P, rank, kind, peer, tag, limit):
+    """Per (receiver, source + 1) pair, the least and greatest tag of its sends and receives
+    (lo > hi: none) and the greatest power of two, as its log, that all their differences are
+    multiples of; the sends and receives; whether a receive has a wildcard; the pairs' tag
+    ranges' total length in those steps (counted up to ``limit`` only: far-apart tags would
+    overflow it). The steps: tags that number rounds in their high bits (round · 2^k + step)
+    leave most tags of a range unused, and a table 2^k times smaller is as many times fewer
+    cache lines to touch."""
+    npair = (P + 1) * (P + 1)
+    lo = np.zeros(npair, np.int64)
+    hi = np.full(npair, -1, np.int64)
+    bits = np.zeros(npair, np.int64)    # the differences from the pair's first tag, or-ed
+    first = np.zeros(npair, np.int64)
     nmsg = 0
-    tmin = np.int64(0)
-    tmax = np.int64(0)
     wild = False
     for i in range(len(kind)):
-        if kind[i] != CALC:
-            t = np.int64(tag[i])
-            if nmsg == 0 or t < tmin:
-                tmin = t
-            if nmsg == 0 or t > tmax:
-                tmax = t
-            nmsg += 1
-            if kind[i] == RECV and (peer[i] == ANY or tag[i] == ANY):
+        if kind[i] == SEND:
+            p = np.int64(peer[i]) * (P + 1) + rank[i] + 1
+        elif kind[i] == RECV:
+            p = np.int64(rank[i]) * (P + 1) + peer[i] + 1
+            if peer[i] == ANY or tag[i] == ANY:
                 wild = True
-    return nmsg, tmin, tmax, wild
+        else:
+            continue
+        t = np.int64(tag[i])
+        if lo[p] > hi[p]:
+            lo[p] = t
+            hi[p] = t
+            first[p] = t
+        else:
+            bits[p] |= t - first[p]
+            if t < lo[p]:
+                lo[p] = t
+            elif t > hi[p]:
+                hi[p] = t
+        nmsg += 1
+    shift = np.zeros(npair, np.int64)
+    span = np.int64(0)
+    for p in range(npair):
+        if lo[p] <= hi[p]:
+            d = hi[p] - lo[p]
+            if d < 0 or d >= limit or span >= limit:   # (a difference of int64 tags may wrap)
+                return lo, hi, shift, nmsg, wild, np.int64(limit + 1)
+            b = bits[p]
+            while b != 0 and (b & 1) == 0:
+                b >>= 1
+                shift[p] += 1
+            span += (d >> shift[p]) + 1
+    return lo, hi, shift, nmsg, wild, span
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _key(P, T, dst, src, t):
-    return (np.int64(dst) * (P + 1) + (np.int64(src) + 1)) * T + t
+def _slot(P, base, lo, shift, dst, src, t):
+    """Key (dst, src, t)'s place in the table, for a key of some send or receive."""
+    p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
+    return base[p] + ((np.int64(t) - lo[p]) >> shift[p])
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _number(table, P, base, lo, hi, shift, dst, src, t):
+    """Key (dst, src, t)'s number, -1 if no send or receive has it (``table`` holds numbers + 1,
+    0 where unused)."""
+    p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
+    d = np.int64(t) - lo[p]
+    if t < lo[p] or t > hi[p] or (d & ((np.int64(1) << shift[p]) - 1)) != 0:
+        return -1
+    return table[base[p] + (d >> shift[p])] - 1
 
 
 @nb.njit(cache=True, nogil=True)
-def _table_buckets(P, T, lo, rank, kind, peer, tag, span, wild_any, index_proto):
-    """``match_buckets`` through a table over the ``span`` possible keys, tags numbered as the
-    tag less ``lo`` (keys numbered in their order, as np.unique numbers them)."""
+def _table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span, wild_any, index_proto):
+    """``match_buckets`` through a table over each pair's tag range in its steps
+    (``_pair_tags``; pairs in their order, then tags)."""
     n = len(kind)
-    table = np.zeros(span, np.int32)     # fewer than 2**31 keys: the caller's check
+    base = np.zeros(len(lo), np.int64)
+    at = np.int64(0)
+    for p in range(len(lo)):
+        base[p] = at
+        if lo[p] <= hi[p]:
+            at += ((hi[p] - lo[p]) >> shift[p]) + 1
+    # Keys numbered in the order the operations first use them, in the pass that reads them:
+    # a rank's successive messages then have nearby queues (in key order the pairwise
+    # schedule's, to a new partner each step, were each a cache miss in the event loop), and no
+    # pass over the table numbers it. The table holds a key's number + 1 (0: unused).
+    table = np.zeros(span, np.int32)
+    bucket = np.empty(n, index_proto.dtype)
+    c = 0                   # fewer than 2**31 keys: the caller's check
     for i in range(n):
         if kind[i] == SEND:
-            table[_key(P, T, peer[i], rank[i], tag[i] - lo)] = 1
+            k = _slot(P, base, lo, shift, peer[i], rank[i], tag[i])
         elif kind[i] == RECV:
-            table[_key(P, T, rank[i], peer[i], tag[i] - lo)] = 1
-    c = 0
-    for k in range(span):
-        if table[k]:
-            table[k] = c
-            c += 1
+            k = _slot(P, base, lo, shift, rank[i], peer[i], tag[i])
         else:
-            table[k] = -1
-    bucket = np.full(n, -1, index_proto.dtype)
-    ubucket = np.full(n, -1, index_proto.dtype)
-    cand = np.full((n, 4 if wild_any else 1), -1, index_proto.dtype)
-    t_any = ANY - lo
-    for i in range(n):
-        if kind[i] == SEND:
-            d, src, t = peer[i], rank[i], tag[i] - lo
-            b = table[_key(P, T, d, src, t)]
-            bucket[i] = b
-            ubucket[i] = b
-            cand[i, 0] = b
-            if wild_any:
-                cand[i, 1] = table[_key(P, T, d, src, t_any)]
-                cand[i, 2] = table[_key(P, T, d, ANY, t)]
-                cand[i, 3] = table[_key(P, T, d, ANY, t_any)]
-        elif kind[i] == RECV:
-            b = table[_key(P, T, rank[i], peer[i], tag[i] - lo)]
-            bucket[i] = b
-            ubucket[i] = -2 if peer[i] == ANY or tag[i] == ANY else b
+            bucket[i] = -1
+            continue
+        if table[k] == 0:
+            c += 1
+            table[k] = c
+        bucket[i] = table[k] - 1
+    ubucket = np.empty(n if wild_any else 0, index_proto.dtype)
+    cand = np.empty((n if wild_any else 0, 4), index_proto.dtype)
+    if wild_any:
+        for i in range(n):
+            b = bucket[i]
+            if kind[i] == SEND:
+                d, src, t = peer[i], rank[i], tag[i]
+                ubucket[i] = b
+                cand[i, 0] = b
+                cand[i, 1] = _number(table, P, base, lo, hi, shift, d, src, ANY)
+                cand[i, 2] = _number(table, P, base, lo, hi, shift, d, ANY, t)
+                cand[i, 3] = _number(table, P, base, lo, hi, shift, d, ANY, ANY)
+            else:
+                ubucket[i] = -2 if kind[i] == RECV and (peer[i] == ANY or tag[i] == ANY) else b
+                cand[i, :] = -1
     return bucket, cand, ubucket, np.int64(max(c, 1))

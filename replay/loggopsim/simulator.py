@@ -116,17 +116,26 @@ def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv:
 
 
 @nb.njit(cache=True, nogil=True)
-def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
-    """CSR of dependents by the operation they wait for (each operation's in dependency order),
-    and each op's count of open deps; operation numbers of ``index_proto``'s type, offsets of
-    ``off_proto``'s."""
+def _dep_counts(nops, dep_op, dep_on, index_proto, off_proto):
+    """The offsets of each operation's dependents in the CSR by the operation they wait for,
+    each op's count of open deps (operation numbers of ``index_proto``'s type, offsets of
+    ``off_proto``'s), and whether the dependencies are in that order already."""
     off = np.zeros(nops + 1, off_proto.dtype)
     cnt = np.zeros(nops, index_proto.dtype)
+    ordered = True
     for k in range(len(dep_on)):
         off[dep_on[k] + 1] += 1
         cnt[dep_op[k]] += 1
+        if k > 0 and dep_on[k] < dep_on[k - 1]:
+            ordered = False
     for i in range(nops):
         off[i + 1] += off[i]
+    return off, cnt, ordered
+
+
+@nb.njit(cache=True, nogil=True)
+def _successors(dep_op, dep_on, dep_start, off, index_proto):
+    """The CSR's lists (each operation's in dependency order): a counting sort by ``dep_on``."""
     succ = np.empty(len(dep_on), index_proto.dtype)
     succ_start = np.empty(len(dep_on), np.bool_)
     # off[i] is operation i's next free place while filling, i + 1's start after: shifted back
@@ -135,10 +144,10 @@ def _successors(nops, dep_op, dep_on, dep_start, index_proto, off_proto):
         succ[j] = dep_op[k]
         succ_start[j] = dep_start[k]
         off[dep_on[k]] = j + 1
-    for i in range(nops, 0, -1):
+    for i in range(len(off) - 1, 0, -1):
         off[i] = off[i - 1]
     off[0] = 0
-    return off, succ, succ_start, cnt
+    return succ, succ_start
 
 
 def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = None,
@@ -156,9 +165,18 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     proto = np.zeros(0, np.int32 if 2 * n + 2 < 2**31 else np.int64)
     # the dependencies as they come (int32 from a trace's schedule cache, memory-mapped)
     nd = len(s.dep_on)
-    off, succ, succ_start, cnt = _successors(n, _integers(s.dep_op), _integers(s.dep_on),
-                                             np.asarray(s.dep_start, bool), proto,
-                                             np.zeros(0, np.int32 if nd < 2**31 else np.int64))
+    dep_op, dep_on = _integers(s.dep_op), _integers(s.dep_on)
+    dep_start = np.asarray(s.dep_start, bool)
+    off, cnt, ordered = _dep_counts(n, dep_op, dep_on, proto,
+                                    np.zeros(0, np.int32 if nd < 2**31 else np.int64))
+    if ordered and dep_op.dtype == proto.dtype:
+        # listed by the operation they wait for (as a GOAL file's order keeps them): the
+        # dependencies are the CSR's lists as they are, 5 bytes a dependency not rewritten
+        succ, succ_start = dep_op, dep_start
+        setup_only = (s.dep_on, s.cpu, s.nic)
+    else:
+        succ, succ_start = _successors(dep_op, dep_on, dep_start, off, proto)
+        setup_only = (s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
     ncpu = int(s.cpu.max()) + 1 if n else 1
     nnic = int(s.nic.max()) + 1 if n else 1
     for unit, count in (("cpu", ncpu), ("nic", nnic)):
@@ -167,7 +185,7 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
                                 f"keeps a clock per {unit} of every rank)")
     cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
     if read is not None:
-        read(s.dep_op, s.dep_on, s.dep_start, s.cpu, s.nic)
+        read(*setup_only)
     op_start = np.full(n if times else 0, -1.0)
     op_end = np.full(n, -1.0)
     match = np.full(n if times else 0, -1, np.int64)
@@ -235,6 +253,19 @@ def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
             if cnt[d] == 0:
                 freed[nf] = d
                 nf += 1
+    return nf
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _release_all(x, off, succ, cnt, freed, nf):
+    """Operation x started and completed at once (a calc, an eager send): count down all its
+    dependents in one pass (the order they are freed in is not kept: ``_events`` sorts them)."""
+    for k in range(off[x], off[x + 1]):
+        d = succ[k]
+        cnt[d] -= 1
+        if cnt[d] == 0:
+            freed[nf] = d
+            nf += 1
     return nf
 
 
@@ -349,26 +380,35 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
     nh, stamp, nf, first = state[_NH], state[_STAMP], state[_NF], state[_FIRST] != 0
     n_post, n_rq, n_uq = state[_NPOST], state[_NRQ], state[_NUQ]
     times = len(op_start) > 0     # starts and partners kept (``simulate``)
+    sh = np.int64(1)
+    while (np.int64(1) << sh) <= n:
+        sh += 1
+    mask = (np.int64(1) << sh) - 1
     while True:
         if nh + nf + 4 > len(ht):
             break       # the caller grows the heap and calls again
         if nf > 0:
-            # Queue the newly ready operations: by rank, then type, then schedule order.
+            if nf > 1:
+                # Queue the newly ready operations: by rank, then type, then schedule order
+                # (the operation in the key's low ``sh`` bits: a mask, not a division, gets
+                # it back)
+                for j in range(nf):
+                    x = freed[j]
+                    key[j] = ((np.int64(rank[x]) * 4 + kind[x]) << sh) | x
+                if nf > 16:
+                    sort_head(key, nf)
+                else:
+                    for j in range(1, nf):      # insertion sort: usually two or three
+                        v = key[j]
+                        q = j - 1
+                        while q >= 0 and key[q] > v:
+                            key[q + 1] = key[q]
+                            q -= 1
+                        key[q + 1] = v
+                for j in range(nf):
+                    freed[j] = key[j] & mask
             for j in range(nf):
                 x = freed[j]
-                key[j] = (rank[x] * 4 + kind[x]) * (n + 1) + x
-            if nf > 16:
-                sort_head(key, nf)
-            else:
-                for j in range(1, nf):      # insertion sort: usually one or two operations
-                    v = key[j]
-                    q = j - 1
-                    while q >= 0 and key[q] > v:
-                        key[q + 1] = key[q]
-                        q -= 1
-                    key[q + 1] = v
-            for j in range(nf):
-                x = key[j] % (n + 1)
                 h = rank[x]
                 if first:
                     t = 0.0
@@ -412,8 +452,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                         op_start[x] = t
                     op_end[x] = t + size[x]
                     done[x] = True
-                    nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
-                    nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                    nf = _release_all(x, off, succ, cnt, freed, nf)
                 else:
                     nh = park(x, st, (ci * 3 + 0) * nnic, nexto[ci], n, pk_n, pk_p, pk_s,
                                pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
@@ -422,7 +461,6 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                 if free_at <= t:
                     if times:
                         op_start[x] = t
-                    nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                     s1 = size[x] - 1.0
                     nexto[ci] = t + o_s + s1 * O_s
                     ovh[h] += o_s + s1 * O_s
@@ -432,7 +470,9 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     stamp += 1
                     if size[x] <= S:
                         done[x] = True
-                        nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
+                        nf = _release_all(x, off, succ, cnt, freed, nf)
+                    else:
+                        nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                 else:
                     nh = park(x, st, (ci * 3 + 1) * nnic + nic[x], free_at, n, pk_n, pk_p,
                                pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
