@@ -354,7 +354,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
     if cells:
         out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
-                              info, carry, no_queue)
+                              info, carry, no_queue, table)
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
@@ -469,7 +469,8 @@ def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
                     trail: np.ndarray, cpu: bool, m_delay: np.ndarray,
                     cost: np.ndarray | None, out: K.Outputs, cells: int,
                     info: dict[str, Any], carry: np.ndarray | None = None,
-                    no_queue: np.ndarray | None = None) -> K.Outputs:
+                    no_queue: np.ndarray | None = None,
+                    resume: np.ndarray | None = None) -> K.Outputs:
     """Replay again under rule ``ack_cells`` until the floors it sets no longer change (at
     most ``ACK_PASSES`` replays; ``info["ack_cells"]`` says how many acknowledgements were
     held, the passes taken and whether they settled)."""
@@ -487,7 +488,7 @@ def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
             settled = True
             break
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu, m_delay, True, cost, floor, carry,
-                             no_queue)
+                             no_queue, resume=resume)
         passes += 1
         if stuck:
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck) under rule ack_cells")

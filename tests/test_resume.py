@@ -157,3 +157,27 @@ def test_the_fit_takes_the_median_difference_per_round():
     assert any("took 5 us less" in n for n in fit.notes), fit.notes
     resume_curve({"resume": p})           # a section replay reads
     assert iterations(0.0) == 40 and iterations(0.032) == 5 and iterations(0.0005) == 32
+
+
+def test_the_rule_holds_in_rule_ack_cells_replays(tmp_path):
+    """Rule ack_cells replays again with the floors it found; those replays keep the rule's
+    curve: what it added is in the final replay's compute."""
+    import replay
+
+    k = 1000
+    progs = [[("isend", 1, k), ("isend", 1, k), ("isend", 1, k), ("compute", 100_000),
+              ("wait", [0, 1, 2]), ("compute", 50_000), ("recv", 1)],
+             [("compute", 20_000), ("recv", 0), ("recv", 0), ("recv", 0), ("compute", 200_000),
+              ("send", 0, 8)]]
+    prep = replay.prepare(simulate_to_dir(tmp_path / "t", progs), use_cache=False)
+    sets = {"L": "2us", "o": "300ns", "G": "0.5ns", "g": "0", "S": "512B",
+            "progress": "in-call", "ack_cells": "2"}
+    rule = resume_rule({"resume": CURVE})
+    res = replay.run(prep, "loggps", sets, resume=rule)
+    assert res.info["ack_cells"]["held"] == 1 and res.info["ack_cells"]["passes"] >= 1
+    added = res.info["resume_after_wait_s"]["added"]
+    assert added > 0
+    plain = replay.run(prep, "loggps", sets)
+    removed = res.info["resume_after_wait_s"]["removed"]
+    assert res.rank_compute_ns.sum() == pytest.approx(
+        plain.rank_compute_ns.sum() + (added - removed) * 1e9, abs=1e-3)
