@@ -19,7 +19,7 @@ from validation.models import ModelError, paper000, paper002, paper003, paper004
 
 def load(trace_dir: Path) -> tuple[pd.DataFrame, dict]:
     tr = tf.read_trace(trace_dir, columns=["rank", "seq", "op", "region", "t_start", "t_end",
-                                           "peer", "nbytes"])
+                                           "peer", "tag", "nbytes"])
     df = tr.to_pandas()
     df["op"] = df["op"].astype(str)
     df["region"] = df["region"].astype(object)
