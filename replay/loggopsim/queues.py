@@ -18,10 +18,9 @@ def heap_less(t1, s1, t2, s2):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def heap_push(ht, hs, hc, nh, t, stamp, code):
-    """Add (t, stamp, code); returns the new size. Parents move down into the hole instead of
-    being swapped (a third of the stores)."""
-    i = nh
+def _sift_up(ht, hs, hc, i, t, stamp, code):
+    """Put (t, stamp, code) into the hole at i, moving the parents it precedes down into the
+    hole instead of swapping (a third of the stores)."""
     while i > 0:
         p = (i - 1) >> 1
         if not heap_less(t, stamp, ht[p], hs[p]):
@@ -33,6 +32,12 @@ def heap_push(ht, hs, hc, nh, t, stamp, code):
     ht[i] = t
     hs[i] = stamp
     hc[i] = code
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def heap_push(ht, hs, hc, nh, t, stamp, code):
+    """Add (t, stamp, code); returns the new size."""
+    _sift_up(ht, hs, hc, nh, t, stamp, code)
     return nh + 1
 
 
@@ -57,20 +62,7 @@ def heap_pop(ht, hs, hc, nh):
         hs[i] = hs[k]
         hc[i] = hc[k]
         i = k
-    t = ht[nh]
-    s = hs[nh]
-    c = hc[nh]
-    while i > 0:
-        p = (i - 1) >> 1
-        if not heap_less(t, s, ht[p], hs[p]):
-            break
-        ht[i] = ht[p]
-        hs[i] = hs[p]
-        hc[i] = hc[p]
-        i = p
-    ht[i] = t
-    hs[i] = s
-    hc[i] = c
+    _sift_up(ht, hs, hc, i, ht[nh], hs[nh], hc[nh])
     return nh
 
 
