@@ -23,9 +23,9 @@ w(b, d) for the d of the traced run; replayed, it takes the w of the replayed ru
 A replay on the traced network whose calls last as they did changes nothing; a trace taken on a
 slow network, whose calls waited for milliseconds, replayed on a fast one loses what the waits
 added to its bursts. w_A is w_B (the replayed profile's) unless ``--trace-profile`` names a
-profile measured on other hosts with a section of its own. Bursts below the resolution of the
-trace stay as they are; the measured model replays the measured bursts and the loggopsim model
-its own simulator, so neither applies the rule. Evidence and limits: docs/replay.md, "Bursts
+profile measured on other hosts with a section of its own. A rank's first burst stays as it is;
+the measured model replays the measured bursts and the loggopsim model its own simulator, so
+neither applies the rule. Evidence and limits: docs/replay.md, "Bursts
 after a long wait".
 """
 
