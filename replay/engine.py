@@ -332,7 +332,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if table is not None and np.any(table > 0):
         cost = table[call_classes(st, prep.rows.op)]
     passes = mod.passes(values)
-    table = resume.target.table() if resume_removed is not None else None
+    resume_tab = resume.target.table() if resume_removed is not None else None
     no_queue = _never_queued(st, prep.host_of_rank) if prm[K.P_OU] > 0 or prm[K.P_OUK] > 0 \
         else None
     cells = cells_of(values, prm, measured)
@@ -348,13 +348,14 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
             m_delay = np.zeros(1)
         stuck, out = _kernel(st, prm, mode, scale, trail, cpu_time, m_delay,
                              (record or record_all) and last, cost, carry=carry,
-                             no_queue=no_queue, starts=row_times or record_all, resume=table)
+                             no_queue=no_queue, starts=row_times or record_all,
+                             resume=resume_tab)
         if stuck:
             hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
             raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
     if cells:
         out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
-                              info, carry, no_queue, table)
+                              info, carry, no_queue, resume_tab)
     res = Result(
         model=mod.NAME, params=_display(mod, values), compute_scale=compute_scale,
         makespan_ns=float(out.rank_end.max()) if len(out.rank_end) else 0.0,
