@@ -27,6 +27,10 @@ from replay.binding import applies, below_binding, binding_costs, binding_line
 from replay.profile import toml_of
 from replay.tracer_cost import by_python_tracer, per_kind_ns, tracer_costs, tracer_line
 
+if TYPE_CHECKING:
+    from replay.flags import FlagCosts
+    from replay.resume import Resume
+
 
 def resume_line(change: Mapping[str, float] | None) -> str | None:
     """The report's line on rule resume_after_wait (None: not applied)."""
@@ -34,10 +38,6 @@ def resume_line(change: Mapping[str, float] | None) -> str | None:
         return None
     return (f"resume     bursts after long waits: {change['removed']:.6f} s taken off as traced, "
             f"{change['added']:.6f} s put back as replayed (rule resume_after_wait)")
-
-if TYPE_CHECKING:
-    from replay.flags import FlagCosts
-    from replay.resume import Resume
 
 
 @dataclass(frozen=True)
