@@ -112,9 +112,9 @@ def _pair_tags(P, rank, kind, peer, tag, limit):
     wild = False
     for i in range(len(kind)):
         if kind[i] == SEND:
-            p = np.int64(peer[i]) * (P + 1) + rank[i] + 1
+            p = _pair(P, peer[i], rank[i])
         elif kind[i] == RECV:
-            p = np.int64(rank[i]) * (P + 1) + peer[i] + 1
+            p = _pair(P, rank[i], peer[i])
             if peer[i] == ANY or tag[i] == ANY:
                 wild = True
         else:
@@ -147,9 +147,15 @@ def _pair_tags(P, rank, kind, peer, tag, limit):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def _pair(P, dst, src):
+    """The (receiver, source + 1) pair's index (source ANY = -1 has its own)."""
+    return np.int64(dst) * (P + 1) + (np.int64(src) + 1)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def _slot(P, base, lo, shift, dst, src, t):
     """Key (dst, src, t)'s place in the table, for a key of some send or receive."""
-    p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
+    p = _pair(P, dst, src)
     return base[p] + ((np.int64(t) - lo[p]) >> shift[p])
 
 
@@ -157,7 +163,7 @@ def _slot(P, base, lo, shift, dst, src, t):
 def _number(table, P, base, lo, hi, shift, dst, src, t):
     """Key (dst, src, t)'s number, -1 if no send or receive has it (``table`` holds numbers + 1,
     0 where unused)."""
-    p = np.int64(dst) * (P + 1) + (np.int64(src) + 1)
+    p = _pair(P, dst, src)
     d = np.int64(t) - lo[p]
     if t < lo[p] or t > hi[p] or (d & ((np.int64(1) << shift[p]) - 1)) != 0:
         return -1
