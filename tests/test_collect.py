@@ -6,6 +6,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -369,6 +371,33 @@ def test_collect_untraced_writes_the_wall_time_only(tmp_path):
     assert res.returncode == 1
     assert res.stderr.strip() == (f"Error: {out}: an untraced run (wall time only: "
                                   f"{m['makespan_ns'] / 1e9:.4f} s): nothing to replay")
+
+
+@pytest.mark.parametrize("untraced", [False, True])
+def test_the_program_sees_the_users_environment(tmp_path, untraced):
+    """What hindsight's own process sets for itself (one OpenBLAS thread, mimalloc's large
+    pages) does not reach the program, traced or not; what the user set does."""
+    import hindsight as hs_pkg
+    from hindsight import cli  # noqa: F401 (sets its own variables, as a command does)
+
+    prog = tmp_path / "env.py"
+    prog.write_text("import json, os, sys\nfrom mpi4py import MPI\n"
+                    "if MPI.COMM_WORLD.rank == 0:\n"
+                    "    open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))\n")
+    added = sorted(hs_pkg.ENV_ADDED)
+    assert "OPENBLAS_NUM_THREADS" in added or "OPENBLAS_NUM_THREADS" in os.environ
+    env = {k: v for k, v in os.environ.items() if k not in added}
+    seen = tmp_path / "seen.json"
+    res = subprocess.run([sys.executable, "-m", "hindsight.cli", "collect", "-n", "2",
+                          *(["--untraced"] if untraced else []), "--program", str(prog),
+                          "--out", str(tmp_path / "t"), "--", str(seen)],
+                         capture_output=True, text=True, env={**env, "HS_USER_VAR": "kept"},
+                         timeout=180, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(seen.read_text())
+    assert got["HS_USER_VAR"] == "kept"
+    for k in added:
+        assert k not in got, k
 
 
 def test_collect_untraced_crash_is_an_incomplete_manifest(tmp_path):

@@ -31,7 +31,6 @@ import numpy as np
 from hindsight import bytetext
 from hindsight.bytetext import put_int as _put_int
 from hindsight.errors import DataError
-from replay.loggopsim import goal_scan
 from replay.loggopsim.simulator import (ANY, CALC, RECV, SCHEDULE_TYPES, SEND, Schedule,
                                         narrow)
 
@@ -95,6 +94,9 @@ def _parse(buf: np.ndarray, source: str, text: Callable[[], str]) -> Schedule:
     """The compiled scanner's schedule; on anything it does not take, the regular expressions'
     (which raise the GoalError naming the line; if they take the text after all, their schedule
     is the answer)."""
+    # the scanner's kernels load only for a parse (a replay maps the parsed schedule)
+    from replay.loggopsim import goal_scan
+
     code, nranks, arrays = goal_scan.scan(buf)
     if code:
         return _parse_goal_slow(text(), source)

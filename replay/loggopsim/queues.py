@@ -1,8 +1,8 @@
 """The data structures of the LogGOPSim simulator (``replay.loggopsim.simulator``), compiled:
 its event heap, FIFO lists, and the parking of events that wait for a busy resource.
 
-The event heap is a binary heap of (time, insertion stamp, code) in three flat arrays; equal
-times pop in stamp order, as LogGOPSim's STRICT_ORDER. Like the simulator, this module is the
+The event heap is a binary heap of (time, key) in two flat arrays, the key being the insertion
+stamp above the event's code; equal times pop in stamp order, as LogGOPSim's STRICT_ORDER. Like the simulator, this module is the
 peer's algorithm alone and imports nothing of hindsight.
 """
 
@@ -12,37 +12,47 @@ import numba as nb
 import numpy as np
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def heap_less(t1, s1, t2, s2):
-    return t1 < t2 or (t1 == t2 and s1 < s2)
+# An entry's key is its insertion stamp above its code: equal times pop in stamp order, and the
+# heap moves two arrays where it moved three (``heap_key``).
+CODE_BITS = 32
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _sift_up(ht, hs, hc, i, t, stamp, code):
-    """Put (t, stamp, code) into the hole at i, moving the parents it precedes down into the
-    hole instead of swapping (a third of the stores)."""
+def heap_key(stamp, code, n):
+    """The heap key of an event: ``stamp`` in the high bits, ``code`` (in [-n, 2^32 - n)) in the
+    low ``CODE_BITS``. Stamps are unique, so keys order as stamps do."""
+    return (np.int64(stamp) << CODE_BITS) | np.int64(code + n)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def heap_less(t1, k1, t2, k2):
+    return t1 < t2 or (t1 == t2 and k1 < k2)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _sift_up(ht, hk, i, t, key):
+    """Put (t, key) into the hole at i, moving the parents it precedes down into the hole
+    instead of swapping (a third of the stores)."""
     while i > 0:
         p = (i - 1) >> 1
-        if not heap_less(t, stamp, ht[p], hs[p]):
+        if not heap_less(t, key, ht[p], hk[p]):
             break
         ht[i] = ht[p]
-        hs[i] = hs[p]
-        hc[i] = hc[p]
+        hk[i] = hk[p]
         i = p
     ht[i] = t
-    hs[i] = stamp
-    hc[i] = code
+    hk[i] = key
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def heap_push(ht, hs, hc, nh, t, stamp, code):
-    """Add (t, stamp, code); returns the new size."""
-    _sift_up(ht, hs, hc, nh, t, stamp, code)
+def heap_push(ht, hk, nh, t, key):
+    """Add (t, key); returns the new size."""
+    _sift_up(ht, hk, nh, t, key)
     return nh + 1
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def heap_pop(ht, hs, hc, nh):
+def heap_pop(ht, hk, nh):
     """Remove the top (returned by the caller reading index 0 first); returns the new size.
 
     The hole left at the top moves down to a leaf along the lesser children (one comparison a
@@ -56,43 +66,40 @@ def heap_pop(ht, hs, hc, nh):
         k = 2 * i + 1
         if k >= nh:
             break
-        if k + 1 < nh and heap_less(ht[k + 1], hs[k + 1], ht[k], hs[k]):
+        if k + 1 < nh and heap_less(ht[k + 1], hk[k + 1], ht[k], hk[k]):
             k += 1
         ht[i] = ht[k]
-        hs[i] = hs[k]
-        hc[i] = hc[k]
+        hk[i] = hk[k]
         i = k
-    _sift_up(ht, hs, hc, i, ht[nh], hs[nh], hc[nh])
+    _sift_up(ht, hk, i, ht[nh], hk[nh])
     return nh
 
 
 @nb.njit(cache=True, nogil=True)
-def heap_grow(ht, hs, hc, need):
+def heap_grow(ht, hk, need):
     cap = max(2 * len(ht), need)
     ht2 = np.empty(cap)
-    hs2 = np.empty(cap, np.int64)
-    hc2 = np.empty(cap, np.int64)
+    hk2 = np.empty(cap, np.int64)
     ht2[:len(ht)] = ht
-    hs2[:len(hs)] = hs
-    hc2[:len(hc)] = hc
-    return ht2, hs2, hc2
+    hk2[:len(hk)] = hk
+    return ht2, hk2
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh):
+def park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hk, nh):
     """Put group grp's token in the heap at (its floor, its head's stamp), unless it is there."""
     t = floor[grp]
     s = pk_s[pk_h[grp]]
     if tok_t[grp] != t or tok_s[grp] != s:
         tok_t[grp] = t
         tok_s[grp] = s
-        nh = heap_push(ht, hs, hc, nh, t, s, n + grp)
+        nh = heap_push(ht, hk, nh, t, heap_key(s, n + grp, n))
     return nh
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def park(node, st, grp, free_at, n, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s,
-          ht, hs, hc, nh):
+          ht, hk, nh):
     """Rule *wait for the resource*: an event (node: op x, or n + m for the message of send m)
     that finds its CPU/NIC busy until ``free_at`` waits for it keeping its stamp.
 
@@ -124,7 +131,7 @@ def park(node, st, grp, free_at, n, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, 
             pk_t[grp] = node
         pk_n[y] = node
     floor[grp] = max(floor[grp], free_at)
-    return park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh)
+    return park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hk, nh)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from hindsight import trace as tf
 from replay import kernel as K
 from replay.cache import CACHE_DIR
 from replay.loggopsim.goal import GoalError, GoalLabels, read_goal
+from replay.loggopsim import buckets as _buckets
 from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
 from replay.prepare import Prepared, Stream
 
@@ -127,7 +129,14 @@ def kept_schedule(goal: Path) -> Schedule | None:
 _DISK = {"rank": np.int32, "kind": np.int8, "size": np.float64, "peer": np.int32,
          "tag": np.int32, "cpu": np.int32, "nic": np.int32, "dep_op": np.int64,
          "dep_on": np.int64, "dep_start": np.bool_}
-_SCHEDULE_CACHE_VERSION = 1
+_SCHEDULE_CACHE_VERSION = 2
+
+
+@functools.cache
+def _buckets_source() -> str:
+    """A digest of the code that numbers matching buckets: kept buckets are another version's
+    numbering once it changes."""
+    return hashlib.sha1(Path(_buckets.__file__).read_bytes()).hexdigest()[:12]
 
 
 def _schedule_cache(goal: Path) -> Path | None:
@@ -135,7 +144,7 @@ def _schedule_cache(goal: Path) -> Path | None:
         st = goal.stat()
     except OSError:
         return None
-    key = f"{_SCHEDULE_CACHE_VERSION}:{st.st_size}:{st.st_mtime_ns}"
+    key = f"{_SCHEDULE_CACHE_VERSION}:{_buckets_source()}:{st.st_size}:{st.st_mtime_ns}"
     return goal.parent / CACHE_DIR / f"schedule-{hashlib.sha1(key.encode()).hexdigest()[:16]}"
 
 
@@ -157,7 +166,16 @@ def _save_schedule(s: Schedule, path: Path) -> None:
             np.save(tmp / f"{name}.npy", _narrowed(a, dtype))
         np.save(tmp / "lab_off.npy", s.labels.off)
         np.save(tmp / "lab_buf.npy", s.labels.buf)
-        (tmp / "meta.json").write_text(json.dumps({"nranks": s.nranks}))
+        meta = {"nranks": s.nranks}
+        if s.buckets is not None:
+            bucket, cand, ubucket, nbuckets = s.buckets
+            np.save(tmp / "bucket.npy", bucket)
+            # without a wildcard receive the other two are views of ``bucket`` (``_aliased``)
+            meta["buckets"] = {"n": int(nbuckets), "aliased": cand.base is bucket}
+            if cand.base is not bucket:
+                np.save(tmp / "cand.npy", cand)
+                np.save(tmp / "ubucket.npy", ubucket)
+        (tmp / "meta.json").write_text(json.dumps(meta))
         tmp.rename(path)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -176,10 +194,22 @@ def _narrowed(a: np.ndarray, dtype) -> np.ndarray:
 
 def _load_schedule(path: Path) -> Schedule:
     arr = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in _DISK}
-    nranks = json.loads((path / "meta.json").read_text())["nranks"]
+    meta = json.loads((path / "meta.json").read_text())
     labels = GoalLabels(np.load(path / "lab_off.npy", mmap_mode="r"),
                         np.load(path / "lab_buf.npy", mmap_mode="r"))
-    return Schedule(int(nranks), labels=labels, **arr)
+    buckets = None
+    if "buckets" in meta:
+        bucket = np.asarray(np.load(path / "bucket.npy", mmap_mode="r"))
+        if meta["buckets"]["aliased"]:
+            cand, ubucket = bucket.reshape(-1, 1), bucket
+        else:
+            cand = np.asarray(np.load(path / "cand.npy", mmap_mode="r"))
+            ubucket = np.asarray(np.load(path / "ubucket.npy", mmap_mode="r"))
+        n = len(arr["kind"])
+        if len(bucket) != n or len(ubucket) != n or cand.shape[0] != n:
+            raise ValueError("kept buckets of another schedule")
+        buckets = (bucket, cand, ubucket, np.int64(meta["buckets"]["n"]))
+    return Schedule(int(meta["nranks"]), labels=labels, buckets=buckets, **arr)
 
 
 def _message_tags(prep, st) -> np.ndarray:

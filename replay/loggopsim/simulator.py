@@ -34,7 +34,8 @@ import numpy as np
 
 from .buckets import match_buckets
 from .codes import ANY, CALC, KIND_NAMES, RECV, SEND, ScheduleError  # noqa: F401 (re-exported)
-from .queues import (heap_grow, heap_pop, heap_push, list_append, list_unlink, park,
+from .queues import (CODE_BITS, heap_grow, heap_key, heap_pop, heap_push, list_append,
+                     list_unlink, park,
                      park_token, sort_head)
 
 # CPUs and NICs a schedule may index per rank (GOAL's ``cpu``/``nic`` fields).
@@ -76,6 +77,9 @@ class Schedule:
     dep_start: np.ndarray
     #: per operation its GOAL label or None; None for a schedule without labels (a trace's)
     labels: Sequence[str | None] | None = None
+    #: the matching buckets of exactly these ranks, kinds, peers and tags (``schedule_buckets``),
+    #: when kept with the schedule; None: ``simulate`` numbers them
+    buckets: tuple | None = None
 
     def label(self, i: int) -> str:
         """Operation i's GOAL label, else ``r<rank>op<index in its rank>``."""
@@ -183,6 +187,9 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
         if count > MAX_UNITS:
             raise ScheduleError(f"{unit} index {count - 1}: at most {MAX_UNITS - 1} (the simulator "
                                 f"keeps a clock per {unit} of every rank)")
+    if 2 * n + 2 >= 2**31 or 2 * n + s.nranks * ncpu * 3 * nnic >= 2**CODE_BITS:
+        raise ScheduleError(f"{n} operations: at most about 1e9 (the event heap keys an event by "
+                            f"its stamp and code in 63 bits)")
     cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
     if read is not None:
         read(*setup_only)
@@ -196,8 +203,11 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     kind = np.asarray(s.kind, np.int8)     # SEND, RECV, CALC (the parsers give no other)
     peer = narrow(s.peer, np.int32)
     tag = narrow(s.tag, np.int32)
-    bucket, cand, ubucket, nbuckets = match_buckets(s.nranks, rank, kind, peer, tag,
-                                                    proto.dtype)
+    if s.buckets is not None and s.buckets[0].dtype == proto.dtype:
+        bucket, cand, ubucket, nbuckets = s.buckets
+    else:
+        bucket, cand, ubucket, nbuckets = match_buckets(s.nranks, rank, kind, peer, tag,
+                                                        proto.dtype)
     not_done, n_rq, n_uq = _simulate(
         rank, kind, np.asarray(s.size, np.float64), peer, tag,
         cpu, nic,
@@ -219,6 +229,14 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)
 
 
+def schedule_buckets(s: Schedule) -> tuple:
+    """The matching buckets ``simulate`` uses for ``s`` (``buckets.match_buckets``, operation
+    numbers of the width it runs at), to keep with a schedule that is replayed more than once."""
+    proto = np.int32 if 2 * s.nops + 2 < 2**31 else np.int64
+    return match_buckets(s.nranks, narrow(s.rank, np.int32), np.asarray(s.kind, np.int8),
+                         narrow(s.peer, np.int32), narrow(s.tag, np.int32), proto)
+
+
 def _integers(a) -> np.ndarray:
     """``a`` as an integer array, not copied when it is one."""
     a = np.asarray(a)
@@ -238,8 +256,9 @@ def narrow(a, dtype) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
-# The compiled simulation. Event queue: a binary heap of (time, insertion stamp, code); code >= 0
-# is an operation, code < 0 the message of send operation -code-1. Re-queued events keep their
+# The compiled simulation. Event queue: a binary heap of (time, key), the key holding the
+# insertion stamp above the code (``queues.heap_key``); code >= 0 is an operation (>= n: a
+# parked group's token), code < 0 the message of send operation -code-1. Re-queued events keep their
 # stamp, as in LogGOPSim (its STRICT_ORDER).
 
 
@@ -290,8 +309,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     nextgr = np.zeros(P * nnic)
     cap = 2 * n + 2
     ht = np.empty(cap)
-    hs = np.empty(cap, np.int64)
-    hc = np.empty(cap, np.int64)
+    hk = np.empty(cap, np.int64)
     # Posted receives: FIFO lists per bucket (``replay.loggopsim.buckets``), threaded through the
     # recv operation's index, with a post stamp to find the earliest of several heads. Arrived
     # messages: FIFO lists per bucket and one per rank in arrival order (for wildcard receives),
@@ -337,12 +355,12 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
     while True:
         need = _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, ncpu,
                        nnic, prm, bucket, cand, ubucket, op_start, op_end, match, busy, ovh,
-                       nexto, nextgs, nextgr, ht, hs, hc, qn, qp, bn, bp, post, rq_h, rq_t,
+                       nexto, nextgs, nextgr, ht, hk, qn, qp, bn, bp, post, rq_h, rq_t,
                        ub_h, ub_t, uq_h, uq_t, done, freed, key, pk_n, pk_p, pk_s, pk_h, pk_t,
                        floor, tok_t, tok_s, state)
         if need == 0:
             break
-        ht, hs, hc = heap_grow(ht, hs, hc, need)
+        ht, hk = heap_grow(ht, hk, need)
 
     for h in range(P):
         e = 0.0
@@ -360,7 +378,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt,
 @nb.njit(cache=True, nogil=True, _nrt=False)
 def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, ncpu, nnic, prm,
             bucket, cand, ubucket, op_start, op_end, match, busy, ovh, nexto, nextgs, nextgr,
-            ht, hs, hc, qn, qp, bn, bp, post, rq_h, rq_t, ub_h, ub_t, uq_h, uq_t, done, freed,
+            ht, hk, qn, qp, bn, bp, post, rq_h, rq_t, ub_h, ub_t, uq_h, uq_t, done, freed,
             key, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s, state):
     """The event loop of ``_simulate``, on its arrays: runs until no event is left (returns 0)
     or the heap is full (returns the size it needs; ``state`` keeps where the loop stopped).
@@ -384,6 +402,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
     while (np.int64(1) << sh) <= n:
         sh += 1
     mask = (np.int64(1) << sh) - 1
+    code_mask = (np.int64(1) << CODE_BITS) - 1
     while True:
         if nh + nf + 4 > len(ht):
             break       # the caller grows the heap and calls again
@@ -416,16 +435,16 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     t = max(nexto[h * ncpu + cpu[x]], nextgs[h * nnic + nic[x]])
                 else:
                     t = nexto[h * ncpu + cpu[x]]
-                nh = heap_push(ht, hs, hc, nh, t, stamp, x)
+                nh = heap_push(ht, hk, nh, t, heap_key(stamp, x, n))
                 stamp += 1
             nf = 0
         first = False
         if nh == 0:
             break
         t = ht[0]
-        st = hs[0]
-        code = hc[0]
-        nh = heap_pop(ht, hs, hc, nh)
+        st = hk[0] >> CODE_BITS
+        code = (hk[0] & code_mask) - n
+        nh = heap_pop(ht, hk, nh)
         grp = -1
         if code >= n:
             # a group's token: its earliest-stamped parked event runs now (or parks again)
@@ -455,7 +474,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     nf = _release_all(x, off, succ, cnt, freed, nf)
                 else:
                     nh = park(x, st, (ci * 3 + 0) * nnic, nexto[ci], n, pk_n, pk_p, pk_s,
-                               pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
+                               pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
             elif k == SEND:
                 free_at = max(nexto[ci], nextgs[ni])
                 if free_at <= t:
@@ -466,7 +485,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     ovh[h] += o_s + s1 * O_s
                     nextgs[ni] = t + g + s1 * G
                     op_end[x] = nexto[ci]
-                    nh = heap_push(ht, hs, hc, nh, t + o_s + L, stamp, -x - 1)
+                    nh = heap_push(ht, hk, nh, t + o_s + L, heap_key(stamp, -x - 1, n))
                     stamp += 1
                     if size[x] <= S:
                         done[x] = True
@@ -475,7 +494,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                         nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                 else:
                     nh = park(x, st, (ci * 3 + 1) * nnic + nic[x], free_at, n, pk_n, pk_p,
-                               pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
+                               pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
             else:  # RECV: posting is free; an arrived message completes it at once
                 if times:
                     op_start[x] = t
@@ -549,11 +568,11 @@ def _events(rank, kind, size, peer, tag, cpu, nic, off, succ, succ_start, cnt, n
                     n_uq += 1
             else:
                 nh = park(n + m, st, (ci * 3 + 2) * nnic + nic[m], free_at, n, pk_n, pk_p,
-                           pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hs, hc, nh)
+                           pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
         if grp >= 0 and pk_h[grp] >= 0 and tok_s[grp] < 0:
             # the group's next event is considered at this same time, in stamp order
             floor[grp] = max(floor[grp], t)
-            nh = park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hs, hc, nh)
+            nh = park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hk, nh)
 
     state[_NH], state[_STAMP], state[_NF], state[_FIRST] = nh, stamp, nf, first
     state[_NPOST], state[_NRQ], state[_NUQ] = n_post, n_rq, n_uq
