@@ -204,6 +204,65 @@ def test_loggopsim_sidecar_schedule_is_cached_and_refreshed(tmp_path, monkeypatc
     assert np.array_equal(sidecar_schedule(prep).kind, edited.kind)
 
 
+WILD = """num_ranks 3
+rank 0 {
+  a: recv 8b from -1 tag -1
+  b: recv 8b from 2 tag -1
+  c: recv 8b from -1 tag 5
+  d: calc 100
+  b requires a
+  c requires b
+  d requires c
+}
+rank 1 {
+  s: send 8b to 0 tag 9
+  t: send 8b to 0 tag 5
+  t requires s
+}
+rank 2 {
+  calc 700
+  u: send 8b to 0 tag 4
+}
+"""
+
+
+@pytest.mark.parametrize("text,calc", [(HAND, "calc 1000"), (WILD, "d: calc 100")],
+                         ids=["no-wildcard", "wildcards"])
+def test_goal_import_keeps_the_matching_buckets_a_replay_maps(tmp_path, text, calc):
+    """The import numbers the simulator's matching buckets once and keeps them with the
+    schedule (without a wildcard receive one array; with one, its candidates too); simulating
+    with the kept buckets gives what numbering them afresh gives, operation by operation."""
+    import dataclasses
+
+    from replay.loggopsim.schedule import sidecar_schedule
+    from replay.models.loggopsim import params_from_values
+    from replay import models as M
+
+    src = tmp_path / "s.goal"
+    src.write_text(text)
+    G.import_goal(src, tmp_path / "t")
+    (cache,) = (tmp_path / "t" / ".replay-cache").glob("schedule-*")
+    meta = json.loads((cache / "meta.json").read_text())
+    wild = text is WILD
+    assert meta["buckets"]["aliased"] is (not wild)
+    assert (cache / "cand.npy").is_file() is wild
+    kept = sidecar_schedule(replay.prepare(tmp_path / "t"))
+    assert kept.buckets is not None and kept.buckets[0].dtype == np.int32
+    values = M.resolve(M.get_model("loggopsim"), list(G.LOGGOPSIM_DEFAULTS.items()))
+    prm = params_from_values(values, kept.nranks)
+    a = LG.simulate(kept, prm)
+    b = LG.simulate(dataclasses.replace(kept, buckets=None), prm)
+    assert np.array_equal(a.op_end, b.op_end) and np.array_equal(a.match, b.match)
+    assert np.array_equal(a.rank_end, b.rank_end) and a.not_done == 0
+    # a schedule edited after the import is parsed afresh, and its buckets kept again
+    src2 = tmp_path / "t" / "schedule.goal"
+    src2.write_text(text.replace(calc, calc + "0"))
+    again = sidecar_schedule(replay.prepare(tmp_path / "t"))
+    assert again.buckets is not None
+    grown = float(calc.split()[-1]) * 9
+    assert LG.simulate(again, prm).rank_end[0] == a.rank_end[0] + grown
+
+
 @pytest.mark.parametrize("S,expect", [(100, [5100.0, 12638.0]), (65535, [1600.0, 12638.0])])
 def test_loggopsim_rendezvous_and_unexpected_message(S, expect):
     """Rank 1 is busy until 5000 when the message arrives at 4500: it is handled at 5000 (CPU

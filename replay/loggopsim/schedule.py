@@ -23,7 +23,7 @@ from replay import kernel as K
 from replay.cache import CACHE_DIR
 from replay.loggopsim.goal import GoalError, GoalLabels, read_goal
 from replay.loggopsim import buckets as _buckets
-from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule
+from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule, schedule_buckets
 from replay.prepare import Prepared, Stream
 
 SIDECAR = tf.GOAL_SIDECAR
@@ -99,6 +99,7 @@ def sidecar_schedule(prep: Prepared) -> Schedule | None:
         except (OSError, ValueError, KeyError):   # a damaged cache is rebuilt, never trusted
             shutil.rmtree(cached, ignore_errors=True)
     sched = read_goal(path)
+    sched.buckets = schedule_buckets(sched)
     cache_schedule(sched, path)
     return sched
 
