@@ -9,12 +9,18 @@ from pathlib import Path
 
 import hindsight
 
-# numpy's OpenBLAS starts a thread per core when numpy loads, which spins waiting for matrix
-# products hindsight does not make: a tenth of a command's CPU time on a 2-core machine. One
-# thread for hindsight's own processes (set before numpy loads; a user's setting wins); the
-# launchers hand programs the user's environment without it (``hindsight.ENV_ADDED``).
-if "OPENBLAS_NUM_THREADS" not in os.environ:
-    os.environ["OPENBLAS_NUM_THREADS"] = hindsight.ENV_ADDED["OPENBLAS_NUM_THREADS"] = "1"
+# Settings of hindsight's own processes, made before numpy loads (a user's own setting wins);
+# the launchers hand programs the user's environment without them (``hindsight.ENV_ADDED``):
+# * one OpenBLAS thread: numpy's OpenBLAS starts a thread per core that spins waiting for
+#   matrix products hindsight does not make (a tenth of a command's CPU on a 2-core machine);
+# * no huge pages asked for numpy's arrays: where the kernel compacts memory on such a request
+#   (THP defrag "madvise", the usual default), a fresh large array waited for it (0.1 s for
+#   67 MB here), and ``import goal`` of 5 M operations took 6.5 s with them, 5.1 s without
+#   (docs/interop.md, "Speed").
+_OWN_SETTINGS = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
+for _name, _value in _OWN_SETTINGS.items():
+    if _name not in os.environ:
+        os.environ[_name] = hindsight.ENV_ADDED[_name] = _value
 
 import click
 
