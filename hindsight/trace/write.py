@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,9 @@ from hindsight.trace.core import (CONCURRENT_STATUS, FORMAT_VERSION, METADATA_KE
                                   rank_file_name, read_raw_names, write_manifest)
 from hindsight.trace.raw import first_overlap, raw_tables, raw_records
 from hindsight.trace.schema import COLUMNS, SCHEMA, WRITE_OPTIONS, numpy_of, rows_to_table
+
+#: rank files ``write_trace`` encodes and writes at once, on threads (one per core here)
+WRITES_IN_FLIGHT = 2
 
 #: The integer columns of a rank, in file order (after rank, seq, op, region).
 INT_FIELDS: tuple[str, ...] = COLUMNS[4:]
@@ -191,22 +196,32 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
     run_id = run_id or uuid.uuid4().hex[:12]
     nranks = len(ranks)
     events, t_lo, t_hi = [], None, 0
-    for rank, data in enumerate(ranks):
-        if isinstance(data, pa.Table):
-            table = data
-        else:
-            ev = data if isinstance(data, RankEvents) else RankEvents.from_columns(rank, data)
-            table = ev.to_table()
-        status = "incomplete" if rank in incomplete_ranks else "complete"
-        meta = {"run_id": run_id, "rank": rank, "status": status, "events": table.num_rows,
-                "format_version": FORMAT_VERSION}
-        write_rank_file(trace_dir / rank_file_name(rank), [table], meta,
-                        delta=MEMORY_DELTA_COLUMNS)
-        if table.num_rows:
-            t_hi = max(t_hi, int(numpy_of(table.column("t_end")).max()))
-            lo = int(numpy_of(table.column("t_start")).min())
-            t_lo = lo if t_lo is None else min(t_lo, lo)
-        events.append(table.num_rows)
+    # Encoding and writing a rank file (Arrow, without the GIL) runs on a thread while the next
+    # rank's table is made; at most WRITES_IN_FLIGHT tables are held at once.
+    with ThreadPoolExecutor(WRITES_IN_FLIGHT) as pool:
+        pending: deque = deque()
+        for rank, data in enumerate(ranks):
+            if isinstance(data, pa.Table):
+                table = data
+            else:
+                ev = data if isinstance(data, RankEvents) else RankEvents.from_columns(rank,
+                                                                                       data)
+                table = ev.to_table()
+            status = "incomplete" if rank in incomplete_ranks else "complete"
+            meta = {"run_id": run_id, "rank": rank, "status": status, "events": table.num_rows,
+                    "format_version": FORMAT_VERSION}
+            if len(pending) == WRITES_IN_FLIGHT:
+                pending.popleft().result()
+            pending.append(pool.submit(write_rank_file, trace_dir / rank_file_name(rank),
+                                       [table], meta, delta=MEMORY_DELTA_COLUMNS))
+            if table.num_rows:
+                t_hi = max(t_hi, int(numpy_of(table.column("t_end")).max()))
+                lo = int(numpy_of(table.column("t_start")).min())
+                t_lo = lo if t_lo is None else min(t_lo, lo)
+            events.append(table.num_rows)
+            del table
+        while pending:
+            pending.popleft().result()
     comms = {0: list(range(nranks))}
     comms.update(communicators or {})
     out = {
