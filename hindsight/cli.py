@@ -15,8 +15,8 @@ import hindsight
 #   matrix products hindsight does not make (a tenth of a command's CPU on a 2-core machine);
 # * no huge pages asked for numpy's arrays: where the kernel compacts memory on such a request
 #   (THP defrag "madvise", the usual default), a fresh large array waited for it (0.1 s for
-#   67 MB here), and ``import goal`` of 5 M operations took 6.5 s with them, 5.1 s without
-#   (docs/interop.md, "Speed").
+#   67 MB here): ``import goal`` of 5 M operations and its first replay took 6.2 s with them,
+#   5.6 s without (docs/interop.md, "Against LogGOPSim").
 _OWN_SETTINGS = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
 for _name, _value in _OWN_SETTINGS.items():
     if _name not in os.environ:

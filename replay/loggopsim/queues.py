@@ -2,8 +2,8 @@
 its event heap, FIFO lists, and the parking of events that wait for a busy resource.
 
 The event heap is a binary heap of (time, key) in two flat arrays, the key being the insertion
-stamp above the event's code; equal times pop in stamp order, as LogGOPSim's STRICT_ORDER. Like the simulator, this module is the
-peer's algorithm alone and imports nothing of hindsight.
+stamp above the event's code; equal times pop in stamp order, as LogGOPSim's STRICT_ORDER. Like
+the simulator, this module is the peer's algorithm alone and imports nothing of hindsight.
 """
 
 from __future__ import annotations

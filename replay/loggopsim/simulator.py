@@ -35,8 +35,7 @@ import numpy as np
 from .buckets import match_buckets
 from .codes import ANY, CALC, KIND_NAMES, RECV, SEND, ScheduleError  # noqa: F401 (re-exported)
 from .queues import (CODE_BITS, heap_grow, heap_key, heap_pop, heap_push, list_append,
-                     list_unlink, park,
-                     park_token, sort_head)
+                     list_unlink, park, park_token, sort_head)
 
 # CPUs and NICs a schedule may index per rank (GOAL's ``cpu``/``nic`` fields).
 MAX_UNITS = 1024
