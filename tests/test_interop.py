@@ -254,6 +254,10 @@ def test_goal_import_keeps_the_matching_buckets_a_replay_maps(tmp_path, text, ca
     b = LG.simulate(dataclasses.replace(kept, buckets=None), prm)
     assert np.array_equal(a.op_end, b.op_end) and np.array_equal(a.match, b.match)
     assert np.array_equal(a.rank_end, b.rank_end) and a.not_done == 0
+    # a damaged bucket file (numbers past the queues) is not trusted: numbered afresh
+    np.save(cache / "bucket.npy", np.full(kept.nops, 10**6, np.int32))
+    fresh = sidecar_schedule(replay.prepare(tmp_path / "t"))
+    assert np.array_equal(LG.simulate(fresh, prm).op_end, a.op_end)
     # a schedule edited after the import is parsed afresh, and its buckets kept again
     src2 = tmp_path / "t" / "schedule.goal"
     src2.write_text(text.replace(calc, calc + "0"))

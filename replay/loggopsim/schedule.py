@@ -206,10 +206,16 @@ def _load_schedule(path: Path) -> Schedule:
         else:
             cand = np.asarray(np.load(path / "cand.npy", mmap_mode="r"))
             ubucket = np.asarray(np.load(path / "ubucket.npy", mmap_mode="r"))
-        n = len(arr["kind"])
+        n, nb = len(arr["kind"]), int(meta["buckets"]["n"])
         if len(bucket) != n or len(ubucket) != n or cand.shape[0] != n:
             raise ValueError("kept buckets of another schedule")
-        buckets = (bucket, cand, ubucket, np.int64(meta["buckets"]["n"]))
+        # the simulator indexes its queues by them unchecked: a damaged file is not trusted
+        views = ((bucket, -1),) if meta["buckets"]["aliased"] else \
+            ((bucket, -1), (cand, -1), (ubucket, -2))
+        for a, least in views:
+            if a.size and (int(a.min()) < least or int(a.max()) >= nb):
+                raise ValueError("kept buckets out of range")
+        buckets = (bucket, cand, ubucket, np.int64(nb))
     return Schedule(int(meta["nranks"]), labels=labels, buckets=buckets, **arr)
 
 
