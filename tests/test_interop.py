@@ -445,6 +445,12 @@ def test_goal_malformed_inputs(tmp_path, text, needle):
         G.import_goal(p, tmp_path / "out")
     assert str(p) in str(ei.value)
     assert not (tmp_path / "out").exists()
+    # into an empty folder given beforehand: the folder stays, empty (the text's copy, made
+    # while the text was parsed, is gone too)
+    (tmp_path / "given").mkdir()
+    with pytest.raises(GoalError, match=needle):
+        G.import_goal(p, tmp_path / "given")
+    assert list((tmp_path / "given").iterdir()) == []
 
 
 # ------------------------------------------------------------------------------------------------
