@@ -148,7 +148,9 @@ def _one(src: Path, fmt: str, trace: Path, scratch: Path) -> dict:
     scratch.mkdir(parents=True, exist_ok=True)
     for p in scratch.glob("out-*"):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
+    # started as a command starts: hindsight's own settings first, where the code has them
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
+            "import hindsight; getattr(hindsight, 'own_settings', lambda: None)();"
             "import interop_speed as b; from pathlib import Path;"
             "print(json.dumps(b.run_case(sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]))))")
     env = dict(os.environ, PYTHONPATH=str(src))

@@ -15,6 +15,25 @@ if "MIMALLOC_ALLOW_LARGE_OS_PAGES" not in os.environ and \
         not any(v in os.environ for v in _RANK_VARIABLES):
     os.environ["MIMALLOC_ALLOW_LARGE_OS_PAGES"] = ENV_ADDED["MIMALLOC_ALLOW_LARGE_OS_PAGES"] = "1"
 
+# Settings of hindsight's own commands, made before numpy loads (``own_settings``; a user's own
+# setting wins); the launchers hand programs the user's environment without them (ENV_ADDED):
+# * one OpenBLAS thread: numpy's OpenBLAS starts a thread per core that spins waiting for
+#   matrix products hindsight does not make (a tenth of a command's CPU on a 2-core machine);
+# * no huge pages asked for numpy's arrays: where the kernel compacts memory on such a request
+#   (THP defrag "madvise", the usual default), a fresh large array waited for it (0.1 s for
+#   67 MB here): ``import goal`` of 5 M operations and its first replay took 6.2 s with them,
+#   5.6 s without (docs/interop.md, "Against LogGOPSim").
+OWN_SETTINGS = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
+
+
+def own_settings() -> None:
+    """Set ``OWN_SETTINGS`` where the environment does not set them (the CLI's first step; the
+    benchmarks' too, so that they measure what a command runs)."""
+    for name, value in OWN_SETTINGS.items():
+        if name not in os.environ:
+            os.environ[name] = ENV_ADDED[name] = value
+
+
 # numba's cache checks a compiled kernel against its own source file only: from numba's import
 # on, the project's kernels are also retired when any other file of the project changes (a
 # callee, a constant it inlined), so that an upgraded checkout never runs stale machine code

@@ -3,24 +3,12 @@ user errors become one readable line and a non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import hindsight
 
-# Settings of hindsight's own processes, made before numpy loads (a user's own setting wins);
-# the launchers hand programs the user's environment without them (``hindsight.ENV_ADDED``):
-# * one OpenBLAS thread: numpy's OpenBLAS starts a thread per core that spins waiting for
-#   matrix products hindsight does not make (a tenth of a command's CPU on a 2-core machine);
-# * no huge pages asked for numpy's arrays: where the kernel compacts memory on such a request
-#   (THP defrag "madvise", the usual default), a fresh large array waited for it (0.1 s for
-#   67 MB here): ``import goal`` of 5 M operations and its first replay took 6.2 s with them,
-#   5.6 s without (docs/interop.md, "Against LogGOPSim").
-_OWN_SETTINGS = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
-for _name, _value in _OWN_SETTINGS.items():
-    if _name not in os.environ:
-        os.environ[_name] = hindsight.ENV_ADDED[_name] = _value
+hindsight.own_settings()     # before numpy loads (hindsight/__init__.py says which and why)
 
 import click
 

@@ -386,7 +386,7 @@ def test_the_program_sees_the_users_environment(tmp_path, untraced):
                     "if MPI.COMM_WORLD.rank == 0:\n"
                     "    open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))\n")
     added = sorted(hs_pkg.ENV_ADDED)
-    for k in ("OPENBLAS_NUM_THREADS", "NUMPY_MADVISE_HUGEPAGE"):
+    for k in hs_pkg.OWN_SETTINGS:
         assert k in added or k in os.environ
     env = {k: v for k, v in os.environ.items() if k not in added}
     seen = tmp_path / "seen.json"
