@@ -181,6 +181,12 @@ def main(argv: list[str] | None = None) -> None:
             old = tmp / "old-src"
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old),
                             args.revision], check=True, capture_output=True)
+            # byte-compiled as `make` compiles the project (where PYTHONDONTWRITEBYTECODE is
+            # set, Python would compile every module of the old code at every start)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *(
+                str(old / d) for d in ("hindsight", "instrument", "apps", "replay", "validation",
+                                       "predict") if (old / d).is_dir())],
+                           check=True, capture_output=True)
             sources = {"old": old, "new": ROOT}
         print(f"load average before: {_load()}")
         for rows in args.rows:
