@@ -23,7 +23,7 @@ from tests.conftest import hindsight
 from tests.test_rma import _open, _trace, W
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = sorted(p for p in (ROOT / "tests" / "corpus").iterdir() if p.is_dir())
+CORPUS = sorted(p for p in (ROOT / "tests" / "corpus").iterdir() if (p / "manifest.json").is_file())
 SHM = ROOT / "docs" / "calibration" / "shm.toml"
 
 
