@@ -337,14 +337,26 @@ def _check_collectives(cols, ops, manifest, files,
     """Every member of a communicator makes the same sequence of collectives (op and root).
     ``seen`` (a streamed check): per communicator, the collectives of the segments before."""
     out = []
-    is_coll = tf.op_mask(ops, tf.COLLECTIVE_OPS | tf.COMM_OPS)
-    sel = np.flatnonzero(is_coll)
-    seqs: dict[int, dict[int, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
-    for i in sel:
-        seqs[int(cols["comm"][i])][int(cols["rank"][i])].append((_name(ops[i]),
-                                                                 int(cols["root"][i])))
+    sel = np.flatnonzero(tf.op_mask(ops, tf.COLLECTIVE_OPS | tf.COMM_OPS))
+    comm = np.asarray(cols["comm"])[sel]
+    # each (communicator, rank)'s collectives in row order, as arrays (a stable sort keeps the
+    # order); the communicators in the order the rows first name them
+    order = np.lexsort((np.asarray(cols["rank"])[sel], comm))
+    rank = np.asarray(cols["rank"])[sel][order]
+    code = np.asarray(ops)[sel][order]
+    root = np.asarray(cols["root"])[sel][order]
+    ucomm, first = np.unique(comm, return_index=True)
+    first_row = dict(zip(ucomm.tolist(), first.tolist()))
+    comm = comm[order]
+    starts = np.flatnonzero(np.r_[len(comm) > 0,
+                                  (comm[1:] != comm[:-1]) | (rank[1:] != rank[:-1])])
+    groups: dict[int, dict[int, slice]] = {}
+    for s, e in zip(starts.tolist(), np.r_[starts[1:], len(comm)].tolist()):
+        groups.setdefault(int(comm[s]), {})[int(rank[s])] = slice(s, e)
+    empty = slice(0, 0)
     comms = manifest.get("communicators") or {}
-    for cid, by_rank in seqs.items():
+    for cid in sorted(groups, key=first_row.__getitem__):
+        by_rank = groups[cid]
         members = comms.get(str(cid))
         if members is None and cid == tf.COMM_SELF_ID:
             continue
@@ -353,20 +365,24 @@ def _check_collectives(cols, ops, manifest, files,
                        "members are not recorded")
             continue
         ref_rank = members[0]
-        ref = by_rank.get(ref_rank, [])
+        ref = by_rank.get(ref_rank, empty)
+        a_code, a_root = code[ref], root[ref]
         for r in members[1:]:
-            mine = by_rank.get(r, [])
-            if mine != ref:
-                k = next((j for j, (a, b) in enumerate(zip(ref, mine)) if a != b),
-                         min(len(ref), len(mine)))
-                a = ref[k] if k < len(ref) else ("nothing", -1)
-                b = mine[k] if k < len(mine) else ("nothing", -1)
-                before = seen.get(cid, 0) if seen is not None else 0
-                out.append(f"{files[r]}: collective #{before + k} on communicator {cid} is "
-                           f"{b[0]} (root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
+            mine = by_rank.get(r, empty)
+            b_code, b_root = code[mine], root[mine]
+            n = min(len(a_code), len(b_code))
+            diff = np.flatnonzero((a_code[:n] != b_code[:n]) | (a_root[:n] != b_root[:n]))
+            if len(diff) == 0 and len(a_code) == len(b_code):
+                continue
+            k = int(diff[0]) if len(diff) else n
+            a = (_name(int(a_code[k])), int(a_root[k])) if k < len(a_code) else ("nothing", -1)
+            b = (_name(int(b_code[k])), int(b_root[k])) if k < len(b_code) else ("nothing", -1)
+            before = seen.get(cid, 0) if seen is not None else 0
+            out.append(f"{files[r]}: collective #{before + k} on communicator {cid} is "
+                       f"{b[0]} (root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
     if seen is not None:
-        for cid, by_rank in seqs.items():
-            seen[cid] = seen.get(cid, 0) + max(len(v) for v in by_rank.values())
+        for cid, by_rank in groups.items():
+            seen[cid] = seen.get(cid, 0) + max(g.stop - g.start for g in by_rank.values())
     return out
 
 

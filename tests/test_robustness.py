@@ -613,3 +613,83 @@ def test_files_with_narrow_dictionary_indices_read_the_same(tmp_path):
     a, b = tf.read_columns(new), tf.read_columns(old)
     for c in tf.COLUMNS:
         assert np.array_equal(a.arrays[c], b.arrays[c]), c
+
+
+# ------------------------------------------------------------------------------------------------
+# The collectives' check, against a plain scan
+
+
+def _collectives_by_scan(cols, ops, manifest, files, seen=None):
+    """The check as a plain scan of the rows (each rank's (op, root) list per communicator,
+    compared with the first member's): the reference the compiled-array check must equal."""
+    from collections import defaultdict
+
+    from hindsight.check import _name
+
+    out = []
+    seqs = defaultdict(lambda: defaultdict(list))
+    for i in np.flatnonzero(tf.op_mask(ops, tf.COLLECTIVE_OPS | tf.COMM_OPS)):
+        seqs[int(cols["comm"][i])][int(cols["rank"][i])].append((_name(int(ops[i])),
+                                                                 int(cols["root"][i])))
+    comms = manifest.get("communicators") or {}
+    for cid, by_rank in seqs.items():
+        members = comms.get(str(cid))
+        if members is None and cid == tf.COMM_SELF_ID:
+            continue
+        if members is None:
+            out.append(f"{tf.MANIFEST_NAME}: communicator {cid} used for collectives but its "
+                       "members are not recorded")
+            continue
+        ref = by_rank.get(members[0], [])
+        for r in members[1:]:
+            mine = by_rank.get(r, [])
+            if mine != ref:
+                k = next((j for j, (a, b) in enumerate(zip(ref, mine)) if a != b),
+                         min(len(ref), len(mine)))
+                a = ref[k] if k < len(ref) else ("nothing", -1)
+                b = mine[k] if k < len(mine) else ("nothing", -1)
+                before = seen.get(cid, 0) if seen is not None else 0
+                out.append(f"{files[r]}: collective #{before + k} on communicator {cid} is "
+                           f"{b[0]} (root {b[1]}) but rank {members[0]} has {a[0]} "
+                           f"(root {a[1]})")
+    if seen is not None:
+        for cid, by_rank in seqs.items():
+            seen[cid] = seen.get(cid, 0) + max(len(v) for v in by_rank.values())
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_collectives_check_says_what_a_plain_scan_says(seed):
+    """Random rows (collectives, point-to-point calls and regions on four communicators, one of
+    them without recorded members, COMM_SELF among them; ranks that skip, add or change a
+    collective or its root): the same lines, in the same order, and the same counts carried to
+    the next segment of a streamed check."""
+    from hindsight.check import _check_collectives
+
+    rng = np.random.default_rng(seed)
+    P = int(rng.integers(1, 6))
+    names = ["Allreduce", "Bcast", "Barrier", "Reduce", "Send", "Recv", "region", "Comm_split"]
+    codes = np.array([tf.OP_CODE[x] for x in names], np.int8)
+    comm_ids = [0, 5, tf.COMM_SELF_ID, 9]
+    rows = {"rank": [], "op": [], "comm": [], "root": []}
+    base = rng.integers(0, len(codes), 30)
+    for r in range(P):
+        seq = base.copy()
+        if rng.random() < 0.5:
+            seq[rng.integers(0, len(seq))] = rng.integers(0, len(codes))
+        seq = seq[: len(seq) - int(rng.integers(0, 3))] if rng.random() < 0.3 else seq
+        for c in seq:
+            rows["rank"].append(r)
+            rows["op"].append(codes[c])
+            rows["comm"].append(comm_ids[int(rng.integers(0, 4))] if rng.random() < 0.2 else 0)
+            rows["root"].append(int(rng.integers(0, 2)) if rng.random() < 0.2 else 0)
+    cols = {k: np.asarray(v, np.int8 if k == "op" else np.int64) for k, v in rows.items()}
+    manifest = {"communicators": {"0": list(range(P)), "5": list(range(P))[::-1]}}
+    files = {r: f"rank-{r}.parquet" for r in range(P)}
+    seen_a, seen_b = {0: 3, 5: 1}, {0: 3, 5: 1}
+    want = _collectives_by_scan(cols, cols["op"], manifest, files, seen_a)
+    got = _check_collectives(cols, cols["op"], manifest, files, seen_b)
+    assert got == want
+    assert seen_b == seen_a
+    assert _check_collectives(cols, cols["op"], manifest, files) == \
+        _collectives_by_scan(cols, cols["op"], manifest, files)
