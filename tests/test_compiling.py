@@ -86,6 +86,9 @@ def test_a_cached_kernel_loads_without_numbas_registries(tmp_path):
 
 STALE = """
 import sys
+# Python's own .pyc check is the source's modification second and size: K = 1 rewritten as
+# K = 2 within a second would import the old module, whatever numba's cache does
+sys.dont_write_bytecode = True
 from pathlib import Path
 sys.path.insert(0, {folder!r})
 import hindsight, numba
