@@ -31,7 +31,6 @@ from replay.loggopsim.simulator import (
     Schedule,
     ScheduleError,
     SimResult,
-    schedule_buckets,
     simulate,
 )
 from replay.models.loggopsim import params_from_values
@@ -89,9 +88,6 @@ def import_goal(path: Path | str, out: Path | str,
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")
     sched = read_goal(path)
     skipped = skipped_by_kind(sched)
-    # numbered once here and kept: a replay under --model loggopsim maps them (LogGOPSim's
-    # queue keys are a pass over every operation it would otherwise make each time)
-    sched.buckets = schedule_buckets(sched)
     # The schedule is kept beside the trace, parsed too: a replay under --model loggopsim reads
     # its arrays instead of parsing the text again. The import then simulates those arrays, as
     # such a replay does: mapped, as narrow as stored, where the parser's are int64 (some 50

@@ -99,7 +99,6 @@ def sidecar_schedule(prep: Prepared) -> Schedule | None:
         except (OSError, ValueError, KeyError):   # a damaged cache is rebuilt, never trusted
             shutil.rmtree(cached, ignore_errors=True)
     sched = read_goal(path)
-    sched.buckets = schedule_buckets(sched)
     cache_schedule(sched, path)
     return sched
 
@@ -107,9 +106,13 @@ def sidecar_schedule(prep: Prepared) -> Schedule | None:
 def cache_schedule(sched: Schedule, goal: Path) -> None:
     """Keep ``sched``, parsed from the schedule file ``goal`` beside a trace, in that trace's
     cache, where ``sidecar_schedule`` reads it instead of parsing the file (``hindsight import
-    goal`` keeps the schedule it parsed, as LogGOPSim's txt2bin writes a binary form)."""
+    goal`` keeps the schedule it parsed, as LogGOPSim's txt2bin writes a binary form). Its
+    matching buckets are numbered (``schedule.buckets``, if it has none) and kept with it: a
+    replay under --model loggopsim maps them instead of numbering them each time."""
     cached = _schedule_cache(goal)
     if cached is not None and isinstance(sched.labels, GoalLabels):
+        if sched.buckets is None:
+            sched.buckets = schedule_buckets(sched)
         _save_schedule(sched, cached)
 
 
