@@ -165,7 +165,7 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     # Operation numbers (and the matching buckets, at most one per operation) as int32 when they
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
     # touches some twenty per-operation arrays, and their width is its memory traffic.
-    proto = np.zeros(0, np.int32 if 2 * n + 2 < 2**31 else np.int64)
+    proto = np.zeros(0, _index_type(n))
     # the dependencies as they come (int32 from a trace's schedule cache, memory-mapped)
     nd = len(s.dep_on)
     dep_op, dep_on = _integers(s.dep_op), _integers(s.dep_on)
@@ -231,9 +231,13 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
 def schedule_buckets(s: Schedule) -> tuple:
     """The matching buckets ``simulate`` uses for ``s`` (``buckets.match_buckets``, operation
     numbers of the width it runs at), to keep with a schedule that is replayed more than once."""
-    proto = np.int32 if 2 * s.nops + 2 < 2**31 else np.int64
     return match_buckets(s.nranks, narrow(s.rank, np.int32), np.asarray(s.kind, np.int8),
-                         narrow(s.peer, np.int32), narrow(s.tag, np.int32), proto)
+                         narrow(s.peer, np.int32), narrow(s.tag, np.int32), _index_type(s.nops))
+
+
+def _index_type(n: int):
+    """The simulator's type for operation numbers, stamps and buckets of ``n`` operations."""
+    return np.int32 if 2 * n + 2 < 2**31 else np.int64
 
 
 def _integers(a) -> np.ndarray:
