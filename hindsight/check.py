@@ -339,10 +339,11 @@ def _check_collectives(cols, ops, manifest, files,
     out = []
     sel = np.flatnonzero(tf.op_mask(ops, tf.COLLECTIVE_OPS | tf.COMM_OPS))
     comm = np.asarray(cols["comm"])[sel]
+    rank = np.asarray(cols["rank"])[sel]
     # each (communicator, rank)'s collectives in row order, as arrays (a stable sort keeps the
     # order); the communicators in the order the rows first name them
-    order = np.lexsort((np.asarray(cols["rank"])[sel], comm))
-    rank = np.asarray(cols["rank"])[sel][order]
+    order = np.lexsort((rank, comm))
+    rank = rank[order]
     code = np.asarray(ops)[sel][order]
     root = np.asarray(cols["root"])[sel][order]
     ucomm, first = np.unique(comm, return_index=True)
