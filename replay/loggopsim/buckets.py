@@ -23,8 +23,9 @@ def match_buckets(P: int, rank: np.ndarray, kind: np.ndarray, peer: np.ndarray,
     wildcard, which scans its rank's arrived messages in arrival order) and the number of keys;
     the three arrays of ``index``'s type (the caller's operation numbers: the keys are at most
     as many as the operations). The numbers only name the queues: through the table, keys are
-    numbered in the order the operations first use them; by the sort, in their order. Without a wildcard receive,
-    ``cand`` is ``bucket`` as one column and ``ubucket`` is ``bucket`` (``_aliased``).
+    numbered in the order the operations first use them; by the sort, in their order. Without a
+    wildcard receive, ``cand`` is ``bucket`` as one column and ``ubucket`` is ``bucket``
+    (``_aliased``).
     The earliest-posted head of a message's candidate buckets is the first posted receive that
     matches it, as in a scan of the whole queue."""
     n = len(kind)

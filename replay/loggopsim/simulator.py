@@ -261,8 +261,8 @@ def narrow(a, dtype) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 # The compiled simulation. Event queue: a binary heap of (time, key), the key holding the
 # insertion stamp above the code (``queues.heap_key``); code >= 0 is an operation (>= n: a
-# parked group's token), code < 0 the message of send operation -code-1. Re-queued events keep their
-# stamp, as in LogGOPSim (its STRICT_ORDER).
+# parked group's token), code < 0 the message of send operation -code-1. Re-queued events keep
+# their stamp, as in LogGOPSim (its STRICT_ORDER).
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
