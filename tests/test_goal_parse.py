@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.loggopsim import goal_scan
+from replay.loggopsim import goal_parts, goal_scan
 from replay.loggopsim import simulator as LG
 from replay.loggopsim.goal import (
     GoalError,
@@ -29,8 +29,15 @@ FIELDS = ("rank", "kind", "size", "peer", "tag", "cpu", "nic", "dep_op", "dep_on
 
 
 def _fast(text: str, hmask=goal_scan.NO_MASK):
-    """The scanner alone (no fallback): (code, schedule fields or None)."""
-    code, nranks, arrays = goal_scan.scan(np.frombuffer(text.encode(), np.uint8), hmask)
+    """The scanner alone (no fallback): (code, schedule fields or None). Cut into parts scanned
+    on threads (``goal_parts``), the text gives the same code and the same arrays."""
+    b = np.frombuffer(text.encode(), np.uint8)
+    code, nranks, arrays = goal_parts.scan(b, hmask, parts=1)
+    for parts in (2, 3, 7):
+        c, n, a = goal_parts.scan(b, hmask, parts=parts)
+        assert (c, n) == (code, nranks), parts
+        for x, y in zip(a or (), arrays or ()):
+            assert x.dtype == y.dtype and np.array_equal(x, y), parts
     return code, (None if code else (nranks, arrays))
 
 
@@ -177,6 +184,57 @@ def test_errors_fall_back_to_the_regular_expressions_message(text, needle):
         _parse_goal_slow(text, "f.goal")
     assert str(fast.value) == str(slow.value)
     assert str(fast.value).startswith("f.goal")
+
+
+def _blocks(first: int, last: int, body: str = "a: calc 1\nb: calc 2\nb requires a\n") -> str:
+    return "".join(f"rank {r} {{\n{body}}}\n" for r in range(first, last))
+
+
+# each error sits in a later part than the first when the text is cut in 2 or 3
+ACROSS_PARTS = [
+    ("num_ranks 40\n" + _blocks(0, 30) + "num_ranks 40\n" + _blocks(30, 40), "given twice"),
+    ("num_ranks 40\n" + _blocks(0, 30) + "}\n" + _blocks(30, 40), "expected 'rank N {'"),
+    ("num_ranks 40\n" + _blocks(0, 39) + _blocks(5, 6), "rank 5 defined twice"),
+    ("num_ranks 40\n" + _blocks(0, 39) + "rank 39 {\nb requires a\n}\n", "label 'b'"),
+    ("num_ranks 40\n" + _blocks(0, 39) + "rank 39 {\na: send 1b to 40\n}\n", "send to rank 40"),
+    ("num_ranks 40\n" + _blocks(0, 39) + "rank 40 {\n}\n", "rank 40 but num_ranks is 40"),
+    ("num_ranks 40\n" + _blocks(0, 39) + "rank 39 {\n", "not closed"),
+    ("num_ranks 40\n" + _blocks(0, 20) + "rank 20 {\nx: calc 1\n" + _blocks(21, 40), "cannot"),
+]
+
+
+@pytest.mark.parametrize("text,needle", ACROSS_PARTS)
+def test_errors_in_later_parts_are_the_whole_texts(text, needle):
+    b = np.frombuffer(text.encode(), np.uint8)
+    assert len(goal_parts._cuts(b, 3)) == 4                 # (the text is cut)
+    test_errors_fall_back_to_the_regular_expressions_message(text, needle)
+
+
+def test_parts_are_cut_after_closing_lines_and_join_in_rank_order(monkeypatch):
+    # blocks out of rank order, with comments and labels, across parts
+    text = ("// header\nnum_ranks 50 // ranks\n" + _blocks(25, 50, "x: calc 3\ny: send 4b to 0 tag 9"
+            "\ny irequires x\n")
+            + _blocks(0, 25, "r: recv 4b from -1 tag 9\nc: calc 1 cpu 2\nc requires r\n"))
+    # commented out, a } closes nothing and is no place for a cut
+    text = text.replace("rank 40 {\n", "rank 40 {\n // }\n  /* } */\n")
+    b = np.frombuffer(text.encode(), np.uint8)
+    for parts in (2, 5, 11):
+        cuts = goal_parts._cuts(b, parts)
+        assert len(cuts) == parts + 1
+        for c in cuts[1:-1]:
+            assert text[:c].rstrip().endswith("}")
+    assert_same(text)
+    # read_goal cuts a text of PART_BYTES or more a CPU
+    monkeypatch.setattr(goal_parts, "PART_BYTES", 64)
+    monkeypatch.setattr(goal_parts, "_cpus", lambda: 4)
+    seen = []
+    real = goal_parts._scan_parts
+    monkeypatch.setattr(goal_parts, "_scan_parts", lambda b, bounds, *a: seen.append(len(bounds))
+                        or real(b, bounds, *a))
+    s, ref = parse_goal(text), _parse_goal_slow(text)
+    assert seen == [5]
+    for f in FIELDS:
+        assert np.array_equal(getattr(s, f), getattr(ref, f)), f
 
 
 @pytest.mark.parametrize("text", [

@@ -95,9 +95,9 @@ def _parse(buf: np.ndarray, source: str, text: Callable[[], str]) -> Schedule:
     (which raise the GoalError naming the line; if they take the text after all, their schedule
     is the answer)."""
     # the scanner's kernels load only for a parse (a replay maps the parsed schedule)
-    from replay.loggopsim import goal_scan
+    from replay.loggopsim import goal_parts
 
-    code, nranks, arrays = goal_scan.scan(buf)
+    code, nranks, arrays = goal_parts.scan(buf)
     if code:
         return _parse_goal_slow(text(), source)
     rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_start, lab_off, lab_buf = arrays

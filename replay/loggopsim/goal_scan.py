@@ -17,19 +17,16 @@ hash (``_probe``) and steps by a stride of its key (``_step``): labels numbered 
 consecutive slots, so the look-ups of dependencies, which name operations near them, hit cache
 lines just used.
 
-The columns are allocated at their upper bound (a line each), in fresh anonymous mappings
-(``_fresh``), and written front to back, so the memory touched is what the schedule holds: about
-29 bytes per operation and 9 per dependency (``_columns``).
+The columns are given to it (``goal_parts``, which also splits a large text into parts
+scanned on threads).
 """
 
 from __future__ import annotations
 
-import mmap
-
 import numba as nb
 import numpy as np
 
-from replay.loggopsim.simulator import CALC, RECV, SCHEDULE_TYPES, SEND, narrow
+from replay.loggopsim.simulator import CALC, RECV, SEND
 
 # Characters: Python's str.strip() and the regular expressions' \s agree on ASCII whitespace.
 _WS = np.zeros(256, np.bool_)
@@ -258,6 +255,25 @@ def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
     return 0
 
 
+@nb.njit(cache=True, nogil=True)
+def _statement(b, i, n):
+    """The statement on the line starting at i: (s, t, the next line's start), b[s:t] its text
+    without a ``//`` comment and the whitespace around it (s == t: none)."""
+    j = i
+    cs = -1
+    while j < n and b[j] != 10:
+        if cs < 0 and b[j] == 47 and j + 1 < n and b[j + 1] == 47:
+            cs = j
+        j += 1
+    s = i
+    t = cs if cs >= 0 else j
+    while s < t and _WS[b[s]]:
+        s += 1
+    while t > s and _WS[b[t - 1]]:
+        t -= 1
+    return s, t, j + 1
+
+
 @nb.njit(cache=True)
 def _fail(code):
     """``_parse_op``'s answer for an error ``code``."""
@@ -355,13 +371,14 @@ def _count(b):
     return lines + 1, braces, block
 
 
-@nb.njit(cache=True)
-def _scan_lines(b, hmask, cols, lab, nbraces):
+@nb.njit(cache=True, nogil=True)
+def _scan_lines(b, hmask, cols, lab, nbraces, nranks):
     """Every statement of the text, in file order: operations into their columns, dependencies
     into theirs (resolved to operation indices as each block closes), blocks in ``blk``. The
-    columns (``_columns``) hold a line each and are filled front to back. No array is
+    columns (``goal_parts``) hold a line each and are filled front to back. No array is
     reallocated in the loop: numba compiles a loop that reassigns an array several times
-    slower."""
+    slower. ``nranks``: -1 for a whole text; the ``num_ranks`` of the text a part after its
+    first block comes from (``goal_parts``), which such a part then must not state again."""
     rank, kind, size, peer, tag, cpu, nic, da, db, dst = cols
     # lab: where each operation's label starts in b, -1: none; da, db: the labels of the
     # waiting operation and of the one waited for, then their indices
@@ -370,25 +387,12 @@ def _scan_lines(b, hmask, cols, lab, nbraces):
     lim = 2**31 if rank.itemsize < 8 else 2**62
     nops = ndeps = nblk = 0
     nlab_bytes = 0
-    nranks = -1
     cur = -1
     err = 0
     i = 0
     n = len(b)
     while i < n:
-        j = i
-        cs = -1
-        while j < n and b[j] != 10:
-            if cs < 0 and b[j] == 47 and j + 1 < n and b[j + 1] == 47:
-                cs = j
-            j += 1
-        s = i
-        t = cs if cs >= 0 else j
-        i = j + 1
-        while s < t and _WS[b[s]]:
-            s += 1
-        while t > s and _WS[b[t - 1]]:
-            t -= 1
+        s, t, i = _statement(b, i, n)
         if s == t:
             continue
         q = _ident_end(b, s, t)
@@ -463,49 +467,6 @@ def _scan_lines(b, hmask, cols, lab, nbraces):
     return err, nranks, blk, nops, ndeps, nblk, nlab_bytes
 
 
-def _fresh(n: int, dtype) -> np.ndarray:
-    """An array of n elements in memory of its own (an anonymous mapping), not from the C
-    heap: its pages are mapped only when written, and unmapped when the array is freed. glibc
-    hands out its kept freed memory (``hindsight.system``) already mapped, so a column
-    allocated there at its upper bound would be resident whole, and kept so by the views of
-    it the schedule holds."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize), dtype)[:n]
-
-
-def _columns(nlines: int, nbytes: int, wide: bool) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """The scanner's columns at their upper bound (a line each; ``_fresh``): rank, kind, size,
-    peer, tag, cpu, nic, and the dependencies' da, db, dst; and ``lab`` (one more).
-
-    Unless ``wide`` (int64), as narrow as ``SCHEDULE_TYPES``: a scan that meets a number of
-    ranks or a CPU or NIC index past int32 stops (code 40) and ``scan`` scans again wide (tags
-    past int32 are an error). ``da``, ``db`` and ``lab`` hold positions in the text before
-    operation numbers: int32 below 2 GiB of text. Each byte is a page touched once written
-    (1-2 ns a byte on this project's virtual machines): the int64 columns were 64 bytes an
-    operation and 17 a dependency, these 29 and 9."""
-    at = np.int32 if nbytes < 2**31 and not wide else np.int64
-    cols = tuple(_fresh(nlines, at if wide and f != "size" and f != "dep_start" else
-                        SCHEDULE_TYPES.get(f, at)) for f in _FIELDS)
-    return cols, _fresh(nlines + 1, at)
-
-
-_FIELDS = ("rank", "kind", "size", "peer", "tag", "cpu", "nic", "dep_op", "dep_on", "dep_start")
-
-
-@nb.njit(cache=True)
-def _block_order(blk, nblk):
-    """The blocks in rank order (they may come in any order); ok False if a rank has two."""
-    order = np.arange(nblk)
-    for k in range(1, nblk):
-        if blk[k, 0] <= blk[k - 1, 0]:
-            order = np.argsort(blk[:nblk, 0], kind="mergesort")
-            break
-    for k in range(1, nblk):
-        if blk[order[k], 0] == blk[order[k - 1], 0]:
-            return order, False
-    return order, True
-
-
 @nb.njit(cache=True)
 def _labels(b, lab, nops, nlab_bytes):
     """The labels' bytes end to end, and in place of ``lab``'s starts where each label begins
@@ -522,56 +483,3 @@ def _labels(b, lab, nops, nlab_bytes):
                 m += 1
     lab[nops] = m
     return buf
-
-
-def _in_rank_order(cols, lab_off, lab_buf, blk, order):
-    """The columns with the blocks moved into rank order (each block's operations, dependencies
-    and labels are contiguous; dependency indices move with their block)."""
-    ops = [np.arange(blk[k, 1], blk[k, 2]) for k in order]
-    deps = [np.arange(blk[k, 3], blk[k, 4]) for k in order]
-    op_perm = np.concatenate(ops) if ops else np.zeros(0, np.int64)
-    dep_perm = np.concatenate(deps) if deps else np.zeros(0, np.int64)
-    new_index = np.empty(len(op_perm), cols[7].dtype)      # (operation numbers, as da's)
-    new_index[op_perm] = np.arange(len(op_perm))
-    rank, kind, size, peer, tag, cpu, nic, da, db, dst = cols
-    lens = np.diff(lab_off)[op_perm]
-    off = np.zeros(len(op_perm) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    buf = np.concatenate([lab_buf[lab_off[blk[k, 1]]:lab_off[blk[k, 2]]] for k in order]
-                         or [lab_buf[:0]])
-    return ([c[op_perm] for c in (rank, kind, size, peer, tag, cpu, nic)]
-            + [new_index[da[dep_perm]], new_index[db[dep_perm]], dst[dep_perm], off, buf])
-
-
-def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK):
-    """Parse GOAL bytes (a uint8 array). Returns (0, nranks, arrays) with ``arrays`` =
-    (rank, kind, size, peer, tag, cpu, nic, dep_op, dep_on, dep_start, lab_off, lab_buf), or
-    (code, None, None) if the text is anything the scanner does not take. ``hmask`` masks the
-    label keys (tests force collisions with it)."""
-    nlines, nbraces, block = _count(b)
-    if block:           # the counts stay upper bounds: the comments' line breaks are kept
-        b, ok = _strip_block_comments(b)
-        if not ok:
-            return 10, None, None
-    for wide in (False, True):
-        cols, lab = _columns(nlines, len(b), wide)
-        err, nranks, blk, nops, ndeps, nblk, nlab = _scan_lines(b, np.uint64(hmask), cols,
-                                                                lab, nbraces)
-        if err != 40:
-            break
-    if err:
-        return err, None, None
-    order, ok = _block_order(blk, nblk)
-    if not ok:
-        return 9, None, None
-    lab_buf = _labels(b, lab, nops, nlab)
-    # views of the upper-bound columns (_fresh): their unwritten tails are never mapped
-    cols = [c[:ndeps] if k >= 7 else c[:nops] for k, c in enumerate(cols)]
-    # (a wide scan's columns, and past 2 GiB of text the dependencies': the types of the
-    # expressions' schedule, int64 only where a value needs it)
-    cols = [narrow(c, SCHEDULE_TYPES.get(f, np.int32)) if c.dtype.kind in "iu" else c
-            for f, c in zip(_FIELDS, cols)]
-    lab_off = lab[:nops + 1]
-    if np.any(np.diff(order) != 1):
-        return 0, nranks, tuple(_in_rank_order(cols, lab_off, lab_buf, blk, order))
-    return 0, nranks, (*cols, lab_off, lab_buf)
