@@ -30,10 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from replay.matching_kernels import (
+    _classify,
+    _count_ids,
+    _direct_keys,
+    _matched,
+    _pair_channels,
+    _request_spans,
+    _span_ids,
+    _tags_agree,
+)
 
 # pandas and pyarrow are imported where they are used: preparing a trace needs them, a replay
 # of a prepared (cached) trace does not, and importing them takes a third of a second.
@@ -99,49 +108,6 @@ class MessageMatch:
         return len(self.send_row)
 
 
-@nb.njit(cache=True, nogil=True)
-def _count_ids(ids, n, proto):
-    """How often each of 0..n-1 occurs in ``ids`` (``np.bincount``), of ``proto``'s type."""
-    cnt = np.zeros(n, proto.dtype)
-    for i in ids:
-        cnt[i] += 1
-    return cnt
-
-
-@nb.njit(cache=True, nogil=True)
-def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
-    """k-th send of each channel with the k-th receive of the same channel (non-overtaking).
-    Receive positions are of the integer type of the empty ``idx_proto`` (int32 when they
-    fit: these passes are bound by the bytes they move)."""
-    ns = len(gid_s)
-    nr = len(gid_r)
-    cnt_s = np.zeros(ngroups, np.int64)
-    cnt_r = np.zeros(ngroups, np.int64)
-    for j in range(nr):
-        cnt_r[gid_r[j]] += 1
-    off = np.zeros(ngroups + 1, np.int64)
-    for g in range(ngroups):
-        off[g + 1] = off[g] + cnt_r[g]
-    # receives grouped by channel, in posting order within one (a stable counting sort)
-    pos = np.empty(nr, idx_proto.dtype)
-    fill = off[:-1].copy()
-    for j in range(nr):
-        g = gid_r[j]
-        pos[fill[g]] = j
-        fill[g] += 1
-    match_of_send = np.full(ns, -1, idx_proto.dtype)
-    recv_matched = np.zeros(nr, np.bool_)
-    for i in range(ns):
-        g = gid_s[i]
-        k = cnt_s[g]
-        cnt_s[g] = k + 1
-        if k < cnt_r[g]:
-            j = pos[off[g] + k]
-            match_of_send[i] = j
-            recv_matched[j] = True
-    return match_of_send, recv_matched
-
-
 def _classes() -> np.ndarray:
     """Per op code (the last slot: -1, an unknown op), the class of a row for matching:
     bit 1 posts a request (Irecv, Isend..., a non-blocking collective), 2 ends requests
@@ -158,74 +124,6 @@ def _classes() -> np.ndarray:
 
 _CLASSES = _classes()
 _FREE = tf.op_lut(tuple(tf.FREE_OPS))   # per op code: a Request_free row
-
-
-@nb.njit(cache=True, nogil=True)
-def _classify(op, peer, request, rank, tag, comm, nbytes, cls, row_proto):
-    """The rows that take part in matching, in one pass over the columns (``cls``: the classes
-    of ``_classes``; row numbers of the type of the empty ``row_proto``): row numbers of the
-    request posts and completions (with a request id) and of the Irecvs; the sends (with a
-    peer) with their source, destination, communicator, tag and op; the blocking receives
-    (with a peer) with their source, tag, bytes, destination and communicator.
-
-    Each output is allocated for every row and returned cut to what was written: pages never
-    written are never touched, and one pass replaces a pass that marked and counted the rows
-    and one pass per class (which read the columns again: 1.4x slower on a ring, 1.8x on a
-    real trace of Sendrecv and Allreduce)."""
-    n = len(op)
-    last = len(cls) - 1
-    rt = row_proto.dtype
-    post = np.empty(n, rt)
-    comp = np.empty(n, rt)
-    irecv = np.empty(n, rt)
-    s_row = np.empty(n, rt)
-    s_src = np.empty(n, rank.dtype)
-    s_dst = np.empty(n, peer.dtype)
-    s_comm = np.empty(n, comm.dtype)
-    s_tag = np.empty(n, tag.dtype)
-    s_op = np.empty(n, op.dtype)
-    r_row = np.empty(n, rt)
-    r_src = np.empty(n, peer.dtype)
-    r_tag = np.empty(n, tag.dtype)
-    r_nb = np.empty(n, nbytes.dtype)
-    r_dst = np.empty(n, rank.dtype)
-    r_comm = np.empty(n, comm.dtype)
-    npost = ncomp = nirecv = ns = nr = 0
-    for i in range(n):
-        o = op[i]
-        c = cls[o if 0 <= o < last else last]
-        if c == 0:
-            continue
-        if c & 3 and request[i] >= 0:
-            if c & 1:
-                post[npost] = i
-                npost += 1
-            if c & 2:
-                comp[ncomp] = i
-                ncomp += 1
-        if c & 16:
-            irecv[nirecv] = i
-            nirecv += 1
-        if c & 12 and peer[i] >= 0:
-            if c & 4:
-                s_row[ns] = i
-                s_src[ns] = rank[i]
-                s_dst[ns] = peer[i]
-                s_comm[ns] = comm[i]
-                s_tag[ns] = tag[i]
-                s_op[ns] = o
-                ns += 1
-            if c & 8:
-                r_row[nr] = i
-                r_src[nr] = peer[i]
-                r_tag[nr] = tag[i]
-                r_nb[nr] = nbytes[i]
-                r_dst[nr] = rank[i]
-                r_comm[nr] = comm[i]
-                nr += 1
-    return (post[:npost], comp[:ncomp], irecv[:nirecv],
-            (s_row[:ns], s_src[:ns], s_dst[:ns], s_comm[:ns], s_tag[:ns], s_op[:ns]),
-            (r_row[:nr], r_src[:nr], r_tag[:nr], r_nb[:nr], r_dst[:nr], r_comm[:nr]))
 
 
 def small_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -287,65 +185,6 @@ def _channel_ids(src, dst, comm, tag, nranks):
     return gid[:ns], gid[ns:], int(gid.max()) + 1 if len(gid) else 0
 
 
-@nb.njit(cache=True, nogil=True)
-def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt, key_proto):
-    """Mixed-radix channel keys (of the type of the empty ``key_proto``); an empty ``tag``
-    leaves the tag out."""
-    out = np.empty(len(src), key_proto.dtype)
-    with_tag = len(tag) > 0
-    for i in range(len(src)):
-        k = (np.int64(src[i]) * P + dst[i]) * nc + (comm[i] - lo_c)
-        out[i] = k * nt + (tag[i] - lo_t) if with_tag else k
-    return out
-
-
-@nb.njit(cache=True, nogil=True)
-def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_done, nbytes):
-    """The columns of the matched messages in send order, in one pass (they were eleven
-    gathers): source, destination, bytes (the send's, else what the receive got), send row,
-    its completion, receive row, its completion (rows of the types of ``send_rows`` and
-    ``recv_rows``); and the positions where the receive got more bytes than the send sent."""
-    m = 0
-    for i in range(len(match_of_send)):
-        if match_of_send[i] >= 0:
-            m += 1
-    src = np.empty(m, s_src.dtype)
-    dst = np.empty(m, s_dst.dtype)
-    nb_ = np.empty(m, np.int64)
-    srow = np.empty(m, send_rows.dtype)
-    sdone = np.empty(m, send_rows.dtype)
-    rrow = np.empty(m, recv_rows.dtype)
-    rdone = np.empty(m, recv_rows.dtype)
-    too_big = np.zeros(m, np.bool_)
-    k = 0
-    for i in range(len(match_of_send)):
-        j = match_of_send[i]
-        if j < 0:
-            continue
-        s = send_rows[i]
-        src[k] = s_src[i]
-        dst[k] = s_dst[i]
-        snb = nbytes[s]
-        rnb = r_nb[j]
-        nb_[k] = snb if snb >= 0 else max(rnb, 0)
-        too_big[k] = snb >= 0 and rnb > snb
-        srow[k] = s
-        sdone[k] = s_done[i]
-        rrow[k] = recv_rows[j]
-        rdone[k] = r_done[j]
-        k += 1
-    return src, dst, nb_, srow, sdone, rrow, rdone, too_big
-
-
-@nb.njit(cache=True, nogil=True)
-def _tags_agree(match_of_send, s_tag, r_tag):
-    for i in range(len(match_of_send)):
-        j = match_of_send[i]
-        if j >= 0 and s_tag[i] != r_tag[j]:
-            return False
-    return True
-
-
 def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nranks):
     """(match_of_send, recv_matched): MPI's rule, the k-th send of a channel (source,
     destination, communicator, tag) meets the k-th receive of that channel.
@@ -364,6 +203,41 @@ def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nra
         return match_of_send, recv_matched
     ids_s, ids_r, n = _channel_ids(*sides, (s_tag, r_tag), nranks)
     return _pair_channels(ids_s, ids_r, max(n, 1), proto)
+
+
+def _request_ids(rank: np.ndarray, request: np.ndarray, post_rows: np.ndarray,
+                 comp_rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """A dense number for the (rank, request id) of each row of ``post_rows`` then
+    ``comp_rows``, and how many numbers there are (some may go unused: only numbers of rows
+    are ever looked up).
+
+    Request ids are numbered per rank by whoever wrote the trace (the tracer counts them, an
+    import uses operation numbers, OTF2 its own): each rank's ids span a range not much wider
+    than its requests, so the ranks' spans laid end to end number them, nothing hashed. Only
+    ids spread wider (over twice the rows' count) are hashed (pandas)."""
+    n = len(post_rows) + len(comp_rows)
+    if n == 0:
+        return np.zeros(0, np.intp), 0
+    # (the spans are indexed by rank: a rank column out of shape is hashed instead)
+    if int(rank.min()) >= 0:
+        lo, hi = _request_spans(rank, request, post_rows, comp_rows, int(rank.max()) + 1)
+        width = np.where(hi >= lo, hi.astype(np.float64) - lo + 1, 0)
+    if int(rank.min()) >= 0 and width.sum() <= max(2 * n, 1 << 16):
+        base = np.zeros(len(lo), np.int64)
+        np.cumsum(width[:-1].astype(np.int64), out=base[1:])
+        return _span_ids(rank, request, post_rows, comp_rows, base, lo), int(width.sum())
+    import pandas as pd     # (only here: its import is 0.3 s of a command's start-up)
+
+    # built in place: the expression's int64 temporaries were 4 arrays of 8 bytes a request
+    npost = len(post_rows)
+    rkey = np.empty(n, np.int64)
+    rkey[:npost] = rank[post_rows]
+    rkey[npost:] = rank[comp_rows]
+    rkey *= int(request.max()) + 1
+    rkey[:npost] += request[post_rows]
+    rkey[npost:] += request[comp_rows]
+    rid, uniq = pd.factorize(rkey)
+    return rid, len(uniq)
 
 
 def match_messages(table, max_problems: int = 1000,
@@ -413,25 +287,7 @@ def match_messages(table, max_problems: int = 1000,
     del sends, brecvs
 
     # ---- requests: post row <-> the row that ends it (a completion, or a Request_free)
-    # built in place: the expression's int64 temporaries were 4 arrays of 8 bytes a request
-    npost = len(post_rows)
-    rkey = np.empty(npost + len(comp_rows), np.int64)
-    rkey[:npost] = rank[post_rows]
-    rkey[npost:] = rank[comp_rows]
-    rkey *= int(request.max()) + 1 if n else 1
-    rkey[:npost] += request[post_rows]
-    rkey[npost:] += request[comp_rows]
-    if not len(rkey):
-        rid, nreq = rkey.astype(np.intp), 0        # no requests: nothing to number
-    elif int(rkey.min()) >= 0 and int(rkey.max()) < max(len(rkey), 1 << 16):
-        # dense keys (request ids numbered per rank) are their own ids, nothing hashed; an id
-        # no row has is never looked up
-        rid, nreq = rkey, int(rkey.max()) + 1
-    else:
-        import pandas as pd     # (only here: its import is 0.3 s of a command's start-up)
-
-        rid, runiq = pd.factorize(rkey)
-        nreq = len(runiq)
+    rid, nreq = _request_ids(rank, request, post_rows, comp_rows)
     pid, cid = rid[:len(post_rows)], rid[len(post_rows):]
     # per request: counts and row numbers of the rows' own type (int32 below 2**31 rows;
     # np.bincount's are int64): 12 bytes a request less at a check's peak
@@ -479,7 +335,7 @@ def match_messages(table, max_problems: int = 1000,
     # requests.
     end_at_post = comp_of[pid]
     # the per-request arrays are done with: freed before the messages' are made
-    del rkey, rid, pid, cid, post_of, comp_of, comp_post, comp_ok
+    del rid, pid, cid, post_of, comp_of, comp_post, comp_ok
 
     def end_of_post(rows: np.ndarray) -> np.ndarray:
         """The row that ends each given post row's request (-1: none, or no request id)."""

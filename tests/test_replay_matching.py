@@ -119,3 +119,42 @@ def test_pairing_is_mpis_rule_whatever_the_tag_order():
                 taken.add(cands[k])
         assert got_s.tolist() == want.tolist()
         assert got_r.tolist() == [j in taken for j in range(len(r[0]))]
+
+
+def test_request_ids_number_alike_however_they_are_spread(tmp_path, monkeypatch):
+    # Request ids are the writer's: counted per rank from 0 (the tracer), offset per rank (an
+    # import numbering operations), or spread over 64 bits (handles). Numbered by the ranks'
+    # spans or hashed, they must give the same matching; only the spread ones are hashed.
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    progs = [[] for _ in range(4)]
+    for _ in range(60):
+        a, b = (int(x) for x in rng.choice(4, 2, replace=False))
+        tag = int(rng.integers(0, 3))
+        progs[a].append(("isend", b, int(rng.integers(1, 100)), tag))
+        progs[b].append(("irecv", a, tag))
+    for p in progs:
+        p.append(("wait", list(range(len(p)))))
+    hashed = []
+    real = pd.factorize
+    monkeypatch.setattr(pd, "factorize", lambda *a, **k: hashed.append(len(a[0])) or real(*a, **k))
+    results = []
+    for name, renumber in (("counted", lambda r, q: q), ("offset", lambda r, q: q + r * 10**12),
+                           ("spread", lambda r, q: int(rng.integers(0, 2**62)))):
+        cols = simulate(progs)
+        for r, c in enumerate(cols):
+            ids = {}
+            c["request"] = [ids.setdefault(q, renumber(r, q)) if q >= 0 else q
+                            for q in c["request"]]
+        write_trace(tmp_path / name, cols)
+        before = len(hashed)
+        m, problems = match_messages(read_trace(tmp_path / name).table)
+        assert problems == []
+        assert (len(hashed) > before) == (name == "spread"), name
+        results.append([np.asarray(x).tolist() for x in (
+            m.send_row, m.recv_row, m.recv_done_row, m.send_done_row, m.completion_row,
+            m.completion_post_row)])
+    assert results[0] == results[1] == results[2]
+    assert len(results[0][0]) == 60
