@@ -219,10 +219,12 @@ def _request_ids(rank: np.ndarray, request: np.ndarray, post_rows: np.ndarray,
     if n == 0:
         return np.zeros(0, np.intp), 0
     # (the spans are indexed by rank: a rank column out of shape is hashed instead)
-    if int(rank.min()) >= 0:
+    spans = int(rank.min()) >= 0
+    if spans:
         lo, hi = _request_spans(rank, request, post_rows, comp_rows, int(rank.max()) + 1)
         width = np.where(hi >= lo, hi.astype(np.float64) - lo + 1, 0)
-    if int(rank.min()) >= 0 and width.sum() <= max(2 * n, 1 << 16):
+        spans = width.sum() <= max(2 * n, 1 << 16)
+    if spans:
         base = np.zeros(len(lo), np.int64)
         np.cumsum(width[:-1].astype(np.int64), out=base[1:])
         return _span_ids(rank, request, post_rows, comp_rows, base, lo), int(width.sum())
