@@ -105,20 +105,54 @@ def page_out(*arrays: Any) -> None:
             continue
 
 
-def _unwritten(a: Any) -> bool:
-    """Whether no page of the copy-on-write mapping under ``a`` (an np.memmap) holds a private
-    copy: in /proc/self/pagemap (8 little-endian bytes a page) such a page is present (bit 63)
-    or swapped (bit 62) and not file-backed (bit 61), all three in the word's last byte. False
-    where that cannot be read."""
-    import ctypes
+def page_out_part(lo: int, hi: int, *arrays: Any) -> None:
+    """``page_out`` of elements ``lo`` to ``hi`` of each (one-dimensional) array only: the
+    pages that lie wholly among them. A pass over mapped arrays a part at a time hands each
+    part's pages back as it goes, so that they do not all count in its peak."""
+    import mmap
+
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    for a in arrays:
+        m = getattr(a, "_mmap", None)
+        if advice is None or m is None or not len(m) or a.ndim != 1 or hi <= lo:
+            continue
+        try:
+            base = _address(m)
+        except (TypeError, ValueError):     # a closed mapping
+            continue
+        start = -(-(a.ctypes.data + lo * a.strides[0] - base) // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = (a.ctypes.data + hi * a.strides[0] - base) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end <= start or start < 0 or end > len(m):
+            continue
+        if getattr(a, "mode", "c") != "r" and not _unwritten(a, start, end - start):
+            continue
+        try:
+            m.madvise(advice, start, end - start)
+        except (OSError, ValueError):
+            continue
+
+
+def _address(m: Any) -> int:
+    """Where the mapping ``m`` starts in memory (any access mode)."""
+    import numpy as np      # (here: only arrays, numpy's, are ever paged out)
+
+    return int(np.frombuffer(m, np.uint8).ctypes.data)
+
+
+def _unwritten(a: Any, start: int = 0, length: int | None = None) -> bool:
+    """Whether no page of the copy-on-write mapping under ``a`` (an np.memmap), or of its bytes
+    ``start`` to ``start + length``, holds a private copy: in /proc/self/pagemap (8
+    little-endian bytes a page) such a page is present (bit 63) or swapped (bit 62) and not
+    file-backed (bit 61), all three in the word's last byte. False where that cannot be read."""
     import mmap
 
     m = a._mmap
+    length = len(m) - start if length is None else length
     try:
-        first = ctypes.addressof(ctypes.c_char.from_buffer(m)) // mmap.PAGESIZE
+        first = (_address(m) + start) // mmap.PAGESIZE
         with open("/proc/self/pagemap", "rb") as f:
             f.seek(first * 8)
-            flags = f.read(8 * -(-len(m) // mmap.PAGESIZE))[7::8]
+            flags = f.read(8 * -(-length // mmap.PAGESIZE))[7::8]
     except (OSError, TypeError, ValueError):
         return False
     return b"\1" not in flags.translate(_PRIVATE_COPY)

@@ -33,11 +33,12 @@ from replay import flags as F
 from replay import patterns as P
 from replay import kernel as K
 from replay.instances import Instances, group_ids
+from replay.layout import lay_out
 from replay.matching import index_proto
 from replay.patterns import nonblocking_tails
 from replay.polling import POLL_CODE, apply_to_stream as apply_polls
 from replay.rma_epochs import EpochOps, place_epoch_ops
-from replay.rows import KIND_TABLES, Messages, Rows
+from replay.rows import Messages, Rows
 from replay.selection import SELECTION, SHARED_FLAG_COLLECTIVES, choose, total_bytes
 
 SYNC_SEND_OPS = ("Ssend", "Issend")
@@ -215,13 +216,10 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     E0 = nmsg        # the epochs' messages come last
     if with_epochs:
         nmsg += len(rma.m_bytes)
-    off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = _lay_out(
-        rows.op, rows.kind, rows.msg, per_row, rows.burst, rows.ratio, rows.region, rows.rank,
-        nranks, cpu_shared,
+    off, kind, msg, op_row, burst, burst_cpu, reg, rank_off = lay_out(
+        rows, per_row, nranks, cpu_shared,
         index_proto(max(nmsg, ninst)),  # unexpanded, a COLL operation's msg is its instance
-        index_proto(n), KIND_TABLES.sendrecv_send, KIND_TABLES.sendrecv_recv)
-    # (rows mapped from a trace's cache: the pages of what only the pass above reads go back)
-    page_out(rows.kind, rows.msg, rows.burst, rows.ratio, rows.region, rows.rank)
+        index_proto(n))
     first = off[:-1]
     # per message: the trace's messages, then each pattern's instances x steps
     m_bytes = np.empty(nmsg)
@@ -397,88 +395,6 @@ def _measured_costs(rows: Rows, msgs: Messages, kind: np.ndarray, msg: np.ndarra
     # Sends keep their duration unless rendezvous-coupled (decided in the kernel by S); then
     # the local part is what remains after the receiver was ready.
     return loc, dep_lat
-
-
-@nb.njit(cache=True)
-def _lay_out(op, kind_row, msg_row, per_row, burst_row, ratio, region, rank, nranks,
-             cpu_shared, msg_proto, row_proto, sr_send, sr_recv):
-    """The operation arrays of the rows, in one pass each way: per row its operations (one per
-    MPI row; two for a Sendrecv_recv whose send half, the row before, has a message: that send
-    completes there; ``per_row[i]`` for an expanded collective), each carrying the row's
-    region, the first one its burst, and the row's kind and message unless it is a collective
-    (filled in by the caller). Rows of
-    unmatched messages stay NOP. Returns (off, kind, msg, op_row, burst, burst_cpu, reg,
-    rank_off); ``burst_cpu`` is ``burst`` itself when ``cpu_shared``. ``msg`` and ``op_row``
-    take the integer types of the empty ``msg_proto`` and ``row_proto``."""
-    n = len(op)
-    expanded = len(per_row) > 0
-    off = np.empty(n + 1, np.int64)
-    rank_off = np.zeros(nranks + 1, np.int64)
-    # Running totals in locals: reading back the array entry written one row before made
-    # every row wait for that store (rows come rank by rank, so a rank's count is one local).
-    tot = 0
-    r = -1
-    start_r = 0
-    for i in range(n):
-        c = 0
-        if op[i] > 0:  # an MPI row (0 = region row, -1 = an op this version does not know)
-            c = 1
-            # (inline: a jitted helper taking the arrays cost 15 ns a row in reference counts)
-            if op[i] == sr_recv and i > 0 and op[i - 1] == sr_send and rank[i - 1] == rank[i] \
-                    and msg_row[i - 1] >= 0:
-                c = 2
-            if expanded and per_row[i] > 0:
-                c = per_row[i]
-        if rank[i] != r:
-            if r >= 0:
-                rank_off[r + 1] += tot - start_r
-            r = rank[i]
-            start_r = tot
-        off[i] = tot
-        tot += c
-    off[n] = tot
-    if r >= 0:
-        rank_off[r + 1] += tot - start_r
-    for q in range(nranks):
-        rank_off[q + 1] += rank_off[q]
-    nops = tot
-    # Every position belongs to one row and is written once below (no zero-filling first:
-    # that was a third of the pass's memory traffic).
-    kind = np.empty(nops, np.int8)
-    msg = np.empty(nops, msg_proto.dtype)
-    op_row = np.empty(nops, row_proto.dtype)
-    reg = np.empty(nops, np.int16)
-    burst = np.empty(nops)
-    burst_cpu = burst if cpu_shared else np.empty(nops)
-    for i in range(n):
-        a = off[i]
-        b = off[i + 1]
-        if a == b:
-            continue
-        g = region[i]
-        k = K.NOP
-        m = -1
-        if kind_row[i] != K.COLL and msg_row[i] >= 0:
-            k = kind_row[i]
-            m = msg_row[i]
-        kind[a] = k
-        msg[a] = m
-        op_row[a] = i
-        reg[a] = g
-        burst[a] = burst_row[i]
-        if not cpu_shared:
-            burst_cpu[a] = burst_row[i] * ratio[i]
-        for p in range(a + 1, b):  # the further operations of the row
-            op_row[p] = i
-            reg[p] = g
-            kind[p] = K.NOP
-            msg[p] = -1
-            burst[p] = 0.0
-            burst_cpu[p] = 0.0
-        if b - a == 2 and kind_row[i] != K.COLL:  # a Sendrecv_recv: its send half completes
-            kind[a + 1] = K.WSEND
-            msg[a + 1] = msg_row[i - 1]
-    return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
 
 
 @nb.njit(cache=True)

@@ -74,3 +74,49 @@ def test_a_stream_of_another_layout_is_rebuilt(tmp_path):
     assert replay.run(prep, "loggps", SETS).summary() == want
     assert not isinstance(prep.stream(True).kind, np.memmap)
 
+
+
+def test_laid_out_in_parts_the_stream_is_the_same(tmp_path, monkeypatch):
+    # replay.layout fills the operations PART_ROWS rows at a time, handing each part's pages of
+    # the mapped rows back: parts of 1, 5 and 7 rows (Sendrecv halves and collectives across
+    # their edges) give the stream and the replays of the whole.
+    from dataclasses import fields
+
+    from replay import layout
+    from replay.stream import Stream
+
+    trace = _trace(tmp_path)
+    replay.prepare(trace)                           # (cached: its rows are mapped now)
+
+    def built():
+        prep = replay.prepare(trace)
+        assert isinstance(prep.rows.kind, np.memmap)
+        return [prep._build_stream(True, {}, ()), prep._build_stream(False, {}, ())], _runs(prep)
+
+    monkeypatch.setattr(layout, "PART_ROWS", 10**9)
+    (whole, whole_m), runs = built()
+    for part in (1, 5, 7):
+        monkeypatch.setattr(layout, "PART_ROWS", part)
+        (st, st_m), got = built()
+        assert got == runs
+        for a, b in ((st, whole), (st_m, whole_m)):
+            for f in fields(Stream):
+                x, y = getattr(a, f.name), getattr(b, f.name)
+                if isinstance(x, np.ndarray):
+                    assert x.dtype == y.dtype and np.array_equal(x, y), (part, f.name)
+
+
+def test_page_out_part_keeps_what_the_pages_hold(tmp_path):
+    from hindsight.system import page_out_part
+
+    a = np.arange(3 * 4096, dtype=np.int64)
+    np.save(tmp_path / "a.npy", a)
+    for mode in ("r", "c"):
+        m = np.load(tmp_path / "a.npy", mmap_mode=mode)
+        assert int(m.sum()) == int(a.sum())         # every page touched
+        page_out_part(100, 9000, m, a)              # (a: not mapped, left alone)
+        assert np.array_equal(m, a)
+    m = np.load(tmp_path / "a.npy", mmap_mode="c")
+    m[5000] = -1                                    # a private copy of that page
+    page_out_part(0, len(m), m)
+    assert m[5000] == -1 and np.array_equal(np.delete(m, 5000), np.delete(a, 5000))
