@@ -97,20 +97,23 @@ def import_goal(path: Path | str, out: Path | str,
     # parsed arrays: they are 0.2-0.6 s at 5 M operations of writing pages, the simulation as
     # long of computing. Its matching buckets are numbered first, for both to use.
     sched.buckets = schedule_buckets(sched)
-    pool = ThreadPoolExecutor(1)
-    keeping = pool.submit(_keep_beside, path, out / SIDECAR, sched)
-    try:
-        sim = simulate(sched, params_from_values(values, sched.nranks))
-    except ScheduleError as exc:
-        pool.shutdown()
+    failed = None
+    # (leaving the block waits for the thread, whatever ends the simulation: nothing is
+    # removed or replaced at ``out`` while the thread still writes there)
+    with ThreadPoolExecutor(1) as pool:
+        keeping = pool.submit(_keep_beside, path, out / SIDECAR, sched)
+        try:
+            sim = simulate(sched, params_from_values(values, sched.nranks))
+        except ScheduleError as exc:
+            failed = exc
+    if failed is not None:
         # nothing is left behind by an import that fails
         if created:
             shutil.rmtree(out, ignore_errors=True)
         else:
             for p in out.iterdir():
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
-        raise GoalError(f"{path}: {exc}") from None
-    pool.shutdown()
+        raise GoalError(f"{path}: {failed}") from None
     keeping.result()                    # (raises what the writing raised)
     ranks = RankRows(sched, sim)
     del sched, sim          # the rows keep what they need; each rank's rows live one at a time
