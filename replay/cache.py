@@ -153,7 +153,7 @@ def save_stream(st: Stream, path: Path) -> None:
     for p in old[:max(len(old) - MAX_STREAMS + 1, 0)]:
         shutil.rmtree(p, ignore_errors=True)
     arrays, none = {}, []
-    # without CPU samples the two burst arrays are one (the kernel's _lay_out returns it
+    # without CPU samples the two burst arrays are one (``replay.layout.lay_out`` returns it
     # twice, as two array objects over the same memory)
     shared = (st.burst_cpu.shape == st.burst.shape
               and st.burst_cpu.ctypes.data == st.burst.ctypes.data)

@@ -209,7 +209,7 @@ def _request_ids(rank: np.ndarray, request: np.ndarray, post_rows: np.ndarray,
                  comp_rows: np.ndarray) -> tuple[np.ndarray, int]:
     """A dense number for the (rank, request id) of each row of ``post_rows`` then
     ``comp_rows``, and how many numbers there are (some may go unused: only numbers of rows
-    are ever looked up).
+    are ever looked up). Two different pairs never share a number.
 
     Request ids are numbered per rank by whoever wrote the trace (the tracer counts them, an
     import uses operation numbers, OTF2 its own): each rank's ids span a range not much wider
@@ -219,26 +219,23 @@ def _request_ids(rank: np.ndarray, request: np.ndarray, post_rows: np.ndarray,
     if n == 0:
         return np.zeros(0, np.intp), 0
     # (the spans are indexed by rank: a rank column out of shape is hashed instead)
-    spans = int(rank.min()) >= 0
-    if spans:
+    if 0 <= int(rank.min()) and int(rank.max()) < tf.MAX_RANKS:
         lo, hi = _request_spans(rank, request, post_rows, comp_rows, int(rank.max()) + 1)
-        width = np.where(hi >= lo, hi.astype(np.float64) - lo + 1, 0)
-        spans = width.sum() <= max(2 * n, 1 << 16)
-    if spans:
-        base = np.zeros(len(lo), np.int64)
-        np.cumsum(width[:-1].astype(np.int64), out=base[1:])
-        return _span_ids(rank, request, post_rows, comp_rows, base, lo), int(width.sum())
+        # widths as Python integers, exact whatever the ids (64-bit handles near the limits)
+        width = [h - l + 1 if h >= l else 0 for l, h in zip(lo.tolist(), hi.tolist())]
+        total = sum(width)
+        if total <= max(2 * n, 1 << 16):
+            # (each id less its rank's lowest is then below ``total``: no int64 overflow)
+            base = np.zeros(len(lo), np.int64)
+            np.cumsum(width[:-1], out=base[1:])
+            return _span_ids(rank, request, post_rows, comp_rows, base, lo), total
     import pandas as pd     # (only here: its import is 0.3 s of a command's start-up)
 
-    # built in place: the expression's int64 temporaries were 4 arrays of 8 bytes a request
-    npost = len(post_rows)
-    rkey = np.empty(n, np.int64)
-    rkey[:npost] = rank[post_rows]
-    rkey[npost:] = rank[comp_rows]
-    rkey *= int(request.max()) + 1
-    rkey[:npost] += request[post_rows]
-    rkey[npost:] += request[comp_rows]
-    rid, uniq = pd.factorize(rkey)
+    # the ids numbered first, then (rank, number): a product of rank and id could wrap int64
+    rows = np.concatenate([post_rows, comp_rows])
+    ids, uniq = pd.factorize(request[rows])
+    key = rank[rows].astype(np.int64) * max(len(uniq), 1) + ids
+    rid, uniq = pd.factorize(key)
     return rid, len(uniq)
 
 

@@ -158,3 +158,27 @@ def test_request_ids_number_alike_however_they_are_spread(tmp_path, monkeypatch)
             m.completion_post_row)])
     assert results[0] == results[1] == results[2]
     assert len(results[0][0]) == 60
+
+
+def test_request_numbers_are_distinct_whatever_the_ids():
+    # 64-bit ids near the limits, where a float width or a product of rank and id would round
+    # or wrap: every (rank, id) pair gets its own number, below the count returned
+    import numpy as np
+
+    from replay.matching import _request_ids
+
+    cases = [([0, 0, 1], [2**53 - 1, 2**53 + 1, 0]),
+             ([0, 0, 1], [2**63 - 10, 2**63 - 1, 0]),
+             ([0, 4, 0], [4, 0, 2**62]),
+             ([0, 1, 1, 2], [-(2**63), 2**63 - 1, -5, 7]),
+             ([3, 3, 0], [5, 5, 5])]
+    for ranks, ids in cases:
+        rank, req = np.array(ranks, np.int32), np.array(ids, np.int64)
+        for split in range(len(ranks) + 1):     # posts, then completions
+            rows = np.arange(len(ranks))
+            rid, n = _request_ids(rank, req, rows[:split], rows[split:])
+            pairs = list(zip(ranks, ids))
+            assert all(0 <= r < n for r in rid.tolist()), (ranks, ids)
+            for i in range(len(pairs)):
+                for j in range(len(pairs)):
+                    assert (rid[i] == rid[j]) == (pairs[i] == pairs[j]), (ranks, ids, i, j)

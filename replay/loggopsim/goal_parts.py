@@ -61,7 +61,7 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK, parts: int | None = None):
     (code, None, None) if the text is anything the scanner does not take. ``hmask`` masks the
     label keys (tests force collisions with it); ``parts``: how many parts to cut the text into
     at most (default: one a CPU, each at least ``PART_BYTES``)."""
-    nlines, nbraces, block = _count(b)
+    _, nbraces, block = _count(b)      # (the lines are counted per part below)
     if block:           # the counts stay upper bounds: the comments' line breaks are kept
         b, ok = _strip_block_comments(b)
         if not ok:
@@ -144,8 +144,9 @@ def _release_from(a: np.ndarray, n: int) -> None:
     while not isinstance(base, mmap.mmap):
         base = base.base if isinstance(base, np.ndarray) else base.obj
     start = -(-n * a.itemsize // mmap.PAGESIZE) * mmap.PAGESIZE
-    if start < len(base):
-        base.madvise(mmap.MADV_DONTNEED, start, len(base) - start)
+    advice = getattr(mmap, "MADV_DONTNEED", None)       # (not on every system)
+    if advice is not None and start < len(base):
+        base.madvise(advice, start, len(base) - start)
 
 
 def _scan_parts(b, bounds, off, hmask, cols, lab, nbraces, nranks) -> list[tuple]:

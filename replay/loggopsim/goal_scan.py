@@ -1,10 +1,11 @@
 """The compiled GOAL scanner behind ``replay.loggopsim.goal``'s parser.
 
-``scan`` reads a whole schedule from its bytes in one pass, without a Python object per
-operation. It accepts exactly the grammar of ``goal``'s regular expressions, restricted to ASCII outside comments; on anything else (a syntax error, an
-undefined or duplicate label, a rank out of range, a number over 18 digits, non-ASCII text) it
-stops with a non-zero code and the caller re-parses with the regular expressions, which name
-the line and the problem.
+``_scan_lines`` reads a schedule (or a part of one: ``goal_parts.scan`` drives it) from its
+bytes in one pass, without a Python object per operation. It accepts exactly the grammar of
+``goal``'s regular expressions, restricted to ASCII outside comments; on anything else (a syntax
+error, an undefined or duplicate label, a rank out of range, a number over 18 digits, non-ASCII
+text) it stops with a non-zero code and the caller re-parses with the regular expressions,
+which name the line and the problem.
 
 Labels are never Python strings here: the scan keeps where each one starts (an identifier ends
 by itself). When a rank's block closes, its labelled operations go into an open-addressing table
