@@ -226,7 +226,7 @@ def test_parts_are_cut_after_closing_lines_and_join_in_rank_order(monkeypatch):
     assert_same(text)
     # read_goal cuts a text of PART_BYTES or more a CPU
     monkeypatch.setattr(goal_parts, "PART_BYTES", 64)
-    monkeypatch.setattr(goal_parts, "_cpus", lambda: 4)
+    monkeypatch.setattr(goal_parts, "usable_cores", lambda: 4)
     seen = []
     real = goal_parts._scan_parts
     monkeypatch.setattr(goal_parts, "_scan_parts", lambda b, bounds, *a: seen.append(len(bounds))

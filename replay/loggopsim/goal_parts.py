@@ -28,12 +28,12 @@ The move touches the pages between the first part's operations and its stretch's
 from __future__ import annotations
 
 import mmap
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
 
+from hindsight.system import usable_cores
 from replay.loggopsim.goal_scan import (
     NO_MASK,
     _W_NUM_RANKS,
@@ -61,13 +61,13 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK, parts: int | None = None):
     (code, None, None) if the text is anything the scanner does not take. ``hmask`` masks the
     label keys (tests force collisions with it); ``parts``: how many parts to cut the text into
     at most (default: one a CPU, each at least ``PART_BYTES``)."""
-    _, nbraces, block = _count(b)      # (the lines are counted per part below)
-    if block:           # the counts stay upper bounds: the comments' line breaks are kept
+    nbraces, block = _count(b)
+    if block:           # (the count stays an upper bound: the stripping only removes)
         b, ok = _strip_block_comments(b)
         if not ok:
             return 10, None, None
     if parts is None:
-        parts = min(_cpus(), len(b) // PART_BYTES)
+        parts = min(usable_cores(), len(b) // PART_BYTES)
     bounds = np.array([0, len(b)], np.int64)
     nranks = -1
     if parts > 1:
@@ -101,13 +101,6 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK, parts: int | None = None):
     if np.any(np.diff(order) != 1):
         return 0, nranks, tuple(_in_rank_order(cols, lab_off, lab_buf, blk, order))
     return 0, nranks, (*cols, lab_off, lab_buf)
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                  # (not on Linux)
-        return os.cpu_count() or 1
 
 
 def _fresh(n: int, dtype) -> np.ndarray:

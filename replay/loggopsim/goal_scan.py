@@ -355,12 +355,11 @@ def _parse_op(b, p, t, kw_s, kw_e, nranks, lim):
 
 @nb.njit(cache=True)
 def _count(b):
-    """Upper bounds for the scanner's tables: (lines, '{' characters), and whether ``/*``
-    occurs."""
-    lines = braces = stars = 0
+    """An upper bound for the scanner's table of blocks ('{' characters), and whether ``/*``
+    occurs (the lines, the bound of its columns, are counted per part: ``goal_parts``)."""
+    braces = stars = 0
     for k in range(len(b)):             # branch-free: the compiler vectorises it
         c = b[k]
-        lines += c == 10
         braces += c == 123
         stars += c == 42
     block = False
@@ -369,7 +368,7 @@ def _count(b):
             if b[k] == 47 and b[k + 1] == 42:
                 block = True
                 break
-    return lines + 1, braces, block
+    return braces, block
 
 
 @nb.njit(cache=True, nogil=True)
