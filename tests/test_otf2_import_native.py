@@ -121,3 +121,32 @@ def test_cut_event_files_are_refused(tmp_path):
         outcome = _outcome(read_otf2, copy)
         assert outcome[0] == "error", (keep, size)
         assert str(copy) in outcome[1] and "\n" not in outcome[1]
+
+
+@pytest.mark.parametrize("chunk", [1, 7])
+def test_archives_read_chunk_by_chunk_import_alike(chunk, tmp_path, monkeypatch):
+    """The events are read a chunk ahead, on a thread, into two buffers in turn
+    (``otf2_events.read_events``): read a few events at a time (every call, state and rare
+    count crossing chunk edges, both buffers reused many times), archives import as the
+    per-record importer imports them, and damaged ones fail with one error."""
+    from hindsight.interop import otf2_events
+
+    monkeypatch.setattr(otf2_events, "CHUNK", chunk)
+    export_otf2(CORPUS / "p2p-all-n3", tmp_path / "otf2")
+    archives = {"p2p": (tmp_path / "otf2", "ok"),
+                "nbc half": (_scorep_nbc_archive(tmp_path / "nbc1", barrier_done=(0,)), "ok"),
+                "openmp": (openmp_archive(tmp_path / "omp", 3, True), "ok"),
+                "cuda": (cuda_pthread_archive(tmp_path / "cuda"), "ok"),
+                "unmatched": (_tiny_archive(tmp_path / "um", with_groups=True,
+                                            with_recv=False), "error")}
+    for name, (anchor, expected) in archives.items():
+        out = tmp_path / f"out-{name.replace(' ', '-')}"
+        out.mkdir()
+        assert _assert_same_import(anchor, out) == expected, name
+    events = sorted((tmp_path / "otf2" / "traces").glob("*.evt"))
+    copy = tmp_path / "cut"
+    shutil.copytree(tmp_path / "otf2", copy)
+    target = copy / "traces" / events[0].name
+    target.write_bytes(target.read_bytes()[:target.stat().st_size // 2])
+    outcome = _outcome(read_otf2, copy)
+    assert outcome[0] == "error" and str(copy) in outcome[1] and "\n" not in outcome[1]

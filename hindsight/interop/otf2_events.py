@@ -18,7 +18,10 @@ numba's on-disk cache stays valid across processes (as in ``otf2_native``).
 from __future__ import annotations
 
 import ctypes
+import itertools
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
@@ -218,19 +221,26 @@ def _c_function(name: str, *argtypes):
     return fn
 
 
-def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, Counter]]:
+@contextmanager
+def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.ndarray,
+                                                                            Counter]]]:
     """The events of the opened ``otf2.reader.Reader`` ``trace``, in the order its
-    ``events`` gives them: per chunk, the records of ``KIND_NAMES`` (an (n, WIDTH) int64
-    array, valid until the next chunk is read: the buffer the callbacks fill) and the counts
-    of the other events by (type name, location ref, metric ref or -1). ``attr_refs``: name ->
-    ref of the attributes of ``ATTRS`` defined. A read error of the C library (damaged event
-    file) is raised (``_otf2.Error``) after the chunk's records read before it."""
+    ``events`` gives them, as a context whose value yields per chunk: the records of
+    ``KIND_NAMES`` (an (n, WIDTH) int64 array, valid until the next chunk is asked for) and the
+    counts of the other events by (type name, location ref, metric ref or -1). ``attr_refs``:
+    name -> ref of the attributes of ``ATTRS`` defined. A read error of the C library (damaged
+    event file) is raised (``_otf2.Error``) after the chunk's records read before it.
+
+    The next chunk is read on a thread while the caller converts this one, into the other of
+    two buffers: the C library and its compiled callbacks run without the GIL (a ctypes call),
+    and reading was a third of the import's conversion. Leaving the context waits for that
+    read, so the reader is never closed under it."""
     import _otf2
     import otf2.events as E
 
-    buf = np.zeros((CHUNK, WIDTH), np.int64)
+    bufs = [np.zeros((CHUNK, WIDTH), np.int64) for _ in range(2)]
     state = np.zeros(_S_LEN, np.int64)
-    state[_S_BUF], state[_S_CAP] = buf.ctypes.data, CHUNK
+    state[_S_CAP] = CHUNK
     state[_S_NATTR] = pointer(_otf2_lib().OTF2_AttributeList_GetNumberOfElements)
     state[_S_GETATTR] = pointer(_otf2_lib().OTF2_AttributeList_GetAttributeByIndex)
     for j, name in enumerate(ATTRS):
@@ -238,7 +248,7 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
     # the package's own preparation (all locations selected, local definitions read); the
     # reader's close() closes this global event reader
     handle = trace._get_global_evt_reader_handle(None)
-    rare: Counter = Counter()
+    rare = [Counter()]      # the counts of the chunk being read (the rare callbacks' target)
     keep = []           # the ctypes callbacks, alive while the reader may call them
     callbacks = _otf2.GlobalEvtReaderCallbacks_New()
     try:
@@ -250,10 +260,12 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
             if name in hot:
                 address = hot[name].address
             elif name == "Metric":
-                keep.append(_METRIC(lambda loc, t, u, a, ref: _count(rare, "Metric", loc, ref)))
+                keep.append(_METRIC(lambda loc, t, u, a, ref: _count(rare[0], "Metric", loc,
+                                                                     ref)))
                 address = pointer(keep[-1])
             else:
-                keep.append(_RARE(lambda loc, t, u, a, name=name: _count(rare, name, loc, -1)))
+                keep.append(_RARE(lambda loc, t, u, a, name=name: _count(rare[0], name, loc,
+                                                                         -1)))
                 address = pointer(keep[-1])
             setter(pointer(callbacks), address)
         set_callbacks = _c_function("OTF2_GlobalEvtReader_SetCallbacks", ctypes.c_void_p,
@@ -261,17 +273,32 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[tuple[np.ndarray, 
         set_callbacks(pointer(handle), pointer(callbacks), state.ctypes.data)
     finally:
         _otf2.GlobalEvtReaderCallbacks_Delete(callbacks)
-    while True:
-        state[_S_N] = 0
+
+    def read(buf: np.ndarray) -> tuple[np.ndarray, Counter, bool, Exception | None]:
+        """One chunk into ``buf``: its records, its rare counts, whether it was the last,
+        the read's error."""
+        state[_S_BUF], state[_S_N] = buf.ctypes.data, 0
+        rare[0] = Counter()
         try:
-            got = _otf2.GlobalEvtReader_ReadEvents(handle, CHUNK)
-        except Exception:
-            yield buf[:state[_S_N]], rare
-            raise
-        yield buf[:state[_S_N]], rare
-        rare = Counter()
-        if got < CHUNK:
-            return
+            got, error = _otf2.GlobalEvtReader_ReadEvents(handle, CHUNK), None
+        except Exception as exc:
+            got, error = 0, exc
+        return buf[:state[_S_N]], rare[0], error is not None or got < CHUNK, error
+
+    def chunks(pool: ThreadPoolExecutor) -> Iterator[tuple[np.ndarray, Counter]]:
+        ahead = pool.submit(read, bufs[0])
+        for k in itertools.count(1):
+            recs, counts, last, error = ahead.result()
+            if not last:
+                ahead = pool.submit(read, bufs[k % 2])
+            yield recs, counts
+            if error is not None:
+                raise error
+            if last:
+                return
+
+    with ThreadPoolExecutor(1) as pool:
+        yield chunks(pool)
 
 
 def _count(rare: Counter, name: str, loc: int, ref: int) -> int:

@@ -51,6 +51,7 @@ from hindsight.interop.otf2_calls import (E_NBC_KEY, E_NEVER_POSTED, R_RECV, W_C
                                           W_NBYTES, W_OP, W_PEER, W_RANK, W_REGION, W_REQ,
                                           W_ROOT, W_T0, W_T1, W_TAG)
 from hindsight.interop.otf2_tables import Tables, is_mpi
+from hindsight.system import gc_paused
 from hindsight.interop.otf2_rows import (A_COMM, A_NEW, A_ROWS, BAIL_CALL, BAIL_LEAVE_EMPTY,
                                          BAIL_MISMATCH, C_NROWS, DONE, G_NAME, NEED_RECS,
                                          NEED_ROWS, NEED_STACK, S_CALL_REG, S_DEPTH,
@@ -147,6 +148,7 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     return out, extra
 
 
+@gc_paused()
 def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any], np.ndarray]:
     """Per-rank columns as arrays: ``op`` codes into ``op_names``, ``region`` codes into
     ``region_names`` (sorted, -1 for none) and the integer columns; manifest extras; and the
@@ -306,59 +308,61 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
     events = sum(int(loc.number_of_events or 0) for loc in world)
     conv = Conversion(nranks, min(max(events, EV.CHUNK), 1 << 22))
     nread = 0
-    for recs, rare in EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}):
-        nread += len(recs) + sum(rare.values())
-        times = ns_array(recs[:, EV.TIME])
-        lrank = tab.ranks_of(recs[:, EV.LOC])
-        conv.other_locations(len(tab.locations))
-        gidx, cidx = tab.regions(recs[:, EV.F0]), tab.comms(recs[:, EV.F1])
-        extslot = tab.extras(recs)
-        seen = (conv.skipped.copy(), conv.off.copy())
-        i = 0
-        while i < len(recs):
-            why, i = convert(recs, times, lrank, gidx, cidx, extslot, i, tab.regs, tab.comm_tab,
-                             tab.slots, tab.members, tab.ops, tab.ops_sendrecv, tab.coll_ids,
-                             _KIND_MPI, tab.bad_loc, tab.ext_span, tab.ext_rows, own_ids,
-                             conv.ranks, conv.stack, conv.rstack, conv.recs, conv.rows,
-                             conv.counters, conv.skipped, conv.skipped_first, conv.off,
-                             conv.off_first, conv.aux, conv.req, conv.nbc, conv.nbc_done,
-                             conv.nbc_post)
-            if why in (NEED_STACK, NEED_RECS, NEED_ROWS):
-                conv.grow(why)
-            elif why != DONE:
-                here[:] = int(lrank[i]), int(times[i])
-                _explain(why, recs[i], conv, tab, anchor, here, region,
-                         lambda ref: defs.comms[ref], hindsight_comm, world_rank, root_rank,
-                         coll_op)
-        # the kinds skipped in this chunk, in the order they first occurred
-        new = [(conv.skipped_first[j], name, conv.skipped[j] - seen[0][j])
-               for j, name in enumerate(_SKIP_KINDS)]
-        for slot in np.flatnonzero((conv.off[:len(seen[1])] != seen[1]).any(axis=1)).tolist() \
-                + list(range(len(seen[1]), len(conv.off))):
-            loc = tab.locations[slot]
-            other_locations.add(loc)
-            for mpi in (0, 1):
-                new.append((conv.off_first[slot, mpi],
-                            f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}",
-                            conv.off[slot, mpi] - (seen[1][slot, mpi] if slot < len(seen[1])
-                                                   else 0)))
-        for _, name, n in sorted(new, key=lambda x: x[0]):
-            if n:
-                skipped[name] += int(n)
-        for (name, lref, metric), n in rare.items():
-            # events with no row, counted by the reader: what they are, where
-            r = tab.rank_of_ref.get(lref)
-            if r is None:
-                loc = defs.locations[lref]
+    # (leaving the block stops the reading ahead, before the caller closes the reader)
+    with EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}) as chunks:
+        for recs, rare in chunks:
+            nread += len(recs) + sum(rare.values())
+            times = ns_array(recs[:, EV.TIME])
+            lrank = tab.ranks_of(recs[:, EV.LOC])
+            conv.other_locations(len(tab.locations))
+            gidx, cidx = tab.regions(recs[:, EV.F0]), tab.comms(recs[:, EV.F1])
+            extslot = tab.extras(recs)
+            seen = (conv.skipped.copy(), conv.off.copy())
+            i = 0
+            while i < len(recs):
+                why, i = convert(recs, times, lrank, gidx, cidx, extslot, i, tab.regs, tab.comm_tab,
+                                 tab.slots, tab.members, tab.ops, tab.ops_sendrecv, tab.coll_ids,
+                                 _KIND_MPI, tab.bad_loc, tab.ext_span, tab.ext_rows, own_ids,
+                                 conv.ranks, conv.stack, conv.rstack, conv.recs, conv.rows,
+                                 conv.counters, conv.skipped, conv.skipped_first, conv.off,
+                                 conv.off_first, conv.aux, conv.req, conv.nbc, conv.nbc_done,
+                                 conv.nbc_post)
+                if why in (NEED_STACK, NEED_RECS, NEED_ROWS):
+                    conv.grow(why)
+                elif why != DONE:
+                    here[:] = int(lrank[i]), int(times[i])
+                    _explain(why, recs[i], conv, tab, anchor, here, region,
+                             lambda ref: defs.comms[ref], hindsight_comm, world_rank, root_rank,
+                             coll_op)
+            # the kinds skipped in this chunk, in the order they first occurred
+            new = [(conv.skipped_first[j], name, conv.skipped[j] - seen[0][j])
+                   for j, name in enumerate(_SKIP_KINDS)]
+            for slot in np.flatnonzero((conv.off[:len(seen[1])] != seen[1]).any(axis=1)).tolist() \
+                    + list(range(len(seen[1]), len(conv.off))):
+                loc = tab.locations[slot]
                 other_locations.add(loc)
-                mpi = name.startswith("Mpi")
-                skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += n
-            elif name == "Metric":
-                # hardware counters (PAPI), rusage, plugins: a trace has no column for them
-                for member in defs.metrics[metric].members:
-                    skipped[f"value of metric {member.name}"] += n
-            elif name not in _NOT_A_LOSS:
-                skipped[_event_kind(name)] += n
+                for mpi in (0, 1):
+                    new.append((conv.off_first[slot, mpi],
+                                f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}",
+                                conv.off[slot, mpi] - (seen[1][slot, mpi] if slot < len(seen[1])
+                                                       else 0)))
+            for _, name, n in sorted(new, key=lambda x: x[0]):
+                if n:
+                    skipped[name] += int(n)
+            for (name, lref, metric), n in rare.items():
+                # events with no row, counted by the reader: what they are, where
+                r = tab.rank_of_ref.get(lref)
+                if r is None:
+                    loc = defs.locations[lref]
+                    other_locations.add(loc)
+                    mpi = name.startswith("Mpi")
+                    skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += n
+                elif name == "Metric":
+                    # hardware counters (PAPI), rusage, plugins: a trace has no column for them
+                    for member in defs.metrics[metric].members:
+                        skipped[f"value of metric {member.name}"] += n
+                elif name not in _NOT_A_LOSS:
+                    skipped[_event_kind(name)] += n
     # The C library does not always report a cut event file (a cut between two records reads
     # as a shorter file): the definitions say how many events each location wrote.
     announced = [int(loc.number_of_events or 0) for loc in defs.locations]

@@ -6,7 +6,8 @@ Rule *events to rows* (``convert``) walks one chunk of records in the archive's 
 call stack (Enter/Leave pairing), its open MPI call and the records inside it (*call rows*,
 ``otf2_calls``, at the call's Leave), the rows of non-MPI regions, the skipped counts of the
 events it has no row for. Its state (``Conversion``) lives in arrays and typed dicts across
-chunks. When it meets an event it cannot take it stops there and says why (``BAIL_*``): a full
+chunks. It runs without the GIL: the next chunk is being read meanwhile (``otf2_events``),
+and the reader's Python callbacks of rare events take the GIL. When it meets an event it cannot take it stops there and says why (``BAIL_*``): a full
 buffer (the caller grows it and calls again from that event) or an error, which the caller
 words (the kernel keeps no strings). Rule *completions* (``fill_nbc``) gives a non-blocking
 collective's post row the communicator, size and root of its completion; rule *by rank*
@@ -123,7 +124,7 @@ def _root(rank, cref, root, comms, slots, members):
     return _world(rank, cref, root, comms, slots, members)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, members, ops,
             ops_sendrecv, coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks,
             stack, rstack, recs, rows, counters, skipped, skipped_first, off, off_first, aux,
