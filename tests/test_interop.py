@@ -254,6 +254,11 @@ def test_goal_import_keeps_the_matching_buckets_a_replay_maps(tmp_path, text, ca
     b = LG.simulate(dataclasses.replace(kept, buckets=None), prm)
     assert np.array_equal(a.op_end, b.op_end) and np.array_equal(a.match, b.match)
     assert np.array_equal(a.rank_end, b.rank_end) and a.not_done == 0
+    # the text's whole sizes are kept as int32 and simulate as the parser's float64 sizes do
+    parsed = read_goal(src)
+    assert kept.size.dtype == np.int32 and np.array_equal(kept.size, parsed.size)
+    c = LG.simulate(parsed, prm)
+    assert np.array_equal(a.op_end, c.op_end) and np.array_equal(a.match, c.match)
     # a damaged bucket file (numbers past the queues) is not trusted: numbered afresh
     np.save(cache / "bucket.npy", np.full(kept.nops, 10**6, np.int32))
     fresh = sidecar_schedule(replay.prepare(tmp_path / "t"))

@@ -172,12 +172,17 @@ PARAMS = [LG.params_vector(2500, 1500, 1500, 0, 0, 1000, 6, 65535),   # LogGOPSi
           LG.params_vector(100, 1000, 700, 1, 2, 3000, 2, 90)]        # rendezvous above 90 B
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_simulator_equals_loggopsims_algorithm(seed):
+@pytest.mark.parametrize("seed,unit0", [(seed, "") for seed in range(6)]
+                         + [(seed, u) for seed in (6, 7) for u in ("cpu", "nic", "cpu nic")])
+def test_simulator_equals_loggopsims_algorithm(seed, unit0):
+    """``unit0``: the columns (CPU, NIC) whose every operation is on unit 0, which the simulator
+    then reads as one entry (``simulate``'s ``umask``)."""
     rng = np.random.default_rng(seed)
     finished = 0
     for trial in range(150):
         s = random_schedule(rng)
+        for column in unit0.split():
+            getattr(s, column)[:] = 0
         prm = PARAMS[trial % 3]
         start, end, match, ok = reference(s, prm)
         try:

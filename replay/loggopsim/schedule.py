@@ -127,7 +127,8 @@ def kept_schedule(goal: Path) -> Schedule | None:
 
 # On disk the arrays are as narrow as the format allows (ranks, peers, tags, cpu/nic indices and,
 # below 2**31 operations, dependencies fit int32: see the parser's and simulator's checks; cpu/nic
-# indices below 2**15, all the simulator runs, int16, the width it reads them at);
+# indices below 2**15, all the simulator runs, int16, the width it reads them at; whole sizes
+# below 2**31, int32: ``_whole``);
 # they are read back memory-mapped as they are: the simulator takes any integer width (widening
 # them copied some 350 MB at 5 M operations that the simulator narrowed again).
 _DISK = {"rank": np.int32, "kind": np.int8, "size": np.float64, "peer": np.int32,
@@ -167,6 +168,9 @@ def _save_schedule(s: Schedule, path: Path) -> None:
                 dtype = np.int32
             elif name in ("cpu", "nic"):
                 dtype = np.int16    # as the simulator reads them: mapped, not copied narrower
+            elif name == "size":
+                a = _whole(a)
+                dtype = a.dtype
             np.save(tmp / f"{name}.npy", _narrowed(a, dtype))
         np.save(tmp / "lab_off.npy", s.labels.off)
         np.save(tmp / "lab_buf.npy", s.labels.buf)
@@ -194,6 +198,17 @@ def _narrowed(a: np.ndarray, dtype) -> np.ndarray:
         if int(a.min()) < info.min or int(a.max()) > info.max:
             return a
     return a.astype(dtype, copy=False)
+
+
+def _whole(size: np.ndarray) -> np.ndarray:
+    """The sizes as int32 when each is a whole number below 2**31 (a GOAL text's always are),
+    else as they are: the simulator reads either, and int32 halves the bytes its loop maps (20
+    MB of its peak at 5 M operations)."""
+    if len(size) and size.dtype.kind == "f" and 0 <= size.min() and size.max() < 2**31:
+        whole = size.astype(np.int32)
+        if np.array_equal(whole, size):
+            return whole
+    return size
 
 
 def _load_schedule(path: Path) -> Schedule:
