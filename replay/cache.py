@@ -18,6 +18,8 @@ import hashlib
 import json
 import os
 import shutil
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ CACHE_DIR = tf.REPLAY_CACHE_DIR
 CACHE_VERSION = 17
 #: the kernel streams kept per cached trace (the oldest go first)
 MAX_STREAMS = 3
+#: seconds after which a temporary cache directory of a process no longer running is removed
+ABANDONED_S = 600
 
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances),
@@ -91,7 +95,8 @@ def _write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) 
     """``arrays`` (one ``.npy`` each) and ``meta`` (``meta.json``) as the directory ``path``,
     written under a temporary name and renamed into place. Nothing is written where the
     directory cannot be (a read-only trace directory) or another process wrote it first."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _sweep_abandoned(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         tmp.mkdir()
         # The files are written on a thread per core, largest first: writing is mostly the
@@ -99,16 +104,40 @@ def _write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) 
         # byte and runs on both cores at once (np.save writes without the GIL; 536 MB of a
         # prepared trace in 8 arrays: 0.64-1.18 s on one thread, 0.47-0.67 s on two).
         order = sorted(arrays, key=lambda k: -arrays[k].nbytes)
-        with ThreadPoolExecutor(usable_cores()) as pool:
+        pool = ThreadPoolExecutor(max(1, min(usable_cores(), len(order))))
+        try:
             for done in [pool.submit(_save_array, tmp / f"{name}.npy", arrays[name])
                          for name in order]:
                 done.result()
+        finally:
+            # (after a failed write the others are not begun: the directory is dropped)
+            pool.shutdown(wait=True, cancel_futures=True)
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.rename(tmp, path)
-    except OSError:
+    except (OSError, RuntimeError):     # (RuntimeError: no thread could be started)
         pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sweep_abandoned(parent: Path) -> None:
+    """Remove the temporary directories (``_write_dir``'s, the schedule cache's) that a
+    process killed before its rename left: those of processes no longer running, untouched for
+    ``ABANDONED_S`` (a process of another PID namespace may share the trace directory)."""
+    try:
+        found = list(parent.glob(".*.tmp"))
+    except OSError:
+        return
+    for tmp in found:
+        try:
+            pid = int(tmp.name.rsplit(".", 2)[-2].split("-")[0])
+            if time.time() - tmp.stat().st_mtime < ABANDONED_S:
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        except (ValueError, IndexError, OSError):
+            pass            # not ours, or a process of another user (still running)
 
 
 def _save_array(where: Path, arr: np.ndarray) -> None:

@@ -120,3 +120,56 @@ def test_page_out_part_keeps_what_the_pages_hold(tmp_path):
     m[5000] = -1                                    # a private copy of that page
     page_out_part(0, len(m), m)
     assert m[5000] == -1 and np.array_equal(np.delete(m, 5000), np.delete(a, 5000))
+
+
+def test_a_cache_write_that_fails_leaves_nothing(tmp_path, monkeypatch):
+    """The arrays are written on threads (``cache._write_dir``): one write failing (a full
+    disk) leaves no cache and no temporary directory, the others are not begun, and the
+    replay goes on from the rows."""
+    trace = _trace(tmp_path)
+    written = []
+    real = cache._save_array
+
+    def save_array(where, arr):
+        if where.name == "r_t_start.npy":
+            raise OSError(28, "No space left on device")
+        written.append(where.name)
+        real(where, arr)
+
+    monkeypatch.setattr(cache, "_save_array", save_array)
+    monkeypatch.setattr(cache, "usable_cores", lambda: 1)    # (so the order is the queue's)
+    prep = replay.prepare(trace)
+    assert prep.cache_dir is None
+    assert list((trace / ".replay-cache").iterdir()) == []
+    # largest first: what came before the failing array was written, nothing after it
+    assert 0 < len(written) < 10
+    assert _runs(prep) == _runs(replay.prepare(trace, use_cache=False))
+
+
+def test_abandoned_temporary_directories_are_swept(tmp_path):
+    """A writer killed before its rename leaves its temporary directory: the next write removes
+    it once its process is gone and it has been left for ``ABANDONED_S``; a live process's,
+    or a recent one, stays."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    trace = _trace(tmp_path)
+    root = trace / ".replay-cache"
+    root.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(gone.stdout)
+    old = time.time() - cache.ABANDONED_S - 60
+    made = {}
+    for name, pid, stamp in (("abandoned", dead, old), ("recent", dead, None),
+                             ("live", os.getpid(), old)):
+        d = root / f".prepared-{name}.{pid}-1.tmp"
+        (d / "x").mkdir(parents=True)
+        if stamp is not None:
+            os.utime(d, (stamp, stamp))
+        made[name] = d
+    replay.prepare(trace)
+    assert not made["abandoned"].exists()
+    assert made["recent"].exists() and made["live"].exists()

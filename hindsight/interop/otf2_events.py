@@ -238,9 +238,10 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.
     import _otf2
     import otf2.events as E
 
-    bufs = [np.zeros((CHUNK, WIDTH), np.int64) for _ in range(2)]
+    cap = CHUNK
+    bufs = [np.zeros((cap, WIDTH), np.int64) for _ in range(2)]
     state = np.zeros(_S_LEN, np.int64)
-    state[_S_CAP] = CHUNK
+    state[_S_CAP] = cap
     state[_S_NATTR] = pointer(_otf2_lib().OTF2_AttributeList_GetNumberOfElements)
     state[_S_GETATTR] = pointer(_otf2_lib().OTF2_AttributeList_GetAttributeByIndex)
     for j, name in enumerate(ATTRS):
@@ -280,10 +281,10 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.
         state[_S_BUF], state[_S_N] = buf.ctypes.data, 0
         rare[0] = Counter()
         try:
-            got, error = _otf2.GlobalEvtReader_ReadEvents(handle, CHUNK), None
+            got, error = _otf2.GlobalEvtReader_ReadEvents(handle, cap), None
         except Exception as exc:
             got, error = 0, exc
-        return buf[:state[_S_N]], rare[0], error is not None or got < CHUNK, error
+        return buf[:state[_S_N]], rare[0], error is not None or got < cap, error
 
     def chunks(pool: ThreadPoolExecutor) -> Iterator[tuple[np.ndarray, Counter]]:
         ahead = pool.submit(read, bufs[0])
@@ -297,8 +298,21 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.
             if last:
                 return
 
-    with ThreadPoolExecutor(1) as pool:
+    pool = ThreadPoolExecutor(1)
+    try:
         yield chunks(pool)
+    finally:
+        # the read in flight ends before the caller closes the reader, even through a second
+        # Ctrl-C (the C library would read freed memory: a crash instead of an interrupt)
+        interrupted = None
+        while True:
+            try:
+                pool.shutdown(wait=True)
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
 
 
 def _count(rare: Counter, name: str, loc: int, ref: int) -> int:

@@ -288,7 +288,8 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
         return d // res * 10**9 + d % res * 10**9 // res
 
     labels = _location_labels(defs, otf2)
-    other_locations: set = set()
+    # (first met first: the skipped kinds are listed in that order, the same on every run)
+    other_locations: dict = {}
 
     def about(loc) -> str:
         """What a location outside the MPI group is, where the archive says, as the suffix of
@@ -340,7 +341,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
             for slot in np.flatnonzero((conv.off[:len(seen[1])] != seen[1]).any(axis=1)).tolist() \
                     + list(range(len(seen[1]), len(conv.off))):
                 loc = tab.locations[slot]
-                other_locations.add(loc)
+                other_locations.setdefault(loc)
                 for mpi in (0, 1):
                     new.append((conv.off_first[slot, mpi],
                                 f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}",
@@ -354,7 +355,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
                 r = tab.rank_of_ref.get(lref)
                 if r is None:
                     loc = defs.locations[lref]
-                    other_locations.add(loc)
+                    other_locations.setdefault(loc)
                     mpi = name.startswith("Mpi")
                     skipped[f"{'MPI ' if mpi else ''}event on a non-MPI location{about(loc)}"] += n
                 elif name == "Metric":

@@ -6,12 +6,12 @@ Rule *events to rows* (``convert``) walks one chunk of records in the archive's 
 call stack (Enter/Leave pairing), its open MPI call and the records inside it (*call rows*,
 ``otf2_calls``, at the call's Leave), the rows of non-MPI regions, the skipped counts of the
 events it has no row for. Its state (``Conversion``) lives in arrays and typed dicts across
-chunks. It runs without the GIL: the next chunk is being read meanwhile (``otf2_events``),
-and the reader's Python callbacks of rare events take the GIL. When it meets an event it cannot take it stops there and says why (``BAIL_*``): a full
-buffer (the caller grows it and calls again from that event) or an error, which the caller
-words (the kernel keeps no strings). Rule *completions* (``fill_nbc``) gives a non-blocking
-collective's post row the communicator, size and root of its completion; rule *by rank*
-(``by_rank``) orders the rows by rank, stably.
+chunks. It runs without the GIL: the next chunk is being read meanwhile (``otf2_events``), and
+the reader's Python callbacks of rare events take the GIL. When it meets an event it cannot take
+it stops there and says why (``BAIL_*``): a full buffer (the caller grows it and calls again
+from that event) or an error, which the caller words (the kernel keeps no strings). Rule
+*completions* (``fill_nbc``) gives a non-blocking collective's post row the communicator, size
+and root of its completion; rule *by rank* (``by_rank``) orders the rows by rank, stably.
 """
 
 from __future__ import annotations
