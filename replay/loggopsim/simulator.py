@@ -190,10 +190,9 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
         raise ScheduleError(f"{n} operations: at most about 1e9 (the event heap keys an event by "
                             f"its stamp and code in 63 bits)")
     cpu, nic = np.asarray(s.cpu, np.int16), np.asarray(s.nic, np.int16)
-    # An operation's CPU (NIC) is ``cpu[x & umask[0]]``: where every operation is on unit 0 (most
-    # schedules) the loop reads the one entry of a one-entry column (mask 0) instead of the
-    # operation's, and the column's pages (2 bytes an operation, mapped from a trace's cache)
-    # are never touched again: 18 MB less at the peak of 5 M operations.
+    # An operation's CPU (NIC) is ``cpu[x & umask[0]]``: with every operation on unit 0 (most
+    # schedules) the loop reads a one-entry column (mask 0), and the column's pages (mapped from
+    # a trace's cache) are never touched again: 18 MB less at the peak of 5 M operations.
     umask = np.array([-1 if ncpu > 1 else 0, -1 if nnic > 1 else 0], np.int64)
     if ncpu == 1:
         cpu = np.zeros(1, np.int16)
@@ -322,7 +321,8 @@ def _scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
 
 @nb.njit(cache=True, nogil=True)
 def _simulate(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start, cnt, P, ncpu,
-              nnic, prm, bucket, cand, ubucket, nbuckets, op_start, op_end, match, rank_end, busy, ovh):
+              nnic, prm, bucket, cand, ubucket, nbuckets, op_start, op_end, match, rank_end, busy,
+              ovh):
     n = len(kind)
     nexto = np.zeros(P * ncpu)
     nextgs = np.zeros(P * nnic)
@@ -452,7 +452,8 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                 if first:
                     t = 0.0
                 elif kind[x] == SEND:
-                    t = max(nexto[h * ncpu + cpu[x & umask[0]]], nextgs[h * nnic + nic[x & umask[1]]])
+                    t = max(nexto[h * ncpu + cpu[x & umask[0]]],
+                            nextgs[h * nnic + nic[x & umask[1]]])
                 else:
                     t = nexto[h * ncpu + cpu[x & umask[0]]]
                 nh = heap_push(ht, hk, nh, t, heap_key(stamp, x, n))
@@ -513,8 +514,8 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                     else:
                         nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                 else:
-                    nh = park(x, st, (ci * 3 + 1) * nnic + nic[x & umask[1]], free_at, n, pk_n, pk_p,
-                               pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
+                    nh = park(x, st, (ci * 3 + 1) * nnic + nic[x & umask[1]], free_at, n, pk_n,
+                               pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
             else:  # RECV: posting is free; an arrived message completes it at once
                 if times:
                     op_start[x] = t
@@ -587,8 +588,8 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                     list_append(m, ubucket[m], ub_h, ub_t, bn, bp)
                     n_uq += 1
             else:
-                nh = park(n + m, st, (ci * 3 + 2) * nnic + nic[m & umask[1]], free_at, n, pk_n, pk_p,
-                           pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
+                nh = park(n + m, st, (ci * 3 + 2) * nnic + nic[m & umask[1]], free_at, n, pk_n,
+                           pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s, ht, hk, nh)
         if grp >= 0 and pk_h[grp] >= 0 and tok_s[grp] < 0:
             # the group's next event is considered at this same time, in stamp order
             floor[grp] = max(floor[grp], t)
