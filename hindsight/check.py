@@ -74,7 +74,6 @@ def check_and_prepare(trace_dir: Path | str, written: WrittenBehind | None = Non
         # (the matching needs the rows only: it runs while the files are encoded and written)
         matched = match_messages(written.arrays)
         written.wait()
-        release_freed_memory()      # (the matching's temporaries: the checks' come next)
         try:
             manifest, sources = tf.open_trace(trace_dir, allow_partial=True)
         except tf.UntracedRunError:
