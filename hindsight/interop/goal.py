@@ -122,6 +122,7 @@ def import_goal(path: Path | str, out: Path | str,
         raise GoalError(f"{path}: {failed}") from None
     keeping.result()                    # (raises what the writing raised)
     ranks = RankRows(sched, sim)
+    nops = sched.nops
     del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     # the manifest's makespan is the last row's end, from the epoch (time 0, where the
     # simulation starts), as write_trace takes it from the rows
@@ -135,7 +136,7 @@ def import_goal(path: Path | str, out: Path | str,
     if not behind:
         write_trace(out, ranks, manifest=manifest)
         return out
-    arrays, names, tables = rows_as_columns(ranks)
+    arrays, names, tables = rows_as_columns(ranks, 2 * nops)
     del ranks               # (the schedule's arrays go: the columns hold the rows)
     return write_trace_behind(out, tables, arrays, names, manifest=manifest)
 
@@ -147,36 +148,46 @@ def _keep_beside(source: Path, goal: Path, sched: Schedule) -> None:
     cache_schedule(sched, goal)
 
 
-def rows_as_columns(ranks: RankRows) -> tuple[dict[str, np.ndarray], list[str], Sequence[Any]]:
-    """The rows of ``ranks`` as ``read_columns`` gives a trace's (``tf.Columns``' arrays and
-    region names), each rank's written straight into them, and each rank's table
-    (``RankEvents.to_table``) made from them when asked for: the columns are the tables'
-    memory, so holding every table costs nothing more (for ``write_trace_behind``)."""
-    most = 2 * int(ranks.rank_off[-1])      # (a row per operation, a Wait per request)
+def rows_as_columns(ranks: Sequence[RankEvents], most: int
+                    ) -> tuple[dict[str, np.ndarray], list[str], Sequence[Any]]:
+    """The rows of ``ranks`` (at most ``most`` in all) as ``read_columns`` gives a trace's
+    (``tf.Columns``' arrays and region names), and each rank's table (``RankEvents.to_table``)
+    made from them when asked for: the columns are the tables' memory, so holding every
+    table costs nothing more (for ``write_trace_behind``)."""
     arrays = {c: np.empty(most, np.int8 if c == "op" else np.int16 if c == "region"
                           else tf.NUMPY_TYPES[c]) for c in tf.COLUMNS}
+    names: list[str] = []
+    code_of: dict[str, int] = {}
     offsets = [0]
+    rank_names = []
     for r in range(len(ranks)):
-        lo = offsets[-1]
-        hi = lo + ranks.into(r, lo, arrays["op"], arrays["region"], arrays)
+        ev = ranks[r]
+        lo, hi = offsets[-1], offsets[-1] + len(ev)
+        # region codes numbered over the whole trace in rank order, as read_columns numbers them
+        lut = np.array([code_of.setdefault(x, len(code_of)) for x in ev.region_names] + [-1],
+                       np.int16)
         arrays["rank"][lo:hi] = r
         arrays["seq"][lo:hi] = np.arange(hi - lo)
+        arrays["op"][lo:hi] = ev.op
+        arrays["region"][lo:hi] = lut[np.where(ev.region >= 0, ev.region, len(lut) - 1)]
+        for c in INT_FIELDS:
+            arrays[c][lo:hi] = ev.ints[c]
         offsets.append(hi)
-    arrays = {c: a[:offsets[-1]] for c, a in arrays.items()}
-    # the one region, ``calc``, is code 0 wherever it occurs (read_columns numbers the names
-    # in file order); a rank without it names none, as RankRows' own rows do
-    calc = [bool((arrays["region"][lo:hi] >= 0).any()) for lo, hi in zip(offsets, offsets[1:])]
-    names = ["calc"] if any(calc) else []
-    return arrays, names, _Tables(arrays, offsets, [["calc"] if c else [] for c in calc])
+        rank_names.append(list(ev.region_names))
+    n = offsets[-1]
+    arrays = {c: a[:n] for c, a in arrays.items()}
+    names = list(code_of)
+    return arrays, names, _Tables(arrays, offsets, rank_names, names)
 
 
 class _Tables(Sequence[Any]):
     """Each rank's table, as ``RankEvents.to_table`` makes it, from the columns of
-    ``rows_as_columns``."""
+    ``rows_as_columns`` (its region codes back into the rank's own names)."""
 
     def __init__(self, arrays: dict[str, np.ndarray], offsets: list[int],
-                 rank_names: list[list[str]]):
+                 rank_names: list[list[str]], names: list[str]):
         self.arrays, self.offsets, self.rank_names = arrays, offsets, rank_names
+        self.code_of = {x: i for i, x in enumerate(names)}
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -185,9 +196,13 @@ class _Tables(Sequence[Any]):
         if not 0 <= r < len(self):
             raise IndexError(r)
         lo, hi = self.offsets[r], self.offsets[r + 1]
+        own = self.rank_names[r]
+        back = np.full(len(self.code_of) + 1, -1, np.int64)
+        for i, x in enumerate(own):
+            back[self.code_of[x]] = i
+        reg = self.arrays["region"][lo:hi]
         return rows_to_table(r, 0, {c: self.arrays[c][lo:hi] for c in INT_FIELDS},
-                             self.arrays["op"][lo:hi], self.arrays["region"][lo:hi],
-                             self.rank_names[r])
+                             self.arrays["op"][lo:hi], back[reg], own)
 
 
 def skipped_by_kind(s: Schedule) -> dict[str, int]:
@@ -227,26 +242,15 @@ class RankRows(Sequence[RankEvents]):
     def __getitem__(self, r):
         if not 0 <= r < self.nranks:
             raise IndexError(r)
-        cap = 2 * int(self.rank_off[r + 1] - self.rank_off[r])
-        op, region = np.empty(cap, np.int8), np.empty(cap, np.int64)
-        cols = {c: np.empty(cap, np.int64) for c in INT_FIELDS}
-        m = self.into(r, 0, op, region, cols)
-        cols = {c: a[:m] for c, a in cols.items()}
-        region = region[:m]
-        return RankEvents(r, op[:m], region, cols, ["calc"] if (region >= 0).any() else [])
-
-    def into(self, r: int, at: int, op: np.ndarray, region: np.ndarray,
-             cols: dict[str, np.ndarray]) -> int:
-        """Rank ``r``'s rows into the columns ``op``, ``region`` (0: ``calc``, -1: none) and
-        ``cols`` (INT_FIELDS) from row ``at`` on (room for twice its operations); returns how
-        many."""
         lo, hi = int(self.rank_off[r]), int(self.rank_off[r + 1])
         # the rank's operations by simulated start (ties: schedule order)
         order = lo + np.argsort(self.op_start[lo:hi], kind="stable")
-        return _linearise(lo, hi, order, self.kind, self.size, self.peer, self.tag, self.rank,
-                          self.match, self.op_start, self.op_end, self.dep_off, self.dep_on,
-                          self.codes, tf.ANY_SOURCE, tf.ANY_TAG, at, op, region,
-                          *(cols[c] for c in INT_FIELDS))
+        out = _linearise(lo, hi, order, self.kind, self.size, self.peer, self.tag, self.rank,
+                         self.match, self.op_start, self.op_end, self.dep_off, self.dep_on,
+                         self.codes, tf.ANY_SOURCE, tf.ANY_TAG)
+        op, region, ints = out[0], out[1], out[2:]
+        cols = dict(zip(INT_FIELDS, ints))
+        return RankEvents(r, op, region, cols, ["calc"] if (region >= 0).any() else [])
 
 
 @nb.njit(cache=True)
@@ -286,27 +290,27 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
 
 @nb.njit(cache=True)
 def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
-               dep_on, codes, any_source, any_tag, at, op, region, t_start, t_end, cpu_ns,
-               r_peer, r_tag, comm, nbytes, request, root):
+               dep_on, codes, any_source, any_tag):
     """The rows of ``RankRows`` of the rank whose operations are lo..hi (``order``: them by
-    simulated start) into the columns op, region, then INT_FIELDS from row ``at`` on (room
-    for 2 (hi - lo) rows, each written); returns how many. A request is waited for once:
+    simulated start) as columns: op, region, then INT_FIELDS. A request is waited for once:
     the requests a rank waits for are its own operations."""
     n = hi - lo
-    # every field a row does not set: no region, CPU time, peer, tag, size, request or root
-    for k in range(at, at + 2 * n):
-        region[k] = -1
-        cpu_ns[k] = -1
-        r_peer[k] = -1
-        r_tag[k] = -1
-        comm[k] = 0
-        nbytes[k] = -1
-        request[k] = -1
-        root[k] = -1
+    cap = 2 * n
+    op = np.empty(cap, np.int8)
+    region = np.full(cap, -1, np.int64)
+    t_start = np.empty(cap, np.int64)
+    t_end = np.empty(cap, np.int64)
+    cpu_ns = np.full(cap, -1, np.int64)
+    r_peer = np.full(cap, -1, np.int64)
+    r_tag = np.full(cap, -1, np.int64)
+    comm = np.zeros(cap, np.int64)
+    nbytes = np.full(cap, -1, np.int64)
+    request = np.full(cap, -1, np.int64)
+    root = np.full(cap, -1, np.int64)
     posted = np.zeros(n, np.bool_)         # by operation - lo
     waited = np.zeros(n, np.bool_)
     ys = np.empty(n, np.int64)
-    nr = at
+    nr = 0
     busy = 0.0      # end of the last MPI row: MPI calls of one rank never overlap
     for j in range(n + 1):
         last = j == n
@@ -377,4 +381,5 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
         t_end[nr] = round(max(t1, t0))
         nr += 1
         busy = t1
-    return nr - at
+    return (op[:nr], region[:nr], t_start[:nr], t_end[:nr], cpu_ns[:nr], r_peer[:nr],
+            r_tag[:nr], comm[:nr], nbytes[:nr], request[:nr], root[:nr])
