@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -16,9 +16,6 @@ from hindsight import trace as tf
 from hindsight.info import untraced_text
 from hindsight.system import release_freed_memory
 from replay.matching import match_messages
-
-if TYPE_CHECKING:
-    from hindsight.trace.write import WrittenBehind
 
 MAX_LINES_PER_KIND = 10
 
@@ -59,36 +56,15 @@ def find_problems(trace_dir: Path | str, window: int | None = None) -> list[str]
     return _column_problems(trace_dir, tf.read_columns(trace_dir))[0]
 
 
-def check_and_prepare(trace_dir: Path | str, written: WrittenBehind | None = None) -> list[str]:
+def check_and_prepare(trace_dir: Path | str) -> list[str]:
     """``check_trace`` of a trace just written (an import's); when it finds no problem, the
     trace's prepared form is also cached beside it (``replay.prepare.cache_prepared``), made
     from the check's own read of the rows and its message matching: the first replay then
     finds it, as it finds what an earlier replay cached, instead of reading and matching the
-    rows a second time. ``written``: the trace's rows in memory while its files are still
-    being written (``write_trace_behind``): they are matched meanwhile, and checked as they
-    are instead of read back (the files' footers and the manifest are read once written)."""
+    rows a second time."""
     from replay.prepare import cache_prepared
 
     trace_dir = Path(trace_dir)
-    if written is not None:
-        # (the matching needs the rows only: it runs while the files are encoded and written)
-        matched = match_messages(written.arrays)
-        written.wait()
-        try:
-            manifest, sources = tf.open_trace(trace_dir, allow_partial=True)
-        except tf.UntracedRunError:
-            raise
-        except tf.TraceError as exc:
-            return [str(exc)]
-        # (handed over: the preparing frees each column once it is used)
-        arrays, written.arrays = written.arrays, {}
-        trace = tf.Columns(trace_dir, manifest, arrays, written.region_names, sources)
-        problems, matched = _column_problems(trace_dir, trace, matched=matched)
-        if not problems and trace.complete:
-            del trace.arrays["request"]     # (as below)
-            release_freed_memory()
-            cache_prepared(trace, matched, own=True)
-        return problems
     # The CPU times and regions, which no check reads, are read after the checks, for the
     # preparing: 10 bytes a row less while the matching runs (the import's peak but one).
     later = ["cpu_ns", "region"]
@@ -119,12 +95,12 @@ def check_and_prepare(trace_dir: Path | str, written: WrittenBehind | None = Non
     return problems
 
 
-def _column_problems(trace_dir: Path, trace: tf.Columns, release: bool = False,
-                     matched: Any = None) -> tuple[list[str], Any]:
+def _column_problems(trace_dir: Path, trace: tf.Columns,
+                     release: bool = False) -> tuple[list[str], Any]:
     """``find_problems`` of a trace read as ``trace``, and the message matching it made
     (``match_messages``' answer on the rows in file order; None when the row checks did not
-    run; ``matched``: that answer, made already). ``release``: hand the row checks' freed
-    temporaries back before the matching (see ``check_and_prepare``)."""
+    run). ``release``: hand the row checks' freed temporaries back before the matching (see
+    ``check_and_prepare``)."""
     problems, stop = _header_problems(trace_dir, trace.manifest, trace.sources)
     if stop:
         return problems, None
@@ -135,10 +111,9 @@ def _column_problems(trace_dir: Path, trace: tf.Columns, release: bool = False,
     problems += _capped(_check_order(cols, ops, files))
     problems += _capped(_check_send_requests(cols, ops, files, complete))
     problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
-    if matched is None:
-        if release:
-            release_freed_memory()
-        matched = match_messages(cols)
+    if release:
+        release_freed_memory()
+    matched = match_messages(cols)
     problems += _capped(_check_matching(cols, files, matched=matched))
     problems += _check_epochs(cols, ops, trace_dir)
     return problems, matched

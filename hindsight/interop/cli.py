@@ -204,16 +204,11 @@ def import_cmd(fmt, source, out, sets, force):
         from hindsight.check import check_and_prepare
         from hindsight.system import release_freed_memory
 
-        got = importer.read(source, tmp, assignments, behind=True)
-        written = None if isinstance(got, Path) else got
-        try:
-            # the check reads the trace back through pyarrow's allocator: the import's freed
-            # arrays, kept by glibc for reuse, would otherwise add to its peak
-            release_freed_memory()
-            problems = check_and_prepare(tmp, written)
-        finally:
-            if written is not None:
-                written.join()      # (nothing at ``tmp`` is removed while it is written)
+        importer.read(source, tmp, assignments)
+        # the check reads the trace back through pyarrow's allocator: the import's freed
+        # arrays, kept by glibc for reuse, would otherwise add to its peak
+        release_freed_memory()
+        problems = check_and_prepare(tmp)
         if problems:
             # never leave a trace behind that hindsight itself calls inconsistent
             raise UserError(f"{source}: the converted trace is inconsistent: {problems[0]}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,13 +50,9 @@ class Exporter:
 
 @dataclass(frozen=True)
 class Importer:
-    """``read(source, out, params, behind=False)`` writes the trace and returns ``out``; with
-    ``behind`` an importer may instead return while its files are still being written
-    (``hindsight.trace.write.WrittenBehind``, whose rows ``hindsight.check.check_and_prepare``
-    checks meanwhile)."""
     name: str
     takes_params: bool
-    read: Callable[..., Any]
+    read: Callable[[Path, Path, list[tuple[str, str]]], Path]
 
 
 # Each format's module is imported when it runs: the registry itself (the choices of
@@ -106,18 +102,16 @@ def _pipit(job: ExportJob, out: Path) -> str:
     return f"wrote {out}: {events} events in pipit's columns"
 
 
-def _import_otf2(source: Path, out: Path, params: list[tuple[str, str]],
-                 behind: bool = False) -> Path:
+def _import_otf2(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
     from hindsight.interop.otf2_import import import_otf2
 
     return import_otf2(source, out)
 
 
-def _import_goal(source: Path, out: Path, params: list[tuple[str, str]],
-                 behind: bool = False) -> Any:
+def _import_goal(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
     from hindsight.interop.goal import import_goal
 
-    return import_goal(source, out, params, behind=behind)
+    return import_goal(source, out, params)
 
 
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (

@@ -36,9 +36,7 @@ from replay.loggopsim.simulator import (
 )
 from replay.models.loggopsim import params_from_values
 from hindsight.trace.core import OP_CODE
-from hindsight.trace.schema import rows_to_table
-from hindsight.trace.write import (INT_FIELDS, RankEvents, WrittenBehind, write_trace,
-                                   write_trace_behind)
+from hindsight.trace.write import INT_FIELDS, RankEvents, write_trace
 
 # LogGOPSim's own defaults (its simulator.ggo), used when importing without parameters.
 LOGGOPSIM_DEFAULTS = {"L": "2500ns", "o": "1500ns", "g": "1000ns", "G": "6ns", "O": "0ns",
@@ -78,13 +76,9 @@ def export_goal(trace_dir: Path | str, out: Path | str, *, compute_scale: float 
 
 
 def import_goal(path: Path | str, out: Path | str,
-                params: Mapping[str, Any] | list[tuple[str, Any]] | None = None,
-                behind: bool = False) -> Path | WrittenBehind:
+                params: Mapping[str, Any] | list[tuple[str, Any]] | None = None) -> Path:
     """Parse a GOAL schedule, simulate it (LogGOPSim rules, LogGOPSim's default parameters unless
-    ``params`` overrides them, hindsight units) and write the timeline as a trace in ``out``.
-    With ``behind``, return once the rows are made: the files are written on a thread, and the
-    rows are given as ``read_columns`` would read them (``WrittenBehind``; ``hindsight import``
-    checks and prepares them meanwhile)."""
+    ``params`` overrides them, hindsight units) and write the timeline as a trace in ``out``."""
     path = Path(path)
     mod = M.get_model("loggopsim")
     assign = dict(LOGGOPSIM_DEFAULTS)
@@ -122,23 +116,17 @@ def import_goal(path: Path | str, out: Path | str,
         raise GoalError(f"{path}: {failed}") from None
     keeping.result()                    # (raises what the writing raised)
     ranks = RankRows(sched, sim)
-    nops = sched.nops
     del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     # the manifest's makespan is the last row's end, from the epoch (time 0, where the
     # simulation starts), as write_trace takes it from the rows
-    manifest = {
+    write_trace(out, ranks, manifest={
         "app": path.stem, "paradigm": None,
         "import": {"skipped": skipped},
         "origin": {"format": "goal", "source": str(path), "schedule": SIDECAR,
                    "timeline": "simulated with LogGOPSim rules",
                    "params_ns": {k: (v if np.isfinite(v) else "inf") if isinstance(v, float)
-                                 else v for k, v in values.items()}}}
-    if not behind:
-        write_trace(out, ranks, manifest=manifest)
-        return out
-    arrays, names, tables = rows_as_columns(ranks, 2 * nops)
-    del ranks               # (the schedule's arrays go: the columns hold the rows)
-    return write_trace_behind(out, tables, arrays, names, manifest=manifest)
+                                 else v for k, v in values.items()}}})
+    return out
 
 
 def _keep_beside(source: Path, goal: Path, sched: Schedule) -> None:
@@ -146,63 +134,6 @@ def _keep_beside(source: Path, goal: Path, sched: Schedule) -> None:
     from it, kept in the trace's cache (``cache_schedule``)."""
     shutil.copyfile(source, goal)
     cache_schedule(sched, goal)
-
-
-def rows_as_columns(ranks: Sequence[RankEvents], most: int
-                    ) -> tuple[dict[str, np.ndarray], list[str], Sequence[Any]]:
-    """The rows of ``ranks`` (at most ``most`` in all) as ``read_columns`` gives a trace's
-    (``tf.Columns``' arrays and region names), and each rank's table (``RankEvents.to_table``)
-    made from them when asked for: the columns are the tables' memory, so holding every
-    table costs nothing more (for ``write_trace_behind``)."""
-    arrays = {c: np.empty(most, np.int8 if c == "op" else np.int16 if c == "region"
-                          else tf.NUMPY_TYPES[c]) for c in tf.COLUMNS}
-    names: list[str] = []
-    code_of: dict[str, int] = {}
-    offsets = [0]
-    rank_names = []
-    for r in range(len(ranks)):
-        ev = ranks[r]
-        lo, hi = offsets[-1], offsets[-1] + len(ev)
-        # region codes numbered over the whole trace in rank order, as read_columns numbers them
-        lut = np.array([code_of.setdefault(x, len(code_of)) for x in ev.region_names] + [-1],
-                       np.int16)
-        arrays["rank"][lo:hi] = r
-        arrays["seq"][lo:hi] = np.arange(hi - lo)
-        arrays["op"][lo:hi] = ev.op
-        arrays["region"][lo:hi] = lut[np.where(ev.region >= 0, ev.region, len(lut) - 1)]
-        for c in INT_FIELDS:
-            arrays[c][lo:hi] = ev.ints[c]
-        offsets.append(hi)
-        rank_names.append(list(ev.region_names))
-    n = offsets[-1]
-    arrays = {c: a[:n] for c, a in arrays.items()}
-    names = list(code_of)
-    return arrays, names, _Tables(arrays, offsets, rank_names, names)
-
-
-class _Tables(Sequence[Any]):
-    """Each rank's table, as ``RankEvents.to_table`` makes it, from the columns of
-    ``rows_as_columns`` (its region codes back into the rank's own names)."""
-
-    def __init__(self, arrays: dict[str, np.ndarray], offsets: list[int],
-                 rank_names: list[list[str]], names: list[str]):
-        self.arrays, self.offsets, self.rank_names = arrays, offsets, rank_names
-        self.code_of = {x: i for i, x in enumerate(names)}
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, r):
-        if not 0 <= r < len(self):
-            raise IndexError(r)
-        lo, hi = self.offsets[r], self.offsets[r + 1]
-        own = self.rank_names[r]
-        back = np.full(len(self.code_of) + 1, -1, np.int64)
-        for i, x in enumerate(own):
-            back[self.code_of[x]] = i
-        reg = self.arrays["region"][lo:hi]
-        return rows_to_table(r, 0, {c: self.arrays[c][lo:hi] for c in INT_FIELDS},
-                             self.arrays["op"][lo:hi], back[reg], own)
 
 
 def skipped_by_kind(s: Schedule) -> dict[str, int]:

@@ -240,45 +240,6 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
     return trace_dir
 
 
-@dataclass
-class WrittenBehind:
-    """A trace whose files are being written on a thread (``write_trace_behind``), with its rows
-    in memory as ``read_columns`` would read them back (``arrays``: its columns in (rank, seq)
-    order, op codes into ``OPS``, region codes into ``region_names``): an import checks and
-    prepares them while the files are encoded and written, instead of reading the files back
-    afterwards. The arrays must not change until ``wait`` returns."""
-
-    arrays: dict[str, np.ndarray]
-    region_names: list[str]
-    _future: Any = field(repr=False)
-    _pool: ThreadPoolExecutor = field(repr=False)
-
-    def wait(self) -> Path:
-        """The trace's directory once every file is written; raises what the writing raised."""
-        try:
-            return self._future.result()
-        finally:
-            self._pool.shutdown(wait=True)
-
-    def join(self) -> None:
-        """Wait for the writing to end, whatever it raised (for a caller already failing: the
-        files must not be removed while the thread still writes them)."""
-        try:
-            self.wait()
-        except Exception:
-            pass
-
-
-def write_trace_behind(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table],
-                       arrays: dict[str, np.ndarray], region_names: list[str],
-                       **manifest_args: Any) -> WrittenBehind:
-    """``write_trace(trace_dir, ranks, **manifest_args)`` on a thread; ``arrays`` and
-    ``region_names`` are the same rows as ``read_columns`` gives them (see ``WrittenBehind``)."""
-    pool = ThreadPoolExecutor(1)
-    future = pool.submit(write_trace, trace_dir, ranks, **manifest_args)
-    return WrittenBehind(arrays, region_names, future, pool)
-
-
 def write_staged(stage: Path, rank: int, where: Any, meta: dict[str, Any] | None = None,
                  drift: float = 0.0, epoch_ns: int | None = None) -> None:
     """Write a rank's raw staged records (`stage`) as one Parquet file to `where` (a path or an
