@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -56,12 +57,14 @@ def find_problems(trace_dir: Path | str, window: int | None = None) -> list[str]
     return _column_problems(trace_dir, tf.read_columns(trace_dir))[0]
 
 
-def check_and_prepare(trace_dir: Path | str) -> list[str]:
+def check_and_prepare(trace_dir: Path | str,
+                      unmatched: Callable[[list[str]], None] | None = None) -> list[str]:
     """``check_trace`` of a trace just written (an import's); when it finds no problem, the
     trace's prepared form is also cached beside it (``replay.prepare.cache_prepared``), made
     from the check's own read of the rows and its message matching: the first replay then
     finds it, as it finds what an earlier replay cached, instead of reading and matching the
-    rows a second time."""
+    rows a second time. ``unmatched`` is called with the matching's own problems as soon as
+    it has them (an importer raises its format's error there)."""
     from replay.prepare import cache_prepared
 
     trace_dir = Path(trace_dir)
@@ -74,14 +77,14 @@ def check_and_prepare(trace_dir: Path | str) -> list[str]:
         raise
     except tf.TraceError as exc:
         return [str(exc)]
-    problems, matched = _column_problems(trace_dir, trace, release=True)
+    problems, matched = _column_problems(trace_dir, trace, unmatched)
     if not problems and matched is not None and trace.complete:
         # the request ids served the check's matching only: freed before the preparing's
         # per-row arrays are made (8 bytes a row at the import's peak)
         del trace.arrays["request"]
         # The checks' and the matching's freed temporaries, kept by glibc for reuse, are
-        # given back (here and before the matching): the next phase's arrays are of other
-        # sizes, so they came on top of them (some 45 bytes a row at the import's peak).
+        # given back: the next phase's arrays are of other sizes, so they came on top of them
+        # (some 45 bytes a row at the import's peak).
         release_freed_memory()
         try:
             rest = tf.read_columns(trace_dir, later)
@@ -96,11 +99,11 @@ def check_and_prepare(trace_dir: Path | str) -> list[str]:
 
 
 def _column_problems(trace_dir: Path, trace: tf.Columns,
-                     release: bool = False) -> tuple[list[str], Any]:
+                     unmatched: Callable[[list[str]], None] | None = None
+                     ) -> tuple[list[str], Any]:
     """``find_problems`` of a trace read as ``trace``, and the message matching it made
     (``match_messages``' answer on the rows in file order; None when the row checks did not
-    run). ``release``: hand the row checks' freed temporaries back before the matching (see
-    ``check_and_prepare``)."""
+    run). ``unmatched``: see ``check_and_prepare``."""
     problems, stop = _header_problems(trace_dir, trace.manifest, trace.sources)
     if stop:
         return problems, None
@@ -108,12 +111,25 @@ def _column_problems(trace_dir: Path, trace: tf.Columns,
     ops = cols["op"]           # codes into tf.OPS, whatever each file's dictionary
     files = {s.rank: (s.files[0] if s.files else trace_dir) for s in trace.sources}
     complete = {s.rank for s in trace.sources if s.complete}
-    problems += _capped(_check_order(cols, ops, files))
-    problems += _capped(_check_send_requests(cols, ops, files, complete))
-    problems += _capped(_check_collectives(cols, ops, trace.manifest, files))
-    if release:
+
+    def row_checks() -> list[str]:
+        found = (_capped(_check_order(cols, ops, files))
+                 + _capped(_check_send_requests(cols, ops, files, complete))
+                 + _capped(_check_collectives(cols, ops, trace.manifest, files)))
+        # this thread's freed temporaries, which glibc keeps in the thread's own arena where
+        # the matching's allocations cannot reuse them, are handed back before its peak
         release_freed_memory()
-    matched = match_messages(cols)
+        return found
+
+    # The row checks run on a second core while the matching runs: they read the columns only,
+    # mostly in NumPy and compiled passes that let go of the GIL (an import's 8 M rows: 0.12 s
+    # of checks beside 0.4 s of matching, some 10 MB more at the matching's peak).
+    with ThreadPoolExecutor(1) as pool:
+        rows = pool.submit(row_checks)
+        matched = match_messages(cols)
+        if unmatched is not None:
+            unmatched(matched[1])
+        problems += rows.result()
     problems += _capped(_check_matching(cols, files, matched=matched))
     problems += _check_epochs(cols, ops, trace_dir)
     return problems, matched
@@ -294,42 +310,47 @@ def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str
     completes on its own); the other request problems, receives included, are reported by the
     matching. Freeing a non-blocking collective's request is erroneous (MPI 4.0 §6.12)."""
     req, rank, seq = cols["request"], cols["rank"], cols["seq"]
-    posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
-    posts = np.flatnonzero(tf.op_mask(ops, posted) & (req >= 0))
-    done = np.flatnonzero(tf.op_mask(ops, tf.COMPLETION_OPS) & (req >= 0))
-    freed = np.flatnonzero(tf.op_mask(ops, tf.FREE_OPS) & (req >= 0))
-    width = int(req.max()) + 1 if len(req) else 1
-    key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731
-    ends = np.concatenate([done, freed])
-    del done
-    open_ = posts[~_member(key(posts), key(ends))]
-    del ends
-    open_ = open_[np.isin(rank[open_], list(complete_ranks))]
+    open_, freed = _open_requests(ops, req, rank, complete_ranks)
     out = [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
            for i in open_]
-    colls = posts[tf.op_mask(ops[posts], tf.NONBLOCKING_COLLECTIVE_OPS)]
-    for i in freed[_member(key(freed), key(colls))]:
-        post = colls[np.flatnonzero(key(colls) == key(np.array([i])))[0]]
+    for i in freed:
+        mine = np.flatnonzero((rank == rank[i]) & (req == req[i])
+                              & tf.op_mask(ops, tf.NONBLOCKING_COLLECTIVE_OPS))
+        post = mine[0]
         out.append(f"{files[rank[i]]}: seq {seq[i]}: Request_free frees request {req[i]} of "
                    f"{_name(ops[post])} (seq {seq[post]}): freeing a non-blocking collective's "
                    "request is erroneous MPI (MPI 4.0 §6.12)")
     return out
 
 
-def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """``np.isin(keys, table)`` of integer keys. Keys within a span a few times their count
-    (request keys, rank * width + request id, numbered per rank) are looked up in a table of
-    flags: ``np.isin`` sorts both arrays, some 30 bytes a key of temporaries at the read-back
-    check of an import's millions of requests, where the flags take a byte per possible key."""
-    if not len(keys) or not len(table):
-        return np.zeros(len(keys), bool)
-    lo = min(int(keys.min()), int(table.min()))
-    span = max(int(keys.max()), int(table.max())) - lo + 1
-    if span > 4 * (len(keys) + len(table)) + (1 << 16):
-        return np.isin(keys, table)
-    flags = np.zeros(span, bool)
-    flags[table - lo] = True
-    return flags[keys - lo]
+def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
+                   complete_ranks: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``_check_send_requests``' two problems: non-blocking sends and collectives
+    never completed nor freed on a complete rank, and Request_free rows freeing a non-blocking
+    collective's request; each in row order. A request is (rank, request id)."""
+    from hindsight.trace import rowscan
+    from hindsight.trace.oplut import op_lut
+
+    posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
+    ends = tf.COMPLETION_OPS | tf.FREE_OPS
+    width = max(int(req.max()) + 1, 1) if len(req) else 1
+    nranks = int(rank.max()) + 1 if len(rank) else 0
+    if nranks * width <= 4 * len(req) + (1 << 16):
+        # request ids numbered per rank (what tracers record): a byte of flags per request
+        complete = np.zeros(nranks, bool)
+        complete[[r for r in complete_ranks if r < nranks]] = True
+        return rowscan.open_requests(
+            ops, req, rank, op_lut(posted), op_lut(tf.NONBLOCKING_COLLECTIVE_OPS), op_lut(ends),
+            op_lut(tf.FREE_OPS), complete, width)
+    # sparse ids (addresses, 64-bit handles): sorted lookups
+    posts = np.flatnonzero(tf.op_mask(ops, posted) & (req >= 0))
+    done = np.flatnonzero(tf.op_mask(ops, ends) & (req >= 0))
+    key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731
+    open_ = posts[~np.isin(key(posts), key(done))]
+    open_ = open_[np.isin(rank[open_], list(complete_ranks))]
+    freed = done[tf.op_mask(ops[done], tf.FREE_OPS)]
+    colls = posts[tf.op_mask(ops[posts], tf.NONBLOCKING_COLLECTIVE_OPS)]
+    return open_, freed[np.isin(key(freed), key(colls))]
 
 
 def _check_collectives(cols, ops, manifest, files,

@@ -549,6 +549,38 @@ def test_otf2_malformed_inputs(tmp_path):
         assert not (tmp_path / f"o{k}").exists()
 
 
+def test_otf2_cli_import_matches_the_messages_once(tmp_path, monkeypatch):
+    """`hindsight import otf2` matches the messages once, in the check of the written trace,
+    and words an unmatched archive as the library import does, leaving nothing at --out."""
+    from click.testing import CliRunner
+
+    import hindsight.check
+    import hindsight.cli
+    from replay.matching import match_messages
+
+    calls = []
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return match_messages(*a, **kw)
+
+    monkeypatch.setattr(hindsight.check, "match_messages", counted)
+    monkeypatch.setattr("hindsight.interop.otf2_import.match_messages", counted)
+    good = _tiny_archive(tmp_path / "a", with_groups=True, with_recv=True)
+    r = CliRunner().invoke(hindsight.cli.main, ["import", "otf2", str(good), "--out",
+                                                str(tmp_path / "t")])
+    assert r.exit_code == 0, r.output
+    assert len(calls) == 1
+    calls.clear()
+    bad = _tiny_archive(tmp_path / "c", with_groups=True, with_recv=False)
+    r = CliRunner().invoke(hindsight.cli.main, ["import", "otf2", str(bad), "--out",
+                                                str(tmp_path / "u")])
+    assert r.exit_code == 1
+    assert r.output.startswith(f"Error: {bad}: messages do not match: rank 0 seq 0: Send to 1")
+    assert not (tmp_path / "u").exists() and len(calls) == 1
+    assert check_trace(tmp_path / "t") == []
+
+
 # ------------------------------------------------------------------------------------------------
 # Perfetto
 

@@ -147,3 +147,40 @@ def test_the_consistent_cut_keeps_a_freed_request(tmp_path):
     trace = tf.read_trace(out)
     _, cut = cut_table(trace.table, trace.manifest, trace.incomplete_ranks)
     assert cut.rows_kept == cut.rows_before == [3, 3]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_open_and_freed_requests_are_found_alike_however_ids_are_spread(seed):
+    """``trace check``'s request pass (``hindsight.check._open_requests``) looks requests up in
+    a table of flags when their ids are numbered per rank and by sorted search when they are
+    sparse (64-bit handles): both give the rows a plain reading of the rules gives."""
+    import numpy as np
+
+    from hindsight.check import _open_requests
+
+    rng = np.random.default_rng(seed)
+    names = ["Isend", "Issend", "Iallreduce", "Ibarrier", "Wait", "Waitall", "Test",
+             "Request_free", "Irecv", "Send", "region"]
+    n = 3000
+    weights = np.array([4, 1, 3, 1, 1, 1, 1, 1, 2, 1, 2], float)   # (some requests stay open)
+    ops = np.array([tf.OP_CODE[x] for x in rng.choice(names, n, p=weights / weights.sum())],
+                   np.int8)
+    ops[rng.random(n) < 0.02] = -1                      # an op this version does not know
+    rank = rng.integers(0, 5, n).astype(np.int32)
+    req = rng.integers(-1, 400, n).astype(np.int64)
+    complete = {0, 1, 3}
+    posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
+    name = [tf.OPS[c] if c >= 0 else "?" for c in ops.tolist()]
+    key = list(zip(rank.tolist(), req.tolist()))
+    ended = {key[i] for i in range(n) if req[i] >= 0
+             and name[i] in tf.COMPLETION_OPS | tf.FREE_OPS}
+    colls = {key[i] for i in range(n) if req[i] >= 0
+             and name[i] in tf.NONBLOCKING_COLLECTIVE_OPS}
+    want_open = [i for i in range(n) if req[i] >= 0 and name[i] in posted
+                 and key[i] not in ended and rank[i] in complete]
+    want_freed = [i for i in range(n) if req[i] >= 0 and name[i] in tf.FREE_OPS
+                  and key[i] in colls]
+    assert want_open and want_freed
+    for ids in (req, np.where(req >= 0, req * 10**12 + 7, -1)):    # per rank; sparse
+        open_, freed = _open_requests(ops, ids, rank, complete)
+        assert open_.tolist() == want_open and freed.tolist() == want_freed

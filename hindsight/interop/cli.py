@@ -208,7 +208,9 @@ def import_cmd(fmt, source, out, sets, force):
         # the check reads the trace back through pyarrow's allocator: the import's freed
         # arrays, kept by glibc for reuse, would otherwise add to its peak
         release_freed_memory()
-        problems = check_and_prepare(tmp)
+        unmatched = importer.unmatched
+        problems = check_and_prepare(tmp, None if unmatched is None else
+                                     lambda found: unmatched(source, tmp, found))
         if problems:
             # never leave a trace behind that hindsight itself calls inconsistent
             raise UserError(f"{source}: the converted trace is inconsistent: {problems[0]}"

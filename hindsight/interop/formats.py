@@ -53,6 +53,10 @@ class Importer:
     name: str
     takes_params: bool
     read: Callable[[Path, Path, list[tuple[str, str]]], Path]
+    #: ``(source, trace, problems)``: raises the format's own error when the messages of the
+    #: imported trace do not match (``match_messages``' problems, from the check that reads the
+    #: written trace back); None: the check's problems are reported as they are
+    unmatched: Callable[[Path, Path, list[str]], None] | None = None
 
 
 # Each format's module is imported when it runs: the registry itself (the choices of
@@ -105,7 +109,18 @@ def _pipit(job: ExportJob, out: Path) -> str:
 def _import_otf2(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
     from hindsight.interop.otf2_import import import_otf2
 
-    return import_otf2(source, out)
+    # the messages are matched once, by the check of the written trace (_otf2_unmatched)
+    return import_otf2(source, out, match=False)
+
+
+def _otf2_unmatched(source: Path, trace: Path, problems: list[str]) -> None:
+    from hindsight import trace as tf
+    from hindsight.interop.otf2_import import unmatched_error
+
+    skipped = (tf.read_manifest(trace).get("import") or {}).get("skipped") or {}
+    error = unmatched_error(source, problems, skipped)
+    if error is not None:
+        raise error
 
 
 def _import_goal(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
@@ -123,6 +138,6 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
 )}
 
 IMPORTERS: dict[str, Importer] = {i.name: i for i in (
-    Importer("otf2", False, _import_otf2),
+    Importer("otf2", False, _import_otf2, _otf2_unmatched),
     Importer("goal", True, _import_goal),
 )}

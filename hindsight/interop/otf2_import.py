@@ -504,8 +504,10 @@ def _placement(world: list) -> dict[str, Any]:
     return out
 
 
-def import_otf2(path: Path | str, out: Path | str) -> Path:
-    """Convert an OTF2 archive into a hindsight trace directory; checks that messages match."""
+def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
+    """Convert an OTF2 archive into a hindsight trace directory; checks that messages match
+    (``match``; without it the caller does, as ``hindsight import`` does in its check of the
+    written trace, raising ``unmatched_error``'s error)."""
     cols, extra, rows = _read_columns(path)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -530,13 +532,26 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
         "makespan_ns": max((int(c["t_end"].max()) for c in cols if len(c["t_end"])),
                            default=0)})
+    if not match:
+        return out
     _, problems = match_messages(_written_columns(cols, rows) or tf.read_trace(out).table)
-    fatal = [p for p in problems if "bytes but" not in p]
-    if fatal:
+    error = unmatched_error(path, problems, extra["skipped"])
+    if error is not None:
         shutil.rmtree(out, ignore_errors=True)
-        more = f" (and {len(fatal) - 3} more)" if len(fatal) > 3 else ""
-        off_rank = sum(n for k, n in extra["skipped"].items() if k.startswith("MPI event on"))
-        why = f"; {off_rank} MPI records on non-MPI locations (threads other than the ranks' " \
-            "master threads) were skipped" if off_rank else ""
-        raise OtfError(f"{path}: messages do not match: {'; '.join(fatal[:3])}{more}{why}")
+        raise error
     return out
+
+
+def unmatched_error(path: Path | str, problems: list[str],
+                    skipped: dict[str, int]) -> OtfError | None:
+    """The error of an archive whose messages do not match (``match_messages``' ``problems``
+    of its trace; ``skipped``: the import's skipped records by kind), or None. A receive
+    larger than its send is not one."""
+    fatal = [p for p in problems if "bytes but" not in p]
+    if not fatal:
+        return None
+    more = f" (and {len(fatal) - 3} more)" if len(fatal) > 3 else ""
+    off_rank = sum(n for k, n in skipped.items() if k.startswith("MPI event on"))
+    why = f"; {off_rank} MPI records on non-MPI locations (threads other than the ranks' " \
+        "master threads) were skipped" if off_rank else ""
+    return OtfError(f"{path}: messages do not match: {'; '.join(fatal[:3])}{more}{why}")
