@@ -102,6 +102,8 @@ def import_goal(path: Path | str, out: Path | str,
     # removed or replaced at ``out`` while the thread still writes there)
     with ThreadPoolExecutor(1) as pool:
         keeping = pool.submit(_keep_beside, path, out / SIDECAR, sched)
+        # (and the rows' grouping of the waits, which needs the schedule only)
+        waits = pool.submit(_waits_by_op, sched.nops, sched.dep_op, sched.dep_on, sched.dep_start)
         try:
             sim = simulate(sched, params_from_values(values, sched.nranks))
         except ScheduleError as exc:
@@ -115,7 +117,7 @@ def import_goal(path: Path | str, out: Path | str,
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
         raise GoalError(f"{path}: {failed}") from None
     keeping.result()                    # (raises what the writing raised)
-    ranks = RankRows(sched, sim)
+    ranks = RankRows(sched, sim, waits.result())
     del sched, sim          # the rows keep what they need; each rank's rows live one at a time
     # the manifest's makespan is the last row's end, from the epoch (time 0, where the
     # simulation starts), as write_trace takes it from the rows
@@ -154,7 +156,8 @@ class RankRows(Sequence[RankEvents]):
     ids are the operation's index on its rank: a replay of the trace under ``--model loggopsim``
     maps rows back to the schedule's operations through them."""
 
-    def __init__(self, s: Schedule, sim: SimResult):
+    def __init__(self, s: Schedule, sim: SimResult,
+                 waits: tuple[np.ndarray, np.ndarray] | None = None):
         n = s.nops
         self.nranks = s.nranks
         self.rank_off = s.rank_off
@@ -163,7 +166,8 @@ class RankRows(Sequence[RankEvents]):
         self.kind, self.rank, self.size = s.kind, s.rank, s.size
         self.peer, self.tag = s.peer, s.tag
         self.match, self.op_start, self.op_end = sim.match, sim.op_start, sim.op_end
-        self.dep_off, self.dep_on = _waits_by_op(n, s.dep_op, s.dep_on, s.dep_start)
+        # (``waits``: ``_waits_by_op`` of ``s``, when the caller made it meanwhile)
+        self.dep_off, self.dep_on = waits or _waits_by_op(n, s.dep_op, s.dep_on, s.dep_start)
         self.codes = np.array([OP_CODE[o] for o in ("region", "Isend", "Irecv", "Wait",
                                                     "Waitall")], np.int8)
 
@@ -184,7 +188,7 @@ class RankRows(Sequence[RankEvents]):
         return RankEvents(r, op, region, cols, ["calc"] if (region >= 0).any() else [])
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _waits_by_op(n, dep_op, dep_on, dep_start):
     """The completion dependencies (``requires``, not ``irequires``) grouped by the operation
     that waits, each group in the order of the operations waited for: ``(off, on)``, operation
