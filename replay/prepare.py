@@ -127,7 +127,7 @@ class Prepared:
             if st is None:
                 st = self._build_stream(expand, algos, flags)
                 if kept is not None:
-                    cache.save_stream(st, kept)
+                    cache.save_stream_behind(st, kept)
             self._streams[key] = st
         return self._streams[key]
 

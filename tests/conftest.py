@@ -13,6 +13,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "programs"
 
 
+@pytest.fixture(autouse=True)
+def _streams_written():
+    """A replay writes the kernel stream it built on a thread (``replay.cache.
+    save_stream_behind``): each test's writes end with the test, before its monkeypatches are
+    undone or its directories inspected by the next."""
+    yield
+    cache = sys.modules.get("replay.cache")
+    if cache is not None:
+        cache.flush_streams()
+
+
 def hindsight(*args: str, env: dict | None = None, timeout: float = 180,
               cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run `hindsight ARGS` as a user would; returns the completed process (text output)."""

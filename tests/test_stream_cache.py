@@ -1,4 +1,5 @@
-"""The kernel streams kept beside a trace's prepared cache (``replay.cache.save_stream``): a
+"""The kernel streams kept beside a trace's prepared cache (``replay.cache.save_stream``, on a
+thread behind the replay that built them: ``save_stream_behind``): a
 replay from a kept stream equals one from a stream built afresh, each form (network, measured,
 another algorithm, rule shared_flag_meeting) is kept apart, and a kept stream whose form or
 layout is not the one asked for is never used."""
@@ -38,6 +39,7 @@ def _runs(prep):
 
 
 def _kept(trace):
+    cache.flush_streams()           # (a replay writes its stream on a thread)
     return sorted(trace.glob(".replay-cache/prepared-*/stream-*"))
 
 
@@ -173,3 +175,17 @@ def test_abandoned_temporary_directories_are_swept(tmp_path):
     replay.prepare(trace)
     assert not made["abandoned"].exists()
     assert made["recent"].exists() and made["live"].exists()
+
+
+def test_a_replay_command_leaves_its_stream_written(tmp_path):
+    """The stream is written on a thread behind the replay (``save_stream_behind``): the
+    command ends only once it is in place, so the next command maps it."""
+    from tests.conftest import hindsight
+
+    trace = _trace(tmp_path)
+    r = hindsight("replay", trace)
+    assert r.returncode == 0, r.stderr
+    (kept,) = sorted(trace.glob(".replay-cache/prepared-*/stream-*"))
+    assert (kept / "meta.json").is_file() and not list(kept.parent.glob(".*.tmp"))
+    st = replay.prepare(trace).stream(True)
+    assert isinstance(st.kind, np.memmap)
