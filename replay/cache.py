@@ -22,7 +22,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -88,13 +88,18 @@ def save(prep: Any, path: Path) -> None:
                 measured_makespan_ns=prep.measured_makespan_ns,
                 measured_rank_end_ns=prep.measured_rank_end_ns.tolist(),
                 arrays=sorted(arrays))
-    _write_dir(path, arrays, meta)
+    write_dir(path, arrays, meta)
 
 
-def _write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+def write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], *,
+              threads: int | None = None,
+              convert: Callable[[str, np.ndarray], np.ndarray] | None = None) -> None:
     """``arrays`` (one ``.npy`` each) and ``meta`` (``meta.json``) as the directory ``path``,
     written under a temporary name and renamed into place. Nothing is written where the
-    directory cannot be (a read-only trace directory) or another process wrote it first."""
+    directory cannot be (a read-only trace directory) or another process wrote it first.
+    ``threads``: at most that many writers (default: one per core); ``convert(name, array)``:
+    the array as stored (a narrower copy, say), made by its writer just before the write and
+    let go after it, so that such copies live one per writer at a time."""
     _sweep_abandoned(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
@@ -104,9 +109,9 @@ def _write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) 
         # byte and runs on both cores at once (np.save writes without the GIL; 536 MB of a
         # prepared trace in 8 arrays: 0.64-1.18 s on one thread, 0.47-0.67 s on two).
         order = sorted(arrays, key=lambda k: -arrays[k].nbytes)
-        pool = ThreadPoolExecutor(max(1, min(usable_cores(), len(order))))
+        pool = ThreadPoolExecutor(max(1, min(threads or usable_cores(), len(order))))
         try:
-            for done in [pool.submit(_save_array, tmp / f"{name}.npy", arrays[name])
+            for done in [pool.submit(_write_one, tmp, name, arrays[name], convert)
                          for name in order]:
                 done.result()
         finally:
@@ -120,10 +125,14 @@ def _write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _write_one(tmp: Path, name: str, arr: np.ndarray, convert) -> None:
+    _save_array(tmp / f"{name}.npy", arr if convert is None else convert(name, arr))
+
+
 def _sweep_abandoned(parent: Path) -> None:
-    """Remove the temporary directories (``_write_dir``'s, the schedule cache's) that a
-    process killed before its rename left: those of processes no longer running, untouched for
-    ``ABANDONED_S`` (a process of another PID namespace may share the trace directory)."""
+    """Remove the temporary directories (``write_dir``'s) that a process killed before its
+    rename left: those of processes no longer running, untouched for ``ABANDONED_S`` (a process
+    of another PID namespace may share the trace directory)."""
     try:
         found = list(parent.glob(".*.tmp"))
     except OSError:
@@ -241,7 +250,7 @@ def save_stream(st: Stream, path: Path) -> None:
             arrays[f.name] = v
         elif v is None:
             none.append(f.name)
-    _write_dir(path, arrays, dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
+    write_dir(path, arrays, dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
                                   algorithms=st.algorithms, selected=st.selected,
                                   burst_cpu_shared=shared))
 

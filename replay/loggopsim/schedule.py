@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Mapping, NamedTuple
@@ -20,7 +19,7 @@ import numpy as np
 
 from hindsight import trace as tf
 from replay import kernel as K
-from replay.cache import CACHE_DIR
+from replay.cache import CACHE_DIR, write_dir
 from replay.loggopsim.goal import GoalError, GoalLabels, read_goal
 from replay.loggopsim import buckets as _buckets
 from replay.loggopsim.simulator import ANY, CALC, RECV, SEND, Schedule, schedule_buckets
@@ -154,39 +153,43 @@ def _schedule_cache(goal: Path) -> Path | None:
 
 
 def _save_schedule(s: Schedule, path: Path) -> None:
-    """Write the arrays under a temporary name renamed into place; older copies are removed. A
-    trace folder that cannot be written keeps no cache (the replay goes on)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write the arrays (``replay.cache.write_dir``, each narrowed by its writer: ``_on_disk``)
+    and remove older copies. A trace folder that cannot be written keeps no cache (the replay
+    goes on)."""
     try:
         path.parent.mkdir(exist_ok=True)
         for old in path.parent.glob("schedule-*"):
             shutil.rmtree(old, ignore_errors=True)
-        tmp.mkdir()
-        for name, dtype in _DISK.items():
-            a = np.asarray(getattr(s, name))
-            if name in ("dep_op", "dep_on") and s.nops < 2**31:
-                dtype = np.int32
-            elif name in ("cpu", "nic"):
-                dtype = np.int16    # as the simulator reads them: mapped, not copied narrower
-            elif name == "size":
-                a = _whole(a)
-                dtype = a.dtype
-            np.save(tmp / f"{name}.npy", _narrowed(a, dtype))
-        np.save(tmp / "lab_off.npy", s.labels.off)
-        np.save(tmp / "lab_buf.npy", s.labels.buf)
-        meta = {"nranks": s.nranks}
-        if s.buckets is not None:
-            bucket, cand, ubucket, nbuckets = s.buckets
-            np.save(tmp / "bucket.npy", bucket)
-            # without a wildcard receive the other two are views of ``bucket`` (``_aliased``)
-            meta["buckets"] = {"n": int(nbuckets), "aliased": cand.base is bucket}
-            if cand.base is not bucket:
-                np.save(tmp / "cand.npy", cand)
-                np.save(tmp / "ubucket.npy", ubucket)
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        tmp.rename(path)
     except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    arrays = {name: np.asarray(getattr(s, name)) for name in _DISK}
+    arrays.update(lab_off=s.labels.off, lab_buf=s.labels.buf)
+    meta: dict = {"nranks": s.nranks}
+    if s.buckets is not None:
+        bucket, cand, ubucket, nbuckets = s.buckets
+        arrays["bucket"] = bucket
+        # without a wildcard receive the other two are views of ``bucket`` (``_aliased``)
+        meta["buckets"] = {"n": int(nbuckets), "aliased": cand.base is bucket}
+        if cand.base is not bucket:
+            arrays.update(cand=cand, ubucket=ubucket)
+    # one writer: the import writes the schedule beside its simulation, and one narrowed copy
+    # at a time is all the memory it adds
+    write_dir(path, arrays, meta, threads=1, convert=functools.partial(_on_disk, s.nops))
+
+
+def _on_disk(nops: int, name: str, a: np.ndarray) -> np.ndarray:
+    """Array ``name`` of a schedule of ``nops`` operations as ``_save_schedule`` stores it."""
+    if name not in _DISK:
+        return a
+    dtype = _DISK[name]
+    if name in ("dep_op", "dep_on") and nops < 2**31:
+        dtype = np.int32
+    elif name in ("cpu", "nic"):
+        dtype = np.int16    # as the simulator reads them: mapped, not copied narrower
+    elif name == "size":
+        a = _whole(a)
+        dtype = a.dtype
+    return _narrowed(a, dtype)
 
 
 def _narrowed(a: np.ndarray, dtype) -> np.ndarray:
