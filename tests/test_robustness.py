@@ -693,3 +693,40 @@ def test_the_collectives_check_says_what_a_plain_scan_says(seed):
     assert seen_b == seen_a
     assert _check_collectives(cols, cols["op"], manifest, files) == \
         _collectives_by_scan(cols, cols["op"], manifest, files)
+
+
+def test_write_trace_makes_ranks_on_threads_and_keeps_their_order(tmp_path):
+    """``write_trace`` makes, encodes and writes ranks on threads: ranks finishing out of order
+    still give the manifest's per-rank counts and makespan, and an error making one rank is
+    the call's error, not lost on its thread."""
+    from synthetic import write_trace
+
+    def rank_cols(rank):
+        n = 1 + 7 * rank % 5                           # (sizes differ from rank to rank)
+        t = np.arange(n, dtype=np.int64) * 10 + rank
+        return {"op": ["region"] * n, "region": ["w"] * n, "t_start": t, "t_end": t + 5,
+                "cpu_ns": np.full(n, -1), "peer": np.full(n, -1), "tag": np.full(n, -1),
+                "comm": np.zeros(n, np.int64), "nbytes": np.full(n, -1),
+                "request": np.full(n, -1), "root": np.full(n, -1)}
+
+    class Slow:
+        def __init__(self, bad=None):
+            self.bad = bad
+
+        def __len__(self):
+            return 9
+
+        def __getitem__(self, r):
+            if r == self.bad:
+                raise ValueError(f"rank {r} cannot be made")
+            time.sleep(random.random() * 0.02)        # (threads finish out of order)
+            return rank_cols(r)
+
+    d = write_trace(tmp_path / "t", Slow())
+    m = tf.read_manifest(d)
+    assert m["events"] == [len(rank_cols(r)["op"]) for r in range(9)]
+    assert m["makespan_ns"] == max(int(rank_cols(r)["t_end"].max()) for r in range(9))
+    cols = tf.read_columns(d).arrays
+    assert np.array_equal(cols["rank"], np.repeat(np.arange(9), m["events"]))
+    with pytest.raises(ValueError, match="rank 4 cannot be made"):
+        write_trace(tmp_path / "u", Slow(bad=4))

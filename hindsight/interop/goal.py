@@ -223,7 +223,7 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
     return off, on
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
                dep_on, codes, any_source, any_tag):
     """The rows of ``RankRows`` of the rank whose operations are lo..hi (``order``: them by

@@ -196,32 +196,46 @@ def write_trace(trace_dir: Path | str, ranks: Sequence[RankEvents | pa.Table | M
     run_id = run_id or uuid.uuid4().hex[:12]
     nranks = len(ranks)
     events, t_lo, t_hi = [], None, 0
-    # Encoding and writing a rank file (Arrow, without the GIL) runs on a thread while the next
-    # rank's table is made; at most WRITES_IN_FLIGHT tables are held at once.
+
+    def make_and_write(rank: int) -> tuple[int, int, int]:
+        data = ranks[rank]
+        if isinstance(data, pa.Table):
+            table = data
+        else:
+            ev = data if isinstance(data, RankEvents) else RankEvents.from_columns(rank, data)
+            table = ev.to_table()
+        del data
+        status = "incomplete" if rank in incomplete_ranks else "complete"
+        meta = {"run_id": run_id, "rank": rank, "status": status, "events": table.num_rows,
+                "format_version": FORMAT_VERSION}
+        write_rank_file(trace_dir / rank_file_name(rank), [table], meta,
+                        delta=MEMORY_DELTA_COLUMNS)
+        if not table.num_rows:
+            return 0, 0, 0
+        return (table.num_rows, int(numpy_of(table.column("t_start")).min()),
+                int(numpy_of(table.column("t_end")).max()))
+
+    # Each rank is made (``ranks[rank]``: an import's rows may be computed then, as
+    # hindsight.interop.goal's are), encoded and written on one of WRITES_IN_FLIGHT threads
+    # (Arrow encodes without the GIL; so do compiled row makers that declare nogil): at most
+    # that many ranks' tables are held at once.
     with ThreadPoolExecutor(WRITES_IN_FLIGHT) as pool:
         pending: deque = deque()
-        for rank, data in enumerate(ranks):
-            if isinstance(data, pa.Table):
-                table = data
-            else:
-                ev = data if isinstance(data, RankEvents) else RankEvents.from_columns(rank,
-                                                                                       data)
-                table = ev.to_table()
-            status = "incomplete" if rank in incomplete_ranks else "complete"
-            meta = {"run_id": run_id, "rank": rank, "status": status, "events": table.num_rows,
-                    "format_version": FORMAT_VERSION}
-            if len(pending) == WRITES_IN_FLIGHT:
-                pending.popleft().result()
-            pending.append(pool.submit(write_rank_file, trace_dir / rank_file_name(rank),
-                                       [table], meta, delta=MEMORY_DELTA_COLUMNS))
-            if table.num_rows:
-                t_hi = max(t_hi, int(numpy_of(table.column("t_end")).max()))
-                lo = int(numpy_of(table.column("t_start")).min())
+
+        def collect() -> None:
+            nonlocal t_lo, t_hi
+            n, lo, hi = pending.popleft().result()
+            events.append(n)
+            if n:
+                t_hi = max(t_hi, hi)
                 t_lo = lo if t_lo is None else min(t_lo, lo)
-            events.append(table.num_rows)
-            del table
+
+        for rank in range(nranks):
+            if len(pending) == WRITES_IN_FLIGHT:
+                collect()
+            pending.append(pool.submit(make_and_write, rank))
         while pending:
-            pending.popleft().result()
+            collect()
     comms = {0: list(range(nranks))}
     comms.update(communicators or {})
     out = {
