@@ -4,7 +4,8 @@ A synthetic trace (written with ``hindsight.trace.write.write_trace``) of 8 rank
 iteration is a region, an Irecv and an Isend to the neighbours, a Waitall of both (two rows), a
 Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters treat differently.
 ``import-otf2`` imports the trace's OTF2 export, ``import-goal`` its GOAL export (rows: the
-imported trace's). Each format's conversion runs in a fresh process (so that one case's memory
+imported trace's), as ``hindsight import`` does: converting, then checking the written trace and
+caching its prepared form (``hindsight.interop.formats.import_checked``). Each format's conversion runs in a fresh process (so that one case's memory
 does not weigh on the next), started as every CLI command starts (``hindsight.cli.main``: glibc
 keeps freed memory, numba skips its BLAS check); the time covers what
 ``hindsight export``/``import`` do after reading the trace's manifest: importing the format's modules (numba's cache of compiled
@@ -122,9 +123,17 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
             subprocess.run([sys.executable, "-c", code, str(trace), fmt.split("-")[1], str(src)],
                            check=True)
         t0, c0 = time.perf_counter(), time.process_time()
-        from hindsight.interop.formats import IMPORTERS
+        from hindsight.interop import formats as F
 
-        IMPORTERS[fmt.split("-")[1]].read(src, out, [])
+        if hasattr(F, "import_checked"):
+            F.import_checked(fmt.split("-")[1], src, out, [])
+        else:   # (a revision from before import_checked: what its command did)
+            from hindsight.check import check_and_prepare
+            from hindsight.system import release_freed_memory
+
+            F.IMPORTERS[fmt.split("-")[1]].read(src, out, [])
+            release_freed_memory()
+            check_and_prepare(out)
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         # the rows of the imported trace (for GOAL: Isend/Irecv, Wait, calc), not of the exported
         rows = sum(tf.read_manifest(out)["events"])

@@ -12,7 +12,7 @@ import click
 
 from hindsight.errors import UsageError, UserError
 
-from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
+from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob, import_checked
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
@@ -201,16 +201,7 @@ def import_cmd(fmt, source, out, sets, force):
 
     def convert(tmp: Path) -> None:
         """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
-        from hindsight.check import check_and_prepare
-        from hindsight.system import release_freed_memory
-
-        importer.read(source, tmp, assignments)
-        # the check reads the trace back through pyarrow's allocator: the import's freed
-        # arrays, kept by glibc for reuse, would otherwise add to its peak
-        release_freed_memory()
-        unmatched = importer.unmatched
-        problems = check_and_prepare(tmp, None if unmatched is None else
-                                     lambda found: unmatched(source, tmp, found))
+        problems = import_checked(fmt, source, tmp, assignments)
         if problems:
             # never leave a trace behind that hindsight itself calls inconsistent
             raise UserError(f"{source}: the converted trace is inconsistent: {problems[0]}"
