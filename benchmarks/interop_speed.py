@@ -5,13 +5,14 @@ iteration is a region, an Irecv and an Isend to the neighbours, a Waitall of bot
 Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters treat differently.
 ``import-otf2`` imports the trace's OTF2 export, ``import-goal`` its GOAL export (rows: the
 imported trace's), as ``hindsight import`` does: converting, then checking the written trace and
-caching its prepared form (``hindsight.interop.formats.import_checked``). Each format's conversion runs in a fresh process (so that one case's memory
-does not weigh on the next), started as every CLI command starts (``hindsight.cli.main``: glibc
-keeps freed memory, numba skips its BLAS check); the time covers what
-``hindsight export``/``import`` do after reading the trace's manifest: importing the format's modules (numba's cache of compiled
-functions loaded on first call), reading the rows, converting, writing the output. Rows/s are given
-by wall-clock time and by the process's CPU time (which another process on a shared machine
-takes less of).
+caching its prepared form (``hindsight.interop.formats.import_checked``; the check's share and
+the conversion's rate alone are printed too). Each format's conversion runs in a fresh process
+(so that one case's memory does not weigh on the next), started as every CLI command starts
+(``hindsight.cli.main``: glibc keeps freed memory, numba skips its BLAS check); the time covers
+what ``hindsight export``/``import`` do after reading the trace's manifest: importing the
+format's modules (numba's cache of compiled functions loaded on first call), reading the rows,
+converting, writing the output. Rows/s are given by wall-clock time and by the process's CPU
+time (which another process on a shared machine takes less of).
 
     .venv/bin/python benchmarks/interop_speed.py                       # 1e5, 1e6, 4e6 rows
     .venv/bin/python benchmarks/interop_speed.py --rows 100000 --formats perfetto pipit
@@ -122,6 +123,19 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
                     "manifest=tr.manifest, nranks=tr.nranks), sys.argv[3])")
             subprocess.run([sys.executable, "-c", code, str(trace), fmt.split("-")[1], str(src)],
                            check=True)
+        import hindsight.check as C
+
+        checking = []               # the check's own share: timed around its function
+        check_and_prepare = C.check_and_prepare
+
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return check_and_prepare(*a, **kw)
+            finally:
+                checking.append(time.perf_counter() - t)
+
+        C.check_and_prepare = timed
         t0, c0 = time.perf_counter(), time.process_time()
         from hindsight.interop import formats as F
 
@@ -133,10 +147,12 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
 
             F.IMPORTERS[fmt.split("-")[1]].read(src, out, [])
             release_freed_memory()
-            check_and_prepare(out)
+            C.check_and_prepare(out)
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         # the rows of the imported trace (for GOAL: Isend/Irecv, Wait, calc), not of the exported
         rows = sum(tf.read_manifest(out)["events"])
+        return {"seconds": dt, "cpu_seconds": dc, "rows": rows, "check_seconds": sum(checking),
+                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     else:
         t0, c0 = time.perf_counter(), time.process_time()
         from hindsight.interop.formats import EXPORTERS, ExportJob
@@ -204,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
                 times: dict[str, list[float]] = {k: [] for k in sources}
                 cpu: dict[str, list[float]] = {k: [] for k in sources}
                 rss: dict[str, float] = {k: 0.0 for k in sources}
+                check: dict[str, list[float]] = {k: [] for k in sources}
                 n = 0
                 for _ in range(args.repeat):
                     for key, src in sources.items():         # alternating: A B A B ...
@@ -211,6 +228,8 @@ def main(argv: list[str] | None = None) -> None:
                         times[key].append(r["seconds"])
                         cpu[key].append(r.get("cpu_seconds", float("nan")))
                         rss[key] = max(rss[key], r["max_rss_mb"])
+                        if "check_seconds" in r:
+                            check[key].append(r["check_seconds"])
                         n = r["rows"]
                 line = [f"{fmt:12s} {n:>9d} rows"]
                 for key, ts in times.items():
@@ -219,6 +238,10 @@ def main(argv: list[str] | None = None) -> None:
                                 f"min {min(ts):.3f}, max {max(ts):.3f}; max RSS "
                                 f"{rss[key]:.0f} MB; CPU time: "
                                 f"{n / statistics.median(cpu[key]):,.0f} rows/s)")
+                    if check[key]:
+                        c = statistics.median(check[key])
+                        line.append(f"  of which check and cache {c:.3f} s (the conversion "
+                                    f"alone: {n / (med - c):,.0f} rows/s)")
                 if "old" in times:
                     ratio = statistics.median(times["old"]) / statistics.median(times["new"])
                     line.append(f"new/old speed {ratio:.1f}x")
