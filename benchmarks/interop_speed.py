@@ -5,7 +5,7 @@ iteration is a region, an Irecv and an Isend to the neighbours, a Waitall of bot
 Sendrecv (two rows) and an Allreduce: eight rows of the kinds the exporters treat differently.
 ``import-otf2`` imports the trace's OTF2 export, ``import-goal`` its GOAL export (rows: the
 imported trace's), as ``hindsight import`` does: converting, then checking the written trace and
-caching its prepared form (``hindsight.interop.formats.import_checked``; the check's share and
+caching its prepared form (``hindsight.interop.cli.import_checked``; the check's share and
 the conversion's rate alone are printed too). Each format's conversion runs in a fresh process
 (so that one case's memory does not weigh on the next), started as every CLI command starts
 (``hindsight.cli.main``: glibc keeps freed memory, numba skips its BLAS check); the time covers
@@ -137,10 +137,10 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
 
         C.check_and_prepare = timed
         t0, c0 = time.perf_counter(), time.process_time()
-        from hindsight.interop import formats as F
+        from hindsight.interop import cli, formats as F
 
-        if hasattr(F, "import_checked"):
-            F.import_checked(fmt.split("-")[1], src, out, [])
+        if hasattr(cli, "import_checked"):
+            cli.import_checked(fmt.split("-")[1], src, out, [])
         else:   # (a revision from before import_checked: what its command did)
             from hindsight.check import check_and_prepare
             from hindsight.system import release_freed_memory

@@ -12,7 +12,7 @@ import click
 
 from hindsight.errors import UsageError, UserError
 
-from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob, import_checked
+from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
@@ -221,3 +221,22 @@ def import_cmd(fmt, source, out, sets, force):
     line = skipped_line((m.get("import") or {}).get("skipped") or {})
     if line:
         click.echo(line)
+
+
+def import_checked(fmt: str, source: Path, out: Path,
+                   params: list[tuple[str, str]]) -> list[str]:
+    """What ``hindsight import FMT`` does: convert ``source`` into the trace directory ``out``
+    (``IMPORTERS[fmt]``), then check the written trace, caching its prepared form for the first
+    replay (``hindsight.check.check_and_prepare``). Returns the check's problems; raises the
+    format's own error where the importer words unmatched messages (``Importer.unmatched``)."""
+    from hindsight.check import check_and_prepare
+    from hindsight.system import release_freed_memory
+
+    importer = IMPORTERS[fmt]
+    importer.read(source, out, params)
+    # the check reads the trace back through pyarrow's allocator: the import's freed arrays,
+    # kept by glibc for reuse, would otherwise add to its peak
+    release_freed_memory()
+    unmatched = importer.unmatched
+    return check_and_prepare(out, None if unmatched is None else
+                             lambda found: unmatched(source, out, found))

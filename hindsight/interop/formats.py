@@ -129,25 +129,6 @@ def _import_goal(source: Path, out: Path, params: list[tuple[str, str]]) -> Path
     return import_goal(source, out, params)
 
 
-def import_checked(fmt: str, source: Path, out: Path,
-                   params: list[tuple[str, str]]) -> list[str]:
-    """What ``hindsight import FMT`` does: convert ``source`` into the trace directory ``out``
-    (``IMPORTERS[fmt]``), then check the written trace, caching its prepared form for the first
-    replay (``hindsight.check.check_and_prepare``). Returns the check's problems; raises the
-    format's own error where the importer words unmatched messages (``Importer.unmatched``)."""
-    from hindsight.check import check_and_prepare
-    from hindsight.system import release_freed_memory
-
-    importer = IMPORTERS[fmt]
-    importer.read(source, out, params)
-    # the check reads the trace back through pyarrow's allocator: the import's freed arrays,
-    # kept by glibc for reuse, would otherwise add to its peak
-    release_freed_memory()
-    unmatched = importer.unmatched
-    return check_and_prepare(out, None if unmatched is None else
-                             lambda found: unmatched(source, out, found))
-
-
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
     Exporter("otf2", "Score-P/Vampir archive", "-otf2", True, _otf2),
     Exporter("perfetto", "Chrome trace JSON", ".perfetto.json", True, _perfetto,
