@@ -123,7 +123,8 @@ def _column_problems(trace_dir: Path, trace: tf.Columns,
 
     # The row checks run on a second core while the matching runs: they read the columns only,
     # mostly in NumPy and compiled passes that let go of the GIL (an import's 8 M rows: 0.12 s
-    # of checks beside 0.4 s of matching, some 10 MB more at the matching's peak).
+    # of checks beside 0.4 s of matching; the check's peak 50-100 MB higher, below the
+    # preparing's that follows).
     with ThreadPoolExecutor(1) as pool:
         rows = pool.submit(row_checks)
         matched = match_messages(cols)
@@ -313,14 +314,22 @@ def _check_send_requests(cols, ops, files, complete_ranks: set[int]) -> list[str
     open_, freed = _open_requests(ops, req, rank, complete_ranks)
     out = [f"{files[rank[i]]}: seq {seq[i]}: {_name(ops[i])} request {req[i]} is never completed"
            for i in open_]
-    for i in freed:
-        mine = np.flatnonzero((rank == rank[i]) & (req == req[i])
-                              & tf.op_mask(ops, tf.NONBLOCKING_COLLECTIVE_OPS))
-        post = mine[0]
+    for i, post in zip(freed.tolist(), _first_posts(ops, req, rank, freed).tolist()):
         out.append(f"{files[rank[i]]}: seq {seq[i]}: Request_free frees request {req[i]} of "
                    f"{_name(ops[post])} (seq {seq[post]}): freeing a non-blocking collective's "
                    "request is erroneous MPI (MPI 4.0 §6.12)")
     return out
+
+
+def _first_posts(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
+                 rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows``, the first row posting a non-blocking collective with its (rank,
+    request id): one sort of the posts' keys, and a binary search each."""
+    if not len(rows):
+        return rows
+    posts = np.flatnonzero(tf.op_mask(ops, tf.NONBLOCKING_COLLECTIVE_OPS) & (req >= 0))
+    uniq, first = np.unique(_pairs(rank, req, posts), return_index=True)
+    return posts[first[np.searchsorted(uniq, _pairs(rank, req, rows))]]
 
 
 def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
@@ -333,7 +342,10 @@ def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
 
     posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
     ends = tf.COMPLETION_OPS | tf.FREE_OPS
-    width = max(int(req.max()) + 1, 1) if len(req) else 1
+    ids = req[req >= 0]
+    lo = int(ids.min()) if len(ids) else 0
+    width = int(ids.max()) - lo + 1 if len(ids) else 1
+    del ids
     nranks = int(rank.max()) + 1 if len(rank) else 0
     if nranks * width <= 4 * len(req) + (1 << 16):
         # request ids numbered per rank (what tracers record): a byte of flags per request
@@ -341,16 +353,36 @@ def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
         complete[[r for r in complete_ranks if r < nranks]] = True
         return rowscan.open_requests(
             ops, req, rank, op_lut(posted), op_lut(tf.NONBLOCKING_COLLECTIVE_OPS), op_lut(ends),
-            op_lut(tf.FREE_OPS), complete, width)
-    # sparse ids (addresses, 64-bit handles): sorted lookups
+            op_lut(tf.FREE_OPS), complete, lo, width)
+    # sparse ids (addresses, 64-bit handles): sorted lookups of (rank, id) pairs
     posts = np.flatnonzero(tf.op_mask(ops, posted) & (req >= 0))
     done = np.flatnonzero(tf.op_mask(ops, ends) & (req >= 0))
-    key = lambda i: rank[i].astype(np.int64) * width + req[i]  # noqa: E731
-    open_ = posts[~np.isin(key(posts), key(done))]
+    open_ = posts[~_pairs_in(rank, req, posts, done)]
     open_ = open_[np.isin(rank[open_], list(complete_ranks))]
     freed = done[tf.op_mask(ops[done], tf.FREE_OPS)]
     colls = posts[tf.op_mask(ops[posts], tf.NONBLOCKING_COLLECTIVE_OPS)]
-    return open_, freed[np.isin(key(freed), key(colls))]
+    return open_, freed[_pairs_in(rank, req, freed, colls)]
+
+
+_PAIR = np.dtype([("rank", np.int64), ("req", np.int64)])
+
+
+def _pairs(rank: np.ndarray, req: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The (rank, request id) of each of ``rows``, as records that sort by rank, then id (a
+    single integer key ``rank * width + id`` would wrap for ids of 64 bits)."""
+    out = np.empty(len(rows), _PAIR)
+    out["rank"], out["req"] = rank[rows], req[rows]
+    return out
+
+
+def _pairs_in(rank: np.ndarray, req: np.ndarray, rows: np.ndarray,
+              table: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows``' (rank, request id) is one of ``table``'s rows'."""
+    t = np.unique(_pairs(rank, req, table))
+    if not len(t):
+        return np.zeros(len(rows), bool)
+    want = _pairs(rank, req, rows)
+    return t[np.minimum(np.searchsorted(t, want), len(t) - 1)] == want
 
 
 def _check_collectives(cols, ops, manifest, files,

@@ -97,11 +97,24 @@ def write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], *
     """``arrays`` (one ``.npy`` each) and ``meta`` (``meta.json``) as the directory ``path``,
     written under a temporary name and renamed into place. Nothing is written where the
     directory cannot be (a read-only trace directory) or another process wrote it first.
-    ``threads``: at most that many writers (default: one per core); ``convert(name, array)``:
+    ``threads``: at most that many writers (default: one per core; one writes in the calling
+    thread); ``convert(name, array)``:
     the array as stored (a narrower copy, say), made by its writer just before the write and
     let go after it, so that such copies live one per writer at a time."""
     _sweep_abandoned(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    failed = threading.Event()
+
+    def write(name: str) -> None:
+        if failed.is_set():
+            return                  # after a failed write the others are not begun
+        try:
+            a = arrays[name]
+            _save_array(tmp / f"{name}.npy", a if convert is None else convert(name, a))
+        except BaseException:
+            failed.set()
+            raise
+
     try:
         tmp.mkdir()
         # The files are written on a thread per core, largest first: writing is mostly the
@@ -109,24 +122,29 @@ def write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], *
         # byte and runs on both cores at once (np.save writes without the GIL; 536 MB of a
         # prepared trace in 8 arrays: 0.64-1.18 s on one thread, 0.47-0.67 s on two).
         order = sorted(arrays, key=lambda k: -arrays[k].nbytes)
-        pool = ThreadPoolExecutor(max(1, min(threads or usable_cores(), len(order))))
+        writers = max(1, min(threads or usable_cores(), len(order)))
+        pool = ThreadPoolExecutor(writers) if writers > 1 else None
+        futures = []
         try:
-            for done in [pool.submit(_write_one, tmp, name, arrays[name], convert)
-                         for name in order]:
+            for name in order:
+                if pool is not None:
+                    try:
+                        futures.append(pool.submit(write, name))
+                        continue
+                    except RuntimeError:
+                        pool = None     # no thread can start (the interpreter is exiting)
+                write(name)             # (here, in this thread)
+            for done in futures:
                 done.result()
         finally:
-            # (after a failed write the others are not begun: the directory is dropped)
-            pool.shutdown(wait=True, cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.rename(tmp, path)
-    except (OSError, RuntimeError):     # (RuntimeError: no thread could be started)
+    except OSError:
         pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write_one(tmp: Path, name: str, arr: np.ndarray, convert) -> None:
-    _save_array(tmp / f"{name}.npy", arr if convert is None else convert(name, arr))
 
 
 def _sweep_abandoned(parent: Path) -> None:
@@ -193,8 +211,10 @@ def _code_digest() -> bytes:
     return h.digest()
 
 
-#: the thread that writes streams behind the replay that built them (``save_stream_behind``)
+#: the thread that writes streams behind the replay that built them (``save_stream_behind``),
+#: and the writes given to it that ``flush_streams`` has not yet waited for
 _behind: ThreadPoolExecutor | None = None
+_pending: list = []
 _behind_lock = threading.Lock()
 
 
@@ -202,27 +222,43 @@ def save_stream_behind(st: Stream, path: Path) -> None:
     """``save_stream`` on a thread of its own, while the caller goes on to replay ``st``: a
     first replay's kernel then runs during the writing, which is mostly the system's taking
     fresh page-cache pages (at 5 M operations 0.1-0.2 s each). The kernels only read a stream's
-    arrays. The process waits for the writing at exit (``concurrent.futures`` joins its
-    threads); ``flush_streams`` waits for it sooner. Nothing is written where a thread cannot
-    be started (the stream is built again next time)."""
+    arrays. The process waits for the writing at exit (``concurrent.futures`` runs what its
+    threads were given before it joins them); ``flush_streams`` waits for it sooner. Where no
+    thread can start (the interpreter is exiting), the stream is written here and now."""
     global _behind
-    try:
-        with _behind_lock:
+    with _behind_lock:
+        try:
             if _behind is None:
                 _behind = ThreadPoolExecutor(1, thread_name_prefix="hindsight-stream-cache")
-            _behind.submit(save_stream, st, path)
-    except RuntimeError:        # no thread could be started, or the interpreter is exiting
-        pass
+            _pending.append(_behind.submit(save_stream, st, path))
+            return
+        except RuntimeError:
+            pass
+    save_stream(st, path)
 
 
 def flush_streams() -> None:
     """Wait until every stream ``save_stream_behind`` was given is written (or not, where its
-    directory cannot be)."""
+    directory cannot be); an error of a writing (a bug: a directory that cannot be written is
+    no error) is raised here."""
     global _behind
     with _behind_lock:
         pool, _behind = _behind, None
+        done, _pending[:] = list(_pending), []
     if pool is not None:
         pool.shutdown(wait=True)
+    for f in done:
+        f.result()
+
+
+def _forget_behind() -> None:
+    """A forked child has none of its parent's threads: its streams get a writer of their own."""
+    global _behind, _behind_lock
+    _behind, _behind_lock = None, threading.Lock()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_forget_behind)
 
 
 def save_stream(st: Stream, path: Path) -> None:

@@ -156,7 +156,7 @@ def test_open_and_freed_requests_are_found_alike_however_ids_are_spread(seed):
     sparse (64-bit handles): both give the rows a plain reading of the rules gives."""
     import numpy as np
 
-    from hindsight.check import _open_requests
+    from hindsight.check import _first_posts, _open_requests
 
     rng = np.random.default_rng(seed)
     names = ["Isend", "Issend", "Iallreduce", "Ibarrier", "Wait", "Waitall", "Test",
@@ -181,6 +181,13 @@ def test_open_and_freed_requests_are_found_alike_however_ids_are_spread(seed):
     want_freed = [i for i in range(n) if req[i] >= 0 and name[i] in tf.FREE_OPS
                   and key[i] in colls]
     assert want_open and want_freed
-    for ids in (req, np.where(req >= 0, req * 10**12 + 7, -1)):    # per rank; sparse
+    handles = rng.integers(2**62, 2**63 - 1, (5, 400))               # 64-bit, per (rank, id)
+    for ids in (req, np.where(req >= 0, req * 10**12 + 7, -1), np.where(
+            req >= 0, handles[rank, np.maximum(req, 0)], -1)):      # per rank; sparse; handles
         open_, freed = _open_requests(ops, ids, rank, complete)
         assert open_.tolist() == want_open and freed.tolist() == want_freed
+        # and the post each freed collective request was made by: the first with its key
+        posts = _first_posts(ops, ids, rank, freed)
+        assert posts.tolist() == [min(j for j in range(n) if key[j] == key[i]
+                                      and name[j] in tf.NONBLOCKING_COLLECTIVE_OPS)
+                                  for i in want_freed]

@@ -189,3 +189,19 @@ def test_a_replay_command_leaves_its_stream_written(tmp_path):
     assert (kept / "meta.json").is_file() and not list(kept.parent.glob(".*.tmp"))
     st = replay.prepare(trace).stream(True)
     assert isinstance(st.kind, np.memmap)
+
+
+def test_a_stream_built_just_before_exit_is_written(tmp_path):
+    """A program that builds a stream and ends at once still leaves it written: at exit no new
+    thread can start, and the writing goes on in the thread it has."""
+    import subprocess
+    import sys
+
+    trace = _trace(tmp_path)
+    replay.prepare(trace)                           # (the prepared cache)
+    code = ("import sys, replay; p = replay.prepare(sys.argv[1]); p.stream(True); "
+            "p.stream(False)")
+    subprocess.run([sys.executable, "-c", code, str(trace)], check=True)
+    assert len(_kept(trace)) == 2
+    for kept in _kept(trace):
+        assert (kept / "meta.json").is_file()

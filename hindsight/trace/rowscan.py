@@ -49,11 +49,11 @@ def decode_codes(idx, valid, bit0, lut, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def open_requests(ops, req, rank, post_lut, coll_lut, end_lut, free_lut, complete, width):
+def open_requests(ops, req, rank, post_lut, coll_lut, end_lut, free_lut, complete, lo, width):
     """The rows posting a request (``post_lut``) that no row ends (``end_lut``: completions and
     frees) on a rank marked ``complete``, and the rows freeing (``free_lut``) the request of a
     non-blocking collective's post (``coll_lut``), each in row order. A request is the key
-    ``rank * width + req`` (rows with ``req < 0`` have none), looked up in a byte of flags per
+    ``rank * width + req - lo`` (rows with ``req < 0`` have none), looked up in a byte of flags per
     possible key: no sorted copies of the keys (``np.isin``: some 30 bytes a key). Codes outside
     the tables (-1: an unknown op) take their last slot, as ``gather_mask``'s."""
     last = len(post_lut) - 1
@@ -61,7 +61,7 @@ def open_requests(ops, req, rank, post_lut, coll_lut, end_lut, free_lut, complet
     for i in range(len(ops)):
         if req[i] >= 0:
             c = ops[i] if 0 <= ops[i] < last else last
-            k = rank[i] * width + req[i]
+            k = rank[i] * width + (req[i] - lo)
             if end_lut[c]:
                 flags[k] |= 1
             if coll_lut[c]:
@@ -76,7 +76,7 @@ def open_requests(ops, req, rank, post_lut, coll_lut, end_lut, free_lut, complet
             if req[i] < 0:
                 continue
             c = ops[i] if 0 <= ops[i] < last else last
-            f = flags[rank[i] * width + req[i]]
+            f = flags[rank[i] * width + (req[i] - lo)]
             if post_lut[c] and not f & 1 and complete[rank[i]]:
                 if p == 1:
                     open_[n_open] = i
