@@ -126,12 +126,12 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
         import hindsight.check as C
 
         checking = []               # the check's own share: timed around its function
-        check_and_prepare = C.check_and_prepare
+        real_check = C.check_and_prepare
 
         def timed(*a, **kw):
             t = time.perf_counter()
             try:
-                return check_and_prepare(*a, **kw)
+                return real_check(*a, **kw)
             finally:
                 checking.append(time.perf_counter() - t)
 
@@ -142,7 +142,6 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
         if hasattr(cli, "import_checked"):
             cli.import_checked(fmt.split("-")[1], src, out, [])
         else:   # (a revision from before import_checked: what its command did)
-            from hindsight.check import check_and_prepare
             from hindsight.system import release_freed_memory
 
             F.IMPORTERS[fmt.split("-")[1]].read(src, out, [])
