@@ -30,6 +30,20 @@ class CommandFailed(click.ClickException):
         self.exit_code = exit_code
 
 
+def _finish_writes() -> None:
+    """Wait for the kernel streams a replay writes behind it (``replay.cache.
+    save_stream_behind``; only where this command loaded that module), so the process ends with
+    no thread left to join. A Ctrl-C meanwhile does not stop the wait, which is short (a few
+    hundred MB of writing): interrupted, the command still stops with its one line."""
+    cache = sys.modules.get("replay.cache")
+    while cache is not None:
+        try:
+            cache.flush_streams()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
 class LazyGroup(click.Group):
     """A group whose heavier commands (replay needs numba and pandas) are imported only when
     used, so `hindsight collect` and `hindsight trace` start quickly. The click-documented way."""
@@ -63,11 +77,14 @@ class LazyGroup(click.Group):
         ``Error: <message>``, with their exit code (2 usage, 1 data). Here, once, for every
         command."""
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            _finish_writes()
+            return result
         except UserError as exc:
             raise CommandFailed(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
             # Ctrl-C (or SIGTERM where a command turns it into this): 128 + SIGINT, one line
+            _finish_writes()
             raise CommandFailed("interrupted", INTERRUPTED) from None
 
     def list_commands(self, ctx):

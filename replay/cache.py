@@ -243,10 +243,13 @@ def flush_streams() -> None:
     no error) is raised here."""
     global _behind
     with _behind_lock:
-        pool, _behind = _behind, None
-        done, _pending[:] = list(_pending), []
+        pool, done = _behind, list(_pending)
     if pool is not None:
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True)    # (interrupted, a later call waits again)
+    with _behind_lock:
+        if _behind is pool:
+            _behind = None
+        _pending[:] = [f for f in _pending if f not in done]
     for f in done:
         f.result()
 
