@@ -98,9 +98,9 @@ def write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], *
     written under a temporary name and renamed into place. Nothing is written where the
     directory cannot be (a read-only trace directory) or another process wrote it first.
     ``threads``: at most that many writers (default: one per core; one writes in the calling
-    thread); ``convert(name, array)``:
-    the array as stored (a narrower copy, say), made by its writer just before the write and
-    let go after it, so that such copies live one per writer at a time."""
+    thread); ``convert(name, array)``: the array as stored (a narrower copy, say), made by its
+    writer just before the write and let go after it, so that such copies live one per writer
+    at a time."""
     _sweep_abandoned(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     failed = threading.Event()
@@ -230,6 +230,9 @@ def save_stream_behind(st: Stream, path: Path) -> None:
         try:
             if _behind is None:
                 _behind = ThreadPoolExecutor(1, thread_name_prefix="hindsight-stream-cache")
+            # (the writings done without an error need no waiting for: a long-running process
+            # that replays many traces keeps no list of them)
+            _pending[:] = [f for f in _pending if not f.done() or f.exception() is not None]
             _pending.append(_behind.submit(save_stream, st, path))
             return
         except RuntimeError:
