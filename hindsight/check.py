@@ -342,10 +342,8 @@ def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
 
     posted = tf.NONBLOCKING_SEND_OPS | tf.NONBLOCKING_COLLECTIVE_OPS
     ends = tf.COMPLETION_OPS | tf.FREE_OPS
-    ids = req[req >= 0]
-    lo = int(ids.min()) if len(ids) else 0
-    width = int(ids.max()) - lo + 1 if len(ids) else 1
-    del ids
+    lo, hi = (int(x) for x in rowscan.id_range(req))
+    width = max(hi - lo + 1, 1)
     nranks = int(rank.max()) + 1 if len(rank) else 0
     if nranks * width <= 4 * len(req) + (1 << 16):
         # request ids numbered per rank (what tracers record): a byte of flags per request

@@ -35,13 +35,11 @@ def _finish_writes() -> None:
     save_stream_behind``; only where this command loaded that module), so the process ends with
     no thread left to join. A Ctrl-C meanwhile does not stop the wait, which is short (a few
     hundred MB of writing): interrupted, the command still stops with its one line."""
+    from hindsight.system import wait_through_interrupts
+
     cache = sys.modules.get("replay.cache")
-    while cache is not None:
-        try:
-            cache.flush_streams()
-            return
-        except KeyboardInterrupt:
-            continue
+    if cache is not None:
+        wait_through_interrupts(cache.flush_streams)
 
 
 class LazyGroup(click.Group):

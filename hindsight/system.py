@@ -17,7 +17,7 @@ import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -57,6 +57,22 @@ def skip_exit_collection() -> None:
         _exit_frozen = True
         import atexit
         atexit.register(gc.freeze)
+
+
+def wait_through_interrupts(wait: Callable[[], object]) -> KeyboardInterrupt | None:
+    """Call ``wait`` until it returns, calling it again after each Ctrl-C (a
+    ``KeyboardInterrupt``) that ends it early; returns the last such interrupt, None if there
+    was none. For the short waits a command must see to their end before it stops, whatever
+    the user presses: a thread still reading from a C library the caller is about to close, a
+    cache being written. ``wait`` must be safe to call again (``Executor.shutdown(wait=True)``
+    is)."""
+    interrupted = None
+    while True:
+        try:
+            wait()
+            return interrupted
+        except KeyboardInterrupt as exc:
+            interrupted = exc
 
 
 def release_freed_memory() -> bool:

@@ -41,6 +41,7 @@ from hindsight.interop.otf2 import (
     ATTR_TAG,
 )
 from hindsight.interop.otf2_native import _ccall, pointer
+from hindsight.system import wait_through_interrupts
 
 CHUNK = 1 << 16         # events per OTF2_GlobalEvtReader_ReadEvents call
 # record kinds
@@ -304,13 +305,7 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.
     finally:
         # the read in flight ends before the caller closes the reader, even through a second
         # Ctrl-C (the C library would read freed memory: a crash instead of an interrupt)
-        interrupted = None
-        while True:
-            try:
-                pool.shutdown(wait=True)
-                break
-            except KeyboardInterrupt as exc:
-                interrupted = exc
+        interrupted = wait_through_interrupts(lambda: pool.shutdown(wait=True))
         if interrupted is not None:
             raise interrupted
 

@@ -49,6 +49,23 @@ def decode_codes(idx, valid, bit0, lut, out):
 
 
 @nb.njit(cache=True, nogil=True)
+def id_range(req):
+    """(lowest, highest) of the request ids ``req`` holds (entries >= 0), (0, -1) if none: one
+    pass, where selecting them first would copy the column."""
+    lo, hi = 0, -1
+    for i in range(len(req)):
+        x = req[i]
+        if x >= 0:
+            if hi < 0:
+                lo = hi = x
+            elif x < lo:
+                lo = x
+            elif x > hi:
+                hi = x
+    return lo, hi
+
+
+@nb.njit(cache=True, nogil=True)
 def open_requests(ops, req, rank, post_lut, coll_lut, end_lut, free_lut, complete, lo, width):
     """The rows posting a request (``post_lut``) that no row ends (``end_lut``: completions and
     frees) on a rank marked ``complete``, and the rows freeing (``free_lut``) the request of a
