@@ -5,6 +5,7 @@ exit 1); the problems of a readable trace are the command's output (stdout, exit
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -65,7 +66,7 @@ def check_and_prepare(trace_dir: Path | str,
     finds it, as it finds what an earlier replay cached, instead of reading and matching the
     rows a second time. ``unmatched`` is called with the matching's own problems as soon as
     it has them (an importer raises its format's error there)."""
-    from replay.prepare import cache_prepared
+    from replay.prepare import cache_prepared, stage_messages, stage_prepared
 
     trace_dir = Path(trace_dir)
     # The CPU times and regions, which no check reads, are read after the checks, for the
@@ -77,8 +78,22 @@ def check_and_prepare(trace_dir: Path | str,
         raise
     except tf.TraceError as exc:
         return [str(exc)]
-    problems, matched = _column_problems(trace_dir, trace, unmatched)
-    if not problems and matched is not None and trace.complete:
+    # The cache of the prepared form is written while the checks run: the columns it keeps as
+    # read at once, the messages once matched (a writer beside the matching, on the core the
+    # row checks leave: at 8 M rows 0.3 s less of writing after the preparing). A problem
+    # abandons it.
+    staged = stage_prepared(trace) if trace.complete else None
+    with staged or contextlib.nullcontext():
+
+        def matched_now(matched: tuple) -> None:
+            if unmatched is not None:
+                unmatched(matched[1])
+            if staged is not None and not matched[1]:
+                stage_messages(staged, matched[0])
+
+        problems, matched = _column_problems(trace_dir, trace, matched_now)
+        if problems or matched is None or not trace.complete:
+            return problems
         # the request ids served the check's matching only: freed before the preparing's
         # per-row arrays are made (8 bytes a row at the import's peak)
         del trace.arrays["request"]
@@ -94,12 +109,12 @@ def check_and_prepare(trace_dir: Path | str,
         trace.region_names = rest.region_names
         del rest
         release_freed_memory()          # (what decoding them left)
-        cache_prepared(trace, matched, own=True)
+        cache_prepared(trace, matched, own=True, staged=staged)
     return problems
 
 
 def _column_problems(trace_dir: Path, trace: tf.Columns,
-                     unmatched: Callable[[list[str]], None] | None = None
+                     matched_now: Callable[[tuple], None] | None = None
                      ) -> tuple[list[str], Any]:
     """``find_problems`` of a trace read as ``trace``, and the message matching it made
     (``match_messages``' answer on the rows in file order; None when the row checks did not
@@ -128,8 +143,8 @@ def _column_problems(trace_dir: Path, trace: tf.Columns,
     with ThreadPoolExecutor(1) as pool:
         rows = pool.submit(row_checks)
         matched = match_messages(cols)
-        if unmatched is not None:
-            unmatched(matched[1])
+        if matched_now is not None:
+            matched_now(matched)
         problems += rows.result()
     problems += _capped(_check_matching(cols, files, matched=matched))
     problems += _check_epochs(cols, ops, trace_dir)

@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,6 +44,8 @@ ABANDONED_S = 600
 # the prefix of each table's arrays in the cache
 _TABLES = (("r_", "rows", Rows), ("m_", "msgs", Messages), ("c_", "coll", Instances),
            ("e_", "rma", EpochOps))
+#: the prefix of a ``Prepared`` table's arrays in the cache, by the table's attribute
+PREFIX = {attr: prefix for prefix, attr, _ in _TABLES}
 
 
 def fingerprint(trace_dir: Path) -> str:
@@ -63,20 +65,13 @@ def cache_path(trace_dir: Path) -> Path | None:
         return None
 
 
-def save(prep: Any, path: Path) -> None:
+def save(prep: Any, path: Path, staged: DirWriter | None = None) -> None:
     """Write ``prep`` (a ``replay.prepare.Prepared``) as the directory ``path``: one ``.npy``
     per array and ``meta.json``, under a temporary name renamed into place (a reader never sees
     half a cache; of two writers the second finds the directory there and drops its copy).
-    Older caches are removed."""
-    try:
-        path.parent.mkdir(exist_ok=True)
-        for old in path.parent.glob("prepared-*"):
-            if old.is_dir() and old != path:
-                shutil.rmtree(old, ignore_errors=True)
-            elif old.is_file():  # the single-file caches of earlier versions
-                old.unlink()
-    except OSError:
-        return  # a read-only trace directory
+    Older caches are removed. ``staged``: ``stage(path)``'s writer, to which some of ``prep``'s
+    arrays were added already (as ``replay.prepare.stage_prepared`` adds them); where any of
+    them is not the very array ``prep`` holds, it is abandoned and everything written anew."""
     arrays = {"trail": prep.trail, "host_of_rank": prep.host_of_rank}
     for prefix, attr, _ in _TABLES:
         table = getattr(prep, attr)
@@ -88,63 +83,171 @@ def save(prep: Any, path: Path) -> None:
                 measured_makespan_ns=prep.measured_makespan_ns,
                 measured_rank_end_ns=prep.measured_rank_end_ns.tolist(),
                 arrays=sorted(arrays))
-    write_dir(path, arrays, meta)
+    if staged is not None and any(arrays.get(k) is not a for k, a in staged.added.items()):
+        staged.abandon()
+        staged = None
+    if staged is None:
+        if _make_room(path):
+            write_dir(path, arrays, meta)
+        return
+    with staged:
+        for name in sorted(set(arrays) - set(staged.added), key=lambda k: -arrays[k].nbytes):
+            staged.add(name, arrays[name])
+        staged.finish(meta)
+
+
+def stage(path: Path) -> DirWriter | None:
+    """A writer of the prepared form's cache at ``path``, to add arrays to as they are ready
+    and give to ``save`` (None where the trace directory cannot be written)."""
+    if path.is_dir() or not _make_room(path):
+        return None         # (written already: by an earlier check of the same files)
+    return DirWriter(path)
+
+
+def _make_room(path: Path) -> bool:
+    """The cache folder made, other prepared forms than ``path`` removed; False where the trace
+    directory cannot be written."""
+    try:
+        path.parent.mkdir(exist_ok=True)
+        for old in path.parent.glob("prepared-*"):
+            if old.is_dir() and old != path:
+                shutil.rmtree(old, ignore_errors=True)
+            elif old.is_file():  # the single-file caches of earlier versions
+                old.unlink()
+    except OSError:
+        return False
+    return True
 
 
 def write_dir(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], *,
               threads: int | None = None,
               convert: Callable[[str, np.ndarray], np.ndarray] | None = None) -> None:
-    """``arrays`` (one ``.npy`` each) and ``meta`` (``meta.json``) as the directory ``path``,
-    written under a temporary name and renamed into place. Nothing is written where the
-    directory cannot be (a read-only trace directory) or another process wrote it first.
-    ``threads``: at most that many writers (default: one per core; one writes in the calling
-    thread); ``convert(name, array)``: the array as stored (a narrower copy, say), made by its
-    writer just before the write and let go after it, so that such copies live one per writer
-    at a time."""
-    _sweep_abandoned(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    failed = threading.Event()
+    """``arrays`` (one ``.npy`` each) and ``meta`` (``meta.json``) as the directory ``path``
+    (a ``DirWriter``'s, which see for ``threads`` and ``convert``)."""
+    with DirWriter(path, threads=threads, convert=convert) as w:
+        # largest first: the writers' shares come out even
+        for name in sorted(arrays, key=lambda k: -arrays[k].nbytes):
+            w.add(name, arrays[name])
+        w.finish(meta)
 
-    def write(name: str) -> None:
-        if failed.is_set():
-            return                  # after a failed write the others are not begun
-        try:
-            a = arrays[name]
-            _save_array(tmp / f"{name}.npy", a if convert is None else convert(name, a))
-        except BaseException:
-            failed.set()
-            raise
 
-    try:
-        tmp.mkdir()
-        # The files are written on a thread per core, largest first: writing is mostly the
-        # kernel's taking fresh pages for the page cache, which on these VMs costs 1-2 ns a
-        # byte and runs on both cores at once (np.save writes without the GIL; 536 MB of a
-        # prepared trace in 8 arrays: 0.64-1.18 s on one thread, 0.47-0.67 s on two).
-        order = sorted(arrays, key=lambda k: -arrays[k].nbytes)
-        writers = max(1, min(threads or usable_cores(), len(order)))
-        pool = ThreadPoolExecutor(writers) if writers > 1 else None
-        futures = []
+class DirWriter:
+    """A directory of arrays (one ``.npy`` each) and ``meta.json``, written under a temporary
+    name while its arrays are ``add``-ed and renamed into place by ``finish``: a reader never
+    sees half of it. Nothing is written where the directory cannot be (a read-only trace
+    directory) or another process wrote it first; ``abandon`` (or leaving a ``with`` block
+    without ``finish``) removes what was written.
+
+    The arrays are written on a thread per core (default) as they are added: writing is mostly
+    the kernel's taking fresh pages for the page cache, which on these VMs costs 1-2 ns a byte
+    and runs on both cores at once (np.save writes without the GIL; 536 MB of a prepared trace
+    in 8 arrays: 0.64-1.18 s on one thread, 0.47-0.67 s on two). A caller that has some arrays
+    ready before the others adds them early and goes on computing the rest meanwhile
+    (``replay.prepare.stage_prepared``). ``threads=1``: written in the calling thread, as added;
+    ``convert(name, array)``: the array as stored (a narrower copy, say), made by its writer just
+    before the write and let go after it, so that such copies live one per writer at a time."""
+
+    def __init__(self, path: Path, *, threads: int | None = None,
+                 convert: Callable[[str, np.ndarray], np.ndarray] | None = None):
+        self.path = path
+        self.added: dict[str, np.ndarray] = {}
+        self._convert = convert
+        self._failed = threading.Event()
+        self._futures: list = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._writers = max(1, threads or usable_cores())
+        self._tmp: Path | None = path.with_name(
+            f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+        _sweep_abandoned(path.parent)
         try:
-            for name in order:
-                if pool is not None:
-                    try:
-                        futures.append(pool.submit(write, name))
-                        continue
-                    except RuntimeError:
-                        pool = None     # no thread can start (the interpreter is exiting)
-                write(name)             # (here, in this thread)
-            for done in futures:
+            self._tmp.mkdir()
+        except OSError:
+            self._tmp = None            # (then every call does nothing)
+
+    def __enter__(self) -> DirWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.abandon()
+
+    def add(self, name: str, array: np.ndarray) -> None:
+        """Write ``array`` as ``name.npy`` (on a writer thread)."""
+        self.add_in_turn({name: array})
+
+    def add_in_turn(self, arrays: dict[str, np.ndarray]) -> None:
+        """Write ``arrays`` one after the other, by one writer: arrays added early, while the
+        caller still computes, take one core, not all of them."""
+        if self._tmp is None:
+            return
+        for name in arrays:
+            if name in self.added:
+                raise ValueError(f"{name}: added twice")
+        self.added.update(arrays)
+        names = list(arrays)
+        if self._writers > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._writers,
+                                                thread_name_prefix="hindsight-cache")
+            try:
+                self._futures.append(self._pool.submit(self._write, names))
+                return
+            except RuntimeError:
+                pass            # no thread can start (the interpreter is exiting)
+        done: Future = Future()
+        self._futures.append(done)
+        try:
+            self._write(names)
+            done.set_result(None)
+        except OSError as exc:
+            done.set_exception(exc)     # (raised by ``finish``, which then leaves nothing)
+
+    def _write(self, names: list[str]) -> None:
+        for name in names:
+            if self._failed.is_set():
+                return                  # after a failed write the others are not begun
+            try:
+                a = self.added[name]
+                _save_array(self._tmp / f"{name}.npy",
+                            a if self._convert is None else self._convert(name, a))
+            except BaseException:
+                self._failed.set()
+                raise
+
+    def finish(self, meta: dict[str, Any]) -> None:
+        """Wait for the arrays, then write ``meta`` and rename the directory into place (an
+        ``OSError`` of any write: nothing is left; another error is raised, nothing left)."""
+        if self._tmp is None:
+            return
+        try:
+            self._wait()
+            (self._tmp / "meta.json").write_text(json.dumps(meta))
+            os.rename(self._tmp, self.path)
+        except OSError:
+            pass
+        finally:
+            self.abandon()
+
+    def _wait(self) -> None:
+        try:
+            for done in self._futures:
                 done.result()
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        os.rename(tmp, path)
-    except OSError:
-        pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+
+    def abandon(self) -> None:
+        """Stop writing and remove what was written (after ``finish``: nothing to do)."""
+        if self._tmp is None:
+            return
+        self._failed.set()
+        try:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
 
 def _sweep_abandoned(parent: Path) -> None:
@@ -292,9 +395,11 @@ def save_stream(st: Stream, path: Path) -> None:
             arrays[f.name] = v
         elif v is None:
             none.append(f.name)
+    # One writer: a stream is written behind the replay whose kernel runs on the other core
+    # (5 M operations, first replay: 0.63-0.69 s against 0.70-0.77 s with a writer per core)
     write_dir(path, arrays, dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
                                   algorithms=st.algorithms, selected=st.selected,
-                                  burst_cpu_shared=shared))
+                                  burst_cpu_shared=shared), threads=1)
 
 
 def load_stream(path: Path) -> Stream:

@@ -195,14 +195,48 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
 
 
 def cache_prepared(cols: tf.Columns, matched: tuple[MessageMatch, list[str]],
-                   own: bool = False) -> None:
+                   own: bool = False, staged: cache.DirWriter | None = None) -> None:
     """Prepare the complete trace read as ``cols`` and cache the result beside it, where
     ``prepare`` looks for it (keyed as it keys it). ``matched``: ``match_messages``' answer on
     ``cols`` in their order, made already (``hindsight.check.check_and_prepare``); ``own``:
-    ``cols``' arrays are handed over (``prepare_rows``)."""
+    ``cols``' arrays are handed over (``prepare_rows``); ``staged``: ``stage_prepared(cols)``,
+    whose writing this finishes."""
     path = cache.cache_path(Path(cols.path))
-    if path is not None:
-        cache.save(_prepare_columns(cols, False, matched=matched, own=own), path)
+    if path is None:
+        if staged is not None:
+            staged.abandon()
+        return
+    cache.save(_prepare_columns(cols, False, matched=matched, own=own), path, staged)
+
+
+#: The trace columns a prepared form's rows keep as they were read (``trace_rows``: each the
+#: ``Rows`` field of the same name): what ``stage_prepared`` can write before the rows are made.
+KEPT_AS_READ = ("rank", "seq", "op", "t_start", "t_end", "nbytes")
+
+
+def stage_prepared(cols: tf.Columns) -> cache.DirWriter | None:
+    """Begin the cache of the prepared form of the trace read as ``cols``, which
+    ``cache_prepared`` finishes: the columns it keeps as read (``KEPT_AS_READ``, 40 bytes a
+    row) are written at once, one after the other, while the caller goes on (an import's check
+    matches the messages meanwhile, on the other core: ``hindsight.check.check_and_prepare``).
+    None where nothing can be cached (a read-only directory, rows out of order)."""
+    path = cache.cache_path(Path(cols.path))
+    a = cols.arrays
+    if path is None or not all(c in a for c in KEPT_AS_READ) or not (
+            tf.in_rank_seq_order(a["rank"], a["seq"])):
+        return None
+    staged = cache.stage(path)
+    if staged is not None:
+        staged.add_in_turn({cache.PREFIX["rows"] + c: a[c] for c in KEPT_AS_READ})
+    return staged
+
+
+def stage_messages(staged: cache.DirWriter, match: MessageMatch) -> None:
+    """Add the matched messages (``match_messages``' answer on the staged columns) to
+    ``stage_prepared``'s writer, as the prepared form keeps them (``Messages.of``)."""
+    msgs = Messages.of(match)
+    staged.add_in_turn({cache.PREFIX["msgs"] + f.name: getattr(msgs, f.name)
+                        for f in fields(Messages)})
 
 
 def _refuse_concurrent(trace_dir: Path, manifest: dict) -> None:
