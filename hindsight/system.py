@@ -75,28 +75,6 @@ def wait_through_interrupts(wait: Callable[[], object]) -> KeyboardInterrupt | N
             interrupted = exc
 
 
-def keep_freed_memory() -> bool:
-    """Have glibc keep the memory this process frees for its own later allocations, where it
-    would hand each large block (over 32 MB at most: an array of a few million rows) back to the
-    kernel as soon as it is freed. On these VMs a page handed back is soon taken by the
-    hypervisor, and a fresh page costs some 2 ns a byte to map again, where a kept one is reused
-    for nothing: a command that goes from phase to phase of arrays of millions of rows (an
-    import) spends less time in the kernel (pairwise GOAL import, 5 M operations: 0.1-0.3 s,
-    its peak some 30 MB higher). ``release_freed_memory`` still hands back what is free
-    whenever a command wants it. Returns whether it took effect (False on other C libraries)."""
-    import ctypes
-
-    try:
-        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    except OSError:
-        return False
-    if mallopt is None:
-        return False
-    m_trim_threshold, m_mmap_max = -1, -4     # glibc's malloc.h
-    # (no block is mapped on its own, and the top of the heap is not trimmed as it is freed)
-    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2 ** 31 - 1))
-
-
 def release_freed_memory() -> bool:
     """Hand the memory freed so far back to the kernel (glibc's ``malloc_trim``, and pyarrow's
     pool's unused memory where pyarrow is loaded), for a command that is done with one phase's

@@ -230,11 +230,8 @@ def import_checked(fmt: str, source: Path, out: Path,
     replay (``hindsight.check.check_and_prepare``). Returns the check's problems; raises the
     format's own error where the importer words unmatched messages (``Importer.unmatched``)."""
     from hindsight.check import check_and_prepare
-    from hindsight.system import keep_freed_memory, release_freed_memory
+    from hindsight.system import release_freed_memory
 
-    # an import goes from phase to phase of arrays of millions of rows: each phase reuses the
-    # memory the one before freed
-    keep_freed_memory()
     importer = IMPORTERS[fmt]
     importer.read(source, out, params)
     # the check reads the trace back through pyarrow's allocator: the import's freed arrays,
