@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight import trace as tf
-from hindsight.system import git_revision, usable_cores
+from hindsight.system import dying_with_us, git_revision, usable_cores
 from hindsight.errors import UsageError, UserError
 
 #: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
@@ -369,7 +369,9 @@ def _run_job(cmd: list[str], env: dict, timeout: float | None,
 
     # A session of its own, so a timeout can stop mpiexec and every rank together (and Ctrl-C
     # on the terminal reaches collect only, which forwards it).
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+    # (and mpiexec is told to stop if collect is killed outright: ``dying_with_us``)
+    proc = subprocess.Popen(dying_with_us(cmd), env=env,
+                            stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
                             start_new_session=True)
     # SIGTERM to `hindsight collect` itself (a batch system, `timeout`) stops the job like Ctrl-C,
     # instead of killing collect alone and leaving mpiexec and the ranks running.

@@ -13,6 +13,7 @@ command-line run does soon. Opt out with ``HINDSIGHT_KEEP_FREED_MEMORY=0``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 from collections.abc import Iterator
@@ -192,6 +193,33 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_on:
             gc.enable()
+
+
+def dying_with_us(cmd: list[str]) -> list[str]:
+    """``cmd`` made to receive SIGTERM when this process dies, however it dies (SIGKILL, the
+    out-of-memory killer): prefixed with util-linux's ``setpriv --pdeathsig TERM``, which sets
+    Linux's parent-death signal (``PR_SET_PDEATHSIG``, kept across its exec of ``cmd``; it fires
+    when the thread that started it ends, so start and wait on one thread). An MPI job that
+    hindsight starts in a session of its own, to stop it as a whole, would otherwise run on when
+    hindsight is killed: mpiexec, given SIGTERM, stops its ranks (a traced rank saves what it
+    buffered). Where ``setpriv`` is missing or too old, ``cmd`` is returned unchanged."""
+    setpriv = _setpriv_with_pdeathsig()
+    return [setpriv, "--pdeathsig", "TERM", *cmd] if setpriv else list(cmd)
+
+
+@functools.cache
+def _setpriv_with_pdeathsig() -> str | None:
+    import shutil
+    import subprocess
+
+    exe = shutil.which("setpriv")
+    if exe is None:
+        return None
+    try:
+        said = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return exe if "--pdeathsig" in said else None
 
 
 def usable_cores() -> int:

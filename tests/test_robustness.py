@@ -253,6 +253,42 @@ def test_sigterm_to_collect_stops_the_whole_job(tmp_path):
     assert manifest["complete"] is False and manifest["rank_status"] == ["terminated"] * 2
 
 
+def test_sigkill_to_collect_stops_the_whole_job(tmp_path):
+    """`hindsight collect` killed outright (SIGKILL, the out-of-memory killer, a test's timeout),
+    which it cannot act on: mpiexec, started with a parent-death signal
+    (``hindsight.system.dying_with_us``), stops the ranks all the same."""
+    from hindsight.system import dying_with_us
+
+    if dying_with_us(["x"]) == ["x"]:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    out = tmp_path / "kill"
+    proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "2",
+                             "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        assert _ranks_alive(out), "the ranks should be running"
+        proc.kill()                             # collect alone, not its process group
+        proc.wait()
+        deadline = time.time() + 15
+        while _ranks_alive(out) and time.time() < deadline:
+            time.sleep(0.2)
+        left = _ranks_alive(out)
+    finally:
+        for pid in _ranks_alive(out):
+            os.kill(pid, signal.SIGKILL)
+    assert not left
+    # the ranks were stopped by mpiexec's SIGTERM, so each saved its status
+    sealed = hindsight("trace", "seal", out)
+    assert "Traceback" not in sealed.stderr
+    manifest = json.loads((out / tf.MANIFEST_NAME).read_text())
+    assert manifest["rank_status"] == ["terminated"] * 2
+
+
 # ------------------------------------------------------------------------------------------------
 # Disk full, unwritable output directory
 

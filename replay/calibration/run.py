@@ -22,7 +22,7 @@ import numpy as np
 from hindsight import conditions
 from hindsight.collect import (TRANSPORTS, CollectError, find_mpiexec, ignore_signals,
                                launch_env, restore_signals, sigterm_interrupts, stop_job)
-from hindsight.system import git_revision, usable_cores
+from hindsight.system import dying_with_us, git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
@@ -155,8 +155,9 @@ def run_job(cmd: list[str], env: dict, timeout: float, what: str,
     A timeout, Ctrl-C or SIGTERM to this process stops the job, mpiexec and every rank below it
     (``stop_job``), before the error (which says where the benchmark was) or the interrupt goes
     on: calibrate never leaves a benchmark running behind it."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    # (mpiexec stops the job if this process is killed outright: ``dying_with_us``)
+    proc = subprocess.Popen(dying_with_us(cmd), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     kept: dict[str, list[str]] = {"out": [], "err": []}
 
     def read(pipe, name: str) -> None:
