@@ -13,7 +13,6 @@ command-line run does soon. Opt out with ``HINDSIGHT_KEEP_FREED_MEMORY=0``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import os
 from collections.abc import Iterator
@@ -207,19 +206,22 @@ def dying_with_us(cmd: list[str]) -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", *cmd] if setpriv else list(cmd)
 
 
-@functools.cache
+_setpriv: list[str | None] = []     # (found once per process)
+
+
 def _setpriv_with_pdeathsig() -> str | None:
     import shutil
     import subprocess
 
-    exe = shutil.which("setpriv")
-    if exe is None:
-        return None
-    try:
-        said = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return exe if "--pdeathsig" in said else None
+    if not _setpriv:
+        exe = shutil.which("setpriv")
+        try:
+            said = exe and subprocess.run([exe, "--help"], capture_output=True, text=True,
+                                          timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            said = ""
+        _setpriv.append(exe if said and "--pdeathsig" in said else None)
+    return _setpriv[0]
 
 
 def usable_cores() -> int:
