@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import click
@@ -183,7 +182,8 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
             raise UsageError(f"--keep-traces: {keep} holds {foreign[0].name}, which predict did "
                              "not write; choose another --out")
         try:
-            shutil.rmtree(keep, ignore_errors=True)     # --force: the last run's traces only
+            from replay.cache import remove_tree
+            remove_tree(keep, ignore_errors=True)       # --force: the last run's traces only
             keep.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise write_failed(keep, "--out", exc) from None

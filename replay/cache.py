@@ -360,6 +360,15 @@ def flush_streams() -> None:
         f.result()
 
 
+def remove_tree(path: Path, ignore_errors: bool = False) -> None:
+    """``shutil.rmtree(path)`` of a directory that may hold traces this process replayed: the
+    streams still being written behind those replays (``save_stream_behind``) are waited for
+    first, as a writer creating files in it would make the removal fail (or, ignoring errors,
+    leave part of it)."""
+    flush_streams()
+    shutil.rmtree(path, ignore_errors=ignore_errors)
+
+
 def _forget_behind() -> None:
     """A forked child has none of its parent's threads: its streams get a writer of their own."""
     global _behind, _behind_lock

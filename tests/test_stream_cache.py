@@ -205,3 +205,28 @@ def test_a_stream_built_just_before_exit_is_written(tmp_path):
     assert len(_kept(trace)) == 2
     for kept in _kept(trace):
         assert (kept / "meta.json").is_file()
+
+
+def test_removing_a_replayed_trace_waits_for_its_stream(tmp_path, monkeypatch):
+    """A trace removed in the process that replayed it (validate's rerun of a cell) while its
+    stream is still being written behind the replay: ``remove_tree`` waits for the writing, so
+    nothing is written into the directory while it is removed, and nothing is left."""
+    import threading
+    import time
+
+    trace = _trace(tmp_path)
+    replay.prepare(trace)                           # (the prepared cache)
+    started = threading.Event()
+    real = cache._save_array
+
+    def slow_save(where, arr):
+        started.set()
+        time.sleep(0.05)
+        real(where, arr)
+
+    monkeypatch.setattr(cache, "_save_array", slow_save)
+    replay.prepare(trace).stream(True)              # its writing begins behind it
+    assert started.wait(10)
+    cache.remove_tree(trace)
+    assert not trace.exists()
+    assert all(f.done() for f in cache._pending)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from hindsight import trace as tf
 from hindsight.trace.manifest import untraced_text
 from hindsight.collect import INTERRUPTED, by_library, collect, plain_untraced
 from replay import models as M
+from replay.cache import remove_tree
 from replay.prepare import host_placement
 from replay.transport_cost import transport_cost
 from validation.params import analytic
@@ -82,7 +82,8 @@ def _run_rep(cell: Cell, spec: Spec, d: Path, untraced: bool) -> dict:
         m = None                            # another command's run under this name
     if m is None:
         if d.exists():
-            shutil.rmtree(d)                # a partial run from an interruption, or not this cell's
+            # a partial run from an interruption, or not this cell's
+            remove_tree(d)
         d.parent.mkdir(parents=True, exist_ok=True)
         app = dict(program=cell.program) if cell.program else \
             dict(app=cell.app, paradigm=cell.paradigm)

@@ -37,6 +37,7 @@ from hindsight import testbed as tb
 from hindsight.system import write_text_atomic
 from validation.errors_table import write_errors
 from validation.matrix import collect_rounds, cross_key, load_summary, run_cell, run_cross
+from replay.cache import remove_tree
 from validation.profiles import ensure_profile
 from validation.spec import Cell, Spec, SpecError
 
@@ -291,8 +292,8 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
             skipped += 1
             continue
         if force:
-            shutil.rmtree(out / "traces" / cell.key, ignore_errors=True)
-            shutil.rmtree(out / "untraced" / cell.key, ignore_errors=True)
+            remove_tree(out / "traces" / cell.key, ignore_errors=True)
+            remove_tree(out / "untraced" / cell.key, ignore_errors=True)
         todo.append((cell, inputs))
     if spec.order == "rounds" and len(todo) > 1:
         failures.update(collect_rounds([c for c, _ in todo], spec, out, progress))
