@@ -404,11 +404,12 @@ def save_stream(st: Stream, path: Path) -> None:
             arrays[f.name] = v
         elif v is None:
             none.append(f.name)
-    # One writer: a stream is written behind the replay whose kernel runs on the other core
-    # (5 M operations, first replay: 0.63-0.69 s against 0.70-0.77 s with a writer per core)
+    # A writer per core, though the replay's kernel runs beside them: right after an import,
+    # when new page-cache pages are dear, one writer kept the first replay waiting at its end
+    # (ring, 5 M operations: 0.61-0.79 s against 0.54-0.65 s with two)
     write_dir(path, arrays, dict(version=CACHE_VERSION, arrays=sorted(arrays), none=none,
                                   algorithms=st.algorithms, selected=st.selected,
-                                  burst_cpu_shared=shared), threads=1)
+                                  burst_cpu_shared=shared))
 
 
 def load_stream(path: Path) -> Stream:
