@@ -201,7 +201,8 @@ def dying_with_us(cmd: list[str]) -> list[str]:
     when the thread that started it ends, so start and wait on one thread). An MPI job that
     hindsight starts in a session of its own, to stop it as a whole, would otherwise run on when
     hindsight is killed: mpiexec, given SIGTERM, stops its ranks (a traced rank saves what it
-    buffered). Where ``setpriv`` is missing or too old, ``cmd`` is returned unchanged."""
+    buffered). Where ``setpriv`` is missing, too old or cannot set the signal, ``cmd`` is returned
+    unchanged."""
     setpriv = _setpriv_with_pdeathsig()
     return [setpriv, "--pdeathsig", "TERM", *cmd] if setpriv else list(cmd)
 
@@ -215,12 +216,15 @@ def _setpriv_with_pdeathsig() -> str | None:
 
     if not _setpriv:
         exe = shutil.which("setpriv")
+        # (tried, not read from its --help: where prctl is refused, a seccomp profile, it would
+        # fail every job it starts)
         try:
-            said = exe and subprocess.run([exe, "--help"], capture_output=True, text=True,
-                                          timeout=10).stdout
+            works = exe is not None and subprocess.run(
+                [exe, "--pdeathsig", "TERM", "true"], capture_output=True,
+                timeout=10).returncode == 0
         except (OSError, subprocess.SubprocessError):
-            said = ""
-        _setpriv.append(exe if said and "--pdeathsig" in said else None)
+            works = False
+        _setpriv.append(exe if works else None)
     return _setpriv[0]
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hindsight import trace as tf
-from hindsight.system import usable_cores
+from hindsight.system import usable_cores, wait_through_interrupts
 from replay.instances import Instances
 from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
@@ -71,7 +71,8 @@ def save(prep: Any, path: Path, staged: DirWriter | None = None) -> None:
     half a cache; of two writers the second finds the directory there and drops its copy).
     Older caches are removed. ``staged``: ``stage(path)``'s writer, to which some of ``prep``'s
     arrays were added already (as ``replay.prepare.stage_prepared`` adds them); where any of
-    them is not the very array ``prep`` holds, it is abandoned and everything written anew."""
+    them is not the very array ``prep`` holds (or it writes elsewhere), it is abandoned and
+    everything written anew."""
     arrays = {"trail": prep.trail, "host_of_rank": prep.host_of_rank}
     for prefix, attr, _ in _TABLES:
         table = getattr(prep, attr)
@@ -83,7 +84,8 @@ def save(prep: Any, path: Path, staged: DirWriter | None = None) -> None:
                 measured_makespan_ns=prep.measured_makespan_ns,
                 measured_rank_end_ns=prep.measured_rank_end_ns.tolist(),
                 arrays=sorted(arrays))
-    if staged is not None and any(arrays.get(k) is not a for k, a in staged.added.items()):
+    if staged is not None and (staged.path != path or any(
+            arrays.get(k) is not a for k, a in staged.added.items())):
         staged.abandon()
         staged = None
     if staged is None:
@@ -175,8 +177,9 @@ class DirWriter:
         self.add_in_turn({name: array})
 
     def add_in_turn(self, arrays: dict[str, np.ndarray]) -> None:
-        """Write ``arrays`` one after the other, by one writer: arrays added early, while the
-        caller still computes, take one core, not all of them."""
+        """Write ``arrays`` one after the other, by one writer: a batch added early, while the
+        caller still computes, takes one core, not all of them (two batches added one after
+        the other may be written at once, each by its writer)."""
         if self._tmp is None:
             return
         for name in arrays:
@@ -232,9 +235,17 @@ class DirWriter:
             for done in self._futures:
                 done.result()
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        """Stop the writers (those begun end their array): a Ctrl-C does not cut the wait
+        short, as a writer would go on creating files in a directory being removed."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            interrupted = wait_through_interrupts(
+                lambda: pool.shutdown(wait=True, cancel_futures=True))
+            if interrupted is not None:
+                raise interrupted
 
     def abandon(self) -> None:
         """Stop writing and remove what was written (after ``finish``: nothing to do)."""
@@ -242,16 +253,14 @@ class DirWriter:
             return
         self._failed.set()
         try:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
+            self._shutdown()
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
 
 def _sweep_abandoned(parent: Path) -> None:
-    """Remove the temporary directories (``write_dir``'s) that a process killed before its
+    """Remove the temporary directories (``DirWriter``'s) that a process killed before its
     rename left: those of processes no longer running, untouched for ``ABANDONED_S`` (a process
     of another PID namespace may share the trace directory)."""
     try:

@@ -227,7 +227,11 @@ def stage_prepared(cols: tf.Columns) -> cache.DirWriter | None:
         return None
     staged = cache.stage(path)
     if staged is not None:
-        staged.add_in_turn({cache.PREFIX["rows"] + c: a[c] for c in KEPT_AS_READ})
+        try:
+            staged.add_in_turn({cache.PREFIX["rows"] + c: a[c] for c in KEPT_AS_READ})
+        except BaseException:           # (a Ctrl-C while it writes here, on one core)
+            staged.abandon()
+            raise
     return staged
 
 

@@ -61,6 +61,7 @@ def test_the_staged_cache_is_what_a_fresh_preparing_makes(tmp_path, monkeypatch)
     early = events[:events.index("preparing")]
     assert {"r_rank", "r_seq", "r_op", "r_t_start", "r_t_end", "r_nbytes", "m_src",
             "m_recv_row"} <= set(early)
+    assert events.count("r_rank") == 1          # kept, not written anew
     (cached,) = trace.glob(".replay-cache/prepared-*")
     loaded = P.Prepared(path=trace, manifest={}, cache_dir=cached, **cache.load(cached))
     fresh = replay.prepare(trace, use_cache=False)
@@ -136,3 +137,25 @@ def test_kept_freed_memory_is_reused_without_new_pages():
     assert got["keep"] < pages // 20
     # (without it the pages come anew: as 4 KB pages, or as fewer huge pages)
     assert got["default"] > got["keep"]
+
+
+def test_an_interrupted_staging_leaves_nothing(tmp_path, monkeypatch):
+    """On one core the early arrays are written as they are added: a Ctrl-C then leaves no
+    temporary directory behind."""
+    from hindsight import trace as tf
+
+    trace = write_trace(tmp_path / "t", simulate(PROGRAMS))
+    cols = tf.read_columns(trace)
+
+    def interrupted(where, arr):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache, "usable_cores", lambda: 1)
+    monkeypatch.setattr(cache, "_save_array", interrupted)
+    try:
+        P.stage_prepared(cols)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the interrupt was lost")
+    assert _cache_entries(trace) == []

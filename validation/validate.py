@@ -35,9 +35,9 @@ from typing import Any, Callable
 
 from hindsight import testbed as tb
 from hindsight.system import write_text_atomic
+from replay.cache import remove_tree
 from validation.errors_table import write_errors
 from validation.matrix import collect_rounds, cross_key, load_summary, run_cell, run_cross
-from replay.cache import remove_tree
 from validation.profiles import ensure_profile
 from validation.spec import Cell, Spec, SpecError
 
