@@ -221,21 +221,31 @@ def _ranks_alive(trace_dir: Path) -> list[int]:
     return out
 
 
+def _hanging_job(out: Path, stderr: int) -> subprocess.Popen:
+    """`hindsight collect` of two ranks that never end, tracing into ``out``, once its ranks
+    run (the caller stops it and kills what is left)."""
+    proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "2",
+                             "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=ROOT,
+                            start_new_session=True)
+    deadline = time.time() + 90
+    while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    if not _ranks_alive(out):
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError("the ranks should be running")
+    return proc
+
+
 def test_sigterm_to_collect_stops_the_whole_job(tmp_path):
     """`hindsight collect` terminated (a batch system's SIGTERM, `timeout`) stops mpiexec and the
     ranks too: mpiexec's proxy and the ranks run in sessions of their own, so killing collect or
     mpiexec's process group alone used to leave the ranks running."""
     out = tmp_path / "term"
-    proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "2",
-                             "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, start_new_session=True)
+    proc = _hanging_job(out, stderr=subprocess.PIPE)
     try:
-        deadline = time.time() + 90
-        while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
-            time.sleep(0.2)
-        time.sleep(3)
-        assert _ranks_alive(out), "the ranks should be running"
         proc.send_signal(signal.SIGTERM)        # to collect alone, not to its process group
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -262,16 +272,8 @@ def test_sigkill_to_collect_stops_the_whole_job(tmp_path):
     if dying_with_us(["x"]) == ["x"]:
         pytest.skip("no setpriv with --pdeathsig on this machine")
     out = tmp_path / "kill"
-    proc = subprocess.Popen([sys.executable, "-m", "hindsight.cli", "collect", "-n", "2",
-                             "--program", str(PROGRAMS / "hang.py"), "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                            start_new_session=True)
+    proc = _hanging_job(out, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 90
-        while not (out / tf.STAGING_DIR / "start.json").is_file() and time.time() < deadline:
-            time.sleep(0.2)
-        time.sleep(3)
-        assert _ranks_alive(out), "the ranks should be running"
         proc.kill()                             # collect alone, not its process group
         proc.wait()
         deadline = time.time() + 15
