@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import replay
 from replay import cache
@@ -230,3 +231,23 @@ def test_removing_a_replayed_trace_waits_for_its_stream(tmp_path, monkeypatch):
     cache.remove_tree(trace)
     assert not trace.exists()
     assert all(f.done() for f in cache._pending)
+
+
+@pytest.mark.parametrize("block", [cache.WRITE_BLOCK, 7, 4096])
+def test_a_cached_array_is_what_np_save_writes_in_any_block_size(tmp_path, monkeypatch, block):
+    """``_save_array`` writes its data a block at a time: the file is byte for byte what
+    ``np.save`` writes, whatever the block size against the array's (blocks of 7 bytes end
+    inside elements), and reads back memory-mapped; object arrays are refused, never pickled."""
+    monkeypatch.setattr(cache, "WRITE_BLOCK", block)
+    arrays = [np.arange(100_003, dtype=np.int64), np.zeros(0, np.int32), np.array(2.5),
+              np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2], np.array([True, False]),
+              np.arange(-5, 70_000, dtype=np.int16), np.array([(1, 2.0)], "i4,f8")]
+    for k, a in enumerate(arrays):
+        ours, theirs = tmp_path / f"a{k}.npy", tmp_path / f"b{k}.npy"
+        cache._save_array(ours, a)
+        np.save(theirs, np.ascontiguousarray(a))
+        assert ours.read_bytes() == theirs.read_bytes(), a
+        back = np.load(ours, mmap_mode="c")
+        assert back.dtype == a.dtype and np.array_equal(back, np.ascontiguousarray(a))
+    with pytest.raises(ValueError, match="object arrays"):
+        cache._save_array(tmp_path / "o.npy", np.array([object()]))
