@@ -16,6 +16,7 @@ import numpy as np
 import replay
 from hindsight.check import check_and_prepare
 from hindsight.trace import write_trace
+from hindsight.trace.write import EventRows
 from replay import cache
 from synthetic import simulate
 
@@ -159,3 +160,39 @@ def test_an_interrupted_staging_leaves_nothing(tmp_path, monkeypatch):
     else:
         raise AssertionError("the interrupt was lost")
     assert _cache_entries(trace) == []
+
+
+def test_the_staged_cache_holds_one_sided_epochs_probes_and_polls(tmp_path):
+    """The staged cache equals a fresh preparing's on a trace with a window (fence and lock
+    epochs), a poll run, an Iprobe and a Test of a request, whose tables (``coll``, ``rma``,
+    the rows' poll columns) a two-sided trace leaves empty."""
+    w = 77
+    r0, r1 = EventRows(), EventRows()
+    for ev in (r0, r1):
+        ev.append("Win_create", 0, 100, comm=w)
+        ev.append("Win_fence", 200, 300, comm=w)
+    r0.append("Put", 400, 500, peer=1, comm=w, nbytes=1000)
+    r0.append("Win_fence", 600, 700, comm=w)
+    r1.append("Win_fence", 600, 700, comm=w)
+    r0.append("Irecv", 800, 800, peer=1, tag=5, nbytes=8, request=0)
+    r0.append("Poll", 1000, 9000, nbytes=8)
+    r0.append("Test", 11000, 11100, peer=1, tag=5, nbytes=8, request=0)
+    r1.append("Send", 10000, 10100, peer=0, tag=5, nbytes=8)
+    r1.append("Send", 10200, 10300, peer=0, tag=6, nbytes=16)
+    r0.append("Iprobe", 11200, 11300, peer=1, tag=6, nbytes=16)
+    r0.append("Recv", 11400, 11500, peer=1, tag=6, nbytes=16)
+    r1.append("Win_lock", 11600, 11700, peer=0, comm=w)
+    r1.append("Get", 11800, 11900, peer=0, comm=w, nbytes=400)
+    r1.append("Win_unlock", 12000, 12100, peer=0, comm=w)
+    trace = write_trace(tmp_path / "t", [r0.events(0), r1.events(1)],
+                        communicators={w: [0, 1]})
+    assert check_and_prepare(trace) == []
+    (cached,) = trace.glob(".replay-cache/prepared-*")
+    loaded = P.Prepared(path=trace, manifest={}, cache_dir=cached, **cache.load(cached))
+    fresh = replay.prepare(trace, use_cache=False)
+    assert len(fresh.rma.kind) and len(fresh.coll.xfer_src) and (fresh.rows.poll_row >= 0).any()
+    got, want = _arrays(loaded), _arrays(fresh)
+    assert got.keys() == want.keys()
+    for name in want:
+        assert got[name].dtype == want[name].dtype, name
+        assert np.array_equal(got[name], want[name]), name
