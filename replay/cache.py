@@ -28,6 +28,7 @@ import numpy as np
 
 from hindsight import trace as tf
 from hindsight.system import usable_cores, wait_through_interrupts
+from replay.blockwrite import write_blocks
 from replay.instances import Instances
 from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
@@ -142,7 +143,7 @@ class DirWriter:
 
     The arrays are written on a thread per core (default) as they are added: writing is mostly
     the kernel's taking fresh pages for the page cache, which runs on both cores at once (a
-    write lets go of the GIL). A caller that has some arrays
+    write lets go of the GIL while it runs). A caller that has some arrays
     ready before the others adds them early and goes on computing the rest meanwhile
     (``replay.prepare.stage_prepared``). ``threads=1``: written in the calling thread, as added;
     ``convert(name, array)``: the array as stored (a narrower copy, say), made by its writer just
@@ -278,26 +279,17 @@ def _sweep_abandoned(parent: Path) -> None:
             pass            # not ours, or a process of another user (still running)
 
 
-#: bytes per ``write`` of an array's data (``_save_array``)
-WRITE_BLOCK = 1 << 17
-
-
 def _save_array(where: Path, arr: np.ndarray) -> None:
-    """``arr`` as the ``.npy`` file ``where`` (what ``np.save`` writes), its data in writes of
-    ``WRITE_BLOCK`` bytes. The page cache takes folios as large as a write (ext4 and XFS on
-    Linux 6.x, up to 2 MiB), and a large folio must be found whole, by compacting memory when
-    the free memory is fragmented (any machine whose page cache has filled) and backed by a VM's
-    host at first touch: ``np.save``'s single write of a whole array cost 2.1-3.1 ns a byte
-    here, writes of 128 KiB-1 MiB 0.2 (benchmarks/fresh_memory.py); at 5 M operations an
-    import writes some 900 MB of caches."""
+    """``arr`` as the ``.npy`` file ``where`` (the bytes ``np.save`` writes), its data written
+    in blocks without the GIL (``replay.blockwrite``: one write of a whole array cost 4-5 times
+    as much a byte here)."""
     arr = np.ascontiguousarray(arr)
-    if arr.dtype.hasobject:
-        raise ValueError(f"{where.name}: object arrays are not cached")
-    flat = arr.reshape(-1).view(np.uint8)
+    if arr.dtype.kind not in "biufcmM" or arr.dtype.hasobject:
+        raise ValueError(f"{where.name}: {arr.dtype} arrays are not cached")
     with open(where, "wb") as fh:
         np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(arr))
-        for off in range(0, len(flat), WRITE_BLOCK):
-            fh.write(flat[off:off + WRITE_BLOCK])
+        fh.flush()
+        write_blocks(fh.fileno(), arr)
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -162,10 +162,19 @@ def test_an_interrupted_staging_leaves_nothing(tmp_path, monkeypatch):
     assert _cache_entries(trace) == []
 
 
-def test_the_staged_cache_holds_one_sided_epochs_probes_and_polls(tmp_path):
+def test_the_staged_cache_holds_one_sided_epochs_probes_and_polls(tmp_path, monkeypatch):
     """The staged cache equals a fresh preparing's on a trace with a window (fence and lock
     epochs), a poll run, an Iprobe and a Test of a request, whose tables (``coll``, ``rma``,
-    the rows' poll columns) a two-sided trace leaves empty."""
+    the rows' poll columns) a two-sided trace leaves empty; its early arrays were kept, not
+    written again."""
+    saved = []
+    save_array = cache._save_array
+
+    def saving(where, arr):
+        saved.append(where.name)
+        return save_array(where, arr)
+
+    monkeypatch.setattr(cache, "_save_array", saving)
     w = 77
     r0, r1 = EventRows(), EventRows()
     for ev in (r0, r1):
@@ -187,6 +196,7 @@ def test_the_staged_cache_holds_one_sided_epochs_probes_and_polls(tmp_path):
     trace = write_trace(tmp_path / "t", [r0.events(0), r1.events(1)],
                         communicators={w: [0, 1]})
     assert check_and_prepare(trace) == []
+    assert saved.count("r_rank.npy") == saved.count("m_src.npy") == 1    # staged, and kept
     (cached,) = trace.glob(".replay-cache/prepared-*")
     loaded = P.Prepared(path=trace, manifest={}, cache_dir=cached, **cache.load(cached))
     fresh = replay.prepare(trace, use_cache=False)

@@ -6,13 +6,15 @@ layout is not the one asked for is never used."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 
 import numpy as np
 import pytest
 
 import replay
-from replay import cache
+from replay import blockwrite, cache
 from replay.flags import FlagCosts
 from synthetic import simulate_to_dir
 
@@ -233,15 +235,17 @@ def test_removing_a_replayed_trace_waits_for_its_stream(tmp_path, monkeypatch):
     assert all(f.done() for f in cache._pending)
 
 
-@pytest.mark.parametrize("block", [cache.WRITE_BLOCK, 7, 4096])
+@pytest.mark.parametrize("block", [blockwrite.BLOCK, 7, 4096])
 def test_a_cached_array_is_what_np_save_writes_in_any_block_size(tmp_path, monkeypatch, block):
     """``_save_array`` writes its data a block at a time: the file is byte for byte what
-    ``np.save`` writes, whatever the block size against the array's (blocks of 7 bytes end
-    inside elements), and reads back memory-mapped; object arrays are refused, never pickled."""
-    monkeypatch.setattr(cache, "WRITE_BLOCK", block)
+    ``np.save`` writes of the array made contiguous, whatever the block size against the array's
+    and the header's (blocks of 7 bytes end inside elements), and reads back memory-mapped;
+    arrays of records or objects are refused, never pickled."""
+    monkeypatch.setattr(blockwrite, "BLOCK", block)
     arrays = [np.arange(100_003, dtype=np.int64), np.zeros(0, np.int32), np.array(2.5),
               np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2], np.array([True, False]),
-              np.arange(-5, 70_000, dtype=np.int16), np.array([(1, 2.0)], "i4,f8")]
+              np.arange(-5, 70_000, dtype=np.int16),
+              np.asfortranarray(np.arange(12.).reshape(3, 4)), np.arange(10, dtype=">i4")]
     for k, a in enumerate(arrays):
         ours, theirs = tmp_path / f"a{k}.npy", tmp_path / f"b{k}.npy"
         cache._save_array(ours, a)
@@ -249,5 +253,20 @@ def test_a_cached_array_is_what_np_save_writes_in_any_block_size(tmp_path, monke
         assert ours.read_bytes() == theirs.read_bytes(), a
         back = np.load(ours, mmap_mode="c")
         assert back.dtype == a.dtype and np.array_equal(back, np.ascontiguousarray(a))
-    with pytest.raises(ValueError, match="object arrays"):
-        cache._save_array(tmp_path / "o.npy", np.array([object()]))
+    for refused in (np.array([object()]), np.array([(1, 2.0)], "i4,f8")):
+        with pytest.raises(ValueError, match="not cached"):
+            cache._save_array(tmp_path / "r.npy", refused)
+
+
+def test_a_block_write_that_fails_raises_the_systems_error(tmp_path):
+    """A write the system refuses (here a descriptor open for reading) ends the compiled loop;
+    the rest is written from Python, which raises the ``OSError`` naming the error."""
+    target = tmp_path / "f"
+    target.write_bytes(b"")
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as err:
+            blockwrite.write_blocks(fd, np.arange(1000, dtype=np.int64))
+        assert err.value.errno == errno.EBADF
+    finally:
+        os.close(fd)
