@@ -83,12 +83,12 @@ def _write_loop(addr, fd, flat, start, block):
     at multiples of ``block``; returns how many bytes were written (fewer than ``len(flat)``
     when a write failed or wrote nothing)."""
     n = len(flat)
-    base = flat.ctypes.data
+    base = np.int64(flat.ctypes.data)      # (an int64 sum: uint64 + int64 is a float in numba)
     at = 0
     while at < n:
         pos = start + at
         want = min(block - pos % block, n - at)
-        got = _c_write(addr, np.int64(fd), np.int64(base + at), np.int64(want))
+        got = _c_write(addr, np.int64(fd), base + at, np.int64(want))
         if got <= 0:
             break
         at += got
