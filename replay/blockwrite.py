@@ -13,11 +13,10 @@ runs, and the writer then waits to take it back from any thread that holds it me
 Python loop for up to its 5 ms switch interval, a compiled kernel without ``nogil`` for all of
 its run): beside a thread running Python, 1 MiB blocks written from Python took 5.2 ns a byte,
 where ``np.save``'s one write, which gives the GIL up for the whole array, took 2 (this loop:
-0.6). So the blocks
-are written by a compiled loop that holds no GIL, calling the C library's ``write`` through its
-address, passed in as an argument (a compiled function that captured a ctypes function would
-keep this process's address in numba's cache, where address-space randomisation makes it
-wrong in the next process).
+0.6). So the blocks are written by a compiled loop that holds no GIL, calling the C library's
+``write`` through its address, passed in as an argument (a compiled function that captured a
+ctypes function would keep this process's address in numba's cache, where address-space
+randomisation makes it wrong in the next process).
 """
 
 from __future__ import annotations
@@ -39,9 +38,9 @@ def write_blocks(fd: int, data: np.ndarray) -> None:
     """Write the bytes of the contiguous array ``data`` to the file descriptor ``fd`` at its
     current offset, in writes that end at multiples of ``BLOCK`` in the file. Raises the
     ``OSError`` a write meets (the rest is then written from Python, which names it)."""
+    if not data.flags.c_contiguous:
+        raise ValueError("write_blocks needs a C-contiguous array")
     flat = data.reshape(-1).view(np.uint8)
-    if not flat.flags.c_contiguous:
-        raise ValueError("write_blocks needs a contiguous array")
     start = os.lseek(fd, 0, os.SEEK_CUR)
     done = _write_loop(_write_address(), fd, flat, start, BLOCK) if len(flat) else 0
     # a write that failed or was interrupted: the rest from Python, which retries an
