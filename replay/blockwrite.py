@@ -22,6 +22,7 @@ randomisation makes it wrong in the next process).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 import numba as nb
@@ -42,7 +43,7 @@ def write_blocks(fd: int, data: np.ndarray) -> None:
         raise ValueError("write_blocks needs a C-contiguous array")
     flat = data.reshape(-1).view(np.uint8)
     start = os.lseek(fd, 0, os.SEEK_CUR)
-    done = _write_loop(_write_address(), fd, flat, start, BLOCK) if len(flat) else 0
+    done = _write_loop(_write_address(), fd, flat, start, BLOCK)
     # a write that failed or was interrupted: the rest from Python, which retries an
     # interruption and raises any other error with its errno
     view = memoryview(flat)[done:]
@@ -50,14 +51,10 @@ def write_blocks(fd: int, data: np.ndarray) -> None:
         view = view[os.write(fd, view):]
 
 
-_address: int | None = None
-
-
+@functools.cache
 def _write_address() -> int:
-    global _address
-    if _address is None:
-        _address = ctypes.cast(ctypes.CDLL(None).write, ctypes.c_void_p).value
-    return _address
+    """The address (this process's) of the C library's ``write``."""
+    return ctypes.cast(ctypes.CDLL(None).write, ctypes.c_void_p).value
 
 
 @intrinsic

@@ -284,7 +284,7 @@ def _save_array(where: Path, arr: np.ndarray) -> None:
     in blocks without the GIL (``replay.blockwrite``: one write of a whole array cost 4-5 times
     as much a byte here)."""
     arr = np.ascontiguousarray(arr)
-    if arr.dtype.kind not in "biufcmM" or arr.dtype.hasobject:
+    if arr.dtype.kind not in "biufcmM":             # (object and record arrays: np.save pickles)
         raise ValueError(f"{where.name}: {arr.dtype} arrays are not cached")
     with open(where, "wb") as fh:
         np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(arr))
