@@ -8,10 +8,11 @@ the tests in ``branch_of``). Rows are written as columns ``W_*`` of a rows buffe
 non-blocking collective's post row has comm ``NBC_PENDING``: its NonBlockingCollectiveComplete,
 in a later call, gives comm, nbytes and root (``nbc_done``).
 
-Requests per rank live in typed dicts keyed by (rank, id): ``req`` OTF2 request id ->
-(hindsight request, communicator of the post); ``nbc`` OTF2 request id -> (hindsight request,
-op code) of a collective's post; ``nbc_done`` hindsight request -> (comm, comm slot, sizeSent,
-sizeReceived, world root) from its completion.
+Requests per rank live in tables keyed by (rank, id) (``pairtable``: the kernel runs without
+reference counting, where typed dicts cannot be used), their entry counts at ``T_*`` in
+``tc``: ``req`` OTF2 request id -> (hindsight request, communicator of the post); ``nbc`` OTF2
+request id -> (hindsight request, op code) of a collective's post; ``nbc_done`` hindsight
+request -> (comm, comm slot, sizeSent, sizeReceived, world root) from its completion.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from hindsight import trace as tf
+from hindsight.interop import pairtable as PT
 from hindsight.interop.otf2 import COLLECTIVE_OPS_OTF2, TOTAL_OVER_PEERS
 
 # a record's fields
@@ -53,6 +55,9 @@ NONE = -(1 << 62)              # a reading's size that says nothing (None in sco
 # errors of a call (with the request id and op codes the message names)
 E_NEVER_POSTED, E_NBC_OP, E_NBC_KEY = 1, 2, 3
 SK_NBC_EVENT = 0              # skipped kind: "non-blocking collective event"
+# the request tables (their entry counts at these places in ``tc``) and their value widths
+T_REQ, T_NBC, T_DONE, T_POST = range(4)
+WIDTHS = (2, 2, 5, 1)
 
 
 def branch_of(name: str) -> int:
@@ -102,52 +107,55 @@ def op_table(names: list[str], coll_names: list[str]) -> np.ndarray:
 @njit(cache=True)
 def scorep_block(cat, sent, received, n, me, is_root):
     """Rule *Score-P block*: ``scorep_sizes.scorep_block`` of an op of category ``cat``."""
-    k = np.full((2, 2), NONE, np.int64)
+    # the readings' coefficients of sizeSent and sizeReceived: (k00, k01), then (k10, k11)
+    # (scalars, not an array: convert, which calls this, allocates nothing)
+    k00 = k01 = k10 = k11 = NONE
     m = 1
     if cat == C_BARRIER:
-        k[0, 0], k[0, 1] = 0, 0
+        k00, k01 = 0, 0
     elif cat == C_GATHER:
         if is_root:
-            k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = 1, n, 0, n - 1, 2
+            k00, k01, k10, k11, m = 1, n, 0, n - 1, 2
         else:
-            k[0, 0], k[0, 1] = 1, 0
+            k00, k01 = 1, 0
     elif cat == C_SCATTER:
         if is_root:
-            k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = n, 1, n - 1, 0, 2
+            k00, k01, k10, k11, m = n, 1, n - 1, 0, 2
         else:
-            k[0, 0], k[0, 1] = 0, 1
+            k00, k01 = 0, 1
     elif cat == C_BCAST:
-        k[0, 0], k[0, 1] = (n, 1) if is_root else (0, 1)
+        k00, k01 = (n, 1) if is_root else (0, 1)
     elif cat == C_ALL:
-        k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = n, n, n - 1, n - 1, 2
+        k00, k01, k10, k11, m = n, n, n - 1, n - 1, 2
     elif cat == C_SCAN:
-        k[0, 0], k[0, 1], k[1, 0], k[1, 1], m = n - me, me + 1, n - me - 1, me, 2
+        k00, k01, k10, k11, m = n - me, me + 1, n - me - 1, me, 2
     elif cat == C_EXSCAN:
-        k[0, 0], k[0, 1] = n - me - 1, me
+        k00, k01 = n - me - 1, me
     elif cat == C_ALLGATHERV:
-        k[0, 0], k[1, 0], m = n, n - 1, 2
+        k00, k10, m = n, n - 1, 2
     elif cat == C_SCATTERV and not is_root:
-        k[0, 0], k[0, 1] = 0, 1
+        k00, k01 = 0, 1
     else:
-        k[0, 0] = 1
+        k00 = 1
     have_first = False
     first = 0
     for i in range(m):
+        ks, kr = (k00, k01) if i == 0 else (k10, k11)
         coef = 0
         total = 0
-        if k[i, 0] != NONE:
-            coef += k[i, 0]
+        if ks != NONE:
+            coef += ks
             total += sent
-        if k[i, 1] != NONE:
-            coef += k[i, 1]
+        if kr != NONE:
+            coef += kr
             total += received
         if coef == 0:
             continue
         b = total // coef
         fits = total % coef == 0
-        if fits and k[i, 0] != NONE and k[i, 0] * b != sent:
+        if fits and ks != NONE and ks * b != sent:
             fits = False
-        if fits and k[i, 1] != NONE and k[i, 1] * b != received:
+        if fits and kr != NONE and kr * b != received:
             fits = False
         if fits:
             return b
@@ -156,9 +164,9 @@ def scorep_block(cat, sent, received, n, me, is_root):
     return first
 
 
-# The helpers convert calls per call or record are inlined: an array or dict passed to a compiled
-# function is reference-counted (atomically) on every call; inlined, convert took 0.49 s
-# instead of 0.74 s (CPU) for the 10 M events of a 4 M-row archive.
+# The helpers convert calls per call or record are inlined, and take no typed dict: convert is
+# compiled without reference counting (otf2_rows), which a call to a compiled function would
+# bring back (an atomic add per array, per call).
 @njit(cache=True, inline="always")
 def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, received):
     """Rule *block*: hindsight's ``nbytes`` of a collective (``op`` the blocking op's code) on
@@ -180,11 +188,18 @@ def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, receive
 
 
 @njit(cache=True, inline="always")
-def _post(r, rid, comm, own_ids, state, next_req, req):
+def _post(r, rid, comm, own_ids, state, next_req, req, tc):
     q = rid if own_ids else state[r, next_req]
     state[r, next_req] += 1
-    req[(r, rid)] = (q, comm)
+    _keep(req, tc, T_REQ, r, rid, q, comm)
     return q
+
+
+@njit(cache=True, inline="always")
+def _keep(t, counts, j, k0, k1, v0, v1):
+    """Table ``t``'s entry (k0, k1) set to (v0, v1) (``counts[j]`` counts its entries)."""
+    s = PT.put(t, counts, j, k0, k1)
+    t[s, PT.VAL], t[s, PT.VAL + 1] = v0, v1
 
 
 @njit(cache=True, inline="always")
@@ -195,13 +210,14 @@ def _put(rows, j, op, peer, tag, comm, nbytes, request, root):
 
 @njit(cache=True, inline="always")
 def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, req, nbc,
-              nbc_done, rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
+              nbc_done, tc, rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
     """Rule *call rows*: the rows of one MPI call (op code ``op``, of ``branch``) from its
     ``nrec`` records and the rows its ATTR_ROWS carries (``ext[e0:e0 + ne]``: sorted, position
     and the ``W_OP``.. columns each) in their places, written to ``rows`` from column ``n0``
     (``recs[r]``: the records, ``state[r, next_req]``: the rank's next request id). Returns
     the number of rows, or -E_* with ``aux`` the error's request id and op codes.
-    ``ops_sendrecv``: the codes of Sendrecv_send and Sendrecv_recv."""
+    ``ops_sendrecv``: the codes of Sendrecv_send and Sendrecv_recv. The tables (``tc`` their
+    entry counts) need room for ``nrec + ne`` entries each (``convert`` checks first)."""
     n = 0
     # a non-blocking collective's records in a call that cannot hold them: the post of a
     # collective hindsight has no op for, a completion outside MPI_Wait*/MPI_Test*
@@ -224,7 +240,8 @@ def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, 
         want = R_SEND if branch == B_NBSEND else R_IRECV_REQ
         for i in range(nrec):
             if recs[r, i, RK] == want:
-                q = _post(r, recs[r, i, RF], recs[r, i, RC], own_ids, state, next_req, req)
+                q = _post(r, recs[r, i, RF], recs[r, i, RC], own_ids, state, next_req, req,
+                          tc)
                 if n == 0:
                     _put(rows, n0, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
                          recs[r, i, RD], q, -1)
@@ -244,7 +261,7 @@ def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, 
                 rid = recs[r, i, RF]
                 q = rid if own_ids else state[r, next_req]
                 state[r, next_req] += 1
-                nbc[(r, rid)] = (q, op)
+                _keep(nbc, tc, T_NBC, r, rid, q, op)
                 _put(rows, n0, op, -1, -1, NBC_PENDING, -1, q, -1)
                 n = 1
     elif branch == B_COMPLETION:
@@ -252,20 +269,24 @@ def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, 
             kind = recs[r, i, RK]
             rid = recs[r, i, RF]
             if kind == R_RECV or kind == R_ISEND_DONE:
-                if (r, rid) not in req:
+                s = PT.find(req, r, rid)
+                if s < 0:
                     aux[0], aux[1] = rid, kind
                     return -E_NEVER_POSTED
-                q, comm = req.pop((r, rid))
+                q, comm = req[s, PT.VAL], req[s, PT.VAL + 1]
+                PT.remove(req, tc, T_REQ, s)
                 if kind == R_RECV:
                     _put(rows, n0 + n, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
                          recs[r, i, RD], q, -1)
                 else:
                     _put(rows, n0 + n, op, -1, -1, comm, -1, q, -1)
                 n += 1
-            elif kind == R_NBC_DONE and (r, rid) not in nbc:
+            elif kind == R_NBC_DONE and PT.find(nbc, r, rid) < 0:
                 skipped[SK_NBC_EVENT] += 1     # the completion of a post skipped above
             elif kind == R_NBC_DONE:
-                q, posted = nbc.pop((r, rid))
+                s = PT.find(nbc, r, rid)
+                q, posted = nbc[s, PT.VAL], nbc[s, PT.VAL + 1]
+                PT.remove(nbc, tc, T_NBC, s)
                 want = ops[posted, O_COLL_NAME]
                 if want == -2:
                     aux[0], aux[1] = rid, posted
@@ -273,8 +294,11 @@ def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, 
                 if recs[r, i, RB] != want:
                     aux[0], aux[1], aux[2] = rid, posted, recs[r, i, RB]
                     return -E_NBC_OP
-                nbc_done[(r, q)] = (recs[r, i, RC], recs[r, i, RG], recs[r, i, RD], recs[r, i, RE],
-                                    recs[r, i, RA])
+                d = PT.put(nbc_done, tc, T_DONE, r, q)
+                v = PT.VAL
+                nbc_done[d, v], nbc_done[d, v + 1], nbc_done[d, v + 2] = \
+                    recs[r, i, RC], recs[r, i, RG], recs[r, i, RD]
+                nbc_done[d, v + 3], nbc_done[d, v + 4] = recs[r, i, RE], recs[r, i, RA]
                 _put(rows, n0 + n, op, -1, -1, recs[r, i, RC], -1, q, -1)
                 n += 1
     elif branch == B_COMM:
@@ -296,10 +320,11 @@ def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, 
         # rows without a record (MPI_PROC_NULL peers, ...) in their places among the call's
         pos, xop, comm, rq = ext[e, X_POS], ext[e, X_OP], ext[e, X_COMM], ext[e, X_REQ]
         if rq >= 0 and ops[xop, O_ENDS_REQ]:
-            if (r, rq) in req:
-                req.pop((r, rq))
+            s = PT.find(req, r, rq)
+            if s >= 0:
+                PT.remove(req, tc, T_REQ, s)
         elif rq >= 0:
-            req[(r, rq)] = (rq, comm)
+            _keep(req, tc, T_REQ, r, rq, rq, comm)
         # list.insert's place
         if pos < 0:
             pos = max(pos + n, 0)

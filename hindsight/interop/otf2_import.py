@@ -47,14 +47,14 @@ from hindsight.interop.otf2 import (
     parse_rows,
     quiet_library,
 )
-from hindsight.interop.otf2_calls import (E_NBC_KEY, E_NEVER_POSTED, R_RECV, W_CPU, W_COMM,
-                                          W_NBYTES, W_OP, W_PEER, W_RANK, W_REGION, W_REQ,
-                                          W_ROOT, W_T0, W_T1, W_TAG)
+from hindsight.interop.otf2_calls import (E_NBC_KEY, E_NEVER_POSTED, R_RECV, T_DONE, T_POST,
+                                          W_CPU, W_COMM, W_NBYTES, W_OP, W_PEER, W_RANK,
+                                          W_REGION, W_REQ, W_ROOT, W_T0, W_T1, W_TAG)
 from hindsight.interop.otf2_tables import Tables, is_mpi
 from hindsight.system import gc_paused
 from hindsight.interop.otf2_rows import (A_COMM, A_NEW, A_ROWS, BAIL_CALL, BAIL_LEAVE_EMPTY,
                                          BAIL_MISMATCH, C_NROWS, DONE, G_NAME, NEED_RECS,
-                                         NEED_ROWS, NEED_STACK, S_CALL_REG, S_DEPTH,
+                                         NEED_ROWS, NEED_STACK, NEED_TABLE, S_CALL_REG, S_DEPTH,
                                          Conversion, by_rank, convert, fill_nbc)
 from hindsight.trace.schema import short_error
 from replay.matching import match_messages
@@ -326,9 +326,8 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
                                  _KIND_MPI, tab.bad_loc, tab.ext_span, tab.ext_rows, own_ids,
                                  conv.ranks, conv.stack, conv.rstack, conv.recs, conv.rows,
                                  conv.counters, conv.skipped, conv.skipped_first, conv.off,
-                                 conv.off_first, conv.aux, conv.req, conv.nbc, conv.nbc_done,
-                                 conv.nbc_post)
-                if why in (NEED_STACK, NEED_RECS, NEED_ROWS):
+                                 conv.off_first, conv.aux, *conv.tables, conv.tc)
+                if why in (NEED_STACK, NEED_RECS, NEED_ROWS, NEED_TABLE):
                     conv.grow(why)
                 elif why != DONE:
                     here[:] = int(lrank[i]), int(times[i])
@@ -376,8 +375,8 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
         raise OtfError(f"{anchor}: rank {open_ranks[0]} ends with open regions (truncated trace?)")
     nrows = int(conv.counters[C_NROWS])
     keep = np.ones(nrows, np.bool_)
-    never = fill_nbc(conv.rows, conv.nbc_post, conv.nbc_done, tab.ops, own_ids, tab.slots,
-                     tab.members, keep)
+    never = fill_nbc(conv.rows, conv.tables[T_POST], conv.tables[T_DONE], tab.ops, own_ids,
+                     tab.slots, tab.members, keep)
     if never:
         skipped["non-blocking collective without completion"] += never
     rows, start = by_rank(conv.rows, nrows, keep, nranks)

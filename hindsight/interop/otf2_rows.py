@@ -5,9 +5,11 @@
 Rule *events to rows* (``convert``) walks one chunk of records in the archive's order: a rank's
 call stack (Enter/Leave pairing), its open MPI call and the records inside it (*call rows*,
 ``otf2_calls``, at the call's Leave), the rows of non-MPI regions, the skipped counts of the
-events it has no row for. Its state (``Conversion``) lives in arrays and typed dicts across
-chunks. It runs without the GIL: the next chunk is being read meanwhile (``otf2_events``), and
-the reader's Python callbacks of rare events take the GIL. When it meets an event it cannot take
+events it has no row for. Its state (``Conversion``) lives in arrays across chunks, its request
+tables too (``pairtable``). It runs without the GIL: the next chunk is being read meanwhile
+(``otf2_events``), and the reader's Python callbacks of rare events take the GIL; and without
+reference counting (``_nrt=False``): the atomic counts of the two dozen arrays it hands its
+inlined helpers at every MPI call were a quarter of its time. When it meets an event it cannot take
 it stops there and says why (``BAIL_*``): a full buffer (the caller grows it and calls again
 from that event) or an error, which the caller words (the kernel keeps no strings). Rule
 *completions* (``fill_nbc``) gives a non-blocking collective's post row the communicator, size
@@ -17,16 +19,16 @@ and root of its completion; rule *by rank* (``by_rank``) orders the rows by rank
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 from hindsight import trace as tf
 from hindsight.interop import otf2_events as EV
+from hindsight.interop import pairtable as PT
 from hindsight.interop.otf2_calls import (
     NBC_PENDING, NCOL, NREC, O_BLOCKING, O_ROOTED, R_COLL, R_COMM_NEW, R_IRECV_REQ,
     R_ISEND_DONE, R_NBC_DONE, R_NBC_REQ, R_PROBE, R_RECV, R_SEND, RA, RB, RC, RD, RE, RF, RG,
-    RK, SK_NBC_EVENT, W_COMM, W_CPU, W_NBYTES, W_OP, W_RANK, W_REGION, W_REQ, W_ROOT, W_T0,
-    W_T1,
+    RK, SK_NBC_EVENT, T_DONE, T_NBC, T_POST, T_REQ, W_COMM, W_CPU, W_NBYTES, W_OP, W_RANK,
+    W_REGION, W_REQ, W_ROOT, W_T0, W_T1, WIDTHS,
     block, call_rows)
 from hindsight.interop.otf2 import UNDEFINED_ROOT
 
@@ -44,17 +46,9 @@ C_NROWS, C_STAMP = range(2)
 SK_NO_OP = 1                    # skipped kind "MPI call without a trace op"
 # why convert stopped
 (DONE, BAIL_EVENT, BAIL_LEAVE_EMPTY, BAIL_MISMATCH, BAIL_CALL, NEED_STACK, NEED_RECS,
- NEED_ROWS) = range(8)
+ NEED_ROWS, NEED_TABLE) = range(9)
 # the attributes' places in a record (EV.ATTRS)
 (A_SIZE, A_CPU, A_NEW, A_COMM, A_ROWS, A_SRC, A_TAG, A_RBYTES, A_NBYTES) = range(len(EV.ATTRS))
-_PAIR = types.UniTuple(types.int64, 2)
-_FIVE = types.UniTuple(types.int64, 5)
-
-
-@njit(cache=True)
-def _dicts():
-    return (Dict.empty(_PAIR, _PAIR), Dict.empty(_PAIR, _PAIR),
-            Dict.empty(_PAIR, _FIVE), Dict.empty(_PAIR, types.int64))
 
 
 def _doubled(a: np.ndarray, axis: int) -> np.ndarray:
@@ -81,14 +75,20 @@ class Conversion:
         self.off = np.zeros((0, 2), np.int64)           # per other location: events, MPI ones
         self.off_first = np.zeros((0, 2), np.int64)
         self.aux = np.zeros(4, np.int64)
-        # made by compiled code: numba's cache keeps it (Dict.empty from Python compiles the
-        # dicts' functions anew in every process, 0.6 s)
-        self.req, self.nbc, self.nbc_done, self.nbc_post = _dicts()
+        # the request tables (otf2_calls.T_*) and their counts
+        self.tables = [PT.new_table(w) for w in WIDTHS]
+        self.tc = np.zeros(len(WIDTHS), np.int64)
 
     def grow(self, need: int) -> None:
         """Make room after ``convert`` stopped with ``need`` (a ``NEED_*``): twice the
-        buffer, its first half copied."""
-        if need == NEED_STACK:
+        buffer, its first half copied; for ``NEED_TABLE``, each table without room for the
+        ``aux[0]`` entries the call needs made larger."""
+        if need == NEED_TABLE:
+            n = int(self.aux[0])
+            for j, t in enumerate(self.tables):
+                if not PT.room(t, self.tc, j, n):
+                    self.tables[j] = PT.grown(t, self.tc, j, n)
+        elif need == NEED_STACK:
             self.stack, self.rstack = _doubled(self.stack, 1), _doubled(self.rstack, 1)
         elif need == NEED_RECS:
             self.recs = _doubled(self.recs, 1)
@@ -124,11 +124,11 @@ def _root(rank, cref, root, comms, slots, members):
     return _world(rank, cref, root, comms, slots, members)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, members, ops,
             ops_sendrecv, coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks,
             stack, rstack, recs, rows, counters, skipped, skipped_first, off, off_first, aux,
-            req, nbc, nbc_done, nbc_post):
+            req, nbc, nbc_done, nbc_post, tc):
     """Rule *events to rows* on records ``ev[start:]`` (``times`` their ns, ``lrank`` the rank
     of their location or -1 - the slot of a location outside the MPI group, ``gidx`` and
     ``cidx`` the rows of their region (F0) and communicator (F1) in ``regs`` and ``comms``, -1
@@ -207,6 +207,11 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
             n0 = counters[C_NROWS]
             if n0 + more > cap:
                 return NEED_ROWS, i
+            if not (PT.room(req, tc, T_REQ, more) and PT.room(nbc, tc, T_NBC, more)
+                    and PT.room(nbc_done, tc, T_DONE, more)
+                    and PT.room(nbc_post, tc, T_POST, more)):
+                aux[0] = more
+                return NEED_TABLE, i
             ranks[r, S_DEPTH] = d - 1
             cpu = ev[i, EV.A0 + A_CPU] if mask >> A_CPU & 1 else -1
             inner = rstack[r, ranks[r, S_RDEPTH] - 1] if ranks[r, S_RDEPTH] > 0 else -1
@@ -225,7 +230,7 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                 reg = ranks[r, S_CALL_REG]
                 e0, ne = (ext_span[es, 0], ext_span[es, 1]) if es >= 0 else (0, 0)
                 m = call_rows(r, regs[reg, G_BRANCH], regs[reg, G_OP], recs, ranks[r, S_NREC],
-                              ext_rows, e0, ne, own_ids, ranks, S_NEXT_REQ, req, nbc, nbc_done,
+                              ext_rows, e0, ne, own_ids, ranks, S_NEXT_REQ, req, nbc, nbc_done, tc,
                               rows, n0, ops, ops_sendrecv, slots, members, skipped, aux)
                 if m < 0:
                     aux[3] = -m
@@ -245,7 +250,8 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                     if rows[W_COMM, j] == NBC_PENDING:
                         # a non-blocking collective's post: its Complete gives comm, bytes,
                         # root (fill_nbc)
-                        nbc_post[(r, rows[W_REQ, j])] = j
+                        p = PT.put(nbc_post, tc, T_POST, r, rows[W_REQ, j])
+                        nbc_post[p, PT.VAL] = j
                         rows[W_COMM, j] = 0
                 counters[C_NROWS] = n0 + m
                 ranks[r, S_CALL] = 0
@@ -327,16 +333,22 @@ def fill_nbc(rows, nbc_post, nbc_done, ops, own_ids, slots, members, keep):
     post no Complete names (the archive ends before the completion, or it was not recorded)
     has no communicator, root or size to give: ``keep`` False. Returns how many."""
     never = 0
-    for key, j in nbc_post.items():
-        if key not in nbc_done:
+    v = PT.VAL
+    for p in range(nbc_post.shape[0]):
+        if nbc_post[p, PT.STATE] != PT.LIVE:
+            continue
+        j = nbc_post[p, v]
+        d = PT.find(nbc_done, nbc_post[p, PT.K0], nbc_post[p, PT.K1])
+        if d < 0:
             keep[j] = False
             never += 1
             continue
         op = rows[W_OP, j]
-        cid, slot, sent, received, root = nbc_done[key]
+        cid, slot, sent = nbc_done[d, v], nbc_done[d, v + 1], nbc_done[d, v + 2]
+        received, root = nbc_done[d, v + 3], nbc_done[d, v + 4]
         rows[W_COMM, j] = cid
         rows[W_NBYTES, j] = block(ops[op, O_BLOCKING], ops, own_ids, cid, slot, slots, members,
-                                  key[0], root, sent, received)
+                                  nbc_post[p, PT.K0], root, sent, received)
         rows[W_ROOT, j] = root if ops[op, O_ROOTED] else -1
     return never
 
