@@ -19,7 +19,10 @@ consecutive slots, so the look-ups of dependencies, which name operations near t
 lines just used.
 
 The columns are given to it (``goal_parts``, which also splits a large text into parts
-scanned on threads).
+scanned on threads). The helpers it calls per statement allocate nothing and are compiled
+without reference counting (``_nrt=False``): otherwise a call could count its reference to the
+text, an atomic add on a count that both scanning threads share (their parts are views of one
+array); without, the parse of a 5 M-operation schedule took 0.73 s instead of 0.81 s.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ _SHORT = 8                      # labels of up to 8 bytes are their own key (pac
 # Scanning
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _is(b, s, e, w):
     """Bytes b[s:e] equal the word w."""
     if e - s != len(w):
@@ -73,14 +76,14 @@ def _is(b, s, e, w):
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _skip_ws(b, p, t):
     while p < t and _WS[b[p]]:
         p += 1
     return p
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _ident_end(b, p, t):
     """End of the identifier starting at p (p itself if none starts there)."""
     if p >= t or not _ALPHA[b[p]]:
@@ -91,7 +94,7 @@ def _ident_end(b, p, t):
     return p
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _number(b, p, t, wildcard):
     """(value, end) of the decimal number (or ``-1`` if ``wildcard``) at p; end == -1 if there
     is none or it has more than _MAX_DIGITS digits."""
@@ -109,7 +112,7 @@ def _number(b, p, t, wildcard):
     return v, q
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _key(b, s, e, hmask):
     """The table key of label b[s:e]: a label of up to _SHORT bytes packed into the integer
     (identifier bytes are ASCII and never 0, so the packing is one-to-one and below 2**63),
@@ -126,7 +129,7 @@ def _key(b, s, e, hmask):
     return h & hmask
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _same(b, s1, e1, s2, e2):
     if e1 - s1 != e2 - s2:
         return False
@@ -166,7 +169,7 @@ def _strip_block_comments(b):
     return out[:m], True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _probe(b, s, e, bits):
     """First slot of label b[s:e] in a table of 2**bits slots: its part before a decimal
     suffix hashed (FNV-1a; Fibonacci hashing: the top bits), plus the suffix's value. Labels
@@ -187,7 +190,7 @@ def _probe(b, s, e, bits):
     return np.int64((((h * _FIB) >> np.uint64(64 - bits)) + num) & mask)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _step(h, tsize):
     """The probe step of key h in a table of tsize (a power of 2) slots: odd, so a search
     visits every slot, and a key's own (double hashing). Stepping by one, the runs of slots
@@ -256,7 +259,7 @@ def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
     return 0
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, _nrt=False)
 def _statement(b, i, n):
     """The statement on the line starting at i: (s, t, the next line's start), b[s:t] its text
     without a ``//`` comment and the whitespace around it (s == t: none)."""
@@ -275,13 +278,13 @@ def _statement(b, i, n):
     return s, t, j + 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _fail(code):
     """``_parse_op``'s answer for an error ``code``."""
     return code, 0, 0, 0, 0, 0, 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _parse_op(b, p, t, kw_s, kw_e, nranks, lim):
     """The operation whose keyword is b[kw_s:kw_e] and whose first number is at p: (error
     code (0: fine), kind, size, peer, tag, cpu, nic). Its fields are returned, not written into
