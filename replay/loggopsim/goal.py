@@ -359,7 +359,9 @@ def _check_and_group(nranks, rank, kind, size, dep_op):
     return cnt, by_rank, True
 
 
-@nb.njit(cache=True, nogil=True)
+# Without reference counting (``_nrt=False``; it allocates nothing): the arrays it hands its
+# inlined helpers were counted, an atomic add each, at every line.
+@nb.njit(cache=True, nogil=True, _nrt=False)
 def _write(buf, r, i, j, nranks, rank_off, kind, size, peer, tag, cpu, nic, dep_op, dep_on,
            dep_st, cnt, by_rank):
     """The text of the rank blocks from state (r, i, j) on into ``buf`` while a line still fits:
