@@ -13,6 +13,8 @@ import numpy as np
 
 # The buffers a formatter writes into, two reused in turn (small: they stay in cache).
 BUFFER_BYTES = 1 << 20
+# bytes per ``write`` of ``write_overlapped``
+WRITE_BYTES = 1 << 17
 
 # "00" "01" ... "99": integers are written two digits per division
 _PAIRS = np.frombuffer("".join(f"{k:02d}" for k in range(100)).encode(), np.uint8).copy()
@@ -44,13 +46,21 @@ def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None
     """Write ``chunks`` to ``fh``, each while the next is being made: a chunk must stay unchanged
     until the one after the next is asked for (a formatter alternating between the two
     ``buffers``). The formatters are compiled without the GIL, so on two cores the writing
-    (the kernel's copy into the page cache) and the formatting run at once."""
+    (the kernel's copy into the page cache) and the formatting run at once. Each chunk is
+    written in writes of ``WRITE_BYTES``: the page cache gives a file folios as large as a
+    write, and finds a large one by compacting memory where free memory is fragmented
+    (replay/blockwrite.py)."""
+    def write(chunk: memoryview | bytes) -> None:
+        view = memoryview(chunk)
+        for k in range(0, len(view), WRITE_BYTES):
+            fh.write(view[k:k + WRITE_BYTES])
+
     with ThreadPoolExecutor(1) as pool:
         pending = None
         for chunk in chunks:
             if pending is not None:
                 pending.result()
-            pending = pool.submit(fh.write, chunk)
+            pending = pool.submit(write, chunk)
         if pending is not None:
             pending.result()
 
