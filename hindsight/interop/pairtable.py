@@ -43,29 +43,30 @@ def _home(t, k0, k1):
 
 
 @njit(cache=True, inline="always")
-def find(t, k0, k1):
-    """The slot of key (k0, k1), -1 if it is not in the table."""
+def _slot(t, k0, k1):
+    """The slot holding key (k0, k1), or the empty slot that ends its probe."""
     mask = t.shape[0] - 1
     s = _home(t, k0, k1)
-    while t[s, STATE] != EMPTY:
-        if t[s, K0] == k0 and t[s, K1] == k1:
-            return s
+    while t[s, STATE] != EMPTY and not (t[s, K0] == k0 and t[s, K1] == k1):
         s = (s + 1) & mask
-    return -1
+    return s
+
+
+@njit(cache=True, inline="always")
+def find(t, k0, k1):
+    """The slot of key (k0, k1), -1 if it is not in the table."""
+    s = _slot(t, k0, k1)
+    return s if t[s, STATE] == LIVE else -1
 
 
 @njit(cache=True, inline="always")
 def put(t, counts, j, k0, k1):
     """The slot of key (k0, k1), made live if it was not (the caller writes its value);
     ``counts[j]`` counts the table's entries. Needs ``room`` for one entry."""
-    mask = t.shape[0] - 1
-    s = _home(t, k0, k1)
-    while t[s, STATE] != EMPTY:
-        if t[s, K0] == k0 and t[s, K1] == k1:
-            return s
-        s = (s + 1) & mask
-    t[s, STATE], t[s, K0], t[s, K1] = LIVE, k0, k1
-    counts[j] += 1
+    s = _slot(t, k0, k1)
+    if t[s, STATE] == EMPTY:
+        t[s, STATE], t[s, K0], t[s, K1] = LIVE, k0, k1
+        counts[j] += 1
     return s
 
 
