@@ -123,6 +123,37 @@ def test_cut_event_files_are_refused(tmp_path):
         assert str(copy) in outcome[1] and "\n" not in outcome[1]
 
 
+def test_request_tables_that_start_tiny_grow_and_import_alike(tmp_path, monkeypatch):
+    """The conversion's request tables (``pairtable``, in ``otf2_rows.Conversion``) start at 2
+    slots: each of the four grows again and again through ``convert``'s NEED_TABLE stop, which
+    resumes at the call that needed room, and archives with point-to-point requests,
+    non-blocking collectives (completed and not) and ATTR_ROWS import as the per-record
+    importer imports them."""
+    from hindsight.interop import otf2_rows, pairtable
+
+    real_new, real_grow = pairtable.new_table, otf2_rows.Conversion.grow
+    monkeypatch.setattr(pairtable, "new_table", lambda width, capacity=2: real_new(width, capacity))
+    grown = set()
+
+    def grow(self, need):
+        if need == otf2_rows.NEED_TABLE:
+            n = int(self.aux[0])
+            grown.update(j for j, t in enumerate(self.tables)
+                         if not pairtable.room(t, self.tc, j, n))
+        return real_grow(self, need)
+
+    monkeypatch.setattr(otf2_rows.Conversion, "grow", grow)
+    export_otf2(CORPUS / "p2p-all-n3", tmp_path / "otf2")
+    archives = {"p2p": tmp_path / "otf2",
+                "nbc": _scorep_nbc_archive(tmp_path / "nbc0"),
+                "nbc half": _scorep_nbc_archive(tmp_path / "nbc1", barrier_done=(0,))}
+    for name, anchor in archives.items():
+        out = tmp_path / f"out-{name.replace(' ', '-')}"
+        out.mkdir()
+        assert _assert_same_import(anchor, out) == "ok", name
+    assert grown == {0, 1, 2, 3}          # req, nbc, nbc_done, nbc_post
+
+
 @pytest.mark.parametrize("chunk", [1, 7])
 def test_archives_read_chunk_by_chunk_import_alike(chunk, tmp_path, monkeypatch):
     """The events are read a chunk ahead, on a thread, into two buffers in turn

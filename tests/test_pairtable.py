@@ -11,7 +11,8 @@ from numba import njit
 from hindsight.interop import pairtable as PT
 
 
-@njit(cache=True, _nrt=False)
+# (not cached: numba's cache of a test module would not notice a change of pairtable.py)
+@njit(_nrt=False)
 def _apply(t, counts, ops, out):
     """Run ``ops`` (kind, k0, k1, value) on table ``t`` (entry count ``counts[0]``) until one
     needs room: kind 0 puts, 1 finds (``out[i]``: the value, -1 if absent), 2 removes if

@@ -104,7 +104,9 @@ def op_table(names: list[str], coll_names: list[str]) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+# Compiled without reference counting itself: ``convert`` (which has none) and ``fill_nbc``
+# both call it, and numba's cache keeps one build of a callee whichever caller compiled it.
+@njit(cache=True, _nrt=False)
 def scorep_block(cat, sent, received, n, me, is_root):
     """Rule *Score-P block*: ``scorep_sizes.scorep_block`` of an op of category ``cat``."""
     # the readings' coefficients of sizeSent and sizeReceived: (k00, k01), then (k10, k11)
@@ -164,9 +166,8 @@ def scorep_block(cat, sent, received, n, me, is_root):
     return first
 
 
-# The helpers convert calls per call or record are inlined, and take no typed dict: convert is
-# compiled without reference counting (otf2_rows), which a call to a compiled function would
-# bring back (an atomic add per array, per call).
+# The helpers convert calls per call or record are inlined and take no typed dict: convert is
+# compiled without reference counting (otf2_rows), so they are too, and cannot allocate.
 @njit(cache=True, inline="always")
 def block(op, ops, own_ids, cid, slot, slots, members, rank, root, sent, received):
     """Rule *block*: hindsight's ``nbytes`` of a collective (``op`` the blocking op's code) on

@@ -10,8 +10,9 @@ A table is one int64 array of shape (capacity, ``VAL`` + width), capacity a powe
 column ``STATE`` says whether the slot is ``EMPTY`` or ``LIVE``, columns ``K0`` and ``K1`` hold
 the key, the rest the value. Its count of entries is an element of a separate int64 array, so
 that the kernel can check the room before it changes anything (``room``) and hand the
-enlarging back to Python (``grown``). Open addressing with linear probing from a multiplicative
-hash of the key; a search ends at an empty slot, so a table is never filled past ``LOAD``. A
+enlarging back to Python (``grown``). Open addressing with linear probing from a hash of the
+key; a search ends at an empty slot, so a table is never filled past ``LOAD`` (the kernel
+checks ``room`` before it puts). A
 removal moves the entries after it back into the hole where their probes allow (Knuth's
 algorithm R), so that a table whose requests come and go never fills with removed slots.
 """
@@ -26,6 +27,7 @@ EMPTY, LIVE = 0, 1
 LOAD_NUM, LOAD_DEN = 3, 4              # at most 3/4 of the slots live
 _M0 = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
 
 
 def new_table(width: int, capacity: int = 1 << 10) -> np.ndarray:
@@ -37,9 +39,14 @@ def new_table(width: int, capacity: int = 1 << 10) -> np.ndarray:
 
 @njit(cache=True, inline="always")
 def _home(t, k0, k1):
+    """Where the probe of key (k0, k1) starts: the key mixed as splitmix64 mixes (every bit of
+    both halves reaches the low bits a slot takes; ids that differ in high bits only would
+    otherwise share a slot)."""
     h = (np.uint64(k0) * _M0) ^ np.uint64(k1)
-    h *= _M1
-    return np.int64(h >> np.uint64(33)) & (t.shape[0] - 1)
+    h = (h ^ (h >> np.uint64(30))) * _M1
+    h = (h ^ (h >> np.uint64(27))) * _M2
+    h ^= h >> np.uint64(31)
+    return np.int64(h & np.uint64(t.shape[0] - 1))
 
 
 @njit(cache=True, inline="always")
