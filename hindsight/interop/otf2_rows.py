@@ -8,12 +8,13 @@ call stack (Enter/Leave pairing), its open MPI call and the records inside it (*
 events it has no row for. Its state (``Conversion``) lives in arrays across chunks, its request
 tables too (``pairtable``). It runs without the GIL: the next chunk is being read meanwhile
 (``otf2_events``), and the reader's Python callbacks of rare events take the GIL; and without
-reference counting (``_nrt=False``): the atomic counts of the two dozen arrays it hands its
-inlined helpers at every MPI call were a quarter of its time. When it meets an event it cannot take
-it stops there and says why (``BAIL_*``): a full buffer (the caller grows it and calls again
-from that event) or an error, which the caller words (the kernel keeps no strings). Rule
-*completions* (``fill_nbc``) gives a non-blocking collective's post row the communicator, size
-and root of its completion; rule *by rank* (``by_rank``) orders the rows by rank, stably.
+reference counting (``_nrt=False``): counting, atomically, the references of the two dozen
+arrays it hands its inlined helpers at every MPI call doubles its time. When it meets an event
+it cannot take it stops there and says why (``BAIL_*``): a full buffer or table (the caller
+grows it and calls again from that event) or an error, which the caller words (the kernel
+keeps no strings). Rule *completions* (``fill_nbc``) gives a non-blocking collective's post row
+the communicator, size and root of its completion; rule *by rank* (``by_rank``) orders the rows
+by rank, stably.
 """
 
 from __future__ import annotations

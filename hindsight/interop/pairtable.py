@@ -3,8 +3,8 @@ without numba's reference counting (``_nrt=False``), where a typed dict cannot b
 
 Why: a kernel that hands arrays or typed dicts to its inlined helpers increments and decrements
 their reference counts, an atomic add each, at every helper it enters; the OTF2 conversion
-(``otf2_rows.convert``) spent a quarter of its time there. Compiled without reference counting
-it cannot hold a typed dict (numba's runtime manages those), so its request tables are these.
+(``otf2_rows.convert``) takes twice as long so. Compiled without reference counting it cannot
+hold a typed dict (numba's runtime manages those), so its request tables are these.
 
 A table is one int64 array of shape (capacity, ``VAL`` + width), capacity a power of two:
 column ``STATE`` says whether the slot is ``EMPTY`` or ``LIVE``, columns ``K0`` and ``K1`` hold
@@ -12,9 +12,9 @@ the key, the rest the value. Its count of entries is an element of a separate in
 that the kernel can check the room before it changes anything (``room``) and hand the
 enlarging back to Python (``grown``). Open addressing with linear probing from a hash of the
 key; a search ends at an empty slot, so a table is never filled past ``LOAD`` (the kernel
-checks ``room`` before it puts). A
-removal moves the entries after it back into the hole where their probes allow (Knuth's
-algorithm R), so that a table whose requests come and go never fills with removed slots.
+checks ``room`` before it puts). A removal moves the entries after it back into the hole where
+their probes allow (Knuth's algorithm R), so that a table whose requests come and go never
+fills with removed slots.
 """
 
 from __future__ import annotations
