@@ -301,8 +301,8 @@ def _size_factor(cid, blocking, comm_ids, comm_size, total_over_peers, self_id):
     return comm_size[k]
 
 
-# Without reference counting (``_nrt=False``; it allocates nothing): the arrays it hands its
-# inlined helpers were counted, an atomic add each, at every event (15 % of the export's CPU).
+# Without reference counting (``_nrt=False``; it allocates nothing): counted, the arrays it
+# hands its inlined helpers cost an atomic add each at every event (15 % of the export's CPU).
 @njit(cache=True, _nrt=False)
 def write_rank(fns, evw, al, t0, ev_kind, ev_t, ev_row, ev_aux, ev_region, ev_rows_ref,
                op, peer, tag, comm, nbytes, request, root, cpu, attrs, coll_op, is_comm_op,

@@ -187,8 +187,8 @@ def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root):
     return at
 
 
-# The formatters run without reference counting (``_nrt=False``; they allocate nothing): the
-# arrays they hand their inlined helpers were counted, an atomic add each, at every event
+# The formatters run without reference counting (``_nrt=False``; they allocate nothing):
+# counted, the arrays they hand their inlined helpers cost an atomic add each at every event
 # (13 % of the export's CPU).
 @nb.njit(cache=True, nogil=True, _nrt=False)
 def _format_slices(buf, room, first, heads, ops, region_code, sendrecv, rank, pid_base, t_start,

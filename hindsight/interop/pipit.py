@@ -343,8 +343,8 @@ _PIECES = ["Enter", "Leave", "Instant", '"{""receiver"": ', '"{""sender"": ',
 _PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 
-# Without reference counting (``_nrt=False``; it allocates nothing): the arrays it hands its
-# inlined helpers were counted, an atomic add each, at every event.
+# Without reference counting (``_nrt=False``; it allocates nothing): counted, the arrays it
+# hands its inlined helpers cost an atomic add each at every event.
 @nb.njit(cache=True, nogil=True, _nrt=False)
 def _format(buf, room, first, order, time, cand, lookup, rank, kind, nonblocking, row, peer,
             comm, tag, nbytes, request, name_buf, name_off, enter_buf, enter_off):

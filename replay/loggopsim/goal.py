@@ -359,8 +359,8 @@ def _check_and_group(nranks, rank, kind, size, dep_op):
     return cnt, by_rank, True
 
 
-# Without reference counting (``_nrt=False``; it allocates nothing): the arrays it hands its
-# inlined helpers were counted, an atomic add each, at every line.
+# Without reference counting (``_nrt=False``; it allocates nothing): counted, the arrays it
+# hands its inlined helpers cost an atomic add each at every line.
 @nb.njit(cache=True, nogil=True, _nrt=False)
 def _write(buf, r, i, j, nranks, rank_off, kind, size, peer, tag, cpu, nic, dep_op, dep_on,
            dep_st, cnt, by_rank):
