@@ -11,10 +11,10 @@ from typing import BinaryIO, Iterable
 import numba as nb
 import numpy as np
 
+from hindsight.system import WRITE_BLOCK
+
 # The buffers a formatter writes into, two reused in turn (small: they stay in cache).
 BUFFER_BYTES = 1 << 20
-# bytes per ``write`` of ``write_overlapped``
-WRITE_BYTES = 1 << 17
 
 # "00" "01" ... "99": integers are written two digits per division
 _PAIRS = np.frombuffer("".join(f"{k:02d}" for k in range(100)).encode(), np.uint8).copy()
@@ -47,13 +47,11 @@ def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None
     until the one after the next is asked for (a formatter alternating between the two
     ``buffers``). The formatters are compiled without the GIL, so on two cores the writing
     (the kernel's copy into the page cache) and the formatting run at once. Each chunk is
-    written in writes of ``WRITE_BYTES``: the page cache gives a file folios as large as a
-    write, and finds a large one by compacting memory where free memory is fragmented
-    (replay/blockwrite.py)."""
+    written in writes of ``hindsight.system.WRITE_BLOCK`` bytes (why: there)."""
     def write(chunk: memoryview | bytes) -> None:
         view = memoryview(chunk)
-        for k in range(0, len(view), WRITE_BYTES):
-            fh.write(view[k:k + WRITE_BYTES])
+        for k in range(0, len(view), WRITE_BLOCK):
+            fh.write(view[k:k + WRITE_BLOCK])
 
     with ThreadPoolExecutor(1) as pool:
         pending = None

@@ -23,6 +23,13 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _LIMIT = 1 << 30  # blocks up to 1 GiB come from (and return to) the heap
 
+#: bytes per ``write`` of a large file (the replay caches: ``replay/blockwrite.py``; the text
+#: exports: ``hindsight/bytetext.py``). The page cache gives a file folios as large as a write,
+#: up to 2 MiB, and finds a large one whole, by compacting memory where free memory is
+#: fragmented: one write of a whole array cost 4-5 times as much a byte here as writes of this
+#: size (benchmarks/fresh_memory.py), and 1 MiB writes were as dear at times.
+WRITE_BLOCK = 1 << 17
+
 
 def keep_freed_memory() -> bool:
     """Ask glibc to keep freed memory for reuse (see the module docstring). Returns whether the

@@ -31,8 +31,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from hindsight.system import WRITE_BLOCK
+
 #: bytes per ``write``; each write but the first ends at a multiple of it in the file
-BLOCK = 1 << 17
+BLOCK = WRITE_BLOCK
 
 
 def write_blocks(fd: int, data: np.ndarray) -> None:
