@@ -313,10 +313,12 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
     with EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}) as chunks:
         for recs, rare in chunks:
             nread += len(recs) + sum(rare.values())
-            times = ns_array(recs[:, EV.TIME])
-            lrank = tab.ranks_of(recs[:, EV.LOC])
+            got = tab.fields(recs, offset, res)
+            if got is None:
+                got = (ns_array(recs[:, EV.TIME]), tab.ranks_of(recs[:, EV.LOC]),
+                       tab.regions(recs[:, EV.F0]), tab.comms(recs[:, EV.F1]))
+            times, lrank, gidx, cidx = got
             conv.other_locations(len(tab.locations))
-            gidx, cidx = tab.regions(recs[:, EV.F0]), tab.comms(recs[:, EV.F1])
             extslot = tab.extras(recs)
             seen = (conv.skipped.copy(), conv.off.copy())
             i = 0

@@ -10,7 +10,7 @@ from hindsight import trace as tf
 from hindsight.interop import otf2_events as EV
 from hindsight.interop.otf2 import parse_rows
 from hindsight.interop.otf2_calls import branch_of, op_table
-from hindsight.interop.otf2_rows import A_ROWS, lookup
+from hindsight.interop.otf2_rows import A_ROWS, chunk_fields, lookup
 
 
 def is_mpi(region, otf2) -> bool:
@@ -121,6 +121,22 @@ class Tables:
         self.ext_rows = np.zeros((0, 8), np.int64)
         self._ext_slot: dict[int, int] = {}
         self._no_ext = np.full(EV.CHUNK, -1, np.int64)
+
+    def fields(self, recs: np.ndarray, offset: int, res: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Each record's time in ns (``res`` ticks a second from ``offset``, exact), its
+        location's ``ranks_of``, its ``regions`` and ``comms`` index, in one compiled pass
+        (``otf2_rows.chunk_fields``); None where refs are too large for look-up tables or the
+        times could overflow in it (the caller then takes a column at a time)."""
+        if (self.regions.lut is None or self.comms.lut is None or self._loc_index.lut is None
+                or not 0 < res < 2**63 // 10**9 or abs(offset) >= 2**62):
+            return None
+        times, lrank, gidx, cidx, unknown = chunk_fields(
+            recs, np.int64(offset), np.int64(res), self._loc_index.lut, _UNKNOWN,
+            self.regions.lut, self.comms.lut)
+        if unknown:
+            lrank = self.ranks_of(recs[:, EV.LOC])      # (gives the new locations slots)
+        return times, lrank, gidx, cidx
 
     def ranks_of(self, col: np.ndarray) -> np.ndarray:
         """Each location ref's rank, or -1 - its slot; a ref no location has gets a slot, which
