@@ -20,8 +20,10 @@ time (which another process on a shared machine takes less of).
 
 ``--revision REV`` runs the same cases with the code of git revision REV (checked out in a
 temporary ``git worktree``), alternating old and new (A B A B ...), and prints the medians, the
-min/max and the ratio new/old in rows/s. It prints the load average before and after, because
-the machine may be shared.
+min/max and the ratio new/old in rows/s. Each case runs once untimed first, per code (numba
+compiles what its cache lacks then). It prints the load average and the machine's yardstick
+(``yardstick.py``) before and after, because the machine may be shared and its speed differs
+from day to day: compare absolute rates of different days by the yardstick.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from yardstick import line as yardstick_line  # noqa: E402
 FORMATS = ("perfetto", "pipit", "otf2", "goal", "import-otf2", "import-goal")
 ROWS_PER_ITER = 8
 
@@ -213,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
                            check=True, capture_output=True)
             sources = {"old": old, "new": ROOT}
         print(f"load average before: {_load()}")
+        print(yardstick_line("before"), flush=True)
         for rows in args.rows:
             trace = make_trace(tmp / f"trace-{rows}", rows)
             for fmt in args.formats:
@@ -221,6 +226,9 @@ def main(argv: list[str] | None = None) -> None:
                 rss: dict[str, float] = {k: 0.0 for k in sources}
                 check: dict[str, list[float]] = {k: [] for k in sources}
                 n = 0
+                for key, src in sources.items():
+                    # untimed: numba compiles what its cache lacks (after an edit, 10-60 s)
+                    _one(src, fmt, trace, tmp / f"scratch-{key}")
                 for _ in range(args.repeat):
                     for key, src in sources.items():         # alternating: A B A B ...
                         r = _one(src, fmt, trace, tmp / f"scratch-{key}")
@@ -247,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
                 print("  ".join(line), flush=True)
             shutil.rmtree(trace)
         print(f"load average after: {_load()}")
+        print(yardstick_line("after"))
     finally:
         if args.revision:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",

@@ -11,7 +11,9 @@ with a backlog) and each round, alternately:
 Every step runs as its own process, as a user runs it; wall time and peak resident memory come
 from ``os.wait4``. The script prints medians with min/max over the rounds, the ratios the targets
 are stated in, bytes per operation, and whether the LogGOPSim-semantics makespan equals
-LogGOPSim's to the nanosecond.
+LogGOPSim's to the nanosecond. One untimed round on the first schedule comes first (numba
+compiles what its cache lacks then); the machine's yardstick (``yardstick.py``) is printed
+before and after.
 
 LogGOPSim is built from its source tree (``--loggopsim DIR``: the repository or its
 ``src/LogGOPSim``) with ``re2c``, ``gengetopt`` and ``g++ -O2`` into a cache folder; without
@@ -39,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from goal_schedules import KINDS  # noqa: E402
+from yardstick import line as yardstick_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HINDSIGHT = [sys.executable, "-m", "hindsight.cli"]
@@ -172,6 +175,7 @@ def main() -> None:
         if k not in KINDS:
             raise SystemExit(f"Error: --kinds: unknown schedule '{k}' (known: {', '.join(KINDS)})")
     print(f"load average before: {os.getloadavg()[0]:.2f}  ({os.cpu_count()} cores)")
+    print(yardstick_line("before"), flush=True)
     results = {}
     with tempfile.TemporaryDirectory(prefix="vs-loggopsim-") as tmp:
         work = Path(tmp)
@@ -181,10 +185,14 @@ def main() -> None:
             _, _, said = run([sys.executable, Path(__file__).with_name("goal_schedules.py"), k,
                               str(target), goal])
             nops = int(re.search(r"(\d+) operations", said).group(1))
+            if k == kinds[0]:
+                # untimed: numba compiles what its cache lacks (after an edit, 10-60 s)
+                one_round(k, goal, work, t2b, sim)
             rounds = [one_round(k, goal, work, t2b, sim) for _ in range(a.rounds)]
             results[k] = {"ops": nops, "rounds": rounds}
             report(k, nops, rounds)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(yardstick_line("after"))
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))
 
