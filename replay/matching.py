@@ -35,10 +35,12 @@ import numpy as np
 from hindsight import trace as tf
 from replay.matching_kernels import (
     _classify,
-    _count_ids,
     _direct_keys,
+    _ends_of_posts,
+    _irecv_messages,
     _matched,
     _pair_channels,
+    _request_ends,
     _request_spans,
     _span_ids,
     _tags_agree,
@@ -288,38 +290,33 @@ def match_messages(table, max_problems: int = 1000,
     # ---- requests: post row <-> the row that ends it (a completion, or a Request_free)
     rid, nreq = _request_ids(rank, request, post_rows, comp_rows)
     pid, cid = rid[:len(post_rows)], rid[len(post_rows):]
-    # per request: counts and row numbers of the rows' own type (int32 below 2**31 rows;
-    # np.bincount's are int64): 12 bytes a request less at a check's peak
-    post_cnt = _count_ids(pid, nreq, post_rows[:0])
-    comp_cnt = _count_ids(cid, nreq, post_rows[:0])
-    post_of = np.full(nreq, -1, post_rows.dtype)
-    post_of[pid] = post_rows
-    comp_of = np.full(nreq, -1, comp_rows.dtype)
-    # The first row that ends a request wins; a second one is reported below.
-    comp_of[cid[::-1]] = comp_rows[::-1]
+    comp_post, end_at_post, dup, orphan, earlier, n_dup, n_orphan, n_later = _request_ends(
+        pid, cid, post_rows, comp_rows, nreq)
+    del rid, pid, cid
     freed = _FREE[op[comp_rows]]            # the ending rows that are Request_free rows
     any_freed = bool(freed.any())           # (most traces have none: no further work then)
 
     def ends(r: int) -> str:
         return "frees" if _FREE[op[r]] else "completes"
 
-    dup_post = post_rows[post_cnt[pid] > 1]
-    problem(dup_post, lambda r: f"{name(r)} request {request[r]} is posted more than once")
-    orphan = comp_rows[post_cnt[cid] == 0]
-    problem(orphan, lambda r: f"{name(r)} {ends(r)} request {request[r]} that was never posted")
-    twice = (comp_cnt[cid] > 1) & (comp_of[cid] != comp_rows)
-    dup_comp = comp_rows[twice]
-    first_end = dict(zip(dup_comp.tolist(), comp_of[cid[twice]].tolist()))
+    if n_dup:
+        problem(post_rows[dup], lambda r: f"{name(r)} request {request[r]} is posted more "
+                                          "than once")
+    if n_orphan:
+        problem(comp_rows[orphan], lambda r: f"{name(r)} {ends(r)} request {request[r]} that "
+                                             "was never posted")
+    if n_later:
+        later = earlier >= 0
+        first_end = dict(zip(comp_rows[later].tolist(), earlier[later].tolist()))
 
-    def again(r: int) -> str:
-        f = first_end[r]
-        if not _FREE[op[r]] and not _FREE[op[f]]:
-            return f"{name(r)} completes request {request[r]} a second time"
-        return (f"{name(r)} {ends(r)} request {request[r]} that seq {seq[f]} already "
-                f"{'freed' if _FREE[op[f]] else 'completed'}")
-    problem(dup_comp, again)
-    del post_cnt, comp_cnt, twice
-    comp_post = post_of[cid]
+        def again(r: int) -> str:
+            f = first_end[r]
+            if not _FREE[op[r]] and not _FREE[op[f]]:
+                return f"{name(r)} completes request {request[r]} a second time"
+            return (f"{name(r)} {ends(r)} request {request[r]} that seq {seq[f]} already "
+                    f"{'freed' if _FREE[op[f]] else 'completed'}")
+        problem(comp_rows[later], again)
+    del dup, orphan, earlier
     comp_ok = comp_post >= 0
     if any_freed:
         completion_row, completion_post_row = (comp_rows[comp_ok & ~freed],
@@ -328,20 +325,14 @@ def match_messages(table, max_problems: int = 1000,
     else:
         completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
         free_row, free_post_row = comp_rows[:0], comp_post[:0]
-    del freed
-    # The row that ends each post row's request, looked up by binary search in the (sorted)
-    # post rows: a full-length array would cost 8 bytes per event of a trace that has few
-    # requests.
-    end_at_post = comp_of[pid]
-    # the per-request arrays are done with: freed before the messages' are made
-    del rid, pid, cid, post_of, comp_of, comp_post, comp_ok
+    del freed, comp_post, comp_ok
+    # ``end_at_post``: the row that ends each post row's request, in post-row order; a row is
+    # looked up by its place among the (sorted) post rows: a full-length array would cost 8
+    # bytes per event of a trace that has few requests.
 
     def end_of_post(rows: np.ndarray) -> np.ndarray:
         """The row that ends each given post row's request (-1: none, or no request id)."""
-        if len(post_rows) == 0:
-            return np.full(len(rows), -1, np.int64)
-        at = np.minimum(np.searchsorted(post_rows, rows), len(post_rows) - 1)
-        return np.where(post_rows[at] == rows, end_at_post[at], -1)
+        return _ends_of_posts(post_rows, end_at_post, rows)
 
     def done_of_post(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(completion row of each given post row, -1: never completed, freed, or no request
@@ -377,11 +368,7 @@ def match_messages(table, max_problems: int = 1000,
     # with a concrete source/tag still has a channel, so it is matched all the same (a freed
     # one received its message; a never-completed one in a partial trace may have). A freed
     # one's received size is unknown (-1: the send's counts).
-    has = idone >= 0
-    i_src = np.where(has, peer[np.maximum(idone, 0)], peer[irecv])
-    i_tag = np.where(has, tag[np.maximum(idone, 0)], tag[irecv])
-    i_nb = np.where(has, nbytes[np.maximum(idone, 0)],
-                    np.where(ifreed, -1, nbytes[irecv]) if any_freed else nbytes[irecv])
+    i_src, i_tag, i_nb = _irecv_messages(irecv, idone, ifreed, peer, tag, nbytes)
     del ifreed
     keep = i_src >= 0
     keep &= i_tag >= 0

@@ -8,15 +8,6 @@ import numpy as np
 
 
 @nb.njit(cache=True, nogil=True)
-def _count_ids(ids, n, proto):
-    """How often each of 0..n-1 occurs in ``ids`` (``np.bincount``), of ``proto``'s type."""
-    cnt = np.zeros(n, proto.dtype)
-    for i in ids:
-        cnt[i] += 1
-    return cnt
-
-
-@nb.njit(cache=True, nogil=True)
 def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
     """k-th send of each channel with the k-th receive of the same channel (non-overtaking).
     Receive positions are of the integer type of the empty ``idx_proto`` (int32 when they
@@ -203,3 +194,92 @@ def _span_ids(rank, request, rows_a, rows_b, base, lo):
             out[k] = base[r] + request[i] - lo[r]
             k += 1
     return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _ends_of_posts(post_rows, end_at_post, rows):
+    """For each of ``rows``, ``end_at_post`` at its place among the sorted ``post_rows``, or
+    -1 where it is not one of them (of ``end_at_post``'s type). Rows mostly come in increasing order (row order): each
+    search then walks on from the last one's place, a merge of the two lists instead of a
+    binary search per row (a row out of order is searched for by bisection)."""
+    n = len(post_rows)
+    out = np.full(len(rows), -1, end_at_post.dtype)
+    at = 0
+    for k in range(len(rows)):
+        r = rows[k]
+        if at > 0 and post_rows[at - 1] >= r:
+            lo, hi = 0, at                   # bisect left in post_rows[:at]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if post_rows[mid] < r:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            at = lo
+        while at < n and post_rows[at] < r:
+            at += 1
+        if at < n and post_rows[at] == r:
+            out[k] = end_at_post[at]
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _irecv_messages(irecv, idone, ifreed, peer, tag, nbytes):
+    """Each Irecv's message as its completion row ``idone`` names it (wildcards resolved), or
+    as the Irecv row itself names it where none completed it; ``ifreed``: a Request_free row
+    ended it, and its byte count is unknown (-1). Returns (source, tag, bytes), in one pass
+    (they were nine gathers and selections)."""
+    n = len(irecv)
+    src = np.empty(n, peer.dtype)
+    tg = np.empty(n, tag.dtype)
+    nb_ = np.empty(n, nbytes.dtype)
+    for k in range(n):
+        d = idone[k]
+        r = d if d >= 0 else irecv[k]
+        src[k] = peer[r]
+        tg[k] = tag[r]
+        nb_[k] = -1 if d < 0 and ifreed[k] else nbytes[r]
+    return src, tg, nb_
+
+
+@nb.njit(cache=True, nogil=True)
+def _request_ends(pid, cid, post_rows, comp_rows, nreq):
+    """Rule *request ends*: requests numbered (0..nreq-1) ``pid`` for the post rows and ``cid``
+    for the rows that end them (completions, Request_free rows), all in row order. Per ending
+    row: the post row of its request (-1: none, an orphan) and, where an earlier row ended the
+    same request, that row (else -1: the first row that ends a request wins). Per post row: the
+    row that ends its request (-1: none) and whether its request is posted more than once
+    (the last of those posts is the one its ending rows pair with). Returns those arrays (row
+    numbers of the rows' own type), then how many duplicate posts, orphans and later ends there
+    are: one pass over each list where there were a dozen gathers and scatters."""
+    post_cnt = np.zeros(nreq, post_rows.dtype)
+    post_of = np.full(nreq, -1, post_rows.dtype)
+    for k in range(len(pid)):
+        post_cnt[pid[k]] += 1
+        post_of[pid[k]] = post_rows[k]
+    comp_of = np.full(nreq, -1, comp_rows.dtype)
+    comp_post = np.empty(len(cid), post_rows.dtype)
+    orphan = np.zeros(len(cid), np.bool_)
+    earlier = np.full(len(cid), -1, comp_rows.dtype)
+    n_orphan = 0
+    n_later = 0
+    for k in range(len(cid)):
+        c = cid[k]
+        comp_post[k] = post_of[c]
+        if post_cnt[c] == 0:
+            orphan[k] = True
+            n_orphan += 1
+        if comp_of[c] < 0:
+            comp_of[c] = comp_rows[k]
+        else:
+            earlier[k] = comp_of[c]
+            n_later += 1
+    end_at_post = np.empty(len(pid), comp_rows.dtype)
+    dup = np.zeros(len(pid), np.bool_)
+    n_dup = 0
+    for k in range(len(pid)):
+        end_at_post[k] = comp_of[pid[k]]
+        if post_cnt[pid[k]] > 1:
+            dup[k] = True
+            n_dup += 1
+    return comp_post, end_at_post, dup, orphan, earlier, n_dup, n_orphan, n_later
