@@ -105,11 +105,10 @@ def epoch_ops(rank: np.ndarray, op: np.ndarray, peer: np.ndarray, comm: np.ndarr
               nbytes: np.ndarray, t_start: np.ndarray) -> Epochs:
     """Rules ``lock_epoch`` and ``pscw_epoch`` over a trace's rows (in (rank, seq) order)."""
     in_epoch = np.zeros(len(op), bool)
-    data = tf.op_mask(op, tf.RMA_OPS)
-    pscw = tf.op_mask(op, tf.RMA_PSCW_OPS)
-    lock = tf.op_mask(op, tf.RMA_LOCK_OPS)
-    rows = np.flatnonzero(lock | pscw | data)
-    if not len(rows) or not (lock | pscw)[rows].any():
+    # one pass over the rows finds the one-sided ones (most traces have none); the kinds of
+    # those only are told apart
+    rows = np.flatnonzero(tf.op_mask(op, tf.RMA_OPS | tf.RMA_PSCW_OPS | tf.RMA_LOCK_OPS))
+    if not len(rows) or not tf.op_mask(op[rows], tf.RMA_PSCW_OPS | tf.RMA_LOCK_OPS).any():
         return Epochs(EpochOps.empty(), in_epoch, 0, 0)
     rows = rows[np.argsort(rank[rows].astype(np.int64) * (int(comm[rows].max()) + 1)
                            + comm[rows], kind="stable")]

@@ -118,10 +118,7 @@ def trace_rows(cols: dict[str, np.ndarray], peer: np.ndarray, tag: np.ndarray,
         since = np.full(nranks, t0, np.int64)
     kind, cont, burst, trail = _row_pass(op, row_msg, rank, peer, tag, cols["comm"], t_start,
                                          t_end, since, nranks, *KIND_TABLES)
-    post_is_send = tf.op_mask(op[cpost], tf.NONBLOCKING_SEND_OPS)
-    ok = row_msg[crow] >= 0
-    kind[crow[ok & post_is_send]] = K.WSEND
-    kind[crow[ok & ~post_is_send]] = K.WRECV
+    _completion_kinds(kind, crow, cpost, op, row_msg, _POST_IS_SEND)
     region, cpu = cols["region"], cols["cpu_ns"]
     if region_names:
         ratio = _cpu_ratio(rank, op, region, t_start, t_end, cpu, len(region_names))
@@ -138,6 +135,19 @@ def trace_rows(cols: dict[str, np.ndarray], peer: np.ndarray, tag: np.ndarray,
                 coll=np.full(n, -1, np.int32), nbytes=cols["nbytes"], poll_row=p_row,
                 poll_end=p_end, poll_msg=p_msg, poll_period=p_period)
     return rows, trail
+
+
+_POST_IS_SEND = tf.op_lut(tuple(tf.NONBLOCKING_SEND_OPS))
+
+
+@nb.njit(cache=True, nogil=True)
+def _completion_kinds(kind, crow, cpost, op, row_msg, post_is_send):
+    """A completion row that carries a message (``row_msg``) waits for a send (``WSEND``) when
+    its request's post row is a non-blocking send (``post_is_send``: per op code, the last
+    slot for an unknown op), else for a receive (``WRECV``)."""
+    for k in range(len(crow)):
+        if row_msg[crow[k]] >= 0:
+            kind[crow[k]] = K.WSEND if post_is_send[op[cpost[k]]] else K.WRECV
 
 
 @nb.njit(cache=True)
