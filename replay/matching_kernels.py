@@ -1,5 +1,7 @@
 """The compiled passes of message matching (``replay.matching``): flat arrays in, flat arrays
-out, no Python object per row."""
+out, no Python object per row. Rule *request ends* (``_request_ends``) pairs each request's
+post with the rows that end it; ``_ends_of_posts`` looks those ends up for sends and Irecvs,
+``_irecv_messages`` reads an Irecv's message off its completion."""
 
 from __future__ import annotations
 
@@ -199,25 +201,31 @@ def _span_ids(rank, request, rows_a, rows_b, base, lo):
 @nb.njit(cache=True, nogil=True)
 def _ends_of_posts(post_rows, end_at_post, rows):
     """For each of ``rows``, ``end_at_post`` at its place among the sorted ``post_rows``, or
-    -1 where it is not one of them (of ``end_at_post``'s type). Rows mostly come in increasing order (row order): each
-    search then walks on from the last one's place, a merge of the two lists instead of a
-    binary search per row (a row out of order is searched for by bisection)."""
+    -1 where it is not one of them (of ``end_at_post``'s type). Each search starts from the
+    last one's place: rows in increasing order (row order, as matching gives them) make it a
+    merge of the two lists, a step or two a row; forward it gallops (steps doubling, then
+    bisection), backward it bisects, so rows in any order take logarithmic time each."""
     n = len(post_rows)
     out = np.full(len(rows), -1, end_at_post.dtype)
     at = 0
     for k in range(len(rows)):
         r = rows[k]
+        lo, hi = at, at
         if at > 0 and post_rows[at - 1] >= r:
-            lo, hi = 0, at                   # bisect left in post_rows[:at]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if post_rows[mid] < r:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            at = lo
-        while at < n and post_rows[at] < r:
-            at += 1
+            lo, hi = 0, at                   # the place lies before: in [0, at]
+        elif at < n and post_rows[at] < r:
+            step = 1                         # after: gallop while post_rows[lo] < r
+            while lo + step < n and post_rows[lo + step] < r:
+                lo += step
+                step *= 2
+            lo, hi = lo + 1, min(lo + step, n)
+        while lo < hi:                       # the first place whose row is >= r
+            mid = (lo + hi) >> 1
+            if post_rows[mid] < r:
+                lo = mid + 1
+            else:
+                hi = mid
+        at = lo
         if at < n and post_rows[at] == r:
             out[k] = end_at_post[at]
     return out
@@ -228,7 +236,7 @@ def _irecv_messages(irecv, idone, ifreed, peer, tag, nbytes):
     """Each Irecv's message as its completion row ``idone`` names it (wildcards resolved), or
     as the Irecv row itself names it where none completed it; ``ifreed``: a Request_free row
     ended it, and its byte count is unknown (-1). Returns (source, tag, bytes), in one pass
-    (they were nine gathers and selections)."""
+    over the Irecvs."""
     n = len(irecv)
     src = np.empty(n, peer.dtype)
     tg = np.empty(n, tag.dtype)
@@ -251,7 +259,7 @@ def _request_ends(pid, cid, post_rows, comp_rows, nreq):
     row that ends its request (-1: none) and whether its request is posted more than once
     (the last of those posts is the one its ending rows pair with). Returns those arrays (row
     numbers of the rows' own type), then how many duplicate posts, orphans and later ends there
-    are: one pass over each list where there were a dozen gathers and scatters."""
+    are; one pass over each list of rows."""
     post_cnt = np.zeros(nreq, post_rows.dtype)
     post_of = np.full(nreq, -1, post_rows.dtype)
     for k in range(len(pid)):

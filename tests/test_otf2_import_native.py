@@ -181,3 +181,34 @@ def test_archives_read_chunk_by_chunk_import_alike(chunk, tmp_path, monkeypatch)
     target.write_bytes(target.read_bytes()[:target.stat().st_size // 2])
     outcome = _outcome(read_otf2, copy)
     assert outcome[0] == "error" and str(copy) in outcome[1] and "\n" not in outcome[1]
+
+
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_records_fields_in_one_pass_or_by_column_import_alike(one_pass, tmp_path, monkeypatch):
+    """A chunk's times, ranks, regions and communicators come from one compiled pass
+    (``Tables.fields``), location refs of 2**20 and more (Score-P's threads and devices) and
+    locations met for the first time looked up after it; or, where the pass cannot take the
+    chunk, column by column: archives import as the per-record importer imports them either
+    way."""
+    from hindsight.interop import otf2_import, otf2_tables
+
+    calls = {"pass": 0, "by column": 0}
+    real = otf2_tables.Tables.fields
+
+    def fields(self, recs, offset, res):
+        got = real(self, recs, offset, res) if one_pass else None
+        calls["pass" if got is not None else "by column"] += 1
+        return got
+
+    monkeypatch.setattr(otf2_import.Tables, "fields", fields)
+    export_otf2(CORPUS / "p2p-all-n3", tmp_path / "otf2")
+    archives = {"p2p": tmp_path / "otf2",
+                "openmp": openmp_archive(tmp_path / "omp", 3, True),
+                "cuda": cuda_pthread_archive(tmp_path / "cuda"),
+                "foreign": _foreign_archive(tmp_path / "foreign")}
+    for name, anchor in archives.items():
+        out = tmp_path / f"out-{name}"
+        out.mkdir()
+        assert _assert_same_import(anchor, out) == "ok", name
+    assert calls["pass" if one_pass else "by column"] > 0
+    assert calls["by column" if one_pass else "pass"] == 0

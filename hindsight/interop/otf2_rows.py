@@ -12,7 +12,9 @@ reference counting (``_nrt=False``): counting, atomically, the references of the
 arrays it hands its inlined helpers at every MPI call doubles its time. When it meets an event
 it cannot take it stops there and says why (``BAIL_*``): a full buffer or table (the caller
 grows it and calls again from that event) or an error, which the caller words (the kernel
-keeps no strings). Rule *completions* (``fill_nbc``) gives a non-blocking collective's post row
+keeps no strings). Rules *ticks to ns* and *ref lookup* (``chunk_fields``) give the records of a chunk their times
+in ns, ranks, regions and communicators before ``convert`` walks them. Rule *completions*
+(``fill_nbc``) gives a non-blocking collective's post row
 the communicator, size and root of its completion; rule *by rank* (``by_rank``) orders the rows
 by rank, stably.
 """
@@ -320,13 +322,13 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
 
 @njit(cache=True, nogil=True)
 def chunk_fields(recs, offset, res, loc_lut, loc_missing, reg_lut, comm_lut):
-    """Rules *ticks to ns* and *ref lookup* of a chunk's records in one pass (each record is
-    read once, where four NumPy passes read its columns strided, one each): each record's time
-    in ns since ``offset`` (exact: ``res`` ticks a second, ``(t - offset) * 1e9 // res``
-    without overflow as long as ``res * 1e9`` fits 64 bits), its location's rank
-    (``loc_lut``, ``loc_missing`` outside it), region and communicator index (-1 outside
-    ``reg_lut``, ``comm_lut``). Returns (times, ranks, regions, comms, how many locations were
-    ``loc_missing``)."""
+    """Rules *ticks to ns* and *ref lookup* of a chunk's records in one pass, each record read
+    once (column by column, each pass would read the records strided): each record's time in
+    ns since ``offset``, ``(t - offset) * 1e9 // res`` for ``res`` ticks a second (exact: the
+    remainder's product cannot overflow while ``res * 1e9`` fits 64 bits; a time beyond int64
+    ns wraps), its location's rank (``loc_lut``, ``loc_missing`` outside it), region and
+    communicator index (-1 outside ``reg_lut``, ``comm_lut``). Returns (times, ranks, regions,
+    comms, how many locations were ``loc_missing``)."""
     n = recs.shape[0]
     times = np.empty(n, np.int64)
     lrank = np.empty(n, np.int64)

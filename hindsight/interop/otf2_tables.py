@@ -20,6 +20,7 @@ def is_mpi(region, otf2) -> bool:
 
 
 _UNKNOWN = -(1 << 62)          # a location ref no definition gives
+_NO_REFS = np.zeros(0, np.int64)   # a look-up table of no refs: every ref is looked up later
 
 
 class _RefIndex:
@@ -126,14 +127,18 @@ class Tables:
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """Each record's time in ns (``res`` ticks a second from ``offset``, exact), its
         location's ``ranks_of``, its ``regions`` and ``comms`` index, in one compiled pass
-        (``otf2_rows.chunk_fields``); None where refs are too large for look-up tables or the
-        times could overflow in it (the caller then takes a column at a time)."""
-        if (self.regions.lut is None or self.comms.lut is None or self._loc_index.lut is None
+        (``otf2_rows.chunk_fields``); None where region or communicator refs are too large for
+        look-up tables or the times could overflow in it (the caller then takes a column at a
+        time). Location refs too large for one (Score-P numbers a rank's threads and devices
+        ``thread << 32 | rank``), and locations met for the first time, are looked up by
+        ``ranks_of`` after the pass."""
+        if (self.regions.lut is None or self.comms.lut is None
                 or not 0 < res < 2**63 // 10**9 or abs(offset) >= 2**62):
             return None
+        loc_lut = self._loc_index.lut if self._loc_index.lut is not None else _NO_REFS
         times, lrank, gidx, cidx, unknown = chunk_fields(
-            recs, np.int64(offset), np.int64(res), self._loc_index.lut, _UNKNOWN,
-            self.regions.lut, self.comms.lut)
+            recs, np.int64(offset), np.int64(res), loc_lut, _UNKNOWN, self.regions.lut,
+            self.comms.lut)
         if unknown:
             lrank = self.ranks_of(recs[:, EV.LOC])      # (gives the new locations slots)
         return times, lrank, gidx, cidx
