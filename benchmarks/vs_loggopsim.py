@@ -9,8 +9,9 @@ with a backlog) and each round, alternately:
   (LogGOPSim's semantics, on the schedule kept beside the trace).
 
 Every step runs as its own process, as a user runs it; wall time from the clock, peak resident
-memory from GNU time where it is installed (else ``os.wait4``'s, an upper bound: see ``run``). The script prints medians with min/max over the rounds, the ratios the targets
-are stated in, bytes per operation, and whether the LogGOPSim-semantics makespan equals
+memory from GNU time where it is installed (else ``os.wait4``'s, an upper bound: see
+``run``). The script prints medians with min/max over the rounds, the ratios the targets are
+stated in, bytes per operation, and whether the LogGOPSim-semantics makespan equals
 LogGOPSim's to the nanosecond. One untimed round on the first schedule comes first (numba
 compiles what its cache lacks then); the machine's yardstick (``yardstick.py``) is printed
 before and after.

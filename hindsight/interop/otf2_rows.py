@@ -12,10 +12,10 @@ reference counting (``_nrt=False``): counting, atomically, the references of the
 arrays it hands its inlined helpers at every MPI call doubles its time. When it meets an event
 it cannot take it stops there and says why (``BAIL_*``): a full buffer or table (the caller
 grows it and calls again from that event) or an error, which the caller words (the kernel
-keeps no strings). Rules *ticks to ns* and *ref lookup* (``chunk_fields``) give the records of a chunk their times
-in ns, ranks, regions and communicators before ``convert`` walks them. Rule *completions*
-(``fill_nbc``) gives a non-blocking collective's post row
-the communicator, size and root of its completion; rule *by rank* (``by_rank``) orders the rows
+keeps no strings). Rules *ticks to ns* and *ref lookup* (``chunk_fields``) give the records
+of a chunk their times in ns, ranks, regions and communicators before ``convert`` walks them.
+Rule *completions* (``fill_nbc``) gives a non-blocking collective's post row the
+communicator, size and root of its completion; rule *by rank* (``by_rank``) orders the rows
 by rank, stably.
 """
 
