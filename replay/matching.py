@@ -326,18 +326,14 @@ def match_messages(table, max_problems: int = 1000,
         completion_row, completion_post_row = comp_rows[comp_ok], comp_post[comp_ok]
         free_row, free_post_row = comp_rows[:0], comp_post[:0]
     del freed, comp_post, comp_ok
-    # ``end_at_post``: the row that ends each post row's request, in post-row order; a row is
-    # looked up by its place among the (sorted) post rows: a full-length array would cost 8
-    # bytes per event of a trace that has few requests.
-
-    def end_of_post(rows: np.ndarray) -> np.ndarray:
-        """The row that ends each given post row's request (-1: none, or no request id)."""
-        return _ends_of_posts(post_rows, end_at_post, rows)
 
     def done_of_post(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(completion row of each given post row, -1: never completed, freed, or no request
         id; whether a Request_free row ended it)."""
-        end = end_of_post(rows)
+        # the row that ends each one's request, looked up by its place among the (sorted)
+        # post rows in ``end_at_post``: a full-length array would cost 8 bytes per event of a
+        # trace that has few requests
+        end = _ends_of_posts(post_rows, end_at_post, rows)
         if not any_freed:
             return end, np.zeros(len(rows), bool)
         free = (end >= 0) & _FREE[op[np.maximum(end, 0)]]
