@@ -325,13 +325,14 @@ def test_real_two_rank_calibration(run_hindsight, tmp_path):
                for series in bp["silent_s"] + bp["exchanged_s"] for x in series)
     assert burst_curve(prof).transport == "shm"
     # the resume probe: three kernel lengths after five times away, never negative and within
-    # a few times the kernel's own length (measured here: up to about its length, after tens
-    # of ms away; a fraction of it after 0.1 ms)
+    # a few times the kernel's own length plus a part that does not scale with it (measured
+    # here: up to about its length after tens of ms away, a fraction of it after 0.1 ms; on the
+    # CI machine +0.17 ms for a 20 us kernel after 32 ms away)
     rs, rp = prof["resume"], prof["fit"]["resume_probe"]
     assert len(rs["burst_s"]) == 3 and rs["away_s"] == list(RESUME_AWAY_S)
     assert 1e-6 < rs["burst_s"][0] < rs["burst_s"][1] < rs["burst_s"][2] < 1e-2
     assert len(rs["extra_s"]) == 5 and all(len(row) == 3 for row in rs["extra_s"])
-    assert all(0 <= e < 3 * b + 1e-4 for row in rs["extra_s"]
+    assert all(0 <= e < 3 * b + 1e-3 for row in rs["extra_s"]
                for b, e in zip(rs["burst_s"], row)), rs
     assert resume_curve(prof) is not None and rp["took_s"] < 15
     assert bp["less_resume"] and len(bp["exchange_s"]) == 3

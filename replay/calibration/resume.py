@@ -24,10 +24,12 @@ row per d).
 
 Measured here (2026-11-27, MPICH 5.0.2, 2 ranks on shared memory, quiet): after 10 ms away a
 10 µs kernel took +5 µs, a 60 µs one +48 µs, a 0.7 ms one +0.67 ms; after 1 ms +0.3, +7 and
-+0.1 ms; within 0.3 ms nothing beyond the noise. Spinning in Python, sleeping and waiting in
-``Recv`` gave the same growth; so did TCP and a 100 Mbit/s testbed (it is the machine's, not the
-transport's). Not established: the cause (the machine's caches and TLBs refilled after other
-work or other tenants of the host ran; this VM exposes no hardware counters).
++0.1 ms; within 0.3 ms nothing beyond the noise. On the CI machine a 20 µs kernel took +0.17 ms
+after 32 ms away: part of the extra time does not scale with the kernel. Spinning in Python,
+sleeping and waiting in ``Recv`` gave the same growth; so did TCP and a 100 Mbit/s testbed (it is
+the machine's, not the transport's). Not established: the cause (the machine's caches and TLBs
+refilled after other work or other tenants of the host ran; this VM exposes no hardware
+counters).
 """
 
 from __future__ import annotations
