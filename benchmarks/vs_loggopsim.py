@@ -14,7 +14,8 @@ memory from GNU time where it is installed (else ``os.wait4``'s, an upper bound:
 stated in, bytes per operation, and whether the LogGOPSim-semantics makespan equals
 LogGOPSim's to the nanosecond. One untimed round on the first schedule comes first (numba
 compiles what its cache lacks then); the machine's yardstick (``yardstick.py``) is printed
-before and after.
+before and after, and whether hindsight's kernels run compiled ahead of time (built first if
+missing, as ``make`` does; ``HINDSIGHT_AOT=0`` measures them through numba).
 
 LogGOPSim is built from its source tree (``--loggopsim DIR``: the repository or its
 ``src/LogGOPSim``) with ``re2c``, ``gengetopt`` and ``g++ -O2`` into a cache folder; without
@@ -149,6 +150,20 @@ def one_round(kind: str, goal: Path, work: Path, t2b: Path, sim: Path) -> dict:
     return m
 
 
+def aot_line() -> str:
+    """Whether hindsight's kernels run compiled ahead of time (``hindsight/jit.py``), building
+    them first if they are missing (as ``make`` does), unless ``HINDSIGHT_AOT=0`` asks for
+    numba alone."""
+    if os.environ.get("HINDSIGHT_AOT") == "0":
+        return "kernels: through numba (HINDSIGHT_AOT=0)"
+    subprocess.run([sys.executable, "-m", "hindsight.aot_build"], check=True)
+    probe = subprocess.run([sys.executable, "-c", "from hindsight import jit; "
+                            "print(jit.aot_loaded(), jit.aot_description().name)"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    return (f"kernels: compiled ahead of time ({probe[1]})" if probe[0] == "True" else
+            "kernels: through numba (no ahead-of-time modules: see hindsight/aot_build.py)")
+
+
 def fmt(xs: list[float], unit: str = "s") -> str:
     if unit == "MB":
         return f"{statistics.median(xs) / 1e6:.0f} MB"
@@ -175,6 +190,7 @@ def main() -> None:
     for k in kinds:
         if k not in KINDS:
             raise SystemExit(f"Error: --kinds: unknown schedule '{k}' (known: {', '.join(KINDS)})")
+    print(aot_line())
     print(f"load average before: {os.getloadavg()[0]:.2f}  ({os.cpu_count()} cores)")
     print(yardstick_line("before"), flush=True)
     results = {}

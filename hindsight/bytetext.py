@@ -8,9 +8,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Iterable
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from hindsight.system import WRITE_BLOCK
 
 # The buffers a formatter writes into, two reused in turn (small: they stay in cache).
@@ -63,7 +63,7 @@ def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None
             pending.result()
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def put(buf, at, data, off, j):
     """String ``j`` of a byte table at ``buf[at:]``; returns the end."""
     for k in range(off[j], off[j + 1]):
@@ -72,7 +72,7 @@ def put(buf, at, data, off, j):
     return at
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def put_int(buf, at, v):
     """The decimal text of the integer ``v`` at ``buf[at:]``; returns the end."""
     if v < 0:

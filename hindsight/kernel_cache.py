@@ -21,16 +21,11 @@ files once per process that loads a kernel (some 1.4 MB: 8-9 ms here).
 from __future__ import annotations
 
 import functools
-import hashlib
 from pathlib import Path
 
 from numba.core import caching
 
-#: the packages whose files the digest covers: those with kernels and those below them in the
-#: layers (docs/extending.md), whose constants and functions a kernel may take in; validation and
-#: predict sit above every kernel and have none (tests/test_compiling.py checks it)
-PACKAGES = ("hindsight", "instrument", "replay", "apps", "workloads")
-_ROOT = Path(__file__).resolve().parent.parent
+from hindsight.sources import PACKAGES, ROOT, project_digest
 
 
 def locator_classes() -> list | None:
@@ -42,20 +37,9 @@ def locator_classes() -> list | None:
 
 
 @functools.cache
-def project_digest() -> str:
-    """sha1 of the project's Python files (their paths under the root and their contents)."""
-    h = hashlib.sha1()
-    for pkg in PACKAGES:
-        for p in sorted((_ROOT / pkg).rglob("*.py")):
-            h.update(p.relative_to(_ROOT).as_posix().encode() + b"\0")
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-@functools.cache
 def _in_project(py_file: str) -> bool:
     try:
-        rel = Path(py_file).resolve().relative_to(_ROOT)
+        rel = Path(py_file).resolve().relative_to(ROOT)
     except (OSError, ValueError):
         return False
     return len(rel.parts) > 1 and rel.parts[0] in PACKAGES

@@ -25,12 +25,9 @@ import ctypes
 import functools
 import os
 
-import numba as nb
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
+from hindsight.jit import njit, on_bind
 from hindsight.system import WRITE_BLOCK
 
 #: bytes per ``write``; each write but the first ends at a multiple of it in the file
@@ -59,23 +56,38 @@ def _write_address() -> int:
     return ctypes.cast(ctypes.CDLL(None).write, ctypes.c_void_p).value
 
 
-@intrinsic
-def _c_write(typingctx, addr, fd, buf, n):
-    """``write(fd, buf, n)`` of the C library, called at address ``addr`` (all int64; ``buf`` a
-    pointer); returns its result."""
-    sig = types.int64(types.int64, types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        ptr = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(i64, [ir.IntType(32), ptr, i64])
-        fn = builder.inttoptr(args[0], fnty.as_pointer())
-        return builder.call(fn, [builder.trunc(args[1], ir.IntType(32)),
-                                 builder.inttoptr(args[2], ptr), args[3]])
-    return sig, codegen
+#: ``write`` through an address, for ``_write_loop`` (an intrinsic: ``_define_c_write``)
+_c_write = None
 
 
-@nb.njit(cache=True, nogil=True)
+def _define_c_write() -> None:
+    """Define ``_c_write``, which ``_write_loop`` calls: ``write(fd, buf, n)`` of the C library,
+    called at address ``addr`` (all int64; ``buf`` a pointer); returns its result. (Made when
+    numba is imported: only numba can make an intrinsic, and a command that runs the loop
+    compiled ahead of time never imports it.)"""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _c_write(typingctx, addr, fd, buf, n):
+        sig = types.int64(types.int64, types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            ptr = ir.IntType(8).as_pointer()
+            fnty = ir.FunctionType(i64, [ir.IntType(32), ptr, i64])
+            fn = builder.inttoptr(args[0], fnty.as_pointer())
+            return builder.call(fn, [builder.trunc(args[1], ir.IntType(32)),
+                                     builder.inttoptr(args[2], ptr), args[3]])
+        return sig, codegen
+    globals()["_c_write"] = _c_write
+
+
+on_bind(_define_c_write)
+
+
+@njit(cache=True, nogil=True)
 def _write_loop(addr, fd, flat, start, block):
     """Rule ``blocks_without_gil``: ``flat`` written at file offset ``start`` in writes that end
     at multiples of ``block``; returns how many bytes were written (fewer than ``len(flat)``

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay.rules import PRED_COLL, PRED_RECV, PRED_SEND
 from replay.warp import join_call_rows, time_warp
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from replay.stream import Stream
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def rows_from_ops(op_row, op_start, op_end, row_start, row_end):
     """Per trace row: start of its first operation, end of its last (rows without ops untouched)."""
     for i in range(len(op_row)):
@@ -39,7 +39,7 @@ def rows_from_ops(op_row, op_start, op_end, row_start, row_end):
             row_end[rw] = e
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def critical_path(rank_off, msg, pred, m_send_op, m_recv_op, coll_last, last_rank, on_path,
                   order):
     """Walk back from the last operation of ``last_rank``; mark the operations that determine

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay.errors import ReplayError
 from replay.matching import small_codes
 
@@ -153,7 +153,7 @@ def complete_nonblocking(coll: Instances, op: np.ndarray, completion_row: np.nda
     coll.done = done
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _number_instances(rank_comm, nrc, ccode, nc, is_self):
     """Collective instances of the collective rows (in (rank, seq) order): an instance is the
     k-th collective of each member on a communicator, and every COMM_SELF call is one of its
@@ -199,7 +199,7 @@ def _number_instances(rank_comm, nrc, ccode, nc, is_self):
     return inst, order, off
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _first_disagreeing(crows, inst, op, root, i_op, i_root):
     """The first of the collective rows ``crows`` whose op or root is not its instance's
     (``inst``; ``i_op``, ``i_root`` per instance), or -1. In row order: the rows of one instance

@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
     PRED_COLL, PRED_LOCAL, PRED_RECV, PRED_SEND, ack_cells, ack_floor, after_overhead, bound,
     clear_to_send_done, eager_arrival, envelope_arrival, first_in_mpi, is_rendezvous,
@@ -56,7 +56,7 @@ from replay.rules import (  # noqa: F401  (PRED_* are outputs of the kernel too)
 #: The first 12 hex digits of replay/rules.py's sha1. numba's cache (cache=True) recompiles when
 #: this file changes, not when the rules it inlines do: a change of the rules must change this
 #: line too (tests/test_progress.py checks it), or replays would run the old machine code.
-RULES_SHA1 = "1783221ab636"
+RULES_SHA1 = "b5e00491b83f"
 
 NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, PRECV, POLL = \
     range(14)
@@ -163,7 +163,7 @@ class Carry(NamedTuple):
 # ---- the loop -------------------------------------------------------------------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     """Replay once. Returns the number of ranks that could not finish (0 = success).
 

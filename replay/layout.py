@@ -15,9 +15,9 @@ the first replay's peak).
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from hindsight.system import page_out, page_out_part
 from replay import kernel as K
 from replay.rows import KIND_TABLES, Rows
@@ -55,7 +55,7 @@ def lay_out(rows: Rows, per_row: np.ndarray, nranks: int, cpu_shared: bool,
     return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _offsets(op, msg_row, per_row, rank, nranks, sr_send, sr_recv):
     """(off, rank_off): each row's first operation (and the total at ``off[n]``), each rank's
     first operation."""
@@ -93,7 +93,7 @@ def _offsets(op, msg_row, per_row, rank, nranks, sr_send, sr_recv):
     return off, rank_off
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _fill(lo, hi, off, kind_row, msg_row, burst_row, ratio, region, cpu_shared, kind, msg,
           op_row, reg, burst, burst_cpu):
     """The operations of rows lo..hi into their places (``off``)."""

@@ -5,11 +5,12 @@ post with the rows that end it; ``_ends_of_posts`` looks those ends up for sends
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 
-@nb.njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True)
 def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
     """k-th send of each channel with the k-th receive of the same channel (non-overtaking).
     Receive positions are of the integer type of the empty ``idx_proto`` (int32 when they
@@ -43,7 +44,7 @@ def _pair_channels(gid_s, gid_r, ngroups, idx_proto):
     return match_of_send, recv_matched
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _classify(op, peer, request, rank, tag, comm, nbytes, cls, row_proto):
     """The rows that take part in matching, in one pass over the columns (``cls``: the classes
     of ``_classes``; row numbers of the type of the empty ``row_proto``): row numbers of the
@@ -111,7 +112,7 @@ def _classify(op, peer, request, rank, tag, comm, nbytes, cls, row_proto):
             (r_row[:nr], r_src[:nr], r_tag[:nr], r_nb[:nr], r_dst[:nr], r_comm[:nr]))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt, key_proto):
     """Mixed-radix channel keys (of the type of the empty ``key_proto``); an empty ``tag``
     leaves the tag out."""
@@ -123,7 +124,7 @@ def _direct_keys(src, dst, comm, tag, P, lo_c, nc, lo_t, nt, key_proto):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_done, nbytes):
     """The columns of the matched messages in send order, in one pass (they were eleven
     gathers): source, destination, bytes (the send's, else what the receive got), send row,
@@ -161,7 +162,7 @@ def _matched(match_of_send, send_rows, recv_rows, s_src, s_dst, s_done, r_nb, r_
     return src, dst, nb_, srow, sdone, rrow, rdone, too_big
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _tags_agree(match_of_send, s_tag, r_tag):
     for i in range(len(match_of_send)):
         j = match_of_send[i]
@@ -170,7 +171,7 @@ def _tags_agree(match_of_send, s_tag, r_tag):
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _request_spans(rank, request, rows_a, rows_b, nranks):
     """Each rank's lowest and highest request id among the rows ``rows_a`` and ``rows_b``:
     ``lo[r] > hi[r]`` for a rank with none."""
@@ -184,7 +185,7 @@ def _request_spans(rank, request, rows_a, rows_b, nranks):
     return lo, hi
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _span_ids(rank, request, rows_a, rows_b, base, lo):
     """The requests of ``rows_a`` then ``rows_b`` numbered ``base[r] + request - lo[r]`` (r
     the row's rank: the ranks' spans of ``_request_spans`` laid end to end)."""
@@ -198,7 +199,7 @@ def _span_ids(rank, request, rows_a, rows_b, base, lo):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _ends_of_posts(post_rows, end_at_post, rows):
     """For each of ``rows``, ``end_at_post`` at its place among the sorted ``post_rows``, or
     -1 where it is not one of them (of ``end_at_post``'s type). Each search starts from the
@@ -231,7 +232,7 @@ def _ends_of_posts(post_rows, end_at_post, rows):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _irecv_messages(irecv, idone, ifreed, peer, tag, nbytes):
     """Each Irecv's message as its completion row ``idone`` names it (wildcards resolved), or
     as the Irecv row itself names it where none completed it; ``ifreed``: a Request_free row
@@ -250,7 +251,7 @@ def _irecv_messages(irecv, idone, ifreed, peer, tag, nbytes):
     return src, tg, nb_
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _request_ends(pid, cid, post_rows, comp_rows, nreq):
     """Rule *request ends*: requests numbered (0..nreq-1) ``pid`` for the post rows and ``cid``
     for the rows that end them (completions, Request_free rows), all in row order. Per ending

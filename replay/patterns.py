@@ -8,9 +8,9 @@ one of a collective posted after it on its communicator, rule ``nonblocking_in_o
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from replay import collectives as C
 from replay import kernel as K
 from replay.errors import ReplayError
@@ -121,7 +121,7 @@ def nonblocking_tails(coll: Instances, rank: np.ndarray,
     return tail_row, tail_off
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _in_order_tails(done, group_start, tail):
     """For entries in groups of consecutive entries (one rank and communicator), each group in
     post order: the row where each entry's tail runs, the smallest completion row among it and

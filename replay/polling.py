@@ -23,17 +23,17 @@ The kernel's side is ``replay.rules.poll_exit``.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay import kernel as K
 
 POLL_CODE = tf.OP_CODE["Poll"]
 IPROBE_CODE = tf.OP_CODE["Iprobe"]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def poll_runs(op, rank, kind, row_msg, peer, tag, comm, t_start, nbytes, m_src, poll_code,
               iprobe_code):
     """Per ``Poll`` row (in row order): (its row, the row of the call that ended it (-1: none),
@@ -71,7 +71,7 @@ def poll_runs(op, rank, kind, row_msg, peer, tag, comm, t_start, nbytes, m_src, 
     return rows, ends, msgs, period
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def _next_mpi_row(op, rank, i):
     """The rank's next MPI row after row i (region rows skipped); -1: none."""
     j = i + 1

@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from replay.profile import ProfileError, is_number
 from replay.rules import resume_extra
 
@@ -129,7 +129,7 @@ def away_in_trace(rank_off: np.ndarray, burst: np.ndarray, op_row: np.ndarray,
                  else np.asarray(before, np.float64))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _away(rank_off, burst, op_row, t_start, before):
     away = np.zeros(len(burst))
     last = before.copy()
@@ -147,7 +147,7 @@ def _away(rank_off, burst, op_row, t_start, before):
     return away, last
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def warm_bursts(tab: np.ndarray, burst: np.ndarray, away: np.ndarray) -> np.ndarray:
     """b_w per burst: the burst that, resumed after ``away``, takes ``burst`` (w of ``tab``,
     ``rules.resume_extra``; piecewise linear in b_w, so inverted segment by segment; bursts

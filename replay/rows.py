@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay import kernel as K
 from replay.matching import MessageMatch, index_proto
 from replay.polling import IPROBE_CODE, POLL_CODE, poll_runs
@@ -140,7 +140,7 @@ def trace_rows(cols: dict[str, np.ndarray], peer: np.ndarray, tag: np.ndarray,
 _POST_IS_SEND = tf.op_lut(tuple(tf.NONBLOCKING_SEND_OPS))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _completion_kinds(kind, crow, cpost, op, row_msg, post_is_send):
     """A completion row that carries a message (``row_msg``) waits for a send (``WSEND``) when
     its request's post row is a non-blocking send (``post_is_send``: per op code, the last
@@ -150,7 +150,7 @@ def _completion_kinds(kind, crow, cpost, op, row_msg, post_is_send):
             kind[crow[k]] = K.WSEND if post_is_send[op[cpost[k]]] else K.WRECV
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _row_messages(n, send_row, recv_row, crow, cpost, msg_proto):
     """Per row the message it sends or receives (-1: none), a completion row taking its
     request's post row's (of the type of the empty ``msg_proto``)."""
@@ -163,7 +163,7 @@ def _row_messages(n, send_row, recv_row, crow, cpost, msg_proto):
     return row_msg
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, since, nranks, kind_of, coll_of,
               compl_of, sr_send, sr_recv, probe):
     """One forward pass over the rows, each column read once:
@@ -244,7 +244,7 @@ def _row_pass(op, row_msg, rank, peer, tag, comm, t_start, t_end, since, nranks,
     return kind, cont, burst, trail
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _cpu_ratio(rank, op, region, t_start, t_end, cpu_ns, nregions):
     """Per MPI row: CPU/wall ratio of the enclosing region instance (1 if unknown).
 
@@ -275,7 +275,7 @@ def _cpu_ratio(rank, op, region, t_start, t_end, cpu_ns, nregions):
     return ratio
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _burst_regions(rank, op, region, t_start, t_end, cpu_ns, ratio):
     """Region and CPU ratio of each MPI row's preceding burst.
 

@@ -11,49 +11,50 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
+
+from hindsight.jit import njit
 
 # pred codes: what bound an operation's end
 PRED_LOCAL, PRED_SEND, PRED_RECV, PRED_COLL = 0, 1, 2, 3
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def send_overhead(o_s, O_s, k):
     """o_s(k) = o_s + O_s·k: the sender's CPU time for a k-byte message (LogGOPS; the
     per-message part o_s = o_s0 + o_sP·P is computed once from the parameters)."""
     return o_s + O_s * k
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def after_overhead(t, o, O, k):
     """t + o + O·k: the end of a k-byte message's overhead (o + O·k) that starts at t, the
     sender's (o_s, O_s) or the receiver's (o_r, O_r)."""
     return t + o + O * k
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def wire_time(k, kshift, G):
     """(k − kshift)⁺·G: the time a k-byte message's bytes take on the wire beyond the first
     ``kshift`` (LogGP's (k − 1)G; the latency L is added per hop where the protocol is known)."""
     return max(k - kshift, 0.0) * G
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def is_rendezvous(k, S, sync):
     """A message goes by rendezvous above S bytes, or when the send is synchronous-mode
     (Ssend/Issend: MPI completes it only once the receive matched); else eagerly."""
     return k > S or sync
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def next_send_slot(ts, gap, wire):
     """ts + g + wire: when the sender's NIC can start the next message after one that started
     at ts (LogGP's gap g, plus that message's bytes on the wire)."""
     return ts + gap + wire
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def eager_arrival(sent, L, wire, delay):
     """sent + L + wire + delay: an eager message's data is at the receiver (``sent``: the
     sender's overhead ended). L may be negative, down to −o_s: the data is there before the
@@ -62,7 +63,7 @@ def eager_arrival(sent, L, wire, delay):
     return sent + L + wire + delay
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def unexpected_copy(t, arrived, posted, seen, o_u, O_u, k):
     """Rule ``unexpected_copy``: an eager message whose data arrived (``eager_arrival``) before
     its receive was posted, both in the replayed timeline, and that the receiver's library took
@@ -100,14 +101,14 @@ def unexpected_copy(t, arrived, posted, seen, o_u, O_u, k):
     return t
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def envelope_arrival(sent, L, delay):
     """sent + L + delay: a message's envelope (for a rendezvous, its request to send) is at the
     receiver; what a probe waits for."""
     return sent + L + delay
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def poll_exit(start, avail, period):
     """Rule ``poll_wait``: a run of unsuccessful polls (a ``Poll`` row, format 1.3) that the
     call after it ends by finding its message (an ``Iprobe``) or completing its receive (a
@@ -140,7 +141,7 @@ def protocol_hop(L, o_hop):
     return max(L, 0.0) + o_hop
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def rendezvous_arrival(sent, L, H, wire, delay):
     """sent + L + 2H + wire + delay: a rendezvous message's data is at a receiver that was
     ready in time (request to send, clear to send, data: the request's latency as an eager
@@ -148,14 +149,14 @@ def rendezvous_arrival(sent, L, H, wire, delay):
     return sent + L + 2.0 * H + wire + delay
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def late_receiver_arrival(rp, H, wire, delay):
     """rp + 2H + wire + delay: a rendezvous message's data is at a receiver that posted at rp,
     after the request to send arrived (clear to send, data)."""
     return rp + 2.0 * H + wire + delay
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def passive_reply(arrived, H, wire, delay):
     """arrived + H + wire + delay: the reply of a passive target's library to a one-sided
     transfer whose bytes arrived at ``arrived`` (rule ``lock_epoch``, ``replay.rma_epochs``:
@@ -165,21 +166,21 @@ def passive_reply(arrived, H, wire, delay):
     return arrived + H + wire + delay
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def rendezvous_sender_done(sent, L, H, wire):
     """sent + L + H + wire: a rendezvous send completes, the receiver having been ready
     (request to send and clear to send, then the bytes leave)."""
     return sent + L + H + wire
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def clear_to_send_done(rp, H, wire):
     """rp + H + wire: a rendezvous send whose receive was posted at rp completes (the clear
     to send arrives, then the bytes leave)."""
     return rp + H + wire
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def bound(local_end, dep_end, pred_if_dep):
     """An operation ends at the later of its own end and its dependency's: (end, time the rank
     waited = dep_end − local_end when the dependency is later, what bound the end)."""
@@ -188,14 +189,14 @@ def bound(local_end, dep_end, pred_if_dep):
     return local_end, 0.0, PRED_LOCAL
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def request_arrival(sp, os0, Os, k, L, delay):
     """sp + o_s(k) + L + delay: a rendezvous message's request to send (or a synchronous
     send's envelope) is at the receiver, its send having been posted at sp."""
     return envelope_arrival(after_overhead(sp, os0, Os, k), L, delay)
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def first_in_mpi(hs, he, lo, hi, x):
     """The first time >= x at which a rank is inside one of its operations lo..hi-1, whose
     replayed [start hs, end he] intervals are in program order (ends non-decreasing):
@@ -212,7 +213,7 @@ def first_in_mpi(hs, he, lo, hi, x):
     return -1.0
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def handshake_time(rts, rp, seen, current, covers):
     """When the receiver answers a rendezvous request that arrived at ``rts``, its receive
     having been posted at ``rp`` (progress ``in-call``: the library moves a transfer only
@@ -237,7 +238,7 @@ def handshake_time(rts, rp, seen, current, covers):
     return -1.0
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def known_handshake(m, r, i, st_r, rts, m_rp, m_h, m_rpop, m_dst, hs, he, pc, phase, start_of,
                     rank_off):
     """``handshake_time`` of rendezvous message m as far as its receiver has been replayed
@@ -257,7 +258,7 @@ def known_handshake(m, r, i, st_r, rts, m_rp, m_h, m_rpop, m_dst, hs, he, pc, ph
                           False)
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def unlink_waiter(pw_head, pw_next, d, s):
     """Take sender s out of receiver d's list of senders waiting for a handshake."""
     if pw_head[d] == s:
@@ -270,7 +271,7 @@ def unlink_waiter(pw_head, pw_next, d, s):
     pw_next[s] = -1
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def wake_waiters(d, x, pw_msg, pw_rts, pw_next, pw_head, pw_min, stack, top):
     """Receiver d has been replayed up to time x inside an MPI call (a call that ended at x or
     began at x): the senders whose request arrived by x can learn their handshake. They go back
@@ -291,7 +292,7 @@ def wake_waiters(d, x, pw_msg, pw_rts, pw_next, pw_head, pw_min, stack, top):
     return top
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def resolve_stalled_handshake(pw_msg, pw_rts, pw_next, pw_head, pw_min, m_dst, m_h, stack,
                               top):
     """No rank can run: give the waiting sender with the earliest request its handshake at
@@ -318,7 +319,7 @@ def resolve_stalled_handshake(pw_msg, pw_rts, pw_next, pw_head, pw_min, m_dst, m
     return top + 1
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def ack_floor(t, waited, pk, floor):
     """A rendezvous send whose completion acknowledgement was held (``ack_cells``) ends no
     earlier than ``floor``, the time its sender takes the acknowledgement in; the time up to
@@ -328,7 +329,7 @@ def ack_floor(t, waited, pk, floor):
     return t, waited, pk
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def _resume_segment(tab, start, n, x):
     """(lo, hi, f): x lies between grid point lo and hi of tab[start:start + n] (lo = -1: the
     origin 0), at fraction f from lo; beyond the last point (n - 1, n - 1, 0)."""
@@ -341,7 +342,7 @@ def _resume_segment(tab, start, n, x):
     return n - 1, n - 1, 0.0
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def _resume_point(tab, nb_, nd, j, i):
     """w at away point j and burst point i of the table (0 on the origin's row or column)."""
     if i < 0 or j < 0:
@@ -349,7 +350,7 @@ def _resume_point(tab, nb_, nd, j, i):
     return tab[2 + nb_ + nd + j * nb_ + i]
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def resume_extra(tab, b, d):
     """Rule ``resume_after_wait``: w(b, d), the extra time of a burst of b (ns) that starts d
     (ns) after the rank's previous burst ended (``replay.resume``). ``tab`` = [n_b, n_d,
@@ -367,7 +368,7 @@ def resume_extra(tab, b, d):
     return (1.0 - fd) * lo + fd * hi
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def ack_cells(rank_off, op_start, op_end, rank_end, consume, drain, done_op, ms, m_src, m_dst,
               cells, floor):
     """Rule ``ack_cells`` (LogGPS with progress ``in-call``): the receiver of a rendezvous

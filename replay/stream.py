@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from hindsight.system import page_out
 from replay import collectives as C
 from replay import flags as F
@@ -397,7 +397,7 @@ def _measured_costs(rows: Rows, msgs: Messages, kind: np.ndarray, msg: np.ndarra
     return loc, dep_lat
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sync_of):
     """For the trace's messages (the first ``len(send_row)``): the operations that post the
     send and the receive, their rows' first operations, and whether the send is
@@ -411,7 +411,7 @@ def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sy
         sync[m] = sync_of[o if o >= 0 else len(sync_of) - 1]
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _step_position(first, post_row, tail_at, head, j):
     """Rule ``nonblocking_split``: where a member's ``j``-th pattern operation lies: the
     ``head`` first ones from its post row's first operation on, the others from operation
@@ -423,7 +423,7 @@ def _step_position(first, post_row, tail_at, head, j):
     return tail_at + j - head if tail_at >= 0 else -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _fill_pattern(kind, msg, first, by_local, tail_local, head, poff, pkind, pmsg, base, Mp):
     """The operations of a collective's pattern for each of its instances: member q of instance
     x (its row ``by_local[x, q]``, its tail from operation ``tail_local[x, q]`` on) gets the
@@ -449,7 +449,7 @@ def _fill_pattern(kind, msg, first, by_local, tail_local, head, poff, pkind, pms
                     msg[at] = base + x * Mp + pmsg[j]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _pattern_ops(send_op, recv_op, first, by_local, tail_local, head, base, s_member, s_step,
                  r_member, r_step):
     """For each instance's messages of a pattern, the operations that post the send and the
@@ -473,7 +473,7 @@ def _pattern_ops(send_op, recv_op, first, by_local, tail_local, head, base, s_me
                 if rr >= 0 else -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _pattern_bytes(m_bytes, base, by_local, owner, mult, nbytes):
     """Bytes of a pattern's messages for each of its instances: message j of instance x
     carries ``mult[j]`` times the bytes of its owner's row (``by_local[x, owner[j]]``; 0 for

@@ -5,11 +5,12 @@ replay has no operation for (``time_warp``). Used by ``replay.engine`` and
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 
-@nb.njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True)
 def join_call_rows(cont, rs, re):
     """A call recorded as several rows (``cont``: the row continues the call of the row before)
     starts where its first row starts, and all its rows end together, when the last one does:
@@ -32,7 +33,7 @@ def join_call_rows(cont, rs, re):
         i = j
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def time_warp(rank_off, has, t_start, t_end, t0, rs, re, end_x, end_y):
     """Rule *time warp*: rows without replayed times (``has`` false: regions, calls without an
     operation) get them through their rank's piecewise-linear map from measured to replayed
@@ -62,7 +63,7 @@ def time_warp(rank_off, has, t_start, t_end, t0, rs, re, end_x, end_y):
                 re[i], at = _interp(float(t_end[i] - t0), ax, ay, at)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _anchors(lo, hi, has, t_start, t_end, t0, rs, re, x_end, y_end):
     """The time warp's anchors of rows lo:hi as (measured, replayed) arrays, stably sorted by
     measured time from the order (0, 0), each timed row's start then end, the end.
@@ -114,7 +115,7 @@ def _anchors(lo, hi, has, t_start, t_end, t0, rs, re, x_end, y_end):
     return ax[o], ay[o]
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _interp(x, xp, fp, hint):
     """``np.interp(x, xp, fp)`` for one point, with NumPy's rules (the last of equal xp; an
     exact hit returns fp there), and the segment it found: (value, segment). The search

@@ -92,8 +92,10 @@ sys.dont_write_bytecode = True
 from pathlib import Path
 sys.path.insert(0, {folder!r})
 import hindsight, numba
-import hindsight.kernel_cache as kc
-kc._ROOT, kc.PACKAGES = Path({folder!r}), ("pkg",)     # the project: pkg/ here
+import hindsight.sources as src, hindsight.kernel_cache as kc
+# the project: pkg/ here
+src.ROOT = kc.ROOT = Path({folder!r})
+src.PACKAGES = kc.PACKAGES = ("pkg",)
 import pkg.caller
 print(pkg.caller.f(1))
 """

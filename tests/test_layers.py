@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("prediction", ("predict",)),
     ("command line", ("hindsight.cli", "hindsight.check", "hindsight.info", "replay.cli",
                       "replay.sweep_cli", "replay.calibration.cli", "hindsight.interop.cli",
-                      "validation.cli", "predict.cli")),
+                      "validation.cli", "predict.cli", "hindsight.aot_build")),
 ]
 MAX_LINES = 600
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Mapping
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay import models as M
 from replay.loggopsim.goal import GoalError, read_goal, write_goal
 from replay.loggopsim.schedule import (SIDECAR, cache_schedule, schedule_from_trace,
@@ -188,7 +188,7 @@ class RankRows(Sequence[RankEvents]):
         return RankEvents(r, op, region, cols, ["calc"] if (region >= 0).any() else [])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _waits_by_op(n, dep_op, dep_on, dep_start):
     """The completion dependencies (``requires``, not ``irequires``) grouped by the operation
     that waits, each group in the order of the operations waited for: ``(off, on)``, operation
@@ -223,7 +223,7 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
     return off, on
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
                dep_on, codes, any_source, any_tag):
     """The rows of ``RankRows`` of the rank whose operations are lo..hi (``order``: them by

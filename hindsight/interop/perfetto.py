@@ -22,7 +22,6 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
@@ -30,6 +29,7 @@ from hindsight import trace as tf
 from hindsight import bytetext
 from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import call_heads, read_timeline
+from hindsight.jit import njit
 
 PID_STRIDE = 100000
 # The integer fields of a row's args, in the order they are written (each only when not -1).
@@ -68,7 +68,7 @@ def _metadata_events(rank: np.ndarray, prefix: str, pid_base: int) -> list[dict[
     return events
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _big_values(t_start, t_end, t0):
     """The distinct values, sorted, of the slices' times since ``t0`` and durations at or beyond
     BIG_NS (almost always none): one pass, no full-length temporaries."""
@@ -134,7 +134,7 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
         yield memoryview(buf)[:end]
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _us(buf, at, ns, big, text_buf, text_off):
     """ns as JSON microseconds, as ``json.dumps(round(ns / 1000.0, 3))`` writes them (the
     shortest form of a 3-decimal number: "1.5", "0.001", "10.0"); a value at or beyond BIG_NS
@@ -159,7 +159,7 @@ def _us(buf, at, ns, big, text_buf, text_off):
     return at + 4
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _arg(buf, at, v, piece):
     """``,"<field>":<v>`` unless ``v`` is -1."""
     if v == -1:
@@ -168,7 +168,7 @@ def _arg(buf, at, v, piece):
     return put_int(buf, at, v)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root):
     """``,"seq":1,"peer":2...`` of row ``i`` (ARG_FIELDS that are not -1); ``skip_comma``:
     without the first comma."""
@@ -190,7 +190,7 @@ def _args(buf, at, i, skip_comma, seq, peer, tag, comm, nbytes, request, root):
 # The formatters run without reference counting (``_nrt=False``; they allocate nothing):
 # counted, the arrays they hand their inlined helpers cost an atomic add each at every event
 # (13 % of the export's CPU).
-@nb.njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _format_slices(buf, room, first, heads, ops, region_code, sendrecv, rank, pid_base, t_start,
                    t_end, t0, big, seq, peer, tag, comm, nbytes, request, root, reg_buf, reg_off,
                    op_buf, op_off, text_buf, text_off):
@@ -260,7 +260,7 @@ def _format_slices(buf, room, first, heads, ops, region_code, sendrecv, rank, pi
     return i, at
 
 
-@nb.njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _format_flows(buf, room, first, flow_base, s_row, d_row, heads, rank, pid_base, t_start, t0,
                   big, nbytes, text_buf, text_off):
     """The flow arrows of messages ``first``, ``first + 1``, ... (an ``s`` event at the start of

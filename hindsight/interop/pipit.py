@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
@@ -39,6 +38,7 @@ from hindsight import trace as tf
 from hindsight import bytetext
 from hindsight.bytetext import byte_table, longest, put, put_int
 from hindsight.interop.timeline import Timeline, call_heads, read_timeline
+from hindsight.jit import njit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -154,7 +154,7 @@ def _unordered_events(trace: Path | str | pa.Table) -> _Unordered:
 _ETYPE = np.array([0, 2, 2, 1], np.int8)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _events(head, send, recv, ts, te, t0, call, instant, nb_send, nb_recv):
     """One event per (row, kind) present, in row then kind order: its row, kind, time, sort
     phase and tie, candidate name and whether it is a nonblocking instant."""
@@ -212,7 +212,7 @@ def _order(time: np.ndarray, rank: np.ndarray, row: np.ndarray, phase: np.ndarra
     return order
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _pack(tie, rank, row, phase, lo, span):
     """``tie`` overwritten by (rank, phase, tie) packed into one int64 (no temporaries: each
     would be 8 bytes per event of new memory)."""
@@ -220,7 +220,7 @@ def _pack(tie, rank, row, phase, lo, span):
         tie[e] = (rank[row[e]] * 5 + phase[e] + 1) * span + (tie[e] - lo)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _settle(order, time, key):
     """Each run of equal times in ``order`` (sorted by time, stably) put in ``key`` order,
     stably."""
@@ -345,7 +345,7 @@ _PIECE_BUF, _PIECE_OFF = byte_table(_PIECES)
 
 # Without reference counting (``_nrt=False``; it allocates nothing): counted, the arrays it
 # hands its inlined helpers cost an atomic add each at every event.
-@nb.njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _format(buf, room, first, order, time, cand, lookup, rank, kind, nonblocking, row, peer,
             comm, tag, nbytes, request, name_buf, name_off, enter_buf, enter_off):
     """The CSV lines of events ``order[first]``, ``order[first + 1]``, ... into ``buf`` while

@@ -2,11 +2,12 @@
 format, as the tracer does in every rank, does not import numba)."""
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 
-@nb.njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True)
 def gather_mask(lut, codes):
     """``lut[codes]`` as booleans; codes outside the table (-1: an unknown op) take its last
     slot. NumPy's own gather would first widen the int8 codes to a full-size index array."""
@@ -18,7 +19,7 @@ def gather_mask(lut, codes):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def in_rank_seq_order(rank, seq):
     """See ``hindsight.trace.in_rank_seq_order``."""
     for i in range(1, len(rank)):
@@ -27,7 +28,7 @@ def in_rank_seq_order(rank, seq):
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def decode_codes(idx, valid, bit0, lut, out):
     """``out[i] = lut[idx[i]]``, -1 where the Arrow validity bitmap ``valid`` (bits from
     ``bit0``; empty: no nulls) marks row i null. Returns the first row whose index is outside
@@ -48,7 +49,7 @@ def decode_codes(idx, valid, bit0, lut, out):
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def id_range(req):
     """(lowest, highest) of the request ids ``req`` holds (entries >= 0), (0, -1) if none: one
     pass, where selecting them first would copy the column."""
@@ -65,7 +66,7 @@ def id_range(req):
     return lo, hi
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def open_requests(ops, req, rank, post_lut, coll_lut, end_lut, free_lut, complete, lo, width):
     """The rows posting a request (``post_lut``) that no row ends (``end_lut``: completions and
     frees) on a rank marked ``complete``, and the rows freeing (``free_lut``) the request of a

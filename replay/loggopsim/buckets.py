@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
+
+from hindsight.jit import njit
 
 from .codes import ANY, CALC, RECV, SEND, ScheduleError
 
@@ -95,7 +96,7 @@ def _aliased(bucket, cand, ubucket, nkeys, wild_any):
     return bucket, bucket.reshape(-1, 1), bucket, nkeys
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _pair_tags(P, rank, kind, peer, tag, limit):
     """Per (receiver, source + 1) pair, the least and greatest tag of its sends and receives
     (lo > hi: none) and the greatest power of two, as its log, that all their differences are
@@ -147,20 +148,20 @@ def _pair_tags(P, rank, kind, peer, tag, limit):
     return lo, hi, shift, nmsg, wild, span
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _pair(P, dst, src):
     """The (receiver, source + 1) pair's index (source ANY = -1 has its own)."""
     return np.int64(dst) * (P + 1) + (np.int64(src) + 1)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _slot(P, base, lo, shift, dst, src, t):
     """Key (dst, src, t)'s place in the table, for a key of some send or receive."""
     p = _pair(P, dst, src)
     return base[p] + ((np.int64(t) - lo[p]) >> shift[p])
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _number(table, P, base, lo, hi, shift, dst, src, t):
     """Key (dst, src, t)'s number, -1 if no send or receive has it (``table`` holds numbers + 1,
     0 where unused)."""
@@ -171,7 +172,7 @@ def _number(table, P, base, lo, hi, shift, dst, src, t):
     return table[base[p] + (d >> shift[p])] - 1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _table_buckets(P, rank, kind, peer, tag, lo, hi, shift, span, wild_any, index_proto):
     """``match_buckets`` through a table over each pair's tag range in its steps
     (``_pair_tags``; pairs in their order, then tags)."""

@@ -25,12 +25,12 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 
 from hindsight import bytetext
 from hindsight.bytetext import put_int as _put_int
 from hindsight.errors import DataError
+from hindsight.jit import njit
 from replay.loggopsim.simulator import (ANY, CALC, RECV, SCHEDULE_TYPES, SEND, Schedule,
                                         narrow)
 
@@ -307,7 +307,7 @@ def _format_goal_slow(s: Schedule, header: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _put(buf, p, w):
     # a byte loop: a slice assignment costs more than the few bytes of a word
     for k in range(len(w)):
@@ -331,7 +331,7 @@ _LIMIT = 9.2e18                 # below 2**63: the float sizes that convert to i
 _LINE = 256
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _check_and_group(nranks, rank, kind, size, dep_op):
     """ok False if a size does not convert to an integer or an index is out of range; else the
     dependencies grouped by the rank of the operation that waits, in their order (``by_rank``,
@@ -361,7 +361,7 @@ def _check_and_group(nranks, rank, kind, size, dep_op):
 
 # Without reference counting (``_nrt=False``; it allocates nothing): counted, the arrays it
 # hands its inlined helpers cost an atomic add each at every line.
-@nb.njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _write(buf, r, i, j, nranks, rank_off, kind, size, peer, tag, cpu, nic, dep_op, dep_on,
            dep_st, cnt, by_rank):
     """The text of the rank blocks from state (r, i, j) on into ``buf`` while a line still fits:

@@ -30,9 +30,9 @@ from __future__ import annotations
 import mmap
 from concurrent.futures import ThreadPoolExecutor
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from hindsight.system import usable_cores
 from replay.loggopsim.goal_scan import (
     NO_MASK,
@@ -182,7 +182,7 @@ def _join(bounds, off, cols, lab, got) -> tuple:
     return nranks, np.concatenate(blocks), nops, ndeps, nlab
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _move(a, dst, src, n):
     """a[dst:dst + n] = a[src:src + n] for dst <= src, front to back (numpy would copy an
     overlapping source first)."""
@@ -191,7 +191,7 @@ def _move(a, dst, src, n):
             a[dst + i] = a[src + i]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _shift(lab, by):
     """Label positions in a part made positions in the text (-1, no label, stays)."""
     for i in range(len(lab)):
@@ -199,7 +199,7 @@ def _shift(lab, by):
             lab[i] += by
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _leading_num_ranks(b):
     """The N of the text's first statement if it is ``num_ranks N`` (N >= 1), else -1."""
     n = len(b)
@@ -218,7 +218,7 @@ def _leading_num_ranks(b):
     return -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _cuts(b, parts):
     """The bounds of up to ``parts`` parts (0, cuts..., len(b)): each cut follows the first
     line whose statement is ``}`` from k / parts of the text on (fewer parts where there is
@@ -242,7 +242,7 @@ def _cuts(b, parts):
     return out[:m + 1]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _part_lines(b, bounds):
     """Lines in each part (line breaks + 1): the part's stretch of the columns."""
     out = np.ones(len(bounds) - 1, np.int64)
@@ -252,7 +252,7 @@ def _part_lines(b, bounds):
     return out
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _block_order(blk, nblk):
     """The blocks in rank order (they may come in any order); ok False if a rank has two."""
     order = np.arange(nblk)

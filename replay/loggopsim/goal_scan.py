@@ -27,9 +27,9 @@ array); without, the parse of a 5 M-operation schedule took 0.73 s instead of 0.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 from replay.loggopsim.simulator import CALC, RECV, SEND
 
 # Characters: Python's str.strip() and the regular expressions' \s agree on ASCII whitespace.
@@ -65,7 +65,7 @@ _SHORT = 8                      # labels of up to 8 bytes are their own key (pac
 # Scanning
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _is(b, s, e, w):
     """Bytes b[s:e] equal the word w."""
     if e - s != len(w):
@@ -76,14 +76,14 @@ def _is(b, s, e, w):
     return True
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _skip_ws(b, p, t):
     while p < t and _WS[b[p]]:
         p += 1
     return p
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _ident_end(b, p, t):
     """End of the identifier starting at p (p itself if none starts there)."""
     if p >= t or not _ALPHA[b[p]]:
@@ -94,7 +94,7 @@ def _ident_end(b, p, t):
     return p
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _number(b, p, t, wildcard):
     """(value, end) of the decimal number (or ``-1`` if ``wildcard``) at p; end == -1 if there
     is none or it has more than _MAX_DIGITS digits."""
@@ -112,7 +112,7 @@ def _number(b, p, t, wildcard):
     return v, q
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _key(b, s, e, hmask):
     """The table key of label b[s:e]: a label of up to _SHORT bytes packed into the integer
     (identifier bytes are ASCII and never 0, so the packing is one-to-one and below 2**63),
@@ -129,7 +129,7 @@ def _key(b, s, e, hmask):
     return h & hmask
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _same(b, s1, e1, s2, e2):
     if e1 - s1 != e2 - s2:
         return False
@@ -139,7 +139,7 @@ def _same(b, s1, e1, s2, e2):
     return True
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _strip_block_comments(b):
     """The text with each ``/* ... */`` replaced by its line breaks, as ``goal`` does; ok False
     if a ``/*`` is left (unterminated, or formed by the removal)."""
@@ -169,7 +169,7 @@ def _strip_block_comments(b):
     return out[:m], True
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _probe(b, s, e, bits):
     """First slot of label b[s:e] in a table of 2**bits slots: its part before a decimal
     suffix hashed (FNV-1a; Fibonacci hashing: the top bits), plus the suffix's value. Labels
@@ -190,7 +190,7 @@ def _probe(b, s, e, bits):
     return np.int64((((h * _FIB) >> np.uint64(64 - bits)) + num) & mask)
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _step(h, tsize):
     """The probe step of key h in a table of tsize (a power of 2) slots: odd, so a search
     visits every slot, and a key's own (double hashing). Stepping by one, the runs of slots
@@ -199,7 +199,7 @@ def _step(h, tsize):
     return np.int64(((h * _FIB) >> np.uint64(40)) | np.uint64(1)) & (tsize - 1)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
     """Resolve the labels of one block's dependencies (operations o0..o1, dependencies d0..d1)
     in place: ``da``/``db`` hold where each side's label starts in ``b`` and get the index of
@@ -259,7 +259,7 @@ def _close_block(b, lab, da, db, o0, o1, d0, d1, hmask):
     return 0
 
 
-@nb.njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _statement(b, i, n):
     """The statement on the line starting at i: (s, t, the next line's start), b[s:t] its text
     without a ``//`` comment and the whitespace around it (s == t: none)."""
@@ -278,13 +278,13 @@ def _statement(b, i, n):
     return s, t, j + 1
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _fail(code):
     """``_parse_op``'s answer for an error ``code``."""
     return code, 0, 0, 0, 0, 0, 0
 
 
-@nb.njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)
 def _parse_op(b, p, t, kw_s, kw_e, nranks, lim):
     """The operation whose keyword is b[kw_s:kw_e] and whose first number is at p: (error
     code (0: fine), kind, size, peer, tag, cpu, nic). Its fields are returned, not written into
@@ -356,7 +356,7 @@ def _parse_op(b, p, t, kw_s, kw_e, nranks, lim):
     return 0, k, sz, pr, tg, cp, nc
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _count(b):
     """An upper bound for the scanner's table of blocks ('{' characters), and whether ``/*``
     occurs (the lines, the bound of its columns, are counted per part: ``goal_parts``)."""
@@ -374,7 +374,7 @@ def _count(b):
     return braces, block
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _scan_lines(b, hmask, cols, lab, nbraces, nranks):
     """Every statement of the text, in file order: operations into their columns, dependencies
     into theirs (resolved to operation indices as each block closes), blocks in ``blk``. The
@@ -470,7 +470,7 @@ def _scan_lines(b, hmask, cols, lab, nbraces, nranks):
     return err, nranks, blk, nops, ndeps, nblk, nlab_bytes
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _labels(b, lab, nops, nlab_bytes):
     """The labels' bytes end to end, and in place of ``lab``'s starts where each label begins
     there (one more entry than operations)."""

@@ -8,8 +8,9 @@ the simulator, this module is the peer's algorithm alone and imports nothing of 
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
+
+from hindsight.jit import njit
 
 
 # An entry's key is its insertion stamp above its code: equal times pop in stamp order, and the
@@ -17,19 +18,19 @@ import numpy as np
 CODE_BITS = 32
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def heap_key(stamp, code, n):
     """The heap key of an event: ``stamp`` in the high bits, ``code`` (in [-n, 2^32 - n)) in the
     low ``CODE_BITS``. Stamps are unique, so keys order as stamps do."""
     return (np.int64(stamp) << CODE_BITS) | np.int64(code + n)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def heap_less(t1, k1, t2, k2):
     return t1 < t2 or (t1 == t2 and k1 < k2)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _sift_up(ht, hk, i, t, key):
     """Put (t, key) into the hole at i, moving the parents it precedes down into the hole
     instead of swapping (a third of the stores)."""
@@ -44,14 +45,14 @@ def _sift_up(ht, hk, i, t, key):
     hk[i] = key
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def heap_push(ht, hk, nh, t, key):
     """Add (t, key); returns the new size."""
     _sift_up(ht, hk, nh, t, key)
     return nh + 1
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def heap_pop(ht, hk, nh):
     """Remove the top (returned by the caller reading index 0 first); returns the new size.
 
@@ -75,7 +76,7 @@ def heap_pop(ht, hk, nh):
     return nh
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def heap_grow(ht, hk, need):
     cap = max(2 * len(ht), need)
     ht2 = np.empty(cap)
@@ -85,7 +86,7 @@ def heap_grow(ht, hk, need):
     return ht2, hk2
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hk, nh):
     """Put group grp's token in the heap at (its floor, its head's stamp), unless it is there."""
     t = floor[grp]
@@ -97,7 +98,7 @@ def park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hk, nh):
     return nh
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def park(node, st, grp, free_at, n, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, tok_s,
           ht, hk, nh):
     """Rule *wait for the resource*: an event (node: op x, or n + m for the message of send m)
@@ -134,7 +135,7 @@ def park(node, st, grp, free_at, n, pk_n, pk_p, pk_s, pk_h, pk_t, floor, tok_t, 
     return park_token(grp, n, pk_h, pk_s, floor, tok_t, tok_s, ht, hk, nh)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def list_append(x, q, head, tail, nxt, prv):
     """Append element x to FIFO list q (doubly linked through nxt/prv)."""
     nxt[x] = -1
@@ -146,7 +147,7 @@ def list_append(x, q, head, tail, nxt, prv):
     tail[q] = x
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def list_unlink(x, q, head, tail, nxt, prv):
     """Remove element x from list q."""
     if prv[x] >= 0:
@@ -159,7 +160,7 @@ def list_unlink(x, q, head, tail, nxt, prv):
         tail[q] = prv[x]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def sort_head(a, k):
     """Sort a[:k] in place: a heapsort, which allocates nothing (the simulator's loop is compiled
     without reference counting, where numba's own sort cannot run)."""
@@ -170,7 +171,7 @@ def sort_head(a, k):
         _sift_down(a, 0, end)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _sift_down(a, i, k):
     v = a[i]
     while True:

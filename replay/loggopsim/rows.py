@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay import kernel as K
 from replay.loggopsim.goal import GoalError
 from replay.loggopsim.schedule import TraceSchedule
@@ -55,7 +55,7 @@ def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult)
     return rs, re
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, g_end, g_rank,
                  g_sop, rs, re, K_WSEND, K_WRECV):
     P = len(rank_off) - 1
@@ -127,7 +127,7 @@ def _row_times_from_sidecar(prep: Prepared, sched: Schedule, sim: SimResult):
     return rs, re
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _by_start(ops, rank, start):
     """Sort ``ops`` (by rank, then index) in place by (rank, start, index): each rank's run is
     sorted stably by start, and left as it is when it is in that order already (a rank's calcs
@@ -149,7 +149,7 @@ def _by_start(ops, rank, start):
         lo = hi
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _posts_and_waits(rank, req, post, wait, off, kind, op_start, op_end, rs, re, RECV):
     """Times of the Isend/Irecv rows (``post``) and the Wait rows (``wait``) of a trace imported
     from GOAL, whose request is the index of their operation on their rank: a post starts when
@@ -172,7 +172,7 @@ def _posts_and_waits(rank, req, post, wait, off, kind, op_start, op_end, rs, re,
     return -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _wait_starts(rank, op, wait, rs, re):
     """A Wait starts where the rank's previous row (not a region) ended, at most at its own end.
     Rows are in (rank, seq) order."""

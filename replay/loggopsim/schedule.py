@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay import kernel as K
 from replay.cache import CACHE_DIR, write_dir
 from replay.loggopsim.goal import GoalError, GoalLabels, read_goal
@@ -269,7 +269,7 @@ def _message_tags(prep, st) -> np.ndarray:
     return tags
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _chain(rank_off, kind, msg, burst, trail, m_bytes, m_src, m_dst, tags,
            K_SEND, K_RECV, K_ISEND, K_IRECV, K_WSEND, K_WRECV):
     P = len(rank_off) - 1

@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit, readonly
 from .buckets import match_buckets
 from .codes import ANY, CALC, KIND_NAMES, RECV, SEND, ScheduleError  # noqa: F401 (re-exported)
 from .queues import (CODE_BITS, heap_grow, heap_key, heap_pop, heap_push, list_append,
@@ -118,7 +118,7 @@ def params_vector(L: float, o_send: float, o_recv: float, O_send: float, O_recv:
     return p
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dep_counts(nops, dep_op, dep_on, index_proto, off_proto):
     """The offsets of each operation's dependents in the CSR by the operation they wait for,
     each op's count of open deps (operation numbers of ``index_proto``'s type, offsets of
@@ -136,7 +136,7 @@ def _dep_counts(nops, dep_op, dep_on, index_proto, off_proto):
     return off, cnt, ordered
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _successors(dep_op, dep_on, dep_start, off, index_proto):
     """The CSR's lists (each operation's in dependency order): a counting sort by ``dep_on``."""
     succ = np.empty(len(dep_on), index_proto.dtype)
@@ -215,10 +215,10 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     else:
         bucket, cand, ubucket, nbuckets = match_buckets(s.nranks, rank, kind, peer, tag,
                                                         proto.dtype)
+    # (what the loop only reads as read-only views: mapped or computed, of one type for it)
     not_done, n_rq, n_uq = _simulate(
-        rank, kind, _sizes(s.size), peer, tag,
-        cpu, nic, umask,
-        off, succ, succ_start, cnt, s.nranks, ncpu, nnic, prm, bucket, cand, ubucket, nbuckets,
+        *readonly(rank, kind, _sizes(s.size), peer, tag, cpu, nic, umask, off, succ, succ_start),
+        cnt, s.nranks, ncpu, nnic, prm, *readonly(bucket, cand, ubucket), nbuckets,
         op_start, op_end, match, rank_end, busy, ovh)
     if n_rq or n_uq or not_done:
         what = []
@@ -281,7 +281,7 @@ def narrow(a, dtype) -> np.ndarray:
 # their stamp, as in LogGOPSim (its STRICT_ORDER).
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
     """Operation x started (start_only) or completed: count down its dependents."""
     for k in range(off[x], off[x + 1]):
@@ -294,7 +294,7 @@ def _release(x, start_only, off, succ, succ_start, cnt, freed, nf):
     return nf
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _release_all(x, off, succ, cnt, freed, nf):
     """Operation x started and completed at once (a calc, an eager send): count down all its
     dependents in one pass (the order they are freed in is not kept: ``_events`` sorts them)."""
@@ -307,7 +307,7 @@ def _release_all(x, off, succ, cnt, freed, nf):
     return nf
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
     """The first arrived message a receive x with a wildcard matches (-1: none): rank h's
     arrived messages scanned in arrival order."""
@@ -319,7 +319,7 @@ def _scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _simulate(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start, cnt, P, ncpu,
               nnic, prm, bucket, cand, ubucket, nbuckets, op_start, op_end, match, rank_end, busy,
               ovh):
@@ -395,7 +395,7 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_star
     return not_done, state[_NRQ], state[_NUQ]
 
 
-@nb.njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start, cnt, ncpu, nnic,
             prm, bucket, cand, ubucket, op_start, op_end, match, busy, ovh, nexto, nextgs, nextgr,
             ht, hk, qn, qp, bn, bp, post, rq_h, rq_t, ub_h, ub_t, uq_h, uq_t, done, freed,

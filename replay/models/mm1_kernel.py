@@ -4,11 +4,12 @@ that choosing or listing the model does not load numba."""
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from hindsight.jit import njit
 
-@nb.njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True)
 def _ramp(hist, base, cells, x, sign):
     """Add sign·max(j - x, 0) at the integer points j to the cumulative series whose second
     differences ``hist[base:base + cells]`` holds (x >= 0, in buckets)."""
@@ -20,7 +21,7 @@ def _ramp(hist, base, cells, x, sign):
         hist[base + i + 2] += sign * (1.0 - c)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _at(hist, base, nbk, x):
     """The cumulative busy time (buckets) at x in [0, nbk], linear inside a bucket."""
     j = min(int(x), nbk - 1)
@@ -28,7 +29,7 @@ def _at(hist, base, nbk, x):
     return lo + (x - j) * (hist[base + j + 1] - lo)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _own(xa, xe, nbk, x):
     """The message's own share of ``_at``: its busy interval [xa, xe] seen the same way."""
     j = min(int(x), nbk - 1)
@@ -37,7 +38,7 @@ def _own(xa, xe, nbk, x):
     return lo + (x - j) * (hi - lo)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def measured_delay(svc, up, mid, down, send_times, B, W, nbk, nlinks, rho_max, tau, hist,
                    win_svc):
     """Measured-utilisation delays in three sweeps (no temporaries). ``hist`` holds per link the

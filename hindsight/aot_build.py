@@ -1,0 +1,209 @@
+"""Compile hindsight's kernels ahead of time: ``python -m hindsight.aot_build [--force]``
+(``make`` runs it; ``hindsight.jit`` explains what a command gains).
+
+It runs a sample of commands in this process, through numba (``import goal`` of a small and a
+large ring schedule with messages below and above the default rendezvous threshold, then for
+each its first and a warm ``replay`` under each network model), records for each kernel the
+argument types of the calls from Python that numba compiled it for (``hindsight.jit.Kernel.seen``),
+and compiles those with ``numba.pycc``: one extension module per Python module, each in a
+process of its own (in one process, compiling one module's kernels changed how numba typed
+another's), described in ``hindsight.jit.aot_description()``. Kernels of modules that import
+numba themselves (the OTF2 reader's, the applications') are not among them, nor calls with types
+the sample never made: they run through numba.
+
+Nothing to do (no output) when the description of the project's files as they are exists. A
+failure (no C compiler, a numba without pycc) says so on one line and exits 0: commands then run
+every kernel through numba; a module that fails alone is named, and its kernels run through
+numba.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hindsight import jit, sources
+
+#: the models the sample replays under (each one's kernels and argument types); the sample's
+#: ring saturates M/M/1's links, whose answer is then the capped one
+SAMPLE_MODELS = (["loggps"], ["hockney"], ["mm1", "--set", "saturation=cap"], ["loggopsim"])
+
+
+def sample_goal(P: int = 4, rounds: int = 3) -> str:
+    """GOAL text of a ring: each step every rank sends to the next and receives from the one
+    before, 64 B (eager) and 1 MiB (rendezvous) messages in turn, then computes."""
+    lines = [f"num_ranks {P}"]
+    for r in range(P):
+        lines.append(f"rank {r} {{")
+        n, prev = 0, None
+        for k in range(rounds):
+            for nbytes in (64, 1 << 20):
+                s, v, c = n, n + 1, n + 2
+                lines += [f"l{s}: send {nbytes}b to {(r + 1) % P} tag {k}",
+                          f"l{v}: recv {nbytes}b from {(r - 1) % P} tag {k}",
+                          f"l{c}: calc 1000", f"l{c} requires l{s}", f"l{c} requires l{v}"]
+                if prev is not None:
+                    lines += [f"l{s} requires l{prev}", f"l{v} requires l{prev}"]
+                prev, n = c, n + 3
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+#: the sample's schedules: (ranks, rounds). The small one gives the narrow columns of small
+#: traces; the large one (17.5 MB of text, 307 k operations) the wide ones of large traces
+#: and the paths only they take (a text parsed in parts on two threads, a schedule's dependencies
+#: used as they are mapped from its cache)
+SAMPLE_SIZES = ((4, 3), (16, 3200))
+
+
+def run_sample(folder: Path) -> None:
+    """The sample of commands (see the module docstring), their output discarded."""
+    from hindsight.cli import main
+    commands = []
+    for P, rounds in SAMPLE_SIZES:
+        src = folder / f"ring{P}.goal"
+        src.write_text(sample_goal(P, rounds))
+        trace = folder / f"ring{P}"
+        commands.append(["import", "goal", str(src), "--out", str(trace)])
+        for model in SAMPLE_MODELS:
+            commands += [["replay", str(trace), "--model", *model]] * 2
+    for args in commands:
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(args, standalone_mode=False)
+
+
+def recorded() -> list[tuple[jit.Kernel, tuple, object]]:
+    """(kernel, argument key, numba signature) of every call the sample made numba compile."""
+    out = []
+    for k in jit._kernels:
+        for key, types in k.seen.items():
+            cres = k.dispatcher.overloads.get(types)
+            if cres is not None:
+                out.append((k, key, cres.signature))
+    return out
+
+
+def compile_group(group: str, module: str, entries: list[tuple[str, str, object]], out: str,
+                  nrt: bool) -> str:
+    """Compile kernels of ``module``, ``entries`` of (kernel qualname, exported name, numba
+    signature), with numba.pycc into the extension module ``group`` in file ``out``; with
+    numba's runtime (reference counting) only if ``nrt`` (kernels marked ``_nrt=False`` are
+    compiled without it, as numba compiles them). Returns ``out``. (Run in a process of its
+    own: one module's compiling can change how numba types another's.)"""
+    import importlib
+
+    import numba.pycc.compiler as pycc_compiler
+    from numba.pycc import CC
+
+    class ReleasingFlags(pycc_compiler.Flags):
+        """pycc's compile flags, with the GIL released while an export runs (as ``nogil``)."""
+
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.release_gil = True
+
+    mod = importlib.import_module(module)
+    cc = CC(jit.aot_module_name(group))
+    cc.output_dir = str(Path(out).parent)
+    cc.output_file = Path(out).name
+    cc.verbose = False
+    cc.use_nrt = nrt
+    for qualname, symbol, sig in entries:
+        cc.export(symbol, sig)(getattr(mod, qualname).py_func)
+    pycc_compiler.Flags = ReleasingFlags
+    cc.compile()
+    return out
+
+
+def compile_modules(exports: list, description: Path) -> list[str]:
+    """Compile ``exports`` (``recorded()``), one extension module per Python module (two where
+    some of its kernels are ``_nrt=False``: ``compile_group``), on as many processes as there
+    are usable cores, and describe them in ``description`` (written last, once every module is
+    in place: it is what a command looks for). Returns the notes of modules that failed to
+    compile (their kernels run through numba)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numba
+    import numpy as np
+
+    from hindsight.system import usable_cores
+
+    groups: dict[str, list] = {}
+    table: dict[str, list] = {}
+    for i, (k, key, sig) in enumerate(exports):
+        module = k.py_func.__module__
+        nrt = k.options.get("_nrt", True)
+        group = module if nrt else f"{module}.nonrt"
+        groups.setdefault((group, module, nrt), []).append(
+            (k.py_func.__qualname__, f"k{i}", sig))
+        table.setdefault(k.name, []).append([group, f"k{i}", key])
+    description.parent.mkdir(parents=True, exist_ok=True)
+    for old in description.parent.glob("aot-*"):
+        old.unlink()
+    notes = []
+    workers = max(1, min(usable_cores(), len(groups)))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             max_tasks_per_child=1) as pool:
+        done = {g: pool.submit(compile_group, g, module, entries,
+                               str(jit.aot_module_path(description, g)), nrt)
+                for (g, module, nrt), entries in groups.items()}
+        for g, fut in done.items():
+            try:
+                fut.result()
+            except Exception as exc:
+                notes.append(f"{g}: {str(exc).splitlines()[0]}")
+                table = {name: [e for e in ex if e[0] != g] for name, ex in table.items()}
+    about = {"digest": sources.project_digest(), "numba": numba.__version__,
+             "numpy": np.__version__, "kernels": {n: ex for n, ex in table.items() if ex}}
+    tmp = description.with_suffix(".tmp")
+    tmp.write_text(json.dumps(about, indent=1))
+    os.replace(tmp, description)
+    return notes
+
+
+def build(force: bool = False) -> str | None:
+    """Build the modules if their description is missing (or ``force``); what was done, or
+    None."""
+    description = jit.aot_description()
+    if not force and description.exists():
+        return None
+    if "numba" in sys.modules:
+        raise RuntimeError("hindsight.aot_build must run in a process of its own")
+    t0 = time.perf_counter()
+    jit._use_aot = False
+    jit._recording = True
+    with tempfile.TemporaryDirectory() as tmp:
+        run_sample(Path(tmp))
+    exports = recorded()
+    notes = compile_modules(exports, description)
+    kernels = len({k.name for k, _, _ in exports})
+    said = (f"compiled {kernels} kernels ahead of time ({len(exports)} argument types) in "
+            f"{time.perf_counter() - t0:.0f} s: {description.relative_to(sources.ROOT)}")
+    return "\n".join([said] + [f"note: not compiled ahead of time, {n}" for n in notes])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in ([], ["--force"]):
+        print("Error: usage: python -m hindsight.aot_build [--force]", file=sys.stderr)
+        return 2
+    try:
+        done = build(force=bool(argv))
+    except Exception as exc:            # (an optimisation: commands work without it)
+        print(f"note: hindsight's kernels were not compiled ahead of time ({exc}); commands "
+              "compile them with numba", file=sys.stderr)
+        return 0
+    if done:
+        print(done)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

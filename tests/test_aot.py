@@ -1,0 +1,184 @@
+"""hindsight.jit and hindsight.aot_build: kernels that import numba only when they must, and their
+machine code compiled ahead of time, which a warm replay runs without numba, with numba's
+answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+
+ENV = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT}/tests"}
+
+
+def _python(code: str, **env: str) -> str:
+    """stdout of ``python -c code`` in a fresh process, which must succeed."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=900, env={**ENV, **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def built():
+    """The ahead-of-time module of the project's files as they are (``make`` builds it; built
+    here when missing, in a process of its own)."""
+    done = subprocess.run([sys.executable, "-m", "hindsight.aot_build"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900, env=ENV)
+    assert done.returncode == 0 and "not compiled" not in done.stderr, done.stderr
+    from hindsight.jit import aot_description, aot_module_path
+    about = json.loads(aot_description().read_text())
+    for module in {m for exports in about["kernels"].values() for m, _, _ in exports}:
+        assert aot_module_path(aot_description(), module).exists()
+    return about
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory, built):
+    """A small trace imported from GOAL (the build's own sample schedule, 6 ranks)."""
+    from hindsight.aot_build import sample_goal
+    d = tmp_path_factory.mktemp("aot")
+    (d / "ring.goal").write_text(sample_goal(P=6, rounds=4))
+    _python(f"from hindsight.cli import main\nmain(['import', 'goal', {str(d / 'ring.goal')!r}, "
+            f"'--out', {str(d / 'ring')!r}], standalone_mode=False)")
+    return d / "ring"
+
+
+REPLAY = """
+import sys
+from hindsight.cli import main
+try:
+    main(['replay', {trace!r}, '--json', *{extra!r}], standalone_mode=False)
+finally:
+    import hindsight.jit
+    print('numba' in sys.modules, hindsight.jit.aot_loaded(), file=sys.stderr)
+"""
+
+
+def _replay(trace, *extra: str, **env: str) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", REPLAY.format(trace=str(trace), extra=extra)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900,
+                          env={**ENV, **env})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("model", [(), ("--model", "hockney")])
+def test_a_warm_replay_runs_without_numba_and_answers_as_numba_does(ring, model):
+    _replay(ring, *model)                                   # (the first: caches the stream)
+    doc, how = _replay(ring, *model)
+    assert how == "False True", "a warm replay imported numba or found no ahead-of-time module"
+    jit_doc, jit_how = _replay(ring, *model, HINDSIGHT_AOT="0")
+    assert jit_how == "True False"
+    assert doc == jit_doc and doc["predicted_makespan_s"] > 0 and doc["critical_path"]
+
+
+def test_the_build_exports_the_replay_kernels_it_saw(built):
+    names = set(built["kernels"])
+    assert {"replay.kernel:replay_kernel", "replay.critical:critical_path",
+            "replay.blockwrite:_write_loop"} <= names
+    assert built["numpy"] == np.__version__
+
+
+TYPES = """
+import sys
+import numpy as np
+from hindsight.trace import rowscan
+from hindsight.jit import aot_loaded
+rank = np.repeat(np.arange(4), 5).astype(np.{dtype})
+seq = np.tile(np.arange(5), 4)
+assert rowscan.in_rank_seq_order(rank{view}, seq{view}) == {ordered}
+print(aot_loaded(), 'numba' in sys.modules)
+"""
+
+
+def test_arguments_of_types_the_module_lacks_go_to_numba(built):
+    """The import's types (int32 ranks, int64 sequence numbers) run ahead of time; int16 ranks,
+    or reversed (strided) views, which the sample never passed, run through numba, alike."""
+    key = [k for _, _, k in built["kernels"]["hindsight.trace.rowscan:in_rank_seq_order"]]
+    assert [["<i4", 1, "C", True], ["<i8", 1, "C", True]] in key
+    run = {"dtype": "int32", "view": "", "ordered": True}
+    assert _python(TYPES.format(**run)) == "True False\n"
+    assert _python(TYPES.format(**{**run, "dtype": "int16"})) == "True True\n"
+    assert _python(TYPES.format(**{**run, "view": "[::-1]", "ordered": False})) == \
+        "True True\n"
+
+
+GIL = """
+import threading, time
+import numpy as np
+from hindsight.trace import rowscan
+from hindsight.jit import aot_loaded
+assert aot_loaded()
+rank = np.zeros(10_000_000, np.int32)
+seq = np.arange(10_000_000, dtype=np.int64)
+rowscan.in_rank_seq_order(rank[:10], seq[:10])
+span = []
+def run():
+    t0 = time.perf_counter()
+    rowscan.in_rank_seq_order(rank, seq)
+    span.extend((t0, time.perf_counter()))
+t = threading.Thread(target=run)
+seen = []
+t.start()
+while t.is_alive():
+    seen.append(time.perf_counter())
+t.join()
+print(sum(span[0] < s < span[1] for s in seen))
+"""
+
+
+def test_an_ahead_of_time_kernel_lets_other_threads_run(built):
+    """Its export releases the GIL, as ``nogil`` does: the main thread runs Python while the
+    kernel runs on another thread (a held GIL would allow it no step in between)."""
+    assert int(_python(GIL)) > 0
+
+
+BIND = """
+import sys
+from replay import rules
+from replay.rules import send_overhead
+from hindsight.jit import Kernel
+assert type(send_overhead) is Kernel and 'numba' not in sys.modules
+import numba
+from numba.core.dispatcher import Dispatcher
+assert isinstance(rules.send_overhead, Dispatcher) and isinstance(send_overhead, Dispatcher)
+from replay import kernel
+assert isinstance(kernel.replay_kernel, Dispatcher)       # (defined after numba's import)
+print(send_overhead(1.0, 2.0, 3.0))
+"""
+
+
+def test_numbas_import_hands_every_kernel_to_it():
+    """A module's kernels, and the names other modules bound to them, are numba dispatchers
+    from numba's import on (numba types a kernel's callees by its module's globals)."""
+    assert float(_python(BIND, HINDSIGHT_AOT="0")) == 1.0 + 2.0 * 3.0
+
+
+def test_keys_tell_apart_what_numba_types_tell_apart():
+    """``arg_key`` of two values is equal exactly when numba's types of them are."""
+    from numba import typeof
+
+    from hindsight.jit import arg_key
+    pair = namedtuple("pair", "a b")
+    other = namedtuple("other", "a b")
+    base = np.arange(12.0).reshape(3, 4)
+    ro = np.arange(4.0)
+    ro.flags.writeable = False
+    raw = np.zeros(33, np.uint8)[1:].view(np.float64)     # unaligned: numba types it alike
+    values = [base, base.T, base[:, ::2], base[0], np.arange(4.0), ro, raw,
+              np.arange(4, dtype=np.int32), np.arange(4), np.float64(1), np.float32(1),
+              np.int64(1), np.int32(1), 1, 2.0, True, np.bool_(False),
+              pair(np.arange(3), 1), pair(np.arange(3.0), 1), other(np.arange(3), 1),
+              (np.arange(3), 1)]
+    for a in values:
+        for b in values:
+            same_type = typeof(a) == typeof(b)
+            assert (arg_key((a,)) == arg_key((b,))) == same_type, (a, b, typeof(a), typeof(b))
