@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # Python never writes them, and every command compiled some 50 modules anew (0.15 s each time).
 COMPILE := $(BIN)/python -m compileall -q -j 0 hindsight instrument apps replay validation predict
 # Compile the kernels that replays call ahead of time (hindsight/jit.py), so that a replay runs
-# without importing numba: nothing to do when the module of the sources as they are exists.
+# without importing numba: nothing to do when the description of the sources as they are exists.
 AOT := $(BIN)/python -m hindsight.aot_build
 
 demo: $(STAMP)

@@ -4,22 +4,23 @@
 It runs a sample of commands in this process, through numba (``import goal`` of a small and a
 large ring schedule with messages below and above the default rendezvous threshold, then for
 each its first and a warm ``replay`` under each network model), records for each kernel the
-argument types of the calls from Python that numba compiled it for (``hindsight.jit.Kernel.seen``),
-and compiles those with ``numba.pycc``: one extension module per Python module, each in a
-process of its own (in one process, compiling one module's kernels changed how numba typed
-another's), described in ``hindsight.jit.aot_description()``. Kernels of modules that import
-numba themselves (the OTF2 reader's, the applications') are not among them, nor calls with types
-the sample never made: they run through numba.
+argument types of the calls from Python that numba compiled it for or loaded from its cache
+(``hindsight.jit.Kernel.seen``), and compiles those with ``numba.pycc``: one extension module
+per Python module, each in a process of its own (in one process, compiling one module's kernels
+changed how numba typed another's), described in ``hindsight.jit.aot_description()``. Kernels
+of modules that import numba themselves (the OTF2 reader's, the applications') are not among
+them, nor calls with types the sample never made: they run through numba.
 
-Nothing to do (no output) when the description of the project's files as they are exists. A
-failure (no C compiler, a numba without pycc) says so on one line and exits 0: commands then run
-every kernel through numba; a module that fails alone is named, and its kernels run through
-numba.
+Nothing to do (no output) when the description of the project's files as they are exists. When
+anything fails (no C compiler, a numba without pycc, a module that does not compile, a folder
+that cannot be written) it says why on one ``note:`` line on stderr, describes nothing and exits
+0: commands then run every kernel through numba, and the next build tries again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -92,10 +93,11 @@ def recorded() -> list[tuple[jit.Kernel, tuple, object]]:
 def compile_group(group: str, module: str, entries: list[tuple[str, str, object]], out: str,
                   nrt: bool) -> str:
     """Compile kernels of ``module``, ``entries`` of (kernel qualname, exported name, numba
-    signature), with numba.pycc into the extension module ``group`` in file ``out``; with
-    numba's runtime (reference counting) only if ``nrt`` (kernels marked ``_nrt=False`` are
-    compiled without it, as numba compiles them). Returns ``out``. (Run in a process of its
-    own: one module's compiling can change how numba types another's.)"""
+    signature), with numba.pycc into the extension module ``group``, file ``out`` (written
+    under another name, then renamed); with numba's runtime (reference counting) only if
+    ``nrt`` (kernels marked ``_nrt=False`` are compiled without it, as numba compiles them).
+    Returns ``out``. (Run in a process of its own: one module's compiling can change how numba
+    types another's.)"""
     import importlib
 
     import numba.pycc.compiler as pycc_compiler
@@ -109,24 +111,34 @@ def compile_group(group: str, module: str, entries: list[tuple[str, str, object]
             self.release_gil = True
 
     mod = importlib.import_module(module)
-    cc = CC(jit.aot_module_name(group))
-    cc.output_dir = str(Path(out).parent)
-    cc.output_file = Path(out).name
-    cc.verbose = False
-    cc.use_nrt = nrt
-    for qualname, symbol, sig in entries:
-        cc.export(symbol, sig)(getattr(mod, qualname).py_func)
-    pycc_compiler.Flags = ReleasingFlags
-    cc.compile()
+    with tempfile.TemporaryDirectory(dir=Path(out).parent, prefix=".aot-") as tmp:
+        cc = CC(jit.aot_module_name(group))
+        cc.output_dir = tmp
+        cc.output_file = Path(out).name
+        cc.verbose = False
+        cc.use_nrt = nrt
+        for qualname, symbol, sig in entries:
+            cc.export(symbol, sig)(getattr(mod, qualname).py_func)
+        pycc_compiler.Flags = ReleasingFlags
+        cc.compile()
+        os.replace(Path(tmp, Path(out).name), out)
     return out
+
+
+def symbol(kernel: str, key: tuple) -> str:
+    """The exported name of ``kernel`` for arguments ``key``: the same in every build of the
+    same files, so that a module and a description from two builds never pair a name with
+    other types."""
+    return "k" + hashlib.sha1(repr((kernel, key)).encode()).hexdigest()[:20]
 
 
 def compile_modules(exports: list, description: Path) -> list[str]:
     """Compile ``exports`` (``recorded()``), one extension module per Python module (two where
     some of its kernels are ``_nrt=False``: ``compile_group``), on as many processes as there
     are usable cores, and describe them in ``description`` (written last, once every module is
-    in place: it is what a command looks for). Returns the notes of modules that failed to
-    compile (their kernels run through numba)."""
+    in place: it is what a command looks for), then remove the files of other builds. Returns
+    the modules that failed to compile, with why; then nothing is described, and a later build
+    tries again."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -135,19 +147,16 @@ def compile_modules(exports: list, description: Path) -> list[str]:
 
     from hindsight.system import usable_cores
 
-    groups: dict[str, list] = {}
+    groups: dict[tuple, list] = {}
     table: dict[str, list] = {}
-    for i, (k, key, sig) in enumerate(exports):
+    for k, key, sig in exports:
         module = k.py_func.__module__
         nrt = k.options.get("_nrt", True)
         group = module if nrt else f"{module}.nonrt"
-        groups.setdefault((group, module, nrt), []).append(
-            (k.py_func.__qualname__, f"k{i}", sig))
-        table.setdefault(k.name, []).append([group, f"k{i}", key])
-    description.parent.mkdir(parents=True, exist_ok=True)
-    for old in description.parent.glob("aot-*"):
-        old.unlink()
-    notes = []
+        name = symbol(k.name, key)
+        groups.setdefault((group, module, nrt), []).append((k.py_func.__qualname__, name, sig))
+        table.setdefault(k.name, []).append([group, name, key])
+    failed = []
     workers = max(1, min(usable_cores(), len(groups)))
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                              max_tasks_per_child=1) as pool:
@@ -158,35 +167,45 @@ def compile_modules(exports: list, description: Path) -> list[str]:
             try:
                 fut.result()
             except Exception as exc:
-                notes.append(f"{g}: {str(exc).splitlines()[0]}")
-                table = {name: [e for e in ex if e[0] != g] for name, ex in table.items()}
+                failed.append(f"{g} ({(str(exc).splitlines() or [type(exc).__name__])[0]})")
+    if failed:
+        return failed
     about = {"digest": sources.project_digest(), "numba": numba.__version__,
-             "numpy": np.__version__, "kernels": {n: ex for n, ex in table.items() if ex}}
+             "numpy": np.__version__, "python": sys.version, "kernels": table}
     tmp = description.with_suffix(".tmp")
     tmp.write_text(json.dumps(about, indent=1))
     os.replace(tmp, description)
-    return notes
+    for old in description.parent.glob("aot-*"):
+        if not old.name.startswith(description.stem):
+            old.unlink(missing_ok=True)
+    return []
 
 
 def build(force: bool = False) -> str | None:
     """Build the modules if their description is missing (or ``force``); what was done, or
-    None."""
+    None. Raises ``RuntimeError`` with why nothing was built."""
     description = jit.aot_description()
     if not force and description.exists():
         return None
     if "numba" in sys.modules:
         raise RuntimeError("hindsight.aot_build must run in a process of its own")
+    description.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(description.parent, os.W_OK):
+        raise RuntimeError(f"{description.parent} is not writable")
     t0 = time.perf_counter()
     jit._use_aot = False
     jit._recording = True
     with tempfile.TemporaryDirectory() as tmp:
         run_sample(Path(tmp))
     exports = recorded()
-    notes = compile_modules(exports, description)
+    if not exports:
+        raise RuntimeError("the sample called no kernel through numba")
+    failed = compile_modules(exports, description)
+    if failed:
+        raise RuntimeError(f"{len(failed)} modules failed to compile: {'; '.join(failed)}")
     kernels = len({k.name for k, _, _ in exports})
-    said = (f"compiled {kernels} kernels ahead of time ({len(exports)} argument types) in "
+    return (f"compiled {kernels} kernels ahead of time ({len(exports)} argument types) in "
             f"{time.perf_counter() - t0:.0f} s: {description.relative_to(sources.ROOT)}")
-    return "\n".join([said] + [f"note: not compiled ahead of time, {n}" for n in notes])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         done = build(force=bool(argv))
     except Exception as exc:            # (an optimisation: commands work without it)
-        print(f"note: hindsight's kernels were not compiled ahead of time ({exc}); commands "
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        print(f"note: hindsight's kernels were not compiled ahead of time ({why}); commands "
               "compile them with numba", file=sys.stderr)
         return 0
     if done:

@@ -17,19 +17,21 @@ Why: importing numba and its first call (its typing and target contexts) cost a 
 **Ahead of time** (``python -m hindsight.aot_build``, run by ``make``): the kernels that a sample
 of commands calls from Python are compiled with ``numba.pycc``, for the argument types they were
 called with, into extension modules in ``hindsight/__pycache__``, one per Python module
-(``aot-<digest>-<module>``, loaded when one of its kernels is first called; ``.nonrt`` for its
-kernels compiled without numba's reference counting, ``_nrt=False``), with
-``aot-<digest>.json`` naming each exported function's kernel and argument types. The digest is
-``hindsight.sources.project_digest()``: any change of the project's files retires the modules
-(numba's own cache is retired the same way, hindsight/kernel_cache.py), and the kernels run
-through numba again until they are rebuilt. The modules link nothing of numba's: loading one
-costs a few ms. Their functions release the GIL during the call (the build asks pycc to), as
-``nogil`` kernels do, so kernels still run side by side on threads. ``HINDSIGHT_AOT=0`` runs
-everything through numba.
+(``aot-<key>-<module>``, loaded when one of its kernels is first called; ``.nonrt`` for its
+kernels compiled without numba's reference counting, ``_nrt=False``), with ``aot-<key>.json``
+naming each exported function's kernel and argument types. The key is
+``hindsight.sources.project_digest()`` with Python's and numpy's versions: any change of the
+project's files retires the modules (numba's own cache is retired the same way,
+hindsight/kernel_cache.py), and the kernels run through numba until they are built anew. The
+modules link nothing of numba's: loading one costs a few ms. Their functions release the GIL
+during the call (the build asks pycc to), as ``nogil`` kernels do, so kernels run side by side
+on threads (those not marked ``nogil`` too: nopython code touches no Python object).
+``HINDSIGHT_AOT=0`` runs everything through numba.
 
 Argument types are matched exactly (``arg_key``: an array's dtype, dimensions, layout and
-writability, as numba types it); keyword arguments, other values, and types the
-sample never passed go to numba. Standard library and numpy only.
+writability, a named tuple's class and fields, as numba types them); keyword arguments, other
+values (structured dtypes, array subclasses, ints beyond int64, ...), and types the sample never
+passed go to numba. Standard library and numpy only.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,10 +53,15 @@ from hindsight.compiling import _when_numba
 AOT_DIR = sources.ROOT / "hindsight" / "__pycache__"
 
 
-def aot_description(digest: str | None = None) -> Path:
+def aot_description() -> Path:
     """The description (``.json``) of the ahead-of-time modules of the project's files as they
-    are (or as ``digest``): which module and function runs which kernel for which arguments."""
-    return AOT_DIR / f"aot-{(digest or sources.project_digest())[:16]}.json"
+    are, for this Python and numpy: which module and function runs which kernel for which
+    arguments."""
+    import hashlib
+
+    import numpy as np
+    key = f"{sources.project_digest()} {sys.version} {np.__version__}"
+    return AOT_DIR / f"aot-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
 
 
 def aot_module_path(description: Path, module: str) -> Path:
@@ -92,13 +100,14 @@ class Kernel:
 
     def jit(self) -> Any:
         """numba's dispatcher of this function (importing numba)."""
-        if self.dispatcher is None:
+        if not _bound:          # (not the dispatcher alone: the globals are rebound after it)
             bind()
         return self.dispatcher
 
     def __getattr__(self, name: str) -> Any:
-        # numba's own attributes (``signatures``, ``inspect_llvm``, ...) are the dispatcher's
-        if name.startswith("__") or name in ("dispatcher", "py_func", "options", "seen"):
+        # numba's public attributes (``signatures``, ``inspect_llvm``, ...) are the dispatcher's;
+        # a private name (what tools probe objects for) imports nothing
+        if name.startswith("_") or name in ("dispatcher", "py_func", "options", "seen"):
             raise AttributeError(name)
         return getattr(self.jit(), name)
 
@@ -111,6 +120,9 @@ _on_bind: list[Callable[[], None]] = []
 _bound = False
 #: set by ``hindsight.aot_build`` before any kernel is handed to numba
 _recording = False
+#: held while kernels are handed to numba (and by ``njit``): a thread that calls a kernel
+#: meanwhile waits until every module's names hold dispatchers
+_binding = threading.RLock()
 
 
 def njit(**options: Any) -> Callable[[Callable], Any]:
@@ -119,9 +131,10 @@ def njit(**options: Any) -> Callable[[Callable], Any]:
 
     def wrap(f: Callable) -> Any:
         k = Kernel(f, options)
-        if not _bound:
-            _kernels.append(k)
-            return k
+        with _binding:
+            if not _bound:
+                _kernels.append(k)
+                return k
         _dispatch(k)
         if _recording:
             _kernels.append(k)
@@ -132,38 +145,39 @@ def njit(**options: Any) -> Callable[[Callable], Any]:
 def on_bind(hook: Callable[[], None]) -> None:
     """Run ``hook`` when numba is imported, before any kernel is handed to it (a module defines
     there what only numba can make, such as an intrinsic its kernels call)."""
-    if _bound:
-        hook()
-    else:
-        _on_bind.append(hook)
+    with _binding:
+        if not _bound:
+            _on_bind.append(hook)
+            return
+    hook()
 
 
 def bind() -> None:
     """Import numba and hand it every kernel (``_bind``, which numba's import runs itself)."""
-    import numba  # noqa: F401
-    if not _bound:
-        _bind()
+    import numba  # noqa: F401  (outside the lock: the importing thread's _bind takes it)
+    _bind()
 
 
 def _bind() -> None:
     global _bound
-    if _bound:
-        return
-    import numba
-    for hook in _on_bind:
-        hook()
-    for k in _kernels:
-        _dispatch(k, numba)
-    _bound = True
-    # every loaded module's names that hold a kernel hold its dispatcher from now on: numba
-    # types a kernel's calls by the globals of its module
-    for mod in list(sys.modules.values()):
-        names = getattr(mod, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for key, value in list(names.items()):
-            if type(value) is Kernel:
-                names[key] = value.dispatcher
+    with _binding:
+        if _bound:
+            return
+        import numba
+        for hook in _on_bind:
+            hook()
+        for k in _kernels:
+            _dispatch(k, numba)
+        # every loaded module's names that hold a kernel hold its dispatcher from now on:
+        # numba types a kernel's calls by the globals of its module
+        for mod in list(sys.modules.values()):
+            names = getattr(mod, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for key, value in list(names.items()):
+                if type(value) is Kernel:
+                    names[key] = value.dispatcher
+        _bound = True
 
 
 def _dispatch(k: Kernel, numba: Any = None) -> None:
@@ -217,21 +231,26 @@ _INT, _FLOAT, _BOOL = "<i8", "<f8", "|b1"
 
 def _value_key(v: Any) -> Any:
     import numpy as np
-    if isinstance(v, np.ndarray):
-        f = v.flags
-        return (v.dtype.str, v.ndim, "C" if f.c_contiguous else "F" if f.f_contiguous else "A",
-                bool(f.writeable))
     t = type(v)
+    if t is np.ndarray or t is np.memmap:   # (a masked array, say, numba refuses)
+        f, dt = v.flags, v.dtype
+        if dt.fields is not None or dt.subdtype is not None:
+            raise _NoKey("structured dtype")    # (its str is its size alone)
+        return (dt.str, v.ndim, "C" if f.c_contiguous else "F" if f.f_contiguous else "A",
+                bool(f.writeable))
     if t is bool or t is np.bool_:
         return _BOOL
     if t is int:
+        if not -2**63 <= v < 2**63:
+            raise _NoKey("int beyond int64")    # (numba types it uint64, or refuses it)
         return _INT
     if t is float:
         return _FLOAT
     if isinstance(v, (np.integer, np.floating)):
         return v.dtype.str
     if isinstance(v, tuple):
-        named = f"{t.__module__}.{t.__qualname__}" if hasattr(t, "_fields") else ""
+        named = (f"{t.__module__}.{t.__qualname__}({','.join(t._fields)})"
+                 if hasattr(t, "_fields") else "")
         return (named, tuple(_value_key(x) for x in v))
     raise _NoKey(t.__name__)
 
@@ -252,10 +271,11 @@ def _aot_table() -> dict[str, dict[tuple, list]] | None:
         import numpy as np
         if about.get("numpy") != np.__version__:
             return None
-        return {name: {_tuples(key): [module, symbol] for module, symbol, key in exports}
-                for name, exports in about["kernels"].items()}
+        table = {name: {_tuples(key): [module, symbol] for module, symbol, key in exports}
+                 for name, exports in about["kernels"].items()}
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return table or None
 
 
 @functools.cache
@@ -288,10 +308,9 @@ def _aot_function(k: Kernel, args: tuple) -> Callable | None:
         return None
     if found is None or callable(found):
         return found
-    mod = _aot_module(found[0])
-    fn = getattr(mod, found[1], None)
+    fn = getattr(_aot_module(found[0]), found[1], None)
     if fn is None:
-        del exports[arg_key(args)]          # (a module that did not load: numba's)
+        exports.pop(arg_key(args), None)    # (a module that did not load: numba's)
     else:
         exports[arg_key(args)] = fn
     return fn

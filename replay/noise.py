@@ -47,10 +47,10 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from replay import kernel as K
 from replay.prepare import Prepared, ReplayError
 
@@ -66,7 +66,7 @@ _SYNC = tf.op_lut(("Ssend", "Issend"))
 # Kernels
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _sweep(t, delta, rank, P, with_episodes):
     """Sweep over interval endpoints sorted by time (ends before starts at equal times, so
     touching intervals do not overlap). ``delta`` +1 opens an interval of ``rank``, -1 closes it;
@@ -132,7 +132,7 @@ def _sweep(t, delta, rank, P, with_episodes):
             ep_nranks[:ne + 1], ep_rt[:ne + 1], all_start[:na], all_end[:na])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _place(call_off, call_end, unit_rank, unit_time):
     """Rule PLACE: per unit (a delay of rank r at replayed time u), the call of rank r in progress
     at u or the next one (the first whose replayed end is after u; the rank's last call when u
@@ -188,7 +188,7 @@ def calls_of(prep: Prepared) -> Calls:
                          prep.t0))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _calls(op, cont, rank, t_start, t_end, t0):
     """``Calls`` fields: a call starts at each MPI row (op > 0) that does not continue the call
     before it (rows continuing a call follow its first row directly: same rank, same times)."""
@@ -218,7 +218,7 @@ def _calls(op, cont, rank, t_start, t_end, t0):
     return row, crank, ts, te, grp
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _p2p_partners(kind, msg, op, t_start, t0, rs, send_row, recv_row, m_bytes, S, sync_of,
                   sr_send):
     """Per row, the measured and replayed start of its point-to-point partner's posting row
@@ -246,7 +246,7 @@ def _p2p_partners(kind, msg, op, t_start, t0, rs, send_row, recv_row, m_bytes, S
     return pm, pr
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _excess(grp, pm, pr, c_rank, c_ts, c_te, s_rep, e_rep, P):
     """Per call its unexplained time e_c (the module docstring's definitions; a call's partner
     post is the latest over its rows with one), and per rank the sums of D_c and of e_c."""

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import numba as nb
 import numpy as np
 
 from hindsight import trace as tf
+from hindsight.jit import njit
 from hindsight.trace.windows import RankBatches
 from replay import kernel as K
 from replay.errors import ReplayError
@@ -457,7 +457,7 @@ def _csr(key: np.ndarray, value: np.ndarray, nkeys: int) -> tuple[np.ndarray, np
     return _group(key, value, nkeys)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _group(key, value, nkeys):
     """A counting sort of ``value`` by ``key``: linear (a comparison sort of the window's
     pairs took half the time of cutting it)."""
@@ -474,7 +474,7 @@ def _group(key, value, nkeys):
     return out, off
 
 
-@nb.njit(inline="always")
+@njit(inline="always")
 def _push(it, out, stack, top):
     """Item ``it`` is out: on the stack once. Returns the new stack top."""
     if not out[it]:
@@ -484,7 +484,7 @@ def _push(it, out, stack, top):
     return top
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _settle_cuts(cut, off, rank, start, item_rows, item_off, row_items, row_off, imp_items,
                  imp_off, broken):
     """Move each rank's cut (rows before it: ``off[r]:off[r] + cut[r]``) back until no item has

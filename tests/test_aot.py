@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-ENV = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT}/tests"}
+ENV = {**{k: v for k, v in os.environ.items() if k != "HINDSIGHT_AOT"},
+       "PYTHONPATH": f"{ROOT}:{ROOT}/tests"}
 
 
 def _python(code: str, **env: str) -> str:
@@ -30,9 +31,11 @@ def _python(code: str, **env: str) -> str:
 def built():
     """The ahead-of-time module of the project's files as they are (``make`` builds it; built
     here when missing, in a process of its own)."""
+    if os.environ.get("HINDSIGHT_AOT") == "0":
+        pytest.skip("HINDSIGHT_AOT=0: kernels run through numba")
     done = subprocess.run([sys.executable, "-m", "hindsight.aot_build"], capture_output=True,
                           text=True, cwd=ROOT, timeout=900, env=ENV)
-    assert done.returncode == 0 and "not compiled" not in done.stderr, done.stderr
+    assert done.returncode == 0 and "note:" not in done.stderr, done.stderr
     from hindsight.jit import aot_description, aot_module_path
     about = json.loads(aot_description().read_text())
     for module in {m for exports in about["kernels"].values() for m, _, _ in exports}:
@@ -131,7 +134,9 @@ t.start()
 while t.is_alive():
     seen.append(time.perf_counter())
 t.join()
-print(sum(span[0] < s < span[1] for s in seen))
+# (the first half of the kernel's run: when a call that holds the GIL returns, the main thread
+# may run before the worker reads the clock again)
+print(sum(span[0] < s < (span[0] + span[1]) / 2 for s in seen))
 """
 
 
@@ -163,12 +168,14 @@ def test_numbas_import_hands_every_kernel_to_it():
 
 
 def test_keys_tell_apart_what_numba_types_tell_apart():
-    """``arg_key`` of two values is equal exactly when numba's types of them are."""
+    """``arg_key`` of two values is equal exactly when numba's types of them are; values whose
+    types it does not cover have no key (they go to numba)."""
     from numba import typeof
 
-    from hindsight.jit import arg_key
+    from hindsight.jit import _NoKey, arg_key
     pair = namedtuple("pair", "a b")
     other = namedtuple("other", "a b")
+    swapped = namedtuple("pair", "b a")
     base = np.arange(12.0).reshape(3, 4)
     ro = np.arange(4.0)
     ro.flags.writeable = False
@@ -177,8 +184,13 @@ def test_keys_tell_apart_what_numba_types_tell_apart():
               np.arange(4, dtype=np.int32), np.arange(4), np.float64(1), np.float32(1),
               np.int64(1), np.int32(1), 1, 2.0, True, np.bool_(False),
               pair(np.arange(3), 1), pair(np.arange(3.0), 1), other(np.arange(3), 1),
-              (np.arange(3), 1)]
+              swapped(np.arange(3), 1), (np.arange(3), 1), 2**62]
     for a in values:
         for b in values:
             same_type = typeof(a) == typeof(b)
             assert (arg_key((a,)) == arg_key((b,))) == same_type, (a, b, typeof(a), typeof(b))
+    keyless = [np.zeros(2, [("a", "<i4"), ("b", "<i4")]), np.zeros(2, [("b", "<f4"), ("a", "<i4")]),
+               np.ma.masked_array([1.0, 2.0]), 2**63, "text"]
+    for v in keyless:
+        with pytest.raises(_NoKey):
+            arg_key((1, v))
