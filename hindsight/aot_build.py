@@ -167,7 +167,7 @@ def compile_modules(exports: list, description: Path) -> list[str]:
             try:
                 fut.result()
             except Exception as exc:
-                failed.append(f"{g} ({(str(exc).splitlines() or [type(exc).__name__])[0]})")
+                failed.append(f"{g} ({first_line(exc)})")
     if failed:
         return failed
     about = {"digest": sources.project_digest(), "numba": numba.__version__,
@@ -179,6 +179,11 @@ def compile_modules(exports: list, description: Path) -> list[str]:
         if not old.name.startswith(description.stem):
             old.unlink(missing_ok=True)
     return []
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (numba's run to many), or its type's name."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def build(force: bool = False) -> str | None:
@@ -216,9 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         done = build(force=bool(argv))
     except Exception as exc:            # (an optimisation: commands work without it)
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]
-        print(f"note: hindsight's kernels were not compiled ahead of time ({why}); commands "
-              "compile them with numba", file=sys.stderr)
+        print(f"note: hindsight's kernels were not compiled ahead of time ({first_line(exc)}); "
+              "commands compile them with numba", file=sys.stderr)
         return 0
     if done:
         print(done)

@@ -37,6 +37,7 @@ passed go to numba. Standard library and numpy only.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -45,6 +46,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from hindsight import sources
 from hindsight.compiling import _when_numba
@@ -57,9 +60,6 @@ def aot_description() -> Path:
     """The description (``.json``) of the ahead-of-time modules of the project's files as they
     are, for this Python and numpy: which module and function runs which kernel for which
     arguments."""
-    import hashlib
-
-    import numpy as np
     key = f"{sources.project_digest()} {sys.version} {np.__version__}"
     return AOT_DIR / f"aot-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
 
@@ -163,11 +163,10 @@ def _bind() -> None:
     with _binding:
         if _bound:
             return
-        import numba
         for hook in _on_bind:
             hook()
         for k in _kernels:
-            _dispatch(k, numba)
+            _dispatch(k)
         # every loaded module's names that hold a kernel hold its dispatcher from now on:
         # numba types a kernel's calls by the globals of its module
         for mod in list(sys.modules.values()):
@@ -180,11 +179,10 @@ def _bind() -> None:
         _bound = True
 
 
-def _dispatch(k: Kernel, numba: Any = None) -> None:
+def _dispatch(k: Kernel) -> None:
     """Hand ``k`` to numba; while ``hindsight.aot_build`` records, the types of the calls from
     Python it compiles for (or loads from its cache) are kept in ``k.seen``."""
-    if numba is None:
-        import numba
+    import numba
     k.dispatcher = d = numba.njit(**k.options)(k.py_func)
     if _recording:
         compile_for_args = d._compile_for_args     # (what numba calls for types it has not seen)
@@ -230,7 +228,6 @@ _INT, _FLOAT, _BOOL = "<i8", "<f8", "|b1"
 
 
 def _value_key(v: Any) -> Any:
-    import numpy as np
     t = type(v)
     if t is np.ndarray or t is np.memmap:   # (a masked array, say, numba refuses)
         f, dt = v.flags, v.dtype
@@ -267,10 +264,7 @@ def _aot_table() -> dict[str, dict[tuple, list]] | None:
     if os.environ.get("HINDSIGHT_AOT", "1") == "0" or not _use_aot:
         return None
     try:
-        about = json.loads(aot_description().read_text())
-        import numpy as np
-        if about.get("numpy") != np.__version__:
-            return None
+        about = json.loads(aot_description().read_text())     # (named by numpy's version too)
         table = {name: {_tuples(key): [module, symbol] for module, symbol, key in exports}
                  for name, exports in about["kernels"].items()}
     except (OSError, ValueError, KeyError, TypeError):
@@ -303,16 +297,17 @@ def _aot_function(k: Kernel, args: tuple) -> Callable | None:
     if not exports:
         return None
     try:
-        found = exports.get(arg_key(args))
+        key = arg_key(args)
     except _NoKey:
         return None
+    found = exports.get(key)
     if found is None or callable(found):
         return found
     fn = getattr(_aot_module(found[0]), found[1], None)
     if fn is None:
-        exports.pop(arg_key(args), None)    # (a module that did not load: numba's)
+        exports.pop(key, None)              # (a module that did not load: numba's)
     else:
-        exports[arg_key(args)] = fn
+        exports[key] = fn
     return fn
 
 
