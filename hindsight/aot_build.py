@@ -2,14 +2,19 @@
 (``make`` runs it; ``hindsight.jit`` explains what a command gains).
 
 It runs a sample of commands in this process, through numba (``import goal`` of a small and a
-large ring schedule with messages below and above the default rendezvous threshold, then for
-each its first and a warm ``replay`` under each network model), records for each kernel the
+large ring schedule with messages below and above the default rendezvous threshold, and
+``collect`` of a measured trace, the example ring program on 2 ranks under mpiexec; then for
+each trace its first and a warm ``replay`` under each network model, ``replay --out``, ``trace
+info`` and ``export`` to perfetto, pipit and GOAL, and on the measured trace the replays with
+its noise put back and the measured model), records for each kernel the
 argument types of the calls from Python that numba compiled it for or loaded from its cache
 (``hindsight.jit.Kernel.seen``), and compiles those with ``numba.pycc``: one extension module
 per Python module, each in a process of its own (in one process, compiling one module's kernels
 changed how numba typed another's), described in ``hindsight.jit.aot_description()``. Kernels
-of modules that import numba themselves (the OTF2 reader's, the applications') are not among
-them, nor calls with types the sample never made: they run through numba.
+of modules that import numba themselves (the OTF2 reader's and writer's, the applications') are
+not among them, nor calls with types the sample never made: they run through numba. Where the
+measured trace cannot be collected (no mpiexec), one ``note:`` line says so and the rest is
+built.
 
 Nothing to do (no output) when the description of the project's files as they are exists. When
 anything fails (no C compiler, a numba without pycc, a module that does not compile, a folder
@@ -63,8 +68,27 @@ def sample_goal(P: int = 4, rounds: int = 3) -> str:
 SAMPLE_SIZES = ((4, 3), (16, 3200))
 
 
-def run_sample(folder: Path) -> None:
-    """The sample of commands (see the module docstring), their output discarded."""
+#: the measured trace's program and its arguments: the example ring (Sendrecv, Allreduce)
+SAMPLE_PROGRAM = (sources.ROOT / "hindsight" / "examples" / "ring.py", ["--rounds", "50"])
+
+
+def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
+    """What the sample runs on ``trace``: a first and a warm replay under each model, a replay
+    written out, its description and its exports."""
+    out = []
+    for model in SAMPLE_MODELS:
+        out += [["replay", str(trace), "--model", *model]] * 2
+    out.append(["replay", str(trace), "--out", str(folder / f"{trace.name}-replayed")])
+    out.append(["trace", "info", str(trace)])
+    for fmt in ("perfetto", "pipit", "goal"):
+        out.append(["export", str(trace), "--format", fmt,
+                    "--out", str(folder / f"{trace.name}-exported.{fmt}")])
+    return out
+
+
+def run_sample(folder: Path) -> str | None:
+    """The sample of commands (see the module docstring), their output discarded. Returns a
+    note when the measured trace could not be collected (its commands are left out)."""
     from hindsight.cli import main
     commands = []
     for P, rounds in SAMPLE_SIZES:
@@ -72,10 +96,29 @@ def run_sample(folder: Path) -> None:
         src.write_text(sample_goal(P, rounds))
         trace = folder / f"ring{P}"
         commands.append(["import", "goal", str(src), "--out", str(trace)])
-        for model in SAMPLE_MODELS:
-            commands += [["replay", str(trace), "--model", *model]] * 2
+        commands += trace_commands(trace, folder)
+    _run_all(main, commands)
+    measured = folder / "ring-measured"
+    program, args = SAMPLE_PROGRAM
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(["collect", "-n", "2", "--program", str(program), "--out", str(measured), "--",
+                  *args], standalone_mode=False)
+    except Exception as exc:            # (no MPI here: the rest is still worth building)
+        return (f"note: the sample's measured trace was not collected ({first_line(exc)}): "
+                "replays of measured traces run their kernels through numba")
+    commands = trace_commands(measured, folder)
+    commands += [["replay", str(measured), "--model", "measured"],
+                 ["replay", str(measured), "--noise", "trace"],
+                 ["replay", str(measured), "--noise", "sample", "--noise-runs", "2"]]
+    _run_all(main, commands)
+    return None
+
+
+def _run_all(main, commands: list[list[str]]) -> None:
+    """Run ``commands`` through the CLI's ``main``, their output and notes discarded."""
     for args in commands:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             main(args, standalone_mode=False)
 
 
@@ -112,6 +155,9 @@ def compile_group(group: str, module: str, entries: list[tuple[str, str, object]
 
     mod = importlib.import_module(module)
     with tempfile.TemporaryDirectory(dir=Path(out).parent, prefix=".aot-") as tmp:
+        # pycc's check of the C compiler leaves its temporary folders behind (numba 0.68): made
+        # in this one, they go with it (this process compiles this module and ends)
+        tempfile.tempdir = tmp
         cc = CC(jit.aot_module_name(group))
         cc.output_dir = tmp
         cc.output_file = Path(out).name
@@ -201,7 +247,9 @@ def build(force: bool = False) -> str | None:
     jit._use_aot = False
     jit._recording = True
     with tempfile.TemporaryDirectory() as tmp:
-        run_sample(Path(tmp))
+        note = run_sample(Path(tmp))
+    if note:
+        print(note, file=sys.stderr)
     exports = recorded()
     if not exports:
         raise RuntimeError("the sample called no kernel through numba")

@@ -169,7 +169,7 @@ def _channel_ids(src, dst, comm, tag, nranks):
         import pandas as pd
 
         gid, uniq = pd.factorize(np.concatenate(keys))
-        gid = gid.astype(np.int64, copy=False)
+        gid = _of_width(gid, len(uniq))
         return gid[:ns], gid[ns:], len(uniq)
     src, dst, comm = (np.concatenate(x) for x in (src, dst, comm))
     ci, nc = small_codes(comm)
@@ -180,11 +180,20 @@ def _channel_ids(src, dst, comm, tag, nranks):
     if float(P) * P * nc * nt < 2.0 ** 62:
         key = ((src.astype(np.int64) * P + dst) * nc + ci) * nt + ti
         gid, uniq = pd.factorize(key)
-        gid = gid.astype(np.int64, copy=False)
+        gid = _of_width(gid, len(uniq))
         return gid[:ns], gid[ns:], len(uniq)
     df = pd.DataFrame({"s": src, "d": dst, "c": ci, "t": ti})
-    gid = df.groupby(["s", "d", "c", "t"], sort=False).ngroup().to_numpy(np.int64)
-    return gid[:ns], gid[ns:], int(gid.max()) + 1 if len(gid) else 0
+    gid = df.groupby(["s", "d", "c", "t"], sort=False).ngroup().to_numpy()
+    n = int(gid.max()) + 1 if len(gid) else 0
+    gid = _of_width(gid, n)
+    return gid[:ns], gid[ns:], n
+
+
+def _of_width(ids: np.ndarray, count: int) -> np.ndarray:
+    """Channel ids (``count`` of them) as the direct keys have them (``index_proto``): one
+    integer type whichever way a trace's channels were numbered, so that the pairing's kernel
+    sees one type (and the kernels compiled ahead of time have it: ``hindsight.jit``)."""
+    return ids.astype(index_proto(count).dtype, copy=False)
 
 
 def _pair_messages(s_src, s_dst, s_comm, s_tag, r_src, r_dst, r_comm, r_tag, nranks):

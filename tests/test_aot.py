@@ -13,7 +13,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, hindsight
 
 ENV = {**{k: v for k, v in os.environ.items() if k != "HINDSIGHT_AOT"},
        "PYTHONPATH": f"{ROOT}:{ROOT}/tests"}
@@ -81,6 +81,62 @@ def test_a_warm_replay_runs_without_numba_and_answers_as_numba_does(ring, model)
     jit_doc, jit_how = _replay(ring, *model, HINDSIGHT_AOT="0")
     assert jit_how == "True False"
     assert doc == jit_doc and doc["predicted_makespan_s"] > 0 and doc["critical_path"]
+
+
+COMMAND = """
+import sys
+from hindsight.cli import main
+try:
+    main({args!r}, standalone_mode=False)
+finally:
+    print('numba' in sys.modules, file=sys.stderr)
+"""
+
+
+def _command(*args: str, **env: str) -> tuple[str, bool]:
+    """(stdout, whether numba was imported) of ``hindsight ARGS`` in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", COMMAND.format(args=[str(a) for a in args])],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900,
+                          env={**ENV, **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout, done.stderr.splitlines()[-1] == "True"
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory, built):
+    """A measured trace: the example ring program, 2 ranks under mpiexec (not the build's own
+    run: other rounds, so other sizes)."""
+    out = tmp_path_factory.mktemp("aot-measured") / "ring"
+    done = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
+                     "--out", out, "--", "--rounds", 7)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("args", [
+    ("replay", "{t}", "--json"),
+    ("replay", "{t}", "--json", "--model", "mm1"),
+    ("replay", "{t}", "--json", "--noise", "sample", "--noise-runs", "3"),
+    ("replay", "{t}", "--json", "--model", "loggopsim"),
+    ("trace", "info", "{t}"),
+    ("export", "{t}", "--format", "perfetto", "--out", "-"),
+    ("export", "{t}", "--format", "goal", "--out", "-"),
+], ids=lambda a: " ".join(x for x in a if x not in ("{t}", "--json", "--out", "-")))
+def test_a_measured_traces_commands_run_without_numba_as_numba_does(measured, tmp_path, args):
+    """What a user runs on a trace of their own program: ahead of time, without importing
+    numba, with numba's output (exports compared byte for byte)."""
+    def command(tag: str, **env: str) -> tuple[str, bool]:
+        argv = [str(measured) if a == "{t}" else a for a in args]
+        if "-" in argv:
+            argv[argv.index("-")] = str(tmp_path / f"{tag}.out")
+        out, numba = _command(*argv, **env)
+        return (tmp_path / f"{tag}.out").read_text() if "-" in args else out, numba
+
+    command("warm")                         # (a first replay caches what later ones map)
+    got, numba = command("aot")
+    assert not numba, f"{' '.join(args)} imported numba"
+    want, numba = command("jit", HINDSIGHT_AOT="0")
+    assert numba and got == want and got
 
 
 def test_the_build_exports_the_replay_kernels_it_saw(built):

@@ -53,8 +53,9 @@ def programs(draw):
 
 
 def _prep(progs):
-    d = Path(tempfile.mkdtemp(prefix="hs-prop-"))
-    return replay.prepare(simulate_to_dir(d / "t", progs), use_cache=False)
+    # (hypothesis runs an example many times per test: a pytest tmp_path would be shared)
+    with tempfile.TemporaryDirectory(prefix="hs-prop-") as d:
+        return replay.prepare(simulate_to_dir(Path(d) / "t", progs), use_cache=False)
 
 
 SETTINGS = settings(max_examples=25, deadline=None,

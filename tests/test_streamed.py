@@ -95,11 +95,12 @@ def in_flight_programs(draw):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(in_flight_programs(), st.integers(2, 12), st.sampled_from(["loggps", "measured"]))
 def test_streamed_replay_of_random_programs_equals_the_in_memory_one(progs, window, model):
-    d = simulate_to_dir(Path(tempfile.mkdtemp(prefix="hs-stream-")) / "t", progs)
-    params = {"S": "16KiB"}
-    whole = replay.run(replay.prepare(d, use_cache=False), model, params, record=False)
-    _same(whole, run_streamed(d, model, params, window=window))
-    assert check_trace(d, window) == []
+    with tempfile.TemporaryDirectory(prefix="hs-stream-") as tmp:
+        d = simulate_to_dir(Path(tmp) / "t", progs)
+        params = {"S": "16KiB"}
+        whole = replay.run(replay.prepare(d, use_cache=False), model, params, record=False)
+        _same(whole, run_streamed(d, model, params, window=window))
+        assert check_trace(d, window) == []
 
 
 def test_an_eager_message_in_flight_crosses_the_cut(tmp_path: Path) -> None:
