@@ -3,17 +3,18 @@
 
 It runs a sample of commands in this process, through numba (``import goal`` of a small and a
 large ring schedule with messages below and above the default rendezvous threshold, and
-``collect`` of a measured trace, the example ring program on 2 ranks under mpiexec; then for
-each trace its first and a warm ``replay`` under each network model, ``replay --out``, ``trace
-info`` and ``export`` to perfetto, pipit and GOAL, and on the measured trace the replays with
-its noise put back and the measured model), records for each kernel the
+``collect`` of two measured traces under mpiexec, of the example programs ``ring.py`` and
+``halo.py`` (``SAMPLE_PROGRAMS``); then for each trace its first and a warm ``replay`` under
+each network model, ``replay --out``, ``trace info`` and ``export`` to perfetto, pipit and
+GOAL, and on the measured traces the replays with their noise put back and the measured model),
+records for each kernel the
 argument types of the calls from Python that numba compiled it for or loaded from its cache
 (``hindsight.jit.Kernel.seen``), and compiles those with ``numba.pycc``: one extension module
 per Python module, each in a process of its own (in one process, compiling one module's kernels
 changed how numba typed another's), described in ``hindsight.jit.aot_description()``. Kernels
 of modules that import numba themselves (the OTF2 reader's and writer's, the applications') are
 not among them, nor calls with types the sample never made: they run through numba. Where the
-measured trace cannot be collected (no mpiexec), one ``note:`` line says so and the rest is
+measured traces cannot be collected (no mpiexec), one ``note:`` line says so and the rest is
 built.
 
 Nothing to do (no output) when the description of the project's files as they are exists. When
@@ -68,8 +69,10 @@ def sample_goal(P: int = 4, rounds: int = 3) -> str:
 SAMPLE_SIZES = ((4, 3), (16, 3200))
 
 
-#: the measured trace's program and its arguments: the example ring (Sendrecv, Allreduce)
-SAMPLE_PROGRAM = (sources.ROOT / "hindsight" / "examples" / "ring.py", ["--rounds", "50"])
+#: the measured traces' programs, ranks and arguments: the example ring (Sendrecv, Allreduce on
+#: the world), and the example stencil (non-blocking point-to-point and collectives, a split
+#: communicator, a wildcard receive), whose traces take other kernels and argument types
+SAMPLE_PROGRAMS = (("ring.py", 2, ["--rounds", "50"]), ("halo.py", 4, ["--steps", "20"]))
 
 
 def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
@@ -88,7 +91,8 @@ def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
 
 def run_sample(folder: Path) -> str | None:
     """The sample of commands (see the module docstring), their output discarded. Returns a
-    note when the measured trace could not be collected (its commands are left out)."""
+    note when a measured trace could not be collected (its commands and those of the programs
+    after it are left out)."""
     from hindsight.cli import main
     commands = []
     for P, rounds in SAMPLE_SIZES:
@@ -98,20 +102,20 @@ def run_sample(folder: Path) -> str | None:
         commands.append(["import", "goal", str(src), "--out", str(trace)])
         commands += trace_commands(trace, folder)
     _run_all(main, commands)
-    measured = folder / "ring-measured"
-    program, args = SAMPLE_PROGRAM
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            main(["collect", "-n", "2", "--program", str(program), "--out", str(measured), "--",
-                  *args], standalone_mode=False)
-    except Exception as exc:            # (no MPI here: the rest is still worth building)
-        return (f"note: the sample's measured trace was not collected ({first_line(exc)}): "
-                "replays of measured traces run their kernels through numba")
-    commands = trace_commands(measured, folder)
-    commands += [["replay", str(measured), "--model", "measured"],
-                 ["replay", str(measured), "--noise", "trace"],
-                 ["replay", str(measured), "--noise", "sample", "--noise-runs", "2"]]
-    _run_all(main, commands)
+    for program, ranks, args in SAMPLE_PROGRAMS:
+        measured = folder / f"{Path(program).stem}-measured"
+        try:
+            _run_all(main, [["collect", "-n", str(ranks), "--program",
+                             str(sources.ROOT / "hindsight" / "examples" / program),
+                             "--out", str(measured), "--", *args]])
+        except Exception as exc:        # (no MPI here: the rest is still worth building)
+            return (f"note: the sample's trace of hindsight/examples/{program} was not collected"
+                    f" ({first_line(exc)}): replays of such traces run their kernels through "
+                    "numba")
+        _run_all(main, trace_commands(measured, folder) + [
+            ["replay", str(measured), "--model", "measured"],
+            ["replay", str(measured), "--noise", "trace"],
+            ["replay", str(measured), "--noise", "sample", "--noise-runs", "2"]])
     return None
 
 

@@ -270,8 +270,9 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
                 if m_shared_flag is None:
                     m_shared_flag = np.zeros(nmsg, bool)
                 m_shared_flag[block] = True
-            _pattern_bytes(m_bytes, base, by_local, np.asarray(pat.owner, np.int64),
-                           np.asarray(pat.mult, np.float64), rows.nbytes)
+            # (contiguous whatever the pattern holds: one argument type for the kernel)
+            _pattern_bytes(m_bytes, base, by_local, np.ascontiguousarray(pat.owner, np.int64),
+                           np.ascontiguousarray(pat.mult, np.float64), rows.nbytes)
             m_src[block].reshape(ni, Mp)[:] = mem_arr[pat.src][None, :]
             m_dst[block].reshape(ni, Mp)[:] = mem_arr[pat.dst][None, :]
             poff = np.asarray(pat.op_off, np.int64)

@@ -102,13 +102,16 @@ def _command(*args: str, **env: str) -> tuple[str, bool]:
     return done.stdout, done.stderr.splitlines()[-1] == "True"
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory, built):
-    """A measured trace: the example ring program, 2 ranks under mpiexec (not the build's own
-    run: other rounds, so other sizes)."""
-    out = tmp_path_factory.mktemp("aot-measured") / "ring"
-    done = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
-                     "--out", out, "--", "--rounds", 7)
+@pytest.fixture(scope="module", params=[("ring.py", 2, "--rounds", 7),
+                                        ("halo.py", 3, "--steps", 7, "--every", 3)],
+                ids=["ring", "halo"])
+def measured(request, tmp_path_factory, built):
+    """A measured trace of an example program under mpiexec (not the build's own runs: other
+    ranks and steps, so other sizes and shapes)."""
+    program, ranks, *args = request.param
+    out = tmp_path_factory.mktemp("aot-measured") / "trace"
+    done = hindsight("collect", "-n", ranks, "--program", ROOT / "hindsight/examples" / program,
+                     "--out", out, "--", *args)
     assert done.returncode == 0, done.stderr
     return out
 
