@@ -142,6 +142,26 @@ def test_a_measured_traces_commands_run_without_numba_as_numba_does(measured, tm
     assert numba and got == want and got
 
 
+@pytest.mark.parametrize("program", ["collectives", "split", "rma", "nonblocking"])
+def test_traces_of_other_programs_replay_without_numba(built, tmp_path, program):
+    """Compiled programs the build's sample never ran (tests/programs/*.c: collectives, derived
+    communicators, one-sided epochs, non-blocking calls), traced on 4 ranks: their first and
+    warm replays, the LogGOPSim semantics, the description and an export run ahead of time.
+    (What such a trace needs that the sample never passed would import numba here.)"""
+    from instrument import native
+    exe = tmp_path / program
+    subprocess.run([native.find_mpicc(), "-O2", "-o", str(exe),
+                    str(ROOT / "tests" / "programs" / f"{program}.c")], check=True)
+    trace = tmp_path / "trace"
+    done = hindsight("collect", "-n", 4, "--program", exe, "--out", trace)
+    assert done.returncode == 0, done.stderr
+    for args in (["replay", trace], ["replay", trace], ["replay", trace, "--model", "loggopsim"],
+                 ["trace", "info", trace],
+                 ["export", trace, "--format", "perfetto", "--out", tmp_path / "t.json"]):
+        out, numba = _command(*args)
+        assert out and not numba, f"{' '.join(map(str, args))} imported numba"
+
+
 def test_the_build_exports_the_replay_kernels_it_saw(built):
     names = set(built["kernels"])
     assert {"replay.kernel:replay_kernel", "replay.critical:critical_path",
