@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # Byte-compile the project's modules: with PYTHONDONTWRITEBYTECODE set (as on some CI machines)
 # Python never writes them, and every command compiled some 50 modules anew (0.15 s each time).
 COMPILE := $(BIN)/python -m compileall -q -j 0 hindsight instrument apps replay validation predict
-# Compile the kernels that replays call ahead of time (hindsight/jit.py), so that a replay runs
+# Compile the kernels of the everyday commands ahead of time (hindsight/jit.py), so that they run
 # without importing numba: nothing to do when the description of the sources as they are exists.
 AOT := $(BIN)/python -m hindsight.aot_build
 

@@ -62,6 +62,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5, help="A B alternations per command")
     args = ap.parse_args()
+    if os.environ.pop("HINDSIGHT_AOT", None) is not None:
+        print("note: HINDSIGHT_AOT is ignored here (A is ahead of time, B through numba)")
     print(aot_line())
     print(f"load average {os.getloadavg()[0]:.2f}; {yardstick_line('before')}")
     with tempfile.TemporaryDirectory() as tmp:

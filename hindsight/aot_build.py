@@ -14,8 +14,8 @@ per Python module, each in a process of its own (in one process, compiling one m
 changed how numba typed another's), described in ``hindsight.jit.aot_description()``. Kernels
 of modules that import numba themselves (the OTF2 reader's and writer's, the applications') are
 not among them, nor calls with types the sample never made: they run through numba. Where the
-measured traces cannot be collected (no mpiexec), one ``note:`` line says so and the rest is
-built.
+measured traces cannot be collected (no mpiexec, or ``collect`` ran out of its 120 s), one
+``note:`` line says so, the rest is built, and the next build tries again.
 
 Nothing to do (no output) when the description of the project's files as they are exists. When
 anything fails (no C compiler, a numba without pycc, a module that does not compile, a folder
@@ -93,7 +93,10 @@ def run_sample(folder: Path) -> str | None:
     """The sample of commands (see the module docstring), their output discarded. Returns a
     note when a measured trace could not be collected (its commands and those of the programs
     after it are left out)."""
-    from hindsight.cli import main
+    import click
+
+    from hindsight.cli import INTERRUPTED, main
+
     commands = []
     for P, rounds in SAMPLE_SIZES:
         src = folder / f"ring{P}.goal"
@@ -107,8 +110,10 @@ def run_sample(folder: Path) -> str | None:
         try:
             _run_all(main, [["collect", "-n", str(ranks), "--program",
                              str(sources.ROOT / "hindsight" / "examples" / program),
-                             "--out", str(measured), "--", *args]])
-        except Exception as exc:        # (no MPI here: the rest is still worth building)
+                             "--timeout", "120", "--out", str(measured), "--", *args]])
+        except click.ClickException as exc:  # (no MPI here: the rest is still worth building)
+            if exc.exit_code == INTERRUPTED:
+                raise KeyboardInterrupt from None
             return (f"note: the sample's trace of hindsight/examples/{program} was not collected"
                     f" ({first_line(exc)}): replays of such traces run their kernels through "
                     "numba")
@@ -161,16 +166,19 @@ def compile_group(group: str, module: str, entries: list[tuple[str, str, object]
     with tempfile.TemporaryDirectory(dir=Path(out).parent, prefix=".aot-") as tmp:
         # pycc's check of the C compiler leaves its temporary folders behind (numba 0.68): made
         # in this one, they go with it (this process compiles this module and ends)
-        tempfile.tempdir = tmp
-        cc = CC(jit.aot_module_name(group))
-        cc.output_dir = tmp
-        cc.output_file = Path(out).name
-        cc.verbose = False
-        cc.use_nrt = nrt
-        for qualname, symbol, sig in entries:
-            cc.export(symbol, sig)(getattr(mod, qualname).py_func)
-        pycc_compiler.Flags = ReleasingFlags
-        cc.compile()
+        before, tempfile.tempdir = tempfile.tempdir, tmp
+        try:
+            cc = CC(jit.aot_module_name(group))
+            cc.output_dir = tmp
+            cc.output_file = Path(out).name
+            cc.verbose = False
+            cc.use_nrt = nrt
+            for qualname, symbol, sig in entries:
+                cc.export(symbol, sig)(getattr(mod, qualname).py_func)
+            pycc_compiler.Flags = ReleasingFlags
+            cc.compile()
+        finally:
+            tempfile.tempdir = before
         os.replace(Path(tmp, Path(out).name), out)
     return out
 
@@ -182,7 +190,7 @@ def symbol(kernel: str, key: tuple) -> str:
     return "k" + hashlib.sha1(repr((kernel, key)).encode()).hexdigest()[:20]
 
 
-def compile_modules(exports: list, description: Path) -> list[str]:
+def compile_modules(exports: list, description: Path, note: str | None = None) -> list[str]:
     """Compile ``exports`` (``recorded()``), one extension module per Python module (two where
     some of its kernels are ``_nrt=False``: ``compile_group``), on as many processes as there
     are usable cores, and describe them in ``description`` (written last, once every module is
@@ -222,6 +230,8 @@ def compile_modules(exports: list, description: Path) -> list[str]:
         return failed
     about = {"digest": sources.project_digest(), "numba": numba.__version__,
              "numpy": np.__version__, "python": sys.version, "kernels": table}
+    if note:
+        about["sample_note"] = note         # (a part of the sample missing: built again later)
     tmp = description.with_suffix(".tmp")
     tmp.write_text(json.dumps(about, indent=1))
     os.replace(tmp, description)
@@ -236,11 +246,20 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
+def _sample_missed(description: Path) -> bool:
+    """Whether the build described missed a part of its sample (a measured trace that could not
+    be collected): the next build tries again."""
+    try:
+        return "sample_note" in json.loads(description.read_text())
+    except (OSError, ValueError):
+        return True
+
+
 def build(force: bool = False) -> str | None:
     """Build the modules if their description is missing (or ``force``); what was done, or
     None. Raises ``RuntimeError`` with why nothing was built."""
     description = jit.aot_description()
-    if not force and description.exists():
+    if not force and description.exists() and not _sample_missed(description):
         return None
     if "numba" in sys.modules:
         raise RuntimeError("hindsight.aot_build must run in a process of its own")
@@ -257,7 +276,7 @@ def build(force: bool = False) -> str | None:
     exports = recorded()
     if not exports:
         raise RuntimeError("the sample called no kernel through numba")
-    failed = compile_modules(exports, description)
+    failed = compile_modules(exports, description, note)
     if failed:
         raise RuntimeError(f"{len(failed)} modules failed to compile: {'; '.join(failed)}")
     kernels = len({k.name for k, _, _ in exports})

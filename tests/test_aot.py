@@ -121,9 +121,12 @@ def measured(request, tmp_path_factory, built):
     ("replay", "{t}", "--json", "--model", "mm1"),
     ("replay", "{t}", "--json", "--noise", "sample", "--noise-runs", "3"),
     ("replay", "{t}", "--json", "--model", "loggopsim"),
+    ("replay", "{t}", "--json", "--model", "measured"),
+    ("replay", "{t}", "--json", "--noise", "trace"),
     ("trace", "info", "{t}"),
     ("export", "{t}", "--format", "perfetto", "--out", "-"),
     ("export", "{t}", "--format", "goal", "--out", "-"),
+    ("export", "{t}", "--format", "pipit", "--out", "-"),
 ], ids=lambda a: " ".join(x for x in a if x not in ("{t}", "--json", "--out", "-")))
 def test_a_measured_traces_commands_run_without_numba_as_numba_does(measured, tmp_path, args):
     """What a user runs on a trace of their own program: ahead of time, without importing
