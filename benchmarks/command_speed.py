@@ -79,15 +79,12 @@ def main() -> None:
         print(f"\n{'trace':9s} {'command':58s} {'A: ahead of time':>22s} {'B: numba':>22s} "
               f"{'B/A':>5s}  A imports numba")
         for kind, cmd in todo:
-            run([*HINDSIGHT, *cmd])               # (a first replay's cache is made once)
+            # (untimed: a first replay's cache is made once, numba's cache loads the kernels)
+            _timed(cmd, aot=True), _timed(cmd, aot=False)
             a, b = [], []
             for _ in range(args.rounds):
-                a.append(run([*HINDSIGHT, *cmd]))
-                os.environ["HINDSIGHT_AOT"] = "0"
-                try:
-                    b.append(run([*HINDSIGHT, *cmd]))
-                finally:
-                    del os.environ["HINDSIGHT_AOT"]
+                a.append(_timed(cmd, aot=True))
+                b.append(_timed(cmd, aot=False))
             wa, wb = [x[0] for x in a], [x[0] for x in b]
             ma, mb = (statistics.median(x[1] for x in xs) / 1e6 for xs in (a, b))
             shown = " ".join(Path(c).name if c.startswith(tmp) else c for c in cmd
@@ -96,6 +93,17 @@ def main() -> None:
                   f"{statistics.median(wb) / statistics.median(wa):4.1f}x  "
                   f"{'yes' if imports_numba(cmd) else 'no'}")
     print(f"\nload average {os.getloadavg()[0]:.2f}; {yardstick_line('after')}")
+
+
+def _timed(cmd: list[str], aot: bool) -> tuple[float, int, str]:
+    """``run`` of ``hindsight CMD``, ahead of time or through numba (``HINDSIGHT_AOT=0``)."""
+    if aot:
+        return run([*HINDSIGHT, *cmd])
+    os.environ["HINDSIGHT_AOT"] = "0"
+    try:
+        return run([*HINDSIGHT, *cmd])
+    finally:
+        del os.environ["HINDSIGHT_AOT"]
 
 
 def _cell(walls: list[float], mb: float) -> str:
