@@ -190,13 +190,15 @@ def symbol(kernel: str, key: tuple) -> str:
     return "k" + hashlib.sha1(repr((kernel, key)).encode()).hexdigest()[:20]
 
 
-def compile_modules(exports: list, description: Path, note: str | None = None) -> list[str]:
+def compile_modules(exports: list, description: Path, note: str | None = None,
+                    tries: int = 1) -> list[str]:
     """Compile ``exports`` (``recorded()``), one extension module per Python module (two where
     some of its kernels are ``_nrt=False``: ``compile_group``), on as many processes as there
     are usable cores, and describe them in ``description`` (written last, once every module is
     in place: it is what a command looks for), then remove the files of other builds. Returns
     the modules that failed to compile, with why; then nothing is described, and a later build
-    tries again."""
+    tries again. ``note``: what the sample missed; ``tries``: the how-manyth build of these
+    sources missed it (``_build_again``)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -232,6 +234,7 @@ def compile_modules(exports: list, description: Path, note: str | None = None) -
              "numpy": np.__version__, "python": sys.version, "kernels": table}
     if note:
         about["sample_note"] = note         # (a part of the sample missing: built again later)
+        about["sample_tries"] = tries
     tmp = description.with_suffix(".tmp")
     tmp.write_text(json.dumps(about, indent=1))
     os.replace(tmp, description)
@@ -246,21 +249,40 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
-def _sample_missed(description: Path) -> bool:
-    """Whether the build described missed a part of its sample (a measured trace that could not
-    be collected): the next build tries again."""
+#: builds of the same sources that may miss a part of the sample before ``make`` stops trying
+SAMPLE_TRIES = 2
+
+
+def _about(description: Path) -> dict | None:
+    """The description of a build (None: no build, or its description is unreadable)."""
     try:
-        return "sample_note" in json.loads(description.read_text())
+        return json.loads(description.read_text())
     except (OSError, ValueError):
-        return True
+        return None
+
+
+def _sample_tries(about: dict | None) -> int:
+    """How many builds of these sources missed a part of their sample (a measured trace that
+    could not be collected), by the last one's description."""
+    return int(about.get("sample_tries", 1)) if about and "sample_note" in about else 0
+
+
+def _build_again(about: dict | None) -> bool:
+    """Whether ``make`` builds again: there is no (readable) build, or the last one missed a part
+    of its sample for the first time (a transient failure, such as mpiexec timing out). A build
+    that missed it ``SAMPLE_TRIES`` times is kept: where ``collect`` cannot run, every ``make``
+    would otherwise take the whole build again (``--force`` still does)."""
+    return about is None or 0 < _sample_tries(about) < SAMPLE_TRIES
 
 
 def build(force: bool = False) -> str | None:
     """Build the modules if their description is missing (or ``force``); what was done, or
     None. Raises ``RuntimeError`` with why nothing was built."""
     description = jit.aot_description()
-    if not force and description.exists() and not _sample_missed(description):
+    about = _about(description)
+    if not force and not _build_again(about):
         return None
+    tries = _sample_tries(about) + 1
     if "numba" in sys.modules:
         raise RuntimeError("hindsight.aot_build must run in a process of its own")
     description.parent.mkdir(parents=True, exist_ok=True)
@@ -276,7 +298,7 @@ def build(force: bool = False) -> str | None:
     exports = recorded()
     if not exports:
         raise RuntimeError("the sample called no kernel through numba")
-    failed = compile_modules(exports, description, note)
+    failed = compile_modules(exports, description, note, tries)
     if failed:
         raise RuntimeError(f"{len(failed)} modules failed to compile: {'; '.join(failed)}")
     kernels = len({k.name for k, _, _ in exports})

@@ -3,8 +3,16 @@ user errors become one readable line and a non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
+
+# A command builds its objects once and keeps them (modules, numba's typing tables, a trace's
+# columns): at the default threshold (700) the cyclic collector walked them all some 250 times in
+# a replay, 0.2-0.3 s of `replay --model loggopsim`'s 1.5-2.5 s at 0.5 M operations, and ran
+# 40-60 times while a command's modules were imported, before it started; at this one it rarely
+# runs (mypy's setting). Set before the imports, so that they run under it too.
+gc.set_threshold(200_000, 30, 30)
 
 import hindsight
 
@@ -12,7 +20,6 @@ hindsight.own_settings()     # before numpy loads (hindsight/__init__.py says wh
 
 import click
 
-from apps.skeletons import SKELETONS as PARADIGMS  # imports no MPI
 from hindsight import __version__
 from hindsight import trace as tf
 from hindsight.errors import DataError, UsageError, UserError
@@ -118,12 +125,6 @@ class LazyGroup(click.Group):
 @click.version_option(version=__version__, prog_name="hindsight")
 def main() -> None:
     """hindsight: collect MPI traces, replay them under other networks, validate predictions."""
-    import gc
-    # A command builds its objects once and keeps them (modules, numba's typing tables, a
-    # trace's columns): at the default threshold (700) the cyclic collector walked them all some
-    # 250 times in a replay, 0.2-0.3 s of `replay --model loggopsim`'s 1.5-2.5 s at 0.5 M
-    # operations; at this one it rarely runs (mypy's setting)
-    gc.set_threshold(200_000, 30, 30)
     from hindsight.system import keep_freed_memory, skip_exit_collection
     keep_freed_memory()  # replay allocates and frees large arrays pass after pass
     skip_exit_collection()
@@ -138,10 +139,20 @@ def main() -> None:
 # collect
 
 
+class _ParadigmOption(click.Option):
+    """``--paradigm``, whose help names the paradigms (``apps.skeletons.SKELETONS``) when it is
+    shown: the registry is imported then, not by every command's start."""
+
+    def get_help_record(self, ctx):
+        from apps.skeletons import SKELETONS  # imports no MPI
+
+        self.help = f"execution paradigm: {', '.join(SKELETONS)}"
+        return super().get_help_record(ctx)
+
+
 @main.command()
 @click.option("-n", "nprocs", type=click.IntRange(min=1), required=True, help="number of ranks P")
-@click.option("--paradigm", default=None,
-              help=f"execution paradigm: {', '.join(PARADIGMS)}")
+@click.option("--paradigm", cls=_ParadigmOption, default=None)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="trace directory [traces/<app>-<paradigm>-n<P>, -untraced appended with "
                    "--untraced]")

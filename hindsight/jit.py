@@ -37,7 +37,6 @@ passed go to numba. Standard library and numpy only.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import json
 import os
@@ -61,7 +60,7 @@ def aot_description() -> Path:
     are, for this Python and numpy: which module and function runs which kernel for which
     arguments."""
     key = f"{sources.project_digest()} {sys.version} {np.__version__}"
-    return AOT_DIR / f"aot-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
+    return AOT_DIR / f"aot-{sources.digest(key)}.json"
 
 
 def aot_module_path(description: Path, module: str) -> Path:

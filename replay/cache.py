@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import shutil
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from hindsight import sources
 from hindsight import trace as tf
 from hindsight.system import usable_cores, wait_through_interrupts
 from replay.blockwrite import write_blocks
@@ -34,6 +33,9 @@ from replay.rma_epochs import EpochOps
 from replay.rows import Messages, Rows
 from replay.flags import Meetings
 from replay.stream import Stream
+
+if TYPE_CHECKING:   # (imported where a cache is written: a replay from the cache needs none)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 CACHE_DIR = tf.REPLAY_CACHE_DIR
 CACHE_VERSION = 17
@@ -51,11 +53,11 @@ PREFIX = {attr: prefix for prefix, attr, _ in _TABLES}
 
 def fingerprint(trace_dir: Path) -> str:
     """16 hex digits that change when a rank file or the manifest (or CACHE_VERSION) does."""
-    h = hashlib.sha1(str(CACHE_VERSION).encode())
+    stamps = [str(CACHE_VERSION)]
     for p in sorted(trace_dir.glob("rank-*.parquet")) + [trace_dir / tf.MANIFEST_NAME]:
         st = p.stat()
-        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:16]
+        stamps.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
+    return sources.digest(*stamps)
 
 
 def cache_path(trace_dir: Path) -> Path | None:
@@ -187,6 +189,8 @@ class DirWriter:
                 raise ValueError(f"{name}: added twice")
         self.added.update(arrays)
         names = list(arrays)
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         if self._writers > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._writers,
@@ -316,20 +320,15 @@ def load(path: Path) -> dict[str, Any]:
 def stream_path(prepared_dir: Path, key: tuple) -> Path:
     """Where the stream of form ``key`` (``Prepared.stream``'s key) of the trace cached in
     ``prepared_dir`` is kept."""
-    h = hashlib.sha1(repr(key).encode())
-    h.update(_code_digest())
-    return prepared_dir / f"stream-{h.hexdigest()[:16]}"
+    return prepared_dir / f"stream-{sources.digest(repr(key), _code_digest())}"
 
 
 @functools.cache
-def _code_digest() -> bytes:
+def _code_digest() -> str:
     """A digest of the source that builds streams: every module of this package (not its
     models, calibration or sweeps subpackages) and of ``hindsight.trace`` (op codes)."""
-    h = hashlib.sha1()
-    for folder in (Path(__file__).parent, Path(tf.__file__).parent):
-        for p in sorted(folder.glob("*.py")):
-            h.update(p.name.encode() + p.read_bytes())
-    return h.digest()
+    folders = {"replay", "hindsight/trace"}
+    return sources.digest_of([p for p in sources.file_digests() if p.rpartition("/")[0] in folders])
 
 
 #: the thread that writes streams behind the replay that built them (``save_stream_behind``),
@@ -347,6 +346,8 @@ def save_stream_behind(st: Stream, path: Path) -> None:
     threads were given before it joins them); ``flush_streams`` waits for it sooner. Where no
     thread can start (the interpreter is exiting), the stream is written here and now."""
     global _behind
+    from concurrent.futures import ThreadPoolExecutor
+
     with _behind_lock:
         try:
             if _behind is None:

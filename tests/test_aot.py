@@ -276,3 +276,28 @@ def test_keys_tell_apart_what_numba_types_tell_apart():
     for v in keyless:
         with pytest.raises(_NoKey):
             arg_key((1, v))
+
+
+def test_a_build_that_missed_its_measured_traces_is_retried_once(tmp_path, monkeypatch):
+    """``make`` builds again after a build whose sample could not collect its traces (a
+    transient failure), but not after a second such build: where ``collect`` cannot run at all,
+    every ``make`` would otherwise take the whole build again. A missing or unreadable
+    description is built."""
+    from hindsight import aot_build as B
+    from hindsight import jit
+
+    described = tmp_path / "aot-x.json"
+    monkeypatch.setattr(jit, "aot_description", lambda: described)
+    assert B._build_again(B._about(described))                     # no build yet
+    described.write_text("{not json")
+    assert B._build_again(B._about(described))
+    whole = {"digest": "x", "kernels": {}}
+    described.write_text(json.dumps(whole))
+    assert not B._build_again(B._about(described))
+    assert B.build() is None                                        # nothing to do: no work
+    missed = {**whole, "sample_note": "note: collect failed", "sample_tries": 1}
+    described.write_text(json.dumps(missed))
+    assert B._build_again(B._about(described)) and B._sample_tries(B._about(described)) == 1
+    described.write_text(json.dumps({**missed, "sample_tries": B.SAMPLE_TRIES}))
+    assert not B._build_again(B._about(described))
+    assert B.build() is None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -135,3 +138,72 @@ def test_the_kernel_digest_covers_every_package_with_kernels():
         if pkg not in PACKAGES:
             users = [p for p in (ROOT / pkg).rglob("*.py") if "numba" in p.read_text()]
             assert not users, f"{users}: kernels outside hindsight.kernel_cache.PACKAGES"
+
+
+@pytest.fixture
+def fake_project(tmp_path, monkeypatch):
+    """hindsight.sources pointed at a project of two files under tmp_path (its memo there too);
+    afterwards the process's other tests get the real project's digests back."""
+    import hindsight.sources as src
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("X = 1\n")
+    (tmp_path / "pkg" / "b.py").write_text("Y = 2\n")
+    with monkeypatch.context() as m:
+        m.setattr(src, "ROOT", tmp_path)
+        m.setattr(src, "PACKAGES", ("pkg",))
+        m.setattr(src, "MEMO", tmp_path / "memo.json")
+        yield src
+    src.file_digests.cache_clear()
+    src.project_digest.cache_clear()
+
+
+def test_the_project_digest_rereads_only_files_whose_stamp_changed(fake_project):
+    """hindsight.sources keeps each file's sha1 with its size and modification time, and trusts
+    it while both are unchanged: a file changed (another size or time) is read again, and the
+    digest then changes; one added or removed changes it too."""
+    import os
+
+    src = fake_project
+    a, b = src.ROOT / "pkg" / "a.py", src.ROOT / "pkg" / "b.py"
+
+    def fresh() -> tuple[dict, str]:
+        src.file_digests.cache_clear()
+        src.project_digest.cache_clear()
+        return src.file_digests(), src.project_digest()
+
+    files, first = fresh()
+    assert list(files) == ["pkg/a.py", "pkg/b.py"] and src.MEMO.exists()
+    memo = json.loads(src.MEMO.read_text())
+    assert memo["pkg/a.py"][2] == files["pkg/a.py"]
+    # the memo's word is taken while the stamp holds (here: a digest it made up)
+    memo["pkg/a.py"][2] = "f" * 40
+    src.MEMO.write_text(json.dumps(memo))
+    assert fresh()[0]["pkg/a.py"] == "f" * 40
+    # a change of the file's size and time: read again, digest changed, memo mended
+    a.write_text("X = 10\n")
+    files, second = fresh()
+    assert files["pkg/a.py"] not in ("f" * 40, memo["pkg/a.py"][2]) and second != first
+    assert json.loads(src.MEMO.read_text())["pkg/a.py"][2] == files["pkg/a.py"]
+    # same size, another time: read again
+    st = b.stat()
+    b.write_text("Y = 3\n")
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert fresh()[0]["pkg/b.py"] != files["pkg/b.py"]
+    (src.ROOT / "pkg" / "c.py").write_text("")
+    assert fresh()[1] not in (first, second)
+    # an unreadable memo is made again; one that cannot be written is not kept
+    src.MEMO.write_text("{not json")
+    assert fresh()[0]["pkg/c.py"] and json.loads(src.MEMO.read_text())
+    src.MEMO = src.ROOT / "missing" / "deeper" / "memo.json"     # (the fixture puts it back)
+    assert fresh()[0] and not src.MEMO.exists()
+
+
+def test_a_command_with_the_memo_in_place_does_not_load_hashlib():
+    """hashlib loads OpenSSL (3.7 MB, a few ms): a command whose project files are as the memo
+    says computes the project's digest without it."""
+    code = ("import sys; import hindsight.sources as s; s.project_digest(); "
+            "print('hashlib' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=ROOT, check=True).stdout.strip() for _ in range(2)]
+    assert runs[1] == "False", runs

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
+from hindsight import sources
 from hindsight import trace as tf
 from hindsight.jit import njit
 from replay import kernel as K
@@ -140,7 +140,8 @@ _SCHEDULE_CACHE_VERSION = 2
 def _buckets_source() -> str:
     """A digest of the code that numbers matching buckets: kept buckets are another version's
     numbering once it changes."""
-    return hashlib.sha1(Path(_buckets.__file__).read_bytes()).hexdigest()[:12]
+    where = Path(_buckets.__file__).resolve().relative_to(sources.ROOT).as_posix()
+    return sources.file_digests()[where][:12]
 
 
 def _schedule_cache(goal: Path) -> Path | None:
@@ -149,7 +150,7 @@ def _schedule_cache(goal: Path) -> Path | None:
     except OSError:
         return None
     key = f"{_SCHEDULE_CACHE_VERSION}:{_buckets_source()}:{st.st_size}:{st.st_mtime_ns}"
-    return goal.parent / CACHE_DIR / f"schedule-{hashlib.sha1(key.encode()).hexdigest()[:16]}"
+    return goal.parent / CACHE_DIR / f"schedule-{sources.digest(key)}"
 
 
 def _save_schedule(s: Schedule, path: Path) -> None:

@@ -9,7 +9,6 @@ Adding a model: docs/extending.md.
 
 from __future__ import annotations
 
-import difflib
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -165,6 +164,8 @@ def _check_profile_params(path: Path, model: NetworkModel, params: Mapping[str, 
     known = list(model.PARAMS) + list(model.ALIASES)
     for name, raw in params.items():
         if name not in known and name not in model.RETIRED:
+            import difflib
+
             near = difflib.get_close_matches(str(name), known, n=1)
             hint = f"did you mean '{near[0]}'?" if near else f"known: {', '.join(sorted(known))}"
             raise ParamError(f"profile {path}: unknown parameter '{name}' for model "
