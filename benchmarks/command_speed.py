@@ -46,12 +46,6 @@ def commands(trace: Path, work: Path) -> list[list[str]]:
             ["export", t, "--format", "goal", "--out", str(work / "x.goal"), "--force"]]
 
 
-def measured_only(trace: Path) -> list[list[str]]:
-    t = str(trace)
-    return [["replay", t, "--model", "measured"],
-            ["replay", t, "--noise", "sample", "--noise-runs", "2"]]
-
-
 def imports_numba(cmd: list[str]) -> bool:
     out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True,
                          check=True).stdout.strip().splitlines()
@@ -71,10 +65,10 @@ def main() -> None:
         measured, goal = work / "ring-measured", work / "ring-goal"
         run([*HINDSIGHT, "collect", "-n", "2", "--program", ROOT / "hindsight/examples/ring.py",
              "--out", measured, "--", "--rounds", "50"])
-        from hindsight.aot_build import sample_goal
+        from hindsight.aot_build import measured_commands, sample_goal
         (work / "ring.goal").write_text(sample_goal())
         run([*HINDSIGHT, "import", "goal", work / "ring.goal", "--out", goal])
-        todo = [("measured", c) for c in commands(measured, work) + measured_only(measured)]
+        todo = [("measured", c) for c in commands(measured, work) + measured_commands(measured)]
         todo += [("GOAL", c) for c in commands(goal, work)]
         print(f"\n{'trace':9s} {'command':58s} {'A: ahead of time':>22s} {'B: numba':>22s} "
               f"{'B/A':>5s}  A imports numba")

@@ -15,7 +15,8 @@ changed how numba typed another's), described in ``hindsight.jit.aot_description
 of modules that import numba themselves (the OTF2 reader's and writer's, the applications') are
 not among them, nor calls with types the sample never made: they run through numba. Where the
 measured traces cannot be collected (no mpiexec, or ``collect`` ran out of its 120 s), one
-``note:`` line says so, the rest is built, and the next build tries again.
+``note:`` line says so, the rest is built, and the next build tries once more (a build that
+missed them ``SAMPLE_TRIES`` times is kept; ``--force`` tries again).
 
 Nothing to do (no output) when the description of the project's files as they are exists. When
 anything fails (no C compiler, a numba without pycc, a module that does not compile, a folder
@@ -89,6 +90,14 @@ def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
     return out
 
 
+def measured_commands(trace: Path) -> list[list[str]]:
+    """What the sample also runs on a measured trace: the replays only such a trace has (its
+    own timeline as the model, its noise)."""
+    t = str(trace)
+    return [["replay", t, "--model", "measured"], ["replay", t, "--noise", "trace"],
+            ["replay", t, "--noise", "sample", "--noise-runs", "2"]]
+
+
 def run_sample(folder: Path) -> str | None:
     """The sample of commands (see the module docstring), their output discarded. Returns a
     note when a measured trace could not be collected (its commands and those of the programs
@@ -117,10 +126,7 @@ def run_sample(folder: Path) -> str | None:
             return (f"note: the sample's trace of hindsight/examples/{program} was not collected"
                     f" ({first_line(exc)}): replays of such traces run their kernels through "
                     "numba")
-        _run_all(main, trace_commands(measured, folder) + [
-            ["replay", str(measured), "--model", "measured"],
-            ["replay", str(measured), "--noise", "trace"],
-            ["replay", str(measured), "--noise", "sample", "--noise-runs", "2"]])
+        _run_all(main, trace_commands(measured, folder) + measured_commands(measured))
     return None
 
 

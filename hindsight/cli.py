@@ -141,13 +141,18 @@ def main() -> None:
 
 class _ParadigmOption(click.Option):
     """``--paradigm``, whose help names the paradigms (``apps.skeletons.SKELETONS``) when it is
-    shown: the registry is imported then, not by every command's start."""
+    read (``--help``, shell completion): the registry is imported then, not by every command's
+    start."""
 
-    def get_help_record(self, ctx):
+    @property
+    def help(self) -> str:
         from apps.skeletons import SKELETONS  # imports no MPI
 
-        self.help = f"execution paradigm: {', '.join(SKELETONS)}"
-        return super().get_help_record(ctx)
+        return f"execution paradigm: {', '.join(SKELETONS)}"
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        pass                                # (click.Option sets it; it is made when read)
 
 
 @main.command()

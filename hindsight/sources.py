@@ -7,8 +7,10 @@ Every command that runs a kernel needs the project's digest. Reading and hashing
 (1.6 MB) took 11 ms of each command, and ``hashlib`` loads OpenSSL (3.7 MB of memory, 4 ms).
 So each file's sha1 is kept in ``MEMO`` with the file's size and modification time, and is
 trusted while both are unchanged (numba's own cache checks its source files so). Only a file
-whose stamp changed is read again, and ``hashlib`` is imported only then. Digests of digests are
-``digest``'s, which needs no ``hashlib``.
+whose stamp changed is read again, and ``hashlib`` is imported only then. A file changed in the
+last ``SETTLE_NS`` is not kept (git's rule for "racily clean" files): another change within the
+same tick of the file system's clock, of the same size, would keep its stamp. Digests of
+digests are ``digest``'s, which needs no ``hashlib``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -26,6 +30,8 @@ PACKAGES = ("hindsight", "instrument", "replay", "apps", "workloads")
 ROOT = Path(__file__).resolve().parent.parent
 #: each file's size, modification time (ns) and sha1, by its path under ROOT
 MEMO = ROOT / "hindsight" / "__pycache__" / "sources.json"
+#: a file modified this recently (ns) is hashed but not kept in the memo
+SETTLE_NS = 2 * 10**9
 
 
 def digest(*parts: str | bytes) -> str:
@@ -62,8 +68,11 @@ def file_digests() -> dict[str, str]:
         memo = json.loads(MEMO.read_text())
     except (OSError, ValueError):
         memo = {}
+    if not isinstance(memo, dict):
+        memo = {}
     out: dict[str, str] = {}
     kept: dict[str, list] = {}
+    settled = time.time_ns() - SETTLE_NS
     for path, size, mtime in _stamps():
         was = memo.get(path)
         if isinstance(was, list) and len(was) == 3 and was[:2] == [size, mtime]:
@@ -72,7 +81,8 @@ def file_digests() -> dict[str, str]:
             import hashlib
 
             out[path] = hashlib.sha1((ROOT / path).read_bytes()).hexdigest()
-        kept[path] = [size, mtime, out[path]]
+        if mtime < settled:
+            kept[path] = [size, mtime, out[path]]
     if kept != memo:
         _write_memo(kept)
     return out
@@ -81,7 +91,7 @@ def file_digests() -> dict[str, str]:
 def _write_memo(kept: dict[str, list]) -> None:
     """``kept`` in ``MEMO``, whole or not at all (a file of this process's own, renamed into
     place); a project that cannot be written keeps none."""
-    tmp = MEMO.with_name(f".{MEMO.name}.{os.getpid()}")
+    tmp = MEMO.with_name(f".{MEMO.name}.{os.getpid()}-{threading.get_ident()}")
     try:
         MEMO.parent.mkdir(exist_ok=True)
         tmp.write_text(json.dumps(kept))

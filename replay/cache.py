@@ -189,13 +189,16 @@ class DirWriter:
                 raise ValueError(f"{name}: added twice")
         self.added.update(arrays)
         names = list(arrays)
-        from concurrent.futures import Future, ThreadPoolExecutor
+        from concurrent.futures import Future
 
         if self._writers > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._writers,
-                                                thread_name_prefix="hindsight-cache")
             try:
+                if self._pool is None:
+                    # (imported here: at exit its first import raises RuntimeError too)
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._pool = ThreadPoolExecutor(self._writers,
+                                                    thread_name_prefix="hindsight-cache")
                 self._futures.append(self._pool.submit(self._write, names))
                 return
             except RuntimeError:
@@ -346,11 +349,12 @@ def save_stream_behind(st: Stream, path: Path) -> None:
     threads were given before it joins them); ``flush_streams`` waits for it sooner. Where no
     thread can start (the interpreter is exiting), the stream is written here and now."""
     global _behind
-    from concurrent.futures import ThreadPoolExecutor
-
     with _behind_lock:
         try:
             if _behind is None:
+                # (imported here: at exit its first import raises RuntimeError too)
+                from concurrent.futures import ThreadPoolExecutor
+
                 _behind = ThreadPoolExecutor(1, thread_name_prefix="hindsight-stream-cache")
             # (the writings done without an error need no waiting for: a long-running process
             # that replays many traces keeps no list of them)

@@ -140,6 +140,15 @@ def test_the_kernel_digest_covers_every_package_with_kernels():
             assert not users, f"{users}: kernels outside hindsight.kernel_cache.PACKAGES"
 
 
+def _aged(path, seconds: int = 60) -> None:
+    """Set ``path``'s modification time ``seconds`` back (a file not changed just now)."""
+    import os
+    import time
+
+    t = time.time_ns() - seconds * 10**9
+    os.utime(path, ns=(t, t))
+
+
 @pytest.fixture
 def fake_project(tmp_path, monkeypatch):
     """hindsight.sources pointed at a project of two files under tmp_path (its memo there too);
@@ -147,8 +156,9 @@ def fake_project(tmp_path, monkeypatch):
     import hindsight.sources as src
 
     (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "a.py").write_text("X = 1\n")
-    (tmp_path / "pkg" / "b.py").write_text("Y = 2\n")
+    for name, text in (("a.py", "X = 1\n"), ("b.py", "Y = 2\n")):
+        (tmp_path / "pkg" / name).write_text(text)
+        _aged(tmp_path / "pkg" / name)
     with monkeypatch.context() as m:
         m.setattr(src, "ROOT", tmp_path)
         m.setattr(src, "PACKAGES", ("pkg",))
@@ -161,9 +171,9 @@ def fake_project(tmp_path, monkeypatch):
 def test_the_project_digest_rereads_only_files_whose_stamp_changed(fake_project):
     """hindsight.sources keeps each file's sha1 with its size and modification time, and trusts
     it while both are unchanged: a file changed (another size or time) is read again, and the
-    digest then changes; one added or removed changes it too."""
-    import os
-
+    digest then changes; one added or removed changes it too. A file changed in the last
+    seconds is hashed every time, not kept (another change in the same clock tick, of the same
+    size, would not show in its stamp)."""
     src = fake_project
     a, b = src.ROOT / "pkg" / "a.py", src.ROOT / "pkg" / "b.py"
 
@@ -180,28 +190,33 @@ def test_the_project_digest_rereads_only_files_whose_stamp_changed(fake_project)
     memo["pkg/a.py"][2] = "f" * 40
     src.MEMO.write_text(json.dumps(memo))
     assert fresh()[0]["pkg/a.py"] == "f" * 40
-    # a change of the file's size and time: read again, digest changed, memo mended
+    # changed just now: read again (digest changed), and not kept until it has settled
     a.write_text("X = 10\n")
     files, second = fresh()
     assert files["pkg/a.py"] not in ("f" * 40, memo["pkg/a.py"][2]) and second != first
+    assert "pkg/a.py" not in json.loads(src.MEMO.read_text())
+    _aged(a)
+    assert fresh()[0] == files
     assert json.loads(src.MEMO.read_text())["pkg/a.py"][2] == files["pkg/a.py"]
     # same size, another time: read again
-    st = b.stat()
     b.write_text("Y = 3\n")
-    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    _aged(b, 30)
     assert fresh()[0]["pkg/b.py"] != files["pkg/b.py"]
     (src.ROOT / "pkg" / "c.py").write_text("")
     assert fresh()[1] not in (first, second)
-    # an unreadable memo is made again; one that cannot be written is not kept
-    src.MEMO.write_text("{not json")
-    assert fresh()[0]["pkg/c.py"] and json.loads(src.MEMO.read_text())
+    # a memo that is not one (unreadable, or not a table) is made again; one that cannot be
+    # written is not kept
+    for bad in ("{not json", "null", "[1, 2]"):
+        src.MEMO.write_text(bad)
+        assert fresh()[0]["pkg/c.py"] and isinstance(json.loads(src.MEMO.read_text()), dict)
     src.MEMO = src.ROOT / "missing" / "deeper" / "memo.json"     # (the fixture puts it back)
     assert fresh()[0] and not src.MEMO.exists()
 
 
 def test_a_command_with_the_memo_in_place_does_not_load_hashlib():
     """hashlib loads OpenSSL (3.7 MB, a few ms): a command whose project files are as the memo
-    says computes the project's digest without it."""
+    says computes the project's digest without it. (A file of the project edited in the last
+    seconds, as while someone works on it, is hashed each time: this then fails.)"""
     code = ("import sys; import hindsight.sources as s; s.project_digest(); "
             "print('hashlib' in sys.modules)")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -333,3 +333,6 @@ def test_simulation_errors_name_operations_by_label():
                    "  got: recv 8b from 0 tag 2\n  recv 8b from 0 tag 3\n}\n")
     with pytest.raises(LG.ScheduleError, match=r"first: rank 1 recv got, rank 1 recv r1op1\)"):
         LG.simulate(s, LG.params_vector(10, 1, 1, 0, 0, 1, 0, 100))
+    # a replay that keeps no operation's times names them alike
+    with pytest.raises(LG.ScheduleError, match=r"first: rank 1 recv got, rank 1 recv r1op1\)"):
+        LG.simulate(s, LG.params_vector(10, 1, 1, 0, 0, 1, 0, 100), times=False)

@@ -195,11 +195,11 @@ def test_simulator_equals_loggopsims_algorithm(seed, unit0):
         assert np.array_equal(sim.op_start, start), (seed, trial)
         assert np.array_equal(sim.op_end, end), (seed, trial)
         assert np.array_equal(sim.match, match), (seed, trial)
-        # without starts and partners kept (a replay that maps no times to rows): the same ends
+        # without the operations' times and partners kept (a replay that maps no times to
+        # rows): the same ranks' ends and busy times
         lean = LG.simulate(s, prm, times=False)
-        assert len(lean.op_start) == len(lean.match) == 0
-        for a, b in ((sim.op_end, lean.op_end), (sim.rank_end, lean.rank_end),
-                     (sim.rank_cpu_busy, lean.rank_cpu_busy),
+        assert len(lean.op_start) == len(lean.op_end) == len(lean.match) == 0
+        for a, b in ((sim.rank_end, lean.rank_end), (sim.rank_cpu_busy, lean.rank_cpu_busy),
                      (sim.rank_overhead, lean.rank_overhead)):
             assert np.array_equal(a, b), (seed, trial)
     assert finished >= 20       # enough schedules ran to the end to mean something

@@ -12,6 +12,8 @@ import numpy as np
 
 from hindsight.jit import njit
 
+from .codes import ANY
+
 
 # An entry's key is its insertion stamp above its code: equal times pop in stamp order, and the
 # heap moves two arrays where it moved three (``heap_key``).
@@ -185,3 +187,15 @@ def _sift_down(a, i, k):
         a[i] = a[c]
         i = c
     a[i] = v
+
+
+@njit(cache=True, nogil=True)
+def scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
+    """The first arrived message a receive x with a wildcard matches (-1: none): rank h's
+    arrived messages scanned in arrival order."""
+    m = uq_h[h]
+    while m >= 0:
+        if (peer[x] == ANY or rank[m] == peer[x]) and (tag[x] == ANY or tag[m] == tag[x]):
+            return m
+        m = qn[m]
+    return -1

@@ -140,8 +140,11 @@ _SCHEDULE_CACHE_VERSION = 2
 def _buckets_source() -> str:
     """A digest of the code that numbers matching buckets: kept buckets are another version's
     numbering once it changes."""
-    where = Path(_buckets.__file__).resolve().relative_to(sources.ROOT).as_posix()
-    return sources.file_digests()[where][:12]
+    where = Path(_buckets.__file__).resolve()
+    try:
+        return sources.file_digests()[where.relative_to(sources.ROOT).as_posix()][:12]
+    except (ValueError, KeyError):      # (the module from outside the project's folder)
+        return sources.digest(where.read_bytes())[:12]
 
 
 def _schedule_cache(goal: Path) -> Path | None:

@@ -35,7 +35,7 @@ from hindsight.jit import njit, readonly
 from .buckets import match_buckets
 from .codes import ANY, CALC, KIND_NAMES, RECV, SEND, ScheduleError  # noqa: F401 (re-exported)
 from .queues import (CODE_BITS, heap_grow, heap_key, heap_pop, heap_push, list_append,
-                     list_unlink, park, park_token, sort_head)
+                     list_unlink, park, park_token, scan_unexpected, sort_head)
 
 # CPUs and NICs a schedule may index per rank (GOAL's ``cpu``/``nic`` fields).
 MAX_UNITS = 1024
@@ -100,7 +100,8 @@ class Schedule:
 class SimResult:
     op_start: np.ndarray      # when each operation started (ns; empty: not kept, ``simulate``)
     op_end: np.ndarray        # calc: start+size; send: CPU free after it (rendezvous: >= match);
-                              # recv: when its data was handled (or its start, if already there)
+                              # recv: when its data was handled (or its start, if already there);
+                              # empty: not kept
     match: np.ndarray         # partner operation of each send/recv (-1 for calc; empty: not kept)
     rank_end: np.ndarray      # per rank: last time its CPU was busy
     rank_cpu_busy: np.ndarray  # per rank: CPU time charged for calcs
@@ -157,10 +158,10 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
              times: bool = True) -> SimResult:
     """Run the schedule; raise ScheduleError if it cannot finish. ``read`` gets the arrays only
     the set-up reads (dependencies, CPU and NIC indices) once read (to hand mapped pages back).
-    ``times=False`` keeps no operation's start and partner (``op_start`` and ``match`` come back
-    empty): a replay that maps no times to rows reads neither, and they are 16 bytes an
-    operation of new memory, which on this project's virtual machines costs up to a few ns a
-    byte to touch."""
+    ``times=False`` keeps no operation's start, end and partner (``op_start``, ``op_end`` and
+    ``match`` come back empty): a replay that maps no times to rows reads none of them (each
+    rank's end is its CPU's clock), and they are 24 bytes an operation of new memory, which on
+    this project's virtual machines costs up to a few ns a byte to touch."""
     n = s.nops
     # Operation numbers (and the matching buckets, at most one per operation) as int32 when they
     # fit, ranks, peers and tags as int32, kinds and CPU/NIC indices as int8/int16: the loop
@@ -201,8 +202,9 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     if read is not None:
         read(*setup_only)
     op_start = np.full(n if times else 0, -1.0)
-    op_end = np.full(n, -1.0)
+    op_end = np.full(n if times else 0, -1.0)
     match = np.full(n if times else 0, -1, np.int64)
+    done = np.zeros(n, np.bool_)
     rank_end = np.zeros(s.nranks)
     busy = np.zeros(s.nranks)
     ovh = np.zeros(s.nranks)
@@ -219,7 +221,7 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
     not_done, n_rq, n_uq = _simulate(
         *readonly(rank, kind, _sizes(s.size), peer, tag, cpu, nic, umask, off, succ, succ_start),
         cnt, s.nranks, ncpu, nnic, prm, *readonly(bucket, cand, ubucket), nbuckets,
-        op_start, op_end, match, rank_end, busy, ovh)
+        op_start, op_end, match, rank_end, busy, ovh, done)
     if n_rq or n_uq or not_done:
         what = []
         if n_uq:
@@ -228,7 +230,7 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
             what.append(f"{n_rq} receive(s) got no message")
         if not_done and not what:
             what.append("the dependencies are cyclic")
-        bad = np.flatnonzero(op_end < 0)[:3]
+        bad = np.flatnonzero(~done)[:3]
         where = ", ".join(f"rank {s.rank[i]} {KIND_NAMES[int(s.kind[i])]}"
                           + (f" {s.label(i)}" if s.labels is not None else "") for i in bad)
         raise ScheduleError(f"schedule cannot finish: {'; '.join(what)}; {not_done} operation(s) "
@@ -308,21 +310,9 @@ def _release_all(x, off, succ, cnt, freed, nf):
 
 
 @njit(cache=True, nogil=True)
-def _scan_unexpected(x, h, rank, peer, tag, uq_h, qn):
-    """The first arrived message a receive x with a wildcard matches (-1: none): rank h's
-    arrived messages scanned in arrival order."""
-    m = uq_h[h]
-    while m >= 0:
-        if (peer[x] == ANY or rank[m] == peer[x]) and (tag[x] == ANY or tag[m] == tag[x]):
-            return m
-        m = qn[m]
-    return -1
-
-
-@njit(cache=True, nogil=True)
 def _simulate(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start, cnt, P, ncpu,
               nnic, prm, bucket, cand, ubucket, nbuckets, op_start, op_end, match, rank_end, busy,
-              ovh):
+              ovh, done):
     n = len(kind)
     nexto = np.zeros(P * ncpu)
     nextgs = np.zeros(P * nnic)
@@ -348,7 +338,6 @@ def _simulate(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_star
     ub_t = np.full(nbuckets, -1, ix)
     uq_h = np.full(P, -1, np.int64)
     uq_t = np.full(P, -1, np.int64)
-    done = np.zeros(n, np.bool_)
     freed = np.empty(n + 1, ix)
     key = np.empty(n + 1, np.int64)
     # Events that found their CPU (and NIC) busy wait parked per resource group, in stamp order;
@@ -417,7 +406,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
     S = prm[Q_S]
     nh, stamp, nf, first = state[_NH], state[_STAMP], state[_NF], state[_FIRST] != 0
     n_post, n_rq, n_uq = state[_NPOST], state[_NRQ], state[_NUQ]
-    times = len(op_start) > 0     # starts and partners kept (``simulate``)
+    times = len(op_end) > 0       # starts, ends and partners kept (``simulate``)
     sh = np.int64(1)
     while (np.int64(1) << sh) <= n:
         sh += 1
@@ -490,7 +479,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                     busy[h] += size[x]
                     if times:
                         op_start[x] = t
-                    op_end[x] = t + size[x]
+                        op_end[x] = t + size[x]
                     done[x] = True
                     nf = _release_all(x, off, succ, cnt, freed, nf)
                 else:
@@ -499,13 +488,13 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
             elif k == SEND:
                 free_at = max(nexto[ci], nextgs[ni])
                 if free_at <= t:
-                    if times:
-                        op_start[x] = t
                     s1 = size[x] - 1.0
                     nexto[ci] = t + o_s + s1 * O_s
                     ovh[h] += o_s + s1 * O_s
                     nextgs[ni] = t + g + s1 * G
-                    op_end[x] = nexto[ci]
+                    if times:
+                        op_start[x] = t
+                        op_end[x] = nexto[ci]
                     nh = heap_push(ht, hk, nh, t + o_s + L, heap_key(stamp, -x - 1, n))
                     stamp += 1
                     if size[x] <= S:
@@ -521,7 +510,7 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                     op_start[x] = t
                 nf = _release(x, True, off, succ, succ_start, cnt, freed, nf)
                 b = ubucket[x]
-                m = ub_h[b] if b >= 0 else _scan_unexpected(x, h, rank, peer, tag, uq_h, qn)
+                m = ub_h[b] if b >= 0 else scan_unexpected(x, h, rank, peer, tag, uq_h, qn)
                 if m >= 0:
                     list_unlink(m, h, uq_h, uq_t, qn, qp)
                     list_unlink(m, ubucket[m], ub_h, ub_t, bn, bp)
@@ -529,18 +518,19 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                     if times:
                         match[x] = m
                         match[m] = x
+                        op_end[x] = t
+                        if size[x] > S:
+                            op_end[m] = max(op_end[m], t)
                     if size[x] > S:
                         # rendezvous: the sender's request completes now (LogGOPSim moves the
                         # sender's clocks up to now, using this operation's cpu/nic index)
                         sr = rank[m]
                         done[m] = True
-                        op_end[m] = max(op_end[m], t)
                         nf = _release(m, False, off, succ, succ_start, cnt, freed, nf)
                         if nexto[sr * ncpu + cpu[x & umask[0]]] < t:
                             nexto[sr * ncpu + cpu[x & umask[0]]] = t
                         if nextgs[sr * nnic + nic[x & umask[1]]] < t:
                             nextgs[sr * nnic + nic[x & umask[1]]] = t
-                    op_end[x] = t
                     done[x] = True
                     nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
                 else:
@@ -574,13 +564,15 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                     if size[m] > S:
                         sr = rank[m]
                         done[m] = True
-                        op_end[m] = max(op_end[m], t)
+                        if times:
+                            op_end[m] = max(op_end[m], t)
                         nf = _release(m, False, off, succ, succ_start, cnt, freed, nf)
                         if nexto[sr * ncpu + cpu[m & umask[0]]] < t:
                             nexto[sr * ncpu + cpu[m & umask[0]]] = t
                         if nextgs[sr * nnic + nic[m & umask[1]]] < t:
                             nextgs[sr * nnic + nic[m & umask[1]]] = t
-                    op_end[x] = nexto[ci]
+                    if times:
+                        op_end[x] = nexto[ci]
                     done[x] = True
                     nf = _release(x, False, off, succ, succ_start, cnt, freed, nf)
                 else:
