@@ -224,3 +224,14 @@ sys.stdout.write("x" * 1_000_000 + "\\n")
     plain = subprocess.run([sys.executable, "-c", code.replace("skip_exit_collection()", "")],
                            capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert "collected" in plain.stderr             # ... which the shutdown would have collected
+
+
+def test_a_command_imports_neither_the_paradigms_nor_hashlib_to_start(tmp_path):
+    """Every command's start (``import hindsight.cli``) leaves out the paradigm registry (read
+    when ``collect --help`` shows it), hashlib (OpenSSL: 3.7 MB; the project's digest comes from
+    its memo, hindsight/sources.py) and concurrent.futures (where a cache is written)."""
+    code = ("import sys, hindsight.cli; print(sorted(m for m in ('apps.skeletons', 'hashlib', "
+            "'concurrent.futures') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300, check=True).stdout.strip()
+    assert out == "[]"
