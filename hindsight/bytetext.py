@@ -5,7 +5,6 @@ filled buffer while the formatter fills the other one."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Iterable
 
 import numpy as np
@@ -52,6 +51,8 @@ def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None
         view = memoryview(chunk)
         for k in range(0, len(view), WRITE_BLOCK):
             fh.write(view[k:k + WRITE_BLOCK])
+
+    from concurrent.futures import ThreadPoolExecutor   # (where text is written)
 
     with ThreadPoolExecutor(1) as pool:
         pending = None

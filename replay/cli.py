@@ -419,12 +419,15 @@ def _run_notes(prep, cpu_time: bool) -> None:
     hold the time its ranks waited for a core; ``--cpu-time`` needs regions with CPU samples."""
     import numpy as np
 
+    oversubscribed = bool(prep.manifest.get("oversubscribed"))
+    if not cpu_time and not oversubscribed:
+        return          # (nothing to say: the rows' CPU shares, 4 bytes a row, are not read)
     no_samples = bool(np.all(prep.rows.ratio == 1.0))
     if cpu_time and no_samples:
         click.echo("note: --cpu-time: no burst lies in a region with CPU-time samples (region "
                    "rows with cpu_ns: instrument.region, collect --cpu-sampling), so the bursts "
                    "keep their wall time", err=True)
-    if prep.manifest.get("oversubscribed") and not cpu_time:
+    if oversubscribed and not cpu_time:
         click.echo("note: the traced run was oversubscribed (more ranks than cores): its bursts "
                    "hold the time ranks waited for a core"
                    + ("" if no_samples else "; --cpu-time scales them by their regions' CPU "

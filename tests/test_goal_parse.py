@@ -336,3 +336,13 @@ def test_simulation_errors_name_operations_by_label():
     # a replay that keeps no operation's times names them alike
     with pytest.raises(LG.ScheduleError, match=r"first: rank 1 recv got, rank 1 recv r1op1\)"):
         LG.simulate(s, LG.params_vector(10, 1, 1, 0, 0, 1, 0, 100), times=False)
+
+
+def test_an_unmatched_eager_message_alone_is_said_without_unfinished_operations():
+    """An eager send completes when issued: a message no receive takes leaves every operation
+    done, and the error says only that (no "0 operation(s) never complete")."""
+    s = parse_goal("num_ranks 2\nrank 0 {\n  send 8b to 1 tag 1\n}\nrank 1 {\n}\n")
+    with pytest.raises(LG.ScheduleError) as err:
+        LG.simulate(s, LG.params_vector(10, 1, 1, 0, 0, 1, 0, 100))
+    assert str(err.value) == ("schedule cannot finish: 1 message(s) arrived that no receive "
+                              "matches")

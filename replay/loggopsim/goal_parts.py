@@ -28,7 +28,6 @@ The move touches the pages between the first part's operations and its stretch's
 from __future__ import annotations
 
 import mmap
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -152,6 +151,9 @@ def _scan_parts(b, bounds, off, hmask, cols, lab, nbraces, nranks) -> list[tuple
 
     if len(bounds) == 2:
         return [part(0)]
+    # (imported here: a replay of a kept schedule parses no text)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(len(bounds) - 2) as pool:
         later = pool.map(part, range(1, len(bounds) - 1))
         return [part(0), *later]

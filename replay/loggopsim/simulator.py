@@ -230,11 +230,12 @@ def simulate(s: Schedule, prm: np.ndarray, read: Callable[..., None] | None = No
             what.append(f"{n_rq} receive(s) got no message")
         if not_done and not what:
             what.append("the dependencies are cyclic")
-        bad = np.flatnonzero(~done)[:3]
-        where = ", ".join(f"rank {s.rank[i]} {KIND_NAMES[int(s.kind[i])]}"
-                          + (f" {s.label(i)}" if s.labels is not None else "") for i in bad)
-        raise ScheduleError(f"schedule cannot finish: {'; '.join(what)}; {not_done} operation(s) "
-                            f"never complete (first: {where})")
+        if not_done:        # (unmatched eager messages alone leave every operation done)
+            bad = np.flatnonzero(~done)[:3]
+            where = ", ".join(f"rank {s.rank[i]} {KIND_NAMES[int(s.kind[i])]}"
+                              + (f" {s.label(i)}" if s.labels is not None else "") for i in bad)
+            what.append(f"{not_done} operation(s) never complete (first: {where})")
+        raise ScheduleError(f"schedule cannot finish: {'; '.join(what)}")
     return SimResult(op_start, op_end, match, rank_end, busy, ovh, not_done)
 
 
