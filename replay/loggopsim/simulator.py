@@ -520,13 +520,13 @@ def _events(rank, kind, size, peer, tag, cpu, nic, umask, off, succ, succ_start,
                         match[x] = m
                         match[m] = x
                         op_end[x] = t
-                        if size[x] > S:
-                            op_end[m] = max(op_end[m], t)
                     if size[x] > S:
                         # rendezvous: the sender's request completes now (LogGOPSim moves the
                         # sender's clocks up to now, using this operation's cpu/nic index)
                         sr = rank[m]
                         done[m] = True
+                        if times:
+                            op_end[m] = max(op_end[m], t)
                         nf = _release(m, False, off, succ, succ_start, cnt, freed, nf)
                         if nexto[sr * ncpu + cpu[x & umask[0]]] < t:
                             nexto[sr * ncpu + cpu[x & umask[0]]] = t
