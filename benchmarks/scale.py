@@ -6,13 +6,15 @@ a time so that writing needs memory for one rank only. Every step runs in a fres
 its peak resident memory (``ru_maxrss``) is its own; the figures printed are events/s and peak
 bytes per event. The streamed steps (``stream-check``, ``stream-replay``: ``trace check`` and
 ``replay`` with ``--window``) read the trace a window of rows per rank at a time, the window this
-machine's memory gives (``replay.budget.window_for``, or ``--window``); the out-of-core size
-(default 5e8 events: an in-memory replay would need about 70 GiB) runs those steps only.
+machine's memory gives (``replay.budget.window_for``, or ``--window``); ``export-otf2`` reads it
+one rank at a time (the archive is written to a temporary folder and removed); the out-of-core
+size (default 5e8 events: an in-memory replay would need about 70 GiB) runs those steps only.
 
     .venv/bin/python benchmarks/scale.py                     # 1e6 and 1e7 events
     .venv/bin/python benchmarks/scale.py --huge              # also 1e8 (about 10 min)
     .venv/bin/python benchmarks/scale.py --out-of-core 5e8   # and 5e8, streamed (about 30 min)
     .venv/bin/python benchmarks/scale.py --dir /tmp/hs       # keep the traces there
+    .venv/bin/python benchmarks/scale.py --huge --steps export-otf2   # some steps only
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ STEPS = {
     "stream-replay": "from replay.streamed import run_streamed; "
                      "r = run_streamed(d, 'loggps', {'S': '64KiB'}, window=w); n = r.events; "
                      "m = r.makespan_ns",
+    # (one rank at a time: hindsight.interop.otf2_export)
+    "export-otf2": "import shutil, tempfile; from hindsight.interop.otf2_export import "
+                   "write_otf2; o = tempfile.mkdtemp(prefix='scale-otf2-'); "
+                   "n = write_otf2(d, o + '/a')[1]; shutil.rmtree(o)",
 }
 #: the steps that hold the whole trace in memory (not run at the out-of-core size)
 IN_MEMORY = ("check", "prepare", "replay")
@@ -97,6 +103,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=None,
                     help="rows per rank of a streamed window (default: what memory gives)")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the traces")
+    ap.add_argument("--steps", nargs="+", choices=list(STEPS), default=list(STEPS),
+                    help="the steps to run (default: all)")
     args = ap.parse_args()
     from hindsight.system import available_memory
     from replay.budget import window_for
@@ -119,7 +127,7 @@ def main() -> None:
             print(f"{n:>12,} {'write':>13} {time.perf_counter() - t:9.1f}   "
                   f"({size / n:.1f} bytes/event on disk)", flush=True)
         makespans = {}
-        for step in STEPS:
+        for step in args.steps:
             if n == huge and step in IN_MEMORY:
                 continue
             r = run_step(d, step, window)

@@ -50,6 +50,65 @@ def test_measured_timeline_as_the_reference(name, tmp_path):
     reference_export_otf2(CORPUS / name, tmp_path / "ref", table=tr.table, manifest=tr.manifest)
     export_otf2(CORPUS / name, tmp_path / "new", table=tr.table, manifest=tr.manifest)
     _assert_same_archive(tmp_path / "ref", tmp_path / "new")
+    # read from its files, rank by rank, the trace gives the same archive
+    export_otf2(CORPUS / name, tmp_path / "by-rank")
+    _assert_same_archive(tmp_path / "ref", tmp_path / "by-rank")
+
+
+def test_a_trace_is_read_one_rank_at_a_time(tmp_path, monkeypatch):
+    """Exported from its files, a trace is never read whole: each read holds one rank's rows
+    (the export's memory is the largest rank's), and the archive is the whole trace's."""
+    from interop_speed import synthetic_columns
+    from hindsight.trace.write import write_trace
+
+    src = write_trace(tmp_path / "src", synthetic_columns(4, 50), manifest={"app": "ranks"})
+    tr = tf.read_trace(src)
+    reference_export_otf2(src, tmp_path / "ref", table=tr.table, manifest=tr.manifest)
+    read = []
+    real = tf.read_rank
+
+    def one_rank(source, columns=None):
+        t = real(source, columns)
+        read.append((source.rank, t.num_rows, columns))
+        return t
+
+    def whole(*a, **kw):
+        raise AssertionError("the whole trace was read")
+
+    monkeypatch.setattr(tf, "read_rank", one_rank)
+    monkeypatch.setattr(tf, "read_trace", whole)
+    export_otf2(src, tmp_path / "new")
+    _assert_same_archive(tmp_path / "ref", tmp_path / "new")
+    per_rank = np.bincount(tr.table.column("rank").to_numpy())
+    # a first pass over two columns, then each rank's rows once
+    assert [(r, n) for r, n, c in read if c is None] == list(enumerate(per_rank.tolist()))
+    assert all(c == ["region", "t_start"] for _, _, c in read[:4])
+    assert len(read) == 8
+
+
+
+@pytest.mark.parametrize("folder_there", [False, True])
+def test_a_rank_found_damaged_midway_leaves_no_archive(folder_there, tmp_path, monkeypatch):
+    """Rank 2's file fails to read after ranks 0 and 1 were written: the error is raised and
+    no part of the archive is left (the folder itself only if it was there before)."""
+    from interop_speed import synthetic_columns
+    from hindsight.trace.write import write_trace
+
+    src = write_trace(tmp_path / "src", synthetic_columns(4, 20), manifest={"app": "damaged"})
+    real = tf.read_rank
+
+    def damaged(source, columns=None):
+        if source.rank == 2 and columns is None:
+            raise tf.TraceError(f"{source.files[0]}: corrupt or truncated Parquet data")
+        return real(source, columns)
+
+    monkeypatch.setattr(tf, "read_rank", damaged)
+    out = tmp_path / "out"
+    if folder_there:
+        out.mkdir()
+    with pytest.raises(tf.TraceError, match="rank-00002"):
+        export_otf2(src, out)
+    assert (sorted(out.iterdir()) == []) if folder_there else not out.exists()
 
 
 @pytest.mark.parametrize("name", ["stencil-n4", "requests-n2"])

@@ -88,6 +88,8 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     manifest = tf.read_manifest(trace)  # missing or foreign: one line before the readers load
     if not exporter.timeline:
         job = ExportJob(trace, compute_scale=compute_scale, algorithms=algorithms)
+    elif not replayed and exporter.by_rank:
+        job = ExportJob(trace, manifest=manifest, nranks=int(manifest["ranks"]))
     elif not replayed:
         tr = tf.read_trace(trace)
         job = ExportJob(trace, table=tr.table, manifest=tr.manifest, nranks=tr.nranks)

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 class ExportJob:
     """What an exporter writes: ``table`` is the timeline of ``trace`` (measured, or replayed
     under model ``label``; None for a format that writes the program, which ``compute_scale``
-    and ``algorithms`` shape); ``measured`` is the measured timeline to put beside a replayed
-    one (``--with-measured``)."""
+    and ``algorithms`` shape, and for the measured timeline of an exporter that reads the
+    trace's files itself, ``Exporter.by_rank``); ``measured`` is the measured timeline to put
+    beside a replayed one (``--with-measured``)."""
 
     trace: Path
     compute_scale: float = 1.0
@@ -46,6 +47,8 @@ class Exporter:
     timeline: bool
     write: Callable[[ExportJob, Path], str]
     two_timelines: bool = False
+    #: reads a trace's files itself, one rank at a time, when ``ExportJob.table`` is None
+    by_rank: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,10 @@ class Importer:
 
 
 def _otf2(job: ExportJob, out: Path) -> str:
-    from hindsight.interop.otf2_export import export_otf2
+    from hindsight.interop.otf2_export import write_otf2
 
-    anchor = export_otf2(job.trace, out, table=job.table, manifest=job.manifest)
-    return (f"wrote {anchor}: OTF2 archive, {job.nranks} locations, {job.table.num_rows} "
-            "trace rows")
+    anchor, rows = write_otf2(job.trace, out, table=job.table, manifest=job.manifest or None)
+    return f"wrote {anchor}: OTF2 archive, {job.nranks} locations, {rows} trace rows"
 
 
 def _perfetto(job: ExportJob, out: Path) -> str:
@@ -130,7 +132,7 @@ def _import_goal(source: Path, out: Path, params: list[tuple[str, str]]) -> Path
 
 
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
-    Exporter("otf2", "Score-P/Vampir archive", "-otf2", True, _otf2),
+    Exporter("otf2", "Score-P/Vampir archive", "-otf2", True, _otf2, by_rank=True),
     Exporter("perfetto", "Chrome trace JSON", ".perfetto.json", True, _perfetto,
              two_timelines=True),
     Exporter("goal", "LogGOPSim schedule", ".goal", False, _goal),

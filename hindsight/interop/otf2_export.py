@@ -22,6 +22,7 @@ op comes back.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from hindsight.interop.otf2 import (
     format_rows,
 )
 from hindsight.interop import otf2_native as native
-from hindsight.interop.timeline import Timeline, read_timeline
+from hindsight.interop.timeline import RankTimelines, Timeline, rank_timelines
 
 
 def _role(op: str):
@@ -71,24 +72,49 @@ def _role(op: str):
 def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | None = None,
                 manifest: dict | None = None) -> Path:
     """Write ``out_dir/traces.otf2`` (+ ``traces.def``, ``traces/``). ``table``/``manifest`` may
-    be given (e.g. a replayed timeline); otherwise the trace is read. Returns the anchor path."""
-    import otf2
+    be given (e.g. a replayed timeline); otherwise the trace is read, one rank at a time (its
+    memory is the largest rank's rows, not the trace's). Returns the anchor path."""
+    return write_otf2(trace_dir, out_dir, table, manifest)[0]
 
+
+def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | None = None,
+               manifest: dict | None = None) -> tuple[Path, int]:
+    """``export_otf2``, and the number of rows written."""
     from hindsight.interop.otf2 import quiet_library
     quiet_library()
 
     if table is None:
-        tr = tf.read_trace(trace_dir)
-        table, manifest = tr.table, tr.manifest
+        manifest = tf.read_manifest(trace_dir)
+        nranks = int(manifest["ranks"])
+        source: Path | pa.Table = Path(trace_dir)
+    else:
+        manifest = manifest or {}
+        nranks = int(manifest.get("ranks") or 0) or max(
+            (int(tf.numpy_of(ch).max()) + 1 for ch in table.column("rank").chunks if len(ch)),
+            default=0)
+        source = table
     out_dir = Path(out_dir)
     anchor = out_dir / f"{ARCHIVE_NAME}.otf2"
     if anchor.exists():
         raise OtfError(f"{anchor}: exists already (choose a new --out)")
+    timelines = rank_timelines(source, nranks)
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
-    tl = read_timeline(table)
-    rank, ts = tl.rank, tl.t_start
-    nranks = int(manifest.get("ranks") or (rank.max() + 1 if len(rank) else 0))
-    t0 = min(int(ts.min()) if len(ts) else 0, 0)
+    t0 = min(timelines.t_min, 0)
+    try:
+        _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir)
+    except BaseException:
+        # (a rank file found damaged while the archive is written, a bad communicator, ...):
+        # no half-written archive is left, as none would be by an export that read first
+        _discard(out_dir, created)
+        raise
+    return anchor, timelines.rows
+
+
+def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nranks: int,
+                   t0: int, trace_dir) -> None:
+    """The archive's definitions and events (``write_otf2``)."""
+    import otf2
 
     comms = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
              if v is not None}
@@ -164,12 +190,44 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
                                         else otf2.Paradigm.USER, region_role=role)
             return regions[key]
 
-        _write_events(w, locs, _Regions(tl, d, region_def), tl, t0, comms, comm_def, rank_in,
+        _write_events(w, locs, _Regions(timelines.region_names, d, region_def), timelines, t0,
+                      comms, comm_def, rank_in,
                       [a_size, a_cpu, a_comm, a_new, a_rows, a_src, a_tag, a_rbytes, a_nbytes],
                       trace_dir)
-    return anchor
 
 
+def _discard(out_dir: Path, created: bool) -> None:
+    """Remove what an export that failed wrote in ``out_dir`` (all of it if it ``created``
+    the folder)."""
+    if created:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return
+    for p in (out_dir / f"{ARCHIVE_NAME}.otf2", out_dir / f"{ARCHIVE_NAME}.def"):
+        p.unlink(missing_ok=True)
+    shutil.rmtree(out_dir / ARCHIVE_NAME, ignore_errors=True)
+
+
+class _DefinitionsAtClose:
+    """A location's writers, as the ``otf2`` writer closes them at the archive's close (it calls
+    ``close`` on each): its event writer is closed as soon as its events are written, its
+    definition writer is opened and closed here.
+
+    Why: the OTF2 library holds a location's events in memory until its event writer is
+    closed, and each definition writer takes a chunk (4 MiB) when it is closed; with every
+    location's writers open until the archive closes (what ``event_writer_from_location``
+    gives) an export held every rank's events and a chunk per rank at once: 5 MB a rank more
+    (64 locations: 317 MB). A definition writer closed before the archive's close makes the
+    library truncate the location's event file when the archive closes, so it is closed
+    here, one location at a time."""
+
+    def __init__(self, archive, ref: int) -> None:
+        self.archive, self.ref = archive, ref
+
+    def close(self) -> None:
+        import _otf2
+
+        _otf2.Archive_CloseDefWriter(self.archive,
+                                     _otf2.Archive_GetDefWriter(self.archive, self.ref))
 
 
 def _op_tables() -> dict[str, np.ndarray]:
@@ -217,30 +275,30 @@ def _op_tables() -> dict[str, np.ndarray]:
     return t
 
 
-def _plan(tl: Timeline, tab: dict[str, np.ndarray], lo: int, hi: int) -> tuple:
-    """The events of the rank whose rows are ``lo:hi``, in write order
-    (``otf2_native.plan_rank``), with the rank's first row."""
-    cols = [c[lo:hi] for c in (tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm,
-                               tl.nbytes, tl.request)]
-    return (lo, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"], tab["completion"],
+def _plan(tl: Timeline, tab: dict[str, np.ndarray]) -> tuple:
+    """The events of the rank whose rows are ``tl``, in write order
+    (``otf2_native.plan_rank``), after its first row's index (0)."""
+    cols = [tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request]
+    return (0, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"], tab["completion"],
                                   tf.OP_CODE["Sendrecv_send"], tf.OP_CODE["Sendrecv_recv"]))
 
 
 class _Regions:
     """The regions and ATTR_ROWS strings, defined in the order the events first use them (the
-    order of their refs), rank after rank: ``define(plan)`` defines those a rank's events use
-    first and returns each event's region ref and each Enter's ATTR_ROWS string ref (-1:
-    none)."""
+    order of their refs), rank after rank: ``define(plan, tl)`` defines those the events of a
+    rank (whose rows are ``tl``) use first and returns each event's region ref and each
+    Enter's ATTR_ROWS string ref (-1: none). ``region_names``: every rank's, as ``tl`` codes
+    them."""
 
-    def __init__(self, tl: Timeline, d, region_def) -> None:
-        self.tl, self.d, self.region_def = tl, d, region_def
-        self.nuser = len(tl.region_names)
+    def __init__(self, region_names: list[str], d, region_def) -> None:
+        self.region_names, self.d, self.region_def = region_names, d, region_def
+        self.nuser = len(region_names)
         self.first = np.full(self.nuser + 1 + len(tf.OPS), -1, np.int64)
         self.ref_of_key = np.zeros(len(self.first), np.int64)
         self.offset = 0                 # the events of the ranks before
 
-    def define(self, plan: tuple) -> tuple[np.ndarray, np.ndarray]:
-        tl, nuser, first, start = self.tl, self.nuser, self.first, self.offset
+    def define(self, plan: tuple, tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+        nuser, first, start = self.nuser, self.first, self.offset
         lo, kind, _, row, aux, ex_pos, ex_row, ex_end = plan
         keys = native.region_keys(kind, row, lo, tl.region_code, tl.op, nuser, first, start)
         self.offset += len(kind)
@@ -254,7 +312,7 @@ class _Regions:
                 name = "Sendrecv" if name.startswith("Sendrecv") else name
                 self.ref_of_key[k] = self.region_def(name, True, _role(name))._ref
             elif what == 0:
-                name = (tl.region_names[k - 1] if k else None) or "region"
+                name = (self.region_names[k - 1] if k else None) or "region"
                 self.ref_of_key[k] = self.region_def(name, False, _role("region"))._ref
             else:
                 e = at - start
@@ -267,10 +325,11 @@ class _Regions:
         return self.ref_of_key[keys], rows_ref
 
 
-def _write_events(w, locs: list, regions: _Regions, tl: Timeline, t0: int, comms: dict,
-                  comm_def: dict, rank_in: dict, attributes: list, trace_dir) -> None:
-    """Plan and write the ranks' events one rank at a time (``otf2_native.write_rank``): the
-    plans of every rank at once were ~100 bytes per row of new memory, which on these VMs
+def _write_events(w, locs: list, regions: _Regions, timelines: RankTimelines, t0: int,
+                  comms: dict, comm_def: dict, rank_in: dict, attributes: list,
+                  trace_dir) -> None:
+    """Read, plan and write the ranks' events one rank at a time (``otf2_native.write_rank``):
+    the plans of every rank at once were ~100 bytes per row of new memory, which on these VMs
     costs more than planning. The ``otf2`` writer's bookkeeping (events per location,
     first/last time) is kept as its own event writers keep it."""
     import _otf2
@@ -291,17 +350,19 @@ def _write_events(w, locs: list, regions: _Regions, tl: Timeline, t0: int, comms
     info = np.zeros(3, np.int64)
     al = _otf2.AttributeList_New()
     try:
-        bounds = tf.rank_offsets(tl.rank, nranks)
         for r in range(nranks):
-            plan = _plan(tl, tab, int(bounds[r]), int(bounds[r + 1]))
-            ev_region, ev_rows_ref = regions.define(plan)
+            tl = timelines.rank(r)
+            plan = _plan(tl, tab)
+            ev_region, ev_rows_ref = regions.define(plan, tl)
             lo, kind, t, row, aux, *_ = plan
             hi = lo + (int(row.max()) + 1 if len(row) else 0)
             cols = [c[lo:hi] for c in (tl.op, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request,
                                        tl.root, tl.cpu_ns)]
-            evw = w.event_writer_from_location(locs[r])
+            ref = locs[r]._ref
+            evw = _otf2.Archive_GetEvtWriter(w.handle, ref)
+            w._event_writers[ref] = _DefinitionsAtClose(w.handle, ref)
             written, last = native.write_rank(
-                fns, native.pointer(evw.handle), native.pointer(al), t0, kind, t, row, aux,
+                fns, native.pointer(evw), native.pointer(al), t0, kind, t, row, aux,
                 ev_region, ev_rows_ref, *cols, attrs, tab["coll_op"], tab["is_comm_op"],
                 tab["blocking_of"], tab["total_over_peers"], comm_ids, comm_refs, comm_size,
                 rank_of, ids.index(tf.COMM_SELF_ID), tf.COMM_SELF_ID, info)
@@ -318,5 +379,7 @@ def _write_events(w, locs: list, regions: _Regions, tl: Timeline, t0: int, comms
             if info[0] == native.ERR_C:
                 raise OtfError(f"{trace_dir}: the OTF2 library failed writing rank {r}'s events "
                                f"(error code {info[1]})")
+            # the rank's events go to their file now (``_DefinitionsAtClose``)
+            _otf2.Archive_CloseEvtWriter(w.handle, evw)
     finally:
         _otf2.AttributeList_Delete(al)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -54,9 +55,20 @@ class Timeline:
                                                "nbytes", "request")}
         return match_messages(cols, _in_order=True)[0]
 
+    def rows(self, lo: int, hi: int) -> Timeline:
+        """The rows ``lo:hi`` (one rank's, for instance) as a timeline of their own: views."""
+        arrays = {f.name: getattr(self, f.name)[lo:hi] for f in fields(self)
+                  if f.name not in ("table", "region_names")}
+        return Timeline(table=self.table.slice(lo, hi - lo), region_names=self.region_names,
+                        **arrays)
 
-def read_timeline(trace: Path | str | pa.Table) -> Timeline:
-    """The timeline of a trace directory, or of a table (e.g. ``Result.to_arrow()``)."""
+
+def read_timeline(trace: Path | str | pa.Table,
+                  region_of: dict[str, int] | None = None) -> Timeline:
+    """The timeline of a trace directory, or of a table (e.g. ``Result.to_arrow()``).
+    ``region_of``: the region numbering to code the rows' regions in, grown by the names it
+    lacks (one numbering for tables read one after the other, as ``rank_timelines`` reads
+    them); by default the table's own."""
     table = trace if isinstance(trace, pa.Table) else tf.read_trace(trace).table
     rank, seq = _int64(table.column("rank")), _int64(table.column("seq"))
     # rows are in (rank, seq) order already when read from a trace's files: the sort, a copy of
@@ -65,7 +77,7 @@ def read_timeline(trace: Path | str | pa.Table) -> Timeline:
         table = tf.sort_rows(table)
         rank, seq = _int64(table.column("rank")), _int64(table.column("seq"))
     col = lambda name: _int64(table.column(name))  # noqa: E731
-    names: dict[str, int] = {}
+    names: dict[str, int] = {} if region_of is None else region_of
     codes = np.empty(table.num_rows, np.int64)
     at = 0
     for chunk in table.column("region").chunks:
@@ -77,6 +89,51 @@ def read_timeline(trace: Path | str | pa.Table) -> Timeline:
         peer=col("peer"), tag=col("tag"), comm=col("comm"), nbytes=col("nbytes"),
         request=col("request"), root=col("root"), cpu_ns=col("cpu_ns"))
 
+
+@dataclass(frozen=True)
+class RankTimelines:
+    """A timeline to be taken rank by rank (``rank_timelines``): ``rank(r)`` is rank ``r``'s
+    rows as a ``Timeline``; ``region_names`` are every rank's, numbered as ``read_timeline``
+    numbers them on the whole; ``t_min`` is the earliest start (0 without rows); ``rows`` the
+    number of rows."""
+
+    nranks: int
+    region_names: list[str]
+    t_min: int
+    rows: int
+    rank: Callable[[int], Timeline]
+
+
+def rank_timelines(trace: Path | str | pa.Table, nranks: int) -> RankTimelines:
+    """The timeline of a trace directory or a table, rank by rank, for an exporter that writes
+    each rank on its own. A directory is read one rank at a time (after a first pass over
+    every rank's regions and starts), so that memory holds the largest rank's rows, not the
+    trace's; a table is read whole and sliced."""
+    if isinstance(trace, pa.Table):
+        tl = read_timeline(trace)
+        bounds = tf.rank_offsets(tl.rank, nranks)
+        return RankTimelines(nranks, tl.region_names, int(tl.t_start.min()) if tl.n else 0,
+                             tl.n, lambda r: tl.rows(int(bounds[r]), int(bounds[r + 1])))
+    trace = Path(trace)
+    _, sources = tf.open_trace(trace, allow_partial=True)
+    names: dict[str, int] = {}
+    t_min, rows = None, 0
+    for src in sources:
+        t = tf.read_rank(src, ["region", "t_start"])
+        where = src.files[0] if src.files else trace
+        for chunk in t.column("region").chunks:
+            tf.dict_codes(chunk, names, where, "region", np.empty(len(chunk), np.int64))
+        for chunk in t.column("t_start").chunks:
+            if len(chunk):
+                low = int(numpy_of(chunk).min())
+                t_min = low if t_min is None else min(t_min, low)
+        rows += t.num_rows
+
+    def rank(r: int) -> Timeline:
+        if r >= len(sources):
+            return read_timeline(tf.SCHEMA.empty_table(), dict(names))
+        return read_timeline(tf.read_rank(sources[r]), dict(names))
+    return RankTimelines(nranks, list(names), t_min or 0, rows, rank)
 
 def _int64(col: pa.ChunkedArray) -> np.ndarray:
     """An integer column as one new writable int64 array (the kernels are compiled for
