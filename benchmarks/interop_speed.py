@@ -162,6 +162,9 @@ def run_case(fmt: str, trace: Path, scratch: Path) -> dict:
 
         if fmt == "goal":
             job = ExportJob(trace)
+        elif getattr(EXPORTERS[fmt], "by_rank", False):      # (as the command: it reads ranks)
+            m = tf.read_manifest(trace)
+            job = ExportJob(trace, manifest=m, nranks=int(m["ranks"]))
         else:
             tr = tf.read_trace(trace)
             job = ExportJob(trace, table=tr.table, manifest=tr.manifest, nranks=tr.nranks)

@@ -49,9 +49,9 @@ STEPS = {
                      "r = run_streamed(d, 'loggps', {'S': '64KiB'}, window=w); n = r.events; "
                      "m = r.makespan_ns",
     # (one rank at a time: hindsight.interop.otf2_export)
-    "export-otf2": "import shutil, tempfile; from hindsight.interop.otf2_export import "
-                   "write_otf2; o = tempfile.mkdtemp(prefix='scale-otf2-'); "
-                   "n = write_otf2(d, o + '/a')[1]; shutil.rmtree(o)",
+    "export-otf2": "import tempfile; from hindsight.interop.otf2_export import write_otf2\n"
+                   "with tempfile.TemporaryDirectory(prefix='scale-otf2-') as o:\n"
+                   "    n = write_otf2(d, o + '/a')[1]",
 }
 #: the steps that hold the whole trace in memory (not run at the out-of-core size)
 IN_MEMORY = ("check", "prepare", "replay")

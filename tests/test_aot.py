@@ -145,6 +145,23 @@ def test_a_measured_traces_commands_run_without_numba_as_numba_does(measured, tm
     assert numba and got == want and got
 
 
+def test_an_otf2_export_runs_without_numba_as_numba_does(measured, tmp_path):
+    """The OTF2 export's kernels (planning a rank's events, writing them through the OTF2 C
+    library) run ahead of time too, and write numba's event files byte for byte."""
+    lines = {}
+    for tag, env in (("aot", {}), ("jit", {"HINDSIGHT_AOT": "0"})):
+        out, numba = _command("export", measured, "--format", "otf2", "--out", tmp_path / tag,
+                              **env)
+        assert numba == (tag == "jit"), (tag, out)
+        lines[tag] = out.replace(str(tmp_path / tag), "OUT")
+    assert lines["aot"] == lines["jit"] and "OTF2 archive" in lines["aot"]
+    aot, jit = tmp_path / "aot" / "traces", tmp_path / "jit" / "traces"
+    events = sorted(p.name for p in aot.glob("*.evt"))
+    assert events and events == sorted(p.name for p in jit.glob("*.evt"))
+    for name in events:
+        assert (aot / name).read_bytes() == (jit / name).read_bytes(), name
+
+
 @pytest.mark.parametrize("program", ["collectives", "split", "rma", "nonblocking"])
 def test_traces_of_other_programs_replay_without_numba(built, tmp_path, program):
     """Compiled programs the build's sample never ran (tests/programs/*.c: collectives, derived
@@ -160,7 +177,8 @@ def test_traces_of_other_programs_replay_without_numba(built, tmp_path, program)
     assert done.returncode == 0, done.stderr
     for args in (["replay", trace], ["replay", trace], ["replay", trace, "--model", "loggopsim"],
                  ["trace", "info", trace],
-                 ["export", trace, "--format", "perfetto", "--out", tmp_path / "t.json"]):
+                 ["export", trace, "--format", "perfetto", "--out", tmp_path / "t.json"],
+                 ["export", trace, "--format", "otf2", "--out", tmp_path / "t-otf2"]):
         out, numba = _command(*args)
         assert out and not numba, f"{' '.join(map(str, args))} imported numba"
 

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import PROGRAMS, ROOT
 
@@ -83,6 +84,23 @@ def test_traced_manifest_records_wall_time_and_conditions(tmp_path):
     assert len(cond["rank_run_queue_wait"]) == 2
 
 
+def _staged_ranks_export_as_the_table_does(trace: Path, tmp_path: Path) -> None:
+    """The OTF2 export of a killed job's staged records, read one rank at a time, writes the
+    events the export of the whole table writes."""
+    from hindsight import trace as tf
+    from hindsight.interop.otf2_export import export_otf2
+    from otf2_reference import reference_export_otf2
+
+    tr = tf.read_trace(trace)
+    assert tr.table.num_rows and all(s.staged is not None for s in tr.sources)
+    reference_export_otf2(trace, tmp_path / "ref", table=tr.table, manifest=tr.manifest)
+    export_otf2(trace, tmp_path / "by-rank")
+    ref, new = tmp_path / "ref" / "traces", tmp_path / "by-rank" / "traces"
+    names = sorted(p.name for p in ref.glob("*.evt"))
+    assert len(names) == 2 and names == sorted(p.name for p in new.glob("*.evt"))
+    assert all((ref / n).read_bytes() == (new / n).read_bytes() for n in names)
+
+
 def test_trace_seal_refuses_a_live_job_and_seals_a_killed_one(tmp_path):
     """A job started with mpiexec directly leaves raw records when killed; `trace seal` writes
     them as rank files, but never while a rank's tracer still holds them."""
@@ -111,6 +129,7 @@ def test_trace_seal_refuses_a_live_job_and_seals_a_killed_one(tmp_path):
         job.wait()
         subprocess.run(["pkill", "-KILL", "-f", str(out)], check=False)
     time.sleep(0.5)
+    _staged_ranks_export_as_the_table_does(out, tmp_path)
     sealed = hindsight("trace", "seal", out)
     assert sealed.returncode == 0 and "incomplete" in sealed.stdout, sealed.stderr
     m = json.loads((out / "manifest.json").read_text())

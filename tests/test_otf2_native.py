@@ -87,10 +87,76 @@ def test_a_trace_is_read_one_rank_at_a_time(tmp_path, monkeypatch):
 
 
 
+def _uneven(case: str) -> list[dict]:
+    """4 ranks of the benchmark's rows, one of them made uneven by ``case``."""
+    from interop_speed import synthetic_columns
+
+    cols = synthetic_columns(4, 6)
+    c = cols[2]
+    rows = lambda keep: {k: (v if k == "region_names" else v[keep])  # noqa: E731
+                         for k, v in c.items()}
+    if case == "empty rank":
+        cols[2] = rows(np.zeros(len(c["op"]), bool))
+    elif case == "times before the epoch":
+        c["t_start"] -= 10**6
+        c["t_end"] -= 10**6
+    elif case == "regions of one rank":
+        c["region"][::16] = 1
+        c["region_names"] = ["work", "solve"]
+    return cols
+
+
+@pytest.mark.parametrize("case", ["empty rank", "rows out of order", "times before the epoch",
+                                  "regions of one rank"])
+def test_uneven_ranks_read_one_at_a_time_as_the_reference(case, tmp_path):
+    """Read rank by rank, a trace whose ranks differ (a rank without rows, a rank file out of
+    seq order, times before the epoch on one rank, a region name only one rank has) gives the
+    archive of the whole table."""
+    from hindsight.trace.write import write_trace
+
+    src = write_trace(tmp_path / "src", _uneven(case), manifest={"app": "uneven"})
+    if case == "rows out of order":             # (the writer puts rows in seq order)
+        import pyarrow.parquet as pq
+
+        path = src / "rank-00002.parquet"
+        t = pq.read_table(path)
+        pq.write_table(t.take(np.random.default_rng(5).permutation(t.num_rows)), path)
+        assert not tf.in_rank_seq_order(tf.read_trace(src).table.column("rank").to_numpy(),
+                                        tf.read_trace(src).table.column("seq").to_numpy())
+    tr = tf.read_trace(src)
+    reference_export_otf2(src, tmp_path / "ref", table=tr.table, manifest=tr.manifest)
+    export_otf2(src, tmp_path / "new")
+    _assert_same_archive(tmp_path / "ref", tmp_path / "new")
+
+
+@pytest.mark.parametrize("part", ["traces", "traces.def"])
+def test_a_folder_holding_part_of_an_archive_is_refused_and_kept(part, tmp_path):
+    """An archive's event folder or definitions already in the folder: refused before anything
+    is written, and what was there (and beside it) is left as it was."""
+    from interop_speed import synthetic_columns
+    from hindsight.interop.otf2 import OtfError
+    from hindsight.trace.write import write_trace
+
+    src = write_trace(tmp_path / "src", synthetic_columns(2, 2), manifest={"app": "kept"})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "beside.txt").write_text("mine")
+    if part == "traces":
+        (out / "traces").mkdir()
+        (out / "traces" / "notes.txt").write_text("mine")
+    else:
+        (out / "traces.def").write_text("mine")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(OtfError, match=f"{part}: exists already"):
+        export_otf2(src, out)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
 @pytest.mark.parametrize("folder_there", [False, True])
 def test_a_rank_found_damaged_midway_leaves_no_archive(folder_there, tmp_path, monkeypatch):
     """Rank 2's file fails to read after ranks 0 and 1 were written: the error is raised and
-    no part of the archive is left (the folder itself only if it was there before)."""
+    no part of the archive is left (nor the folders the export made; a folder that was there
+    keeps what it held)."""
     from interop_speed import synthetic_columns
     from hindsight.trace.write import write_trace
 
@@ -103,12 +169,16 @@ def test_a_rank_found_damaged_midway_leaves_no_archive(folder_there, tmp_path, m
         return real(source, columns)
 
     monkeypatch.setattr(tf, "read_rank", damaged)
-    out = tmp_path / "out"
+    out = tmp_path / "made" / "out"
     if folder_there:
-        out.mkdir()
+        out.mkdir(parents=True)
+        (out / "beside.txt").write_text("mine")
     with pytest.raises(tf.TraceError, match="rank-00002"):
         export_otf2(src, out)
-    assert (sorted(out.iterdir()) == []) if folder_there else not out.exists()
+    if folder_there:
+        assert [p.name for p in out.iterdir()] == ["beside.txt"]
+    else:
+        assert not (tmp_path / "made").exists()      # (and the parent it made)
 
 
 @pytest.mark.parametrize("name", ["stencil-n4", "requests-n2"])

@@ -95,10 +95,11 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
         source = table
     out_dir = Path(out_dir)
     anchor = out_dir / f"{ARCHIVE_NAME}.otf2"
-    if anchor.exists():
-        raise OtfError(f"{anchor}: exists already (choose a new --out)")
+    for part in _archive_parts(out_dir):
+        if part.exists():
+            raise OtfError(f"{part}: exists already (choose a new --out)")
     timelines = rank_timelines(source, nranks)
-    created = not out_dir.exists()
+    created = next((d for d in reversed([out_dir, *out_dir.parents]) if not d.exists()), None)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = min(timelines.t_min, 0)
     try:
@@ -196,15 +197,23 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
                       trace_dir)
 
 
-def _discard(out_dir: Path, created: bool) -> None:
-    """Remove what an export that failed wrote in ``out_dir`` (all of it if it ``created``
-    the folder)."""
-    if created:
-        shutil.rmtree(out_dir, ignore_errors=True)
+def _archive_parts(out_dir: Path) -> tuple[Path, Path, Path]:
+    """The anchor, the global definitions and the event folder of an archive in ``out_dir``."""
+    return (out_dir / f"{ARCHIVE_NAME}.otf2", out_dir / f"{ARCHIVE_NAME}.def",
+            out_dir / ARCHIVE_NAME)
+
+
+def _discard(out_dir: Path, created: Path | None) -> None:
+    """Remove what an export that failed wrote: the folder it ``created`` (the highest of
+    ``out_dir`` and its parents that it made), else the archive's parts, none of which was
+    there before it (``write_otf2`` refuses a folder that holds one)."""
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
         return
-    for p in (out_dir / f"{ARCHIVE_NAME}.otf2", out_dir / f"{ARCHIVE_NAME}.def"):
-        p.unlink(missing_ok=True)
-    shutil.rmtree(out_dir / ARCHIVE_NAME, ignore_errors=True)
+    anchor, definitions, events = _archive_parts(out_dir)
+    anchor.unlink(missing_ok=True)
+    definitions.unlink(missing_ok=True)
+    shutil.rmtree(events, ignore_errors=True)
 
 
 class _DefinitionsAtClose:
@@ -278,7 +287,8 @@ def _op_tables() -> dict[str, np.ndarray]:
 def _plan(tl: Timeline, tab: dict[str, np.ndarray]) -> tuple:
     """The events of the rank whose rows are ``tl``, in write order
     (``otf2_native.plan_rank``), after its first row's index (0)."""
-    cols = [tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request]
+    cols = [tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request,
+            *native.request_codes(tl.request)]
     return (0, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"], tab["completion"],
                                   tf.OP_CODE["Sendrecv_send"], tf.OP_CODE["Sendrecv_recv"]))
 
@@ -361,11 +371,15 @@ def _write_events(w, locs: list, regions: _Regions, timelines: RankTimelines, t0
             ref = locs[r]._ref
             evw = _otf2.Archive_GetEvtWriter(w.handle, ref)
             w._event_writers[ref] = _DefinitionsAtClose(w.handle, ref)
-            written, last = native.write_rank(
-                fns, native.pointer(evw), native.pointer(al), t0, kind, t, row, aux,
-                ev_region, ev_rows_ref, *cols, attrs, tab["coll_op"], tab["is_comm_op"],
-                tab["blocking_of"], tab["total_over_peers"], comm_ids, comm_refs, comm_size,
-                rank_of, ids.index(tf.COMM_SELF_ID), tf.COMM_SELF_ID, info)
+            try:
+                written, last = native.write_rank(
+                    fns, native.pointer(evw), native.pointer(al), t0, kind, t, row, aux,
+                    ev_region, ev_rows_ref, *cols, attrs, tab["coll_op"], tab["is_comm_op"],
+                    tab["blocking_of"], tab["total_over_peers"], comm_ids, comm_refs,
+                    comm_size, rank_of, ids.index(tf.COMM_SELF_ID), tf.COMM_SELF_ID, info)
+            finally:
+                # the rank's events go to their file now (``_DefinitionsAtClose``)
+                _otf2.Archive_CloseEvtWriter(w.handle, evw)
             locs[r]._number_of_events_written = int(written)
             if written:
                 w._update_timestamps(max(int(t[0]) - t0, 0))
@@ -379,7 +393,5 @@ def _write_events(w, locs: list, regions: _Regions, timelines: RankTimelines, t0
             if info[0] == native.ERR_C:
                 raise OtfError(f"{trace_dir}: the OTF2 library failed writing rank {r}'s events "
                                f"(error code {info[1]})")
-            # the rank's events go to their file now (``_DefinitionsAtClose``)
-            _otf2.Archive_CloseEvtWriter(w.handle, evw)
     finally:
         _otf2.AttributeList_Delete(al)

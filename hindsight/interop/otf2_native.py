@@ -11,6 +11,11 @@ The C functions are called through their addresses, passed in as an ``int64`` ar
 casts one to a function pointer): a compiled function that captured a ctypes function would
 embed this process's address, which address-space randomisation makes wrong in the next
 process, and numba refuses to cache it.
+
+The kernels are ``hindsight.jit`` kernels, compiled ahead of time by ``make`` like the replay's:
+an export imports no numba where they are. So they hold no typed dict (a request's state is
+kept in arrays indexed by the request's dense code, ``request_codes``), and ``_ccall``, an
+intrinsic, is made when numba is imported (``on_bind``).
 """
 
 from __future__ import annotations
@@ -18,13 +23,9 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-from numba.typed import Dict
 
 from hindsight.interop.otf2 import UNDEFINED_ROOT, UNDEFINED_UINT64
+from hindsight.jit import njit, on_bind
 
 # event kinds of a plan (``plan_rank``)
 ENTER_REGION, LEAVE_REGION, ENTER, LEAVE = 0, 1, 2, 3
@@ -45,7 +46,6 @@ FUNCTIONS = ("Enter", "Leave", "MpiSend", "MpiIsend", "MpiIrecvRequest", "MpiRec
 A_SIZE, A_CPU, A_COMM, A_NEW, A_ROWS, A_SRC, A_TAG, A_RBYTES, A_NBYTES = range(9)
 # ``write_rank``'s status: 0, or a failure (with two int64 details)
 ERR_COMM, ERR_MEMBER, ERR_C = 1, 2, 3
-_POST = types.UniTuple(types.int64, 3)    # a post's (kind, comm, row)
 UNDEF32 = np.uint32(UNDEFINED_ROOT)
 UNDEF64 = np.uint64(UNDEFINED_UINT64)
 
@@ -66,74 +66,108 @@ def pointer(handle) -> int:
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
-@intrinsic
-def _ccall(typingctx, addr, args):
-    """Call the C function at address ``addr`` with the arguments in the tuple ``args`` (their
-    numba types give the C types: uint32, uint64, uint8, int32, int64; pointers as int64);
-    returns its int32 result (an OTF2_ErrorCode)."""
-    if not isinstance(args, types.BaseTuple):
-        return None
-    sig = types.int32(addr, args)
+def request_codes(request: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each row's request id as a dense code (equal ids, equal codes; -1, no request, has one
+    too) and how many codes there are: the id less the lowest when the ids span little more
+    than the rows (a tracer numbers a rank's requests, an import its operations), else the
+    ids numbered in sorted order."""
+    n = len(request)
+    if n == 0:
+        return np.zeros(0, np.int64), 0
+    lo, hi = int(request.min()), int(request.max())
+    if hi - lo < max(2 * n, 1 << 16):
+        return request.astype(np.int64) - lo, hi - lo + 1
+    ids, codes = np.unique(request, return_inverse=True)
+    return codes.astype(np.int64), len(ids)
 
-    def codegen(context, builder, signature, llargs):
-        fnty = ir.FunctionType(ir.IntType(32), [context.get_value_type(t) for t in args])
-        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
-        return builder.call(fn, cgutils.unpack_tuple(builder, llargs[1], len(args)))
-    return sig, codegen
+
+#: a C function called through its address, for ``write_rank`` (an intrinsic: ``_define_ccall``)
+_ccall = None
+
+
+def _define_ccall() -> None:
+    """Define ``_ccall``: call the C function at address ``addr`` with the arguments in the
+    tuple ``args`` (their numba types give the C types: uint32, uint64, uint8, int32, int64;
+    pointers as int64); returns its int32 result (an OTF2_ErrorCode). (Made when numba is
+    imported: only numba can make an intrinsic, and an export whose kernels were compiled
+    ahead of time never imports it.)"""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _ccall(typingctx, addr, args):
+        if not isinstance(args, types.BaseTuple):
+            return None
+        sig = types.int32(addr, args)
+
+        def codegen(context, builder, signature, llargs):
+            fnty = ir.FunctionType(ir.IntType(32), [context.get_value_type(t) for t in args])
+            fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+            return builder.call(fn, cgutils.unpack_tuple(builder, llargs[1], len(args)))
+        return sig, codegen
+    globals()["_ccall"] = _ccall
+
+
+on_bind(_define_ccall)
 
 
 @njit(cache=True)
-def _completed(op, peer, tag, comm, nbytes, request, nbc_any, completion):
-    """The requests (keys) of one rank's non-blocking collectives whose completion row a
-    NonBlockingCollectiveComplete carries: a post (peer and tag -1, a size) completed by a row
-    with peer, tag and nbytes -1 on the same communicator. Only those posts are a
+def _completed(op, peer, tag, comm, nbytes, request, rcode, ncodes, nbc_any, completion):
+    """Per request code (``request_codes``), whether one of the rank's non-blocking
+    collectives with that request has its completion row carried by a
+    NonBlockingCollectiveComplete: a post (peer and tag -1, a size) completed by a row with
+    peer, tag and nbytes -1 on the same communicator. Only those posts are a
     NonBlockingCollectiveRequest, since the Complete gives the post's comm, root and size;
     another post (never completed, as on a rank that ended early) travels whole in its call's
     ATTR_ROWS."""
-    posted = Dict.empty(types.int64, types.int64)
-    done = Dict.empty(types.int64, types.int64)
+    posted = np.zeros(ncodes, np.bool_)
+    posted_comm = np.zeros(ncodes, np.int64)
+    done = np.zeros(ncodes, np.bool_)
     for i in range(len(op)):
-        req = request[i]
-        if nbc_any[op[i]] and req >= 0 and peer[i] == -1 and tag[i] == -1 and nbytes[i] >= 0:
-            posted[req] = comm[i]
+        c = rcode[i]
+        if nbc_any[op[i]] and request[i] >= 0 and peer[i] == -1 and tag[i] == -1 and \
+                nbytes[i] >= 0:
+            posted[c] = True
+            posted_comm[c] = comm[i]
         elif completion[op[i]] and peer[i] == -1 and tag[i] == -1 and nbytes[i] == -1 and \
-                req in posted and posted[req] == comm[i]:
-            done[req] = 1
+                posted[c] and posted_comm[c] == comm[i]:
+            done[c] = True
     return done
 
 
 # The helpers called per row or event are inlined: every array or dict passed to a compiled call
 # is reference-counted atomically (plan_rank and write_rank 0.42 -> 0.38 s CPU at 4 M rows).
 @njit(cache=True, inline="always")
-def _record_kind(i, cls, peer, tag, comm, nb, req, post, done):
-    """The record that carries row ``i`` (op class ``cls``) of an MPI call: its event kind (-1:
-    none can carry the row exactly, it travels in the call's ATTR_ROWS; -2: the call's Enter
-    carries it in attributes) and whether it sits at the call's end (else at its start). A
-    message record names a real peer (not MPI_PROC_NULL), a tag and a size; a completion is
-    the record of the post it completes (``post``: request -> (1 send / 0 receive / 2
-    collective, comm, post row), filled here); ``done``: ``_completed``."""
+def _record_kind(i, cls, peer, tag, comm, nb, c, post_kind, post_comm, post_row, done):
+    """The record that carries row ``i`` (op class ``cls``, request code ``c``) of an MPI call:
+    its event kind (-1: none can carry the row exactly, it travels in the call's ATTR_ROWS;
+    -2: the call's Enter carries it in attributes) and whether it sits at the call's end (else
+    at its start). A message record names a real peer (not MPI_PROC_NULL), a tag and a size; a
+    completion is the record of the post it completes (per request code, the last post's kind,
+    1 send / 0 receive / 2 collective, -1 none, its comm and row, filled here); ``done``:
+    ``_completed``."""
     message = peer >= 0 and tag >= 0 and nb >= 0
     if cls == C_SEND:
         return (SEND if message else -1), False
     if cls == C_NBSEND:
-        post[req] = (1, comm, i)
+        post_kind[c], post_comm[c], post_row[c] = 1, comm, i
         return (ISEND if message else -1), False
     if cls == C_IRECV:
-        post[req] = (0, comm, i)
+        post_kind[c], post_comm[c], post_row[c] = 0, comm, i
         return IRECV_REQUEST, False
     if cls == C_RECV:
         return (RECV if message else -1), True
     if cls == C_PROBE:
         return (PROBE if peer != -1 and tag != -1 else -1), True
     if cls == C_NBC:
-        if req not in done:
+        if not done[c]:
             return -1, False
-        post[req] = (2, comm, i)
+        post_kind[c], post_comm[c], post_row[c] = 2, comm, i
         return NBC_REQUEST, False
     if cls == C_COMPLETION:
-        kind, pcomm = -1, 0
-        if req in post:
-            kind, pcomm, _ = post[req]
+        kind, pcomm = post_kind[c], post_comm[c]
         empty = peer == -1 and tag == -1 and nb == -1
         if kind == 2:
             return (NBC_COMPLETE if empty and comm == pcomm else -1), True
@@ -150,8 +184,8 @@ def _record_kind(i, cls, peer, tag, comm, nb, req, post, done):
 
 
 @njit(cache=True)
-def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, completion,
-              sr_send, sr_recv):
+def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, rcode, ncodes, classes, nbc_any,
+              completion, sr_send, sr_recv):
     """One rank's events in write order: properly nested Enter/Leave (an application region's
     children are clamped to it; an MPI call ends at the latest where the rank's next call
     starts) with the MPI records inside their call. Calls are consecutive rows with the same
@@ -159,10 +193,10 @@ def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, co
     longer outer) and MPI calls in record order. Returns (kind, time, row, aux) arrays (aux:
     the post row of an NBC_COMPLETE; for an ENTER the first index into the extras, or -1) and
     the extras (position in the call, row; ``ex_end[x]``: the end of the run starting at x)
-    of the rows no record carries. Rows are the rank's, in seq order; ``classes`` maps op
-    codes to C_*."""
+    of the rows no record carries. Rows are the rank's, in seq order; ``rcode``: each row's
+    request code (``request_codes``: ``ncodes`` of them); ``classes`` maps op codes to C_*."""
     n = len(op)
-    done = _completed(op, peer, tag, comm, nbytes, request, nbc_any, completion)
+    done = _completed(op, peer, tag, comm, nbytes, request, rcode, ncodes, nbc_any, completion)
     # calls: consecutive rows with the same times and op (or a Sendrecv's two halves)
     cs = np.empty(n, np.int64)
     ce = np.empty(n, np.int64)
@@ -222,7 +256,9 @@ def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, co
     st_end = np.empty(nc, np.int64)
     st_kind = np.empty(nc, np.int8)
     st_row = np.empty(nc, np.int64)
-    post = Dict.empty(types.int64, _POST)
+    post_kind = np.full(ncodes, -1, np.int8)
+    post_comm = np.zeros(ncodes, np.int64)
+    post_row = np.zeros(ncodes, np.int64)
     ne = nx = sp = 0
     for c in order:
         start, end = cs[c], ce[c]
@@ -241,14 +277,15 @@ def plan_rank(op, ts, te, peer, tag, comm, nbytes, request, classes, nbc_any, co
             for pos in range(ccount[c]):
                 i = first + pos
                 kind, at_end = _record_kind(i, classes[op[i]], peer[i], tag[i], comm[i],
-                                            nbytes[i], request[i], post, done)
+                                            nbytes[i], rcode[i], post_kind, post_comm,
+                                            post_row, done)
                 if kind == -1:
                     ex_pos[nx], ex_row[nx] = pos, i
                     nx += 1
                 elif kind >= 0:
                     ev_kind[ne], ev_t[ne], ev_row[ne] = kind, end if at_end else start, i
                     if kind == NBC_COMPLETE:
-                        ev_aux[ne] = post[request[i]][2]
+                        ev_aux[ne] = post_row[rcode[i]]
                     ne += 1
             if nx > x0:
                 ev_aux[enter_at] = x0

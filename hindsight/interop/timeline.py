@@ -108,7 +108,8 @@ def rank_timelines(trace: Path | str | pa.Table, nranks: int) -> RankTimelines:
     """The timeline of a trace directory or a table, rank by rank, for an exporter that writes
     each rank on its own. A directory is read one rank at a time (after a first pass over
     every rank's regions and starts), so that memory holds the largest rank's rows, not the
-    trace's; a table is read whole and sliced."""
+    trace's (and a dead rank's records, which the trace's opening converts and holds as
+    Parquet bytes, a few bytes an event); a table is read whole and sliced."""
     if isinstance(trace, pa.Table):
         tl = read_timeline(trace)
         bounds = tf.rank_offsets(tl.rank, nranks)
@@ -130,10 +131,15 @@ def rank_timelines(trace: Path | str | pa.Table, nranks: int) -> RankTimelines:
         rows += t.num_rows
 
     def rank(r: int) -> Timeline:
-        if r >= len(sources):
-            return read_timeline(tf.SCHEMA.empty_table(), dict(names))
-        return read_timeline(tf.read_rank(sources[r]), dict(names))
+        codes = dict(names)
+        tl = read_timeline(tf.read_rank(sources[r]), codes)
+        if len(codes) != len(names):
+            # (region codes past the first pass's would be taken for op codes by a reader)
+            raise tf.TraceError(f"{sources[r].files[0]}: region names the first read did not "
+                                "meet: the file changed while it was read")
+        return tl
     return RankTimelines(nranks, list(names), t_min or 0, rows, rank)
+
 
 def _int64(col: pa.ChunkedArray) -> np.ndarray:
     """An integer column as one new writable int64 array (the kernels are compiled for
