@@ -43,7 +43,8 @@ def commands(trace: Path, work: Path) -> list[list[str]]:
             ["trace", "info", t],
             ["export", t, "--format", "perfetto", "--out", str(work / "x.json"), "--force"],
             ["export", t, "--format", "pipit", "--out", str(work / "x.csv"), "--force"],
-            ["export", t, "--format", "goal", "--out", str(work / "x.goal"), "--force"]]
+            ["export", t, "--format", "goal", "--out", str(work / "x.goal"), "--force"],
+            ["export", t, "--format", "otf2", "--out", str(work / "x-otf2"), "--force"]]
 
 
 def imports_numba(cmd: list[str]) -> bool:
