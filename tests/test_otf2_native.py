@@ -103,15 +103,18 @@ def _uneven(case: str) -> list[dict]:
     elif case == "regions of one rank":
         c["region"][::16] = 1
         c["region_names"] = ["work", "solve"]
+    elif case == "request ids far apart":        # (numbered by sorting: request_codes)
+        has = c["request"] >= 0
+        c["request"][has] = c["request"][has] * 2**33 + 7
     return cols
 
 
 @pytest.mark.parametrize("case", ["empty rank", "rows out of order", "times before the epoch",
-                                  "regions of one rank"])
+                                  "regions of one rank", "request ids far apart"])
 def test_uneven_ranks_read_one_at_a_time_as_the_reference(case, tmp_path):
     """Read rank by rank, a trace whose ranks differ (a rank without rows, a rank file out of
-    seq order, times before the epoch on one rank, a region name only one rank has) gives the
-    archive of the whole table."""
+    seq order, times before the epoch on one rank, a region name only one rank has, request ids
+    spread too wide to be offsets) gives the archive of the whole table."""
     from hindsight.trace.write import write_trace
 
     src = write_trace(tmp_path / "src", _uneven(case), manifest={"app": "uneven"})
