@@ -132,10 +132,11 @@ def test_uneven_ranks_read_one_at_a_time_as_the_reference(case, tmp_path):
     _assert_same_archive(tmp_path / "ref", tmp_path / "new")
 
 
-@pytest.mark.parametrize("part", ["traces", "traces.def"])
+@pytest.mark.parametrize("part", ["traces", "traces.def", "traces.otf2"])
 def test_a_folder_holding_part_of_an_archive_is_refused_and_kept(part, tmp_path):
-    """An archive's event folder or definitions already in the folder: refused before anything
-    is written, and what was there (and beside it) is left as it was."""
+    """An archive's event folder, definitions or anchor (a dangling link) already in the
+    folder: refused before anything is written, and what was there (and beside it) is left as
+    it was."""
     from interop_speed import synthetic_columns
     from hindsight.interop.otf2 import OtfError
     from hindsight.trace.write import write_trace
@@ -147,12 +148,63 @@ def test_a_folder_holding_part_of_an_archive_is_refused_and_kept(part, tmp_path)
     if part == "traces":
         (out / "traces").mkdir()
         (out / "traces" / "notes.txt").write_text("mine")
-    else:
+    elif part == "traces.def":
         (out / "traces.def").write_text("mine")
+    else:                                       # (a dangling link: written through, else)
+        (out / "traces.otf2").symlink_to(tmp_path / "elsewhere.otf2")
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     with pytest.raises(OtfError, match=f"{part}: exists already"):
         export_otf2(src, out)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert not (tmp_path / "elsewhere.otf2").exists()
+
+
+def test_a_region_the_first_pass_did_not_meet_is_an_error(tmp_path, monkeypatch):
+    """Rank 1's file read again holds a region name the first pass did not see (the file
+    changed meanwhile): one TraceError naming it, no archive (its code would be taken for an
+    op's)."""
+    import pyarrow as pa
+    from interop_speed import synthetic_columns
+    from hindsight.trace.write import write_trace
+
+    src = write_trace(tmp_path / "src", synthetic_columns(2, 3), manifest={"app": "changed"})
+    real = tf.read_rank
+
+    def changed(source, columns=None):
+        t = real(source, columns)
+        if source.rank == 1 and columns is None:
+            i = t.schema.get_field_index("region")
+            names = pa.array(["later"] * t.num_rows).dictionary_encode()
+            t = t.set_column(i, "region", names.cast(t.schema.field(i).type))
+        return t
+
+    monkeypatch.setattr(tf, "read_rank", changed)
+    with pytest.raises(tf.TraceError, match="rank-00001.parquet: region names the first read"):
+        export_otf2(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failure_while_writing_a_rank_keeps_its_error_and_leaves_nothing(tmp_path,
+                                                                            monkeypatch):
+    """The compiled writer failing on rank 1: its own error comes out (the rank's event
+    writer is closed on the way, and the archive removed)."""
+    from interop_speed import synthetic_columns
+    from hindsight.interop import otf2_native as native
+    from hindsight.trace.write import write_trace
+
+    src = write_trace(tmp_path / "src", synthetic_columns(3, 3), manifest={"app": "failing"})
+    real, calls = native.write_rank, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise MemoryError("rank 1")
+        return real(*args)
+
+    monkeypatch.setattr(native, "write_rank", failing)
+    with pytest.raises(MemoryError, match="rank 1"):
+        export_otf2(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("folder_there", [False, True])

@@ -96,7 +96,7 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
     out_dir = Path(out_dir)
     anchor = out_dir / f"{ARCHIVE_NAME}.otf2"
     for part in _archive_parts(out_dir):
-        if part.exists():
+        if part.exists() or part.is_symlink():      # (a dangling link would be written through)
             raise OtfError(f"{part}: exists already (choose a new --out)")
     timelines = rank_timelines(source, nranks)
     created = next((d for d in reversed([out_dir, *out_dir.parents]) if not d.exists()), None)
@@ -204,16 +204,16 @@ def _archive_parts(out_dir: Path) -> tuple[Path, Path, Path]:
 
 
 def _discard(out_dir: Path, created: Path | None) -> None:
-    """Remove what an export that failed wrote: the folder it ``created`` (the highest of
-    ``out_dir`` and its parents that it made), else the archive's parts, none of which was
-    there before it (``write_otf2`` refuses a folder that holds one)."""
-    if created is not None:
-        shutil.rmtree(created, ignore_errors=True)
-        return
+    """Remove what an export that failed wrote: the archive's parts, none of which was there
+    before it (``write_otf2`` refuses a folder that holds one), and the folder it ``created``
+    (the highest of ``out_dir`` and its parents that it made; ``out_dir`` may lie elsewhere,
+    through a ``..``)."""
     anchor, definitions, events = _archive_parts(out_dir)
     anchor.unlink(missing_ok=True)
     definitions.unlink(missing_ok=True)
     shutil.rmtree(events, ignore_errors=True)
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
 
 
 class _DefinitionsAtClose:
