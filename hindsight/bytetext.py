@@ -1,11 +1,12 @@
 """Text formatted by compiled code into byte buffers: the pieces the column-wise writers (pipit's
 CSV, Perfetto's JSON, GOAL schedules) share. A formatter fills a buffer event by event while the
 most one event can take still fits and returns where it stopped; ``write_overlapped`` writes each
-filled buffer while the formatter fills the other one."""
+filled buffer while the formatter fills the other one; ``write_in_parallel`` has two threads
+format chunks of a fixed number of events while a third writes them in order."""
 
 from __future__ import annotations
 
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Callable, Iterable
 
 import numpy as np
 
@@ -62,6 +63,44 @@ def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None
             pending = pool.submit(write, chunk)
         if pending is not None:
             pending.result()
+
+
+#: chunks ``write_in_parallel`` holds at once: two being formatted, one being written, one ready
+IN_FLIGHT = 4
+
+
+def write_in_parallel(fh: BinaryIO, count: int, room: int,
+                      fill: Callable[[np.ndarray, int, int], int]) -> None:
+    """Write items ``0 .. count - 1`` to ``fh`` in order, formatted a chunk at a time on two
+    threads. ``fill(buf, lo, hi)`` writes items ``lo .. hi - 1`` into ``buf`` (at most ``room``
+    bytes each) and returns the bytes it wrote; it must let go of the GIL (a compiled formatter
+    with ``nogil``). A chunk is as many items as ``BUFFER_BYTES`` hold at ``room`` each, so its
+    buffer always holds it, and chunks are formatted independently: two at once, while this
+    thread writes those before them (in writes of ``WRITE_BLOCK``). Why: a formatter alone
+    keeps one core busy and the writing, the kernel's copy into the page cache, a share of the
+    other (the pipit export: 0.76-1.2 s of formatting beside 0.3 s of writing at 4 M rows)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor   # (where text is written)
+
+    per = max(1, BUFFER_BYTES // max(room, 1))
+    bufs = [np.empty(per * room, np.uint8) for _ in range(IN_FLIGHT)]
+
+    def write(buf: np.ndarray, size: int) -> None:
+        view = memoryview(buf)[:size]
+        for k in range(0, size, WRITE_BLOCK):
+            fh.write(view[k:k + WRITE_BLOCK])
+
+    with ThreadPoolExecutor(2) as pool:
+        pending: deque = deque()
+        for k, lo in enumerate(range(0, count, per)):
+            if len(pending) == IN_FLIGHT:     # (the chunk whose buffer this one takes)
+                buf, done = pending.popleft()
+                write(buf, done.result())
+            buf = bufs[k % IN_FLIGHT]
+            pending.append((buf, pool.submit(fill, buf, lo, min(lo + per, count))))
+        while pending:
+            buf, done = pending.popleft()
+            write(buf, done.result())
 
 
 @njit(cache=True, inline="always")

@@ -266,6 +266,22 @@ def test_pipit_edge_cases_are_identical(tmp_path):
         bytetext.BUFFER_BYTES = old
 
 
+@pytest.mark.parametrize("count, room", [(0, 8), (1, 8), (5, 1 << 21), (100_003, 12)])
+def test_chunks_formatted_on_two_threads_are_written_in_order(count, room, tmp_path):
+    """``write_in_parallel``: every item once, in order, whatever the chunks (one item a chunk
+    when an item's room passes the buffer size; a last chunk that is short; none)."""
+    def fill(buf, lo, hi):
+        text = "".join(f"{k}," for k in range(lo, hi)).encode()
+        assert len(text) <= (hi - lo) * room
+        buf[:len(text)] = np.frombuffer(text, np.uint8)
+        return len(text)
+
+    out = tmp_path / "items"
+    with open(out, "wb") as fh:
+        bytetext.write_in_parallel(fh, count, room, fill)
+    assert out.read_bytes() == "".join(f"{k}," for k in range(count)).encode()
+
+
 def test_pipit_of_an_empty_timeline(tmp_path):
     _check_pipit(tf.read_trace(CORPUS / "requests-n2").table.slice(0, 0), tmp_path)
 

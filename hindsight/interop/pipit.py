@@ -29,7 +29,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -310,20 +310,18 @@ def export_pipit(trace: Path | str | pa.Table, out: Path | str) -> int:
     # room for any event: the longest name and Enter attributes, and an instant's six integers
     room = 300 + longest(name_off) + longest(enter_off)
 
-    def chunks() -> Iterator[memoryview | bytes]:
-        yield (",".join(PIPIT_COLUMNS) + "\n").encode()
-        bufs = bytetext.buffers(room)
-        at = 0
-        while at < m:
-            buf = bufs[0]
-            bufs.reverse()
-            at, end = _format(buf, room, at, ev.order, ev.time, ev.cand, ev.lookup, tl.rank,
-                              ev.kind, ev.nonblocking, ev.row, tl.peer, tl.comm, tl.tag,
-                              tl.nbytes, tl.request, name_buf, name_off, enter_buf, enter_off)
-            yield memoryview(buf)[:end]
+    def fill(buf: np.ndarray, lo: int, hi: int) -> int:
+        # (the buffer holds hi - lo events at ``room`` each: the formatter reaches hi)
+        at, end = _format(buf, room, lo, ev.order[:hi], ev.time, ev.cand, ev.lookup, tl.rank,
+                          ev.kind, ev.nonblocking, ev.row, tl.peer, tl.comm, tl.tag,
+                          tl.nbytes, tl.request, name_buf, name_off, enter_buf, enter_off)
+        if at != hi:
+            raise RuntimeError(f"pipit export: events {at}..{hi} did not fit their buffer")
+        return end
 
     with open(out, "wb") as fh:
-        bytetext.write_overlapped(fh, chunks())
+        fh.write((",".join(PIPIT_COLUMNS) + "\n").encode())
+        bytetext.write_in_parallel(fh, m, room, fill)
     return m
 
 
