@@ -6,6 +6,7 @@ they enclose; and the same in fresh processes that load the numba cache."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -205,6 +206,22 @@ def test_a_failure_while_writing_a_rank_keeps_its_error_and_leaves_nothing(tmp_p
     with pytest.raises(MemoryError, match="rank 1"):
         export_otf2(src, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_the_libraries_own_failure_is_one_error_and_leaves_nothing(tmp_path, monkeypatch):
+    """A definition the OTF2 library cannot write (a string of a call's rows longer than its
+    4 MiB definition chunk): one OtfError naming the folder and the library's reason, no
+    archive, and no second close of the writer when it is collected (which would print the
+    library's error as a traceback)."""
+    from hindsight.interop import otf2_export
+    from hindsight.interop.otf2 import OtfError
+
+    monkeypatch.setattr(otf2_export, "format_rows", lambda rows: "x" * (5 << 20))
+    with pytest.raises(OtfError, match="the OTF2 library could not write the archive"):
+        export_otf2(CORPUS / "stencil-n4", tmp_path / "out")     # (MPI_PROC_NULL neighbours)
+    assert not (tmp_path / "out").exists()
+    gc.collect()
 
 
 @pytest.mark.parametrize("folder_there", [False, True])

@@ -22,9 +22,10 @@ op comes back.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -102,12 +103,17 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
     created = next((d for d in reversed([out_dir, *out_dir.parents]) if not d.exists()), None)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = min(timelines.t_min, 0)
+    from _otf2.ErrorCodes import Error as LibraryError
+
     try:
         _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir)
-    except BaseException:
+    except BaseException as exc:
         # (a rank file found damaged while the archive is written, a bad communicator, ...):
         # no half-written archive is left, as none would be by an export that read first
         _discard(out_dir, created)
+        if isinstance(exc, LibraryError):   # (a definition larger than the library's chunk)
+            raise OtfError(f"{out_dir}: the OTF2 library could not write the archive "
+                           f"({exc})") from None
         raise
     return anchor, timelines.rows
 
@@ -122,7 +128,8 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
     comms.setdefault(0, list(range(nranks)))
     hosts = manifest.get("hosts") or {"localhost": list(range(nranks))}
 
-    with otf2.writer.open(str(out_dir), archive_name=ARCHIVE_NAME, timer_resolution=10**9) as w:
+    with _closed_once(otf2.writer.Writer(str(out_dir), archive_name=ARCHIVE_NAME,
+                                         timer_resolution=10**9)) as w:
         d = w.definitions
         root = d.system_tree_node("machine")
         host_node = {}
@@ -195,6 +202,19 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
                       comms, comm_def, rank_in,
                       [a_size, a_cpu, a_comm, a_new, a_rows, a_src, a_tag, a_rbytes, a_nbytes],
                       trace_dir)
+
+
+@contextlib.contextmanager
+def _closed_once(w: Any) -> Iterator[Any]:
+    """The ``otf2`` writer ``w``, closed on leaving if all went well, and never again: its
+    ``__del__`` closes it again where a close failed or was not reached, and the library's
+    error would then be printed as a traceback when the writer is collected (the archive of a
+    failed export is removed: ``_discard``)."""
+    try:
+        yield w
+        w.close()
+    finally:
+        w._handle = None
 
 
 def _archive_parts(out_dir: Path) -> tuple[Path, Path, Path]:

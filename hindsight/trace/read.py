@@ -198,8 +198,6 @@ def read_trace(trace_dir: Path | str, columns: list[str] | None = None,
     return Trace(trace_dir, manifest, table, sources)
 
 
-
-
 def read_rank(src: RankSource, columns: list[str] | None = None) -> pa.Table:
     """One rank's rows (its files in turn, or a dead rank's staged records) as one table in
     the schema's types: what ``read_trace`` reads of each rank. Errors are ``TraceError``
