@@ -42,17 +42,20 @@ def buffers(room: int) -> list[np.ndarray]:
     return [np.empty(max(BUFFER_BYTES, room), np.uint8) for _ in range(2)]
 
 
+def _write_blocks(fh: BinaryIO, chunk: memoryview | bytes) -> None:
+    """``chunk`` written to ``fh`` in writes of ``hindsight.system.WRITE_BLOCK`` bytes (why:
+    there)."""
+    view = memoryview(chunk)
+    for k in range(0, len(view), WRITE_BLOCK):
+        fh.write(view[k:k + WRITE_BLOCK])
+
+
 def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None:
     """Write ``chunks`` to ``fh``, each while the next is being made: a chunk must stay unchanged
     until the one after the next is asked for (a formatter alternating between the two
     ``buffers``). The formatters are compiled without the GIL, so on two cores the writing
     (the kernel's copy into the page cache) and the formatting run at once. Each chunk is
-    written in writes of ``hindsight.system.WRITE_BLOCK`` bytes (why: there)."""
-    def write(chunk: memoryview | bytes) -> None:
-        view = memoryview(chunk)
-        for k in range(0, len(view), WRITE_BLOCK):
-            fh.write(view[k:k + WRITE_BLOCK])
-
+    written in writes of ``hindsight.system.WRITE_BLOCK`` bytes (``_write_blocks``)."""
     from concurrent.futures import ThreadPoolExecutor   # (where text is written)
 
     with ThreadPoolExecutor(1) as pool:
@@ -60,7 +63,7 @@ def write_overlapped(fh: BinaryIO, chunks: Iterable[memoryview | bytes]) -> None
         for chunk in chunks:
             if pending is not None:
                 pending.result()
-            pending = pool.submit(write, chunk)
+            pending = pool.submit(_write_blocks, fh, chunk)
         if pending is not None:
             pending.result()
 
@@ -85,22 +88,17 @@ def write_in_parallel(fh: BinaryIO, count: int, room: int,
     per = max(1, BUFFER_BYTES // max(room, 1))
     bufs = [np.empty(per * room, np.uint8) for _ in range(IN_FLIGHT)]
 
-    def write(buf: np.ndarray, size: int) -> None:
-        view = memoryview(buf)[:size]
-        for k in range(0, size, WRITE_BLOCK):
-            fh.write(view[k:k + WRITE_BLOCK])
-
     with ThreadPoolExecutor(2) as pool:
         pending: deque = deque()
         for k, lo in enumerate(range(0, count, per)):
             if len(pending) == IN_FLIGHT:     # (the chunk whose buffer this one takes)
                 buf, done = pending.popleft()
-                write(buf, done.result())
+                _write_blocks(fh, memoryview(buf)[:done.result()])
             buf = bufs[k % IN_FLIGHT]
             pending.append((buf, pool.submit(fill, buf, lo, min(lo + per, count))))
         while pending:
             buf, done = pending.popleft()
-            write(buf, done.result())
+            _write_blocks(fh, memoryview(buf)[:done.result()])
 
 
 @njit(cache=True, inline="always")

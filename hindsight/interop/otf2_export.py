@@ -306,11 +306,11 @@ def _op_tables() -> dict[str, np.ndarray]:
 
 def _plan(tl: Timeline, tab: dict[str, np.ndarray]) -> tuple:
     """The events of the rank whose rows are ``tl``, in write order
-    (``otf2_native.plan_rank``), after its first row's index (0)."""
+    (``otf2_native.plan_rank``)."""
     cols = [tl.op, tl.t_start, tl.t_end, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request,
             *native.request_codes(tl.request)]
-    return (0, *native.plan_rank(*cols, tab["classes"], tab["nbc_any"], tab["completion"],
-                                  tf.OP_CODE["Sendrecv_send"], tf.OP_CODE["Sendrecv_recv"]))
+    return native.plan_rank(*cols, tab["classes"], tab["nbc_any"], tab["completion"],
+                            tf.OP_CODE["Sendrecv_send"], tf.OP_CODE["Sendrecv_recv"])
 
 
 class _Regions:
@@ -329,8 +329,8 @@ class _Regions:
 
     def define(self, plan: tuple, tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
         nuser, first, start = self.nuser, self.first, self.offset
-        lo, kind, _, row, aux, ex_pos, ex_row, ex_end = plan
-        keys = native.region_keys(kind, row, lo, tl.region_code, tl.op, nuser, first, start)
+        kind, _, row, aux, ex_pos, ex_row, ex_end = plan
+        keys = native.region_keys(kind, row, tl.region_code, tl.op, nuser, first, start)
         self.offset += len(kind)
         todo = [(int(at), 0, k) for k, at in enumerate(first) if at >= start]
         rows_at = np.flatnonzero((kind == native.ENTER) & (aux >= 0))
@@ -347,8 +347,8 @@ class _Regions:
             else:
                 e = at - start
                 x = int(aux[e])
-                text = format_rows([(int(ex_pos[j]), tf.OPS[tl.op[lo + ex_row[j]]], *(
-                    int(getattr(tl, c)[lo + ex_row[j]]) for c in ROW_FIELDS[1:]))
+                text = format_rows([(int(ex_pos[j]), tf.OPS[tl.op[ex_row[j]]], *(
+                    int(getattr(tl, c)[ex_row[j]]) for c in ROW_FIELDS[1:]))
                     for j in range(x, int(ex_end[x]))])
                 rows_ref[e] = self.d.strings.get_ref(text)
         np.maximum(keys, 0, out=keys)
@@ -384,10 +384,8 @@ def _write_events(w, locs: list, regions: _Regions, timelines: RankTimelines, t0
             tl = timelines.rank(r)
             plan = _plan(tl, tab)
             ev_region, ev_rows_ref = regions.define(plan, tl)
-            lo, kind, t, row, aux, *_ = plan
-            hi = lo + (int(row.max()) + 1 if len(row) else 0)
-            cols = [c[lo:hi] for c in (tl.op, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request,
-                                       tl.root, tl.cpu_ns)]
+            kind, t, row, aux, *_ = plan
+            cols = [tl.op, tl.peer, tl.tag, tl.comm, tl.nbytes, tl.request, tl.root, tl.cpu_ns]
             ref = locs[r]._ref
             evw = _otf2.Archive_GetEvtWriter(w.handle, ref)
             w._event_writers[ref] = _DefinitionsAtClose(w.handle, ref)

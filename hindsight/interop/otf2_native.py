@@ -450,7 +450,7 @@ def write_rank(fns, evw, al, t0, ev_kind, ev_t, ev_row, ev_aux, ev_region, ev_ro
 
 
 @njit(cache=True)
-def region_keys(kind, row, lo, region_code, op, nuser, first, offset):
+def region_keys(kind, row, region_code, op, nuser, first, offset):
     """Each event's region key: 1 + its row's region code for an application region's
     Enter/Leave (0: none), ``nuser`` + 1 + op code for an MPI call's, -1 for other events;
     ``first[key]`` gets the event's index + ``offset`` where a key is first used (-1: not
@@ -459,9 +459,9 @@ def region_keys(kind, row, lo, region_code, op, nuser, first, offset):
     for e in range(len(kind)):
         k = kind[e]
         if k == ENTER_REGION or k == LEAVE_REGION:
-            keys[e] = region_code[lo + row[e]] + 1
+            keys[e] = region_code[row[e]] + 1
         elif k == ENTER or k == LEAVE:
-            keys[e] = nuser + 1 + op[lo + row[e]]
+            keys[e] = nuser + 1 + op[row[e]]
         else:
             continue
         if first[keys[e]] < 0:

@@ -97,7 +97,6 @@ class RankTimelines:
     numbers them on the whole; ``t_min`` is the earliest start (0 without rows); ``rows`` the
     number of rows."""
 
-    nranks: int
     region_names: list[str]
     t_min: int
     rows: int
@@ -113,7 +112,7 @@ def rank_timelines(trace: Path | str | pa.Table, nranks: int) -> RankTimelines:
     if isinstance(trace, pa.Table):
         tl = read_timeline(trace)
         bounds = tf.rank_offsets(tl.rank, nranks)
-        return RankTimelines(nranks, tl.region_names, int(tl.t_start.min()) if tl.n else 0,
+        return RankTimelines(tl.region_names, int(tl.t_start.min()) if tl.n else 0,
                              tl.n, lambda r: tl.rows(int(bounds[r]), int(bounds[r + 1])))
     trace = Path(trace)
     _, sources = tf.open_trace(trace, allow_partial=True)
@@ -138,7 +137,7 @@ def rank_timelines(trace: Path | str | pa.Table, nranks: int) -> RankTimelines:
             raise tf.TraceError(f"{sources[r].files[0]}: region names the first read did not "
                                 "meet: the file changed while it was read")
         return tl
-    return RankTimelines(nranks, list(names), t_min or 0, rows, rank)
+    return RankTimelines(list(names), t_min or 0, rows, rank)
 
 
 def _int64(col: pa.ChunkedArray) -> np.ndarray:
