@@ -5,10 +5,10 @@ It runs a sample of commands in this process, through numba (``import goal`` of 
 large ring schedule with messages below and above the default rendezvous threshold, and
 ``collect`` of two measured traces under mpiexec, of the example programs ``ring.py`` and
 ``halo.py`` (``SAMPLE_PROGRAMS``); then for each trace its first and a warm ``replay`` under
-each network model, ``replay --out``, ``trace info`` and ``export`` to perfetto, pipit, otf2 and
-GOAL, and on the measured traces the replays with their noise put back and the measured model),
-records for each kernel the
-argument types of the calls from Python that numba compiled it for or loaded from its cache
+each network model, ``replay --out``, ``trace info``, the streamed ``trace check`` and
+``replay`` (``--window``), ``export`` to perfetto, pipit, otf2 and GOAL, and on the measured
+traces the replays with their noise put back and the measured model), records for each kernel
+the argument types of the calls from Python that numba compiled it for or loaded from its cache
 (``hindsight.jit.Kernel.seen``), and compiles those with ``numba.pycc``: one extension module
 per Python module, each in a process of its own (in one process, compiling one module's kernels
 changed how numba typed another's), described in ``hindsight.jit.aot_description()``. Kernels
@@ -84,6 +84,9 @@ def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
         out += [["replay", str(trace), "--model", *model]] * 2
     out.append(["replay", str(trace), "--out", str(folder / f"{trace.name}-replayed")])
     out.append(["trace", "info", str(trace)])
+    # streamed, as a trace larger than memory is (small windows: several segments)
+    out.append(["trace", "check", str(trace), "--window", "16"])
+    out.append(["replay", str(trace), "--window", "16"])
     for fmt in ("perfetto", "pipit", "goal", "otf2"):
         out.append(["export", str(trace), "--format", fmt,
                     "--out", str(folder / f"{trace.name}-exported.{fmt}")])

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hindsight import sortedsets
 from hindsight import trace as tf
 from hindsight.info import untraced_text
 from hindsight.system import release_freed_memory
@@ -262,7 +263,7 @@ def _rows_by_rank(rank: np.ndarray):
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rank)]):
             yield rank[lo], np.arange(lo, hi)
         return
-    for r in np.unique(rank):
+    for r in sortedsets.unique(rank):
         yield r, np.flatnonzero(rank == r)
 
 
@@ -507,6 +508,6 @@ def _check_causality(cols, match, files, later: np.ndarray | None = None) -> lis
     for (src, dst), k in sorted(worst.items()):
         n = int(np.count_nonzero((match.src[ok][bad] == src) & (match.dst[ok][bad] == dst)))
         out.append(f"{files[dst]}: clock skew: {n} receive(s) from rank {src} end before their "
-                   f"send started (worst: seq {seq[done[k]]} ends {gap[k]} ns before rank {src} seq "
-                   f"{seq[send[k]]} starts)")
+                   f"send started (worst: seq {seq[done[k]]} ends {gap[k]} ns before rank {src} "
+                   f"seq {seq[send[k]]} starts)")
     return out

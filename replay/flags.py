@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from hindsight import sortedsets
 from hindsight import trace as tf
 from hindsight.errors import DataError
 from replay import kernel as K
@@ -158,7 +159,7 @@ def eligible(coll, comm_members: Mapping[int, list[int]], host_of_rank: np.ndarr
         & (np.diff(coll.off) == coll.size)
     hosts = np.asarray(host_of_rank)
     one_host = {cid: len({int(hosts[r]) for r in comm_members[cid] if 0 <= r < len(hosts)}) == 1
-                for cid in np.unique(coll.comm[out]).tolist() if cid in comm_members}
+                for cid in sortedsets.unique(coll.comm[out]).tolist() if cid in comm_members}
     out &= np.array([one_host.get(c, False) for c in coll.comm.tolist()], bool)
     return out
 

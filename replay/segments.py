@@ -41,6 +41,7 @@ from typing import Iterator
 
 import numpy as np
 
+from hindsight import sortedsets
 from hindsight import trace as tf
 from hindsight.jit import njit
 from hindsight.trace.windows import RankBatches
@@ -418,8 +419,8 @@ def _cuts(cols: tf.Columns, n_of: np.ndarray, g_of: np.ndarray, ended: np.ndarra
     # receives whose send is not read yet, requests not completed in the window: out
     alone = [match.unmatched_recv_rows]
     posts = np.flatnonzero(_POSTS[op] & (cols.arrays["request"] >= 0))
-    alone.append(np.setdiff1d(posts, ended_post))
-    alone = np.unique(np.concatenate(alone).astype(ix))
+    alone.append(sortedsets.setdiff(posts, ended_post))
+    alone = sortedsets.unique(np.concatenate(alone).astype(ix))
     ids.append(np.arange(len(alone), dtype=ix) + nid)
     members.append(alone)
     broken.append(np.arange(len(alone), dtype=np.int64) + nid)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hindsight import sortedsets
 from hindsight import trace as tf
 from hindsight.jit import njit
 from hindsight.system import page_out
@@ -202,7 +203,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     if with_epochs:    # the closing calls' operations (rows apart from the collectives')
         if not len(per_row):
             per_row = np.zeros(n, np.int64)
-        carried = np.unique(rma.row)
+        carried = sortedsets.unique(rma.row)
         per_row[carried] = np.bincount(rma.row)[carried]
     cpu_shared = bool(np.all(rows.ratio == 1.0))  # no CPU samples below 100 %: one array
     if cpu_shared:      # (the pass below never reads the ratios then: their pages go back now)
@@ -303,7 +304,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
         loc = apply_polls(kind, msg, burst, burst_cpu, first, rows)
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
-                  selected, m_sync, np.unique(coll.done[completed_apart]).astype(np.int64),
+                  selected, m_sync, sortedsets.unique(coll.done[completed_apart]).astype(np.int64),
                   m_shared_flag, meetings)
 
 
@@ -316,7 +317,7 @@ def _instance_algorithms(coll: Instances, nbytes: np.ndarray,
     ninst = len(coll.comm)
     # a non-blocking collective runs its blocking collective's algorithms (replay.collectives)
     blocking = {opc: tf.BLOCKING_OF.get(tf.OPS[opc], tf.OPS[opc])
-                for opc in np.unique(coll.op).tolist()}
+                for opc in sortedsets.unique(coll.op).tolist()}
     # a neighbourhood collective has one pattern, its topology's (_neighbour_pattern)
     per_op = {opc: P.NEIGHBOURS if op in tf.NEIGHBOR_OPS
               else algos.get(op, C.DEFAULT_ALGORITHMS[op]) for opc, op in blocking.items()}

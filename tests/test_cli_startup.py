@@ -181,10 +181,10 @@ def test_a_replay_from_the_cache_loads_neither_pandas_nor_pyarrow(tmp_path):
     assert "predicted" in proc.stdout
 
 
-def test_exports_and_imports_load_no_pandas(tmp_path):
-    """Every export format and both imports read and write Arrow columns by their buffers
-    (hindsight.trace.numpy_of): pyarrow's to_numpy and pa.array would import pandas, 0.3 s of
-    each conversion's start-up."""
+def test_exports_imports_and_streaming_load_no_pandas(tmp_path):
+    """Every export format, both imports and the streamed check and replay read and write
+    Arrow columns by their buffers (hindsight.trace.numpy_of): pyarrow's to_numpy and pa.array
+    would import pandas, 0.3 s of each command's start-up."""
     sys.path.insert(0, str(ROOT / "tests"))
     from synthetic import simulate_to_dir
 
@@ -195,6 +195,7 @@ def test_exports_and_imports_load_no_pandas(tmp_path):
             for f in ("perfetto", "pipit", "goal", "otf2")]
     runs += [["import", f, str(tmp_path / f), "--out", str(tmp_path / f"back-{f}")]
              for f in ("otf2", "goal")]
+    runs += [["trace", "check", trace, "--window", "16"], ["replay", trace, "--window", "16"]]
     for args in runs:
         got = _probe(args, tmp_path)
         assert got["exit"] == 0 and "pyarrow" in got["heavy"], (args, got)

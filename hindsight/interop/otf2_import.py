@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from hindsight import sortedsets
 from hindsight import trace as tf
 from hindsight.interop import otf2_events as EV
 from hindsight.interop.otf2 import (
@@ -402,7 +403,7 @@ def _columns(rows: np.ndarray, start: np.ndarray, tab: "Tables") -> list[dict[st
     for r in range(len(start) - 1):
         part = rows[:, start[r]:start[r + 1]]
         reg = part[W_REGION]
-        used = np.unique(reg[reg >= 0])
+        used = sortedsets.unique(reg[reg >= 0])
         order = sorted(range(len(used)), key=lambda j: tab.names[used[j]])
         code = np.full(len(tab.names) + 1, -1, np.int64)
         code[used[order]] = np.arange(len(used))

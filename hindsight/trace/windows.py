@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from hindsight.trace.columns import dict_codes
 from hindsight.trace.core import OP_CODE, TraceError
 from hindsight.trace.read import RankSource, check_rank_column, check_schema, open_trace
-from hindsight.trace.schema import COLUMNS, NUMPY_TYPES, READ_ERRORS, READ_OPTIONS, short_error
+from hindsight.trace.schema import (COLUMNS, NUMPY_TYPES, READ_ERRORS, READ_OPTIONS, numpy_of,
+                                    short_error)
 
 #: bytes a rank's stream buffers per column read: small, since every rank has one open
 _STREAM_BUFFER = 1 << 16
@@ -103,7 +104,7 @@ class RankBatches:
             elif col.null_count:
                 raise TraceError(f"{path}: column '{c}' has null values")
             else:
-                dst[:] = col.to_numpy(zero_copy_only=False)
+                dst[:] = numpy_of(col)   # (to_numpy imports pandas: see numpy_of)
             out[c] = dst
         if "rank" in out:
             check_rank_column(path, out["rank"], rank)
