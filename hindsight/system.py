@@ -17,7 +17,9 @@ import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
+
+_T = TypeVar("_T")
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -303,10 +305,25 @@ def git_revision() -> str | None:
 def write_text_atomic(path: Path | str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary name in the same folder and a rename, so a
     reader sees the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write_atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def write_atomic(path: Path | str, write: Callable[[Path], _T]) -> _T:
+    """``write(tmp)`` writes the file ``path`` under a temporary name in the same folder, which
+    then replaces ``path``: whatever stops the writing (an error, a full disk, Ctrl-C, the
+    process killed by the kernel's out-of-memory killer) leaves ``path`` as it was, never half
+    written. Returns what ``write`` returned. The temporary name, ``.<stem>.new-<pid><suffix>``,
+    keeps the suffix, by which writers such as matplotlib choose the format; it is removed when
+    the write fails, and left behind (hidden) only by a killed process. A link is followed (its
+    target is replaced), and a path that is not a regular file (a device, a pipe) is written
+    directly."""
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        return write(target)
+    tmp = target.with_name(f".{target.stem}.new-{os.getpid()}{target.suffix}")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        result = write(tmp)
+        os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+    return result

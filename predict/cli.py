@@ -11,6 +11,7 @@ import click
 from apps.skeletons import SKELETONS
 from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import check_output, write_failed
+from hindsight.system import write_atomic, write_text_atomic
 
 
 def parse_ranks(spec: str) -> list[int]:
@@ -258,10 +259,10 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            df.to_csv(out / "predict.csv", index=False)
-            fits.to_csv(out / "fits.csv", index=False)
-            (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float)
-                                              + "\n")
+            write_atomic(out / "predict.csv", lambda tmp: df.to_csv(tmp, index=False))
+            write_atomic(out / "fits.csv", lambda tmp: fits.to_csv(tmp, index=False))
+            write_text_atomic(out / "summary.json",
+                              json.dumps(summary, indent=2, default=float) + "\n")
             plot(df, opt, cm, unit, out / "predict.png", bad_fit=bool(errors))
         except OSError as exc:
             raise write_failed(out, "--out", exc) from None
@@ -349,5 +350,5 @@ def plot(df, opt, cm, unit: str, path: Path, bad_fit: bool = False) -> None:
             if bad_fit else "")
     fig.suptitle(f"hindsight predict: {cm.app} on {cm.paradigm} (fitted from "
                  f"{len(cm.traces)} traces{note}); dashed: {name or 'none'}{warn}")
-    fig.savefig(path, dpi=110)
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110))
     plt.close(fig)

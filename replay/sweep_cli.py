@@ -10,6 +10,7 @@ import click
 
 from hindsight.errors import UsageError
 from hindsight.outputs import check_output, write_failed
+from hindsight.system import write_atomic
 from replay.cli import (FORCE, QUIET, _common, _kv, _load, _region_scale, _say,
                         _untraced_note, check_compute_scale)
 
@@ -76,7 +77,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     say = _say(quiet)
     if out is not None:
         try:
-            df.to_csv(out, index=False)
+            write_atomic(out, lambda tmp: df.to_csv(tmp, index=False))
         except OSError as exc:
             raise write_failed(out, "--out", exc) from None
         click.echo(str(out) if quiet else f"{len(df)} configurations written to {out}")
@@ -128,5 +129,5 @@ def _plot(df, names, path: Path, specs, mod, trace: Path) -> None:
                  f"varying {', '.join(names)}", fontsize="medium")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=100))
     plt.close(fig)

@@ -369,6 +369,7 @@ def test_predict_plot_circles_points_extrapolated_from_a_bad_fit(tmp_path: Path,
         ax = fig.axes[0]
         marked["lines"] = [ln for ln in ax.get_lines() if "bad fit" in str(ln.get_label())]
         marked["title"] = fig._suptitle.get_text()
+        Path(path).write_bytes(b"png")
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
     plot(df, opt, cm, "elements", tmp_path / "p.png", bad_fit=True)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
+
+from hindsight.system import write_atomic
 
 #: `network` is where the actual run and the profile come from; `trace_network` is where the
 #: replayed trace was collected (equal for same-network rows, different for cross-network rows);
@@ -47,11 +48,12 @@ def write_errors(out: Path) -> Path:
                          "traced_makespan_s": f"{makespan:.6f}",
                          "perturbation_pct": f"{c.get('perturbation_pct', math.nan):.3f}",
                          "predicted_min_s": f"{lo:.6f}", "predicted_max_s": f"{hi:.6f}"})
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=ERRORS_COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+
     path = out / "errors.csv"
-    tmp = path.with_name("errors.csv.tmp")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=ERRORS_COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
+    write_atomic(path, write)
     return path

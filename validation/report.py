@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from hindsight.errors import DataError
+from hindsight.system import write_text_atomic
 from validation.matrix import load_summary
 from validation.report_facts import header_items, profile_facts, spec_facts
 from validation.report_plots import Plot, error_plot, paradigms, speedup, time_vs_ranks
@@ -367,11 +368,11 @@ def _failures_report(vdir: Path, out: Path, cells: list[dict], failed: list[dict
 def _write_pages(out: Path, title: str, md: list[str], body: list[str]) -> list[Path]:
     """report.md and report.html (self-contained) in ``out``; their paths."""
     md_path, html_path = out / "report.md", out / "report.html"
-    md_path.write_text("\n".join(md))
+    write_text_atomic(md_path, "\n".join(md))
     e = html.escape
-    html_path.write_text(f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-                         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
-                         f"{''.join(body)}</body></html>")
+    write_text_atomic(html_path, f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                                 f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
+                                 f"{''.join(body)}</body></html>")
     return [md_path, html_path]
 
 
@@ -397,11 +398,11 @@ def report(vdir: Path | str, out: Path | str, results: Results | None = None) ->
     for p in plots:
         if p.svg:
             files.append(out / f"{p.name}.svg")
-            files[-1].write_text(p.svg)
+            write_text_atomic(files[-1], p.svg)
     timelines, no_timeline = cell_timelines(vdir, cells)
     for p in timelines:
         files.append(out / f"{p.name}.svg")
-        files[-1].write_text(p.svg)
+        write_text_atomic(files[-1], p.svg)
     pert_text, pert_t = _perturbation_section(perturbation_table(cells))
     method = _method_text(vdir)
     name = spec_facts(vdir).get("name", "")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from hindsight.system import write_atomic
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -79,8 +81,8 @@ def _perfetto(job: ExportJob, out: Path) -> str:
     timelines = [(job.label, job.table)]
     if job.measured is not None:
         timelines = [("measured", job.measured), (job.label, job.table)]
-    nx, nflow = export_perfetto(timelines, out, {"trace": str(job.trace), "ranks": job.nranks,
-                                                 "timeline": job.label or "measured"})
+    meta = {"trace": str(job.trace), "ranks": job.nranks, "timeline": job.label or "measured"}
+    nx, nflow = write_atomic(out, lambda tmp: export_perfetto(timelines, tmp, meta))
     return (f"wrote {out}: {job.nranks} ranks, {nx} slices, {nflow} message arrows "
             "(open in https://ui.perfetto.dev)")
 
@@ -92,8 +94,9 @@ def _goal(job: ExportJob, out: Path) -> str:
     from replay.loggopsim.schedule import passive_round_trips
     from replay.prepare import prepare
 
-    sched = export_goal(job.trace, out, compute_scale=job.compute_scale,
-                        algorithms=job.algorithms)
+    sched = write_atomic(out, lambda tmp: export_goal(job.trace, tmp,
+                                                      compute_scale=job.compute_scale,
+                                                      algorithms=job.algorithms))
     left_out = passive_round_trips(prepare(job.trace))
     return (f"wrote {out}: GOAL schedule of {sched.nranks} ranks, {sched.nops} operations "
             f"({int((sched.kind == SEND).sum())} messages)"
@@ -104,7 +107,7 @@ def _goal(job: ExportJob, out: Path) -> str:
 def _pipit(job: ExportJob, out: Path) -> str:
     from hindsight.interop.pipit import export_pipit
 
-    events = export_pipit(job.table, out)
+    events = write_atomic(out, lambda tmp: export_pipit(job.table, tmp))
     return f"wrote {out}: {events} events in pipit's columns"
 
 
