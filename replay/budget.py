@@ -60,5 +60,43 @@ def streamed_window(manifest: dict[str, Any], bytes_per_row: int = REPLAY_BYTES_
         f"{_gib(avail)} are available: it is streamed")
 
 
+#: the bytes per trace row an export holds at its peak, the whole timeline in memory, rounded
+#: up from what a 4 M-row 8-rank trace took: Perfetto 286, pipit 375, GOAL 363; the OTF2 export
+#: reads one rank at a time and is not listed
+EXPORT_BYTES_PER_ROW = {"perfetto": 300, "pipit": 400, "goal": 400}
+#: the same for a replayed timeline (``export --model``), which every format holds whole, with
+#: the replay's own arrays: Perfetto 683, pipit 770, OTF2 706 on that trace
+REPLAYED_EXPORT_BYTES_PER_ROW = {"perfetto": 750, "pipit": 800, "otf2": 750}
+
+
+#: the same for a sweep, which prepares the whole trace (232 on that trace, 2 configurations)
+SWEEP_BYTES_PER_ROW = 250
+
+
+def export_too_large(manifest: dict[str, Any], fmt: str, replayed: bool) -> str | None:
+    """Why an export to ``fmt`` of the trace of ``manifest`` (its replayed timeline when
+    ``replayed``) cannot fit in memory (``too_large``), or None; None as well for a format
+    that reads a rank at a time."""
+    per_row = (REPLAYED_EXPORT_BYTES_PER_ROW if replayed else EXPORT_BYTES_PER_ROW).get(fmt)
+    if per_row is None:
+        return None
+    return too_large(manifest, per_row,
+                     f"the export{' of its replayed timeline' if replayed else ''} to {fmt}")
+
+
+def too_large(manifest: dict[str, Any], bytes_per_row: int, doing: str) -> str | None:
+    """Why ``doing``, which holds the trace of ``manifest`` whole at ``bytes_per_row``, cannot
+    fit in this machine's memory (``hindsight.system.available_memory``): it needs more than
+    is available. None when it fits or the available memory is not known."""
+    from hindsight.system import available_memory
+
+    avail = available_memory()
+    rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
+    if not avail or rows * bytes_per_row <= avail:
+        return None
+    return (f"{doing} holds its {rows} events in memory, about {_gib(rows * bytes_per_row)}, "
+            f"and {_gib(avail)} are available")
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"

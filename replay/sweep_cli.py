@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from hindsight.errors import UsageError
+from hindsight.errors import DataError, UsageError
 from hindsight.outputs import check_output, write_failed
 from hindsight.system import write_atomic
+from hindsight.trace import read_manifest
 from replay.cli import (FORCE, QUIET, _common, _kv, _load, _region_scale, _say,
                         _untraced_note, check_compute_scale)
 
@@ -50,6 +51,12 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         if out is not None and Path(plot).resolve() == Path(out).resolve():
             raise UsageError(f"--plot {plot}: the same file as --out")
         check_output(plot, "--plot", force=force)
+    from replay.budget import SWEEP_BYTES_PER_ROW, too_large
+    reason = too_large(read_manifest(trace), SWEEP_BYTES_PER_ROW, "a sweep")
+    if reason:
+        # (said at once, not after minutes of swapping and the out-of-memory killer's SIGKILL)
+        raise DataError(f"{trace}: {reason}: sweeps replay in memory; `hindsight replay` "
+                        "streams a trace this large, one configuration at a time")
     mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
                                                         allow_partial, quiet)
     _untraced_note(prep.manifest)

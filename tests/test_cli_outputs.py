@@ -587,3 +587,37 @@ def test_validate_and_report_check_out_before_any_run(tmp_path, monkeypatch):
     r = invoke("report", vdir, "--out", tmp_path / "rep")
     assert r.exit_code == 1
     one_error_line(r, f"--out {tmp_path / 'rep'}: cannot write (No space left on device)")
+
+
+@pytest.mark.parametrize("args,advice", [
+    (["--format", "perfetto"], "--format otf2 reads one rank at a time"),
+    (["--format", "pipit"], "--format otf2 reads one rank at a time"),
+    (["--format", "goal"], "the GOAL export prepares the whole trace"),
+    (["--format", "otf2", "--model", "loggps"], "`hindsight replay` without --out streams"),
+])
+def test_an_export_that_cannot_fit_in_memory_is_refused_at_once(trace, tmp_path, monkeypatch,
+                                                                 args, advice):
+    """With less memory available than the export holds (here: 1 KiB), one line says so
+    before anything is read or written; the OTF2 export of the measured timeline, which reads
+    a rank at a time, still runs."""
+    import hindsight.system
+
+    monkeypatch.setattr(hindsight.system, "available_memory", lambda: 1024)
+    out = tmp_path / "x"
+    r = invoke("export", trace, *args, "--out", out)
+    assert r.exit_code == 1
+    one_error_line(r, str(trace), "holds its 6 events in memory", "0.0 GiB are available",
+                   advice)
+    assert not out.exists()
+    r = invoke("export", trace, "--format", "otf2", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+
+
+def test_a_sweep_that_cannot_fit_in_memory_is_refused_at_once(trace, tmp_path, monkeypatch):
+    import hindsight.system
+
+    monkeypatch.setattr(hindsight.system, "available_memory", lambda: 1024)
+    r = invoke("sweep", trace, "--vary", "L=1us,2us", "--out", tmp_path / "s.csv")
+    assert r.exit_code == 1
+    one_error_line(r, str(trace), "a sweep holds its", "`hindsight replay` streams")
+    assert not (tmp_path / "s.csv").exists()

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import click
 
-from hindsight.errors import UsageError, UserError
+from hindsight.errors import DataError, UsageError, UserError
 
 from hindsight.interop.formats import EXPORTERS, IMPORTERS, ExportJob
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
 from hindsight.trace.manifest import untraced_note
+from replay.budget import export_too_large
 from replay.cli import FORCE, QUIET, _kv, check_compute_scale
 
 
@@ -86,6 +87,10 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     if fmt == "otf2" and force:
         _check_otf2_archive(out)
     manifest = tf.read_manifest(trace)  # missing or foreign: one line before the readers load
+    too_large = export_too_large(manifest, fmt, replayed)
+    if too_large:
+        # (said at once, not after minutes of swapping and the out-of-memory killer's SIGKILL)
+        raise DataError(f"{trace}: {too_large}: {_SMALLER[replayed, fmt == 'goal']}")
     if not exporter.timeline:
         job = ExportJob(trace, compute_scale=compute_scale, algorithms=algorithms)
     elif not replayed and exporter.by_rank:
@@ -112,6 +117,15 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     note = untraced_note(manifest)
     if note:
         click.echo(f"note: {note}", err=True)
+
+
+# What to do instead, by (replayed, GOAL), when an export would not fit in memory.
+_SMALLER = {
+    (False, False): "--format otf2 reads one rank at a time, in bounded memory",
+    (False, True): "the GOAL export prepares the whole trace; no format of a schedule streams",
+    (True, False): "every format holds a replayed timeline whole; `hindsight replay` without "
+                   "--out streams a trace this large",
+}
 
 
 def _otf2_parts(out: Path) -> list[Path]:
