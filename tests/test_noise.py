@@ -39,12 +39,17 @@ LATE = [[("compute", 1 * MS), ("stall", 5 * MS), ("send", 2, 100), ("send", 1, 1
         [("compute", 2 * MS), ("recv", 0), ("compute", 5 * MS, "work")],
         [("compute", 6.5 * MS), ("recv", 0)]]
 
+# Rank 0 waits 8 ms in a blocking Probe for a late sender, then receives the message (what a
+# pickle-API recv records): a wait for the partner, under every model.
+PROBED = [[("probe", 1), ("recv", 1), ("compute", 1 * MS)],
+          [("compute", 8 * MS), ("send", 0, 1000)]]
+
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
     d = tmp_path_factory.mktemp("noise")
     return {name: simulate_to_dir(d / name, progs)
-            for name, progs in (("one", ONE), ("all", ALL), ("late", LATE))}
+            for name, progs in (("one", ONE), ("all", ALL), ("late", LATE), ("probed", PROBED))}
 
 
 def _analyse(trace):
@@ -80,6 +85,18 @@ def test_wait_for_a_partner_late_from_its_stall_is_not_noise(traces):
     assert abs(rep.unexplained[0] - 5 * MS) < TOL
     assert rep.in_mpi[1] > 3.9 * MS and rep.unexplained[1] < TOL
     assert rep.unexplained[2] < TOL
+
+
+@pytest.mark.parametrize("model,params", [("loggps", NET), ("loggopsim", {"L": "2us"})])
+def test_a_probe_waiting_for_a_late_sender_is_not_noise(traces, model, params):
+    """LogGOPSim's schedule has no probe: its receive waits instead (rule probe_waits of
+    replay/loggopsim/rows.py shows that wait in the probe's row, as the trace has it)."""
+    prep = replay.prepare(traces["probed"])
+    res = replay.run(prep, model, params, record=True)
+    rep = N.analyse(prep, res)
+    assert rep.in_mpi[0] > 7.9 * MS and rep.unexplained[0] < TOL, rep.line()
+    probe, recv = 0, 1                  # rank 0's rows
+    assert res.row_end_ns[probe] > 7.9 * MS and res.row_start_ns[recv] >= res.row_end_ns[probe]
 
 
 def test_without_model(traces):
