@@ -521,6 +521,28 @@ def _tiny_archive(path: Path, with_groups: bool, with_recv: bool) -> Path:
     return path / "traces.otf2"
 
 
+def test_otf2_round_trip_keeps_a_timeline_no_run_measured(tmp_path):
+    """A replayed timeline exported to OTF2 says so in the archive (``HINDSIGHT::TIMELINE``)
+    and comes back from the import as a replayed one, whose noise is not analysed; a measured
+    one comes back measured."""
+    from click.testing import CliRunner
+
+    import hindsight.cli
+
+    run = lambda *a: CliRunner().invoke(hindsight.cli.main, [str(x) for x in a])  # noqa: E731
+    trace = _synthetic(tmp_path / "t")
+    for args, timeline in ((["--model", "loggps"], "replayed under loggps"), ([], None)):
+        arch, back = tmp_path / f"a{len(args)}", tmp_path / f"b{len(args)}"
+        assert run("export", trace, "--format", "otf2", *args, "--out", arch).exit_code == 0
+        r = run("import", "otf2", arch, "--out", back)
+        assert r.exit_code == 0, r.output
+        assert tf.read_manifest(back)["origin"].get("timeline") == timeline
+        assert tf.simulated_timeline(tf.read_manifest(back)) == (
+            timeline and f"{timeline} (imported from OTF2)")
+        line = [x for x in run("replay", back).output.splitlines() if x.startswith("noise")][0]
+        assert ("not analysed" in line) == (timeline is not None), line
+
+
 def test_otf2_import_of_foreign_archive(tmp_path):
     anchor = _tiny_archive(tmp_path / "a", with_groups=True, with_recv=True)
     import_otf2(anchor, tmp_path / "t")

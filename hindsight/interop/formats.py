@@ -71,7 +71,8 @@ class Importer:
 def _otf2(job: ExportJob, out: Path) -> str:
     from hindsight.interop.otf2_export import write_otf2
 
-    anchor, rows = write_otf2(job.trace, out, table=job.table, manifest=job.manifest or None)
+    anchor, rows = write_otf2(job.trace, out, table=job.table, manifest=job.manifest or None,
+                              timeline=f"replayed under {job.label}" if job.label else None)
     return f"wrote {anchor}: OTF2 archive, {job.nranks} locations, {rows} trace rows"
 
 

@@ -34,6 +34,10 @@ ATTR_IRECV_BYTES = "hindsight::irecv_bytes"
 ATTR_NEW_COMM = "hindsight::new_comm"
 ATTR_NBYTES = "hindsight::nbytes"
 ATTR_ROWS = "hindsight::rows"
+#: The archive property (OTF2 keeps it in the anchor file) saying how a timeline that no run
+#: measured was made ("replayed under loggps", "simulated with LogGOPSim rules"): the import
+#: keeps it as the trace's ``origin.timeline``, so that nothing measured is read from it.
+PROP_TIMELINE = "HINDSIGHT::TIMELINE"
 UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a root, a wildcard
 UNDEFINED_UINT64 = 0xFFFFFFFFFFFFFFFF   # OTF2_UNDEFINED_UINT64: a probe's message id
 # The columns of one row in ATTR_ROWS: the rows of a call that no OTF2 record can carry (a send

@@ -43,6 +43,7 @@ from hindsight.interop.otf2 import (
     ATTR_SOURCE,
     ATTR_TAG,
     COLLECTIVE_OPS_OTF2,
+    PROP_TIMELINE,
     ROW_FIELDS,
     TESTBED_NODE,
     TOTAL_OVER_PEERS,
@@ -79,8 +80,10 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
 
 
 def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | None = None,
-               manifest: dict | None = None) -> tuple[Path, int]:
-    """``export_otf2``, and the number of rows written."""
+               manifest: dict | None = None, timeline: str | None = None) -> tuple[Path, int]:
+    """``export_otf2``, and the number of rows written. ``timeline``: how the timeline was
+    made when no run measured it (``replayed under loggps``), kept in the archive's property
+    ``PROP_TIMELINE``; by default the manifest's (``hindsight.trace.simulated_timeline``)."""
     from hindsight.interop.otf2 import quiet_library
     quiet_library()
 
@@ -105,8 +108,9 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
     t0 = min(timelines.t_min, 0)
     from _otf2.ErrorCodes import Error as LibraryError
 
+    timeline = timeline or tf.simulated_timeline(manifest)
     try:
-        _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir)
+        _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir, timeline)
     except BaseException as exc:
         # (a rank file found damaged while the archive is written, a bad communicator, ...):
         # no half-written archive is left, as none would be by an export that read first
@@ -119,8 +123,9 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
 
 
 def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nranks: int,
-                   t0: int, trace_dir) -> None:
+                   t0: int, trace_dir, timeline: str | None) -> None:
     """The archive's definitions and events (``write_otf2``)."""
+    import _otf2
     import otf2
 
     comms = {int(k): list(v) for k, v in (manifest.get("communicators") or {}).items()
@@ -130,6 +135,8 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
 
     with _closed_once(otf2.writer.Writer(str(out_dir), archive_name=ARCHIVE_NAME,
                                          timer_resolution=10**9)) as w:
+        if timeline:
+            _otf2.Archive_SetProperty(w._handle, PROP_TIMELINE, timeline, False)
         d = w.definitions
         root = d.system_tree_node("machine")
         host_node = {}

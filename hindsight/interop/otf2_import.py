@@ -42,6 +42,7 @@ from hindsight.interop.otf2 import (
     ARCHIVE_NAME,
     ATTR_COMM,
     COLLECTIVE_OPS_OTF2,
+    PROP_TIMELINE,
     TESTBED_NODE,
     UNDEFINED_ROOT,
     OtfError,
@@ -172,7 +173,9 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
     except Exception as exc:  # the C library reports a code, not an exception class
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({short_error(exc)})") from None
     try:
-        return _convert(trace, anchor, otf2)
+        cols, extra, rows = _convert(trace, anchor, otf2)
+        extra["timeline"] = _timeline_property(trace)
+        return cols, extra, rows
     except OtfError:
         raise
     except Exception as exc:
@@ -185,6 +188,16 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
             reader_cm.__exit__(None, None, None)
         except Exception:
             pass
+
+
+def _timeline_property(trace) -> str | None:
+    """The archive's ``PROP_TIMELINE`` (a timeline hindsight exported that no run measured),
+    or None."""
+    import _otf2
+
+    names = {str(n).upper() for n in _otf2.Reader_GetPropertyNames(trace._handle)}
+    return _otf2.Reader_GetProperty(trace._handle, PROP_TIMELINE) \
+        if PROP_TIMELINE in names else None
 
 
 def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str, Any],
@@ -528,7 +541,10 @@ def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
     comms = {int(k): v for k, v in extra["communicators"].items()}
     write_trace(out, cols, communicators=comms, manifest={
         "app": _app_name(path), "paradigm": None,
-        "origin": {"format": "otf2", "source": str(path)},
+        # (a timeline no run measured keeps saying so: replay's noise report reads nothing
+        # measured from it)
+        "origin": {"format": "otf2", "source": str(path),
+                   **({"timeline": extra["timeline"]} if extra.get("timeline") else {})},
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
