@@ -80,6 +80,16 @@ def _say(quiet: bool):
     return (lambda *a, **kw: None) if quiet else click.echo
 
 
+def note(text: str) -> None:
+    """A ``note: TEXT`` line on stderr (what the result leaves out or assumes), unless the
+    running command was given ``--quiet``, which prints nothing but errors and the paths of
+    the files written."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.params.get("quiet"):
+        return
+    click.echo(f"note: {text}", err=True)
+
+
 FORCE = click.option("--force", is_flag=True, help="replace an existing output")
 QUIET = click.option("--quiet", "-q", is_flag=True,
                      help="print nothing but errors and the paths of the files written")
@@ -133,27 +143,31 @@ def model_from_flags(model_name: str, sets, profile, below_binding: bool = False
 _UNIT_OF = {"time": "s", "time_per_byte": "s/B"}
 
 
-def _note_bare_times(mod, assignments) -> None:
+def _note_bare_times(mod, assignments, flag: str = "--set") -> None:
     """A bare number for a time is seconds (SI base units, as documented): ``--set L=5`` is
     5 s. Say so, since a user who meant microseconds gets a prediction a million times off."""
+    from replay import models as M
+
     for name, value in assignments:
-        param = mod.PARAMS.get(name)
-        if param is None or param.kind not in _UNIT_OF:
+        try:
+            param = mod.PARAMS[M._expand(mod, name)[0]]     # (an alias, o: o_send and o_recv)
+        except (M.ParamError, KeyError, IndexError):
+            continue
+        if param.kind not in _UNIT_OF:
             continue
         try:
             x = float(str(value))
         except ValueError:
             continue                     # it has a unit
         if x != 0:
-            click.echo(f"note: --set {name}={value}: a number without a unit is in "
-                       f"{_UNIT_OF[param.kind]} ({x:g} {_UNIT_OF[param.kind]}); write e.g. "
-                       f"{value}us for microseconds", err=True)
+            note(f"{flag} {name}={value}: a number without a unit is in "
+                 f"{_UNIT_OF[param.kind]} ({x:g} {_UNIT_OF[param.kind]}); write e.g. "
+                 f"{value}us for microseconds")
 
 
 def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
     mod, values, prof, assignments = model_from_flags(model_name, sets, profile)
-    if not quiet:
-        _note_bare_times(mod, assignments)
+    _note_bare_times(mod, assignments)
     # the manifest alone tells a missing or foreign trace, before the readers (pandas) load
     rules = trace_rules(profile, read_manifest(trace))
     if rules.below:
@@ -172,9 +186,8 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     except ReplayError as exc:
         raise UserError(f"{trace}: {exc}" if str(trace) not in str(exc)
                                    else str(exc)) from None
-    if not quiet:
-        for note in prep.notes:
-            click.echo(f"note: {note}", err=True)
+    for text in prep.notes:
+        note(text)
     if profile and not quiet:
         _note_mismatch(profile, prep.manifest)
         _warn_noisy(profile)
@@ -193,8 +206,8 @@ def _note_mismatch(profile: Path, manifest: dict) -> None:
         if a and b and a != b:
             diffs.append(f"{what} {a!r} (profile) vs {b!r} (trace)")
     if diffs:
-        click.echo(f"note: profile {profile} was measured on another network than the trace: "
-                   + "; ".join(diffs), err=True)
+        note(f"profile {profile} was measured on another network than the trace: "
+             + "; ".join(diffs))
 
 
 def _warn_noisy(profile: Path) -> None:
@@ -257,8 +270,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
                                       ("--trace-profile", trace_profile)) if on]
         if used:
             raise UsageError(f"{used[0]}: needs the whole trace in memory, and {stream[1]}")
-        if window is None and not quiet:
-            click.echo(f"note: {stream[1]} in windows of {stream[0]} rows per rank", err=True)
+        if window is None:
+            note(f"{stream[1]} in windows of {stream[0]} rows per rank")
         return _replay_streamed(trace, stream[0], model_name, sets, profile, compute_scale,
                                 region_scale, algorithms, as_json, quiet)
     mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
@@ -323,11 +336,11 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
-        click.echo(f"note: {res.info['not_modelled']}", err=True)
+        note(res.info["not_modelled"])
     _untraced_note(prep.manifest)
     _run_notes(prep, cpu_time)
     if res.info.get("one_host"):
-        click.echo(f"note: M/M/1: {res.info['one_host']}", err=True)
+        note(f"M/M/1: {res.info['one_host']}")
     _ack_line(say, res.info.get("ack_cells"))
     _unexpected_line(say, res.info.get("unexpected_copy"))
     _flag_line(say, res.info)
@@ -343,7 +356,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         say(f"transport  bursts {res.info['transport_burst_cost']} (rule transport_burst_cost): "
             f"{res.info['transport_burst_cost_s'] * 1e3:+.3g} ms of compute over all ranks")
     elif cost_note:
-        click.echo(f"note: {cost_note}", err=True)
+        note(cost_note)
     _breakdown(say, shown_res.breakdown_columns())
     if out:
         click.echo(str(out) if quiet else f"replayed timeline written to {out}")
@@ -393,8 +406,8 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
         click.echo(json.dumps(doc, indent=2, default=float))
         return
     say = _say(quiet)
-    for note in res.info.get("notes", []):
-        click.echo(f"note: {note}", err=True)
+    for text in res.info.get("notes", []):
+        note(text)
     if profile and not quiet:
         _note_mismatch(profile, manifest)
         _warn_noisy(profile)
@@ -424,22 +437,21 @@ def _run_notes(prep, cpu_time: bool) -> None:
         return          # (nothing to say: the rows' CPU shares, 4 bytes a row, are not read)
     no_samples = bool(np.all(prep.rows.ratio == 1.0))
     if cpu_time and no_samples:
-        click.echo("note: --cpu-time: no burst lies in a region with CPU-time samples (region "
-                   "rows with cpu_ns: instrument.region, collect --cpu-sampling), so the bursts "
-                   "keep their wall time", err=True)
+        note("--cpu-time: no burst lies in a region with CPU-time samples (region rows with "
+             "cpu_ns: instrument.region, collect --cpu-sampling), so the bursts keep their "
+             "wall time")
     if oversubscribed and not cpu_time:
-        click.echo("note: the traced run was oversubscribed (more ranks than cores): its bursts "
-                   "hold the time ranks waited for a core"
-                   + ("" if no_samples else "; --cpu-time scales them by their regions' CPU "
-                      "share"), err=True)
+        note("the traced run was oversubscribed (more ranks than cores): its bursts hold the "
+             "time ranks waited for a core"
+             + ("" if no_samples else "; --cpu-time scales them by their regions' CPU share"))
 
 
 def _untraced_note(manifest: dict) -> None:
     from hindsight.trace.manifest import untraced_note
 
-    note = untraced_note(manifest)
-    if note:
-        click.echo(f"note: {note}", err=True)
+    text = untraced_note(manifest)
+    if text:
+        note(text)
 
 
 def _messages_text(res) -> str:

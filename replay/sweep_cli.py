@@ -12,8 +12,8 @@ from hindsight.errors import DataError, UsageError
 from hindsight.outputs import check_output, write_failed
 from hindsight.system import write_atomic
 from hindsight.trace import read_manifest
-from replay.cli import (FORCE, QUIET, _common, _kv, _load, _region_scale, _say,
-                        _untraced_note, check_compute_scale)
+from replay.cli import (FORCE, QUIET, _common, _kv, _load, _note_bare_times, _region_scale,
+                        _say, _untraced_note, check_compute_scale)
 
 
 @click.command("sweep")
@@ -68,6 +68,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None
+    _note_bare_times(mod, [pair for v in vary for pair in _vary_texts(v)], "--vary")
     scales = _region_scale(region_scale, prep.region_names)
     total = 1
     for a in axes:
@@ -113,6 +114,14 @@ def _axis_label(mod, name: str) -> str:
         return name
     unit = _AXIS_UNITS.get(kind)
     return f"{name} ({unit})" if unit else name
+
+
+def _vary_texts(spec: str) -> list[tuple[str, str]]:
+    """(name, value as written) of each value of a ``--vary`` (``parse_vary`` checked it): a
+    list's values, or a range's two ends."""
+    name, rhs = spec.split("=", 1)
+    values = rhs.split(":")[0].split("..") if ".." in rhs else rhs.split(",")
+    return [(name.strip(), v.strip()) for v in values]
 
 
 def _plot(df, names, path: Path, specs, mod, trace: Path) -> None:

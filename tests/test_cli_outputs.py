@@ -253,6 +253,28 @@ def test_quiet_prints_only_the_written_paths(trace, tmp_path):
     assert r.exit_code == 0 and r.output == ""
 
 
+def test_quiet_prints_no_notes_either(trace, tmp_path):
+    """Notes (an oversubscribed run, untraced calls, a time without a unit) go to stderr, and
+    not at all under --quiet."""
+    import shutil
+
+    t = tmp_path / "t"
+    shutil.copytree(trace, t)
+    m = json.loads((t / "manifest.json").read_text())
+    m.update(oversubscribed=True, untraced_calls={"Iallreduce": 2})
+    (t / "manifest.json").write_text(json.dumps(m))
+    runs = [["replay", t, "--set", "L=5", "--out", tmp_path / "o"],
+            ["sweep", t, "--vary", "L=1,2", "--out", tmp_path / "s.csv"],
+            ["export", t, "--format", "pipit", "--out", tmp_path / "p.csv"]]
+    for args in runs:
+        r = invoke(*args, "--force")
+        assert r.exit_code == 0 and "note: " in r.output, (args, r.output)
+        r = invoke(*args, "--force", "--quiet")
+        assert r.exit_code == 0 and r.output == f"{args[-1]}\n", (args, r.output)
+    r = invoke("sweep", t, "--vary", "L=1..2:lin:2", "--json")
+    assert "note: --vary L=1: a number without a unit is in s" in r.output, r.output
+
+
 def test_sweep_plot_has_a_title_and_units(trace, tmp_path, monkeypatch):
     import matplotlib.figure
 

@@ -18,7 +18,7 @@ from hindsight.outputs import (check_output, check_trace_folder, replace_dir, sa
 # NAME=VALUE options, --compute-scale and the shared flags, parsed as replay parses them
 from hindsight.trace.manifest import untraced_note
 from replay.budget import export_too_large
-from replay.cli import FORCE, QUIET, _kv, check_compute_scale
+from replay.cli import FORCE, QUIET, _kv, check_compute_scale, note
 
 
 def _file_errors(fn):
@@ -114,9 +114,9 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     except OSError as exc:
         raise write_failed(out, "--out", exc) from None
     click.echo(str(out) if quiet else line)
-    note = untraced_note(manifest)
-    if note:
-        click.echo(f"note: {note}", err=True)
+    text = untraced_note(manifest)
+    if text:
+        note(text)
 
 
 # What to do instead, by (replayed, GOAL), when an export would not fit in memory.
