@@ -444,15 +444,26 @@ def _check_collectives(cols, ops, manifest, files,
             if len(diff) == 0 and len(a_code) == len(b_code):
                 continue
             k = int(diff[0]) if len(diff) else n
-            a = (_name(int(a_code[k])), int(a_root[k])) if k < len(a_code) else ("nothing", -1)
-            b = (_name(int(b_code[k])), int(b_root[k])) if k < len(b_code) else ("nothing", -1)
+            a = (_name(int(a_code[k])), int(a_root[k])) if k < len(a_code) else None
+            b = (_name(int(b_code[k])), int(b_root[k])) if k < len(b_code) else None
             before = seen.get(cid, 0) if seen is not None else 0
-            out.append(f"{files[r]}: collective #{before + k} on communicator {cid} is "
-                       f"{b[0]} (root {b[1]}) but rank {ref_rank} has {a[0]} (root {a[1]})")
+            out.append(collective_mismatch(files[r], before + k, cid, r, b, ref_rank, a))
     if seen is not None:
         for cid, by_rank in groups.items():
             seen[cid] = seen.get(cid, 0) + max(g.stop - g.start for g in by_rank.values())
     return out
+
+
+def collective_mismatch(where: Path, k: int, cid: int, rank: int, mine: tuple[str, int] | None,
+                        ref_rank: int, ref: tuple[str, int] | None) -> str:
+    """The line for members of communicator ``cid`` whose ``k``-th collectives differ: each
+    side's (op name, root), or None where its collectives on ``cid`` ended before."""
+    def side(r: int, c: tuple[str, int] | None) -> str:
+        if c is None:
+            return f"rank {r} has none (its collectives on it end before)"
+        return f"rank {r} has {c[0]}" + (f" (root {c[1]})" if c[1] >= 0 else "")
+    return (f"{where}: collective #{k} on communicator {cid}: {side(rank, mine)}, "
+            f"{side(ref_rank, ref)}")
 
 
 def _check_epochs(cols, ops, trace_dir: Path) -> list[str]:

@@ -95,11 +95,18 @@ def read_profile(path: Path | str) -> dict[str, Any]:
     return data
 
 
+def format_problem(data: dict[str, Any], where: str) -> str:
+    """What is wrong with the format tag of a profile whose tag is not ``FORMAT``."""
+    if "format" not in data:
+        return (f"profile {where}: no format key (a profile `hindsight calibrate` writes "
+                f"begins with format = {FORMAT!r})")
+    return f"profile {where}: format is {data.get('format')!r}, expected {FORMAT!r}"
+
+
 def check_profile(data: dict[str, Any], where: str) -> None:
     """ProfileError unless ``data`` has the format tag and every ``REQUIRED`` number."""
     if data.get("format") != FORMAT:
-        raise ProfileError(f"profile {where}: format is {data.get('format')!r}, "
-                           f"expected {FORMAT!r}")
+        raise ProfileError(format_problem(data, where))
     for section, names in REQUIRED.items():
         sec = data.get(section)
         if not isinstance(sec, dict):

@@ -663,7 +663,7 @@ def _collectives_by_scan(cols, ops, manifest, files, seen=None):
     compared with the first member's): the reference the compiled-array check must equal."""
     from collections import defaultdict
 
-    from hindsight.check import _name
+    from hindsight.check import _name, collective_mismatch
 
     out = []
     seqs = defaultdict(lambda: defaultdict(list))
@@ -685,12 +685,10 @@ def _collectives_by_scan(cols, ops, manifest, files, seen=None):
             if mine != ref:
                 k = next((j for j, (a, b) in enumerate(zip(ref, mine)) if a != b),
                          min(len(ref), len(mine)))
-                a = ref[k] if k < len(ref) else ("nothing", -1)
-                b = mine[k] if k < len(mine) else ("nothing", -1)
+                a = ref[k] if k < len(ref) else None
+                b = mine[k] if k < len(mine) else None
                 before = seen.get(cid, 0) if seen is not None else 0
-                out.append(f"{files[r]}: collective #{before + k} on communicator {cid} is "
-                           f"{b[0]} (root {b[1]}) but rank {members[0]} has {a[0]} "
-                           f"(root {a[1]})")
+                out.append(collective_mismatch(files[r], before + k, cid, r, b, members[0], a))
     if seen is not None:
         for cid, by_rank in seqs.items():
             seen[cid] = seen.get(cid, 0) + max(len(v) for v in by_rank.values())

@@ -113,8 +113,7 @@ def _load_profile(path: Path, model: NetworkModel, below_binding: bool) -> dict[
         raise ParamError(f"profile {path}: expected a JSON object")
     if kind == "toml":
         if data.get("format") != profile.FORMAT:
-            raise ParamError(f"profile {path}: format is {data.get('format')!r}, expected "
-                             f"'{profile.FORMAT}'")
+            raise ParamError(profile.format_problem(data, str(path)))
         if not isinstance(data.get("measured_on") or {}, dict):
             raise ParamError(f"profile {path}: [measured_on] must be a table")
         out = model.from_profile(data, path)
