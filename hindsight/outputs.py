@@ -86,6 +86,23 @@ def check_trace_folder(out: Path, flag: str) -> None:
                          f"--force replaces a trace directory only: choose another {flag}")
 
 
+#: The image formats matplotlib writes (``FigureCanvasBase.get_supported_filetypes``), by the
+#: suffix of a plot's path; a path without one is a PNG.
+PLOT_FORMATS = ("avif", "eps", "gif", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba",
+                "svg", "svgz", "tif", "tiff", "webp")
+
+
+def plot_format(path: Path | str, flag: str = "--plot") -> str:
+    """The image format of the plot ``path`` names (its suffix, else png), given to matplotlib
+    explicitly (a plot is written under a temporary name first); UsageError naming ``flag``
+    for a suffix matplotlib cannot write."""
+    fmt = Path(path).suffix[1:].lower() or "png"
+    if fmt not in PLOT_FORMATS:
+        raise UsageError(f"{flag} {path}: matplotlib writes no '.{fmt}' images (one of "
+                         f"{', '.join('.' + f for f in PLOT_FORMATS)}, or no suffix for PNG)")
+    return fmt
+
+
 def write_failed(path: Path | str, flag: str, exc: OSError) -> DataError:
     """The one-line error for an OSError met while writing ``path`` (disk full, a folder removed
     meanwhile); ``raise write_failed(...) from None``."""

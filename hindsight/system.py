@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -308,21 +309,28 @@ def write_text_atomic(path: Path | str, text: str) -> None:
     write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
-def write_atomic(path: Path | str, write: Callable[[Path], _T]) -> _T:
+def write_atomic(path: Path | str, write: Callable[[Path], _T], *,
+                 keep_suffix: bool = False) -> _T:
     """``write(tmp)`` writes the file ``path`` under a temporary name in the same folder, which
     then replaces ``path``: whatever stops the writing (an error, a full disk, Ctrl-C, the
     process killed by the kernel's out-of-memory killer) leaves ``path`` as it was, never half
-    written. Returns what ``write`` returned. The temporary name, ``.<stem>.new-<pid><suffix>``,
-    keeps the suffix, by which writers such as matplotlib choose the format; it is removed when
-    the write fails, and left behind (hidden) only by a killed process. A link is followed (its
-    target is replaced), and a path that is not a regular file (a device, a pipe) is written
-    directly."""
+    written. Returns what ``write`` returned.
+
+    The temporary name is ``.<name>.<pid>.tmp``, which no reader's ``*.json`` (say) takes for
+    an output; with ``keep_suffix`` (for writers that choose a format or a compression by it:
+    pandas) it is ``.<stem>.<pid>.tmp<suffix>``. It is removed when the write fails, and left
+    behind (hidden) only by a killed process. An existing file's permission bits are kept. A
+    link is followed (its target is replaced), and a path that is not a regular file (a device,
+    a pipe) is written directly."""
     target = Path(os.path.realpath(path))
     if target.exists() and not target.is_file():
         return write(target)
-    tmp = target.with_name(f".{target.stem}.new-{os.getpid()}{target.suffix}")
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}" if keep_suffix
+                           else f".{target.name}.{os.getpid()}.tmp")
     try:
         result = write(tmp)
+        if target.exists():
+            shutil.copymode(target, tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -259,8 +259,10 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            write_atomic(out / "predict.csv", lambda tmp: df.to_csv(tmp, index=False))
-            write_atomic(out / "fits.csv", lambda tmp: fits.to_csv(tmp, index=False))
+            write_atomic(out / "predict.csv", lambda tmp: df.to_csv(tmp, index=False),
+                         keep_suffix=True)
+            write_atomic(out / "fits.csv", lambda tmp: fits.to_csv(tmp, index=False),
+                         keep_suffix=True)
             write_text_atomic(out / "summary.json",
                               json.dumps(summary, indent=2, default=float) + "\n")
             plot(df, opt, cm, unit, out / "predict.png", bad_fit=bool(errors))
@@ -350,5 +352,5 @@ def plot(df, opt, cm, unit: str, path: Path, bad_fit: bool = False) -> None:
             if bad_fit else "")
     fig.suptitle(f"hindsight predict: {cm.app} on {cm.paradigm} (fitted from "
                  f"{len(cm.traces)} traces{note}); dashed: {name or 'none'}{warn}")
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)

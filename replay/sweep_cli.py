@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from hindsight.errors import DataError, UsageError
-from hindsight.outputs import check_output, write_failed
+from hindsight.outputs import check_output, plot_format, write_failed
 from hindsight.system import write_atomic
 from hindsight.trace import read_manifest
 from replay.cli import (FORCE, QUIET, _common, _kv, _load, _note_bare_times, _region_scale,
@@ -51,6 +51,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         if out is not None and Path(plot).resolve() == Path(out).resolve():
             raise UsageError(f"--plot {plot}: the same file as --out")
         check_output(plot, "--plot", force=force)
+        plot_format(plot)
     from replay.budget import SWEEP_BYTES_PER_ROW, too_large
     reason = too_large(read_manifest(trace), SWEEP_BYTES_PER_ROW, "a sweep")
     if reason:
@@ -85,7 +86,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
     say = _say(quiet)
     if out is not None:
         try:
-            write_atomic(out, lambda tmp: df.to_csv(tmp, index=False))
+            write_atomic(out, lambda tmp: df.to_csv(tmp, index=False), keep_suffix=True)
         except OSError as exc:
             raise write_failed(out, "--out", exc) from None
         click.echo(str(out) if quiet else f"{len(df)} configurations written to {out}")
@@ -145,5 +146,5 @@ def _plot(df, names, path: Path, specs, mod, trace: Path) -> None:
                  f"varying {', '.join(names)}", fontsize="medium")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=100))
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=100, format=plot_format(path)))
     plt.close(fig)

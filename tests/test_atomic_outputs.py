@@ -25,7 +25,7 @@ PROGS = [[("compute", 3000), ("send", 1, 1000), ("recv", 1), ("coll", "Allreduce
 
 
 def _leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if ".new-" in p.name)
+    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name)
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_nothing(tmp_path):
@@ -44,15 +44,21 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_nothing(tmp_path):
     assert out.read_text() == "new\n" and _leftovers(tmp_path) == []
 
 
-def test_the_temporary_name_keeps_the_suffix_and_a_link_keeps_pointing(tmp_path):
+def test_the_temporary_name_hides_from_globs_and_a_link_keeps_pointing(tmp_path):
     seen = []
-    target = tmp_path / "real.png"
+    target = tmp_path / "real.json"
     target.write_text("old")
-    link = tmp_path / "link.png"
+    target.chmod(0o600)
+    link = tmp_path / "link.json"
     link.symlink_to(target)
     write_atomic(link, lambda tmp: (seen.append(tmp), tmp.write_text("new")))
-    assert seen[0].suffix == ".png" and seen[0].parent == tmp_path
+    assert seen[0].parent == tmp_path and not seen[0].match("*.json")
     assert link.is_symlink() and target.read_text() == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600          # (its permission bits kept)
+    # (for pandas, which infers a compression from the suffix)
+    write_atomic(tmp_path / "s.csv.gz", lambda tmp: (seen.append(tmp), tmp.write_text("x")),
+                 keep_suffix=True)
+    assert seen[-1].suffix == ".gz" and (tmp_path / "s.csv.gz").read_text() == "x"
 
 
 def test_a_path_that_is_no_regular_file_is_written_directly():
@@ -78,7 +84,7 @@ def test_a_killed_writer_leaves_the_old_file(tmp_path):
         proc.wait(timeout=30)
     assert out.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir() if p.name != "t.json"] == [
-        f".t.new-{proc.pid}.json"]       # (hidden, and never taken for the output)
+        f".t.json.{proc.pid}.tmp"]       # (hidden, and never taken for the output)
 
 
 @pytest.mark.parametrize("fmt,module,function", [
@@ -106,3 +112,16 @@ def test_an_export_that_fails_half_way_keeps_the_old_file(tmp_path, monkeypatch,
     assert r.exit_code == 1 and r.output.startswith("Error: --out") and \
         "No space left on device" in r.output, r.output
     assert out.read_bytes() == before and _leftovers(tmp_path) == []
+
+
+def test_a_plot_without_a_suffix_is_a_png_and_an_unknown_suffix_a_usage_error(tmp_path):
+    trace = simulate_to_dir(tmp_path / "t", PROGS)
+    plot = tmp_path / "myplot"
+    r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "L=1us,2us", "--json",
+                                  "--plot", str(plot)])
+    assert r.exit_code == 0, r.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and _leftovers(tmp_path) == []
+    r = CliRunner().invoke(main, ["sweep", str(trace), "--vary", "L=1us,2us", "--json",
+                                  "--plot", str(tmp_path / "p.xyz")])
+    assert r.exit_code == 2 and r.output.startswith("Error: --plot") and "'.xyz'" in r.output
+    assert not (tmp_path / "p.xyz").exists()

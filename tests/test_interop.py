@@ -541,6 +541,12 @@ def test_otf2_round_trip_keeps_a_timeline_no_run_measured(tmp_path):
             timeline and f"{timeline} (imported from OTF2)")
         line = [x for x in run("replay", back).output.splitlines() if x.startswith("noise")][0]
         assert ("not analysed" in line) == (timeline is not None), line
+    # exported and imported once more, it still says it once
+    r = run("export", tmp_path / "b2", "--format", "otf2", "--out", tmp_path / "a9")
+    assert r.exit_code == 0, r.output
+    assert run("import", "otf2", tmp_path / "a9", "--out", tmp_path / "b9").exit_code == 0
+    assert tf.simulated_timeline(tf.read_manifest(tmp_path / "b9")) == \
+        "replayed under loggps (imported from OTF2)"
 
 
 def test_otf2_import_of_foreign_archive(tmp_path):

@@ -43,13 +43,18 @@ LATE = [[("compute", 1 * MS), ("stall", 5 * MS), ("send", 2, 100), ("send", 1, 1
 # pickle-API recv records): a wait for the partner, under every model.
 PROBED = [[("probe", 1), ("recv", 1), ("compute", 1 * MS)],
           [("compute", 8 * MS), ("send", 0, 1000)]]
+# The same with 2 ms of the receiver's own work between the probe and the receive (allocating
+# the buffer), and a sender on time: that work stays compute, under every model.
+PROBED_WORK = [[("compute", 3 * MS), ("probe", 1), ("compute", 2 * MS), ("recv", 1)],
+               [("compute", 1 * MS), ("send", 0, 1000)]]
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
     d = tmp_path_factory.mktemp("noise")
     return {name: simulate_to_dir(d / name, progs)
-            for name, progs in (("one", ONE), ("all", ALL), ("late", LATE), ("probed", PROBED))}
+            for name, progs in (("one", ONE), ("all", ALL), ("late", LATE), ("probed", PROBED),
+                                ("probed_work", PROBED_WORK))}
 
 
 def _analyse(trace):
@@ -97,6 +102,13 @@ def test_a_probe_waiting_for_a_late_sender_is_not_noise(traces, model, params):
     assert rep.in_mpi[0] > 7.9 * MS and rep.unexplained[0] < TOL, rep.line()
     probe, recv = 0, 1                  # rank 0's rows
     assert res.row_end_ns[probe] > 7.9 * MS and res.row_start_ns[recv] >= res.row_end_ns[probe]
+    prep = replay.prepare(traces["probed_work"])
+    res = replay.run(prep, model, params, record=True)
+    rows = np.flatnonzero(np.asarray(prep.rows.rank) == 0)
+    probe, recv = (int(i) for i in rows[np.asarray(prep.rows.op)[rows] > 0][:2])
+    assert res.row_end_ns[probe] - res.row_start_ns[probe] < 0.1 * MS       # no wait
+    assert res.row_start_ns[recv] - res.row_end_ns[probe] > 1.9 * MS        # the work
+    assert N.analyse(prep, res).unexplained[0] < TOL
 
 
 def test_without_model(traces):

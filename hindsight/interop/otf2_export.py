@@ -83,7 +83,7 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
                manifest: dict | None = None, timeline: str | None = None) -> tuple[Path, int]:
     """``export_otf2``, and the number of rows written. ``timeline``: how the timeline was
     made when no run measured it (``replayed under loggps``), kept in the archive's property
-    ``PROP_TIMELINE``; by default the manifest's (``hindsight.trace.simulated_timeline``)."""
+    ``PROP_TIMELINE``; by default the manifest's (``hindsight.trace.timeline_made``)."""
     from hindsight.interop.otf2 import quiet_library
     quiet_library()
 
@@ -108,7 +108,7 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
     t0 = min(timelines.t_min, 0)
     from _otf2.ErrorCodes import Error as LibraryError
 
-    timeline = timeline or tf.simulated_timeline(manifest)
+    timeline = timeline or tf.timeline_made(manifest)
     try:
         _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir, timeline)
     except BaseException as exc:

@@ -99,13 +99,23 @@ def simulated_timeline(manifest: dict[str, Any]) -> str | None:
     A timeline ``replay --out`` wrote comes from a model; an imported schedule (GOAL) from the
     import's simulation (``origin.timeline``). Such times hold no noise and no MPI library's
     behaviour, so nothing measured can be read from them (the noise report, for one)."""
+    made = timeline_made(manifest)
+    origin = manifest.get("origin")
+    if made and not isinstance(manifest.get("replay"), dict) and isinstance(origin, dict) \
+            and origin.get("format"):
+        return f"{made} (imported from {str(origin['format']).upper()})"
+    return made
+
+
+def timeline_made(manifest: dict[str, Any]) -> str | None:
+    """``simulated_timeline`` without the format it was imported from: what an export that
+    keeps it writes (so that an export and import again do not say it twice)."""
     rep = manifest.get("replay")
     if isinstance(rep, dict):
         return f"replayed under {rep.get('model')}"
     origin = manifest.get("origin")
     if isinstance(origin, dict) and isinstance(origin.get("timeline"), str):
-        fmt = origin.get("format")
-        return origin["timeline"] + (f" (imported from {str(fmt).upper()})" if fmt else "")
+        return origin["timeline"]
     return None
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from hindsight.errors import UsageError
-from hindsight.outputs import check_output, write_failed
+from hindsight.outputs import check_output, plot_format, write_failed
 
 
 def _ranks(text: str | None) -> list[int] | None:
@@ -69,6 +69,7 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         raise UsageError(f"--plot {png}: the same file as --out")
     check_output(out, "--out", force=force)
     check_output(png, "--plot", force=force)
+    plot_format(png)
     say = (lambda *a, **kw: None) if quiet else click.echo
     prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
                      progress=lambda m: say(f"calibrate: {m}", err=True),

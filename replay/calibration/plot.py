@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hindsight.outputs import plot_format
 from hindsight.system import write_atomic
 from replay.calibration.fit import loggps_one_way
 
@@ -49,5 +50,5 @@ def plot_profiles(profiles: list[dict], path: Path | str) -> None:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7.5, loc="upper left")
     fig.tight_layout()
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format=plot_format(path)))
     plt.close(fig)

@@ -59,16 +59,17 @@ def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult)
 def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, g_end, g_rank,
                  g_sop, rs, re, K_WSEND, K_WRECV, K_PROBE):
     """The rows' times of ``_row_times_from_trace``. Rule *probe_waits*: a blocking probe has
-    no GOAL operation; it waits, as in the trace, from the end of the rank's previous
-    operations until the receive of its message completed, and that receive (the next
-    operation with the message) starts then: the wait the schedule gives the receive is shown
-    in the call that waited (the noise analysis compares calls with the trace's)."""
+    no GOAL operation; the receive of its message (the next operation with the message) waits
+    for it in the schedule, after the computation between the two calls. The probe's row
+    takes that wait, as in the trace: it starts at the end of the rank's previous operations
+    and lasts as long as the receive operation did; the computation follows it, and the
+    receive's row is its end (the noise analysis compares calls with the trace's)."""
     P = len(rank_off) - 1
     gi = 0
     ng = len(g_rank)
     for r in range(P):
         last_end = 0.0
-        probed, probe_end = -1, 0.0      # the message a probe waited for, and until when
+        probed = -1                      # the message a probe waited for
         while gi < ng and g_rank[gi] < r:
             gi += 1
         for i in range(rank_off[r], rank_off[r + 1]):
@@ -82,12 +83,13 @@ def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, 
             if g >= 0:
                 s0, e0 = g_start[g], g_end[g]
                 if msg[i] == probed and probed >= 0:
-                    s0 = min(max(s0, probe_end), e0)
+                    s0 = e0
                     probed = -1
             elif kind[i] == K_PROBE and msg[i] >= 0 and g_recv[msg[i]] >= 0:
+                g = g_recv[msg[i]]
                 s0 = last_end
-                e0 = max(g_end[g_recv[msg[i]]], last_end)
-                probed, probe_end = msg[i], e0
+                e0 = last_end + max(g_end[g] - g_start[g], 0.0)
+                probed = msg[i]
             elif kind[i] == K_WSEND or kind[i] == K_WRECV:
                 gg = g_send[msg[i]] if kind[i] == K_WSEND else g_recv[msg[i]]
                 e0 = max(g_end[gg], last_end) if gg >= 0 else last_end
