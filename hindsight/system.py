@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -330,7 +329,7 @@ def write_atomic(path: Path | str, write: Callable[[Path], _T], *,
     try:
         result = write(tmp)
         if target.exists():
-            shutil.copymode(target, tmp)
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -116,7 +116,8 @@ def _make_room(path: Path) -> bool:
         path.parent.mkdir(exist_ok=True)
         for old in path.parent.glob("prepared-*"):
             if old.is_dir() and old != path:
-                shutil.rmtree(old, ignore_errors=True)
+                # (a stream still written behind a replay of it would make it again)
+                remove_tree(old, ignore_errors=True)
             elif old.is_file():  # the single-file caches of earlier versions
                 old.unlink()
     except OSError:

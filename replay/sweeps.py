@@ -53,6 +53,8 @@ def parse_vary(spec: str, mod: NetworkModel) -> tuple[str, list[float], list[str
             vals = np.linspace(lo, hi, count).tolist()
         else:
             raise M.ParamError(f"--vary {spec}: spacing must be 'log' or 'lin', not '{how}'")
+        # 12 digits: 2e-06, not the 2.0000000000000003e-06 of the spacing's rounding
+        vals = [float(f"{v:.12g}") for v in vals]
     else:
         vals = [M._parse_one(mod, targets[0], v) for v in rhs.split(",")]
     return name, vals, [str(v) for v in vals]

@@ -643,3 +643,13 @@ def test_a_sweep_that_cannot_fit_in_memory_is_refused_at_once(trace, tmp_path, m
     assert r.exit_code == 1
     one_error_line(r, str(trace), "a sweep holds its", "`hindsight replay` streams")
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_a_log_range_gives_round_values_and_report_names_a_missing_folder(tmp_path):
+    from replay import models as M
+    from replay.sweeps import parse_vary
+
+    assert parse_vary("L=1us..8us:log:4", M.get_model("loggps"))[1] == [1e3, 2e3, 4e3, 8e3]
+    r = invoke("report", tmp_path / "nowhere")
+    assert r.exit_code == 1
+    one_error_line(r, str(tmp_path / "nowhere"), "no such folder")

@@ -64,6 +64,9 @@ def load_results(vdir: Path | str) -> Results:
     """(errors.csv's rows, the cells' results, the failed cells' records) of a validation
     directory; ReportError when it holds neither a row nor a failed cell."""
     vdir = Path(vdir)
+    if not vdir.is_dir():
+        raise ReportError(f"{vdir}: no such folder (a validation folder: `hindsight validate "
+                          f"SPEC --out {vdir}` makes one)")
     if not (vdir / "errors.csv").is_file():
         raise ReportError(f"{vdir}: no errors.csv (run `hindsight validate --out {vdir}` first)")
     try:

@@ -174,7 +174,9 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({short_error(exc)})") from None
     try:
         cols, extra, rows = _convert(trace, anchor, otf2)
-        extra["timeline"] = _timeline_property(trace)
+        timeline = _timeline_property(trace)
+        if timeline:
+            extra["timeline"] = timeline
         return cols, extra, rows
     except OtfError:
         raise
