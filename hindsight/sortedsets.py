@@ -2,8 +2,8 @@
 
 NumPy 2.3 and later find ``np.unique(a)``'s values (no ``return_*`` asked) with a hash table,
 as do ``np.setdiff1d``, ``np.union1d`` and the sorting path of ``np.isin`` through it. On this
-project's machines that took 40-60 times as long as a sort for a million distinct integers
-(0.6 s against 0.013 s) and 4 times as long for a million integers of 64 values
+project's machines that took 40-70 times as long as a sort for a million or more distinct
+integers (0.48 s against 0.012 s at a million) and 4-6 times as long for integers of 64 values
 (``benchmarks/unique_speed.py``). These functions sort instead; they are for integer arrays,
 the row numbers, ranks and codes the replay works on, and give what NumPy's give for them.
 """
