@@ -139,6 +139,9 @@ def test_every_shipped_spec_loads():
 def test_cli_errors_have_no_traceback(tmp_path):
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "none.toml"), "--out", str(tmp_path)])
     assert r.exit_code == 1 and "spec not found" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "missing")])
+    assert r.exit_code == 1 and "no such folder" in r.output
+    (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(cli, ["report", str(tmp_path / "empty")])
     assert r.exit_code == 1 and "no errors.csv" in r.output
 
