@@ -36,7 +36,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=float, nargs="+", default=[1e4, 1e5, 1e6, 4e6])
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    print(f"numpy {np.__version__}; load average {os.getloadavg()[0]:.2f}; {yardstick_line('before')}")
+    print(f"numpy {np.__version__}; load average {os.getloadavg()[0]:.2f}; "
+          f"{yardstick_line('before')}")
     rng = np.random.default_rng(0)
     print(f"{'array':<22} {'size':>9} {'np.unique':>11} {'sort':>9} {'ratio':>7}")
     for size in (int(s) for s in args.sizes):
