@@ -51,7 +51,7 @@ def streamed_window(manifest: dict[str, Any], bytes_per_row: int = REPLAY_BYTES_
     else (None, "")."""
     from hindsight.system import available_memory
 
-    rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
+    rows = _rows(manifest)
     avail = available_memory()
     if not avail or fits_in_memory(rows, avail, bytes_per_row):
         return None, ""
@@ -91,11 +91,16 @@ def too_large(manifest: dict[str, Any], bytes_per_row: int, doing: str) -> str |
     from hindsight.system import available_memory
 
     avail = available_memory()
-    rows = sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
+    rows = _rows(manifest)
     if not avail or rows * bytes_per_row <= avail:
         return None
     return (f"{doing} holds its {rows} events in memory, about {_gib(rows * bytes_per_row)}, "
             f"and {_gib(avail)} are available")
+
+
+def _rows(manifest: dict[str, Any]) -> int:
+    """The trace's rows: the sum of the manifest's per-rank ``events``."""
+    return sum(int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float)))
 
 
 def _gib(n: float) -> str:
