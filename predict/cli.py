@@ -199,6 +199,8 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     say("cost models (u = input units covered; bytes:* in bytes, others in seconds):")
     for f in cm.fits.values():
         cv = "n/a (1 point)" if math.isnan(f.cv_rel_err) else f"{f.cv_rel_err * 100:.1f} %"
+        if f.u_levels == 2 and "u" in f.terms:
+            cv += " (2 sizes)"  # the scatter at two sizes: it cannot test the line's form
         r2 = "n/a" if math.isnan(f.r2) else f"{f.r2:.3f}"
         say(f"  {f.quantity:<14} {f.formula():<40} R² {r2:<6} LOO err {cv:<14} "
             f"points {f.points}, u {f.u_range[0]:.4g}..{f.u_range[1]:.4g}, "

@@ -54,11 +54,13 @@ def _lg(x: np.ndarray) -> np.ndarray:
     return np.log2(np.maximum(x, 1.0))
 
 
+#: Candidate u terms, in the order that breaks a near tie: the linear term first (the
+#: simplest hypothesis), then the forms further from it.
 U_TERMS: dict[str, Any] = {
     "u": lambda u: u,
     "u·log2(u)": lambda u: u * _lg(u),
-    "u²": lambda u: u * u,
     "√u": lambda u: np.sqrt(np.maximum(u, 0.0)),
+    "u²": lambda u: u * u,
 }
 #: Candidate u terms of a quantity when not all of U_TERMS. Work on a message's bytes (pickling,
 #: allocating and first-touching the receive buffer, unpickling) is a pass over them: linear in
@@ -91,6 +93,7 @@ class Fit:
     P_range: tuple[int, int]
     residuals: list[float] = field(default_factory=list)  # relative, per point
     fwd_rel_err: float = math.nan      # forward validation: smaller u predicting the larger
+    u_levels: int = 1                  # distinct u (within 1 %): the form is tested from 3
 
     @property
     def error(self) -> float:
@@ -116,9 +119,16 @@ class Fit:
     def as_dict(self) -> dict[str, Any]:
         return {"quantity": self.quantity, "formula": self.formula(), "terms": list(self.terms),
                 "coef": list(self.coef), "r2": self.r2, "cv_rel_err": self.cv_rel_err,
-                "fwd_rel_err": self.fwd_rel_err, "max_rel_resid": self.max_rel_resid, "points": self.points,
-                "samples": self.samples, "u_range": list(self.u_range),
-                "P_range": list(self.P_range)}
+                "fwd_rel_err": self.fwd_rel_err, "max_rel_resid": self.max_rel_resid,
+                "points": self.points, "samples": self.samples, "u_levels": self.u_levels,
+                "u_range": list(self.u_range), "P_range": list(self.P_range)}
+
+
+def _levels(x: np.ndarray) -> int:
+    """How many distinct values ``x`` takes, counting values within 1 % of each other as one
+    (messages of 131209 and 131216 bytes are one size: they cannot tell a curve from a line)."""
+    v = np.unique(x)
+    return 1 + int(np.count_nonzero(np.diff(v) > 0.01 * np.abs(v[1:]))) if len(v) else 0
 
 
 def _identifiable(A: np.ndarray) -> bool:
@@ -181,14 +191,19 @@ def fit(quantity: str, u: Sequence[float], P: Sequence[float], y: Sequence[float
     w = np.sqrt(g["count"].to_numpy()) / np.maximum(np.abs(yy),
                                                     max(1e-12, float(np.abs(yy).max()) * 1e-9))
     forms = U_FORMS_OF.get(quantity, tuple(U_TERMS))
-    u_terms = [None] + (list(forms) if len(np.unique(uu)) >= 2 else [])
+    # Two sizes fix a line but not its form: every curve through the two means fits them
+    # exactly, and leave-one-out, refitting at the same sizes, cannot tell the curves apart.
+    # So with two sizes only the linear term is a candidate; curves need three or more.
+    u_levels = _levels(uu)
+    u_terms = [None] + (list(forms) if u_levels >= 3 else ["u"] if u_levels == 2 else [])
     # Two rank counts fix a line through two points but not its form, and extrapolating a
     # guessed form from P = 1, 2 to thousands is wild: P terms need three or more distinct P
     # (with fewer, the P effect is averaged into the other coefficients).
     P_terms = [None] + ([t for t in P_TERMS] if len(np.unique(PP)) >= 3 else [])
     # The tool exists to extrapolate, so hypotheses are ranked by the worse of how well the
     # smaller u predict the larger ones (forward validation, with enough distinct u) and
-    # leave-one-out; ties go to the fewest terms (within 5 %, or 0.5 % absolute).
+    # leave-one-out; ties (within 5 %, or 0.5 % absolute) go to the fewest terms, then to the
+    # earlier u form in U_TERMS (the linear first).
     results = []
     for tu, tp in itertools.product(u_terms, P_terms):  # one term per variable, as Extra-P
         terms = tuple(t for t in (tu, tp) if t)
@@ -204,8 +219,9 @@ def fit(quantity: str, u: Sequence[float], P: Sequence[float], y: Sequence[float
         results.append((max(fwd, loo) if math.isfinite(fwd) else loo, loo, fwd, terms))
     pool = [r for r in results if math.isfinite(r[0])] or [(math.inf, math.inf, math.inf, ())]
     lowest = min(r[0] for r in pool)
+    rank = {t: i for i, t in enumerate(itertools.chain(U_TERMS, P_TERMS))}
     _, loo, fwd, terms = min((r for r in pool if r[0] <= lowest * 1.05 + 0.005),
-                             key=lambda r: (len(r[3]), r[0]))
+                             key=lambda r: (len(r[3]), [rank[t] for t in r[3]], r[0]))
     A = np.column_stack([np.ones(len(yy))] + [_column(t, uu, PP) for t in terms])
     sol, *_ = np.linalg.lstsq(A * w[:, None], yy * w, rcond=None)
     pred = A @ sol
@@ -217,7 +233,7 @@ def fit(quantity: str, u: Sequence[float], P: Sequence[float], y: Sequence[float
     return Fit(quantity, tuple(terms), tuple(float(c) for c in sol), r2, loo,
                float(np.abs(rel).max()), len(yy), len(df),
                (float(uu.min()), float(uu.max())), (int(PP.min()), int(PP.max())),
-               [float(x) for x in rel], fwd if math.isfinite(fwd) else math.nan)
+               [float(x) for x in rel], fwd if math.isfinite(fwd) else math.nan, u_levels)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -388,6 +404,9 @@ class CostModel:
                 f", forward-validation error {f.fwd_rel_err * 100:.1f} %"
             msg = (f"{q}: {f.formula()} extrapolated to " + " and ".join(far) +
                    f"; fit R² {f.r2:.3f}, leave-one-out error {f.cv_rel_err * 100:.1f} %{fwd}")
+            if u > f.u_range[1] * 1.001 and u > 0 and f.u_levels == 2 and f.terms[:1] == ("u",):
+                # the errors above measure the scatter at the two sizes, not the line's form
+                msg += "; from 2 distinct sizes, so linear in u is assumed, not tested"
             if f.bad(max_rel_err):
                 errors.append(msg + f" (limit {max_rel_err * 100:.0f} %)")
             else:

@@ -95,6 +95,35 @@ def test_one_small_message_among_large_ones_still_gives_the_byte_slope() -> None
     assert f(4 << 20, 2) == pytest.approx(5e-6 + 4e-10 * (4 << 20), rel=0.1)
 
 
+def test_two_sizes_fix_a_line_not_its_form() -> None:
+    # Sizes at two u and three P: every curve through the two means fits exactly, and
+    # leave-one-out (refitting at the same two sizes) cannot tell them apart. The fit must be the
+    # line, and extrapolating it must say the form was assumed.
+    u = np.repeat([1000.0, 4000.0], 6)
+    P = np.tile([2, 3, 4], 4)
+    f = C.fit("bytes:result", u, P, 200 + 8 * u * (1 + 1e-9 * np.arange(len(u))))
+    assert f.terms == ("u",) and f.u_levels == 2
+    assert f(16000, 2) == pytest.approx(200 + 8 * 16000, rel=1e-6)
+    cm = C.CostModel("sorting", "tree", 1000, {"bytes:result": f}, [], [(2, 1000)])
+    cm.cost("bytes:result", 16000, 2)
+    errors, warnings = cm.check(0.25)
+    assert not errors and len(warnings) == 1 and "linear in u is assumed" in warnings[0]
+    # a curve that three sizes do show is still found
+    u3 = np.repeat([1000.0, 2000.0, 4000.0, 8000.0], 3)
+    g = C.fit("task", u3, np.tile([2, 3, 4], 4), 1e-4 + 1e-9 * u3 * u3)
+    assert g.terms == ("u²",) and g.u_levels == 4
+
+
+def test_a_near_tie_goes_to_the_linear_form() -> None:
+    # Noisy data on a line over a narrow range: the curves fit about as well; the line wins.
+    rng = np.random.default_rng(4)
+    u = np.repeat([1000.0, 1100.0, 1200.0, 1300.0, 1400.0], 4)
+    y = (1e-4 + 1e-7 * u) * rng.normal(1.0, 0.002, len(u))
+    assert C.fit("task", u, np.full(len(u), 2), y).terms == ("u",)
+    # sizes a few bytes apart are one size (no curve from them)
+    assert C._levels(np.array([4.0, 131209.0, 131212.0, 131216.0])) == 2
+
+
 def test_every_registered_paradigm_has_an_event_generator() -> None:
     from apps.skeletons import SKELETONS
     assert set(E._EVENTS) == set(SKELETONS)
