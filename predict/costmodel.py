@@ -2,20 +2,21 @@
 
 Paper 002 (§7, Tables 1-3) fits each block's cost function by linear least squares from trace
 files and reports R². Here every quantity gets a small search over candidate terms, in the
-manner of Extra-P: ``c0 [+ c1·f(u)] [+ c2·g(P)]`` with f from {u, u·log2 u, u², √u} (u = input
+manner of Extra-P: ``c0 [+ c1·f(u)] [+ c2·g(P)]`` with f from {u, u·log2 u, √u, u²} (u = input
 units the block covers: elements, edges, documents) and g from {log2 P, P}: at most one term
-per variable (Extra-P's single-term hypotheses); u terms when u takes two or more values, P
-terms when P takes three or more (two rank counts fix a line, not its form); ``pickle`` (work
-on a message's bytes) is linear in them, f = u only. Each candidate is fitted by weighted least
-squares (``numpy.linalg.lstsq``, weights 1/y so that small and large blocks count alike:
-relative error). The tool exists to
-extrapolate, so candidates are ranked by the worse of two errors: forward validation (fit on
-the smaller two thirds of the distinct u, predict the largest third; with four or more distinct
-u; the same along P with three or more distinct P) and leave-one-out; the fewest terms win a near tie (5 %). Samples are first reduced to their mean
-per distinct (u, P) (the mean, not the median: a makespan sums durations, preemption spikes
-included), and a mean of k samples gets k times the weight. A fit's ``error`` is the worse of
-its leave-one-out and forward errors; extrapolating a fit whose error exceeds the limit (or
-that rests on one point) is refused by ``CostModel.check``.
+per variable (Extra-P's single-term hypotheses). u terms when u takes two or more values, only
+f = u with two (two sizes fix a line, not its form), P terms when P takes three or more (the
+same reason); ``pickle`` (work on a message's bytes) is linear in them, f = u only. Each
+candidate is fitted by weighted least squares (``numpy.linalg.lstsq``, weights 1/y so that small
+and large blocks count alike: relative error). The tool exists to extrapolate, so candidates are
+ranked by the worse of two errors: forward validation (fit on the smaller two thirds of the
+distinct u, predict the largest third; with four or more distinct u; the same along P with
+three or more distinct P) and leave-one-out; a near tie (5 %) goes to the fewest terms, then to
+the form nearest the line. Samples are first reduced to their mean per distinct (u, P) (the
+mean, not the median: a makespan sums durations, preemption spikes included), and a mean of k
+samples gets k times the weight. A fit's ``error`` is the worse of its leave-one-out and
+forward errors; extrapolating a fit whose error exceeds the limit (or that rests on one point)
+is refused by ``CostModel.check``.
 
 Quantities: the regions ``io`` (one task's input), ``load`` (the whole input), ``task``,
 ``merge``, ``divide``, ``conquer``, ``combine``, ``global_merge`` (one step of the block sort's

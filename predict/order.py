@@ -85,7 +85,8 @@ def measured_order(spec: Spec, rows: Any) -> list | None:
 
 
 def simulate_order(spec: Spec, cost: Cost) -> list | None:
-    """The order a prediction uses where the run's depends on timing or data (see the module docstring)."""
+    """The order a prediction uses where the run's depends on timing or data (see the module
+    docstring)."""
     if is_block_sort(spec):
         return merge_steps(spec)
     if skeleton(spec.paradigm).demand_driven:
