@@ -2,7 +2,9 @@
 replay's sets are made of: row numbers (every value distinct) and ranks (64 values), at
 several sizes. NumPy 2.3 and later find ``np.unique``'s values with a hash table; this prints
 both times and their ratio, alternating the two (medians of ``--rounds``), so that the choice
-in ``hindsight/sortedsets.py`` can be checked on any machine and NumPy.
+in ``hindsight/sortedsets.py`` can be checked on any machine and NumPy. It also times lookups:
+``np.searchsorted`` of values in random order against ``sortedsets.positions`` (which searches
+them in sorted order), for as many values as the set has.
 
     .venv/bin/python benchmarks/unique_speed.py
     .venv/bin/python benchmarks/unique_speed.py --sizes 1e5 1e6 --rounds 7
@@ -21,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hindsight.sortedsets import unique  # noqa: E402
+from hindsight.sortedsets import positions, unique  # noqa: E402
 from yardstick import line as yardstick_line  # noqa: E402
 
 
@@ -52,6 +54,19 @@ def main() -> None:
                 sorted_.append(_time(unique, a))
             h, s = statistics.median(hashed), statistics.median(sorted_)
             print(f"{name:<22} {size:>9} {h * 1e3:>9.2f}ms {s * 1e3:>7.2f}ms {h / s:>6.1f}x")
+    print(f"\n{'lookups':<22} {'size':>9} {'searchsorted':>12} {'positions':>10} {'ratio':>7}")
+    for size in (int(s) for s in args.sizes):
+        table = np.sort(rng.integers(0, 1 << 62, size))
+        values = rng.integers(0, 1 << 62, size)
+        if not np.array_equal(np.searchsorted(table, values), positions(table, values)):
+            raise SystemExit("Error: sortedsets.positions differs from np.searchsorted")
+        plain, ordered = [], []
+        for _ in range(args.rounds):
+            plain.append(_time(lambda v: np.searchsorted(table, v), values))
+            ordered.append(_time(lambda v: positions(table, v), values))
+        p, o = statistics.median(plain), statistics.median(ordered)
+        print(f"{'random 64-bit values':<22} {size:>9} {p * 1e3:>10.2f}ms {o * 1e3:>8.2f}ms "
+              f"{p / o:>6.1f}x")
     print(f"load average after {os.getloadavg()[0]:.2f}")
 
 

@@ -345,8 +345,9 @@ def _first_posts(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
     if not len(rows):
         return rows
     posts = np.flatnonzero(tf.op_mask(ops, tf.NONBLOCKING_COLLECTIVE_OPS) & (req >= 0))
-    uniq, first = np.unique(_pairs(rank, req, posts), return_index=True)
-    return posts[first[np.searchsorted(uniq, _pairs(rank, req, rows))]]
+    kp, kr = _pair_keys(rank, req, posts, rows)
+    uniq, first = np.unique(kp, return_index=True)
+    return posts[first[np.searchsorted(uniq, kr)]]
 
 
 def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
@@ -379,25 +380,28 @@ def _open_requests(ops: np.ndarray, req: np.ndarray, rank: np.ndarray,
     return open_, freed[_pairs_in(rank, req, freed, colls)]
 
 
-_PAIR = np.dtype([("rank", np.int64), ("req", np.int64)])
-
-
-def _pairs(rank: np.ndarray, req: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The (rank, request id) of each of ``rows``, as records that sort by rank, then id (a
-    single integer key ``rank * width + id`` would wrap for ids of 64 bits)."""
-    out = np.empty(len(rows), _PAIR)
-    out["rank"], out["req"] = rank[rows], req[rows]
-    return out
+def _pair_keys(rank: np.ndarray, req: np.ndarray, *row_sets: np.ndarray) -> list[np.ndarray]:
+    """For each of ``row_sets``, its rows' (rank, request id) as int64 keys that compare as the
+    pairs do: ``rank · n + c``, c numbering the n distinct ids of all the sets in order (a key
+    ``rank · width + id`` would wrap for ids of 64 bits; records of two fields sort 20x
+    slower)."""
+    ids = np.concatenate([req[r] for r in row_sets])
+    order = np.argsort(ids)
+    first = np.empty(len(ids), np.bool_)
+    first[:1] = False
+    np.not_equal(ids[order[1:]], ids[order[:-1]], out=first[1:])
+    code = np.empty(len(ids), np.int64)
+    code[order] = np.cumsum(first)
+    n = int(code.max()) + 1 if len(code) else 1
+    at = np.cumsum([0] + [len(r) for r in row_sets])
+    return [rank[r].astype(np.int64) * n + code[a:b] for r, a, b in zip(row_sets, at, at[1:])]
 
 
 def _pairs_in(rank: np.ndarray, req: np.ndarray, rows: np.ndarray,
               table: np.ndarray) -> np.ndarray:
     """Whether each of ``rows``' (rank, request id) is one of ``table``'s rows'."""
-    t = np.unique(_pairs(rank, req, table))
-    if not len(t):
-        return np.zeros(len(rows), bool)
-    want = _pairs(rank, req, rows)
-    return t[np.minimum(np.searchsorted(t, want), len(t) - 1)] == want
+    want, have = _pair_keys(rank, req, rows, table)
+    return sortedsets.contains(sortedsets.unique(have), want)
 
 
 def _check_collectives(cols, ops, manifest, files,
