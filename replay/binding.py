@@ -26,7 +26,16 @@ where MPI does nothing, ``MPI.PROC_NULL`` and ``MPI.COMM_SELF``), written as the
 ``[binding]`` section. L stays as calibrated: L = T − o_s − o_r was fitted with the binding's
 work on both sides, so the replayed one-way time of a message between two C-level calls is
 T − b(Send) − b(Recv), shorter by the binding's work the calls do after the sender's C call
-returns and before the receiver's begins (bounded by b(Send) + b(Recv), 0.5 µs here). Values
+returns and before the receiver's begins (bounded by b(Send) + b(Recv), 0.5 µs here). Except
+where that would make the message arrive before its send's C call began: a shared-memory fit
+can put most of T in o_r and L below zero, with o_s + L (0.15 µs on this project's machines)
+shorter than b(Send) (0.33 µs). Then
+
+    L' = −(o_send' + 2·o_b_send)
+
+the earliest arrival the LogGP models accept (``L >= −o_s`` at the fewest ranks that send, P
+= 2): the message arrives as the C call begins, and the one-way time is T − b(Send) − b(Recv)
+plus what o_s + L fell short of b(Send). Values
 set with ``--set`` are the model's own and are never changed. Models without these parameters
 (hockney, mm1: one latency per message) are unchanged. Without a ``[binding]`` section (profiles
 made before the probe) nothing changes.
@@ -74,6 +83,9 @@ def less_binding(params: Mapping[str, Any], costs: Mapping[str, float]) -> dict[
     for name, call in PARAM_CALL.items():
         if name in out and call in costs and isinstance(out[name], (int, float)):
             out[name] = max(0.0, float(out[name]) - costs[call])
+    o_s, o_b, L = (out.get(k, 0.0) for k in ("o_send", "o_b_send", "L"))
+    if "L" in params and all(isinstance(x, (int, float)) for x in (o_s, o_b, L)):
+        out["L"] = max(float(L), -(float(o_s) + 2.0 * float(o_b)))
     return out
 
 

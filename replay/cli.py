@@ -131,7 +131,7 @@ def model_from_flags(model_name: str, sets, profile, below_binding: bool = False
         raise UsageError(f"--model: {exc}") from None
     try:
         assignments = M.parse_assignments(list(sets))
-        prof = M.load_profile(profile, mod, below_binding) if profile else None
+        prof = M.load_profile(profile, mod, below_binding, assignments) if profile else None
         values = M.resolve(mod, assignments, prof)
     except M.ProfileParamError as exc:
         raise DataError(f"--profile: {exc}") from None       # the file's content: exit 1

@@ -85,8 +85,41 @@ def test_which_traces_are_below_mpi4py():
 def test_less_binding_floors_at_zero_and_leaves_other_parameters():
     p = less_binding({"o_send": 0.5 * US, "o_recv": 2 * US, "L": -1 * US, "o_call": 1 * US},
                      {"Send": 1 * US, "Recv": 0.5 * US, "Iprobe": 0.25 * US})
-    assert p == {"o_send": 0.0, "o_recv": pytest.approx(1.5 * US), "L": -1 * US,
+    # (o_send' = 0: L is raised to -o_send' = 0, the earliest arrival the models accept)
+    assert p == {"o_send": 0.0, "o_recv": pytest.approx(1.5 * US), "L": 0.0,
                  "o_call": pytest.approx(0.75 * US)}
+
+
+def test_a_negative_L_is_raised_where_the_binding_would_send_before_the_call(tmp_path,
+                                                                             run_hindsight):
+    # A shared-memory fit: L = -2.5 us, so o_send + L = 0.5 us is shorter than b(Send) = 1 us.
+    # Through mpi4py the message arrives at 0.5 us and rank 1 ends at 2.5. Below mpi4py
+    # o_send' = 2 would put it at -0.5, before the send's C call began: L' = -o_send' = -2, the
+    # message arrives at 0 and rank 1 ends at o_recv' = 1.5 (the calibrated profile works).
+    loggps = {"L": -2.5 * US, "o_send": 3 * US, "o_recv": 2 * US, "g": 0.0, "G": 0.0,
+              "S": 4096.0, "O": 0.0, "o_a": 3 * US, "o_b": 0.0}
+    prof = hand_profile(tmp_path / "p.toml", loggps=loggps, binding=BINDING)
+    python = simulate_to_dir(tmp_path / "py", SEND_RECV)
+    pmpi = simulate_to_dir(tmp_path / "lib", SEND_RECV, manifest={"tracer": "pmpi"})
+    assert rank_ends_ns(replay_json(run_hindsight, python, prof)) == [3000, 2500]
+    assert rank_ends_ns(replay_json(run_hindsight, pmpi, prof)) == [2000, 1500]
+    assert M.load_profile(prof, M.get_model("loggps"), True)["L"] == pytest.approx(-2 * US)
+    # L's own value is kept where the binding leaves the arrival after the call began
+    assert less_binding({"o_send": 3 * US, "L": -1.5 * US}, {"Send": 1 * US})["L"] == -1.5 * US
+
+
+def test_set_mends_a_profile_that_breaks_a_rule(tmp_path, run_hindsight):
+    loggps = {"L": -5 * US, "o_send": 3 * US, "o_recv": 2 * US, "g": 0.0, "G": 0.0,
+              "S": 4096.0, "O": 0.0, "o_a": 3 * US, "o_b": 0.0}
+    prof = hand_profile(tmp_path / "p.toml", loggps=loggps)
+    python = simulate_to_dir(tmp_path / "py", SEND_RECV)
+    r = run_hindsight("replay", str(python), "--profile", str(prof))
+    assert r.returncode == 1 and "p.toml" in r.stderr and "L=-5000 ns" in r.stderr
+    # --set takes precedence over the profile, so it may mend it
+    assert rank_ends_ns(replay_json(run_hindsight, python, prof, "--set", "L=1us")) == [3000, 6000]
+    # and a --set that does not is the profile's error still
+    r = run_hindsight("replay", str(python), "--profile", str(prof), "--set", "G=0")
+    assert r.returncode == 1 and "p.toml" in r.stderr
 
 
 def test_a_bad_binding_section_is_one_error_line(tmp_path, run_hindsight):

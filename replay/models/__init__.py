@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from hindsight.errors import DataError
 from replay import profile, units
@@ -85,11 +85,13 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
     return out
 
 
-def load_profile(path: Path | str, model: NetworkModel,
-                 below_binding: bool = False) -> dict[str, Any]:
+def load_profile(path: Path | str, model: NetworkModel, below_binding: bool = False,
+                 overrides: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
     """Parameters for ``model`` from a network profile file; for a trace recorded
     ``below_binding`` (``replay.binding.below_binding``), a TOML profile's per-call costs less its
-    ``[binding]`` section's (rule binding_in_bursts).
+    ``[binding]`` section's (rule binding_in_bursts). A profile whose values break a rule between
+    parameters (L >= -o_send, ...) is an error unless ``overrides`` (the command's ``--set``
+    assignments, which take precedence) mend it.
 
     The format `hindsight calibrate` writes (TOML, ``format = "hindsight-profile/1"``; sections
     [loggps], [hockney], [mm1], see docs/calibration.md) is mapped onto the model's names; the
@@ -97,14 +99,15 @@ def load_profile(path: Path | str, model: NetworkModel,
     flat ``{NAME: VALUE}`` are still read. Values are numbers in SI base units or strings with
     units. Errors are ProfileParamError (a data error, exit 1) naming the file."""
     try:
-        return _load_profile(Path(path), model, below_binding)
+        return _load_profile(Path(path), model, below_binding, overrides)
     except ProfileParamError:
         raise
     except ParamError as exc:
         raise ProfileParamError(str(exc)) from None
 
 
-def _load_profile(path: Path, model: NetworkModel, below_binding: bool) -> dict[str, Any]:
+def _load_profile(path: Path, model: NetworkModel, below_binding: bool,
+                  overrides: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
     try:
         kind, data = profile.read_any(path)
     except profile.ProfileError as exc:
@@ -134,7 +137,8 @@ def _load_profile(path: Path, model: NetworkModel, below_binding: bool) -> dict[
         try:                                # and the rules between them (L >= -o_send, ...)
             resolve(model, (), out)
         except ParamError as exc:
-            raise ParamError(f"profile {path}: {exc}") from None
+            if not overrides or not _mended(model, overrides, out):
+                raise ParamError(f"profile {path}: {exc}") from None
         return out
     if "models" in data:
         if not isinstance(data["models"], dict):
@@ -155,6 +159,17 @@ def _load_profile(path: Path, model: NetworkModel, below_binding: bool) -> dict[
                          "object")
     _check_profile_params(path, model, params)
     return dict(params)
+
+
+def _mended(model: NetworkModel, overrides: Sequence[tuple[str, Any]],
+            params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` pass the model's rules once ``overrides`` replace their values (an
+    error in the overrides themselves is the caller's to report, as a --set error)."""
+    try:
+        resolve(model, overrides, params)
+    except ParamError:
+        return False
+    return True
 
 
 def _check_profile_params(path: Path, model: NetworkModel, params: Mapping[str, Any]) -> None:
