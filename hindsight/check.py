@@ -170,6 +170,10 @@ def _header_problems(trace_dir: Path, manifest: dict, sources: list) -> tuple[li
                         f"(`hindsight trace seal {trace_dir}` seals them)")
             else:
                 held = "no data was saved"
+            if src.status == tf.REMOVED:
+                problems.append(f"{where}: missing, although the manifest says rank {src.rank} "
+                                "finished (the file was removed or moved after the run)")
+                continue
             problems.append(f"{where}: rank {src.rank} did not finish (status {src.status}); "
                             f"{held}")
     text = tf.concurrent_text(manifest)

@@ -220,6 +220,11 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
     note = untraced_note(manifest) if not untraced else None
     if note:
         click.echo(f"note: {note}", err=True)
+    disturbed = (manifest.get("conditions") or {}).get("problems") or []
+    if disturbed and not manifest.get("oversubscribed"):
+        click.echo("warning: the run was disturbed (" + "; ".join(map(str, disturbed)) + "): "
+                   "its times include other work's; run it again on a quieter machine",
+                   err=True)
     if manifest.get("stopped_in"):
         from instrument.stopped import describe
         for line in describe(manifest["stopped_in"]):
@@ -344,7 +349,7 @@ def seal(trace_dir):
     from instrument.tracer import TraceWriteError, still_recording
 
     if not Path(trace_dir).is_dir():
-        raise tf.TraceError(f"{trace_dir}: no such trace directory")
+        raise tf.TraceError(tf.not_a_trace_dir(trace_dir))
     if (Path(trace_dir) / tf.MANIFEST_NAME).is_file():
         if tf.read_manifest(trace_dir).get("traced") is False:
             raise tf.UntracedRunError(f"{trace_dir}: an untraced run (wall time only): "

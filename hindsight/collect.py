@@ -157,11 +157,48 @@ def checked_recorder(program: str | None, recorder: str) -> str:
     if recorder not in RECORDERS:
         raise CollectUsageError(f"--recorder must be one of {', '.join(RECORDERS)}, "
                                 f"not {recorder!r}")
+    if program is not None and Path(program).is_file():
+        from instrument import native
+        if native.is_native(program):
+            if recorder == "python":
+                raise CollectUsageError(f"--recorder python: {program} is a compiled program, "
+                                        "which the PMPI library records (leave --recorder out)")
+        else:
+            problem = _not_python(Path(program))
+            if problem:
+                raise CollectUsageError(f"--program {program}: {problem}")
     if recorder == "pmpi" and program is not None and imports_instrument(program):
         raise CollectUsageError(f"--recorder pmpi: {program} imports instrument, whose regions "
                                 "only the Python tracer records: use --recorder python (or "
                                 "auto)")
     return resolve_recorder(program, recorder)
+
+
+#: suffixes of sources that are compiled before they run
+_COMPILED_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C", ".f", ".f90", ".F90", ".for")
+
+
+def _not_python(program: Path) -> str | None:
+    """Why ``program``, not a compiled (ELF) program, cannot be run as the Python program
+    `collect` runs it as (None when it is Python source)."""
+    import ast
+
+    try:
+        data = program.read_bytes()
+        ast.parse(data)
+        return None
+    except OSError as exc:
+        return f"cannot read ({exc.strerror})"
+    except (SyntaxError, ValueError) as exc:
+        why = (f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) and exc.lineno
+               else str(exc))
+    if program.suffix in _COMPILED_SOURCES:
+        return (f"a source file, not a program: compile it first (mpicc {program} -o "
+                f"{program.with_suffix('')}) and give the executable")
+    if data.startswith(b"#!") and b"python" not in data.split(b"\n", 1)[0]:
+        return ("a script for another interpreter; collect runs Python programs and compiled "
+                "(ELF) programs")
+    return f"neither a compiled (ELF) program nor Python ({why})"
 
 
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,

@@ -116,6 +116,9 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "untraced_calls": dict(m.get("untraced_calls") or {}),
         "rank_errors": dict(m.get("rank_errors") or {}),
         "concurrent_mpi": tf.concurrent_text(m),
+        "simulated": tf.timeline_made(m),
+        "origin": m.get("origin") if isinstance(m.get("origin"), dict) else None,
+        "run_problems": list((m.get("conditions") or {}).get("problems") or []),
         "timed_out_after_s": m.get("timed_out_after_s"),
         "stopped_in": m.get("stopped_in"),
         "replay": m.get("replay"),
@@ -155,6 +158,11 @@ def _origin_line(info: dict[str, Any]) -> str:
         return (f"replayed    {rep.get('model')} {fmt_params(rep.get('params') or {})}  "
                 f"(from run {rep.get('of_run_id')}; "
                 "not a measured run)")
+    origin = info.get("origin")
+    if origin and origin.get("format"):
+        return (f"origin      {str(origin['format']).upper()} {origin.get('source', '')}"
+                + (f"  ({info['simulated']}; not a measured run)" if info.get("simulated")
+                   else ""))
     return f"mpi         {info['mpi_library']} (MPI {info['mpi_version']})"
 
 
@@ -175,8 +183,9 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append("where       " + "\n            ".join(describe(info["stopped_in"])))
     lines += [
         f"verified    {info['result_verified']}",
-        makespan_text(info["makespan_s"] * 1e9) if not info.get("replay") else
-        f"makespan (replayed) {fmt_time(info['makespan_s'] * 1e9)}",
+        f"makespan (replayed) {fmt_time(info['makespan_s'] * 1e9)}" if info.get("replay") else
+        f"makespan (simulated) {fmt_time(info['makespan_s'] * 1e9)}" if info.get("simulated")
+        else makespan_text(info["makespan_s"] * 1e9),
         f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p"
         + (f", {info['bytes_one_sided']} moved by one-sided operations"
            if info.get("bytes_one_sided") else "") + ")",
@@ -195,6 +204,9 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"rank {rank} raised: {text}")
     if info.get("concurrent_mpi"):
         lines.append(f"threads     {info['concurrent_mpi']}: its recording stopped there")
+    if info.get("run_problems"):
+        lines.append("disturbed   " + "; ".join(info["run_problems"])
+                     + ": the measured times include other work's")
     return "\n".join(lines)
 
 

@@ -80,14 +80,14 @@ def _say(quiet: bool):
     return (lambda *a, **kw: None) if quiet else click.echo
 
 
-def note(text: str) -> None:
-    """A ``note: TEXT`` line on stderr (what the result leaves out or assumes), unless the
-    running command was given ``--quiet``, which prints nothing but errors and the paths of
-    the files written."""
+def note(text: str, kind: str = "note") -> None:
+    """A ``note: TEXT`` line on stderr (what the result leaves out or assumes; ``kind``
+    ``warning``: what makes it less trustworthy), unless the running command was given
+    ``--quiet``, which prints nothing but errors and the paths of the files written."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("quiet"):
         return
-    click.echo(f"note: {text}", err=True)
+    click.echo(f"{kind}: {text}", err=True)
 
 
 FORCE = click.option("--force", is_flag=True, help="replace an existing output")
@@ -433,6 +433,12 @@ def _run_notes(prep, cpu_time: bool) -> None:
     import numpy as np
 
     oversubscribed = bool(prep.manifest.get("oversubscribed"))
+    disturbed = (prep.manifest.get("conditions") or {}).get("problems") or []
+    if disturbed and not oversubscribed:
+        # (an oversubscribed run waits for cores by design: said below, once)
+        note("the traced run was disturbed (" + "; ".join(map(str, disturbed)) + "): its "
+             "measured times, and the bursts replayed as compute, include other work's"
+             + ("" if cpu_time else "; --cpu-time takes regions' CPU time"), "warning")
     if not cpu_time and not oversubscribed:
         return          # (nothing to say: the rows' CPU shares, 4 bytes a row, are not read)
     no_samples = bool(np.all(prep.rows.ratio == 1.0))

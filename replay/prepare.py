@@ -182,8 +182,7 @@ def prepare(trace: str | Path | tf.Trace, *, allow_partial: bool = False,
         cols = tf.read_columns(trace_dir)
     if not cols.complete and not allow_partial:
         _refuse_concurrent(trace_dir, cols.manifest)
-        raise ReplayError(f"{trace_dir}: incomplete trace (ranks "
-                          f"{cols.incomplete_ranks or 'unknown'} did not finish cleanly); "
+        raise ReplayError(f"{trace_dir}: incomplete trace ({tf.incomplete_text(cols.sources)}); "
                           "use --allow-partial to replay what was recorded")
     prep = _prepare_columns(cols, allow_partial or not cols.complete)
     if keep_table:

@@ -243,11 +243,13 @@ def test_a_half_written_rank_part_is_one_error_line(tmp_path, leftover):
     (out / leftover).write_bytes((out / leftover).read_bytes()[:100])
     check = hindsight("trace", "check", out)
     assert check.returncode == 1 and "Traceback" not in check.stdout + check.stderr
-    assert "rank-00001.parquet: rank 1 did not finish (status missing)" in check.stdout
+    assert ("rank-00001.parquet: missing, although the manifest says rank 1 finished (the file "
+            "was removed or moved after the run)") in check.stdout
     replay = hindsight("replay", out, "--model", "loggps")
     assert replay.returncode == 1 and "Traceback" not in replay.stdout + replay.stderr
     assert [x for x in replay.stderr.splitlines() if x.startswith("Error:")] == [
-        f"Error: {out}: incomplete trace (ranks [1] did not finish cleanly); use "
+        f"Error: {out}: incomplete trace (the file of rank 1 is missing, although the run "
+        "finished); use "
         "--allow-partial to replay what was recorded"]
 
 

@@ -125,7 +125,8 @@ def _missing_rank(d):
     (_foreign_run, ["rank-00000.parquet", "belongs to run"]),
     (_extra_rank, ["rank-00002.parquet", "beyond the manifest"]),
     (_wrong_type, ["rank-00000.parquet", "t_start", "double"]),
-    (_missing_rank, ["rank-00001.parquet", "did not finish"]),
+    (_missing_rank, ["rank-00001.parquet", "missing, although the manifest says rank 1 "
+                     "finished"]),
 ])
 def test_damaged_traces_are_named_and_refused(good_trace, tmp_path, how, words):
     bad = _damaged(good_trace, tmp_path, how)

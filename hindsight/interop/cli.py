@@ -51,11 +51,13 @@ def _file_errors(fn):
               help="collective algorithm of the replay / GOAL schedule, e.g. Allreduce=ring")
 @click.option("--with-measured", is_flag=True,
               help="perfetto: put the measured timeline next to the replayed one in one file")
+@click.option("--allow-partial", is_flag=True,
+              help="export the measured timeline of an incomplete trace (what its files hold)")
 @FORCE
 @QUIET
 @_file_errors
 def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, with_measured,
-               force, quiet):
+               allow_partial, force, quiet):
     """Write TRACE (or its replayed timeline) in another tool's format.
 
     \b
@@ -87,6 +89,7 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     if fmt == "otf2" and force:
         _check_otf2_archive(out)
     manifest = tf.read_manifest(trace)  # missing or foreign: one line before the readers load
+    partial = _incomplete(trace, fmt, replayed, allow_partial)
     too_large = export_too_large(manifest, fmt, replayed)
     if too_large:
         # (said at once, not after minutes of swapping and the out-of-memory killer's SIGKILL)
@@ -114,9 +117,32 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     except OSError as exc:
         raise write_failed(out, "--out", exc) from None
     click.echo(str(out) if quiet else line)
+    if partial:
+        note(f"{trace}: incomplete trace ({partial}): the export holds what its files hold")
     text = untraced_note(manifest)
     if text:
         note(text)
+
+
+def _incomplete(trace: Path, fmt: str, replayed: bool, allow_partial: bool) -> str | None:
+    """Why ``trace`` is incomplete (None when it is complete). An incomplete trace is refused
+    unless ``allow_partial``, which a measured timeline's export takes: what the files hold is
+    a timeline, but not a schedule to simulate nor a run to replay whole."""
+    from hindsight import trace as tf
+
+    _, sources = tf.open_trace(trace, allow_partial=True)
+    if all(s.complete for s in sources):
+        return None
+    why = tf.incomplete_text(sources)
+    if replayed or fmt == "goal":
+        what = "a replayed timeline" if replayed else "--format goal"
+        raise DataError(f"{trace}: incomplete trace ({why}); {what} needs a complete trace "
+                        "(`hindsight replay --allow-partial` replays up to the last consistent "
+                        "cut)")
+    if not allow_partial:
+        raise DataError(f"{trace}: incomplete trace ({why}); use --allow-partial to export what "
+                        "was recorded")
+    return why
 
 
 # What to do instead, by (replayed, GOAL), when an export would not fit in memory.

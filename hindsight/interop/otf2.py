@@ -38,6 +38,9 @@ ATTR_ROWS = "hindsight::rows"
 #: measured was made ("replayed under loggps", "simulated with LogGOPSim rules"): the import
 #: keeps it as the trace's ``origin.timeline``, so that nothing measured is read from it.
 PROP_TIMELINE = "HINDSIGHT::TIMELINE"
+#: The archive property naming the program (the manifest's ``app``), which the import keeps
+#: rather than the archive's folder name.
+PROP_APP = "HINDSIGHT::APP"
 UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a root, a wildcard
 UNDEFINED_UINT64 = 0xFFFFFFFFFFFFFFFF   # OTF2_UNDEFINED_UINT64: a probe's message id
 # The columns of one row in ATTR_ROWS: the rows of a call that no OTF2 record can carry (a send

@@ -43,6 +43,7 @@ from hindsight.interop.otf2 import (
     ATTR_SOURCE,
     ATTR_TAG,
     COLLECTIVE_OPS_OTF2,
+    PROP_APP,
     PROP_TIMELINE,
     ROW_FIELDS,
     TESTBED_NODE,
@@ -137,6 +138,8 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
                                          timer_resolution=10**9)) as w:
         if timeline:
             _otf2.Archive_SetProperty(w._handle, PROP_TIMELINE, timeline, False)
+        if manifest.get("app"):
+            _otf2.Archive_SetProperty(w._handle, PROP_APP, str(manifest["app"]), False)
         d = w.definitions
         root = d.system_tree_node("machine")
         host_node = {}

@@ -42,6 +42,7 @@ from hindsight.interop.otf2 import (
     ARCHIVE_NAME,
     ATTR_COMM,
     COLLECTIVE_OPS_OTF2,
+    PROP_APP,
     PROP_TIMELINE,
     TESTBED_NODE,
     UNDEFINED_ROOT,
@@ -174,9 +175,10 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({short_error(exc)})") from None
     try:
         cols, extra, rows = _convert(trace, anchor, otf2)
-        timeline = _timeline_property(trace)
-        if timeline:
-            extra["timeline"] = timeline
+        for key, name in (("timeline", PROP_TIMELINE), ("app", PROP_APP)):
+            value = _property(trace, name)
+            if value:
+                extra[key] = value
         return cols, extra, rows
     except OtfError:
         raise
@@ -192,14 +194,13 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
             pass
 
 
-def _timeline_property(trace) -> str | None:
-    """The archive's ``PROP_TIMELINE`` (a timeline hindsight exported that no run measured),
-    or None."""
+def _property(trace, name: str) -> str | None:
+    """The archive's property ``name`` (``PROP_TIMELINE``, ``PROP_APP``: what hindsight's export
+    wrote), or None."""
     import _otf2
 
     names = {str(n).upper() for n in _otf2.Reader_GetPropertyNames(trace._handle)}
-    return _otf2.Reader_GetProperty(trace._handle, PROP_TIMELINE) \
-        if PROP_TIMELINE in names else None
+    return _otf2.Reader_GetProperty(trace._handle, name) if name in names else None
 
 
 def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str, Any],
@@ -542,7 +543,7 @@ def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
             c["op"] = c["op"].astype(np.int8)
     comms = {int(k): v for k, v in extra["communicators"].items()}
     write_trace(out, cols, communicators=comms, manifest={
-        "app": _app_name(path), "paradigm": None,
+        "app": extra.get("app") or _app_name(path), "paradigm": None,
         # (a timeline no run measured keeps saying so: replay's noise report reads nothing
         # measured from it)
         "origin": {"format": "otf2", "source": str(path),

@@ -15,10 +15,20 @@ from hindsight.trace.core import (
 # Manifest
 
 
+def not_a_trace_dir(trace_dir: Path | str) -> str:
+    """The message for a trace path that is not a directory: a file (a rank file, a manifest)
+    is named as one, with its folder, the trace."""
+    p = Path(trace_dir)
+    if p.is_file():
+        return (f"{p}: a file, not a trace directory (a trace is the folder of manifest.json "
+                f"and the rank files: {p.parent})")
+    return f"{p}: no such trace directory"
+
+
 def read_manifest(trace_dir: Path) -> dict[str, Any]:
     path = Path(trace_dir) / MANIFEST_NAME
     if not Path(trace_dir).is_dir():
-        raise TraceError(f"{trace_dir}: no such trace directory")
+        raise TraceError(not_a_trace_dir(trace_dir))
     if not path.is_file():
         if (Path(trace_dir) / STAGING_DIR).is_dir():
             raise TraceError(f"{path}: missing manifest: a run's staged records are there, not "

@@ -142,10 +142,14 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any],
             readable = [stage / RAW_FILE] if staged is not None else []
             recorded = (manifest.get("rank_status") or [None] * nranks)[rank]
             status = recorded if recorded not in (None, "complete", "running") else \
-                ("incomplete" if readable else "missing")
+                ("incomplete" if readable else REMOVED if recorded == "complete" else "missing")
             src = RankSource(rank, readable, False, status, {}, problems, staged=staged)
         sources.append(src)
     return sources
+
+
+#: the status of a rank whose file is gone although the manifest says it finished
+REMOVED = "file removed"
 
 
 @dataclass
@@ -173,6 +177,18 @@ class Trace:
         return [s.rank for s in self.sources if not s.complete]
 
 
+def incomplete_text(sources: list[RankSource]) -> str:
+    """Why a trace of these rank sources is incomplete, in a few words: the ranks that did not
+    finish, or the files that went missing after a run that did."""
+    removed = [s.rank for s in sources if s.status == REMOVED]
+    if len(removed) == 1:
+        return f"the file of rank {removed[0]} is missing, although the run finished"
+    if removed:
+        return f"the files of ranks {rank_ranges(removed)} are missing, although the run finished"
+    return (f"ranks {rank_ranges([s.rank for s in sources if not s.complete]) or 'unknown'} did "
+            "not finish cleanly")
+
+
 def open_trace(trace_dir: Path, allow_partial: bool,
           keep_open: bool = False) -> tuple[dict[str, Any], list[RankSource]]:
     """Manifest and rank sources; refuses an incomplete trace unless ``allow_partial``."""
@@ -180,8 +196,7 @@ def open_trace(trace_dir: Path, allow_partial: bool,
     sources = rank_sources(trace_dir, manifest, keep_open)
     incomplete = [s.rank for s in sources if not s.complete]
     if incomplete and not allow_partial:
-        raise TraceError(f"{trace_dir}: incomplete trace (ranks {rank_ranges(incomplete)} did not "
-                         "finish cleanly)")
+        raise TraceError(f"{trace_dir}: incomplete trace ({incomplete_text(sources)})")
     return manifest, sources
 
 

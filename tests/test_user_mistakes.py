@@ -1,0 +1,125 @@
+"""What a new user meets first: a rank file removed after the run, a file given where a trace
+folder is asked for, a source file or a script given to `collect`, a run disturbed by other work,
+an imported timeline that no run measured. Each is said in one line, and nothing incomplete is
+exported as if it were whole."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from synthetic import simulate_to_dir
+from tests.conftest import hindsight
+
+RING = [[("send", 1, 64), ("recv", 1)], [("recv", 0), ("send", 0, 64)]]
+
+
+def _errors(r) -> list[str]:
+    return [x for x in r.stderr.splitlines() if x.startswith("Error:")]
+
+
+@pytest.fixture
+def removed(tmp_path):
+    """A complete trace whose rank 1 file was deleted after the run."""
+    t = simulate_to_dir(tmp_path / "t", RING)
+    (t / "rank-00001.parquet").unlink()
+    return t
+
+
+def test_a_removed_rank_file_is_named_as_removed(removed):
+    r = hindsight("trace", "check", removed)
+    assert r.returncode == 1
+    assert (f"{removed}/rank-00001.parquet: missing, although the manifest says rank 1 "
+            "finished (the file was removed or moved after the run)") in r.stdout
+    r = hindsight("replay", removed)
+    assert r.returncode == 1 and _errors(r) == [
+        f"Error: {removed}: incomplete trace (the file of rank 1 is missing, although the run "
+        "finished); use --allow-partial to replay what was recorded"]
+
+
+@pytest.mark.parametrize("fmt", ["perfetto", "otf2", "pipit"])
+def test_an_incomplete_trace_is_exported_only_when_allowed(removed, tmp_path, fmt):
+    out = tmp_path / f"out.{fmt}"
+    r = hindsight("export", removed, "--format", fmt, "--out", out)
+    assert r.returncode == 1 and not out.exists()
+    assert _errors(r) == [f"Error: {removed}: incomplete trace (the file of rank 1 is missing, "
+                          "although the run finished); use --allow-partial to export what was "
+                          "recorded"]
+    r = hindsight("export", removed, "--format", fmt, "--out", out, "--allow-partial")
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and "incomplete trace" in r.stderr and "note:" in r.stderr
+
+
+def test_a_schedule_or_a_replayed_timeline_needs_a_complete_trace(removed, tmp_path):
+    for extra in (["--format", "goal"], ["--format", "perfetto", "--model", "loggps"]):
+        r = hindsight("export", removed, *extra, "--out", tmp_path / "o", "--allow-partial")
+        assert r.returncode == 1 and len(_errors(r)) == 1
+        assert "needs a complete trace" in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_a_file_is_not_a_trace_folder(tmp_path):
+    t = simulate_to_dir(tmp_path / "t", RING)
+    for args in (["trace", "check"], ["replay"], ["trace", "info"]):
+        r = hindsight(*args, t / "rank-00000.parquet")
+        assert r.returncode == 1 and _errors(r) == [
+            f"Error: {t}/rank-00000.parquet: a file, not a trace directory (a trace is the "
+            f"folder of manifest.json and the rank files: {t})"]
+
+
+def test_collect_names_what_it_cannot_run(tmp_path):
+    cases = {"halo.c": ("int main(void) { return 0; }\n", "a source file, not a program: "
+                        "compile it first (mpicc {p} -o {stem}) and give the executable"),
+             "run.sh": ("#!/bin/sh\necho hi\n", "a script for another interpreter"),
+             "bad.py": ("def f(:\n", "neither a compiled (ELF) program nor Python (line 1: ")}
+    for name, (text, words) in cases.items():
+        p = tmp_path / name
+        p.write_text(text)
+        r = hindsight("collect", "-n", 1, "--program", p, "--out", tmp_path / "t")
+        assert r.returncode == 2 and not (tmp_path / "t").exists()
+        want = words.format(p=p, stem=p.with_suffix(""))
+        assert _errors(r) and _errors(r)[0].startswith(f"Error: --program {p}: {want}"), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    exe = shutil.which("true")
+    r = hindsight("collect", "-n", 1, "--recorder", "python", "--program", exe,
+                  "--out", tmp_path / "t")
+    assert r.returncode == 2 and _errors(r) == [
+        f"Error: --recorder python: {exe} is a compiled program, which the PMPI library records "
+        "(leave --recorder out)"]
+
+
+def test_a_disturbed_run_is_said_by_replay_and_trace_info(tmp_path):
+    problems = ["rank 1 waited for a core 54.5 % of the time"]
+    t = simulate_to_dir(tmp_path / "t", RING, manifest={"conditions": {"problems": problems}})
+    r = hindsight("replay", t)
+    assert r.returncode == 0
+    assert [x for x in r.stderr.splitlines() if x.startswith("warning:")] == [
+        "warning: the traced run was disturbed (rank 1 waited for a core 54.5 % of the time): "
+        "its measured times, and the bursts replayed as compute, include other work's; "
+        "--cpu-time takes regions' CPU time"]
+    assert "warning" not in hindsight("replay", t, "--quiet").stderr
+    info = hindsight("trace", "info", t)
+    assert ("disturbed   rank 1 waited for a core 54.5 % of the time: the measured times "
+            "include other work's") in info.stdout
+    # a quiet run says nothing
+    quiet = simulate_to_dir(tmp_path / "q", RING)
+    assert "warning" not in hindsight("replay", quiet).stderr
+    assert "\ndisturbed " not in hindsight("trace", "info", quiet).stdout
+
+
+def test_an_imported_timeline_keeps_its_origin_and_program(tmp_path):
+    t = simulate_to_dir(tmp_path / "t", RING, manifest={"app": "halo"})
+    goal, otf2 = tmp_path / "t.goal", tmp_path / "t.otf2"
+    assert hindsight("export", t, "--format", "goal", "--out", goal).returncode == 0
+    assert hindsight("import", "goal", goal, "--out", tmp_path / "g").returncode == 0
+    info = hindsight("trace", "info", tmp_path / "g").stdout
+    assert f"origin      GOAL {goal}  (simulated with LogGOPSim rules; not a measured run)" \
+        in info
+    assert "makespan (simulated)" in info and "traced run" not in info
+    assert hindsight("export", t, "--format", "otf2", "--out", otf2).returncode == 0
+    assert hindsight("import", "otf2", otf2, "--out", tmp_path / "o").returncode == 0
+    m = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert m["app"] == "halo"
+    info = hindsight("trace", "info", tmp_path / "o", "--json")
+    assert json.loads(info.stdout)["origin"]["format"] == "otf2"
