@@ -150,9 +150,12 @@ class RankRows(Sequence[RankEvents]):
     """Each rank's simulated operations linearised into trace rows, made when the rank is asked
     for (a writer going through the ranks holds one rank's rows at a time).
 
-    Sends become Isend and receives Irecv at their simulated start; each request gets a Wait row
-    right before the first operation that requires it (or at the end), ending when the operation
-    completed; calcs become ``calc`` region rows (the time between MPI rows is compute). Request
+    Sends become Isend rows ending at their simulated end, receives zero-length Irecv rows; each
+    request gets a Wait row right before the first operation that requires it (or at the end),
+    ending when the operation completed; calcs become ``calc`` region rows of their simulated
+    duration. Every row starts where the rank's previous row ended (rule ``rows_without_gaps``
+    in ``_linearise``), so the time outside calc rows is inside MPI rows: the compute a replay
+    finds is the schedule's calcs. Request
     ids are the operation's index on its rank: a replay of the trace under ``--model loggopsim``
     maps rows back to the schedule's operations through them."""
 
@@ -246,7 +249,12 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
     waited = np.zeros(n, np.bool_)
     ys = np.empty(n, np.int64)
     nr = 0
-    busy = 0.0      # end of the last MPI row: MPI calls of one rank never overlap
+    # Rule rows_without_gaps: each row starts where the rank's previous row (of any kind)
+    # ended. A rank's one CPU runs its calcs and its MPI work (the receive charges of arriving
+    # messages, a send's wait for the NIC) one after the other, so the time outside calcs is
+    # all MPI: it falls inside MPI rows, and a replay (which takes the time between MPI rows
+    # as compute) finds exactly the calcs as compute, not LogGOPSim's own costs a second time.
+    busy = 0.0      # end of the rank's last row
     for j in range(n + 1):
         last = j == n
         ny = 0
@@ -288,15 +296,19 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
         t0 = op_start[i]
         t1 = op_end[i]
         if kind[i] == CALC:
+            # its simulated duration, from the end of the row before: MPI work the CPU did
+            # before the calc moves after it, into the next MPI row (as a real MPI library
+            # does it in its next call)
             op[nr] = codes[0]
             region[nr] = 0
-            t_start[nr] = round(t0)
-            t_end[nr] = round(max(t1, t0))
+            t_start[nr] = round(busy)
+            busy += max(t1 - t0, 0.0)
+            t_end[nr] = round(busy)
             cpu_ns[nr] = round(size[i])
             comm[nr] = -1
             nr += 1
             continue
-        t0 = max(t0, busy)
+        t0 = busy
         posted[i - lo] = True
         request[nr] = i - lo
         nbytes[nr] = int(size[i])

@@ -1,0 +1,75 @@
+"""Rule ``rows_without_gaps`` of the GOAL import (``hindsight.interop.goal._linearise``): every
+row starts where the rank's previous row ended, so the time between MPI rows, which every other
+model replays as compute, is exactly the schedule's calcs. LogGOPSim charges a receive's cost on
+the CPU when its message arrives, between the schedule's operations; before the rule, that charge
+(o + (s - 1)·G: 50.6 µs for 8 KiB at LogGOPSim's defaults) fell between rows and loggps counted
+it as compute, and a calc listed before a Wait fell inside the Wait."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import replay
+from hindsight import trace as tf
+from hindsight.interop import goal as G
+
+# rank 1 posts its receive, computes 100 us in two calcs; rank 0's 8 KiB message arrives during
+# the first calc, so LogGOPSim charges its receive cost between the two (CPU busy until then)
+CHARGE_BETWEEN_CALCS = """num_ranks 2
+rank 0 {
+l1: send 8192b to 1 tag 0
+l2: recv 8b from 1 tag 1
+}
+rank 1 {
+l1: recv 8192b from 0 tag 0
+l2: calc 50000
+l3: calc 50000
+l4: send 8b to 0 tag 1
+l3 requires l2
+l4 requires l3
+l4 requires l1
+}
+"""
+# rank 1 posts a receive, computes, then sends once the receive completed: its calc lies between
+# the post and the Wait
+CALC_BEFORE_WAIT = """num_ranks 2
+rank 0 {
+l1: calc 20000
+l2: send 8192b to 1 tag 0
+l2 requires l1
+l3: recv 8b from 1 tag 1
+}
+rank 1 {
+l1: recv 8192b from 0 tag 0
+l2: calc 100000
+l3: send 8b to 0 tag 1
+l3 requires l1
+l3 requires l2
+}
+"""
+
+
+@pytest.mark.parametrize("text, calcs", [(CHARGE_BETWEEN_CALCS, [0, 100000]),
+                                         (CALC_BEFORE_WAIT, [20000, 100000])],
+                         ids=["charge-between-calcs", "calc-before-wait"])
+def test_imported_rows_have_the_calcs_as_their_only_compute(tmp_path, text, calcs):
+    src = tmp_path / "s.goal"
+    src.write_text(text)
+    G.import_goal(src, tmp_path / "t")
+    table = tf.read_trace(tmp_path / "t").table.to_pandas()
+    for r, want in enumerate(calcs):
+        rows = table[table["rank"] == r].sort_values("seq")
+        # no time outside the rows (the rows of one Waitall share its interval), and the calc
+        # rows are the calcs
+        start, end = rows["t_start"].to_numpy(), rows["t_end"].to_numpy()
+        assert start[0] == 0 and (start[1:] <= np.maximum.accumulate(end)[:-1]).all()
+        calc = rows[rows["op"] == "region"]
+        assert int((calc["t_end"] - calc["t_start"]).sum()) == want
+    # so a replay under another model finds the calcs as compute, to the nanosecond
+    res = replay.run(replay.prepare(tmp_path / "t"), "loggps")
+    assert np.round(np.asarray(res.breakdown_columns()["compute_s"]) * 1e9).tolist() == calcs
+    # and the import keeps LogGOPSim's makespan: the rows end where the simulation did
+    sim = replay.run(replay.prepare(tmp_path / "t"), "loggopsim", dict(G.LOGGOPSIM_DEFAULTS))
+    ends = table.groupby("rank")["t_end"].max().to_numpy()
+    assert ends.tolist() == np.round(sim.rank_end_ns).astype(np.int64).tolist()
