@@ -13,7 +13,7 @@ from hindsight.outputs import check_output, plot_format, write_failed
 from hindsight.system import write_atomic
 from hindsight.trace import read_manifest
 from replay.cli import (FORCE, QUIET, _common, _kv, _load, _note_bare_times, _region_scale,
-                        _say, _untraced_note, check_compute_scale)
+                        _say, _untraced_note, check_compute_scale, note)
 
 
 @click.command("sweep")
@@ -83,6 +83,8 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
                        workers=workers or None, progress=bar.update, executor=executor)
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None
+    for text in df.attrs.get("notes", []):
+        note(text)
     say = _say(quiet)
     if out is not None:
         try:

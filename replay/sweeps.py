@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def parse_vary(spec: str, mod: NetworkModel) -> tuple[str, list[float], list[str]]:
     """``NAME=LO..HI:log|lin:N`` or ``NAME=V1,V2,...`` -> (name, internal values, labels)."""
     if "=" not in spec:
-        raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=V1,V2,...")
+        raise M.ParamError(f"{spec}: expected NAME=LO..HI:log:N or NAME=V1,V2,...")
     name, rhs = spec.split("=", 1)
     name = name.strip()
     targets = M._expand(mod, name)
@@ -40,19 +40,19 @@ def parse_vary(spec: str, mod: NetworkModel) -> tuple[str, list[float], list[str
             lo_s, hi_s = rng.split("..")
             count = int(count)
         except ValueError:
-            raise M.ParamError(f"--vary {spec}: expected NAME=LO..HI:log:N or NAME=LO..HI:lin:N")
+            raise M.ParamError(f"{spec}: expected NAME=LO..HI:log:N or NAME=LO..HI:lin:N")
         if count < 1:
-            raise M.ParamError(f"--vary {spec}: N must be at least 1")
+            raise M.ParamError(f"{spec}: N must be at least 1")
         lo = M._parse_one(mod, targets[0], lo_s)
         hi = M._parse_one(mod, targets[0], hi_s)
         if how == "log":
             if lo <= 0 or hi <= 0:
-                raise M.ParamError(f"--vary {spec}: a log range needs positive ends")
+                raise M.ParamError(f"{spec}: a log range needs positive ends")
             vals = np.geomspace(lo, hi, count).tolist()
         elif how == "lin":
             vals = np.linspace(lo, hi, count).tolist()
         else:
-            raise M.ParamError(f"--vary {spec}: spacing must be 'log' or 'lin', not '{how}'")
+            raise M.ParamError(f"{spec}: spacing must be 'log' or 'lin', not '{how}'")
         # 12 digits: 2e-06, not the 2.0000000000000003e-06 of the spacing's rounding
         vals = [float(f"{v:.12g}") for v in vals]
     else:
@@ -106,7 +106,13 @@ class SweepPoint:
             row["saturated_messages"] = res.info["saturated_messages"]
         if "not_a_prediction" in res.info:
             row["not_a_prediction"] = res.info["not_a_prediction"]
+        if "one_host" in res.info:
+            row[NOTE_KEY] = f"M/M/1: {res.info['one_host']}"
         return row
+
+
+#: a configuration's row key for a model's note (dropped from the rows, kept in ``attrs``)
+NOTE_KEY = "_note"
 
 
 def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
@@ -133,10 +139,10 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     values0 = M.resolve(mod, base, profile)
     axes = [parse_vary(v, mod) for v in vary]
     if not axes:
-        raise M.ParamError("--vary: give at least one parameter to vary")
+        raise M.ParamError("give at least one parameter to vary")
     names = [a[0] for a in axes]
     if len(set(names)) != len(names):
-        raise M.ParamError("--vary: a parameter is varied twice")
+        raise M.ParamError("a parameter is varied twice")
     grid = np.array(np.meshgrid(*[np.arange(len(a[1])) for a in axes], indexing="ij"))
     combos = grid.reshape(len(axes), -1).T
     measured = mod.MODE == "measured"
@@ -148,4 +154,7 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
                        algorithms, prep.measured_makespan_ns,
                        flags, tracer_cost, resume)
     rows = executors.run_points(executor, prep, point, len(combos), workers, progress)
-    return pd.DataFrame(rows)
+    notes = sorted({r.pop(NOTE_KEY) for r in rows if NOTE_KEY in r})
+    df = pd.DataFrame(rows)
+    df.attrs["notes"] = notes       # what the model says of its configurations, once each
+    return df

@@ -123,3 +123,38 @@ def test_an_imported_timeline_keeps_its_origin_and_program(tmp_path):
     assert m["app"] == "halo"
     info = hindsight("trace", "info", tmp_path / "o", "--json")
     assert json.loads(info.stdout)["origin"]["format"] == "otf2"
+
+
+def test_flag_errors_name_the_flag_once(tmp_path):
+    t = simulate_to_dir(tmp_path / "t", RING)
+    r = hindsight("replay", t, "--set", "L")
+    assert r.returncode == 2 and _errors(r) == ["Error: --set: L: expected NAME=VALUE"]
+    r = hindsight("sweep", t, "--vary", "L=1us..2us:lin:0", "--json")
+    assert r.returncode == 2 and _errors(r) == [
+        "Error: --vary: L=1us..2us:lin:0: N must be at least 1"]
+    goal = tmp_path / "t.goal"
+    assert hindsight("export", t, "--format", "goal", "--out", goal).returncode == 0
+    for bad, words in (("L=abc", "--set: L: 'abc' is not a number"),
+                       ("Q=1", "--set: unknown parameter 'Q' for model loggopsim")):
+        r = hindsight("import", "goal", goal, "--out", tmp_path / "g", "--set", bad)
+        assert r.returncode == 2 and not (tmp_path / "g").exists()
+        assert len(_errors(r)) == 1 and _errors(r)[0].startswith(f"Error: {words}"), r.stderr
+
+
+def test_sweep_says_once_what_the_model_says_of_its_configurations(tmp_path):
+    # every message between ranks of one host: M/M/1's C does not apply, said once, not per row
+    t = simulate_to_dir(tmp_path / "t", RING, hosts={"node0": [0, 1]})
+    r = hindsight("sweep", t, "--model", "mm1", "--vary", "C=1Mbit/s..10Gbit/s:log:3", "--json")
+    assert r.returncode == 0, r.stderr
+    notes = [x for x in r.stderr.splitlines() if "C, tau and the switch do not apply" in x]
+    assert len(notes) == 1 and notes[0].startswith("note: M/M/1: every message is between")
+    assert all("_note" not in row for row in json.loads(r.stdout))
+
+
+def test_a_bad_calibration_size_range_stops_validate_before_any_run(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[networks.shm]\ntransport = "shm"\ncalibrate_sizes = "1MB..1KB"\n')
+    r = hindsight("validate", spec, "--out", tmp_path / "v")
+    assert r.returncode == 1 and not (tmp_path / "v").exists()
+    assert _errors(r) == [f"Error: spec {spec}: network shm: calibrate_sizes '1MB..1KB': need "
+                          "1 <= LO <= HI and a factor >= 2"]

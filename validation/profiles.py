@@ -88,8 +88,9 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
     for attempt in (1, 2):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0 or not dest.is_file():
+            said = (r.stderr or r.stdout).strip()[-300:]
             raise SpecError(f"calibration of network {net_name} failed: "
-                            f"{(r.stderr or r.stdout).strip()[-300:]}")
+                            f"{said.removeprefix('Error: ')}")
         problems = _profile_problems(dest)
         if not problems:
             return dest

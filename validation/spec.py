@@ -201,6 +201,14 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
             _check_testbed(path, name, n)
         if n.get("calibrate", "pickle") not in CALIBRATE_API:
             raise SpecError(f"spec {path}: network {name}: calibrate must be 'pickle' or 'buffer'")
+        if "calibrate_sizes" in n:
+            # checked here, not by the calibration after the runs
+            from replay.calibration.run import CalibrationUsageError, parse_sizes
+            try:
+                parse_sizes(str(n["calibrate_sizes"]))
+            except CalibrationUsageError as exc:
+                raise SpecError(f"spec {path}: network {name}: calibrate_sizes "
+                                f"{str(exc).removeprefix('--sizes ')}") from None
         n.setdefault("accept_noisy_profiles", accept_noisy)
         if not isinstance(n["accept_noisy_profiles"], bool):
             raise SpecError(f"spec {path}: network {name}: accept_noisy_profiles must be true or "

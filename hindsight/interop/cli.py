@@ -233,7 +233,12 @@ def import_cmd(fmt, source, out, sets, force):
     if sets and not importer.takes_params:
         which = ", ".join(i.name.upper() for i in IMPORTERS.values() if i.takes_params)
         raise UsageError(f"--set applies to {which} imports only")
-    assignments = M.parse_assignments(list(sets))
+    try:
+        assignments = M.parse_assignments(list(sets))
+        if importer.check_params is not None:
+            importer.check_params(assignments)
+    except M.ParamError as exc:
+        raise UsageError(f"--set: {exc}") from None
     if same_or_inside(source, out):
         raise UsageError(f"--out {out}: holds the source {source}; choose another --out")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -62,6 +62,9 @@ class Importer:
     #: imported trace do not match (``match_messages``' problems, from the check that reads the
     #: written trace back); None: the check's problems are reported as they are
     unmatched: Callable[[Path, Path, list[str]], None] | None = None
+    #: ``(params)``: raises ``replay.models.ParamError`` for a ``--set`` the import cannot take,
+    #: before any work
+    check_params: Callable[[list[tuple[str, str]]], None] | None = None
 
 
 # Each format's module is imported when it runs: the registry itself (the choices of
@@ -129,6 +132,12 @@ def _otf2_unmatched(source: Path, trace: Path, problems: list[str]) -> None:
         raise error
 
 
+def _goal_params(params: list[tuple[str, str]]) -> None:
+    from hindsight.interop.goal import import_values
+
+    import_values(params)
+
+
 def _import_goal(source: Path, out: Path, params: list[tuple[str, str]]) -> Path:
     from hindsight.interop.goal import import_goal
 
@@ -145,5 +154,5 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
 
 IMPORTERS: dict[str, Importer] = {i.name: i for i in (
     Importer("otf2", False, _import_otf2, _otf2_unmatched),
-    Importer("goal", True, _import_goal),
+    Importer("goal", True, _import_goal, check_params=_goal_params),
 )}

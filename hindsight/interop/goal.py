@@ -75,15 +75,21 @@ def export_goal(trace_dir: Path | str, out: Path | str, *, compute_scale: float 
 # Import: schedule -> simulated timeline -> trace rows
 
 
+def import_values(params: Mapping[str, Any] | list[tuple[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+    """The LogGOPSim model's values an import simulates with: LogGOPSim's defaults, then
+    ``params`` (``import --set``). A bad name or value raises ``ParamError``."""
+    assign = dict(LOGGOPSIM_DEFAULTS)
+    assign.update(dict(params or {}))
+    return M.resolve(M.get_model("loggopsim"), list(assign.items()))
+
+
 def import_goal(path: Path | str, out: Path | str,
                 params: Mapping[str, Any] | list[tuple[str, Any]] | None = None) -> Path:
     """Parse a GOAL schedule, simulate it (LogGOPSim rules, LogGOPSim's default parameters unless
     ``params`` overrides them, hindsight units) and write the timeline as a trace in ``out``."""
     path = Path(path)
-    mod = M.get_model("loggopsim")
-    assign = dict(LOGGOPSIM_DEFAULTS)
-    assign.update(dict(params or {}))
-    values = M.resolve(mod, list(assign.items()))
+    values = import_values(params)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise GoalError(f"{out}: exists and is not empty (choose a new --out)")

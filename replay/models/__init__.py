@@ -77,10 +77,10 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
     out = []
     for item in items:
         if "=" not in item:
-            raise ParamError(f"--set {item}: expected NAME=VALUE")
+            raise ParamError(f"{item}: expected NAME=VALUE")
         k, v = item.split("=", 1)
         if not k.strip() or not v.strip():
-            raise ParamError(f"--set {item}: expected NAME=VALUE")
+            raise ParamError(f"{item}: expected NAME=VALUE")
         out.append((k.strip(), v.strip()))
     return out
 
