@@ -45,7 +45,7 @@ def run(variant: str, args: list[str], out: Path) -> dict[int, float]:
         cmd = [find_mpiexec(), "-n", "2", sys.executable, str(PROGRAM), *args]
     else:
         cmd = [sys.executable, "-m", "hindsight.cli", "collect", "-n", "2", "--program",
-               str(PROGRAM), "--out", str(out), "--recorder", variant, "--", *args]
+               str(PROGRAM), "--out", str(out), "--force", "--recorder", variant, "--", *args]
     done = subprocess.run(cmd, env=launch_env(2), capture_output=True, text=True, cwd=ROOT,
                           timeout=600)
     if done.returncode != 0:

@@ -61,7 +61,7 @@ def collect(work: Path, app: str, paradigm: str, P: int, flags: list[str], reuse
     if reuse and (out / tf.MANIFEST_NAME).is_file():
         return out
     cmd = [sys.executable, "-m", "hindsight.cli", "collect", app, "-n", str(P), "--paradigm",
-           paradigm, "--out", str(out), "--", *flags]
+           paradigm, "--out", str(out), "--force", "--", *flags]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"collect failed: {' '.join(cmd)}\n{r.stderr}")

@@ -179,9 +179,10 @@ class _ParadigmOption(click.Option):
               help="who records a Python --program's MPI calls: the PMPI library below mpi4py "
                    "(a few hundred ns a call), or the mpi4py tracer in Python (2-8 µs a call); "
                    "auto: the library, unless the program imports instrument (docs/cli.md)")
+@click.option("--force", is_flag=True, help="replace the trace (or untraced run) in --out")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[APP] [-- ARGS...]")
 def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, testbed, untraced,
-            recorder, words):
+            recorder, force, words):
     """Run APP (or --program prog.py) under mpiexec with tracing on (or off: --untraced).
 
     Arguments after `--` go to the application or program (`python -m apps.APP --help` lists
@@ -200,6 +201,9 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         # An untraced run gets a folder of its own: it must not replace the trace it measures.
         out = Path("traces") / (f"{name}{'-' + paradigm if paradigm else ''}-n{nprocs}"
                                 + ("-untraced" if untraced else ""))
+    if not force and (Path(out) / tf.MANIFEST_NAME).is_file():
+        # a run's trace is not replaced by the next run unasked, as no command's output is
+        raise UsageError(f"--out {out}: holds a run already; --force replaces it")
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
                                args=list(app_args), transport=transport,
                                cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed,

@@ -348,16 +348,21 @@ def test_readers_refuse_an_untraced_run_in_one_line(tmp_path, cmd):
 
 def test_collect_untraced_writes_the_wall_time_only(tmp_path):
     """A real untraced run: same launch, a manifest saying traced = false with a positive
-    makespan, no rank files; an earlier trace in the folder is replaced."""
+    makespan, no rank files; an earlier trace in the folder is replaced with --force only."""
     out = tmp_path / "u"
     res = hindsight("collect", "-n", 2, "--program", ROOT / "hindsight/examples/ring.py",
                     "--out", out, "--", "--rounds", 5, "--bytes", 100)
     assert res.returncode == 0, res.stderr
     traced = tf.read_manifest(out)
     assert traced["traced"] is True and list(out.glob("rank-*.parquet"))
-    res = hindsight("collect", "-n", 2, "--untraced", "--program",
-                    ROOT / "hindsight/examples/ring.py", "--out", out, "--", "--rounds", 5,
-                    "--bytes", 100)
+    again = ["collect", "-n", 2, "--untraced", "--program", ROOT / "hindsight/examples/ring.py",
+             "--out", out, "--", "--rounds", 5, "--bytes", 100]
+    # a run is not replaced unasked: one line, the trace as it was
+    res = hindsight(*again)
+    assert res.returncode == 2 and res.stderr == (f"Error: --out {out}: holds a run already; "
+                                                  "--force replaces it\n")
+    assert tf.read_manifest(out)["run_id"] == traced["run_id"]
+    res = hindsight(*again[:-4], "--force", *again[-4:])
     assert res.returncode == 0, res.stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["traced"] is False and m["complete"] is True
