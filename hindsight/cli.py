@@ -196,6 +196,7 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
 
     app, app_args = (None, words) if program else (words[0] if words else None, words[1:])
 
+    flag = "--out " if out is not None else ""
     if out is None:
         name = app or Path(program or "program").stem
         # An untraced run gets a folder of its own: it must not replace the trace it measures.
@@ -203,7 +204,10 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
                                 + ("-untraced" if untraced else ""))
     if not force and (Path(out) / tf.MANIFEST_NAME).is_file():
         # a run's trace is not replaced by the next run unasked, as no command's output is
-        raise UsageError(f"--out {out}: holds a run already; --force replaces it")
+        raise UsageError(f"{flag}{out}: holds a run already; --force replaces it")
+    if not force and (Path(out) / tf.STAGING_DIR).is_dir():
+        raise UsageError(f"{flag}{out}: holds a stopped run's records (`hindsight trace seal "
+                         f"{out}` makes them a trace); --force replaces them")
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
                                args=list(app_args), transport=transport,
                                cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed,
@@ -224,9 +228,9 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
     note = untraced_note(manifest) if not untraced else None
     if note:
         click.echo(f"note: {note}", err=True)
-    disturbed = (manifest.get("conditions") or {}).get("problems") or []
+    disturbed = tf.run_problems(manifest)
     if disturbed and not manifest.get("oversubscribed"):
-        click.echo("warning: the run was disturbed (" + "; ".join(map(str, disturbed)) + "): "
+        click.echo("warning: the run was disturbed (" + "; ".join(disturbed) + "): "
                    "its times include other work's; run it again on a quieter machine",
                    err=True)
     if manifest.get("stopped_in"):

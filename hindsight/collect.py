@@ -14,6 +14,7 @@ from typing import Any
 from hindsight import trace as tf
 from hindsight.system import dying_with_us, git_revision, usable_cores
 from hindsight.errors import UsageError, UserError
+from hindsight.programs import imports_instrument, not_python
 
 #: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
 TRANSPORTS: dict[str, dict[str, str]] = {
@@ -108,27 +109,6 @@ def resolve_recorder(program: str | None, recorder: str = "auto") -> str:
     return "pmpi"
 
 
-def imports_instrument(program: str) -> bool:
-    """Whether the Python program's source imports ``instrument`` (or a module of it); a file
-    that is not Python source counts as not importing it."""
-    import ast
-
-    try:
-        tree = ast.parse(Path(program).read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names = [node.module or ""]
-        else:
-            continue
-        if any(n == "instrument" or n.startswith("instrument.") for n in names):
-            return True
-    return False
-
-
 def by_library(program: str | None, recorder: str = "auto") -> bool:
     """Whether the runs of `program` go through the PMPI library: a compiled program always, a
     Python program whose recorder resolves to ``"pmpi"`` (`resolve_recorder`); traced or not (an untraced run loads the library
@@ -164,7 +144,7 @@ def checked_recorder(program: str | None, recorder: str) -> str:
                 raise CollectUsageError(f"--recorder python: {program} is a compiled program, "
                                         "which the PMPI library records (leave --recorder out)")
         else:
-            problem = _not_python(Path(program))
+            problem = not_python(Path(program))
             if problem:
                 raise CollectUsageError(f"--program {program}: {problem}")
     if recorder == "pmpi" and program is not None and imports_instrument(program):
@@ -172,33 +152,6 @@ def checked_recorder(program: str | None, recorder: str) -> str:
                                 "only the Python tracer records: use --recorder python (or "
                                 "auto)")
     return resolve_recorder(program, recorder)
-
-
-#: suffixes of sources that are compiled before they run
-_COMPILED_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C", ".f", ".f90", ".F90", ".for")
-
-
-def _not_python(program: Path) -> str | None:
-    """Why ``program``, not a compiled (ELF) program, cannot be run as the Python program
-    `collect` runs it as (None when it is Python source)."""
-    import ast
-
-    try:
-        data = program.read_bytes()
-        ast.parse(data)
-        return None
-    except OSError as exc:
-        return f"cannot read ({exc.strerror})"
-    except (SyntaxError, ValueError) as exc:
-        why = (f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) and exc.lineno
-               else str(exc))
-    if program.suffix in _COMPILED_SOURCES:
-        return (f"a source file, not a program: compile it first (mpicc {program} -o "
-                f"{program.with_suffix('')}) and give the executable")
-    if data.startswith(b"#!") and b"python" not in data.split(b"\n", 1)[0]:
-        return ("a script for another interpreter; collect runs Python programs and compiled "
-                "(ELF) programs")
-    return f"neither a compiled (ELF) program nor Python ({why})"
 
 
 def build_command(nprocs: int, out: Path, app: str | None, paradigm: str | None,

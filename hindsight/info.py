@@ -118,7 +118,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "concurrent_mpi": tf.concurrent_text(m),
         "simulated": tf.timeline_made(m),
         "origin": m.get("origin") if isinstance(m.get("origin"), dict) else None,
-        "run_problems": list((m.get("conditions") or {}).get("problems") or []),
+        "run_problems": tf.run_problems(m),
         "timed_out_after_s": m.get("timed_out_after_s"),
         "stopped_in": m.get("stopped_in"),
         "replay": m.get("replay"),
@@ -166,6 +166,11 @@ def _origin_line(info: dict[str, Any]) -> str:
     return f"mpi         {info['mpi_library']} (MPI {info['mpi_version']})"
 
 
+def _made_label(made: str) -> str:
+    """``replayed`` or ``simulated``: how a timeline no run measured was made, in a word."""
+    return "replayed" if made.startswith("replayed") else "simulated"
+
+
 def format_info(info: dict[str, Any]) -> str:
     lines = [
         f"trace       {info['path']}",
@@ -184,8 +189,8 @@ def format_info(info: dict[str, Any]) -> str:
     lines += [
         f"verified    {info['result_verified']}",
         f"makespan (replayed) {fmt_time(info['makespan_s'] * 1e9)}" if info.get("replay") else
-        f"makespan (simulated) {fmt_time(info['makespan_s'] * 1e9)}" if info.get("simulated")
-        else makespan_text(info["makespan_s"] * 1e9),
+        f"makespan ({_made_label(info['simulated'])}) {fmt_time(info['makespan_s'] * 1e9)}"
+        if info.get("simulated") else makespan_text(info["makespan_s"] * 1e9),
         f"events      {info['events']}  ({info['bytes_sent']} bytes sent in p2p"
         + (f", {info['bytes_one_sided']} moved by one-sided operations"
            if info.get("bytes_one_sided") else "") + ")",

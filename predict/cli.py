@@ -151,8 +151,9 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         raise UsageError(f"--model: {exc}") from None
     profile_doc = None
     try:
-        prof = M.load_profile(profile, mod) if profile else None
-        values = M.resolve(mod, M.parse_assignments(list(sets)), prof)
+        assignments = M.parse_assignments(list(sets))
+        prof = M.load_profile(profile, mod, overrides=assignments) if profile else None
+        values = M.resolve(mod, assignments, prof)
         if profile:
             import tomllib
             try:

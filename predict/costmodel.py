@@ -126,10 +126,14 @@ class Fit:
 
 
 def _levels(x: np.ndarray) -> int:
-    """How many distinct values ``x`` takes, counting values within 1 % of each other as one
-    (messages of 131209 and 131216 bytes are one size: they cannot tell a curve from a line)."""
-    v = np.unique(x)
-    return 1 + int(np.count_nonzero(np.diff(v) > 0.01 * np.abs(v[1:]))) if len(v) else 0
+    """How many distinct values ``x`` takes, values within 1 % above the smallest of a group
+    counting as one (messages of 131209 and 131216 bytes are one size: they cannot tell a curve
+    from a line); a range of close values spread wide counts as many."""
+    levels, top = 0, -math.inf
+    for v in np.unique(x).tolist():
+        if v > top:
+            levels, top = levels + 1, v + 0.01 * abs(v)
+    return levels
 
 
 def _identifiable(A: np.ndarray) -> bool:

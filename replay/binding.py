@@ -83,10 +83,20 @@ def less_binding(params: Mapping[str, Any], costs: Mapping[str, float]) -> dict[
     for name, call in PARAM_CALL.items():
         if name in out and call in costs and isinstance(out[name], (int, float)):
             out[name] = max(0.0, float(out[name]) - costs[call])
-    o_s, o_b, L = (out.get(k, 0.0) for k in ("o_send", "o_b_send", "L"))
-    if "L" in params and all(isinstance(x, (int, float)) for x in (o_s, o_b, L)):
-        out["L"] = max(float(L), -(float(o_s) + 2.0 * float(o_b)))
+    before, after = (_earliest_arrival(p) for p in (params, out))
+    if before is not None and after is not None and params["L"] >= before:
+        # (a profile that breaks the rule on its own values stays an error)
+        out["L"] = max(float(params["L"]), after)
     return out
+
+
+def _earliest_arrival(params: Mapping[str, Any]) -> float | None:
+    """-(o_send + 2·o_b_send), the lowest L the LogGP models take with these values; None
+    where ``params`` have no numeric L or o_send."""
+    vals = [params.get(k, 0.0 if k == "o_b_send" else None) for k in ("L", "o_send", "o_b_send")]
+    if not all(isinstance(v, (int, float)) for v in vals):
+        return None
+    return -(float(vals[1]) + 2.0 * float(vals[2]))
 
 
 def binding_line(costs: Mapping[str, float] | None) -> str | None:

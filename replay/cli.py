@@ -12,7 +12,7 @@ import click
 from hindsight.errors import DataError, UsageError, UserError
 from hindsight.outputs import (check_output, check_trace_folder, replace_dir, same_or_inside,
                                write_failed)
-from hindsight.trace import read_manifest, simulated_timeline
+from hindsight.trace import read_manifest, run_problems, simulated_timeline
 from replay.recorder_rules import trace_rules
 from replay.units import fmt_params, fmt_time
 
@@ -294,7 +294,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     kw["tracer_cost"] = rules.tracer_ns(mod)
     kw["resume"] = rules.resume_for(mod)
     if trace_profile is not None:
-        kw["transport_cost"], cost_note = _transport_cost(trace_profile, profile, mod)
+        from replay.transport_cost import for_flags
+        kw["transport_cost"], cost_note = for_flags(trace_profile, profile, mod)
     # Per-event times feed --out and the noise report; a model with its own simulator has no
     # critical path, so on a simulated timeline without --out they would go unused (at 5 M
     # operations: a second of mapping operations back to rows and some 500 MB).
@@ -433,10 +434,10 @@ def _run_notes(prep, cpu_time: bool) -> None:
     import numpy as np
 
     oversubscribed = bool(prep.manifest.get("oversubscribed"))
-    disturbed = (prep.manifest.get("conditions") or {}).get("problems") or []
+    disturbed = run_problems(prep.manifest)
     if disturbed and not oversubscribed:
         # (an oversubscribed run waits for cores by design: said below, once)
-        note("the traced run was disturbed (" + "; ".join(map(str, disturbed)) + "): its "
+        note("the traced run was disturbed (" + "; ".join(disturbed) + "): its "
              "measured times, and the bursts replayed as compute, include other work's"
              + ("" if cpu_time else "; --cpu-time takes regions' CPU time"), "warning")
     if not cpu_time and not oversubscribed:
@@ -527,34 +528,6 @@ def _breakdown(say, cols: dict) -> None:
             + (fmt_time(crit[i] * 1e9) if crit is not None else "-"))
     if n > 16:
         say(f"... {n - 16} more ranks (use --json)")
-
-
-def _transport_cost(trace_profile: Path, profile: Path | None, mod):
-    """(rule transport_burst_cost for ``--trace-profile`` -> ``--profile``, or None with the
-    reason it does not apply)."""
-    from replay.profile import ProfileError, read_any
-    from replay.transport_cost import burst_curve, transport_cost
-    if profile is None:
-        raise UsageError("--trace-profile: needs --profile (the network to predict)")
-    if mod.OWN_SIMULATOR or mod.MODE == "measured":
-        raise UsageError(f"--trace-profile: not available with model {mod.NAME}")
-    try:
-        docs = {}
-        for flag, path in (("--trace-profile", trace_profile), ("--profile", profile)):
-            kind, data = read_any(path)
-            docs[flag] = data if kind == "toml" else {}
-            burst_curve(docs[flag], f"{flag} {path}")
-    except ProfileError as exc:
-        raise DataError(str(exc)) from None
-    src, dst = docs["--trace-profile"], docs["--profile"]
-    for flag, d in (("--trace-profile", src), ("--profile", dst)):
-        if "compute" not in d:
-            return None, (f"{flag} has no [compute] section (calibrated before the burst "
-                          "probe): bursts kept as measured")
-    cost = transport_cost(src, dst)
-    if cost is None:
-        return None, "both profiles were measured on one transport: bursts kept as measured"
-    return cost, None
 
 
 def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: dict):

@@ -30,6 +30,7 @@ limits: docs/replay.md, "The transport's cost in the bursts".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -122,3 +123,33 @@ def transport_cost(source_profile: Mapping[str, Any] | None,
     if a is None or b is None or a.transport == b.transport:
         return None
     return TransportCost(a, b)
+
+
+def for_flags(trace_profile: Path, profile: Path | None, mod: Any) -> tuple[Any, str | None]:
+    """``replay --trace-profile``: (rule transport_burst_cost from ``trace_profile`` to
+    ``profile``, or None with the reason it does not apply); a flag that cannot be used is a
+    UsageError, a profile that cannot be read a DataError."""
+    from hindsight.errors import DataError, UsageError
+    from replay.profile import read_any
+
+    if profile is None:
+        raise UsageError("--trace-profile: needs --profile (the network to predict)")
+    if mod.OWN_SIMULATOR or mod.MODE == "measured":
+        raise UsageError(f"--trace-profile: not available with model {mod.NAME}")
+    try:
+        docs = {}
+        for flag, path in (("--trace-profile", trace_profile), ("--profile", profile)):
+            kind, data = read_any(path)
+            docs[flag] = data if kind == "toml" else {}
+            burst_curve(docs[flag], f"{flag} {path}")
+    except ProfileError as exc:
+        raise DataError(str(exc)) from None
+    src, dst = docs["--trace-profile"], docs["--profile"]
+    for flag, d in (("--trace-profile", src), ("--profile", dst)):
+        if "compute" not in d:
+            return None, (f"{flag} has no [compute] section (calibrated before the burst "
+                          "probe): bursts kept as measured")
+    cost = transport_cost(src, dst)
+    if cost is None:
+        return None, "both profiles were measured on one transport: bursts kept as measured"
+    return cost, None

@@ -85,9 +85,12 @@ def test_which_traces_are_below_mpi4py():
 def test_less_binding_floors_at_zero_and_leaves_other_parameters():
     p = less_binding({"o_send": 0.5 * US, "o_recv": 2 * US, "L": -1 * US, "o_call": 1 * US},
                      {"Send": 1 * US, "Recv": 0.5 * US, "Iprobe": 0.25 * US})
-    # (o_send' = 0: L is raised to -o_send' = 0, the earliest arrival the models accept)
-    assert p == {"o_send": 0.0, "o_recv": pytest.approx(1.5 * US), "L": 0.0,
+    # (L = -1 us is below -o_send = -0.5 us before the binding is taken off: the profile
+    # breaks the rule on its own, and its L is left for the model's check to refuse)
+    assert p == {"o_send": 0.0, "o_recv": pytest.approx(1.5 * US), "L": -1 * US,
                  "o_call": pytest.approx(0.75 * US)}
+    # a valid L is raised where o_send' would put the arrival before the call: to -o_send' = 0
+    assert less_binding({"o_send": 0.5 * US, "L": -0.25 * US}, {"Send": 1 * US})["L"] == 0.0
 
 
 def test_a_negative_L_is_raised_where_the_binding_would_send_before_the_call(tmp_path,
@@ -106,6 +109,14 @@ def test_a_negative_L_is_raised_where_the_binding_would_send_before_the_call(tmp
     assert M.load_profile(prof, M.get_model("loggps"), True)["L"] == pytest.approx(-2 * US)
     # L's own value is kept where the binding leaves the arrival after the call began
     assert less_binding({"o_send": 3 * US, "L": -1.5 * US}, {"Send": 1 * US})["L"] == -1.5 * US
+    # and a profile that breaks the rule on its own values stays an error, for every trace
+    bad = less_binding({"o_send": 3 * US, "L": -5 * US}, {"Send": 1 * US})
+    assert bad["L"] == -5 * US
+    loggps["L"] = -5 * US
+    prof = hand_profile(tmp_path / "bad.toml", loggps=loggps, binding=BINDING)
+    for trace in (python, pmpi):
+        r = run_hindsight("replay", str(trace), "--profile", str(prof))
+        assert r.returncode == 1 and "bad.toml" in r.stderr and "L=-5000 ns" in r.stderr
 
 
 def test_set_mends_a_profile_that_breaks_a_rule(tmp_path, run_hindsight):

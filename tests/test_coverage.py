@@ -248,7 +248,7 @@ def test_a_half_written_rank_part_is_one_error_line(tmp_path, leftover):
     replay = hindsight("replay", out, "--model", "loggps")
     assert replay.returncode == 1 and "Traceback" not in replay.stdout + replay.stderr
     assert [x for x in replay.stderr.splitlines() if x.startswith("Error:")] == [
-        f"Error: {out}: incomplete trace (the file of rank 1 is missing, although the run "
+        f"Error: {out}: incomplete trace (the file of rank 1 is missing, although the rank "
         "finished); use "
         "--allow-partial to replay what was recorded"]
 

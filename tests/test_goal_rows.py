@@ -73,3 +73,44 @@ def test_imported_rows_have_the_calcs_as_their_only_compute(tmp_path, text, calc
     sim = replay.run(replay.prepare(tmp_path / "t"), "loggopsim", dict(G.LOGGOPSIM_DEFAULTS))
     ends = table.groupby("rank")["t_end"].max().to_numpy()
     assert ends.tolist() == np.round(sim.rank_end_ns).astype(np.int64).tolist()
+
+
+# the receive's charge lands between two calcs at the end of rank 1, and no MPI row follows but
+# the final Wait of the receive: the calcs move back to the post, whose row absorbs the charge,
+# and the rank still ends where the simulation did
+CHARGE_BEFORE_THE_LAST_CALC = """num_ranks 2
+rank 0 {
+l1: send 8192b to 1 tag 0
+}
+rank 1 {
+l1: recv 8192b from 0 tag 0
+l2: calc 50000
+l3: calc 50000
+l3 requires l2
+}
+"""
+# calcs on two CPUs of one rank overlap: their rows keep the simulated times
+TWO_CPUS = """num_ranks 1
+rank 0 {
+l1: calc 50000 cpu 0
+l2: calc 50000 cpu 1
+}
+"""
+
+
+@pytest.mark.parametrize("text, calcs", [(CHARGE_BEFORE_THE_LAST_CALC, [0, 100000]),
+                                         (TWO_CPUS, None)], ids=["trailing-calc", "two-cpus"])
+def test_the_rows_end_where_the_simulation_did(tmp_path, text, calcs):
+    src = tmp_path / "s.goal"
+    src.write_text(text)
+    G.import_goal(src, tmp_path / "t")
+    table = tf.read_trace(tmp_path / "t").table.to_pandas()
+    sim = replay.run(replay.prepare(tmp_path / "t"), "loggopsim", dict(G.LOGGOPSIM_DEFAULTS))
+    ends = table.groupby("rank")["t_end"].max().to_numpy()
+    assert ends.tolist() == np.round(sim.rank_end_ns).astype(np.int64).tolist()
+    assert tf.read_manifest(tmp_path / "t")["makespan_ns"] == int(ends.max())
+    if calcs is None:
+        assert ends.tolist() == [50000]     # the two calcs at once, as simulated
+        return
+    res = replay.run(replay.prepare(tmp_path / "t"), "loggps")
+    assert np.round(np.asarray(res.breakdown_columns()["compute_s"]) * 1e9).tolist() == calcs

@@ -244,7 +244,7 @@ def test_untraced_run_of_a_compiled_program(exe, tmp_path):
     for kind in ("traced", "untraced", "traced", "untraced"):
         out = tmp_path / kind
         t0 = time.monotonic()
-        res = hindsight("collect", "-n", p, "--program", prog, "--out", out,
+        res = hindsight("collect", "-n", p, "--program", prog, "--out", out, "--force",
                         *(["--untraced"] if kind == "untraced" else []), "--", nap)
         elapsed_ns = (time.monotonic() - t0) * 1e9
         assert res.returncode == 0, res.stderr

@@ -120,8 +120,9 @@ def test_a_near_tie_goes_to_the_linear_form() -> None:
     u = np.repeat([1000.0, 1100.0, 1200.0, 1300.0, 1400.0], 4)
     y = (1e-4 + 1e-7 * u) * rng.normal(1.0, 0.002, len(u))
     assert C.fit("task", u, np.full(len(u), 2), y).terms == ("u",)
-    # sizes a few bytes apart are one size (no curve from them)
+    # sizes a few bytes apart are one size (no curve from them); close sizes spread wide many
     assert C._levels(np.array([4.0, 131209.0, 131212.0, 131216.0])) == 2
+    assert C._levels(np.linspace(1000.0, 3000.0, 300)) > 50
 
 
 def test_every_registered_paradigm_has_an_event_generator() -> None:

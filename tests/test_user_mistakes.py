@@ -35,7 +35,7 @@ def test_a_removed_rank_file_is_named_as_removed(removed):
             "finished (the file was removed or moved after the run)") in r.stdout
     r = hindsight("replay", removed)
     assert r.returncode == 1 and _errors(r) == [
-        f"Error: {removed}: incomplete trace (the file of rank 1 is missing, although the run "
+        f"Error: {removed}: incomplete trace (the file of rank 1 is missing, although the rank "
         "finished); use --allow-partial to replay what was recorded"]
 
 
@@ -45,7 +45,7 @@ def test_an_incomplete_trace_is_exported_only_when_allowed(removed, tmp_path, fm
     r = hindsight("export", removed, "--format", fmt, "--out", out)
     assert r.returncode == 1 and not out.exists()
     assert _errors(r) == [f"Error: {removed}: incomplete trace (the file of rank 1 is missing, "
-                          "although the run finished); use --allow-partial to export what was "
+                          "although the rank finished); use --allow-partial to export what was "
                           "recorded"]
     r = hindsight("export", removed, "--format", fmt, "--out", out, "--allow-partial")
     assert r.returncode == 0, r.stderr
@@ -72,7 +72,8 @@ def test_collect_names_what_it_cannot_run(tmp_path):
     cases = {"halo.c": ("int main(void) { return 0; }\n", "a source file, not a program: "
                         "compile it first (mpicc {p} -o {stem}) and give the executable"),
              "run.sh": ("#!/bin/sh\necho hi\n", "a script for another interpreter"),
-             "bad.py": ("def f(:\n", "neither a compiled (ELF) program nor Python (line 1: ")}
+             "bad.py": ("def f(:\n", "a Python syntax error (line 1: "),
+             "notes.txt": ("some notes\n", "neither a compiled (ELF) program nor Python (line 1: ")}
     for name, (text, words) in cases.items():
         p = tmp_path / name
         p.write_text(text)
@@ -81,6 +82,18 @@ def test_collect_names_what_it_cannot_run(tmp_path):
         want = words.format(p=p, stem=p.with_suffix(""))
         assert _errors(r) and _errors(r)[0].startswith(f"Error: --program {p}: {want}"), r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+    # what runpy runs besides source, a zip application and compiled bytecode, is taken
+    import py_compile
+    import zipapp
+
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("print('hi')\n")
+    zipapp.create_archive(tmp_path / "app", tmp_path / "app.pyz")
+    (tmp_path / "m.py").write_text("print('hi')\n")
+    py_compile.compile(str(tmp_path / "m.py"), str(tmp_path / "m.pyc"))
+    from hindsight.programs import not_python as _not_python
+    assert _not_python(tmp_path / "app.pyz") is None and _not_python(tmp_path / "m.pyc") is None
+    assert _not_python(tmp_path / "m.py") is None
     exe = shutil.which("true")
     r = hindsight("collect", "-n", 1, "--recorder", "python", "--program", exe,
                   "--out", tmp_path / "t")
@@ -102,6 +115,13 @@ def test_a_disturbed_run_is_said_by_replay_and_trace_info(tmp_path):
     info = hindsight("trace", "info", t)
     assert ("disturbed   rank 1 waited for a core 54.5 % of the time: the measured times "
             "include other work's") in info.stdout
+    # a record from elsewhere that is not a list of texts is no record, never a traceback
+    for i, cond in enumerate(("busy", {"problems": "rank 1 waited"}, {"problems": [{"r": 1}]})):
+        odd = simulate_to_dir(tmp_path / f"odd{i}", RING, manifest={"conditions": cond})
+        for args in (["replay"], ["trace", "info"]):
+            r = hindsight(*args, odd)
+            assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+            assert "disturbed" not in r.stdout.replace(str(tmp_path), "") + r.stderr
     # a quiet run says nothing
     quiet = simulate_to_dir(tmp_path / "q", RING)
     assert "warning" not in hindsight("replay", quiet).stderr

@@ -19,7 +19,8 @@ from typing import Any
 from apps import APPS
 from apps.skeletons import skeleton
 from hindsight import testbed as tb
-from hindsight.collect import RECORDERS, imports_instrument, resolve_recorder
+from hindsight.collect import RECORDERS, resolve_recorder
+from hindsight.programs import imports_instrument
 from hindsight.errors import UserError
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"

@@ -159,9 +159,8 @@ class RankRows(Sequence[RankEvents]):
     Sends become Isend rows ending at their simulated end, receives zero-length Irecv rows; each
     request gets a Wait row right before the first operation that requires it (or at the end),
     ending when the operation completed; calcs become ``calc`` region rows of their simulated
-    duration. Every row starts where the rank's previous row ended (rule ``rows_without_gaps``
-    in ``_linearise``), so the time outside calc rows is inside MPI rows: the compute a replay
-    finds is the schedule's calcs. Request
+    duration. Rule ``rows_without_gaps`` (``_linearise``): the time outside calc rows is inside
+    MPI rows, so the compute a replay finds is the schedule's calcs. Request
     ids are the operation's index on its rank: a replay of the trace under ``--model loggopsim``
     maps rows back to the schedule's operations through them."""
 
@@ -173,7 +172,7 @@ class RankRows(Sequence[RankEvents]):
         # the schedule's own arrays, whatever their integer widths (the parser's or the cache's):
         # a widened copy of each would add some 30 bytes per operation to the import's peak
         self.kind, self.rank, self.size = s.kind, s.rank, s.size
-        self.peer, self.tag = s.peer, s.tag
+        self.peer, self.tag, self.cpu = s.peer, s.tag, s.cpu
         self.match, self.op_start, self.op_end = sim.match, sim.op_start, sim.op_end
         # (``waits``: ``_waits_by_op`` of ``s``, when the caller made it meanwhile)
         self.dep_off, self.dep_on = waits or _waits_by_op(n, s.dep_op, s.dep_on, s.dep_start)
@@ -189,9 +188,10 @@ class RankRows(Sequence[RankEvents]):
         lo, hi = int(self.rank_off[r]), int(self.rank_off[r + 1])
         # the rank's operations by simulated start (ties: schedule order)
         order = lo + np.argsort(self.op_start[lo:hi], kind="stable")
+        one_cpu = not np.any(np.asarray(self.cpu[lo:hi]) != 0)
         out = _linearise(lo, hi, order, self.kind, self.size, self.peer, self.tag, self.rank,
                          self.match, self.op_start, self.op_end, self.dep_off, self.dep_on,
-                         self.codes, tf.ANY_SOURCE, tf.ANY_TAG)
+                         self.codes, tf.ANY_SOURCE, tf.ANY_TAG, one_cpu)
         op, region, ints = out[0], out[1], out[2:]
         cols = dict(zip(INT_FIELDS, ints))
         return RankEvents(r, op, region, cols, ["calc"] if (region >= 0).any() else [])
@@ -232,12 +232,43 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
     return off, on
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _pack_calcs(t_start, t_end, lo, hi, call_lo, call_hi, first_start, last_end, dur):
+    """Rule ``rows_without_gaps`` for the calc rows lo..hi (written since the rank's last MPI
+    call, rows call_lo..call_hi; none: call_lo < 0), which ran for ``dur`` in all between their
+    simulated ``first_start`` and ``last_end``: they are packed back to back, and the MPI work
+    the CPU did among them goes into an MPI call. After a call they end at ``last_end`` and the
+    call's rows are extended to their start (a Waitall's rows together), so every row after
+    them keeps its simulated times; before any call (the rank's start) they start at
+    ``first_start``, and the work goes into the next call. Returns where they end."""
+    at = first_start
+    if call_lo >= 0:
+        at = max(last_end - dur, float(t_end[call_lo]))
+        for k in range(call_lo, call_hi):
+            t_end[k] = round(at)
+    for k in range(lo, hi):
+        d = t_end[k] - t_start[k]           # (each row holds its own simulated duration)
+        t_start[k] = round(at)
+        at += d
+        t_end[k] = round(at)
+    return at
+
+
 @njit(cache=True, nogil=True)
 def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_end, dep_off,
-               dep_on, codes, any_source, any_tag):
+               dep_on, codes, any_source, any_tag, one_cpu):
     """The rows of ``RankRows`` of the rank whose operations are lo..hi (``order``: them by
     simulated start) as columns: op, region, then INT_FIELDS. A request is waited for once:
-    the requests a rank waits for are its own operations."""
+    the requests a rank waits for are its own operations.
+
+    Rule ``rows_without_gaps`` (``one_cpu``: the rank's operations all run on CPU 0): each MPI
+    row starts where the rank's previous row ended, and the calc rows between two MPI calls
+    are packed (``_pack_calcs``). One CPU runs a rank's calcs and its MPI work (the receive
+    charges of arriving messages, a send's wait for the NIC) one after the other, so the time
+    outside calcs is all MPI: it falls inside MPI rows, and a replay (which takes the time
+    between MPI rows as compute) finds exactly the calcs as compute, not LogGOPSim's own costs
+    a second time. A rank that runs calcs on several CPUs at once keeps the simulated times of
+    its calcs (they overlap), its MPI rows starting at the end of the previous MPI row."""
     n = hi - lo
     cap = 2 * n
     op = np.empty(cap, np.int8)
@@ -255,12 +286,13 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
     waited = np.zeros(n, np.bool_)
     ys = np.empty(n, np.int64)
     nr = 0
-    # Rule rows_without_gaps: each row starts where the rank's previous row (of any kind)
-    # ended. A rank's one CPU runs its calcs and its MPI work (the receive charges of arriving
-    # messages, a send's wait for the NIC) one after the other, so the time outside calcs is
-    # all MPI: it falls inside MPI rows, and a replay (which takes the time between MPI rows
-    # as compute) finds exactly the calcs as compute, not LogGOPSim's own costs a second time.
-    busy = 0.0      # end of the rank's last row
+    busy = 0.0      # end of the last MPI row: MPI calls of one rank never overlap
+    call_lo = -1    # the last MPI call's rows (a Waitall's share one interval)
+    call_hi = -1
+    chain_lo = -1   # the calc rows since then, their simulated span and their total duration
+    chain_t0 = 0.0
+    chain_t1 = 0.0
+    chain_dur = 0.0
     for j in range(n + 1):
         last = j == n
         ny = 0
@@ -277,12 +309,17 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
                 if posted[y - lo] and not waited[y - lo] and (ny == 0 or ys[ny - 1] != y):
                     ys[ny] = y
                     ny += 1
+        if chain_lo >= 0 and (ny or last or kind[order[j]] != CALC):
+            busy = _pack_calcs(t_start, t_end, chain_lo, nr, call_lo, call_hi, chain_t0,
+                               chain_t1, chain_dur)
+            chain_lo = -1
         if ny:
             # one Wait (Waitall for several) from the end of the last call until the last of
             # the operations completed; one row per request, as the collector records them
             t1 = busy
             for q in range(ny):
                 t1 = max(t1, op_end[ys[q]])
+            call_lo = nr
             for q in range(ny):
                 y = ys[q]
                 op[nr] = codes[3] if ny == 1 else codes[4]
@@ -296,25 +333,27 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
                     nbytes[nr] = int(size[m])
                 waited[y - lo] = True
                 nr += 1
+            call_hi = nr
             busy = t1
         if last:
             break
         t0 = op_start[i]
         t1 = op_end[i]
         if kind[i] == CALC:
-            # its simulated duration, from the end of the row before: MPI work the CPU did
-            # before the calc moves after it, into the next MPI row (as a real MPI library
-            # does it in its next call)
             op[nr] = codes[0]
             region[nr] = 0
-            t_start[nr] = round(busy)
-            busy += max(t1 - t0, 0.0)
-            t_end[nr] = round(busy)
+            t_start[nr] = round(t0)
+            t_end[nr] = round(max(t1, t0))
             cpu_ns[nr] = round(size[i])
             comm[nr] = -1
+            if one_cpu:
+                if chain_lo < 0:
+                    chain_lo, chain_t0, chain_dur = nr, t0, 0.0
+                chain_t1 = max(t1, t0)
+                chain_dur += max(t1, t0) - t0
             nr += 1
             continue
-        t0 = busy
+        t0 = max(t0, busy) if not one_cpu else busy
         posted[i - lo] = True
         request[nr] = i - lo
         nbytes[nr] = int(size[i])
@@ -332,6 +371,7 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
                 r_tag[nr] = any_tag
         t_start[nr] = round(t0)
         t_end[nr] = round(max(t1, t0))
+        call_lo, call_hi = nr, nr + 1
         nr += 1
         busy = t1
     return (op[:nr], region[:nr], t_start[:nr], t_end[:nr], cpu_ns[:nr], r_peer[:nr],

@@ -15,6 +15,17 @@ from hindsight.trace.core import (
 # Manifest
 
 
+def run_problems(manifest: dict[str, Any]) -> list[str]:
+    """What disturbed the traced run, as ``collect`` recorded it (``conditions.problems``: ranks
+    that waited for a core, CPU time stolen by the hypervisor); empty when nothing did or the
+    record is not a list of texts (a manifest from elsewhere)."""
+    cond = manifest.get("conditions")
+    problems = cond.get("problems") if isinstance(cond, dict) else None
+    if not isinstance(problems, list):
+        return []
+    return [p for p in problems if isinstance(p, str)]
+
+
 def not_a_trace_dir(trace_dir: Path | str) -> str:
     """The message for a trace path that is not a directory: a file (a rank file, a manifest)
     is named as one, with its folder, the trace."""

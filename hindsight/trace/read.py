@@ -178,15 +178,19 @@ class Trace:
 
 
 def incomplete_text(sources: list[RankSource]) -> str:
-    """Why a trace of these rank sources is incomplete, in a few words: the ranks that did not
-    finish, or the files that went missing after a run that did."""
+    """Why a trace of these rank sources is incomplete, in a few words: the files that went
+    missing although their ranks finished, and the ranks that did not finish."""
     removed = [s.rank for s in sources if s.status == REMOVED]
-    if len(removed) == 1:
-        return f"the file of rank {removed[0]} is missing, although the run finished"
+    failed = [s.rank for s in sources if not s.complete and s.status != REMOVED]
+    parts = []
     if removed:
-        return f"the files of ranks {rank_ranges(removed)} are missing, although the run finished"
-    return (f"ranks {rank_ranges([s.rank for s in sources if not s.complete]) or 'unknown'} did "
-            "not finish cleanly")
+        parts.append(f"the file of rank {removed[0]} is missing, although the rank finished"
+                     if len(removed) == 1 else f"the files of ranks {rank_ranges(removed)} are "
+                     "missing, although the ranks finished")
+    if failed or not removed:
+        parts.append(f"rank {failed[0]} did not finish cleanly" if len(failed) == 1 else
+                     f"ranks {rank_ranges(failed) or 'unknown'} did not finish cleanly")
+    return "; ".join(parts)
 
 
 def open_trace(trace_dir: Path, allow_partial: bool,
