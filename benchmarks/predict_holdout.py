@@ -1,7 +1,9 @@
 """Hold-out evidence for `hindsight predict`.
 
 For each case: collect traces at small sizes (P = 1 and 2), fit the cost models on them, then
-predict a larger size at P = 2 that was *not* fitted and compare with a measured run of it.
+predict a larger size at P = 2 that was *not* fitted and compare with a measured run of it. The
+runs are made round by round (each round: every fitted configuration, then every held-out size),
+so that a drift of the machine's speed over the minutes of a case falls on both.
 Also synthesize every fitted P = 2 configuration and compare with its own measured trace
 (in-sample: how close synthesis + replay come to the run they were fitted from).
 
@@ -21,6 +23,7 @@ used.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -95,22 +98,27 @@ def main() -> None:
     ns.work.mkdir(parents=True, exist_ok=True)
     mod = M.get_model("loggps")
     prof = M.load_profile(ns.profile, mod)
+    print(f"<!-- load average before {os.getloadavg()[0]:.2f} -->")
     print("| case | P | N | role | measured s | replay of measured s | synthesized s | "
           "error vs measured | replay of measured, CPU time s | synthesized, CPU-time fit s | "
           "error vs CPU-time replay |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in ns.case or list(CASES):
         app, paradigm, fixed, size_flag, fit_sizes, held = CASES[name]
-        fit_dirs = [collect(ns.work, app, paradigm, P, fixed + [size_flag, str(n)], ns.reuse,
-                            f"{n}" if k == 0 else f"{n}-f{k}")
-                    for n in fit_sizes for P in (1, 2) for k in range(ns.fit_repeat)]
+        # Round by round, every fitted configuration and then every held-out one: the VM's
+        # speed drifts over minutes, and fitting on the first minutes to predict runs made
+        # later would measure the drift as the model's error.
+        fit_dirs, held_dirs = [], []
+        for k in range(max(ns.fit_repeat, ns.repeat)):
+            fit_dirs += [collect(ns.work, app, paradigm, P, fixed + [size_flag, str(n)],
+                                 ns.reuse, f"{n}" if k == 0 else f"{n}-f{k}")
+                         for n in fit_sizes for P in (1, 2) if k < ns.fit_repeat]
+            held_dirs += [collect(ns.work, app, paradigm, 2, fixed + [size_flag, str(n)],
+                                  ns.reuse, f"{n}-r{k}") for n in held if k < ns.repeat]
         cm = C.fit_traces(fit_dirs)
         cm_cpu = C.fit_traces(fit_dirs, cpu_time=True)
         rows = [(d, "in-sample") for d in fit_dirs if tf.read_manifest(d)["ranks"] == 2]
-        for n in held:
-            for k in range(ns.repeat):
-                rows.append((collect(ns.work, app, paradigm, 2, fixed + [size_flag, str(n)],
-                                     ns.reuse, f"{n}-r{k}"), "held out"))
+        rows += [(d, "held out") for d in held_dirs]
         by_cfg: dict[tuple, list] = {}
         for d, role in rows:
             man = tf.read_manifest(d)
@@ -137,6 +145,8 @@ def main() -> None:
                       f"refuse without --accept-bad-fit): {w} -->")
             for w in warnings:
                 print(f"<!-- {name}, {label}: {w} -->")
+
+    print(f"<!-- load average after {os.getloadavg()[0]:.2f} -->")
 
 
 if __name__ == "__main__":
