@@ -172,7 +172,10 @@ class RankRows(Sequence[RankEvents]):
         # the schedule's own arrays, whatever their integer widths (the parser's or the cache's):
         # a widened copy of each would add some 30 bytes per operation to the import's peak
         self.kind, self.rank, self.size = s.kind, s.rank, s.size
-        self.peer, self.tag, self.cpu = s.peer, s.tag, s.cpu
+        self.peer, self.tag = s.peer, s.tag
+        # per rank, whether all its operations run on CPU 0 (rule rows_without_gaps), not the
+        # cpu column itself: the schedule's other arrays are freed while the rows are written
+        self.one_cpu = _one_cpu(np.asarray(s.cpu), np.asarray(s.rank_off))
         self.match, self.op_start, self.op_end = sim.match, sim.op_start, sim.op_end
         # (``waits``: ``_waits_by_op`` of ``s``, when the caller made it meanwhile)
         self.dep_off, self.dep_on = waits or _waits_by_op(n, s.dep_op, s.dep_on, s.dep_start)
@@ -188,7 +191,7 @@ class RankRows(Sequence[RankEvents]):
         lo, hi = int(self.rank_off[r]), int(self.rank_off[r + 1])
         # the rank's operations by simulated start (ties: schedule order)
         order = lo + np.argsort(self.op_start[lo:hi], kind="stable")
-        one_cpu = not np.any(np.asarray(self.cpu[lo:hi]) != 0)
+        one_cpu = bool(self.one_cpu[r])
         out = _linearise(lo, hi, order, self.kind, self.size, self.peer, self.tag, self.rank,
                          self.match, self.op_start, self.op_end, self.dep_off, self.dep_on,
                          self.codes, tf.ANY_SOURCE, tf.ANY_TAG, one_cpu)
@@ -230,6 +233,15 @@ def _waits_by_op(n, dep_op, dep_on, dep_start):
                 k -= 1
             on[k + 1] = x
     return off, on
+
+
+def _one_cpu(cpu: np.ndarray, rank_off: np.ndarray) -> np.ndarray:
+    """Per rank (operations rank_off[r]..rank_off[r + 1]), whether none of its operations names
+    a CPU other than 0."""
+    other = np.flatnonzero(cpu != 0)
+    out = np.ones(len(rank_off) - 1, np.bool_)
+    out[np.searchsorted(rank_off, other, side="right") - 1] = False
+    return out
 
 
 @njit(cache=True, nogil=True, _nrt=False)
