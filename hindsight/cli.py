@@ -402,8 +402,9 @@ def demo(nprocs, out, validation):
     from hindsight.info import format_info, trace_info
 
     app, paradigm, args = DEMO_APP
+    # (the demo replaces its own trace: the command that does the same says --force)
     click.echo(f"== 1. hindsight collect {app} -n {nprocs} --paradigm {paradigm} --out {out} "
-               f"-- {' '.join(args)}")
+               f"--force -- {' '.join(args)}")
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, args=args)
     if rc != 0 or not manifest.get("complete"):
         raise UserError(f"demo run failed (exit code {rc})")
