@@ -149,7 +149,16 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
     except Exception as exc:  # the C library reports a code, not an exception class
         raise OtfError(f"{anchor}: not a readable OTF2 archive ({short_error(exc)})") from None
     try:
-        return _convert(trace, anchor, otf2, E)
+        cols, extra = _convert(trace, anchor, otf2, E)
+        # hindsight's own archive properties, read as the importer reads them (metadata, not
+        # the events this reference checks)
+        from hindsight.interop.otf2 import PROP_APP, PROP_TIMELINE
+        from hindsight.interop.otf2_import import _property
+        for key, name in (("timeline", PROP_TIMELINE), ("app", PROP_APP)):
+            value = _property(trace, name)
+            if value:
+                extra[key] = value
+        return cols, extra
     except OtfError:
         raise
     except Exception as exc:
@@ -547,8 +556,9 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
         c["t_end"] = [t - t_min for t in c["t_end"]]
     comms = {int(k): v for k, v in extra["communicators"].items()}
     write_trace(out, cols, communicators=comms, manifest={
-        "app": _app_name(path), "paradigm": None,
-        "origin": {"format": "otf2", "source": str(path)},
+        "app": extra.get("app") or _app_name(path), "paradigm": None,
+        "origin": {"format": "otf2", "source": str(path),
+                   **({"timeline": extra["timeline"]} if extra.get("timeline") else {})},
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)

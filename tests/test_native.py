@@ -377,8 +377,8 @@ def test_timeout_records_the_call_each_rank_was_blocked_in(tmp_path):
 
     # in a call that is counted, not traced: named as untraced_calls names it
     at = src.index("        MPI_Alltoallw(one, one, at, ints, in, one, at, ints, MPI_COMM_WORLD);") + 1
-    res = hindsight("collect", "-n", 2, "--program", exe, "--out", out, "--timeout", 5, "--",
-                    "counted")
+    res = hindsight("collect", "-n", 2, "--program", exe, "--out", out, "--force", "--timeout",
+                    5, "--", "counted")
     assert res.returncode == 1
     assert tf.read_manifest(out)["stopped_in"] == {
         "0": {"call": "Alltoallw", "where": f"tests/programs/deadlock.c:{at}"},
