@@ -228,8 +228,11 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
     note = untraced_note(manifest) if not untraced else None
     if note:
         click.echo(f"note: {note}", err=True)
+    concurrent = tf.concurrent_text(manifest)
     disturbed = tf.run_problems(manifest)
-    if disturbed and not manifest.get("oversubscribed"):
+    # a failed run gets its one Error line; how disturbed it was does not change what to do
+    if (disturbed and not manifest.get("oversubscribed") and rc == 0 and not concurrent
+            and manifest.get("complete")):
         click.echo("warning: the run was disturbed (" + "; ".join(disturbed) + "): "
                    "its times include other work's; run it again on a quieter machine",
                    err=True)
@@ -241,7 +244,6 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         raise UserError(f"{what}: timed out after {timeout:g} s; {out} is incomplete")
     if rc == INTERRUPTED:
         raise CommandFailed(f"{what}: interrupted; {out} is incomplete", INTERRUPTED)
-    concurrent = tf.concurrent_text(manifest)
     if concurrent and rc == 0:
         raise UserError(f"{concurrent}: its recording stopped there, so {out} holds its calls "
                         "up to then only; to trace the program, make its threads call MPI one "
