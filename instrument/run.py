@@ -380,6 +380,24 @@ class _TraceOnImport:
         return view
 
 
+def _program_traceback(program: str) -> None:
+    """An uncaught exception's traceback from the program's first frame on, as ``python prog.py``
+    prints it: the launcher's frames (this module, runpy) are not the user's. The tracers' hooks,
+    installed later, call this one after recording the error."""
+    path = os.path.abspath(program)
+    previous_hook = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        first = tb
+        while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != path:
+            tb = tb.tb_next
+        tb = tb if tb is not None else first
+        if exc is not None:
+            exc = exc.with_traceback(tb)    # what the printer reads (not the tb argument alone)
+        previous_hook(exc_type, exc, tb)
+    sys.excepthook = hook
+
+
 def main(argv: list[str] | None = None) -> None:
     opts = _parse(sys.argv[1:] if argv is None else argv)
     program = opts["program"]
@@ -391,6 +409,7 @@ def main(argv: list[str] | None = None) -> None:
     # As `python prog.py` does: the program's folder first on the path, its own argv.
     sys.path[0] = os.path.dirname(os.path.abspath(program))
     sys.argv = [program] + opts["args"]
+    _program_traceback(program)
     import runpy
     try:
         runpy.run_path(program, run_name="__main__")

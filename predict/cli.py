@@ -48,13 +48,22 @@ def parse_ranks(spec: str) -> list[int]:
     return sorted(out)
 
 
+#: --size suffixes: counts of input units, so decimal (k, M, G) or binary (Ki, Mi, Gi)
+_SIZE_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2 ** 10, "Mi": 2 ** 20,
+                "Gi": 2 ** 30}
+
+
 def parse_sizes(spec: str) -> list[int]:
+    """``100000,4M,1Mi``: input sizes in the app's units, with an optional k/M/G (powers of
+    1000) or Ki/Mi/Gi (powers of 1024) suffix."""
     out = []
     for item in (s.strip() for s in spec.split(",") if s.strip()):
+        m = re.fullmatch(r"(.*?)\s*(Ki|Mi|Gi|k|K|M|G)", item)
         try:
-            v = float(item)
+            v = float(m.group(1)) * _SIZE_SUFFIX[m.group(2)] if m else float(item)
         except ValueError:
-            raise click.BadParameter(f"{item!r} is not a number", param_hint="--size") from None
+            raise click.BadParameter(f"{item!r} is not a number (suffixes: k, M, G, Ki, Mi, Gi)",
+                                     param_hint="--size") from None
         if not math.isfinite(v) or v < 1 or v != int(v):
             raise click.BadParameter(f"{item}: a size is a positive whole number of input units",
                                      param_hint="--size")
@@ -85,7 +94,8 @@ def _synthesized(path: Path) -> bool:
               help="rank counts: 1,2,8 or 2..4096 (powers of two) or 2..64:2")
 @click.option("--size", "size_spec", default=None,
               help="input sizes in the app's units (sorting: elements, components: edges, "
-                   "feature_extraction: documents), comma-separated [largest measured]")
+                   "feature_extraction: documents), comma-separated, k/M/G or Ki/Mi/Gi "
+                   "suffixes allowed [largest measured]")
 @click.option("--model", "model_name", default="loggps", show_default=True,
               help="network model of the replay")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
@@ -118,6 +128,10 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
                 force, quiet) -> None:
     """Predict run time, speedup, efficiency and the best P for other rank counts and sizes,
     from cost models fitted to TRACES (trace directories, or directories of them).
+
+    TRACES are runs of hindsight's applications (sorting, components, feature_extraction),
+    whose schedules predict synthesises at other P and N; a --program trace is replayed
+    (`hindsight replay`, `sweep`), not predicted (docs/predict.md).
 
     \b
     hindsight predict traces/sorting-pipeline-n2 traces/sorting-pipeline-n4 --ranks 1..64
@@ -206,13 +220,24 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         say(f"  {f.quantity:<14} {f.formula():<40} R² {r2:<6} LOO err {cv:<14} "
             f"points {f.points}, u {f.u_range[0]:.4g}..{f.u_range[1]:.4g}, "
             f"P {f.P_range[0]}..{f.P_range[1]}")
+    if cm.untraced:
+        warn(f"note: {len(cm.untraced)} untraced run(s) skipped (no costs to fit): "
+             + ", ".join(cm.untraced))
+    if cm.disturbed and not cpu_time:
+        # wall-time costs of a run that waited for cores are the machine's, not the program's
+        warn(f"warning: {len(cm.disturbed)} of {len(cm.traces)} fitted traces ran disturbed or "
+             f"oversubscribed, so their costs include waits for a core: "
+             + ", ".join(cm.disturbed) + "; --cpu-time fits the blocks' CPU time instead")
     for w in warnings:
         warn(f"warning: {w}")
     if errors:
         if not accept_bad_fit:
+            # every refused fit is named: the one that matters may not be the first
+            for e in errors[1:]:
+                warn(f"warning: bad fit: {e}")
             raise UserError(
                 f"refusing to extrapolate a bad fit: {errors[0]}"
-                + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+                + (f" (and the {len(errors) - 1} above)" if len(errors) > 1 else "")
                 + "; measure runs nearer the target, or pass --accept-bad-fit")
         for e in errors:
             warn(f"warning: bad fit extrapolated (--accept-bad-fit): {e}")

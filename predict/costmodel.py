@@ -367,6 +367,8 @@ class CostModel:
     traces: list[str]
     configs: list[tuple[int, int]]            # measured (P, N)
     queried: dict[str, tuple[float, float]] = field(default_factory=dict)  # max (u, P) asked
+    untraced: list[str] = field(default_factory=list)   # untraced runs found beside the traces
+    disturbed: list[str] = field(default_factory=list)  # fitted traces whose runs were disturbed
     negative: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # (u, P, y)
 
     def cost(self, quantity: str, u: float, P: int) -> float:
@@ -441,22 +443,34 @@ def fit_traces(paths: Iterable[Path | str], app: str | None = None,
                paradigm: str | None = None, cpu_time: bool = False) -> CostModel:
     """Fit every quantity from the traces (or directories of traces) in ``paths``
     (``cpu_time``: region costs from CPU time, see ``samples``)."""
+    given = {Path(p) for p in paths}
     dirs = _trace_dirs(paths)
     if not dirs:
         raise FitError("no traces given")
-    specs, frames = [], []
+    specs, frames, seen, untraced, disturbed = [], [], [], [], []
     for d in dirs:
         try:
             man = tf.read_manifest(d)
         except tf.TraceError as exc:
             raise FitError(str(exc)) from None
+        if man.get("traced") is False and d not in given:
+            # the ground truth of a traced run, kept beside it (collect --untraced): no costs
+            untraced.append(str(d))
+            continue
+        seen.append(f"{man.get('app')} on {man.get('paradigm')}")
         if app and man.get("app") != app or paradigm and man.get("paradigm") != paradigm:
             continue  # filter on the manifest before reading any rows
         spec, fr = samples(d, cpu_time)
         specs.append((d, spec))
         frames.append(fr)
+        why = (["oversubscribed"] if man.get("oversubscribed") else []) + tf.run_problems(man)
+        if why:
+            disturbed.append(f"{d} ({'; '.join(why)})")
     if not specs:
-        raise FitError(f"none of the {len(dirs)} traces is {app or '*'} on {paradigm or '*'}")
+        wanted = " on ".join(filter(None, (app, paradigm))) if app else f"on {paradigm}"
+        found = ", ".join(sorted(set(seen)))
+        raise FitError(f"none of the {len(seen)} traces is {wanted}"
+                       + (f" (they are {found})" if found else ""))
     first = specs[0][1]
     for d, s in specs:
         if (s.app, s.paradigm) != (first.app, first.paradigm):
@@ -468,4 +482,5 @@ def fit_traces(paths: Iterable[Path | str], app: str | None = None,
     data = pd.concat(frames, ignore_index=True)
     fits = {q: fit(q, g["u"], g["P"], g["y"]) for q, g in data.groupby("quantity")}
     return CostModel(first.app, first.paradigm, first.per_task, fits, [str(d) for d, _ in specs],
-                     sorted({(s.P, s.N) for _, s in specs}))
+                     sorted({(s.P, s.N) for _, s in specs}), untraced=untraced,
+                     disturbed=disturbed)

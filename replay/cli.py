@@ -160,9 +160,12 @@ def _note_bare_times(mod, assignments, flag: str = "--set") -> None:
         except ValueError:
             continue                     # it has a unit
         if x != 0:
+            # a per-byte time is a fraction of a ns on any network: the example says ns
+            eg = "ns/B for nanoseconds per byte" if param.kind == "time_per_byte" \
+                else "us for microseconds"
             note(f"{flag} {name}={value}: a number without a unit is in "
                  f"{_UNIT_OF[param.kind]} ({x:g} {_UNIT_OF[param.kind]}); write e.g. "
-                 f"{value}us for microseconds")
+                 f"{value}{eg}")
 
 
 def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quiet: bool = False):
@@ -435,18 +438,20 @@ def _run_notes(prep, cpu_time: bool) -> None:
 
     oversubscribed = bool(prep.manifest.get("oversubscribed"))
     disturbed = run_problems(prep.manifest)
-    if disturbed and not oversubscribed:
-        # (an oversubscribed run waits for cores by design: said below, once)
-        note("the traced run was disturbed (" + "; ".join(disturbed) + "): its "
-             "measured times, and the bursts replayed as compute, include other work's"
-             + ("" if cpu_time else "; --cpu-time takes regions' CPU time"), "warning")
-    if not cpu_time and not oversubscribed:
+    if not cpu_time and not oversubscribed and not disturbed:
         return          # (nothing to say: the rows' CPU shares, 4 bytes a row, are not read)
     no_samples = bool(np.all(prep.rows.ratio == 1.0))
+    if disturbed and not oversubscribed:
+        # (an oversubscribed run waits for cores by design: said below, once). --cpu-time is
+        # offered only where it changes something: bursts inside regions with CPU samples.
+        note("the traced run was disturbed (" + "; ".join(disturbed) + "): its "
+             "measured times, and the bursts replayed as compute, include other work's"
+             + ("" if cpu_time or no_samples else "; --cpu-time takes regions' CPU time"),
+             "warning")
     if cpu_time and no_samples:
-        note("--cpu-time: no burst lies in a region with CPU-time samples (region rows with "
-             "cpu_ns: instrument.region, collect --cpu-sampling), so the bursts keep their "
-             "wall time")
+        note("--cpu-time: no burst lies in a region with CPU-time samples (the program's "
+             "instrument.region blocks, sampled by default; --cpu-sampling all adds the MPI "
+             "calls' CPU time, not the bursts'), so the bursts keep their wall time")
     if oversubscribed and not cpu_time:
         note("the traced run was oversubscribed (more ranks than cores): its bursts hold the "
              "time ranks waited for a core"

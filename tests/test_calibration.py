@@ -111,6 +111,9 @@ def test_parse_sizes():
     assert parse_sizes("1B..16MiB") == [2 ** i for i in range(25)]
     assert parse_sizes("1..1KiB:4") == [1, 4, 16, 64, 256, 1024]
     assert parse_sizes("8,1,64,2") == [1, 2, 8, 64]
+    # HI is measured even where the steps from LO miss it (4 MB is 4 000 000 bytes)
+    assert parse_sizes("1..4MB")[-3:] == [2 ** 20, 2 ** 21, 4_000_000]
+    assert parse_sizes("1..100:4") == [1, 4, 16, 64, 100]
     for bad in ("16MiB..1B", "1..8:1", "x..y", "1,2"):
         with pytest.raises(CalibrationUsageError):
             parse_sizes(bad)
@@ -685,3 +688,16 @@ def test_a_profile_parsed_once_is_read_as_a_fresh_copy(tmp_path):
                                              'format = "hindsight-profile/0"', 1))
     with pytest.raises(ProfileError, match="hindsight-profile/0"):
         read_profile(path)
+
+
+def test_a_slope_below_the_solvers_rounding_is_zero():
+    """A per-byte term worth less than a millionth of the time at every size is 0, not a
+    1e-19 s/B residue printed in the profile; a real slope or a small constant stays."""
+    from replay.calibration.fit import line_fit
+
+    k = np.array([1.0, 64, 4096, 2 ** 20])
+    flat = 2e-6 * (1 + 1e-15 * k)
+    a, b, _ = line_fit(k, flat)
+    assert b == 0.0 and a == pytest.approx(2e-6, rel=1e-6)
+    a, b, _ = line_fit(k, 1e-9 + 1e-9 * k)           # the constant dominates at 1 B only
+    assert a == pytest.approx(1e-9, rel=1e-3) and b == pytest.approx(1e-9, rel=1e-3)

@@ -151,6 +151,25 @@ def test_a_preempted_measurement_is_refused(fake_bench, tmp_path):
     assert err.startswith("Error:") and "under load" in err and "40.0 %" in err
 
 
+def test_each_failed_attempt_is_said_and_nothing_more_is_measured(fake_bench, tmp_path,
+                                                                   monkeypatch):
+    """Every attempt's reasons, the last one's included, are in its progress line and in the
+    error; the probes after the main measurement are not run for a profile not written."""
+    runs, calls = fake_bench
+    runs[:] = [_bench(wait=0.4), _bench(wait=0.2), _bench(wait=0.3)]
+    probed = []
+    monkeypatch.setattr(R, "tracer_probe", lambda *a, **kw: probed.append(1))
+    r, out = _calibrate(tmp_path)
+    assert r.exit_code == 1 and not out.exists() and probed == []
+    lines = r.output.strip().splitlines()
+    said = [x for x in lines if x.startswith("calibrate: attempt 3: taken under load")]
+    assert len(said) == 1 and "30.0 %" in said[0], r.output
+    err = lines[-1]
+    assert err.startswith("Error: no quiet measurement in 3 attempts")
+    assert [err.index(f"attempt {k}: taken under load") > 0 for k in (1, 2, 3)] == [True] * 3
+    assert err.index("40.0 %") < err.index("20.0 %") < err.index("30.0 %"), err
+
+
 def test_profile_problems_of_older_profiles_use_their_residuals():
     sizes, res, t, S = _fit(_bench(outlier={2 ** 24: 4.0}))
     prof = {"format": "hindsight-profile/1", "loggps": {"S": S},

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
+import click
 import numpy as np
 import pandas as pd
 import pytest
@@ -344,6 +346,48 @@ def test_predict_cli_user_errors(measured, tmp_path: Path) -> None:
     r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--size", "5000000",
                   "--ranks", "2"])
     assert "extrapolat" in r.output
+    # every refused fit is named, not only the first
+    err = [x for x in r.output.splitlines() if x.startswith("Error:")]
+    named = [x for x in r.output.splitlines() if x.startswith("warning: bad fit: ")]
+    assert len(err) == 1 and err[0].startswith("Error: refusing to extrapolate a bad fit")
+    if named:
+        assert f"(and the {len(named)} above)" in err[0]
+    r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--paradigm", "tree"])
+    assert r.exit_code == 1 and ("Error: none of the 1 traces is on tree (they are sorting on "
+                                 "pipeline)") in r.output, r.output
+
+
+def test_predict_sizes_take_suffixes() -> None:
+    from predict.cli import parse_sizes
+
+    assert parse_sizes("4M,1Mi,2.5k,100") == [100, 2500, 2 ** 20, 4_000_000]
+    for bad in ("4X", "M", "1.5"):
+        with pytest.raises(click.BadParameter):
+            parse_sizes(bad)
+
+
+def test_predict_says_what_it_skipped_and_what_disturbed_its_fits(measured, tmp_path) -> None:
+    """An untraced run kept beside the traces is skipped with a note; a fitted trace whose run
+    waited for cores is named in a warning that offers --cpu-time."""
+    src = measured["sorting-pipeline"]
+    folder = tmp_path / "runs"
+    shutil.copytree(src, folder / "t")
+    man = json.loads((folder / "t" / "manifest.json").read_text())
+    (folder / "t-untraced").mkdir()
+    (folder / "t-untraced" / "manifest.json").write_text(json.dumps({**man, "traced": False}))
+    man.pop("oversubscribed", None)
+    man["conditions"] = {**(man.get("conditions") or {}),
+                         "problems": ["rank 1 waited for a core 40.0 % of the time"]}
+    (folder / "t" / "manifest.json").write_text(json.dumps(man))
+    r = CliRunner().invoke(cli, ["predict", str(folder), "--ranks", "2", "--accept-bad-fit"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert f"note: 1 untraced run(s) skipped (no costs to fit): {folder / 't-untraced'}" in lines
+    warn = [x for x in lines if x.startswith("warning: 1 of 1 fitted traces ran disturbed")]
+    assert len(warn) == 1 and "40.0 %" in warn[0] and "--cpu-time" in warn[0], r.output
+    r = CliRunner().invoke(cli, ["predict", str(folder), "--ranks", "2", "--accept-bad-fit",
+                                 "--cpu-time"])
+    assert r.exit_code == 0 and "ran disturbed" not in r.output, r.output
 
 
 def test_predict_cli_block_sort(measured, tmp_path: Path) -> None:

@@ -148,6 +148,11 @@ def test_a_bare_number_for_a_time_is_noted_as_seconds(tmp_path):
         "note: --set L=5: a number without a unit is in s (5 s); write e.g. 5us for "
         "microseconds")
     assert "note:" not in hindsight("replay", t, "--set", "L=5us", "--set", "g=0").stderr
+    # a per-byte time's example is in ns per byte (and what it suggests is accepted)
+    p = hindsight("replay", t, "--set", "G=0.01")
+    assert p.stderr.strip() == ("note: --set G=0.01: a number without a unit is in s/B "
+                                "(0.01 s/B); write e.g. 0.01ns/B for nanoseconds per byte")
+    assert "note:" not in hindsight("replay", t, "--set", "G=0.01ns/B").stderr
 
 
 def test_replay_sweep_stays_the_function_once_the_command_ran(trace):

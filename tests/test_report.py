@@ -427,3 +427,26 @@ def test_report_renders_in_a_headless_browser(traced_vdir, tmp_path):
     compute = tuple(int(COLOURS[0][i:i + 2], 16) for i in (1, 3, 5))
     assert (pixels == compute).all(axis=-1).sum() > 1000
     shutil.rmtree(tmp_path / "rep")
+
+
+def test_groups_at_one_p_are_named_apart_and_oversubscribed_waits_are_not_judged():
+    """Two sizes of one program measured at one P are two entries of the one-P notes (their
+    sizes said); the perturbation table says an oversubscribed cell's waits were not judged."""
+    import pandas as pd
+
+    from validation.report import _perturbation_section, perturbation_table
+
+    cells = [_cell("stencil", "program", 2, 0.4, size="100k")[1],
+             _cell("stencil", "program", 2, 1.6, size="400k")[1],
+             _cell("farm", "program", 3, 0.5, size="t40")[1]]
+    cells[2]["oversubscribed"] = True
+    (sp,) = speedup(cells)
+    assert "stencil/program 100k (P = 2), stencil/program 400k (P = 2)" in sp.note, sp.note
+    err = pd.DataFrame([{**{k: c[k] for k in ("app", "paradigm", "size", "network", "ranks")},
+                         "predictor": "replay:loggps", "predicted_s": 1.0,
+                         "rel_error_pct": 0.0} for c in cells])
+    (plot,) = time_vs_ranks(err, cells)
+    assert "stencil/program 100k (P = 2), stencil/program 400k (P = 2)" in plot.note
+    _, table = _perturbation_section(perturbation_table(cells))
+    column = {row[0].text: row[-1].text for row in table.rows}
+    assert column == {"farm": "waits not judged (oversubscribed)", "stencil": "no"}

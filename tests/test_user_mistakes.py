@@ -66,6 +66,12 @@ def test_a_file_is_not_a_trace_folder(tmp_path):
         assert r.returncode == 1 and _errors(r) == [
             f"Error: {t}/rank-00000.parquet: a file, not a trace directory (a trace is the "
             f"folder of manifest.json and the rank files: {t})"]
+    # a file of no trace (a profile beside the user's traces) is not sent to its folder
+    (tmp_path / "shm.toml").write_text("format = 1\n")
+    r = hindsight("trace", "info", "shm.toml", cwd=tmp_path)
+    assert r.returncode == 1 and _errors(r) == [
+        "Error: shm.toml: a file, not a trace directory (a trace is the folder of manifest.json "
+        "and the rank files)"], r.stderr
 
 
 def test_collect_names_what_it_cannot_run(tmp_path):
@@ -102,15 +108,47 @@ def test_collect_names_what_it_cannot_run(tmp_path):
         "(leave --recorder out)"]
 
 
+@pytest.mark.parametrize("recorder", ["auto", "python"])
+def test_a_crashing_programs_traceback_is_its_own(tmp_path, recorder):
+    """As `python prog.py` prints it: from the program's first frame, without the launcher's
+    (instrument/run.py, runpy)."""
+    prog = tmp_path / "boom.py"
+    prog.write_text("from mpi4py import MPI\n\n\ndef work(r):\n    if r == 1:\n"
+                    "        raise ValueError('boom on rank 1')\n    MPI.COMM_WORLD.Barrier()\n"
+                    "\n\nwork(MPI.COMM_WORLD.Get_rank())\n")
+    r = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t",
+                  "--recorder", recorder)
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    assert lines[start + 1].startswith(f'  File "{prog}", line 10, in <module>'), r.stderr
+    assert "ValueError: boom on rank 1" in lines and "runpy" not in r.stderr
+    assert "instrument" not in r.stderr.replace(str(tmp_path), "")
+
+
 def test_a_disturbed_run_is_said_by_replay_and_trace_info(tmp_path):
     problems = ["rank 1 waited for a core 54.5 % of the time"]
     t = simulate_to_dir(tmp_path / "t", RING, manifest={"conditions": {"problems": problems}})
     r = hindsight("replay", t)
     assert r.returncode == 0
+    # no region has CPU samples here, so --cpu-time would change nothing: it is not offered
     assert [x for x in r.stderr.splitlines() if x.startswith("warning:")] == [
         "warning: the traced run was disturbed (rank 1 waited for a core 54.5 % of the time): "
+        "its measured times, and the bursts replayed as compute, include other work's"]
+    sampled = simulate_to_dir(
+        tmp_path / "s", [[("compute", 20000, "work", 10000), ("send", 1, 64), ("recv", 1)],
+                         [("recv", 0), ("send", 0, 64)]],
+        manifest={"conditions": {"problems": problems}})
+    r = hindsight("replay", sampled)
+    assert r.returncode == 0 and [x for x in r.stderr.splitlines()
+                                  if x.startswith("warning:")] == [
+        "warning: the traced run was disturbed (rank 1 waited for a core 54.5 % of the time): "
         "its measured times, and the bursts replayed as compute, include other work's; "
-        "--cpu-time takes regions' CPU time"]
+        "--cpu-time takes regions' CPU time"], r.stderr
+    r = hindsight("replay", sampled, "--cpu-time")
+    assert [x for x in r.stderr.splitlines() if x.startswith("warning:")] == [
+        "warning: the traced run was disturbed (rank 1 waited for a core 54.5 % of the time): "
+        "its measured times, and the bursts replayed as compute, include other work's"]
     assert "warning" not in hindsight("replay", t, "--quiet").stderr
     info = hindsight("trace", "info", t)
     assert ("disturbed   rank 1 waited for a core 54.5 % of the time: the measured times "

@@ -266,6 +266,8 @@ def run_cell(cell: Cell, spec: Spec, out: Path, profile_path: Path) -> dict[str,
         "untraced_runs_s": untraced_times,
         "perturbation_pct": perturbation_pct(traced_times, untraced_times),
         "under_load": under_load(manifests + untraced),
+        # a wait for a core is not judged where more ranks than cores ran (by design)
+        "oversubscribed": any(bool(m.get("oversubscribed")) for m in manifests + untraced),
         "replayed_rep": rep,
         "traces": [str(Path("traces") / cell.key / f"rep{k}") for k in range(len(traced_times))],
         "untraced": [str(Path("untraced") / untraced_key(cell, spec) / f"rep{k}")

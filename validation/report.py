@@ -193,7 +193,8 @@ def perturbation_table(cells: list[dict]) -> pd.DataFrame:
                      "traced_median_s": statistics.median(tr),
                      "perturbation_pct": c.get("perturbation_pct", math.nan),
                      "under_load": load_summary(c.get("under_load") or []),
-                     "under_load_all": "; ".join(c.get("under_load") or [])})
+                     "under_load_all": "; ".join(c.get("under_load") or []),
+                     "oversubscribed": bool(c.get("oversubscribed"))})
     return pd.DataFrame(rows)
 
 
@@ -217,8 +218,9 @@ def _perturbation_section(tab: pd.DataFrame) -> tuple[str, Table | None]:
                                             r.runs)]
                       + [Td(f"{r.untraced_median_s:.4f}"), Td(f"{r.traced_median_s:.4f}"),
                          Td(fmt_pct(r.perturbation_pct)),
-                         Td(r.under_load or "no", title=r.under_load_all,
-                            cls="warn" if r.under_load else "")])
+                         Td(r.under_load or ("waits not judged (oversubscribed)"
+                                             if r.oversubscribed else "no"),
+                            title=r.under_load_all, cls="warn" if r.under_load else "")])
     return text, t
 
 

@@ -80,6 +80,15 @@ def _groups(df: pd.DataFrame):
     return df.groupby(["app", "paradigm", "size", "network"], sort=True)
 
 
+def _labeller(df: pd.DataFrame):
+    """A group's label (``_groups``' key): app/paradigm, with the size where an app ran at
+    several and the network where there are several, so no two groups read alike."""
+    many_sizes = df.groupby("app")["size"].nunique().max() > 1
+    many_nets = df.network.nunique() > 1
+    return lambda app, par, size, net: (f"{app}/{par}" + (f" {size}" if many_sizes else "")
+                                        + (f" {net}" if many_nets else ""))
+
+
 def time_vs_ranks(err: pd.DataFrame, cells: list[dict]) -> list[Plot]:
     """Measured (mean ± sd) and predicted time against P for every app x paradigm x size x
     network measured at two or more P (paper 003 Figs. 1-3); a sentence when none was."""
@@ -91,10 +100,11 @@ def time_vs_ranks(err: pd.DataFrame, cells: list[dict]) -> list[Plot]:
         return [Plot("time_vs_ranks", title, None, "No cells.")]
     col = _colors(err.predictor)
     plots, single = [], []
+    label = _labeller(meas)
     for (app, par, size, net), g in _groups(meas):
         ps = sorted(set(g.ranks))
         if len(ps) < 2:
-            single.append(f"{app}/{par} (P = {ps[0]})")
+            single.append(f"{label(app, par, size, net)} (P = {ps[0]})")
             continue
         m = g.groupby("ranks").first().reset_index()
         series = [Series("measured (mean ± sd)", "#000", [
@@ -131,18 +141,16 @@ def speedup(cells: list[dict]) -> list[Plot]:
                                               "actual_s")} for c in cells])
     if df.empty:
         return [Plot("speedup", "Speedup and efficiency", None, "No cells.")]
-    many_sizes = df.groupby("app")["size"].nunique().max() > 1
-    many_nets = df.network.nunique() > 1
+    label = _labeller(df)
     for (app, par, size, net), g in _groups(df):
         t = g.groupby("ranks")["actual_s"].mean()
         if len(t) < 2:
-            single.append(f"{app}/{par} (P = {t.index[0]})")
+            single.append(f"{label(app, par, size, net)} (P = {t.index[0]})")
             continue
         p0 = int(t.index.min())
         for p, tp in t.items():
             s = t[p0] / tp
-            rows.append({"label": f"{app}/{par}" + (f" {size}" if many_sizes else "")
-                         + (f" {net}" if many_nets else ""),
+            rows.append({"label": label(app, par, size, net),
                          "P": int(p), "P0": p0, "T0": t[p0], "T": tp, "S": s,
                          "E": s / (p / p0)})
     note = ("Measured at one P only, so no speedup: " + ", ".join(single) + "."

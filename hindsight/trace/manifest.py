@@ -31,8 +31,11 @@ def not_a_trace_dir(trace_dir: Path | str) -> str:
     is named as one, with its folder, the trace."""
     p = Path(trace_dir)
     if p.is_file():
-        return (f"{p}: a file, not a trace directory (a trace is the folder of manifest.json "
-                f"and the rank files: {p.parent})")
+        what = "a trace is the folder of manifest.json and the rank files"
+        if (p.parent / MANIFEST_NAME).is_file():
+            # a file of a trace: its folder is the trace meant
+            return f"{p}: a file, not a trace directory ({what}: {p.parent.resolve()})"
+        return f"{p}: a file, not a trace directory ({what})"
     return f"{p}: no such trace directory"
 
 

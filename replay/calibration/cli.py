@@ -61,7 +61,7 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     from replay.calibration.plot import plot_profiles
     from replay.profile import write_profile
     from replay.calibration.quality import profile_problems
-    from replay.calibration.run import CalibrationError, calibrate
+    from replay.calibration.run import CalibrationError, NoQuietMeasurement, calibrate
 
     # Both outputs are checked before minutes of measuring, not after.
     png = plot_path or out.with_suffix(".png")
@@ -71,16 +71,17 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     check_output(png, "--plot", force=force)
     plot_format(png)
     say = (lambda *a, **kw: None) if quiet else click.echo
-    prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
-                     progress=lambda m: say(f"calibrate: {m}", err=True),
-                     warn=lambda m: say(f"warning: {m}", err=True),
-                     testbed=testbed, api=api, attempts=attempts)
-    problems = profile_problems(prof)
-    n = prof["fit"]["check"]["attempts"]
-    if problems and not accept_noisy:
+    try:
+        prof = calibrate(nprocs, transport, sizes, repeat, _ranks(overhead_ranks),
+                         progress=lambda m: say(f"calibrate: {m}", err=True),
+                         warn=lambda m: say(f"warning: {m}", err=True),
+                         testbed=testbed, api=api, attempts=attempts, accept_noisy=accept_noisy)
+    except NoQuietMeasurement as exc:
+        n = len(exc.failed)
         raise CalibrationError(f"no quiet measurement in {n} attempt{'s' * (n > 1)}, {out} "
-                               f"not written: {'; '.join(problems)} (--accept-noisy writes "
-                               "it marked noisy)")
+                               f"not written: {'; '.join(exc.failed)} (--accept-noisy writes "
+                               "the best marked noisy)") from None
+    problems = profile_problems(prof)
     try:
         write_profile(prof, out)
     except OSError as exc:

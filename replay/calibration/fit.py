@@ -23,12 +23,15 @@ if TYPE_CHECKING:
 
 def line_fit(k: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
     """t ~ a + b·k with a, b >= 0, relative residuals. Returns (a, b, sum of squared rel. res.)."""
-    k = np.asarray(k, float)
-    t = np.asarray(t, float)
+    k, t = np.asarray(k, float), np.asarray(t, float)
     w = 1.0 / t
     A = np.column_stack([w, k * w])
     coef, _ = nnls(A, np.ones_like(t))
     a, b = float(coef[0]), float(coef[1])
+    # A term under a millionth of the fitted time at every size (b's share peaks at the largest
+    # size, a's at the smallest) is the solver's rounding (1e-19 s/B), below any timer: 0.
+    b = 0.0 if b * k.max() < 1e-6 * (a + b * k.max()) else b
+    a = 0.0 if a < 1e-6 * (a + b * k.min()) else a
     sse = float(np.sum(((a + b * k) / t - 1.0) ** 2))
     return a, b, sse
 
@@ -224,10 +227,8 @@ def fit_loggps(k: np.ndarray, t: np.ndarray, o_send: np.ndarray, o_recv: np.ndar
     g        from back-to-back sends (given)
     ``O`` (the mean of O_send and O_recv) is kept for readers of older profiles.
     """
-    k = np.asarray(k, float)
-    t = np.asarray(t, float)
-    o_send = np.asarray(o_send, float)
-    o_recv = np.asarray(o_recv, float)
+    k, t = np.asarray(k, float), np.asarray(t, float)
+    o_send, o_recv = np.asarray(o_send, float), np.asarray(o_recv, float)
     notes: list[str] = []
     brk = find_break(k, t) if S is None else split_at(k, t, S)
     eager = k <= brk.S
@@ -291,8 +292,7 @@ def fit_mm1(k: np.ndarray, t: np.ndarray, brk: Break) -> dict:
     """M/M/1 at zero load (paper 000 §IV-A eq. 7 with rho = 0): D(k) = k/C + tau. C is the
     capacity, the asymptotic bandwidth of the large-message segment; tau the rest of the
     small-message time."""
-    k = np.asarray(k, float)
-    t = np.asarray(t, float)
+    k, t = np.asarray(k, float), np.asarray(t, float)
     slope = long_message_slope(k, t, brk)
     C = 1.0 / slope if slope > 0 else math.inf
     small = k <= brk.S if math.isfinite(brk.S) else k <= k[0]

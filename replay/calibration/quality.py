@@ -122,6 +122,17 @@ def attempt_problems(check: dict[str, Any], cond: dict[str, Any]) -> list[str]:
     return list(check["misses"]) + list(cond["problems"])
 
 
+def attempt_text(check: dict[str, Any], cond: dict[str, Any]) -> str:
+    """Why one measurement failed, in the words of ``profile_problems``: the misses summarised,
+    the load named."""
+    out = []
+    if check["misses"]:
+        out.append("the fit misses its own measurements: " + _summary(check))
+    if cond["problems"]:
+        out.append("taken under load: " + "; ".join(cond["problems"]))
+    return "; ".join(out)
+
+
 def _summary(check: dict[str, Any]) -> str:
     """A fit check's misses in one short phrase: all of them when few, else the count and the
     worst (the profile keeps the whole list)."""

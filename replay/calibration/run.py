@@ -47,8 +47,19 @@ class CalibrationError(UserError):
     """A problem the user can fix or must know about (bad flag, failed run, wrong transport)."""
 
 
+class NoQuietMeasurement(CalibrationError):
+    """Every attempt failed the quality checks and a noisy profile was not asked for;
+    ``failed`` says why each attempt failed ("attempt k: ...")."""
+
+    def __init__(self, failed: list[str]):
+        self.failed = failed
+        super().__init__(f"no quiet measurement in {len(failed)} attempt"
+                         f"{'s' * (len(failed) > 1)}: {'; '.join(failed)}")
+
+
 def parse_sizes(spec: str) -> list[int]:
-    """``LO..HI`` (powers of two from LO to HI), ``LO..HI:F`` (factor F) or ``a,b,c``; units as in
+    """``LO..HI`` (LO times the powers of two up to HI, and HI itself: ``1..4MB`` ends at
+    4 000 000 bytes, not at 2 MiB), ``LO..HI:F`` (factor F) or ``a,b,c``; units as in
     replay.units (``1B``, ``64KiB``, ``16MiB``)."""
     try:
         if ".." in spec:
@@ -62,6 +73,8 @@ def parse_sizes(spec: str) -> list[int]:
             while k <= hi:
                 out.append(k)
                 k *= factor
+            if out[-1] != int(hi):
+                out.append(int(hi))         # the size asked for is measured, not one below it
         else:
             out = sorted({int(units.parse_bytes(s)) for s in spec.split(",") if s.strip()})
     except ValueError as exc:
@@ -353,13 +366,15 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
               progress=lambda msg: None, testbed: str | None = None,
               api: str = "buffer", attempts: int = Q.DEFAULT_ATTEMPTS,
-              warn=lambda msg: None) -> dict:
+              warn=lambda msg: None, accept_noisy: bool = True) -> dict:
     """Measure and fit; returns the profile (a dict in the hindsight-profile/1 layout).
 
     The main measurement is taken up to ``attempts`` times, until one passes the checks of
     replay.calibration.quality (its fit follows its own medians, the ranks had their cores); the
     profile is the first that passes, else the best (fewest problems) with ``quality = "noisy"``.
-    The caller decides whether a noisy profile is written (`profile_problems` says why).
+    The caller decides whether a noisy profile is written (`profile_problems` says why); without
+    ``accept_noisy`` a calibration whose every attempt failed stops there (NoQuietMeasurement),
+    before the probes that follow the main measurement.
 
     ``api`` is the mpi4py path timed: ``buffer`` (Send/Recv of numpy buffers) or ``pickle`` (what
     a traced application's send/recv of Python objects costs inside its calls; bench.py).
@@ -429,11 +444,15 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             best = (score, run, verified, s, probe, lg, check, cond)
         if not problems:
             break
-        failed.append(f"attempt {attempt}: " + "; ".join(problems))
+        failed.append(f"attempt {attempt}: " + Q.attempt_text(check, cond))
         if attempt < attempts:
             progress(failed[-1] + ": measuring again")
             # Interference here comes in bursts (other jobs' runs): let one pass.
             time.sleep(2.0)
+        else:
+            progress(failed[-1])
+    if len(failed) == attempt and not accept_noisy:
+        raise NoQuietMeasurement(failed)
     _, run, verified, s, probe, lg, check, cond = best
     check["attempts"] = attempt
     check["failed_attempts"] = failed
