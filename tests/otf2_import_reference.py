@@ -488,12 +488,16 @@ def _call_rows(r: int, s: dict, name: str, recs: list[tuple], extras: list[tuple
                 for kind, peer, tag, comm, nb, _ in recs if kind == "send"][:1]
     elif name in tf.NONBLOCKING_SEND_OPS:
         rows = [(name, peer, tag, comm, nb, post(rid, comm), -1)
-                for kind, peer, tag, comm, nb, rid in recs if kind == "send"][:1]
+                for kind, peer, tag, comm, nb, rid in recs if kind == "send"]
     elif name == "Irecv":
         # OTF2 does not record what the Irecv named (unless hindsight wrote the archive:
         # attributes); otherwise it is ANY, and the completion row has the truth
         rows = [("Irecv", src, tag, comm, nb, post(rid, comm), -1)
-                for kind, src, tag, comm, nb, rid in recs if kind == "irecv_request"][:1]
+                for kind, src, tag, comm, nb, rid in recs if kind == "irecv_request"]
+    elif name in ("Start", "Startall"):
+        # a started persistent request is recorded as its post, as hindsight's tracer does
+        rows = [("Isend" if kind == "send" else "Irecv", peer, tag, comm, nb, post(rid, comm), -1)
+                for kind, peer, tag, comm, nb, rid in recs if kind in ("send", "irecv_request")]
     elif name == "Recv":
         rows = [("Recv", peer, tag, comm, nb, -1, -1)
                 for kind, peer, tag, comm, nb, _ in recs if kind == "recv"][:1]

@@ -634,8 +634,19 @@ def test_persistent_requests_are_the_python_tracers(exe, tmp_path):
                         mine["request"])) == [
             ("Irecv", left, 7, 16, 12), ("Barrier", -1, -1, 0, -1), ("Irsend", right, 7, 16, 13),
             ("Wait", -1, -1, -1, 13), ("Wait", left, 7, 16, 12),
-            ("Sendrecv_send", right, 8, 24, -1), ("Sendrecv_recv", left, 8, 24, -1)]
+            ("Sendrecv_send", right, 8, 24, -1), ("Sendrecv_recv", left, 8, 24, -1),
+            ("Isend", right, 9, 8, 14), ("Isend", right, 10, 8, 15), ("Irecv", left, 9, 8, 16),
+            ("Irecv", left, 10, 8, 17), ("Waitall", -1, -1, -1, 14),
+            ("Waitall", -1, -1, -1, 15), ("Waitall", left, 9, 8, 16),
+            ("Waitall", left, 10, 8, 17)]
     _check_and_replay(tmp_path / "all", rel=0.05)
+    # through OTF2 and back: every post of the Startall (two of one op in one call) is a row
+    res = hindsight("export", tmp_path / "all", "--format", "otf2", "--out", tmp_path / "o")
+    assert res.returncode == 0, res.stderr
+    res = hindsight("import", "otf2", tmp_path / "o", "--out", tmp_path / "back")
+    assert res.returncode == 0, res.stderr
+    back = _rows(tmp_path / "back")
+    assert back[cols[:-2]].equals(df[cols[:-2]]), (back, df)
 
 
 def test_freed_requests_are_the_python_tracers_and_replay(exe, tmp_path):

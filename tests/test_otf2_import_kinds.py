@@ -162,6 +162,41 @@ def test_kinds_and_growth_import_as_before(tmp_path):
         assert _assert_same_import(anchor, out) == "ok", name
 
 
+def _started(a) -> None:
+    """Score-P's persistent requests: an MPI_Startall holding two sends' and two receives'
+    posts, an MPI_Start with one, an MPI_Isend call holding two posts, and their Waitall."""
+    for r, ev in enumerate(a.ev):
+        peer, t = 1 - r, 10
+        t = _call(ev, a, t, "Startall", ("mpi_isend", peer, a.world, 1, 8, 10),
+                  ("mpi_isend", peer, a.world, 2, 8, 11), ("mpi_irecv_request", 12),
+                  ("mpi_irecv_request", 13))
+        t = _call(ev, a, t, "Start", ("mpi_irecv_request", 14))
+        t = _call(ev, a, t, "Isend", ("mpi_isend", peer, a.world, 3, 4, 15),
+                  ("mpi_isend", peer, a.world, 4, 4, 16))
+        t = _call(ev, a, t, "Irecv", ("mpi_irecv_request", 17))
+        _call(ev, a, t, "Waitall", *[("mpi_isend_complete", q) for q in (10, 11, 15, 16)],
+              ("mpi_irecv", peer, a.world, 1, 8, 12), ("mpi_irecv", peer, a.world, 2, 8, 13),
+              ("mpi_irecv", peer, a.world, 3, 4, 14), ("mpi_irecv", peer, a.world, 4, 4, 17))
+
+
+def test_every_post_of_a_call_is_a_row(tmp_path):
+    """Each post record of a call gives its row (a Start/Startall's as the Isend or Irecv it
+    starts): a post without its row left its completion unpaired."""
+    from hindsight import trace as tf
+    from hindsight.interop.otf2_import import import_otf2
+
+    anchor = _archive(tmp_path / "started", _started)
+    (tmp_path / "cmp").mkdir()
+    assert _assert_same_import(anchor, tmp_path / "cmp") == "ok"
+    df = tf.read_trace(import_otf2(anchor, tmp_path / "t")).to_pandas()
+    mine = df[df["rank"] == 0]
+    anytag = tf.ANY_TAG           # OTF2 does not say what a receive named
+    assert list(zip(mine["op"].astype(str), mine["tag"])) == [
+        ("Isend", 1), ("Isend", 2), ("Irecv", anytag), ("Irecv", anytag), ("Irecv", anytag),
+        ("Isend", 3), ("Isend", 4), ("Irecv", anytag)] + [("Waitall", -1)] * 4 + [
+        ("Waitall", k) for k in range(1, 5)]
+
+
 def _damage(kind: str):
     """A script of 2 ranks exchanging one message, with damage ``kind``."""
     def script(a) -> None:

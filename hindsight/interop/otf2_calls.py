@@ -32,7 +32,10 @@ NREC = 8
  R_COMM_NEW) = range(1, 10)
 # call branches
 (B_NONE, B_SEND, B_NBSEND, B_IRECV, B_RECV, B_PROBE, B_SENDRECV, B_NBC, B_COMPLETION, B_COMM,
- B_COLL) = range(11)
+ B_COLL, B_START) = range(12)
+# the op codes ``call_rows`` writes besides the call's own (``named``): a Sendrecv's halves, and
+# the posts of an MPI_Start/Startall (hindsight records a started request as its Isend or Irecv)
+N_SR_SEND, N_SR_RECV, N_ISEND, N_IRECV = range(4)
 # the rows buffer's columns
 (W_RANK, W_OP, W_REGION, W_T0, W_T1, W_CPU, W_PEER, W_TAG, W_COMM, W_NBYTES, W_REQ,
  W_ROOT) = range(12)
@@ -74,6 +77,8 @@ def branch_of(name: str) -> int:
         return B_PROBE
     if name == "Sendrecv" or name == "Sendrecv_replace":
         return B_SENDRECV
+    if name == "Start" or name == "Startall":
+        return B_START
     if name in tf.NONBLOCKING_COLLECTIVE_OPS:
         return B_NBC
     if name in tf.COMPLETION_OPS:
@@ -211,13 +216,13 @@ def _put(rows, j, op, peer, tag, comm, nbytes, request, root):
 
 @njit(cache=True, inline="always")
 def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, req, nbc,
-              nbc_done, tc, rows, n0, ops, ops_sendrecv, slots, members, skipped, aux):
+              nbc_done, tc, rows, n0, ops, named, slots, members, skipped, aux):
     """Rule *call rows*: the rows of one MPI call (op code ``op``, of ``branch``) from its
     ``nrec`` records and the rows its ATTR_ROWS carries (``ext[e0:e0 + ne]``: sorted, position
     and the ``W_OP``.. columns each) in their places, written to ``rows`` from column ``n0``
     (``recs[r]``: the records, ``state[r, next_req]``: the rank's next request id). Returns
     the number of rows, or -E_* with ``aux`` the error's request id and op codes.
-    ``ops_sendrecv``: the codes of Sendrecv_send and Sendrecv_recv. The tables (``tc`` their
+    ``named``: the op codes at ``N_*``. The tables (``tc`` their
     entry counts) need room for ``nrec + ne`` entries each (``convert`` checks first)."""
     n = 0
     # a non-blocking collective's records in a call that cannot hold them: the post of a
@@ -235,23 +240,28 @@ def call_rows(r, branch, op, recs, nrec, ext, e0, ne, own_ids, state, next_req, 
                      recs[r, i, RD], -1, -1)
                 n = 1
                 break
-    elif branch == B_NBSEND or branch == B_IRECV:
-        # every record posts its request (the reference's list comprehension did), the first
-        # gives the row
-        want = R_SEND if branch == B_NBSEND else R_IRECV_REQ
+    elif branch == B_NBSEND or branch == B_IRECV or branch == B_START:
+        # every record posts its request and gives its row (MPI_Startall posts several, and
+        # an exporter may write two posts of one time as one call): a post without its row
+        # would leave its completion unpaired
         for i in range(nrec):
-            if recs[r, i, RK] == want:
-                q = _post(r, recs[r, i, RF], recs[r, i, RC], own_ids, state, next_req, req,
-                          tc)
-                if n == 0:
-                    _put(rows, n0, op, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
-                         recs[r, i, RD], q, -1)
-                    n = 1
+            kind = recs[r, i, RK]
+            if branch == B_START and (kind == R_SEND or kind == R_IRECV_REQ):
+                code = named[N_ISEND] if kind == R_SEND else named[N_IRECV]
+            elif (branch == B_NBSEND and kind == R_SEND) or (
+                    branch == B_IRECV and kind == R_IRECV_REQ):
+                code = op
+            else:
+                continue
+            q = _post(r, recs[r, i, RF], recs[r, i, RC], own_ids, state, next_req, req, tc)
+            _put(rows, n0 + n, code, recs[r, i, RA], recs[r, i, RB], recs[r, i, RC],
+                 recs[r, i, RD], q, -1)
+            n += 1
     elif branch == B_SENDRECV:
         for i in range(nrec):
             kind = recs[r, i, RK]
             if kind == R_SEND or kind == R_RECV:
-                _put(rows, n0 + n, ops_sendrecv[0] if kind == R_SEND else ops_sendrecv[1],
+                _put(rows, n0 + n, named[N_SR_SEND] if kind == R_SEND else named[N_SR_RECV],
                      recs[r, i, RA], recs[r, i, RB], recs[r, i, RC], recs[r, i, RD], -1, -1)
                 n += 1
         if n + ne != 2:

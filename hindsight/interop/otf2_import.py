@@ -341,7 +341,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
             i = 0
             while i < len(recs):
                 why, i = convert(recs, times, lrank, gidx, cidx, extslot, i, tab.regs, tab.comm_tab,
-                                 tab.slots, tab.members, tab.ops, tab.ops_sendrecv, tab.coll_ids,
+                                 tab.slots, tab.members, tab.ops, tab.named_ops, tab.coll_ids,
                                  _KIND_MPI, tab.bad_loc, tab.ext_span, tab.ext_rows, own_ids,
                                  conv.ranks, conv.stack, conv.rstack, conv.recs, conv.rows,
                                  conv.counters, conv.skipped, conv.skipped_first, conv.off,

@@ -129,7 +129,7 @@ def _root(rank, cref, root, comms, slots, members):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, members, ops,
-            ops_sendrecv, coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks,
+            named_ops, coll_ids, kind_mpi, bad_loc, ext_span, ext_rows, own_ids, ranks,
             stack, rstack, recs, rows, counters, skipped, skipped_first, off, off_first, aux,
             req, nbc, nbc_done, nbc_post, tc):
     """Rule *events to rows* on records ``ev[start:]`` (``times`` their ns, ``lrank`` the rank
@@ -234,7 +234,7 @@ def convert(ev, times, lrank, gidx, cidx, extslot, start, regs, comms, slots, me
                 e0, ne = (ext_span[es, 0], ext_span[es, 1]) if es >= 0 else (0, 0)
                 m = call_rows(r, regs[reg, G_BRANCH], regs[reg, G_OP], recs, ranks[r, S_NREC],
                               ext_rows, e0, ne, own_ids, ranks, S_NEXT_REQ, req, nbc, nbc_done, tc,
-                              rows, n0, ops, ops_sendrecv, slots, members, skipped, aux)
+                              rows, n0, ops, named_ops, slots, members, skipped, aux)
                 if m < 0:
                     aux[3] = -m
                     return BAIL_CALL, i

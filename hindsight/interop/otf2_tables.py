@@ -98,8 +98,8 @@ class Tables:
             self.coll_ids[code] = self.coll_names.index(name)
         self.op_names = list(tf.OPS)
         self.ops = op_table(self.op_names, self.coll_names)
-        self.ops_sendrecv = np.array([tf.OP_CODE["Sendrecv_send"], tf.OP_CODE["Sendrecv_recv"]],
-                                     np.int64)
+        self.named_ops = np.array([tf.OP_CODE[n] for n in ("Sendrecv_send", "Sendrecv_recv",
+                                                             "Isend", "Irecv")], np.int64)
         self.rank_of_ref = {loc._ref: r for loc, r in rank_of_loc.items()}
         self.locations: list = []           # slot -> a location outside the MPI group
         self._loc_refs: list[int] = []

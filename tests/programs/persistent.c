@@ -1,7 +1,7 @@
 /* Persistent requests in a ring, the scenario of persistent.py: Send_init/Ssend_init/Recv_init
  * (one from MPI_ANY_SOURCE), Start, Startall, Wait, Waitall, 3 rounds each. With the argument
- * "all", then an Rsend_init started after the matching receive is posted, and a
- * Sendrecv_replace around the ring. Prints each rank's sum of what it received. */
+ * "all", then an Rsend_init started after the matching receive is posted, a
+ * Sendrecv_replace around the ring and a Startall of two sends and two receives. Prints each rank's sum of what it received. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +52,17 @@ int main(int argc, char **argv) {
         MPI_Sendrecv_replace(buf, 3, MPI_DOUBLE, right, 8, left, 8, MPI_COMM_WORLD,
                              MPI_STATUS_IGNORE);
         total += buf[0] + buf[1] + buf[2];
+        /* one Startall of two sends then two receives: calls holding two posts of one op */
+        double two[2] = {r, r}, back[2] = {0};
+        MPI_Request q4[4];
+        MPI_Send_init(&two[0], 1, MPI_DOUBLE, right, 9, MPI_COMM_WORLD, &q4[0]);
+        MPI_Send_init(&two[1], 1, MPI_DOUBLE, right, 10, MPI_COMM_WORLD, &q4[1]);
+        MPI_Recv_init(&back[0], 1, MPI_DOUBLE, left, 9, MPI_COMM_WORLD, &q4[2]);
+        MPI_Recv_init(&back[1], 1, MPI_DOUBLE, left, 10, MPI_COMM_WORLD, &q4[3]);
+        MPI_Startall(4, q4);
+        MPI_Waitall(4, q4, MPI_STATUSES_IGNORE);
+        total += back[0] + back[1];
+        for (int i = 0; i < 4; i++) MPI_Request_free(&q4[i]);
     }
 
     double *sums = malloc((size_t)n * sizeof(double));
