@@ -153,11 +153,12 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
         # hindsight's own archive properties, read as the importer reads them (metadata, not
         # the events this reference checks)
         from hindsight.interop.otf2 import PROP_APP, PROP_TIMELINE
-        from hindsight.interop.otf2_import import _property
+        from hindsight.interop.otf2_import import _property, untraced_calls
         for key, name in (("timeline", PROP_TIMELINE), ("app", PROP_APP)):
             value = _property(trace, name)
             if value:
                 extra[key] = value
+        extra["untraced_calls"] = untraced_calls(trace, anchor)
         return cols, extra
     except OtfError:
         raise
@@ -565,6 +566,7 @@ def import_otf2(path: Path | str, out: Path | str) -> Path:
                    **({"timeline": extra["timeline"]} if extra.get("timeline") else {})},
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
+        **({"untraced_calls": extra["untraced_calls"]} if extra.get("untraced_calls") else {}),
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
         "makespan_ns": max((max(c["t_end"]) for c in cols if c["t_end"]), default=0)})
     tr = tf.read_trace(out)

@@ -216,3 +216,25 @@ def test_a_bad_calibration_size_range_stops_validate_before_any_run(tmp_path):
     assert r.returncode == 1 and not (tmp_path / "v").exists()
     assert _errors(r) == [f"Error: spec {spec}: network shm: calibrate_sizes '1MB..1KB': need "
                           "1 <= LO <= HI and a factor >= 2"]
+
+
+def test_an_otf2_round_trip_keeps_the_untraced_calls(tmp_path, monkeypatch):
+    """Calls the recorder counted but did not record stay known through OTF2 (the archive
+    property HINDSIGHT::UNTRACED_CALLS): the imported trace's check says the traffic is
+    incomplete, as the source's did, and the import says it in its one line."""
+    t = simulate_to_dir(tmp_path / "t", RING, manifest={"untraced_calls": {"Win.Rput": 2}})
+    assert hindsight("export", t, "--format", "otf2", "--out", tmp_path / "o").returncode == 0
+    r = hindsight("import", "otf2", tmp_path / "o", "--out", tmp_path / "back")
+    assert r.returncode == 0 and r.stdout.strip().endswith(
+        "trace check: ok but for the traffic of 2 calls (Win.Rput 2) the source did not trace"), \
+        r.stdout + r.stderr
+    assert json.loads((tmp_path / "back" / "manifest.json").read_text())["untraced_calls"] == \
+        {"Win.Rput": 2}
+    check = hindsight("trace", "check", tmp_path / "back")
+    assert check.returncode == 1 and "traffic incomplete: 2 calls (Win.Rput 2)" in check.stdout
+    # a damaged property is named, not taken
+    import hindsight.interop.otf2_import as imp
+
+    monkeypatch.setattr(imp, "_property", lambda trace, name: "[1, 2]")
+    with pytest.raises(imp.OtfError, match="HINDSIGHT::UNTRACED_CALLS is not a JSON object"):
+        imp.untraced_calls(None, tmp_path / "o")

@@ -41,6 +41,9 @@ PROP_TIMELINE = "HINDSIGHT::TIMELINE"
 #: The archive property naming the program (the manifest's ``app``), which the import keeps
 #: rather than the archive's folder name.
 PROP_APP = "HINDSIGHT::APP"
+#: The archive property holding the manifest's ``untraced_calls`` (JSON: calls the recorder
+#: counted but did not record), which the import keeps: the traffic stays known incomplete.
+PROP_UNTRACED = "HINDSIGHT::UNTRACED_CALLS"
 UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a root, a wildcard
 UNDEFINED_UINT64 = 0xFFFFFFFFFFFFFFFF   # OTF2_UNDEFINED_UINT64: a probe's message id
 # The columns of one row in ATTR_ROWS: the rows of a call that no OTF2 record can carry (a send

@@ -23,6 +23,7 @@ op comes back.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
@@ -45,6 +46,7 @@ from hindsight.interop.otf2 import (
     COLLECTIVE_OPS_OTF2,
     PROP_APP,
     PROP_TIMELINE,
+    PROP_UNTRACED,
     ROW_FIELDS,
     TESTBED_NODE,
     TOTAL_OVER_PEERS,
@@ -140,6 +142,10 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
             _otf2.Archive_SetProperty(w._handle, PROP_TIMELINE, timeline, False)
         if manifest.get("app"):
             _otf2.Archive_SetProperty(w._handle, PROP_APP, str(manifest["app"]), False)
+        if manifest.get("untraced_calls"):
+            _otf2.Archive_SetProperty(w._handle, PROP_UNTRACED,
+                                      json.dumps(manifest["untraced_calls"], sort_keys=True),
+                                      False)
         d = w.definitions
         root = d.system_tree_node("machine")
         host_node = {}

@@ -27,6 +27,7 @@ what is skipped and writes the trace.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
@@ -44,6 +45,7 @@ from hindsight.interop.otf2 import (
     COLLECTIVE_OPS_OTF2,
     PROP_APP,
     PROP_TIMELINE,
+    PROP_UNTRACED,
     TESTBED_NODE,
     UNDEFINED_ROOT,
     OtfError,
@@ -179,6 +181,7 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
             value = _property(trace, name)
             if value:
                 extra[key] = value
+        extra["untraced_calls"] = untraced_calls(trace, anchor)
         return cols, extra, rows
     except OtfError:
         raise
@@ -522,6 +525,21 @@ def _placement(world: list) -> dict[str, Any]:
     return out
 
 
+def untraced_calls(trace, anchor: Path) -> dict[str, int]:
+    """The calls hindsight's recorder counted but did not record (``PROP_UNTRACED``), as the
+    exported manifest had them; empty for other archives."""
+    text = _property(trace, PROP_UNTRACED)
+    try:
+        counts = json.loads(text) if text else {}
+    except ValueError:
+        counts = None
+    if not isinstance(counts, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in counts.items()):
+        raise OtfError(f"{anchor}: property {PROP_UNTRACED} is not a JSON object of call "
+                       "counts")
+    return counts
+
+
 def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
     """Convert an OTF2 archive into a hindsight trace directory; checks that messages match
     (``match``; without it the caller does, as ``hindsight import`` does in its check of the
@@ -550,6 +568,7 @@ def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
                    **({"timeline": extra["timeline"]} if extra.get("timeline") else {})},
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
+        **({"untraced_calls": extra["untraced_calls"]} if extra.get("untraced_calls") else {}),
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
         "makespan_ns": max((int(c["t_end"].max()) for c in cols if len(c["t_end"])),
                            default=0)})
