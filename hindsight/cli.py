@@ -256,8 +256,13 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
             # a binary that exits 0 without MPI_Init (not an MPI program, or another MPI's)
             raise UserError(f"{what}: no rank initialised MPI, so nothing was traced (is it an "
                             "MPI program built with this MPICH's mpicc?)")
-        raise UserError(f"run failed (mpiexec exit code {rc}); ranks not complete: "
-                        f"{' '.join(bad) or 'none'}")
+        # the first rank's own error (an exception, a crash, MPI_Abort) says which rank failed
+        errors = sorted((manifest.get("rank_errors") or {}).items(),
+                        key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0)
+        raise UserError(f"{what}: run failed (mpiexec exit code {rc}); ranks not complete: "
+                        f"{' '.join(bad) or 'none'}"
+                        + (f"; rank {errors[0][0]}: {errors[0][1]}".splitlines()[0]
+                           if errors else ""))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -413,7 +413,8 @@ def test_collect_untraced_crash_is_an_incomplete_manifest(tmp_path):
     res = hindsight("collect", "-n", 2, "--untraced", "--program", PROGRAMS / "crash.py",
                     "--out", out, "--timeout", 60)
     assert res.returncode == 1
-    assert res.stderr.count("\n") == 1 and res.stderr.startswith("Error: run failed")
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("Error: ")
+    assert "crash.py: run failed (mpiexec" in res.stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["traced"] is False and m["complete"] is False
     assert m["launcher_exit_code"] != 0 and "complete" not in set(m["rank_status"][1:])

@@ -212,6 +212,22 @@ def test_crashed_rank_is_told_from_the_ranks_killed_after_it(exe, tmp_path):
     assert _counts(_rows(tmp_path / "t"), 1) == {"Barrier": 3}
 
 
+def test_the_rank_that_aborts_is_named(exe, tmp_path):
+    """MPI_Abort on rank 1: its status is error with the call and code (the other rank's is
+    not), and collect's one Error line names the program and the rank."""
+    prog = exe("aborts")
+    res = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t")
+    assert res.returncode == 1
+    m = json.loads((tmp_path / "t" / "manifest.json").read_text())
+    # (rank 0's status is MPICH's business: its pending Barrier may return or be killed)
+    assert m["rank_status"][1] == "error" and m["rank_status"][0] != "error"
+    assert m["rank_errors"] == {"1": "called MPI_Abort (error code 3)"}
+    err = [x for x in res.stderr.splitlines() if x.startswith("Error:")]
+    assert len(err) == 1 and err[0].startswith(f"Error: {prog}: run failed (mpiexec exit code")
+    assert err[0].endswith("; rank 1: called MPI_Abort (error code 3)"), err
+    assert _counts(_rows(tmp_path / "t"), 1) == {"Barrier": 3}
+
+
 def test_not_a_program_is_not_native(tmp_path, exe):
     script = tmp_path / "prog.py"
     script.write_text("print(1)\n")

@@ -899,25 +899,43 @@ static const int fatal_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define NFATAL ((int)(sizeof fatal_sigs / sizeof fatal_sigs[0]))
 static struct sigaction old_fatal[NFATAL];
 
+/* The rank's error (error.txt beside its records, which the sealer puts in the manifest's
+ * rank_errors) and its status "error"; open/write/close only (async-signal-safe). */
+static void failed_with(const char *msg, int n) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/error.txt", stage);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, msg, (size_t)(n > 0 ? n : 0));
+        (void)w;
+        close(fd);
+    }
+    stop("error", -1, NULL);
+}
+
 static void on_fatal(int sig) {
     int k = 0;
     while (k < NFATAL - 1 && fatal_sigs[k] != sig) k++;
     if (on && !finished) {
-        char path[4200], msg[96];
-        snprintf(path, sizeof path, "%s/error.txt", stage);
+        char msg[96];
         int n = snprintf(msg, sizeof msg, "crashed: signal %d (%s)", sig,
                          sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" :
                          sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT");
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            ssize_t w = write(fd, msg, CLAMP((size_t)n, sizeof msg));
-            (void)w;
-            close(fd);
-        }
-        stop("error", -1, NULL);
+        failed_with(msg, (int)CLAMP((size_t)n, sizeof msg));
     }
     sigaction(sig, &old_fatal[k], NULL);
     raise(sig);
+}
+
+/* The rank that aborts the job says so, as one that crashed does: the others are killed by
+ * mpiexec and would otherwise look the same as it. */
+int MPI_Abort(MPI_Comm comm, int errorcode) {
+    if (on && !finished) {
+        char msg[96];
+        int n = snprintf(msg, sizeof msg, "called MPI_Abort (error code %d)", errorcode);
+        failed_with(msg, (int)CLAMP((size_t)n, sizeof msg));
+    }
+    return PMPI_Abort(comm, errorcode);
 }
 
 /* ---- set-up ------------------------------------------------------------------------------ */
