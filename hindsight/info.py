@@ -110,6 +110,7 @@ def trace_info(trace_dir: Path | str) -> dict[str, Any]:
         "cpu_sampling": m.get("cpu_sampling"),
         "clock_method": (m.get("clock") or {}).get("method"),
         "result_verified": m.get("result_verified"),
+        "wall_s": (m.get("wall_ns") or 0) / 1e9,
         "run_id": m.get("run_id"),
         "git_revision": m.get("git_revision"),
         "format_version": m.get("format_version"),
@@ -195,6 +196,10 @@ def format_info(info: dict[str, Any]) -> str:
         + (f", {info['bytes_one_sided']} moved by one-sided operations"
            if info.get("bytes_one_sided") else "") + ")",
     ]
+    if info.get("wall_s") and not (info.get("replay") or info.get("simulated")):
+        # the program's run time, what an untraced run measures (replay's `run time` line)
+        lines.insert(-1, f"wall time   {fmt_time(info['wall_s'] * 1e9)}  (start barrier to the "
+                         "program's end)")
     if info.get("poll_runs"):
         lines.append(poll_text(info))
     width = max((len(k) for k in info["events_per_op"]), default=4)

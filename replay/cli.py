@@ -14,6 +14,7 @@ from hindsight.outputs import (check_output, check_trace_folder, replace_dir, sa
                                write_failed)
 from hindsight.trace import read_manifest, run_problems, simulated_timeline
 from replay.recorder_rules import trace_rules
+from replay.run_time import run_time
 from replay.units import fmt_params, fmt_time
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
@@ -326,6 +327,8 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["timeline_not_measured"] = simulated
         if prep.manifest.get("untraced_calls"):
             doc["untraced_calls"] = dict(prep.manifest["untraced_calls"])
+        if not simulated and run_time(res, prep.manifest):
+            doc["run_time"] = run_time(res, prep.manifest)
         if injected:
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         doc.update(rules.json(mod, res.info))
@@ -336,7 +339,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         f"{_messages_text(res)})")
     say(f"model      {res.model}  {fmt_params(res.params)}")
     _measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None,
-                    simulated)
+                    simulated, None if simulated else run_time(res, prep.manifest))
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
     if res.info.get("not_modelled"):
@@ -477,10 +480,12 @@ def _messages_text(res) -> str:
         f", {more} more in the model's collective and one-sided patterns" if more > 0 else "")
 
 
-def _measured_lines(say, res, epoch_ns: float | None, simulated: str | None = None) -> None:
+def _measured_lines(say, res, epoch_ns: float | None, simulated: str | None = None,
+                    run_time: dict | None = None) -> None:
     """The measured and predicted makespans. The models replay from the first traced event; the
     trace's makespan counts from the run's epoch (docs/trace-format.md, "Makespan"): both are
-    printed, labelled, when they differ. A timeline no run measured (``simulated``) is named so."""
+    printed, labelled, when they differ. A timeline no run measured (``simulated``) is named so.
+    ``run_time`` (``replay.run_time``): the whole program's, when it differs."""
     if simulated:
         say(f"timeline   {fmt_time(res.measured_makespan_ns)}  ({simulated}, not measured)")
         say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the trace's "
@@ -493,6 +498,12 @@ def _measured_lines(say, res, epoch_ns: float | None, simulated: str | None = No
     # the traced run is what a replay has; against the untraced one: hindsight validate
     say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the measured "
         f"{fmt_time(res.measured_makespan_ns)})")
+    if run_time:
+        r = run_time
+        say(f"run time   {fmt_time(r['predicted_s'] * 1e9)} predicted, start barrier to the "
+            f"program's end: the replay plus the {fmt_time(r['lead_in_s'] * 1e9)} before the "
+            f"first traced event and {fmt_time(r['tail_s'] * 1e9)} after the last, as traced "
+            f"(the traced run: {fmt_time(r['traced_wall_s'] * 1e9)})")
 
 
 def _ack_line(say, ack: dict | None) -> None:

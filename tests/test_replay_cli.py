@@ -164,3 +164,29 @@ def test_replay_sweep_stays_the_function_once_the_command_ran(trace):
     from replay.sweeps import sweep
 
     assert replay.sweep is sweep
+
+
+def test_the_programs_run_time_adds_what_no_model_changes(tmp_path):
+    """A run whose program computes long after its last MPI call: replay predicts the run time
+    an untraced run measures (start barrier to the program's end) as the replay plus the traced
+    lead-in and tail, in text and JSON; trace info shows the traced wall time. A run whose wall
+    time is its makespan gets no such line."""
+    import json as js
+
+    from conftest import hindsight
+    from hindsight import trace as tf
+
+    plain = simulate_to_dir(tmp_path / "p", PROGS)
+    span = tf.read_manifest(plain)["makespan_ns"]
+    t = simulate_to_dir(tmp_path / "t", PROGS, manifest={"wall_ns": span + 10 ** 8})
+    doc = js.loads(hindsight("replay", t, "--json").stdout)
+    rt = doc["run_time"]
+    assert rt["tail_s"] == pytest.approx(0.1) and rt["traced_wall_s"] * 1e9 == span + 10 ** 8
+    assert rt["predicted_s"] == pytest.approx(
+        doc["predicted_makespan_s"] + rt["lead_in_s"] + rt["tail_s"])
+    text = hindsight("replay", t).stdout.splitlines()
+    line = [x for x in text if x.startswith("run time ")]
+    assert len(line) == 1 and "after the last, as traced" in line[0], text
+    assert "wall time   " in hindsight("trace", "info", t).stdout
+    assert "run_time" not in js.loads(hindsight("replay", plain, "--json").stdout)
+    assert "run time " not in hindsight("replay", plain).stdout
