@@ -302,7 +302,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     measured = mod.MODE == "measured"
     flags = None if measured else flags
     st = prep.stream(expand=not measured, algorithms=dict(algorithms or {}),
-                     shared_flags=flags.ops() if flags is not None else frozenset())
+                     shared_flags=flags.limits() if flags is not None else frozenset())
     if st.meetings is not None:
         loc, dep_lat = with_costs(st.loc, st.dep_lat, st.nops, st.meetings, flags)
         st = replace(st, loc=loc, dep_lat=dep_lat)
@@ -369,8 +369,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected
-    if st.meetings is not None:
-        res.info["shared_flag_meeting"] = flag_summary(st.meetings, flags)
+    if flags is not None and not measured:
+        summary = flag_summary(st.meetings, flags, prep.coll, prep.rows.nbytes)
+        if summary:
+            res.info["shared_flag_meeting"] = summary
     if tracer_change is not None:
         res.info["python_tracer_in_bursts_s"] = tracer_change
     if resume_removed is not None:

@@ -22,12 +22,15 @@ Allreduce or Barrier, which release_gather gathers to; member: the others):
 ``own`` and ``after`` come from calibrate's collective probe (``replay.calibration.flags``):
 ``own`` the call's duration when the rank entered last, ``after`` its end after the awaited
 entry when it entered first, both medians at the probe's sizes, interpolated linearly in k
-between them and extended by the last two sizes' slope beyond (a profile's ``[shared_flag]``).
+between them (a profile's ``[shared_flag]``).
 
 The rule applies to an instance when its collective is one of those four (blocking), MPICH's
 own selection runs it (no ``--algo`` for that collective), its communicator has at least two
 members, all on one host (the replay's placement) and all recorded (a partial trace's instance
-that lacks members keeps its pattern), and the profile has that collective's costs.
+that lacks members keeps its pattern), the profile has that collective's costs and its largest
+block is within the probe's sizes: a larger one (an 8 MiB Bcast against a probe up to 64 KiB)
+keeps its pattern, priced by the network model's parameters, which calibrate measured up to
+its largest message, rather than by the probe's costs extrapolated.
 Other instances keep their point-to-point pattern. Not modelled: the first four such calls of a
 communicator, which MPICH runs as point-to-point messages (MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD
 = 5); a root that runs more than the buffer's cells (MPIR_CVAR_BCAST_INTRANODE_NUM_CELLS) ahead
@@ -70,18 +73,19 @@ class FlagCosts:
     def ops(self) -> frozenset[str]:
         return frozenset(self.table)
 
+    def limits(self) -> frozenset[tuple[str, int]]:
+        """(collective, the probe's largest size in bytes): the rule prices no instance whose
+        largest block is above it (module docstring)."""
+        return frozenset((op, int(max(c["bytes"]))) for op, c in self.table.items())
+
     def cost_ns(self, op: str, role: str, what: str, k: np.ndarray) -> np.ndarray:
         """``own`` or ``after`` of ``role`` in ``op`` for blocks of k bytes, ns (formula in the
         module docstring)."""
         sizes = np.asarray(self.table[op]["bytes"], np.float64)
         y = np.asarray(self.table[op][f"{role}_{what}_s"], np.float64) * 1e9
         k = np.asarray(k, np.float64)
-        out = np.interp(k, sizes, y)
-        if len(sizes) >= 2:
-            slope = (y[-1] - y[-2]) / (sizes[-1] - sizes[-2])
-            beyond = k > sizes[-1]
-            out[beyond] = y[-1] + slope * (k[beyond] - sizes[-1])
-        return np.maximum(out, 0.0)
+        # (blocks above the probe's sizes are not priced here: ``eligible``)
+        return np.maximum(np.interp(k, sizes, y), 0.0)
 
     def less(self, binding: Mapping[str, float]) -> "FlagCosts":
         """These costs less mpi4py's own time per call of each collective (rule
@@ -142,21 +146,33 @@ def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
     return costs
 
 
+def largest_blocks(coll, nbytes: np.ndarray) -> np.ndarray:
+    """Per collective instance, the largest block a member recorded (bytes, at least 0)."""
+    blocks = np.maximum(nbytes[coll.rows], 0).astype(np.float64)
+    return np.maximum.reduceat(blocks, coll.off[:-1]) if len(blocks) else blocks
+
+
 def eligible(coll, comm_members: Mapping[int, list[int]], host_of_rank: np.ndarray,
-             algos: Mapping[str, str], ops: frozenset[str]) -> np.ndarray:
+             algos: Mapping[str, str], limits: Mapping[str, int],
+             nbytes: np.ndarray) -> np.ndarray:
     """Per collective instance, whether rule shared_flag_meeting prices it (conditions in the
-    module docstring)."""
+    module docstring); ``limits``: per collective the probe's largest size, ``nbytes`` the
+    rows' bytes."""
     ninst = len(coll.comm)
     out = np.zeros(ninst, bool)
-    if not ninst or not ops:
+    if not ninst or not limits:
         return out
-    codes = [tf.OP_CODE[op] for op in ops if algos.get(op) == SELECTION]
+    codes = [tf.OP_CODE[op] for op in limits if algos.get(op) == SELECTION]
     if not codes:
         return out
+    limit = np.full(len(tf.OPS), -1.0)
+    for op, k in limits.items():
+        limit[tf.OP_CODE[op]] = k
     # every member recorded: a partial trace's incomplete instance keeps its pattern, whose
-    # missing members' messages the partial replay already leaves out
+    # missing members' messages the partial replay already leaves out; a block above the
+    # probe's sizes keeps it too (a measurement is not extrapolated)
     out = np.isin(coll.op, codes) & (coll.size >= 2) & (coll.comm != tf.COMM_SELF_ID) \
-        & (np.diff(coll.off) == coll.size)
+        & (np.diff(coll.off) == coll.size) & (largest_blocks(coll, nbytes) <= limit[coll.op])
     hosts = np.asarray(host_of_rank)
     one_host = {cid: len({int(hosts[r]) for r in comm_members[cid] if 0 <= r < len(hosts)}) == 1
                 for cid in sortedsets.unique(coll.comm[out]).tolist() if cid in comm_members}
@@ -197,8 +213,7 @@ def lay_meetings(coll, flagged: np.ndarray, comm_members: Mapping[int, list[int]
         mem = comm_members[int(coll.comm[x])]
         root_local[x] = mem.index(int(coll.root[x])) if int(coll.root[x]) in mem else 0
     role = (local != root_local[inst_s]).astype(np.int8)
-    blocks = np.maximum(nbytes[coll.rows], 0).astype(np.float64)
-    big = np.maximum.reduceat(blocks, coll.off[:-1]) if len(blocks) else blocks
+    big = largest_blocks(coll, nbytes)
     k = np.full(len(sel), K.COLL, np.int8)
     size = coll.size[inst_s].astype(np.int64)
     for op in SHARED_FLAG_COLLECTIVES:
@@ -241,14 +256,27 @@ def with_costs(loc: np.ndarray, dep_lat: np.ndarray, nops: int, meetings: Meetin
     return loc, dep
 
 
-def flag_summary(meetings: Meetings, costs: FlagCosts) -> dict[str, Any]:
+def flag_summary(meetings: Meetings | None, costs: FlagCosts, coll,
+                 nbytes: np.ndarray) -> dict[str, Any] | None:
     """What a replay reports of the rule: the calls it priced per collective, the probe's
     communicator size and the largest communicator priced (a larger one than the probe's
-    takes the probe's costs as they are)."""
-    per_op = {tf.OPS[int(c)]: int(n) for c, n in zip(*np.unique(meetings.op, return_counts=True))}
+    takes the probe's costs as they are), and per collective the instances whose blocks are
+    above the probe's sizes (``above_probe``: op -> [instances, the probe's largest size]),
+    which kept their patterns; None when there is neither."""
+    per_op = {} if meetings is None else {
+        tf.OPS[int(c)]: int(n) for c, n in zip(*np.unique(meetings.op, return_counts=True))}
+    big = largest_blocks(coll, nbytes)
+    above = {}
+    for op, k in sorted(costs.limits()):
+        n = int(np.count_nonzero((coll.op == tf.OP_CODE[op]) & (big > k)))
+        if n:
+            above[op] = [n, k]
+    if not per_op and not above:
+        return None
     return {"calls": per_op, "probe_ranks": costs.ranks,
-            "largest_communicator": int(meetings.size.max()) if len(meetings.size) else 0,
-            "profile_transport": costs.transport}
+            "largest_communicator": int(meetings.size.max())
+            if meetings is not None and len(meetings.size) else 0,
+            "profile_transport": costs.transport, "above_probe": above}
 
 
 def flag_line(info: Mapping[str, Any]) -> str | None:
@@ -257,9 +285,17 @@ def flag_line(info: Mapping[str, Any]) -> str | None:
     if not s:
         return None
     calls = ", ".join(f"{n} {op}" for op, n in s["calls"].items())
-    text = (f"flags      {calls} calls on shared flags within a node, priced by each member's "
-            f"measured cost (rule {RULE})")
-    if s["largest_communicator"] != s["probe_ranks"]:
-        text += (f"; the costs were measured with {s['probe_ranks']} ranks, communicators here "
-                 f"have up to {s['largest_communicator']}")
-    return text
+    parts = []
+    if calls:
+        parts.append(f"{calls} calls on shared flags within a node, priced by each member's "
+                     f"measured cost (rule {RULE})")
+        if s["largest_communicator"] != s["probe_ranks"]:
+            parts[-1] += (f"; the costs were measured with {s['probe_ranks']} ranks, "
+                          f"communicators here have up to {s['largest_communicator']}")
+    above = s.get("above_probe") or {}
+    if above:
+        parts.append(", ".join(f"{n} {op}" for op, (n, _) in above.items())
+                     + " calls with blocks above the probe's largest size ("
+                     + ", ".join(f"{op} {k} B" for op, (_, k) in above.items())
+                     + ") keep their point-to-point patterns")
+    return "flags      " + "; ".join(parts)

@@ -89,11 +89,12 @@ class Prepared:
         return self.measured
 
     def stream(self, expand: bool, algorithms: dict[str, str] | None = None,
-               shared_flags: frozenset[str] = frozenset()) -> Stream:
+               shared_flags: frozenset[tuple[str, int]] = frozenset()) -> Stream:
         """The kernel's operations, collectives expanded into the point-to-point patterns of
         their algorithms (defaults, then the manifest's, then ``algorithms``) or not; built
-        once per form. Expanded, the instances of the collectives ``shared_flags`` that rule
-        shared_flag_meeting prices (``replay.flags.eligible``) are meetings instead."""
+        once per form. Expanded, the instances of the collectives ``shared_flags`` ((name, the
+        probe's largest size), ``FlagCosts.limits``) that rule shared_flag_meeting prices
+        (``replay.flags.eligible``) are meetings instead."""
         algos = dict(C.DEFAULT_ALGORITHMS)
         algos.update(self.manifest.get("collective_algorithms") or {})
         algos.update(algorithms or {})
@@ -135,7 +136,7 @@ class Prepared:
         flagged = None
         if flags:
             flagged = eligible(self.coll, self.comm_members, self.host_of_rank, algos,
-                               frozenset(flags))
+                               dict(flags), self.rows.nbytes)
         st = build_stream(self.rows, self.msgs, self.coll, self.comm_members, self.nranks,
                           expand, algos, self.manifest.get("neighbours"), self.rma, flagged)
         # a cached trace's rows are mapped from its cache: the pages the build read would

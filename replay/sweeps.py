@@ -149,7 +149,7 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     # Build (and cache) the stream once here, not racing to build it in every worker thread.
     flags = None if measured else flags
     prep.stream(expand=not measured, algorithms=dict(algorithms or {}),
-                shared_flags=flags.ops() if flags is not None else frozenset())
+                shared_flags=flags.limits() if flags is not None else frozenset())
     point = SweepPoint(mod.NAME, values0, axes, combos, compute_scale, region_scale, cpu_time,
                        algorithms, prep.measured_makespan_ns,
                        flags, tracer_cost, resume)

@@ -96,10 +96,16 @@ def test_barrier_and_allreduce_meet_with_interpolated_costs(tmp_path):
     progs = [[("compute", 10_000), ("coll", "Allreduce", 508)], [("coll", "Allreduce", 508)]]
     r = _run(_prep(tmp_path, progs, "ar"))
     assert list(r.rank_end_ns) == pytest.approx([max(11_500, 13_000), 16_000])
-    # beyond the largest size the last slope goes on: at 2008 B member own 9,000, after
-    # 12,000: the late member ends max(20,000 + 9,000, 20,000 + 12,000)
+    # beyond the probe's largest size the costs are not extrapolated: the instance keeps its
+    # pattern (the model's messages), and the replay says so
     progs = [[("coll", "Allreduce", 2008)], [("compute", 20_000), ("coll", "Allreduce", 2008)]]
-    assert _run(_prep(tmp_path, progs, "big")).rank_end_ns[1] == pytest.approx(32_000)
+    r = _run(_prep(tmp_path, progs, "big"))
+    info = r.info["shared_flag_meeting"]
+    assert info["calls"] == {} and info["above_probe"] == {"Allreduce": [1, 1008]}
+    assert flag_line(r.info) == ("flags      1 Allreduce calls with blocks above the probe's "
+                                 "largest size (Allreduce 1008 B) keep their point-to-point "
+                                 "patterns")
+    assert r.info["collective_algorithms_run"]["Allreduce"] != {"release_gather": 1}
 
 
 def test_rule_applies_only_under_its_conditions(tmp_path):

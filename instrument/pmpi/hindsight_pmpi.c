@@ -900,11 +900,12 @@ static const int fatal_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 static struct sigaction old_fatal[NFATAL];
 
 /* The rank's error (error.txt beside its records, which the sealer puts in the manifest's
- * rank_errors) and its status "error"; open/write/close only (async-signal-safe). */
-static void failed_with(const char *msg, int n) {
+ * rank_errors) and its status "error"; open/write/close only (async-signal-safe). With
+ * `keep`, an error already written stays (a Python rank's exception, before its Abort). */
+static void failed_with(const char *msg, int n, int keep) {
     char path[4200];
     snprintf(path, sizeof path, "%s/error.txt", stage);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | (keep ? O_EXCL : O_TRUNC), 0644);
     if (fd >= 0) {
         ssize_t w = write(fd, msg, (size_t)(n > 0 ? n : 0));
         (void)w;
@@ -921,19 +922,20 @@ static void on_fatal(int sig) {
         int n = snprintf(msg, sizeof msg, "crashed: signal %d (%s)", sig,
                          sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" :
                          sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT");
-        failed_with(msg, (int)CLAMP((size_t)n, sizeof msg));
+        failed_with(msg, (int)CLAMP((size_t)n, sizeof msg), 0);
     }
     sigaction(sig, &old_fatal[k], NULL);
     raise(sig);
 }
 
 /* The rank that aborts the job says so, as one that crashed does: the others are killed by
- * mpiexec and would otherwise look the same as it. */
+ * mpiexec and would otherwise look the same as it. A rank whose launcher aborts it after an
+ * uncaught exception (instrument/run.py) keeps the exception as its error. */
 int MPI_Abort(MPI_Comm comm, int errorcode) {
     if (on && !finished) {
         char msg[96];
         int n = snprintf(msg, sizeof msg, "called MPI_Abort (error code %d)", errorcode);
-        failed_with(msg, (int)CLAMP((size_t)n, sizeof msg));
+        failed_with(msg, (int)CLAMP((size_t)n, sizeof msg), 1);
     }
     return PMPI_Abort(comm, errorcode);
 }
