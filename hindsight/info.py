@@ -236,15 +236,17 @@ def format_noise(noise: dict[str, Any]) -> str:
     m = noise.get("with_model")
     if m:
         lines.append(m["line"] + f"  [profile {m['profile']}]")
+        # unexplained is all a trace can tell: the machine's stalls, or what the model misses
         lines.append(f"  single rank {ms(m['single_rank_s'])}, several ranks at once "
-                     f"{ms(m['machine_wide_s'])} ({ms(m['several_ranks_wall_s'])} wall time)")
+                     f"{ms(m['machine_wide_s'])} ({ms(m['several_ranks_wall_s'])} wall time); "
+                     "the machine's stalls or the model's own misses (docs/replay.md, Noise)")
         for st in m["stalls"][:5]:
-            lines.append(f"  stall at {ms(st['start_s'])}: {ms(st['duration_s'])} on ranks "
+            lines.append(f"  unexplained at {ms(st['start_s'])}: {ms(st['duration_s'])} on ranks "
                          + ",".join(str(r) for r in st["ranks"])
                          + ("..." if st["nranks"] > len(st["ranks"]) else ""))
         hist = [h for h in m["histogram"] if h["count"]]
         if hist:
-            lines.append("  stalls by duration: " + "; ".join(
+            lines.append("  unexplained by duration: " + "; ".join(
                 (f">= {ms(h['from_s'])}" if h["to_s"] is None
                  else f"{ms(h['from_s'])}-{ms(h['to_s'])}")
                 + f": {h['count']} ({ms(h['rank_time_s'])} rank-time)" for h in hist))
