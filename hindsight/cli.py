@@ -286,8 +286,19 @@ def trace() -> None:
               help="network model of --profile")
 def info(trace_dir, as_json, noise, profile, model_name):
     """Ranks, events per op, bytes, makespan, completeness and run metadata."""
-    from hindsight.info import format_info, trace_info
+    import json
 
+    from hindsight.info import format_info, format_untraced, trace_info
+
+    manifest = tf.read_manifest(trace_dir)
+    if manifest.get("traced") is False:
+        # an untraced run's manifest is all there is, and what it measured (the wall time)
+        if noise or profile is not None:
+            raise tf.UntracedRunError(f"{trace_dir}: an untraced run (wall time only): it has "
+                                      "no noise to analyse")
+        click.echo(json.dumps(manifest, indent=2, default=str) if as_json
+                   else format_untraced(trace_dir, manifest))
+        return
     data = trace_info(trace_dir)
     if noise or profile is not None:
         from hindsight.trace import read_manifest, simulated_timeline
@@ -299,7 +310,6 @@ def info(trace_dir, as_json, noise, profile, model_name):
                              "it has no noise")
         data["noise"] = _noise_info(trace_dir, profile, model_name)
     if as_json:
-        import json
         click.echo(json.dumps(data, indent=2, default=str))
         return
     click.echo(format_info(data))

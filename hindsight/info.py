@@ -220,6 +220,26 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_untraced(path: Path | str, m: dict[str, Any]) -> str:
+    """``trace info`` of an untraced run (``collect --untraced``): its manifest's facts."""
+    status = m.get("rank_status") or []
+    lines = [f"untraced    {path}: an untraced run (collect --untraced), no events",
+             f"run         {m.get('run_id')}  app={m.get('app')}  paradigm={m.get('paradigm')}",
+             f"ranks       {m.get('ranks')}  hosts={m.get('hosts')}  "
+             f"oversubscribed={m.get('oversubscribed')}",
+             f"complete    {'yes' if m.get('complete') else 'NO'}"
+             + ("" if m.get("complete") else f"  (ranks: {status}, mpiexec exit code "
+                f"{m.get('launcher_exit_code')})")]
+    if m.get("makespan_ns"):
+        lines.append(f"wall time   {fmt_time(m['makespan_ns'])}  (start barrier to the program's "
+                     "end)")
+    problems = tf.run_problems(m)
+    if problems:
+        lines.append("disturbed   " + "; ".join(problems) + ": the wall time includes other "
+                     "work's")
+    return "\n".join(lines)
+
+
 def format_noise(noise: dict[str, Any]) -> str:
     """The text of ``trace info --noise`` / ``--profile``."""
     def ms(s: float) -> str:

@@ -334,7 +334,7 @@ def _untraced_manifest(d, makespan_ns=123_456_789):
     return d
 
 
-@pytest.mark.parametrize("cmd", [("trace", "info"), ("trace", "check"), ("replay",),
+@pytest.mark.parametrize("cmd", [("trace", "check"), ("replay",),
                                  ("export", "--format", "perfetto")])
 def test_readers_refuse_an_untraced_run_in_one_line(tmp_path, cmd):
     d = _untraced_manifest(tmp_path / "u")
@@ -342,8 +342,22 @@ def test_readers_refuse_an_untraced_run_in_one_line(tmp_path, cmd):
     res = hindsight(*args)
     assert res.returncode == 1, res.stdout + res.stderr
     assert res.stderr.strip() == \
-        f"Error: {d}: an untraced run (wall time only: 0.1235 s): nothing to replay"
+        f"Error: {d}: an untraced run (wall time only: 0.1235 s), which has no events"
     assert "Traceback" not in res.stderr
+
+
+def test_trace_info_shows_an_untraced_run(tmp_path):
+    """What an untraced run measured is its manifest: trace info shows it (exit 0), --json
+    gives the manifest, --noise has nothing to analyse (one line, exit 1)."""
+    d = _untraced_manifest(tmp_path / "u")
+    res = hindsight("trace", "info", d)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"untraced    {d}: an untraced run (collect --untraced), no events"
+    assert "wall time   123.5 ms  (start barrier to the program's end)" in lines
+    assert json.loads(hindsight("trace", "info", d, "--json").stdout)["traced"] is False
+    res = hindsight("trace", "info", d, "--noise")
+    assert res.returncode == 1 and res.stderr.strip().endswith("it has no noise to analyse")
 
 
 def test_collect_untraced_writes_the_wall_time_only(tmp_path):
@@ -375,7 +389,7 @@ def test_collect_untraced_writes_the_wall_time_only(tmp_path):
     res = hindsight("replay", out)
     assert res.returncode == 1
     assert res.stderr.strip() == (f"Error: {out}: an untraced run (wall time only: "
-                                  f"{m['makespan_ns'] / 1e9:.4f} s): nothing to replay")
+                                  f"{m['makespan_ns'] / 1e9:.4f} s), which has no events")
 
 
 @pytest.mark.parametrize("untraced", [False, True])
@@ -431,7 +445,9 @@ def test_untraced_run_that_wrote_nothing_is_described_as_failed(tmp_path):
     assert m["rank_status"] == ["missing", "missing"] and m["launcher_exit_code"] == 137
     assert m["ranks"] == 2 and m["program"].endswith("prog.py")
     res = hindsight("trace", "info", out)
-    assert res.returncode == 1 and "an untraced run (wall time only" in res.stderr
+    assert res.returncode == 0 and ("complete    NO  (ranks: ['missing', 'missing'], mpiexec "
+                                    "exit code 137)") in res.stdout.splitlines(), res.stdout
+    assert "wall time" not in res.stdout
 
 
 SLEEPER = """

@@ -98,7 +98,7 @@ def rank_sources(trace_dir: Path, manifest: dict[str, Any],
         wall = manifest.get("makespan_ns")
         raise UntracedRunError(f"{trace_dir}: an untraced run (wall time only"
                                + (f": {wall / 1e9:.4f} s" if isinstance(wall, (int, float)) else "")
-                               + "): nothing to replay")
+                               + "), which has no events")
     nranks = int(manifest["ranks"])
     sources = []
     # One listing of the directory, not a stat per rank (a tenth of the footer work of a trace
