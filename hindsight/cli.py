@@ -253,9 +253,15 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
                if s != "complete"]
         status = manifest.get("rank_status") or []
         if rc == 0 and status and all(st == "missing" for st in status):
-            # a binary that exits 0 without MPI_Init (not an MPI program, or another MPI's)
-            raise UserError(f"{what}: no rank initialised MPI, so nothing was traced (is it an "
-                            "MPI program built with this MPICH's mpicc?)")
+            # a binary that exits 0 without MPI_Init (not an MPI program, or another MPI's):
+            # no rank staged a record, so the launch's own note is all the staging area holds
+            staging = Path(out) / tf.STAGING_DIR
+            if staging.is_dir() and {p.name for p in staging.iterdir()} <= {"start.json"}:
+                import shutil
+                shutil.rmtree(staging, ignore_errors=True)
+            raise UserError(f"{what}: no rank initialised MPI, so "
+                            + ("no wall time was measured" if untraced else "nothing was traced")
+                            + " (is it an MPI program built with this MPICH's mpicc?)")
         # the first rank's own error (an exception, a crash, MPI_Abort) says which rank failed
         errors = sorted((manifest.get("rank_errors") or {}).items(),
                         key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0)

@@ -104,8 +104,11 @@ def binding_line(costs: Mapping[str, float] | None) -> str | None:
     if not costs:
         return None
     parts = ", ".join(f"{c} {costs[c] * 1e6:.2g}" for c in CALLS if c in costs)
-    return (f"binding    recorded below mpi4py: the profile's per-call costs less mpi4py's own, "
-            f"in us: {parts} (rule {NAME})")
+    # (a C program's calls, as an mpi4py program's recorded by the PMPI library, pay no
+    # mpi4py: the profile, measured through mpi4py, does)
+    return (f"binding    calls recorded at the MPI library (C or below mpi4py): the profile's "
+            f"per-call costs, measured through mpi4py, less mpi4py's own, in us: {parts} "
+            f"(rule {NAME})")
 
 
 def applies(model: Any) -> bool:

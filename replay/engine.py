@@ -6,6 +6,7 @@ See docs/replay.md for the semantics. Times in results are ns from the trace's f
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -254,7 +255,8 @@ _NONBLOCKING_HINT = ("; the trace has non-blocking collectives, whose steps afte
 
 def run(prep: Prepared, model: str | NetworkModel = "loggps",
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, *,
-        profile: Mapping[str, Any] | None = None, compute_scale: float = 1.0,
+        profile: Mapping[str, Any] | str | os.PathLike | None = None,
+        compute_scale: float = 1.0,
         region_scale: Mapping[str, float] | None = None, cpu_time: bool = False,
         algorithms: Mapping[str, str] | None = None, record: bool = True,
         resolved: dict[str, Any] | None = None, delay_ns: np.ndarray | None = None,
@@ -265,7 +267,10 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     """Replay ``prep`` under ``model``.
 
     ``params`` are ``NAME -> VALUE`` (strings with units or numbers in SI base units), applied
-    over the model defaults and ``profile``; ``resolved`` skips parsing (internal units).
+    over the model defaults and ``profile`` (the parameters ``replay.models.load_profile``
+    gives, or a profile file's path, read so); ``resolved`` skips parsing (internal units). The
+    profile's rules that ``hindsight replay`` also applies are arguments of their own here
+    (``flags``, ``tracer_cost``, ``resume``, ``transport_cost``; ``replay.recorder_rules``).
     ``record`` keeps per-event times and computes the critical path; ``row_times=False`` keeps
     the critical path only (no ``row_start_ns``/``row_end_ns``: 24 bytes a row). ``delay_ns``
     (per prepared row, ns) holds the rank that long just before it enters the row's call
@@ -286,6 +291,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     ``Result.resume_from`` of that segment).
     """
     mod = M.get_model(model) if isinstance(model, str) else model
+    if isinstance(profile, (str, os.PathLike)):
+        profile = M.load_profile(profile, mod)
     values = resolved if resolved is not None else M.resolve(mod, params or {}, profile)
     if mod.OWN_SIMULATOR:
         # a model with a simulator of its own (loggopsim): it replays, the engine reports

@@ -178,3 +178,13 @@ def test_real_probe_times_every_call(tmp_path):
         # a collective's binding parses two buffer specifications: it costs more than Barrier's
         assert params["Allreduce"] > params["Barrier"]
         assert binding_costs({"binding": params}) == {c: params[c] for c in CALLS}
+
+
+def test_the_binding_line_says_where_the_calls_were_recorded():
+    """The rule's line names both kinds of trace it applies to: a C program's and an mpi4py
+    program's recorded by the PMPI library."""
+    from replay.binding import binding_line
+
+    line = binding_line({"Send": 0.33e-6})
+    assert line.startswith("binding    calls recorded at the MPI library (C or below mpi4py)")
+    assert "Send 0.33" in line and binding_line(None) is None

@@ -614,6 +614,12 @@ def test_a_binary_that_never_initialises_mpi_is_named_so(tmp_path):
     assert res.stderr.strip().splitlines()[-1] == (
         f"Error: {prog}: no rank initialised MPI, so nothing was traced (is it an MPI program "
         "built with this MPICH's mpicc?)")
+    # nothing staged is left behind: the next collect into the folder needs no --force
+    assert not (tmp_path / "t" / tf.STAGING_DIR).exists()
+    res = hindsight("collect", "--untraced", "--program", prog, "-n", 2, "--out", tmp_path / "u")
+    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1] == (
+        f"Error: {prog}: no rank initialised MPI, so no wall time was measured (is it an MPI "
+        "program built with this MPICH's mpicc?)")
 
 
 @pytest.mark.parametrize("untraced", [False, True], ids=["traced", "untraced"])

@@ -190,3 +190,17 @@ def test_the_programs_run_time_adds_what_no_model_changes(tmp_path):
     assert "wall time   " in hindsight("trace", "info", t).stdout
     assert "run_time" not in js.loads(hindsight("replay", plain, "--json").stdout)
     assert "run time " not in hindsight("replay", plain).stdout
+
+
+def test_the_api_takes_a_profiles_path(tmp_path):
+    """replay.run(prep, model, profile=PATH) reads the file's parameters, as load_profile gives
+    them (it was an AttributeError on the path string)."""
+    import replay
+    from replay import models as M
+
+    prep = replay.prepare(simulate_to_dir(tmp_path / "t", PROGS))
+    path = "docs/calibration/shm.toml"
+    by_path = replay.run(prep, "loggps", {}, profile=path).makespan_ns
+    by_dict = replay.run(prep, "loggps", {},
+                         profile=M.load_profile(path, M.get_model("loggps"))).makespan_ns
+    assert by_path == by_dict != replay.run(prep, "loggps", {}).makespan_ns
