@@ -18,6 +18,7 @@ from time import perf_counter_ns as _now, thread_time_ns as _cpu
 from mpi4py import MPI
 
 from hindsight.trace import core as tf
+from instrument import untraced as _untraced
 from instrument.sizes import nbytes as _nbytes
 from instrument.tracer import RECORD as _ROW, pack as _pack
 
@@ -363,6 +364,9 @@ class TracedRequest(_R):
     # (mpi4py's free() calls self.Free(): wrapped once, here)
     Free = _free(_R.Free)
 
+
+# a cancelled request's message may never be delivered: counted, as the PMPI library does
+_untraced.add_counters(TracedRequest, _R, ("Cancel",), "Request.")
 
 _P = MPI.Prequest
 

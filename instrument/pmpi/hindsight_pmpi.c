@@ -605,7 +605,7 @@ static size_t put_conditions(char *b, size_t n, size_t cap, const cond_t *c) {
     X(INTERCOMM_FROM_GROUPS, "Intercomm.Create_from_groups")                                 \
     X(INTERCOMM_MERGE, "Intercomm.Merge") X(SPAWN, "Spawn")                                  \
     X(SPAWN_MULTIPLE, "Spawn_multiple") X(ACCEPT, "Accept") X(CONNECT, "Connect")            \
-    X(JOIN, "Join")
+    X(JOIN, "Join") X(CANCEL, "Request.Cancel")
 #define U_ENUM(ID, NAME) U_##ID,
 #define U_NAME(ID, NAME) NAME,
 enum { UNTRACED_CALLS(U_ENUM) N_UNTRACED };
@@ -2561,6 +2561,8 @@ COUNTED(ACCEPT, MPI_Comm_accept, (const char *port, MPI_Info info, int root, MPI
 COUNTED(CONNECT, MPI_Comm_connect, (const char *port, MPI_Info info, int root, MPI_Comm comm,
         MPI_Comm *newcomm), (port, info, root, comm, newcomm))
 COUNTED(JOIN, MPI_Comm_join, (int fd, MPI_Comm *inter), (fd, inter))
+/* a cancelled request's message may never be delivered: its post row stays, its fate unknown */
+COUNTED(CANCEL, MPI_Cancel, (MPI_Request *request), (request))
 
 #if MPI_VERSION >= 4
 COUNTED(INTERCOMM_FROM_GROUPS, MPI_Intercomm_create_from_groups, (MPI_Group local,
