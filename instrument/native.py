@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import secrets
 import shutil
@@ -183,7 +184,27 @@ def prepare(out: Path, nprocs: int, program: str, args: list[str] = (),
         added["HINDSIGHT_UNTRACED"] = "1"
     if plain:
         added.update(plain_env(env))
+    added.update(sanitizer_env(program, env))
     return added
+
+
+def sanitizer_env(program: str, env: dict[str, str]) -> dict[str, str]:
+    """For a program built with AddressSanitizer (it needs libasan): ASAN_OPTIONS with
+    ``verify_asan_link_order=0``, since the library preloaded before it makes ASan refuse to
+    start ("ASan runtime does not come first"); a user's own setting of it is kept."""
+    try:
+        with open(program, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return {}
+            f.seek(0)
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                needs = data.find(b"libasan.so") >= 0
+    except (OSError, ValueError):
+        return {}
+    opts = env.get("ASAN_OPTIONS", "")
+    if not needs or "verify_asan_link_order" in opts:
+        return {}
+    return {"ASAN_OPTIONS": ":".join(filter(None, (opts, "verify_asan_link_order=0")))}
 
 
 #: put first on an untraced Python program's PYTHONPATH: its sitecustomize marks the end

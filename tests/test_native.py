@@ -245,6 +245,22 @@ def test_a_cancel_is_counted_by_both_recorders(exe, tmp_path, recorder):
         check.stdout
 
 
+def test_an_addresssanitizer_build_runs_traced(tmp_path):
+    """A program built with -fsanitize=address runs under collect (ASan would refuse to start
+    behind the preloaded library: collect sets verify_asan_link_order=0 for it)."""
+    prog = tmp_path / "ring_asan"
+    built = subprocess.run([native.find_mpicc(), "-g", "-fsanitize=address", "-o", str(prog),
+                            str(PROGRAMS / "ring.c")], capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"no AddressSanitizer runtime here: {built.stderr.strip()[:200]}")
+    assert native.sanitizer_env(str(prog), {}) == {"ASAN_OPTIONS": "verify_asan_link_order=0"}
+    assert native.sanitizer_env(str(prog), {"ASAN_OPTIONS": "verify_asan_link_order=1"}) == {}
+    assert native.sanitizer_env(str(PROGRAMS / "ring.c"), {}) == {}
+    res = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t")
+    assert res.returncode == 0, res.stderr
+    assert tf.read_manifest(tmp_path / "t")["complete"] is True
+
+
 def test_not_a_program_is_not_native(tmp_path, exe):
     script = tmp_path / "prog.py"
     script.write_text("print(1)\n")
