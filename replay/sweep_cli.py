@@ -58,17 +58,21 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         # (said at once, not after minutes of swapping and the out-of-memory killer's SIGKILL)
         raise DataError(f"{trace}: {reason}: sweeps replay in memory; `hindsight replay` "
                         "streams a trace this large, one configuration at a time")
+    from replay import models as M
+    from replay.sweeps import parse_vary, sweep
+    try:
+        mod = M.get_model(model_name)
+    except M.ParamError as exc:
+        raise UsageError(f"--model: {exc}") from None
+    try:
+        # before the trace is read: a misspelled --vary is one line, without the trace's notes
+        axes = [parse_vary(v, mod) for v in vary]
+    except M.ParamError as exc:
+        raise UsageError(f"--vary: {exc}") from None
     mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
                                                         allow_partial, quiet)
     _untraced_note(prep.manifest)
     from tqdm import tqdm
-
-    from replay import models as M
-    from replay.sweeps import parse_vary, sweep
-    try:
-        axes = [parse_vary(v, mod) for v in vary]
-    except M.ParamError as exc:
-        raise UsageError(f"--vary: {exc}") from None
     _note_bare_times(mod, [pair for v in vary for pair in _vary_texts(v)], "--vary")
     scales = _region_scale(region_scale, prep.region_names)
     total = 1

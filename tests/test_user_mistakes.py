@@ -238,3 +238,14 @@ def test_an_otf2_round_trip_keeps_the_untraced_calls(tmp_path, monkeypatch):
     monkeypatch.setattr(imp, "_property", lambda trace, name: "[1, 2]")
     with pytest.raises(imp.OtfError, match="HINDSIGHT::UNTRACED_CALLS is not a JSON object"):
         imp.untraced_calls(None, tmp_path / "o")
+
+
+def test_a_misspelled_vary_is_one_line_before_the_trace_is_read(tmp_path):
+    """sweep checks --vary before reading the trace: no note about the trace precedes the
+    error (an untraced-calls note did)."""
+    t = simulate_to_dir(tmp_path / "t", RING, manifest={"untraced_calls": {"Win.Rput": 2}})
+    r = hindsight("sweep", t, "--vary", "Q=1,2", "--json")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "Error: --vary: unknown parameter 'Q' for model loggps (known: G, L, O, O_recv, O_send, "
+        "O_unexpected, S, ack_cells, g, o, o_a, o_b, o_b_recv, o_b_send, o_call, o_hop, "
+        "o_irecv, o_probe, o_recv, o_send, o_unexpected, o_wait, progress)"], r.stderr
