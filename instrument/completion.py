@@ -366,7 +366,9 @@ class TracedRequest(_R):
 
 
 # a cancelled request's message may never be delivered: counted, as the PMPI library does
-_untraced.add_counters(TracedRequest, _R, ("Cancel",), "Request.")
+# (mpi4py's cancel() calls MPI_Cancel itself, not Cancel(): both are counted, under one name)
+TracedRequest.Cancel = _untraced.counting("Request.Cancel", _R.Cancel)
+TracedRequest.cancel = _untraced.counting("Request.Cancel", _R.cancel)
 
 _P = MPI.Prequest
 

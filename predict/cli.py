@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import click
@@ -49,8 +50,8 @@ def parse_ranks(spec: str) -> list[int]:
 
 
 #: --size suffixes: counts of input units, so decimal (k, M, G) or binary (Ki, Mi, Gi)
-_SIZE_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2 ** 10, "Mi": 2 ** 20,
-                "Gi": 2 ** 30}
+_SIZE_SUFFIX = {"k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "Ki": 2 ** 10,
+                "Mi": 2 ** 20, "Gi": 2 ** 30}
 
 
 def parse_sizes(spec: str) -> list[int]:
@@ -60,8 +61,10 @@ def parse_sizes(spec: str) -> list[int]:
     for item in (s.strip() for s in spec.split(",") if s.strip()):
         m = re.fullmatch(r"(.*?)\s*(Ki|Mi|Gi|k|K|M|G)", item)
         try:
-            v = float(m.group(1)) * _SIZE_SUFFIX[m.group(2)] if m else float(item)
-        except ValueError:
+            # decimal, so that 4.1M is 4 100 000 exactly (in floats 4099999.9999999995)
+            v = float(Decimal(m.group(1)) * Decimal(_SIZE_SUFFIX[m.group(2)])) if m \
+                else float(item)
+        except (ValueError, ArithmeticError):
             raise click.BadParameter(f"{item!r} is not a number (suffixes: k, M, G, Ki, Mi, Gi)",
                                      param_hint="--size") from None
         if not math.isfinite(v) or v < 1 or v != int(v):

@@ -443,6 +443,7 @@ def fit_traces(paths: Iterable[Path | str], app: str | None = None,
                paradigm: str | None = None, cpu_time: bool = False) -> CostModel:
     """Fit every quantity from the traces (or directories of traces) in ``paths``
     (``cpu_time``: region costs from CPU time, see ``samples``)."""
+    paths = list(paths)
     given = {Path(p) for p in paths}
     dirs = _trace_dirs(paths)
     if not dirs:
@@ -466,11 +467,12 @@ def fit_traces(paths: Iterable[Path | str], app: str | None = None,
         why = (["oversubscribed"] if man.get("oversubscribed") else []) + tf.run_problems(man)
         if why:
             disturbed.append(f"{d} ({'; '.join(why)})")
+    if not specs and not seen:
+        raise FitError(f"only untraced runs (no costs to fit): {', '.join(untraced)}")
     if not specs:
         wanted = " on ".join(filter(None, (app, paradigm))) if app else f"on {paradigm}"
-        found = ", ".join(sorted(set(seen)))
-        raise FitError(f"none of the {len(seen)} traces is {wanted}"
-                       + (f" (they are {found})" if found else ""))
+        raise FitError(f"none of the {len(seen)} traces is {wanted} (they are "
+                       f"{', '.join(sorted(set(seen)))})")
     first = specs[0][1]
     for d, s in specs:
         if (s.app, s.paradigm) != (first.app, first.paradigm):

@@ -24,7 +24,7 @@ from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
 from replay.critical import critical_path_of, row_times as put_row_times
-from replay.flags import FlagCosts, flag_summary, with_costs
+from replay.flags import FlagCosts, eligible, flag_summary, with_costs
 from replay.resume import Resume, away_in_trace, warm_bursts
 from replay.tracer_cost import less_tracer
 from replay.transport_cost import TransportCost
@@ -377,7 +377,11 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected
     if flags is not None and not measured:
-        summary = flag_summary(st.meetings, flags, prep.coll, prep.rows.nbytes)
+        # (the instances the rule would price at any size: those above the probe are said)
+        candidates = eligible(prep.coll, prep.comm_members, prep.host_of_rank,
+                              prep.algorithms(algorithms),
+                              {op: math.inf for op in flags.ops()}, prep.rows.nbytes)
+        summary = flag_summary(st.meetings, flags, prep.coll, prep.rows.nbytes, candidates)
         if summary:
             res.info["shared_flag_meeting"] = summary
     if tracer_change is not None:

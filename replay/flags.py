@@ -256,19 +256,20 @@ def with_costs(loc: np.ndarray, dep_lat: np.ndarray, nops: int, meetings: Meetin
     return loc, dep
 
 
-def flag_summary(meetings: Meetings | None, costs: FlagCosts, coll,
-                 nbytes: np.ndarray) -> dict[str, Any] | None:
+def flag_summary(meetings: Meetings | None, costs: FlagCosts, coll, nbytes: np.ndarray,
+                 candidates: np.ndarray) -> dict[str, Any] | None:
     """What a replay reports of the rule: the calls it priced per collective, the probe's
     communicator size and the largest communicator priced (a larger one than the probe's
-    takes the probe's costs as they are), and per collective the instances whose blocks are
-    above the probe's sizes (``above_probe``: op -> [instances, the probe's largest size]),
-    which kept their patterns; None when there is neither."""
+    takes the probe's costs as they are), and per collective the instances the rule would
+    price but for blocks above the probe's sizes (``candidates``: ``eligible`` without the
+    size limit; ``above_probe``: op -> [instances, the probe's largest size]), which kept
+    their patterns; None when there is neither."""
     per_op = {} if meetings is None else {
         tf.OPS[int(c)]: int(n) for c, n in zip(*np.unique(meetings.op, return_counts=True))}
     big = largest_blocks(coll, nbytes)
     above = {}
     for op, k in sorted(costs.limits()):
-        n = int(np.count_nonzero((coll.op == tf.OP_CODE[op]) & (big > k)))
+        n = int(np.count_nonzero(candidates & (coll.op == tf.OP_CODE[op]) & (big > k)))
         if n:
             above[op] = [n, k]
     if not per_op and not above:

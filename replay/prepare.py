@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -88,6 +88,14 @@ class Prepared:
             self.measured = (makespan, ends)
         return self.measured
 
+    def algorithms(self, algorithms: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The collective algorithms a replay runs: the defaults, then the manifest's, then
+        ``algorithms`` (``--algo``)."""
+        algos = dict(C.DEFAULT_ALGORITHMS)
+        algos.update(self.manifest.get("collective_algorithms") or {})
+        algos.update(algorithms or {})
+        return algos
+
     def stream(self, expand: bool, algorithms: dict[str, str] | None = None,
                shared_flags: frozenset[tuple[str, int]] = frozenset()) -> Stream:
         """The kernel's operations, collectives expanded into the point-to-point patterns of
@@ -95,9 +103,7 @@ class Prepared:
         once per form. Expanded, the instances of the collectives ``shared_flags`` ((name, the
         probe's largest size), ``FlagCosts.limits``) that rule shared_flag_meeting prices
         (``replay.flags.eligible``) are meetings instead."""
-        algos = dict(C.DEFAULT_ALGORITHMS)
-        algos.update(self.manifest.get("collective_algorithms") or {})
-        algos.update(algorithms or {})
+        algos = self.algorithms(algorithms)
         for op in algorithms or {}:
             if op not in C.ALGORITHMS:
                 # a misspelled collective would otherwise leave its default silently in place

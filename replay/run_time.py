@@ -14,11 +14,12 @@ from typing import Any
 def run_time(res: Any, manifest: dict[str, Any]) -> dict[str, float] | None:
     """``predicted_s`` = the replay's makespan + ``lead_in_s`` (start barrier to the first
     traced event) + ``tail_s`` (last traced event to the program's end), both as the traced
-    run had them, with ``traced_wall_s``; None where the manifest has no ``wall_ns`` or
-    lead-in and tail together are under 0.5 % of it. ``res``: a ``replay.Result``."""
+    run had them, with ``traced_wall_s``; None where the manifest has no ``wall_ns``, the
+    replay stopped at a partial trace's cut, or lead-in and tail together are under 0.5 % of
+    the wall time. ``res``: a ``replay.Result``."""
     wall, epoch = manifest.get("wall_ns"), manifest.get("makespan_ns")
-    if not wall or not epoch:
-        return None
+    if not wall or not epoch or manifest.get("partial_cut"):
+        return None     # (a replay up to a cut: the rest of the run is not a tail)
     lead, tail = epoch - res.measured_makespan_ns, max(wall - epoch, 0)
     if lead + tail <= 0.005 * wall:
         return None

@@ -175,8 +175,8 @@ def _stand_ins(prep, seg, sent_before: dict[tuple[int, int], float]):
 def _merge_info(total: dict[str, Any], one: dict[str, Any]) -> None:
     """Add a segment's ``Result.info`` to the replay's: counts summed (also inside nested
     dicts), rule ack_cells's passes the most any segment took, 'settled' only if every
-    segment's was; rule shared_flag_meeting's calls summed, its largest communicator the
-    largest; anything else as the last segment has it."""
+    segment's was; rule shared_flag_meeting's calls and calls above the probe summed, its
+    largest communicator the largest; anything else as the last segment has it."""
     for k, v in one.items():
         have = total.get(k)
         if k == "ack_cells" and have is not None:
@@ -188,6 +188,9 @@ def _merge_info(total: dict[str, Any], one: dict[str, Any]) -> None:
                 have["calls"][op] = have["calls"].get(op, 0) + n
             have["largest_communicator"] = max(have["largest_communicator"],
                                                v["largest_communicator"])
+            above = have.setdefault("above_probe", {})
+            for op, (n, k) in (v.get("above_probe") or {}).items():
+                above[op] = [above.get(op, [0, k])[0] + n, k]
         elif isinstance(v, dict) and isinstance(have, dict):
             _merge_info(have, v)
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and \

@@ -114,6 +114,7 @@ def test_parse_sizes():
     # HI is measured even where the steps from LO miss it (4 MB is 4 000 000 bytes)
     assert parse_sizes("1..4MB")[-3:] == [2 ** 20, 2 ** 21, 4_000_000]
     assert parse_sizes("1..100:4") == [1, 4, 16, 64, 100]
+    assert parse_sizes("1..1025")[-2:] == [512, 1025]     # not 1024 beside 1025
     for bad in ("16MiB..1B", "1..8:1", "x..y", "1,2"):
         with pytest.raises(CalibrationUsageError):
             parse_sizes(bad)

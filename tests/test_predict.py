@@ -352,6 +352,13 @@ def test_predict_cli_user_errors(measured, tmp_path: Path) -> None:
     assert len(err) == 1 and err[0].startswith("Error: refusing to extrapolate a bad fit")
     if named:
         assert f"(and the {len(named)} above)" in err[0]
+    only = tmp_path / "only-untraced"
+    (only / "u").mkdir(parents=True)
+    man = json.loads((measured["sorting-pipeline"] / "manifest.json").read_text())
+    (only / "u" / "manifest.json").write_text(json.dumps({**man, "traced": False}))
+    r = run(cli, ["predict", str(only)])
+    assert r.exit_code == 1 and f"only untraced runs (no costs to fit): {only / 'u'}" in \
+        r.output, r.output
     r = run(cli, ["predict", str(measured["sorting-pipeline"]), "--paradigm", "tree"])
     assert r.exit_code == 1 and ("Error: none of the 1 traces is on tree (they are sorting on "
                                  "pipeline)") in r.output, r.output
@@ -361,6 +368,7 @@ def test_predict_sizes_take_suffixes() -> None:
     from predict.cli import parse_sizes
 
     assert parse_sizes("4M,1Mi,2.5k,100") == [100, 2500, 2 ** 20, 4_000_000]
+    assert parse_sizes("4.1M,2.01k") == [2010, 4_100_000]     # exact, not float-rounded
     for bad in ("4X", "M", "1.5"):
         with pytest.raises(click.BadParameter):
             parse_sizes(bad)

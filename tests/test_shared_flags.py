@@ -106,6 +106,9 @@ def test_barrier_and_allreduce_meet_with_interpolated_costs(tmp_path):
                                  "largest size (Allreduce 1008 B) keep their point-to-point "
                                  "patterns")
     assert r.info["collective_algorithms_run"]["Allreduce"] != {"release_gather": 1}
+    # an instance the rule would not price at any size (an --algo) is not said to be above it
+    r = _run(_prep(tmp_path, progs, "big-ring"), algorithms={"Allreduce": "ring"})
+    assert "shared_flag_meeting" not in r.info
 
 
 def test_rule_applies_only_under_its_conditions(tmp_path):
@@ -235,3 +238,17 @@ def test_a_copy_placed_elsewhere_gets_its_own_stream(tmp_path):
     two = dataclasses.replace(one, host_of_rank=np.array([0, 1]))
     assert "shared_flag_meeting" not in _run(two).info
     assert "shared_flag_meeting" in _run(one).info
+
+
+def test_a_streamed_replay_sums_the_calls_above_the_probe():
+    """Each segment's calls above the probe are added up, as its priced calls are."""
+    from replay.streamed import _merge_info
+
+    total = {"shared_flag_meeting": {"calls": {"Bcast": 2}, "largest_communicator": 2,
+                                     "above_probe": {"Bcast": [3, 65536]}}}
+    _merge_info(total, {"shared_flag_meeting": {
+        "calls": {"Bcast": 1}, "largest_communicator": 2,
+        "above_probe": {"Bcast": [4, 65536], "Allreduce": [1, 65536]}}})
+    s = total["shared_flag_meeting"]
+    assert s["calls"] == {"Bcast": 3}
+    assert s["above_probe"] == {"Bcast": [7, 65536], "Allreduce": [1, 65536]}

@@ -235,9 +235,10 @@ def test_an_otf2_round_trip_keeps_the_untraced_calls(tmp_path, monkeypatch):
     # a damaged property is named, not taken
     import hindsight.interop.otf2_import as imp
 
-    monkeypatch.setattr(imp, "_property", lambda trace, name: "[1, 2]")
-    with pytest.raises(imp.OtfError, match="HINDSIGHT::UNTRACED_CALLS is not a JSON object"):
-        imp.untraced_calls(None, tmp_path / "o")
+    for text in ("[1, 2]", '{"Request.Cancel": true}', '{"X": -1}'):
+        monkeypatch.setattr(imp, "_property", lambda trace, name, text=text: text)
+        with pytest.raises(imp.OtfError, match="UNTRACED_CALLS is not a JSON object"):
+            imp.untraced_calls(None, tmp_path / "o")
 
 
 def test_a_misspelled_vary_is_one_line_before_the_trace_is_read(tmp_path):

@@ -142,7 +142,7 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
             _otf2.Archive_SetProperty(w._handle, PROP_TIMELINE, timeline, False)
         if manifest.get("app"):
             _otf2.Archive_SetProperty(w._handle, PROP_APP, str(manifest["app"]), False)
-        if manifest.get("untraced_calls"):
+        if any((manifest.get("untraced_calls") or {}).values()):
             _otf2.Archive_SetProperty(w._handle, PROP_UNTRACED,
                                       json.dumps(manifest["untraced_calls"], sort_keys=True),
                                       False)

@@ -534,7 +534,8 @@ def untraced_calls(trace, anchor: Path) -> dict[str, int]:
     except ValueError:
         counts = None
     if not isinstance(counts, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in counts.items()):
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in counts.items()):
         raise OtfError(f"{anchor}: property {PROP_UNTRACED} is not a JSON object of call "
                        "counts")
     return counts

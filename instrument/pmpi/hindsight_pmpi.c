@@ -2561,8 +2561,13 @@ COUNTED(ACCEPT, MPI_Comm_accept, (const char *port, MPI_Info info, int root, MPI
 COUNTED(CONNECT, MPI_Comm_connect, (const char *port, MPI_Info info, int root, MPI_Comm comm,
         MPI_Comm *newcomm), (port, info, root, comm, newcomm))
 COUNTED(JOIN, MPI_Comm_join, (int fd, MPI_Comm *inter), (fd, inter))
-/* a cancelled request's message may never be delivered: its post row stays, its fate unknown */
-COUNTED(CANCEL, MPI_Cancel, (MPI_Request *request), (request))
+/* a cancelled request's message may never be delivered: its post row stays, its fate unknown.
+ * Counted without taking the rank (OWN): another thread cancelling a request a blocked call
+ * waits for is correct MPI, not two threads calling MPI at once. */
+int MPI_Cancel(MPI_Request *request) {
+    if (on && !finished) __atomic_fetch_add(&uncounted[U_CANCEL], 1, __ATOMIC_RELAXED);
+    return PMPI_Cancel(request);
+}
 
 #if MPI_VERSION >= 4
 COUNTED(INTERCOMM_FROM_GROUPS, MPI_Intercomm_create_from_groups, (MPI_Group local,

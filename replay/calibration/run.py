@@ -74,7 +74,11 @@ def parse_sizes(spec: str) -> list[int]:
                 out.append(k)
                 k *= factor
             if out[-1] != int(hi):
-                out.append(int(hi))         # the size asked for is measured, not one below it
+                # the size asked for is measured, not one below it; a step closer than 1.25x
+                # to it is replaced by it (1..1025: 512, 1025, not 1024, 1025)
+                if len(out) > 1 and hi < 1.25 * out[-1]:
+                    out.pop()
+                out.append(int(hi))
         else:
             out = sorted({int(units.parse_bytes(s)) for s in spec.split(",") if s.strip()})
     except ValueError as exc:

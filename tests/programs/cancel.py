@@ -1,5 +1,5 @@
-"""Rank 0 posts a receive and cancels it, then receives rank 1's message: one Request.Cancel
-(the scenario of cancel.c)."""
+"""Rank 0 posts a receive and cancels it (the lowercase cancel()), then receives rank 1's
+message: one Request.Cancel (the scenario of cancel.c)."""
 import numpy as np
 from mpi4py import MPI
 
@@ -8,7 +8,7 @@ y = np.zeros(4)
 cancelled = False
 if comm.rank == 0:
     q = comm.Irecv(y, source=MPI.ANY_SOURCE, tag=5)
-    q.Cancel()
+    q.cancel()              # (mpi4py's cancel() calls MPI_Cancel itself, not Cancel())
     st = MPI.Status()
     q.Wait(st)
     cancelled = st.Is_cancelled()
