@@ -116,15 +116,24 @@ def test_a_crashing_programs_traceback_is_its_own(tmp_path, recorder):
     prog.write_text("from mpi4py import MPI\n\n\ndef work(r):\n    if r == 1:\n"
                     "        raise ValueError('boom on rank 1')\n    MPI.COMM_WORLD.Barrier()\n"
                     "\n\nwork(MPI.COMM_WORLD.Get_rank())\n")
-    r = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t",
-                  "--recorder", recorder)
-    assert r.returncode == 1
-    lines = r.stderr.splitlines()
-    start = lines.index("Traceback (most recent call last):")
-    assert lines[start + 1].startswith(f'  File "{prog}", line 10, in <module>'), r.stderr
-    # (mpiexec's own abort message may share the exception's line: both write to stderr)
-    assert "ValueError: boom on rank 1" in r.stderr and "runpy" not in r.stderr
-    assert "instrument" not in r.stderr.replace(str(tmp_path), "")
+    shown = 0
+    for attempt in range(3):
+        r = hindsight("collect", "-n", 2, "--program", prog, "--out", tmp_path / "t",
+                      "--recorder", recorder, "--force")
+        assert r.returncode == 1
+        # the rank's error is in collect's own line whatever mpiexec forwarded
+        assert r.stderr.strip().endswith("rank 1: ValueError: boom on rank 1"), r.stderr
+        assert "runpy" not in r.stderr
+        assert "instrument" not in r.stderr.replace(str(tmp_path), "")
+        # (mpiexec may end the job before it forwards the rank's lines, or put its own abort
+        # message on the exception's line: the frames are checked when they came)
+        frames = [x for x in r.stderr.splitlines() if x.startswith('  File "')]
+        if frames:
+            assert frames[0].startswith(f'  File "{prog}", line 10, in <module>'), r.stderr
+            assert all(f.startswith(f'  File "{prog}"') for f in frames), r.stderr
+            shown += 1
+            break
+    assert shown, "no traceback forwarded in 3 runs"
 
 
 def test_a_disturbed_run_is_said_by_replay_and_trace_info(tmp_path):
