@@ -23,6 +23,14 @@ from replay.matching import match_messages
 MAX_LINES_PER_KIND = 10
 
 
+def untraced_problem(trace_dir: Path | str, manifest: dict[str, Any]) -> str:
+    """The check's problem for a trace whose recorder counted calls it did not record
+    (manifest ``untraced_calls``)."""
+    return (f"{Path(trace_dir) / tf.MANIFEST_NAME}: traffic incomplete: "
+            f"{untraced_text(manifest['untraced_calls'])} not traced; replay leaves them out "
+            "(docs/trace-format.md, \"What is not traced\")")
+
+
 def check_trace(trace_dir: Path | str, window: int | None = None) -> list[str]:
     """Every problem found, as lines; an empty list means complete and consistent. A trace that
     cannot be read at all is one problem line here (``find_problems`` raises instead)."""
@@ -191,11 +199,8 @@ def _header_problems(trace_dir: Path, manifest: dict, sources: list) -> tuple[li
             problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {src.rank} is "
                             f"'{status[src.rank]}' in the manifest but its file is complete")
     if manifest.get("untraced_calls"):
-        problems.append(f"{trace_dir / tf.MANIFEST_NAME}: traffic incomplete: "
-                        f"{untraced_text(manifest['untraced_calls'])} not traced; replay "
-                        "leaves them out (docs/trace-format.md, \"What is not traced\")")
-    for rank, text2 in sorted((manifest.get("rank_errors") or {}).items(),
-                              key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0):
+        problems.append(untraced_problem(trace_dir, manifest))
+    for rank, text2 in tf.rank_errors(manifest):
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: rank {rank} raised: {text2}")
     if manifest.get("result_verified") is False:
         problems.append(f"{trace_dir / tf.MANIFEST_NAME}: the application's result was wrong "

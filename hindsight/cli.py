@@ -263,8 +263,7 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
                             + ("no wall time was measured" if untraced else "nothing was traced")
                             + " (is it an MPI program built with this MPICH's mpicc?)")
         # the first rank's own error (an exception, a crash, MPI_Abort) says which rank failed
-        errors = sorted((manifest.get("rank_errors") or {}).items(),
-                        key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0)
+        errors = tf.rank_errors(manifest)
         raise UserError(f"{what}: run failed (mpiexec exit code {rc}); ranks not complete: "
                         f"{' '.join(bad) or 'none'}"
                         + (f"; rank {errors[0][0]}: {errors[0][1]}".splitlines()[0]

@@ -198,8 +198,7 @@ def format_info(info: dict[str, Any]) -> str:
     ]
     if info.get("wall_s") and not (info.get("replay") or info.get("simulated")):
         # the program's run time, what an untraced run measures (replay's `run time` line)
-        lines.insert(-1, f"wall time   {fmt_time(info['wall_s'] * 1e9)}  (start barrier to the "
-                         "program's end)")
+        lines.insert(-1, _wall_line(info["wall_s"] * 1e9))
     if info.get("poll_runs"):
         lines.append(poll_text(info))
     width = max((len(k) for k in info["events_per_op"]), default=4)
@@ -220,6 +219,11 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _wall_line(ns: float) -> str:
+    """The ``wall time`` line: a run's time from its start barrier to its program's end."""
+    return f"wall time   {fmt_time(ns)}  (start barrier to the program's end)"
+
+
 def format_untraced(path: Path | str, m: dict[str, Any]) -> str:
     """``trace info`` of an untraced run (``collect --untraced``): its manifest's facts."""
     status = m.get("rank_status") or []
@@ -231,8 +235,7 @@ def format_untraced(path: Path | str, m: dict[str, Any]) -> str:
              + ("" if m.get("complete") else f"  (ranks: {status}, mpiexec exit code "
                 f"{m.get('launcher_exit_code')})")]
     if m.get("makespan_ns"):
-        lines.append(f"wall time   {fmt_time(m['makespan_ns'])}  (start barrier to the program's "
-                     "end)")
+        lines.append(_wall_line(m["makespan_ns"]))
     problems = tf.run_problems(m)
     if problems:
         lines.append("disturbed   " + "; ".join(problems) + ": the wall time includes other "

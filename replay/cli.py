@@ -327,8 +327,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             doc["timeline_not_measured"] = simulated
         if prep.manifest.get("untraced_calls"):
             doc["untraced_calls"] = dict(prep.manifest["untraced_calls"])
-        if not simulated and run_time(res, prep.manifest):
-            doc["run_time"] = run_time(res, prep.manifest)
+        whole = None if simulated else run_time(res, prep.manifest)
+        if whole:
+            doc["run_time"] = whole
         if injected:
             doc["noise_injection"] = {k: v for k, v in injected.items() if k != "result"}
         doc.update(rules.json(mod, res.info))

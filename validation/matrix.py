@@ -108,9 +108,9 @@ def run_failure(rc: int, manifest: dict) -> str:
     if manifest.get("timed_out_after_s"):
         parts.append(f"timed out after {manifest['timed_out_after_s']:g} s (the spec's timeout)")
     parts += describe(manifest.get("stopped_in") or {})
-    errors = manifest.get("rank_errors") or {}
-    for rank in sorted(errors, key=lambda r: int(r) if str(r).isdigit() else 0):
-        parts.append(f"rank {rank} raised: {errors[rank]}")
+    errors = tf.rank_errors(manifest)
+    for rank, error in errors:
+        parts.append(f"rank {rank} raised: {error}")
     if not manifest.get("timed_out_after_s") and not errors:
         bad = [f"{r}:{s}" for r, s in enumerate(manifest.get("rank_status") or [])
                if s != "complete"]

@@ -249,10 +249,12 @@ def import_cmd(fmt, source, out, sets, force):
     def convert(tmp: Path) -> None:
         """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
         problems = import_checked(fmt, source, tmp, assignments)
-        if tf.read_manifest(tmp).get("untraced_calls"):
+        made = tf.read_manifest(tmp)
+        if made.get("untraced_calls"):
             # calls the source's recorder counted but did not record: the source's own gap
             # (said below), not the conversion's
-            problems = [p for p in problems if "traffic incomplete: " not in p]
+            from hindsight.check import untraced_problem
+            problems = [p for p in problems if p != untraced_problem(tmp, made)]
         if problems:
             # never leave a trace behind that hindsight itself calls inconsistent
             raise UserError(f"{source}: the converted trace is inconsistent: {problems[0]}"

@@ -26,6 +26,13 @@ def run_problems(manifest: dict[str, Any]) -> list[str]:
     return [p for p in problems if isinstance(p, str)]
 
 
+def rank_errors(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """The manifest's ``rank_errors`` (what a rank raised, the signal it crashed on, its
+    MPI_Abort) as (rank, error) pairs in rank order."""
+    errors = manifest.get("rank_errors") or {}
+    return sorted(errors.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0)
+
+
 def not_a_trace_dir(trace_dir: Path | str) -> str:
     """The message for a trace path that is not a directory: a file (a rank file, a manifest)
     is named as one, with its folder, the trace."""

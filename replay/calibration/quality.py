@@ -122,15 +122,20 @@ def attempt_problems(check: dict[str, Any], cond: dict[str, Any]) -> list[str]:
     return list(check["misses"]) + list(cond["problems"])
 
 
+def _missed(check: dict[str, Any]) -> list[str]:
+    """A fit check's misses as a problem (summarised), or nothing."""
+    return ["the fit misses its own measurements: " + _summary(check)] if check.get("misses") \
+        else []
+
+
+def _loaded(load: list[str]) -> list[str]:
+    """The conditions' problems as one problem, or nothing."""
+    return ["taken under load: " + "; ".join(load)] if load else []
+
+
 def attempt_text(check: dict[str, Any], cond: dict[str, Any]) -> str:
-    """Why one measurement failed, in the words of ``profile_problems``: the misses summarised,
-    the load named."""
-    out = []
-    if check["misses"]:
-        out.append("the fit misses its own measurements: " + _summary(check))
-    if cond["problems"]:
-        out.append("taken under load: " + "; ".join(cond["problems"]))
-    return "; ".join(out)
+    """Why one measurement failed, in the words of ``profile_problems``."""
+    return "; ".join(_missed(check) + _loaded(cond["problems"]))
 
 
 def _summary(check: dict[str, Any]) -> str:
@@ -164,13 +169,11 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
             sizes, S = fit.get("sizes"), (profile.get("loggps") or {}).get("S", math.inf)
             if res and sizes and len(res) == len(sizes):
                 check = fit_check(sizes, res, fit.get("one_way_s"), float(S))
-        if isinstance(check, dict) and check.get("misses"):
-            out.append("the fit misses its own measurements: " + _summary(check))
+        if isinstance(check, dict):
+            out += _missed(check)
     except (TypeError, ValueError, KeyError):
         out.append("its fit record is unreadable")
-    load = conditions_problems(profile.get("conditions"))
-    if load:
-        out.append("taken under load: " + "; ".join(load))
+    out += _loaded(conditions_problems(profile.get("conditions")))
     if not out and profile.get("quality") == "noisy":
         out.append("marked noisy")
     return out
