@@ -6,14 +6,16 @@ large ring schedule with messages below and above the default rendezvous thresho
 ``collect`` of two measured traces under mpiexec, of the example programs ``ring.py`` and
 ``halo.py`` (``SAMPLE_PROGRAMS``); then for each trace its first and a warm ``replay`` under
 each network model, ``replay --out``, ``trace info``, the streamed ``trace check`` and
-``replay`` (``--window``), ``export`` to perfetto, pipit, otf2 and GOAL, and on the measured
+``replay`` (``--window``), ``export`` to perfetto, pipit, otf2 and GOAL, the ``import`` of that
+OTF2 archive, and on the measured
 traces the replays with their noise put back and the measured model), records for each kernel
 the argument types of the calls from Python that numba compiled it for or loaded from its cache
 (``hindsight.jit.Kernel.seen``), and compiles those with ``numba.pycc``: one extension module
 per Python module, each in a process of its own (in one process, compiling one module's kernels
 changed how numba typed another's), described in ``hindsight.jit.aot_description()``. Kernels
-of modules that import numba themselves (the OTF2 reader's, the applications') are
-not among them, nor calls with types the sample never made: they run through numba. Where the
+of modules that import numba themselves (the applications', the OTF2 import's fallback
+callbacks) are not among them, nor calls with types the sample never made: they run through
+numba. Where the
 measured traces cannot be collected (no mpiexec, or ``collect`` ran out of its 120 s), one
 ``note:`` line says so, the rest is built, and the next build tries once more (a build that
 missed them ``SAMPLE_TRIES`` times is kept; ``--force`` tries again).
@@ -78,7 +80,7 @@ SAMPLE_PROGRAMS = (("ring.py", 2, ["--rounds", "50"]), ("halo.py", 4, ["--steps"
 
 def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
     """What the sample runs on ``trace``: a first and a warm replay under each model, a replay
-    written out, its description and its exports."""
+    written out, its description, its exports and the import of its OTF2 export."""
     out = []
     for model in SAMPLE_MODELS:
         out += [["replay", str(trace), "--model", *model]] * 2
@@ -90,6 +92,8 @@ def trace_commands(trace: Path, folder: Path) -> list[list[str]]:
     for fmt in ("perfetto", "pipit", "goal", "otf2"):
         out.append(["export", str(trace), "--format", fmt,
                     "--out", str(folder / f"{trace.name}-exported.{fmt}")])
+    out.append(["import", "otf2", str(folder / f"{trace.name}-exported.otf2" / "traces.otf2"),
+                "--out", str(folder / f"{trace.name}-reimported")])
     return out
 
 

@@ -237,6 +237,24 @@ def _setpriv_with_pdeathsig() -> str | None:
     return _setpriv[0]
 
 
+def fresh_array(shape: int | tuple[int, ...], dtype: Any) -> Any:
+    """A NumPy array of ``shape`` in memory of its own (an anonymous mapping), not from the C
+    heap: its pages are mapped only when written, and unmapped when the array is freed. An
+    array allocated at an upper bound of what it will hold costs only the memory written:
+    glibc hands out its kept freed memory (above) already mapped, so such an array taken from
+    the heap would be resident whole. Raises OSError where the system refuses the mapping."""
+    import mmap
+
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    n = 1
+    for k in shape:
+        n *= k
+    return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize), dtype)[:n].reshape(shape)
+
+
 def usable_cores() -> int:
     """Cores this process may run on (its affinity mask), not the machine's total."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

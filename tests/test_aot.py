@@ -162,11 +162,27 @@ def test_an_otf2_export_runs_without_numba_as_numba_does(measured, tmp_path):
         assert (aot / name).read_bytes() == (jit / name).read_bytes(), name
 
 
+def test_an_otf2_import_runs_without_numba_as_numba_does(measured, tmp_path):
+    """The OTF2 import reads events with the C callbacks (``otf2_records.c``) and converts them
+    with kernels compiled ahead of time: no numba, and numba's trace row for row."""
+    from hindsight import trace as tf
+    archive = tmp_path / "archive"
+    _command("export", measured, "--format", "otf2", "--out", archive)
+    tables = {}
+    for tag, env in (("aot", {}), ("jit", {"HINDSIGHT_AOT": "0"})):
+        out, numba = _command("import", "otf2", archive / "traces.otf2", "--out", tmp_path / tag,
+                              **env)
+        assert numba == (tag == "jit") and "trace check: ok" in out, (tag, out)
+        tables[tag] = tf.read_trace(tmp_path / tag).table
+    assert tables["aot"].equals(tables["jit"]) and tables["aot"].num_rows > 0
+
+
 @pytest.mark.parametrize("program", ["collectives", "split", "rma", "nonblocking"])
 def test_traces_of_other_programs_replay_without_numba(built, tmp_path, program):
     """Compiled programs the build's sample never ran (tests/programs/*.c: collectives, derived
     communicators, one-sided epochs, non-blocking calls), traced on 4 ranks: their first and
-    warm replays, the LogGOPSim semantics, the description and an export run ahead of time.
+    warm replays, the LogGOPSim semantics, the description, an export and its import run ahead
+    of time.
     (What such a trace needs that the sample never passed would import numba here.)"""
     from instrument import native
     exe = tmp_path / program
@@ -178,7 +194,9 @@ def test_traces_of_other_programs_replay_without_numba(built, tmp_path, program)
     for args in (["replay", trace], ["replay", trace], ["replay", trace, "--model", "loggopsim"],
                  ["trace", "info", trace],
                  ["export", trace, "--format", "perfetto", "--out", tmp_path / "t.json"],
-                 ["export", trace, "--format", "otf2", "--out", tmp_path / "t-otf2"]):
+                 ["export", trace, "--format", "otf2", "--out", tmp_path / "t-otf2"],
+                 ["import", "otf2", tmp_path / "t-otf2" / "traces.otf2", "--out",
+                  tmp_path / "t-back"]):
         out, numba = _command(*args)
         assert out and not numba, f"{' '.join(map(str, args))} imported numba"
 

@@ -212,3 +212,54 @@ def test_records_fields_in_one_pass_or_by_column_import_alike(one_pass, tmp_path
         assert _assert_same_import(anchor, out) == "ok", name
     assert calls["pass" if one_pass else "by column"] > 0
     assert calls["by column" if one_pass else "pass"] == 0
+
+
+def _records(anchor: Path, compiled: bool) -> list:
+    """Every chunk's records and rare counts as ``otf2_events.read_events`` reads ``anchor``
+    with the C callbacks (``compiled``) or numba's."""
+    import otf2
+
+    from hindsight.interop import otf2_events as EV
+
+    got = []
+    if anchor.is_dir():                     # (an export's folder)
+        anchor = anchor / "traces.otf2"
+    with otf2.reader.open(str(anchor)) as trace:
+        refs = {str(a.name): a._ref for a in trace.definitions.attributes}
+        with EV.read_events(trace, refs, compiled=compiled) as chunks:
+            for recs, rare in chunks:
+                # (an attribute's value column holds whatever the buffer held where its mask
+                # bit is clear)
+                recs = recs.copy()
+                for j in range(len(EV.ATTRS)):
+                    recs[(recs[:, EV.MASK] >> j & 1) == 0, EV.A0 + j] = 0
+                got.append((recs.tolist(), sorted(rare.items())))
+    return got
+
+
+def test_c_callbacks_read_what_numbas_read(tmp_path, monkeypatch):
+    """``otf2_records.c`` (what an import reads with wherever a C compiler builds it) and the
+    numba callbacks (``otf2_cfuncs``, where none does) give the same records, attributes
+    included, on archives with every record kind, hindsight's attributes and other paradigms;
+    and an import where the C file cannot be built reads with numba's, alike."""
+    from hindsight.interop import otf2_events as EV
+
+    assert EV.records_library() is not None, "the test machine has a C compiler"
+    export_otf2(CORPUS / "p2p-all-n3", tmp_path / "corpus")
+    export_otf2(CORPUS / "requests-n2", tmp_path / "requests")
+    archives = [tmp_path / "corpus", tmp_path / "requests", _scorep_nbc_archive(tmp_path / "nbc", barrier_done=(0,)),
+                _scorep_collectives_archive(tmp_path / "sizes"), _foreign_archive(tmp_path / "f"),
+                openmp_archive(tmp_path / "omp", 3, True), cuda_pthread_archive(tmp_path / "c")]
+    for anchor in archives:
+        c, nb = _records(anchor, True), _records(anchor, False)
+        assert c == nb and sum(len(r) for r, _ in c) > 0, anchor
+    # no compiler: the numba callbacks serve the import
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    assert EV.records_library() is None
+    EV.callback_addresses.cache_clear()
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        assert _assert_same_import(tmp_path / "corpus", out) == "ok"
+    finally:
+        EV.callback_addresses.cache_clear()

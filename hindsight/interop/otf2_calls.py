@@ -18,8 +18,8 @@ request -> (comm, comm slot, sizeSent, sizeReceived, world root) from its comple
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from hindsight.jit import njit
 from hindsight import trace as tf
 from hindsight.interop import pairtable as PT
 from hindsight.interop.otf2 import COLLECTIVE_OPS_OTF2, TOTAL_OVER_PEERS

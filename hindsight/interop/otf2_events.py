@@ -1,33 +1,42 @@
 """Compiled OTF2 event reading for ``otf2_import``: the records the importer turns into rows
-arrive through numba ``@cfunc`` callbacks of the OTF2 C library that the ``otf2`` package ships
+arrive through C callbacks of the OTF2 C library that the ``otf2`` package ships
 (``OTF2_GlobalEvtReader``), each appending one fixed-size record to a NumPy buffer, read
 ``CHUNK`` events at a time; the importer gets the buffer's columns, not an object per event.
 
+The callbacks are ``otf2_records.c``, built with the C compiler (``$CC``, else ``cc``) on first
+use into ``build/`` beside it (``records_library``; ``make`` builds it ahead of time), so that
+an import loads no numba: importing numba and loading its cached callbacks took 0.5-0.7 s of
+every import. Where it cannot be built, the same callbacks compiled by numba
+(``otf2_cfuncs``) are used.
+
 Record layout (int64 columns): ``KIND``, ``LOC`` (the location ref), ``TIME`` (OTF2 ticks),
-the event's fields ``F0``..``F5`` (per kind, at ``KIND``), ``MASK`` (bit j: attribute ``ATTRS[j]`` is
-present) and the attributes' values ``A0``.. (in ``ATTRS``' order). The other event types (RMA,
+the event's fields ``F0``..``F5`` (per kind, at ``KIND``), ``MASK`` (bit j: attribute
+``ATTRS[j]`` is present) and the attributes' values ``A0``.. (in ``ATTRS``' order). The other event types (RMA,
 I/O, threading, metrics, ...) have no row: ctypes callbacks count them by (type name, location,
 metric ref), which is all the importer needs of them.
 
 The callbacks reach their buffer through the ``userData`` pointer: an int64 state array
 (``_S_*``) holding the buffer's address, its length and the addresses of the two
-``OTF2_AttributeList`` functions they call. Addresses are passed in, never captured, so that
-numba's on-disk cache stays valid across processes (as in ``otf2_native``).
+``OTF2_AttributeList`` functions they call.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import itertools
+import os
+import shlex
+import shutil
+import subprocess
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-from llvmlite import ir
-from numba import cfunc, njit, types
-from numba.extending import intrinsic
 
 from hindsight.interop.otf2 import (
     ATTR_COMM,
@@ -40,7 +49,7 @@ from hindsight.interop.otf2 import (
     ATTR_SOURCE,
     ATTR_TAG,
 )
-from hindsight.interop.otf2_native import _ccall, pointer
+from hindsight.interop.otf2_native import pointer
 from hindsight.system import wait_through_interrupts
 
 CHUNK = 1 << 16         # events per OTF2_GlobalEvtReader_ReadEvents call
@@ -66,144 +75,68 @@ _S_SCRATCH = _S_REFS + len(ATTRS)       # ref, type, value of the attribute bein
 _S_LEN = _S_SCRATCH + 3
 _TYPE_STRING = 11
 
-
-@intrinsic
-def _ccall_ptr(typingctx, addr):
-    """``addr`` (int64) as an int64 pointer."""
-    sig = types.CPointer(types.int64)(addr)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-    return sig, codegen
-
-
-@njit(cache=True)
-def _decode(typ, raw):
-    """An OTF2_AttributeValue's integer as the ``otf2`` package gives it (a string's ref)."""
-    if typ == 1:
-        return raw & 0xFF
-    if typ == 2:
-        return raw & 0xFFFF
-    if typ == 3 or typ == _TYPE_STRING:
-        return raw & 0xFFFFFFFF
-    if typ == 5:
-        return ((raw & 0xFF) ^ 0x80) - 0x80
-    if typ == 6:
-        return ((raw & 0xFFFF) ^ 0x8000) - 0x8000
-    if typ == 7:
-        return ((raw & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
-    return raw
+#: the C callbacks, in ``KIND_NAMES``' order
+RECORD_SOURCE = Path(__file__).resolve().with_name("otf2_records.c")
+_C_CALLBACKS = ("hs_enter", "hs_leave", "hs_send", "hs_isend", "hs_isend_complete",
+                "hs_irecv_request", "hs_recv", "hs_irecv", "hs_request_test", "hs_coll_begin",
+                "hs_coll_end", "hs_nbc_request", "hs_nbc_complete", "hs_probe")
+_C_KINDS = ("K_ENTER", "K_LEAVE", "K_SEND", "K_ISEND", "K_ISEND_COMPLETE", "K_IRECV_REQUEST",
+            "K_RECV", "K_IRECV", "K_REQUEST_TEST", "K_COLL_BEGIN", "K_COLL_END",
+            "K_NBC_REQUEST", "K_NBC_COMPLETE", "K_PROBE")
+#: the record layout, the state array's slots and the kinds, for ``otf2_records.c``
+RECORD_DEFINES = tuple(f"-D{name}={value}" for name, value in (
+    ("KIND", KIND), ("LOC", LOC), ("TIME", TIME), ("F0", F0), ("F1", F1), ("F2", F2),
+    ("F3", F3), ("F4", F4), ("F5", F5), ("MASK", MASK), ("A0", A0), ("WIDTH", WIDTH),
+    ("NATTRS", len(ATTRS)), ("S_BUF", _S_BUF), ("S_CAP", _S_CAP), ("S_N", _S_N),
+    ("S_NATTR", _S_NATTR), ("S_GETATTR", _S_GETATTR), ("S_REFS", _S_REFS),
+    *zip(_C_KINDS, range(len(_C_KINDS)))))
+_CFLAGS = ("-O2", "-shared", "-fPIC")
 
 
-@njit(cache=True)
-def _append(user, kind, loc, time, f0, f1, f2, f3, f4, f5, attrs):
-    """Append one record (with the attributes of ``ATTRS`` in ``attrs``) to the buffer."""
-    s = _ccall_ptr(user)
-    n = s[_S_N]
-    if n >= s[_S_CAP]:
-        return 1            # OTF2_CALLBACK_INTERRUPT: never, ReadEvents reads at most CAP
-    b = _ccall_ptr(s[_S_BUF] + n * WIDTH * 8)
-    b[KIND], b[LOC], b[TIME] = kind, loc, time
-    b[F0], b[F1], b[F2], b[F3], b[F4], b[F5] = f0, f1, f2, f3, f4, f5
-    mask = 0
-    if attrs != 0:
-        count = _ccall(s[_S_NATTR], (attrs,)) & 0xFFFFFFFF
-        scratch = user + _S_SCRATCH * 8
-        for i in range(count):
-            s[_S_SCRATCH] = 0
-            s[_S_SCRATCH + 1] = 0
-            s[_S_SCRATCH + 2] = 0
-            _ccall(s[_S_GETATTR], (attrs, np.uint32(i), scratch, scratch + 8, scratch + 16))
-            ref = s[_S_SCRATCH] & 0xFFFFFFFF
-            for j in range(len(ATTRS)):
-                if s[_S_REFS + j] == ref:
-                    b[A0 + j] = _decode(s[_S_SCRATCH + 1] & 0xFF, s[_S_SCRATCH + 2])
-                    mask |= 1 << j
-    b[MASK] = mask
-    s[_S_N] = n + 1
-    return 0
+def records_library() -> Path | None:
+    """``otf2_records.c`` built (once per source, layout and compiler) into ``build/`` beside
+    it; None where there is no C compiler or the build fails (the numba callbacks serve)."""
+    cc = shlex.split(os.environ.get("CC") or "cc")
+    if not cc or shutil.which(cc[0]) is None:
+        return None
+    args = [*_CFLAGS, *RECORD_DEFINES]
+    key = hashlib.sha256(RECORD_SOURCE.read_bytes() + " ".join(cc + args).encode()
+                         ).hexdigest()[:12]
+    build = RECORD_SOURCE.parent / "build"
+    lib = build / f"otf2_records-{key}.so"
+    if lib.is_file():
+        return lib
+    tmp = build / f".{lib.name}.{os.getpid()}.tmp"
+    try:
+        build.mkdir(exist_ok=True)
+        done = subprocess.run([*cc, *args, "-o", str(tmp), str(RECORD_SOURCE)],
+                              capture_output=True, timeout=120, check=False)
+        if done.returncode != 0:
+            return None
+        os.replace(tmp, lib)          # atomic: a concurrent build renames an identical file
+    except (OSError, subprocess.SubprocessError):
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
+    for old in build.glob("otf2_records-*.so"):
+        if old != lib:
+            old.unlink(missing_ok=True)
+    return lib
 
 
-_u64, _u32, _i64 = types.uint64, types.uint32, types.int64
-_HEAD = (_u64, _u64, _i64, _i64)        # location, time, userData, attribute list
+@functools.cache
+def callback_addresses(compiled: bool = True) -> tuple[int, ...]:
+    """The callbacks' addresses, in ``KIND_NAMES``' order: ``otf2_records.c``'s, else (or
+    unless ``compiled``) numba's (``otf2_cfuncs``)."""
+    lib = records_library() if compiled else None
+    if lib is not None:
+        dll = ctypes.CDLL(str(lib))     # (never unloaded: CPython does not close a CDLL)
+        return tuple(ctypes.cast(getattr(dll, name), ctypes.c_void_p).value
+                     for name in _C_CALLBACKS)
+    from hindsight.interop.otf2_cfuncs import CFUNCS
+    return tuple(c.address for c in CFUNCS)
 
 
-def _sig(*rest):
-    return types.int32(*_HEAD, *rest)
-
-
-@cfunc(_sig(_u32), cache=True)
-def _enter(loc, t, user, attrs, region):
-    return _append(user, ENTER, loc, t, region, 0, 0, 0, 0, 0, attrs)
-
-
-@cfunc(_sig(_u32), cache=True)
-def _leave(loc, t, user, attrs, region):
-    return _append(user, LEAVE, loc, t, region, 0, 0, 0, 0, 0, attrs)
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
-def _send(loc, t, user, attrs, peer, comm, tag, length):
-    return _append(user, SEND, loc, t, peer, comm, tag, length, 0, 0, attrs)
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
-def _isend(loc, t, user, attrs, peer, comm, tag, length, req):
-    return _append(user, ISEND, loc, t, peer, comm, tag, length, req, 0, attrs)
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
-def _recv(loc, t, user, attrs, peer, comm, tag, length):
-    return _append(user, RECV, loc, t, peer, comm, tag, length, 0, 0, attrs)
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
-def _irecv(loc, t, user, attrs, peer, comm, tag, length, req):
-    return _append(user, IRECV, loc, t, peer, comm, tag, length, req, 0, attrs)
-
-
-@cfunc(_sig(_u64), cache=True)
-def _isend_complete(loc, t, user, attrs, req):
-    return _append(user, ISEND_COMPLETE, loc, t, 0, 0, 0, 0, req, 0, attrs)
-
-
-@cfunc(_sig(_u64), cache=True)
-def _irecv_request(loc, t, user, attrs, req):
-    return _append(user, IRECV_REQUEST, loc, t, 0, 0, 0, 0, req, 0, attrs)
-
-
-@cfunc(_sig(_u64), cache=True)
-def _request_test(loc, t, user, attrs, req):
-    return _append(user, REQUEST_TEST, loc, t, 0, 0, 0, 0, req, 0, attrs)
-
-
-@cfunc(_sig(_u64), cache=True)
-def _nbc_request(loc, t, user, attrs, req):
-    return _append(user, NBC_REQUEST, loc, t, 0, 0, 0, 0, req, 0, attrs)
-
-
-@cfunc(_sig(), cache=True)
-def _coll_begin(loc, t, user, attrs):
-    return _append(user, COLL_BEGIN, loc, t, 0, 0, 0, 0, 0, 0, attrs)
-
-
-@cfunc(_sig(types.uint8, _u32, _u32, _u64, _u64), cache=True)
-def _coll_end(loc, t, user, attrs, op, comm, root, sent, received):
-    return _append(user, COLL_END, loc, t, op, comm, root, sent, 0, received, attrs)
-
-
-@cfunc(_sig(types.uint8, _u32, _u32, _u64, _u64, _u64), cache=True)
-def _nbc_complete(loc, t, user, attrs, op, comm, root, sent, received, req):
-    return _append(user, NBC_COMPLETE, loc, t, op, comm, root, sent, req, received, attrs)
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
-def _probe(loc, t, user, attrs, sender, comm, tag, msg):
-    return _append(user, PROBE, loc, t, sender, comm, tag, msg, 0, 0, attrs)
-
-
-_CFUNCS = (_enter, _leave, _send, _isend, _isend_complete, _irecv_request, _recv, _irecv,
-           _request_test, _coll_begin, _coll_end, _nbc_request, _nbc_complete, _probe)
 _RARE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
                          ctypes.c_void_p)
 _METRIC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
@@ -223,14 +156,15 @@ def _c_function(name: str, *argtypes):
 
 
 @contextmanager
-def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.ndarray,
-                                                                            Counter]]]:
+def read_events(trace, attr_refs: dict[str, int], compiled: bool = True
+                ) -> Iterator[Iterator[tuple[np.ndarray, Counter]]]:
     """The events of the opened ``otf2.reader.Reader`` ``trace``, in the order its
     ``events`` gives them, as a context whose value yields per chunk: the records of
     ``KIND_NAMES`` (an (n, WIDTH) int64 array, valid until the next chunk is asked for) and the
     counts of the other events by (type name, location ref, metric ref or -1). ``attr_refs``:
     name -> ref of the attributes of ``ATTRS`` defined. A read error of the C library (damaged
     event file) is raised (``_otf2.Error``) after the chunk's records read before it.
+    ``compiled``: see ``callback_addresses``.
 
     The next chunk is read on a thread while the caller converts this one, into the other of
     two buffers: the C library and its compiled callbacks run without the GIL (a ctypes call),
@@ -254,13 +188,13 @@ def read_events(trace, attr_refs: dict[str, int]) -> Iterator[Iterator[tuple[np.
     keep = []           # the ctypes callbacks, alive while the reader may call them
     callbacks = _otf2.GlobalEvtReaderCallbacks_New()
     try:
-        hot = dict(zip(KIND_NAMES, _CFUNCS))
+        hot = dict(zip(KIND_NAMES, callback_addresses(compiled)))
         for name in (n for n, c in vars(E).items()
                      if isinstance(c, type) and issubclass(c, E._Event) and c is not E._Event):
             setter = _c_function(f"OTF2_GlobalEvtReaderCallbacks_Set{name}Callback",
                                  ctypes.c_void_p, ctypes.c_void_p)
             if name in hot:
-                address = hot[name].address
+                address = hot[name]
             elif name == "Metric":
                 keep.append(_METRIC(lambda loc, t, u, a, ref: _count(rare[0], "Metric", loc,
                                                                      ref)))

@@ -325,9 +325,9 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
 
     tab = Tables(defs, otf2, comm_id, members_of, rank_of_loc, coll_op)
     # a row takes at least one event of its rank (but for rows of ATTR_ROWS): room for as many
-    # rows as the ranks' locations say they have events, up to 4 M, spares growing the buffer
+    # rows as the ranks' locations say they have events (``Conversion`` maps only those written)
     events = sum(int(loc.number_of_events or 0) for loc in world)
-    conv = Conversion(nranks, min(max(events, EV.CHUNK), 1 << 22))
+    conv = Conversion(nranks, max(events, EV.CHUNK))
     nread = 0
     # (leaving the block stops the reading ahead, before the caller closes the reader)
     with EV.read_events(trace, {str(a.name): a._ref for a in defs.attributes}) as chunks:

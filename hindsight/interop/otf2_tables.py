@@ -189,6 +189,11 @@ class Tables:
             rows.append(table)
             start += len(table)
         self.ext_span, self.ext_rows = np.concatenate(spans), np.concatenate(rows)
+        # each Enter's slot by its ref, through the refs sorted (an Enter of every call carries
+        # one in hindsight's own archives: a dict look-up each was 0.5 s at 8 M rows)
+        keys = np.fromiter(self._ext_slot, np.int64, len(self._ext_slot))
+        slots = np.fromiter(self._ext_slot.values(), np.int64, len(self._ext_slot))
+        order = np.argsort(keys)
         out = np.full(len(recs), -1, np.int64)
-        out[has] = [self._ext_slot[ref] for ref in refs.tolist()]
+        out[has] = slots[order][np.searchsorted(keys[order], refs)]
         return out

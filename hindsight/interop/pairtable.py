@@ -20,7 +20,8 @@ fills with removed slots.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hindsight.jit import njit
 
 STATE, K0, K1, VAL = 0, 1, 2, 3
 EMPTY, LIVE = 0, 1

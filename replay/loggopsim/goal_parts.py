@@ -2,8 +2,8 @@
 text into parts scanned on threads, and puts the blocks in rank order.
 
 Columns. They are allocated at their upper bound (a line each), in fresh anonymous mappings
-(``_fresh``), and written front to back, so the memory touched is what the schedule holds: about
-29 bytes per operation and 9 per dependency (``_columns``).
+(``hindsight.system.fresh_array``), and written front to back, so the memory touched is what
+the schedule holds: about 29 bytes per operation and 9 per dependency (``_columns``).
 
 Parts. A text of at least ``PART_BYTES`` a thread is cut at lines that close a rank block (a
 line whose statement is ``}``), one part a thread (the scanner releases the GIL). Each part is
@@ -32,7 +32,7 @@ import mmap
 import numpy as np
 
 from hindsight.jit import njit
-from hindsight.system import usable_cores
+from hindsight.system import fresh_array, usable_cores
 from replay.loggopsim.goal_scan import (
     NO_MASK,
     _W_NUM_RANKS,
@@ -90,7 +90,7 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK, parts: int | None = None):
     if not ok:
         return 9, None, None
     lab_buf = _labels(b, lab, nops, nlab)
-    # views of the upper-bound columns (_fresh): their unwritten tails are never mapped
+    # views of the upper-bound columns (fresh_array): their unwritten tails are never mapped
     cols = [c[:ndeps] if k >= _OPS else c[:nops] for k, c in enumerate(cols)]
     # (a wide scan's columns, and past 2 GiB of text the dependencies': the types of the
     # expressions' schedule, int64 only where a value needs it)
@@ -102,19 +102,9 @@ def scan(b: np.ndarray, hmask: np.uint64 = NO_MASK, parts: int | None = None):
     return 0, nranks, (*cols, lab_off, lab_buf)
 
 
-def _fresh(n: int, dtype) -> np.ndarray:
-    """An array of n elements in memory of its own (an anonymous mapping), not from the C
-    heap: its pages are mapped only when written, and unmapped when the array is freed. glibc
-    hands out its kept freed memory (``hindsight.system``) already mapped, so a column
-    allocated there at its upper bound would be resident whole, and kept so by the views of
-    it the schedule holds."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize), dtype)[:n]
-
-
 def _columns(nlines: int, nbytes: int, wide: bool) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """The scanner's columns at their upper bound (a line each; ``_fresh``): rank, kind, size,
-    peer, tag, cpu, nic, and the dependencies' da, db, dst; and ``lab`` (one more).
+    """The scanner's columns at their upper bound (a line each; ``fresh_array``): rank, kind,
+    size, peer, tag, cpu, nic, and the dependencies' da, db, dst; and ``lab`` (one more).
 
     Unless ``wide`` (int64), as narrow as ``SCHEDULE_TYPES``: a scan that meets a number of
     ranks or a CPU or NIC index past int32 stops (code 40) and ``scan`` scans again wide (tags
@@ -123,13 +113,13 @@ def _columns(nlines: int, nbytes: int, wide: bool) -> tuple[tuple[np.ndarray, ..
     (1-2 ns a byte on this project's virtual machines): the int64 columns were 64 bytes an
     operation and 17 a dependency, these 29 and 9."""
     at = np.int32 if nbytes < 2**31 and not wide else np.int64
-    cols = tuple(_fresh(nlines, at if wide and f != "size" and f != "dep_start" else
-                        SCHEDULE_TYPES.get(f, at)) for f in _FIELDS)
-    return cols, _fresh(nlines + 1, at)
+    cols = tuple(fresh_array(nlines, at if wide and f != "size" and f != "dep_start" else
+                             SCHEDULE_TYPES.get(f, at)) for f in _FIELDS)
+    return cols, fresh_array(nlines + 1, at)
 
 
 def _release_from(a: np.ndarray, n: int) -> None:
-    """Give the pages of ``_fresh`` array ``a`` from element n on back to the system: the
+    """Give the pages of ``fresh_array`` array ``a`` from element n on back to the system: the
     stretches the parts were scanned into, moved down by ``_join``, stay mapped otherwise (some
     100 MB at 5 M operations)."""
     base = a
