@@ -66,6 +66,13 @@ def test_default_spec_parses():
     (('repetitions = 1', 'repetitions = = 1'), "not valid TOML"),
     (('repetitions = 1', 'repetitions = 1\nground_truth = "wall"'), "ground_truth must be"),
     (('repetitions = 1', 'repetitions = 1\norder = "random"'), "order must be"),
+    # set.MODEL is checked as `replay --set` is, before any run
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nset.loggps = ["Q=1us"]'),
+     r"\[predictors\]: set.loggps: .*Q"),
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nset.loggps = ["L=abc"]'),
+     r"\[predictors\]: set.loggps: .*abc"),
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps"]\nset.hockney = ["l"]'),
+     r"\[predictors\]: set.hockney: 'l' is not NAME=VALUE"),
 ])
 def test_bad_specs_are_one_line_errors(tmp_path, edit, msg):
     p = _spec(tmp_path, SPEC.replace(*edit))
@@ -121,6 +128,19 @@ def test_spec_values_of_the_wrong_type_are_refused(tmp_path, edit, msg):
         load_spec(p)
     r = CliRunner().invoke(cli, ["validate", str(p), "--out", str(tmp_path / "v")])
     assert r.exit_code == 1 and r.output.count("Error:") == 1
+
+
+def test_a_bare_number_for_a_time_in_set_is_noted(tmp_path):
+    """``set.loggps = ["L=5"]`` is 5 s, as ``replay --set L=5`` is: said before any run (here
+    an --out inside a file stops the command right after)."""
+    p = _spec(tmp_path, SPEC.replace('replay = ["loggps", "hockney"]',
+                                     'replay = ["loggps"]\nset.loggps = ["L=5", "S=64KiB"]'))
+    (tmp_path / "v").write_text("")
+    r = CliRunner().invoke(cli, ["validate", str(p), "--out", str(tmp_path / "v" / "out")])
+    assert r.exit_code != 0 and "Error: --out" in r.output
+    notes = [line for line in r.output.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: spec {p}: set.loggps: L=5: a number without a unit is in s (5 s); "
+                     "write e.g. 5us for microseconds"]
 
 
 def test_unknown_testbed_key_is_refused(tmp_path):
@@ -197,7 +217,9 @@ def test_tiny_real_validation_and_resume(tmp_path):
     """One real cell end to end (collect, replay, analytic), then a re-run that reuses it.
     ``ground_truth = "traced"``: the traced runs are the actual time, no untraced runs."""
     sp = load_spec(_spec(tmp_path, SPEC.replace("repetitions = 1",
-                                                'repetitions = 1\nground_truth = "traced"')))
+                                                'repetitions = 1\nground_truth = "traced"')
+                         .replace('replay = ["loggps", "hockney"]',
+                                  'replay = ["loggps", "hockney"]\nset.loggps = ["L=3us"]')))
     out = tmp_path / "v"
     s1 = validate(sp, out, progress=False, log=lambda m: None)
     assert s1["run"] == 1 and s1["failed"] == 0
@@ -215,6 +237,11 @@ def test_tiny_real_validation_and_resume(tmp_path):
             assert p["rel_error_pct"] == pytest.approx(
                 (p["predicted_s"] - cell["actual_s"]) / cell["actual_s"] * 100)
     assert preds["analytic:paper000"]["inputs"]["N"] == 4        # 4 tasks measured
+    # each prediction's parameters are those it ran with: the profile's, then set.MODEL's
+    assert preds["replay:loggps"]["set"] == ["L=3us"]
+    assert preds["replay:loggps"]["params"]["L"] == pytest.approx(3e-6)
+    assert preds["replay:loggps"]["params"]["G"] == pytest.approx(PROFILE["loggps"]["G"])
+    assert preds["replay:hockney"]["params"]["l"] == pytest.approx(PROFILE["hockney"]["l"])
     s2 = validate(sp, out, progress=False, log=lambda m: None)
     assert s2["run"] == 0 and s2["skipped"] == 1
     # an interrupted cell (no cell json, partial trace dir) is redone on the next run

@@ -121,6 +121,7 @@ def validate_cmd(spec, out, force, no_progress, quiet, as_json):
             click.echo(message, err=True)
 
     sp = load_spec(spec)
+    _note_bare_set_times(sp)
     # the folder is made and resumed by validate: it may exist, but must take new entries
     check_output(out, "--out", directory=True, exists_ok=True)
     from validation.validate import validate
@@ -136,6 +137,17 @@ def validate_cmd(spec, out, force, no_progress, quiet, as_json):
                    f"failed; {summary['errors_csv']}")
     if summary["failed"]:
         raise SystemExit(1)
+
+
+def _note_bare_set_times(sp) -> None:
+    """``replay --set``'s note on a time given as a bare number (seconds), for ``set.MODEL``."""
+    from replay import models as M
+    from replay.cli import _note_bare_times
+    from validation.spec import set_assignments
+
+    for model, entries in sp.replay_set.items():
+        _note_bare_times(M.get_model(model), set_assignments(entries),
+                         flag=f"spec {sp.source}: set.{model}:")
 
 
 @click.command("report")

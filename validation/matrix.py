@@ -32,7 +32,7 @@ from replay.prepare import host_placement
 from replay.transport_cost import transport_cost
 from validation.params import analytic
 from validation.profiles import read_profile, replay_kwargs
-from validation.spec import Cell, Spec
+from validation.spec import Cell, Spec, set_assignments
 
 #: why a program's cell has no analytic prediction (its cell JSON's ``analytic_note``)
 NO_ANALYTIC = ("no analytic model for a program: the analytic (paper) models describe the "
@@ -209,7 +209,7 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
         kw, rules = replay_kwargs(model, profile, profile_path, manifest)
         if trace_profile is not None:
             kw["resume"] = rules.resume_for(mod, trace_profile)
-        assigns = [tuple(s.split("=", 1)) for s in spec.replay_set.get(model, [])]
+        assigns = set_assignments(spec.replay_set.get(model, []))
         try:
             r = replay.run(prep, model, assigns, record=False,
                            transport_cost=None if mod.OWN_SIMULATOR else cost, **kw)
@@ -225,8 +225,10 @@ def replay_predictions(trace: Path, manifest: dict, profile: dict, spec: Spec,
             rule["shared_flag_meeting"] = r.info["shared_flag_meeting"]
         if r is not None:
             rule.update(rules.json(mod, r.info))
+        # the parameters the replay ran with (the profile's, then the spec's set.MODEL)
         preds.append({"predictor": f"replay:{model}", "predicted_s": pred,
-                      "params": kw["profile"], "set": spec.replay_set.get(model, []),
+                      "params": kw["profile"] if r is None else r.params,
+                      "set": spec.replay_set.get(model, []),
                       "lead_in_s": lead, "note": note, **rule})
     return preds
 

@@ -263,6 +263,8 @@ def _verdict(err: pd.DataFrame, cells: list[dict], profiles,
     """(verdict line, met? (None: not judged), the counts in one paragraph)."""
     summ = predictor_summary(err)
     lg = summ[summ.predictor == "replay:loggps"]
+    # (a predictor that predicted nothing, its replays failed, has a NaN mean: not judged)
+    lg = lg[lg.mean_abs_pct.notna()]
     if len(lg):
         r = lg.iloc[0]
         ok = bool(r.mean_abs_pct <= TARGET_MEAN and r.max_abs_pct <= TARGET_CELL)
@@ -274,7 +276,8 @@ def _verdict(err: pd.DataFrame, cells: list[dict], profiles,
             verdict += " Judged on cells taken under load, not a quiet machine's figures."
     else:
         ok, verdict = None, ("Target not judged: no replay:loggps predictions in this run "
-                             "(the target is LogGPS with the calibrated profile).")
+                             "(the target is LogGPS with the calibrated profile; a replay that "
+                             "failed says why in its cell's note).")
     verdict += _failed_text(failed)
     keys = {(r.app, r.paradigm, r.ranks, r["size"], r.network) for _, r in err.iterrows()}
     base = [c for c in cells if c.get("baseline")]

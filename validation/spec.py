@@ -149,6 +149,26 @@ def _req(d: dict, key: str, kind, where: str):
     return v
 
 
+def set_assignments(entries: list[str]) -> list[tuple[str, str]]:
+    """A ``[predictors.set]`` list as ``(NAME, VALUE)`` pairs."""
+    return [tuple(e.split("=", 1)) for e in entries]
+
+
+def _check_set(where: str, model: str, entries: list[str]) -> None:
+    """Each ``NAME=VALUE`` of ``set.MODEL`` names a parameter of the model and a value it takes,
+    checked over the model's defaults (as ``--set`` is) before any run: a bad one would leave
+    every prediction of the model empty after the whole matrix ran."""
+    from replay import models as M
+
+    for e in entries:
+        if "=" not in e:
+            raise SpecError(f"{where}: set.{model}: {e!r} is not NAME=VALUE")
+    try:
+        M.resolve(M.get_model(model), set_assignments(entries))
+    except M.ParamError as exc:
+        raise SpecError(f"{where}: set.{model}: {exc}") from None
+
+
 def load_spec(path: Path | None) -> Spec:
     """Read and check a spec (see docs/validation.md for the format)."""
     path = Path(path) if path else DEFAULT_SPEC
@@ -304,6 +324,7 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
         raise SpecError(f"{where}: 'set' must be a table of model = [\"NAME=VALUE\", ...]")
     for model in sets:
         _get(sets, model, "strings", f"{where} set", [])
+        _check_set(where, model, sets[model])
     for m in replay:
         if m not in REPLAY_MODELS:
             raise SpecError(f"spec {path}: unknown replay model {m!r} "

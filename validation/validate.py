@@ -317,6 +317,10 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
         (out / "failed" / f"{cell.key}.json").unlink(missing_ok=True)
         if res.get("note"):
             tqdm.write(f"warning: cell {cell.key}: {res['note']}", file=sys.stderr)
+        for pred in res.get("predictions", []):
+            if pred.get("note"):        # (its predicted_s is NaN: the report leaves it out)
+                tqdm.write(f"warning: cell {cell.key}: {pred['predictor']} predicted nothing: "
+                           f"{pred['note']}", file=sys.stderr)
         if res.get("under_load"):
             tqdm.write(f"warning: cell {cell.key} ran under load "
                        f"({load_summary(res['under_load'])}): its times are not a quiet "
