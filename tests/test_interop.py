@@ -633,6 +633,8 @@ def _check_perfetto(doc: dict, nranks: int, nmsg: int, timelines: int = 1) -> No
         f = ends[i]
         assert (s["cat"], s["name"]) == (f["cat"], f["name"])
         assert f["bp"] == "e"
+        # rule flow forward: Perfetto drops an arrow whose end comes before its start
+        assert f["ts"] >= s["ts"], (s, f)
         # each end lies inside an MPI slice of its thread (what "e" binds to)
         assert any(x["pid"] == f["pid"] and x["tid"] == 0 and
                    x["ts"] <= f["ts"] <= x["ts"] + x["dur"] for x in xs)

@@ -10,9 +10,12 @@ Layout (the Chrome "JSON Trace Event Format", which Perfetto and chrome://tracin
   precision); a call recorded as several rows (Waitall, Sendrecv) is one event whose ``args``
   list the rows;
 * every matched message is a flow arrow: ``ph: "s"`` at the start of the send call on the
-  sender and ``ph: "f"`` with ``bp: "e"`` at the start of the call that completes the receive,
-  with the same ``id``, ``cat`` ("message") and ``name`` ("msg"), so Perfetto binds both ends to
-  the enclosing slices.
+  sender and ``ph: "f"`` with ``bp: "e"`` in the call that completes the receive, at the later
+  of that call's start and the send's (rule *flow forward*: Perfetto orders events by time and
+  drops an arrow whose end comes before its start, as an end at the receiving call's start did
+  whenever that call began first; clocks that put the send after the receive's end keep the
+  call's start), with the same ``id``, ``cat`` ("message") and ``name`` ("msg"), so Perfetto
+  binds both ends to the enclosing slices.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def _timeline_chunks(table: pa.Table, label: str | None, pid_base: int, flow_bas
         buf = bufs[0]
         bufs.reverse()
         at, end = _format_flows(buf, room, at, flow_base, s_row, d_row, heads, tl.rank, pid_base,
-                                tl.t_start, t0, big, nbytes, text_buf, text_off)
+                                tl.t_start, tl.t_end, t0, big, nbytes, text_buf, text_off)
         yield memoryview(buf)[:end]
 
 
@@ -261,11 +264,11 @@ def _format_slices(buf, room, first, heads, ops, region_code, sendrecv, rank, pi
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _format_flows(buf, room, first, flow_base, s_row, d_row, heads, rank, pid_base, t_start, t0,
-                  big, nbytes, text_buf, text_off):
+def _format_flows(buf, room, first, flow_base, s_row, d_row, heads, rank, pid_base, t_start,
+                  t_end, t0, big, nbytes, text_buf, text_off):
     """The flow arrows of messages ``first``, ``first + 1``, ... (an ``s`` event at the start of
-    the send's call, an ``f`` at the start of the call completing the receive) into ``buf``
-    while ``room`` bytes are left; returns the next message and the bytes written."""
+    the send's call, an ``f`` in the call completing the receive, rule *flow forward*) into
+    ``buf`` while ``room`` bytes are left; returns the next message and the bytes written."""
     k = first
     at = 0
     while k < len(s_row) and at + room <= len(buf):
@@ -287,7 +290,10 @@ def _format_flows(buf, room, first, flow_base, s_row, d_row, heads, rank, pid_ba
         at = put_int(buf, at, rank[d] + pid_base)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 18)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 19)
-        at = _us(buf, at, t_start[heads[d]] - t0, big, text_buf, text_off)
+        # rule flow forward: the send's start where it falls within the receiving call
+        sent, got = t_start[heads[s]], t_start[heads[d]]
+        at = _us(buf, at, (sent if got < sent <= t_end[d] else got) - t0, big, text_buf,
+                 text_off)
         at = put(buf, at, _PIECE_BUF, _PIECE_OFF, 14)             # }
         k += 1
     return k, at
