@@ -198,16 +198,23 @@ def _check_app(app: str, paradigm: str | None) -> None:
                            f"choose from {', '.join(APPS[app])}")
 
 
+def testbed_state(testbed: str) -> dict:
+    """The state of testbed ``testbed``, which must be up (else a CollectError)."""
+    from hindsight import testbed as tb
+
+    try:
+        return tb.require_up(testbed)
+    except tb.TestbedError as exc:
+        raise CollectError(str(exc)) from None
+
+
 def testbed_launch(cmd: list[str], env: dict, nprocs: int, testbed: str,
                    placement: str = "block") -> tuple[list[str], dict, dict, dict]:
     """Turn an `mpiexec -n P PROGRAM` line into one that starts each rank inside its testbed
     node with MPI on TCP over the node's veth. Returns (command, env, state, network record)."""
     from hindsight import testbed as tb
 
-    try:
-        state = tb.require_up(testbed)
-    except tb.TestbedError as exc:
-        raise CollectError(str(exc)) from None
+    state = testbed_state(testbed)
     launcher, program = cmd[:3], cmd[3:]            # [mpiexec, -n, P] + the rank's command
     env = dict(env, **tb.TESTBED_ENV)
     env["HINDSIGHT_TRANSPORT"] = f"testbed:{testbed}"
@@ -443,6 +450,8 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
+    if testbed:     # one that is down is said before anything is written at ``out``
+        testbed_state(testbed)
     recorder = checked_recorder(program, recorder)
     plain = untraced and plain_untraced(program)
     cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder, plain)

@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 
-from hindsight.errors import UserError
+from hindsight.errors import UsageError, UserError
 
 STATE_DIR = Path(os.environ.get("HINDSIGHT_TESTBED_STATE_DIR", "/run"))
 DEFAULT_NAME = "hs"
@@ -48,6 +48,11 @@ class TestbedError(UserError):
     """A problem the user can fix (not root, bad flag, leftovers, testbed not up)."""
 
 
+class TestbedFlagError(TestbedError, UsageError):
+    """A flag's value the testbed cannot take (exit 2, as any usage error); a spec's testbed
+    table that gives it is the spec's error (``validation.spec``)."""
+
+
 # -- parsing -------------------------------------------------------------------------------------
 
 
@@ -55,24 +60,24 @@ def parse_rate(text: str) -> int:
     """'100mbit', '1gbit', '10gbit', '1.5gbit', '500kbit' -> bits per second."""
     m = RATE_RE.match(str(text).strip())
     if not m:
-        raise TestbedError(f"--rate {text!r}: expected a number and a unit kbit, mbit or gbit "
-                           "(for example 100mbit, 1gbit, 10gbit)")
+        raise TestbedFlagError(f"--rate {text!r}: expected a number and a unit kbit, mbit or "
+                               "gbit (for example 100mbit, 1gbit, 10gbit)")
     bps = float(m.group(1)) * RATE_UNITS[m.group(2).lower()]
     if not 1e5 <= bps <= 1e11:
-        raise TestbedError(f"--rate {text!r}: must be between 100kbit and 100gbit")
+        raise TestbedFlagError(f"--rate {text!r}: must be between 100kbit and 100gbit")
     return int(bps)
 
 
 def check_name(name: str) -> str:
     if not NAME_RE.match(name or ""):
-        raise TestbedError(f"--name {name!r}: 1-12 characters, lower-case letters and digits, "
-                           "starting with a letter")
+        raise TestbedFlagError(f"--name {name!r}: 1-12 characters, lower-case letters and "
+                               "digits, starting with a letter")
     return name
 
 
 def check_nodes(nodes: int) -> int:
     if not isinstance(nodes, int) or not 2 <= nodes <= MAX_NODES:
-        raise TestbedError(f"--nodes must be between 2 and {MAX_NODES}, not {nodes}")
+        raise TestbedFlagError(f"--nodes must be between 2 and {MAX_NODES}, not {nodes}")
     return nodes
 
 
@@ -184,11 +189,12 @@ def _check_subnet(subnet: str, nodes: int) -> ipaddress.IPv4Network:
     try:
         net = ipaddress.IPv4Network(subnet, strict=True)
     except ValueError as exc:
-        raise TestbedError(f"--subnet {subnet!r}: {exc}") from None
+        raise TestbedFlagError(f"--subnet {subnet!r}: {exc}") from None
     if not net.is_private:
-        raise TestbedError(f"--subnet {subnet}: use a private range (10/8, 172.16/12, 192.168/16)")
+        raise TestbedFlagError(f"--subnet {subnet}: use a private range (10/8, 172.16/12, "
+                               "192.168/16)")
     if net.num_addresses - 2 < nodes:
-        raise TestbedError(f"--subnet {subnet}: too small for {nodes} nodes")
+        raise TestbedFlagError(f"--subnet {subnet}: too small for {nodes} nodes")
     # The testbed's addresses live only inside its namespaces, but an overlap with the machine's
     # own networks would make addresses in traces and logs ambiguous: refuse it.
     for args in (["ip", "-j", "addr", "show"], ["ip", "-j", "route", "show"]):

@@ -48,7 +48,7 @@ def test_parse_rate(text, bps):
                                   "1tbit", "200gbit", "1gbit;rm"])
 def test_bad_rate_is_one_line_error(text):
     r = CliRunner().invoke(main, ["testbed", "up", "--rate", text, "--name", "tzz"])
-    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert r.exit_code == 2 and "Traceback" not in r.output     # a flag's value: usage
     assert "--rate" in r.output and len(r.output.strip().splitlines()) == 1
 
 
@@ -57,7 +57,7 @@ def test_bad_rate_is_one_line_error(text):
                                       (["--name", "x" * 13], "--name")])
 def test_bad_nodes_and_names(args, msg):
     r = CliRunner().invoke(main, ["testbed", "up"] + args)
-    assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
+    assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
 
 
 def test_placement():
@@ -188,6 +188,15 @@ def test_collect_testbed_not_up_is_one_line(tmp_path):
     r = CliRunner().invoke(main, ["collect", "-n", "2", "--testbed", _name(), "--out",
                                   str(tmp_path / "t"), "sorting"])
     assert r.exit_code == 1 and "is not up" in r.output and "Traceback" not in r.output
+    # a compiled program (the PMPI library's run is staged at --out): nothing is left there,
+    # so the same command runs once the testbed is up
+    from instrument import native
+    exe = tmp_path / "nap"
+    subprocess.run([native.find_mpicc(), "-O2", "-o", str(exe),
+                    str(Path(__file__).parent / "programs" / "nap.c")], check=True)
+    r = CliRunner().invoke(main, ["collect", "-n", "2", "--testbed", _name(), "--out",
+                                  str(tmp_path / "c"), "--program", str(exe)])
+    assert r.exit_code == 1 and "is not up" in r.output and not (tmp_path / "c").exists()
 
 
 # -- cross-network bookkeeping in validation (no MPI, no root) -----------------------------------
