@@ -450,3 +450,28 @@ def test_groups_at_one_p_are_named_apart_and_oversubscribed_waits_are_not_judged
     _, table = _perturbation_section(perturbation_table(cells))
     column = {row[0].text: row[-1].text for row in table.rows}
     assert column == {"farm": "waits not judged (oversubscribed)", "stencil": "no"}
+
+
+def test_report_keeps_its_default_folder_fresh_and_a_named_one_only_with_force(vdir, tmp_path):
+    """The default DIR/report is rewritten on every run; an --out folder that holds files is
+    refused (exit 2, nothing written) unless --force, which writes the report into it and
+    leaves its other files; an empty one is taken."""
+    from click.testing import CliRunner
+
+    from hindsight.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, ["report", str(vdir), *map(str, args)])
+
+    assert run().exit_code == 0 and run().exit_code == 0
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    r = run("--out", mine)
+    assert r.exit_code == 2 and r.output.strip() == (f"Error: --out {mine}: exists; use --force "
+                                                     "to replace it")
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert run("--out", mine, "--force").exit_code == 0
+    assert (mine / "report.md").is_file() and (mine / "notes.txt").read_text() == "keep"
+    (tmp_path / "empty").mkdir()
+    assert run("--out", tmp_path / "empty").exit_code == 0

@@ -153,14 +153,19 @@ def _note_bare_set_times(sp) -> None:
 @click.command("report")
 @click.argument("vdir", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="report directory [VDIR/report]")
-def report_cmd(vdir, out):
+              help="report directory [VDIR/report, rewritten each time]")
+@click.option("--force", is_flag=True, help="write into an --out folder that holds files")
+def report_cmd(vdir, out, force):
     """Markdown + self-contained HTML report with the papers' error tables and plots."""
     from validation.report import load_results, report
 
     results = load_results(vdir)            # VDIR's own errors first, before --out is made
+    # the default folder is the validation's own report, rewritten each time; a folder named
+    # with --out that holds anything is the user's, written into only with --force
+    named = out is not None
     out = out or Path(vdir) / "report"
-    check_output(out, "--out", directory=True, exists_ok=True)
+    check_output(out, "--out", directory=True, force=force,
+                 exists_ok=not named or (out.is_dir() and not any(out.iterdir())))
     try:
         paths = report(vdir, out, results)
     except OSError as exc:
