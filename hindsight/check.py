@@ -139,7 +139,8 @@ def _column_problems(trace_dir: Path, trace: tf.Columns,
     def row_checks() -> list[str]:
         found = (_capped(_check_order(cols, ops, files))
                  + _capped(_check_send_requests(cols, ops, files, complete))
-                 + _capped(_check_collectives(cols, ops, trace.manifest, files)))
+                 + _capped(_check_collectives(cols, ops, trace.manifest, files))
+                 + _check_members(cols, trace.manifest))
         # this thread's freed temporaries, which glibc keeps in the thread's own arena where
         # the matching's allocations cannot reuse them, are handed back before its peak
         release_freed_memory()
@@ -242,13 +243,14 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
             found["order"] += _check_order(own, ops, files, state)
             found["requests"] += _check_send_requests(own, ops, files, complete)
             found["collectives"] += _check_collectives(own, ops, manifest, files, coll_seen)
+            found["members"] += _check_members(own, manifest)
             found["matching"] += _check_matching(cols, files, seg.later)
     except NotStreamable as exc:
         raise tf.TraceError(str(exc)) from None
     except ReplayError as exc:
         text = str(exc) if str(exc).startswith(str(trace_dir)) else f"{trace_dir}: {exc}"
         found["stopped"].append(f"{text}; the rows after it were not checked")
-    for kind in ("order", "requests", "collectives", "matching", "stopped"):
+    for kind in ("order", "requests", "members", "collectives", "matching", "stopped"):
         # (a problem every segment sees, such as a communicator without members, once)
         problems += _capped(list(dict.fromkeys(found[kind])))
     return problems
@@ -440,6 +442,8 @@ def _check_collectives(cols, ops, manifest, files,
             out.append(f"{tf.MANIFEST_NAME}: communicator {cid} used for collectives but its "
                        "members are not recorded")
             continue
+        if not set(by_rank) <= set(members):
+            continue                    # (said by _check_members)
         ref_rank = members[0]
         ref = by_rank.get(ref_rank, empty)
         a_code, a_root = code[ref], root[ref]
@@ -458,6 +462,32 @@ def _check_collectives(cols, ops, manifest, files,
     if seen is not None:
         for cid, by_rank in groups.items():
             seen[cid] = seen.get(cid, 0) + max(g.stop - g.start for g in by_rank.values())
+    return out
+
+
+def _check_members(cols, manifest) -> list[str]:
+    """Every rank whose rows name a communicator is among the members the manifest records for
+    it (one line per communicator, naming the first rank outside). Communicators without
+    recorded members are the collective check's, COMM_WORLD the manifest's own check's."""
+    comms = {int(k): v for k, v in (manifest.get("communicators") or {}).items()
+             if v and int(k) not in (tf.COMM_WORLD_ID, tf.COMM_SELF_ID)}
+    if not comms:
+        return []
+    comm, rank = np.asarray(cols["comm"]), np.asarray(cols["rank"])
+    sel = np.flatnonzero(comm > tf.COMM_SELF_ID)
+    ids = np.array(sorted(comms), np.int64)
+    at = np.minimum(np.searchsorted(ids, comm[sel]), len(ids) - 1)
+    known = ids[at] == comm[sel]
+    nranks = int(manifest["ranks"])
+    member = np.zeros((len(ids), nranks), np.bool_)
+    for j, cid in enumerate(ids.tolist()):
+        member[j, comms[cid]] = True
+    bad = known & ~member[at, np.clip(rank[sel], 0, nranks - 1)]
+    out = []
+    for j in sortedsets.unique(at[bad]).tolist():
+        first = int(rank[sel][bad & (at == j)].min())
+        out.append(f"{tf.MANIFEST_NAME}: communicator {ids[j]} has members {comms[ids[j]]}, "
+                   f"but rank {first} has rows on it")
     return out
 
 

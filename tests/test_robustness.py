@@ -481,6 +481,11 @@ def test_rows_claiming_another_rank(ring2, tmp_path):
     ("rank_status", ["complete"], "'rank_status' must list one status per rank"),
     ("communicators", {"0": [0, 5]}, "'communicators' must map ids"),
     ("clock", True, "'clock' has the wrong type"),
+    # values the rank files contradict
+    ("communicators", {"0": [0]}, "communicator 0 (MPI_COMM_WORLD) must hold every rank"),
+    ("events", [3], "'events' must list one count (or null) per rank (2)"),
+    ("events", [3, -1], "'events' must list one count (or null) per rank (2)"),
+    ("makespan_ns", -5, "'makespan_ns' must be a number of ns >= 0, not -5"),
 ])
 def test_manifest_with_wrong_types(ring2, tmp_path, key, value, words):
     def edit(d):
@@ -494,6 +499,24 @@ def test_manifest_with_wrong_types(ring2, tmp_path, key, value, words):
         _no_traceback(res)
         assert res.returncode != 0
         assert "manifest.json" in res.stdout + res.stderr and words in res.stdout + res.stderr
+
+
+def test_a_communicator_whose_members_leave_out_a_rank_that_uses_it(tmp_path):
+    """The manifest lists a communicator without a rank whose rows use it: ``trace check``
+    says so (replay refused such a trace, while the check said ok)."""
+    bad = tmp_path / "t"
+    shutil.copytree(ROOT / "tests" / "corpus" / "cc-tree-n4", bad)
+    m = json.loads((bad / tf.MANIFEST_NAME).read_text())
+    m["communicators"]["268180903"] = [0, 1, 2]
+    (bad / tf.MANIFEST_NAME).write_text(json.dumps(m))
+    res = hindsight("trace", "check", bad)
+    _no_traceback(res)
+    assert res.returncode == 1
+    assert ("manifest.json: communicator 268180903 has members [0, 1, 2], but rank 3 has rows "
+            "on it") in res.stdout
+    res = hindsight("trace", "check", bad, "--window", "16")         # streamed: the same line
+    assert res.returncode == 1 and ("communicator 268180903 has members [0, 1, 2], but rank 3 "
+                                    "has rows on it") in res.stdout
 
 
 # ------------------------------------------------------------------------------------------------

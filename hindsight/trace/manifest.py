@@ -88,6 +88,17 @@ def read_manifest(trace_dir: Path) -> dict[str, Any]:
                          f"below {ranks}")
     if comms is not None and not all(k.isdigit() for k in comms):
         raise TraceError(f"{path}: 'communicators' ids must be non-negative integers")
+    if comms is not None and comms.get("0") not in (None, list(range(ranks))):
+        raise TraceError(f"{path}: communicator 0 (MPI_COMM_WORLD) must hold every rank, "
+                         f"0..{ranks - 1}")
+    events = manifest.get("events")
+    if isinstance(events, list) and not (len(events) == ranks and all(
+            x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= 0)
+            for x in events)):
+        raise TraceError(f"{path}: 'events' must list one count (or null) per rank ({ranks})")
+    span = manifest.get("makespan_ns")
+    if isinstance(span, (int, float)) and not isinstance(span, bool) and not span >= 0:
+        raise TraceError(f"{path}: 'makespan_ns' must be a number of ns >= 0, not {span!r}")
     nbrs = manifest.get("neighbours")
     if nbrs is not None and not (isinstance(nbrs, dict) and all(
             k.isdigit() and isinstance(per, dict) and all(
