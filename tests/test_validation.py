@@ -606,8 +606,12 @@ def test_a_program_validates_end_to_end(tmp_path):
      "'recorder' must be one of auto, python, pmpi, not 'c'$"),
     (PROGRAM_SPEC.replace('ranks = [2]', 'ranks = [2]\nrecorder = ["pmpi"]'),
      "'recorder' must be a string, not"),
+    # what collect --program cannot run, said before any run (not as --program's error)
+    (PROGRAM_SPEC.replace("PROGRAM", "ring.c"),
+     r"experiment 1: program .*ring.c: a source file, not a program: compile it first"),
 ])
 def test_bad_program_experiments_are_one_line_errors(tmp_path, text, msg):
+    shutil.copy(PROGRAMS / "ring.c", tmp_path / "ring.c")
     p = _spec(tmp_path, text.replace("PROGRAM", str(WORKLOADS / "stencil.py")))
     with pytest.raises(SpecError, match=msg):
         load_spec(p)
