@@ -131,19 +131,32 @@ def _vary_texts(spec: str) -> list[tuple[str, str]]:
     return [(name.strip(), v.strip()) for v in values]
 
 
+def plot_lines(df, names: list[str]) -> list[tuple[str, list, list]]:
+    """The plot's lines: predicted makespan against the first varied parameter, one line per
+    combination of the others' values (labelled ``G=1e-10, o=0``; "predicted" when only one
+    parameter varies), each in the first parameter's order."""
+    others = names[1:]
+    if not others:
+        return [("predicted", df[names[0]].tolist(), df["predicted_makespan_s"].tolist())]
+    out = []
+    for key, g in df.groupby(others, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        g = g.sort_values(names[0], kind="stable")
+        label = ", ".join(f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}"
+                          for n, v in zip(others, key))
+        out.append((label, g[names[0]].tolist(), g["predicted_makespan_s"].tolist()))
+    return out
+
+
 def _plot(df, names, path: Path, specs, mod, trace: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
     logx = ":log:" in specs[0]
-    if len(names) == 1:
-        ax.plot(df[names[0]], df["predicted_makespan_s"], marker="o", label="predicted")
-        ax.axhline(df["measured_makespan_s"].iloc[0], color="k", ls="--", label="measured")
-    else:
-        for val, g in df.groupby(names[1]):
-            ax.plot(g[names[0]], g["predicted_makespan_s"], marker=".", label=f"{names[1]}={val:g}"
-                    if isinstance(val, float) else f"{names[1]}={val}")
+    for label, x, y in plot_lines(df, names):
+        ax.plot(x, y, marker="o" if len(names) == 1 else ".", label=label)
+    ax.axhline(df["measured_makespan_s"].iloc[0], color="k", ls="--", label="measured")
     ax.set_xlabel(_axis_label(mod, names[0]))
     if logx:
         ax.set_xscale("log")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -291,6 +292,34 @@ def test_sweep_plot_has_a_title_and_units(trace, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert seen["x"] == "G (s/byte)" and seen["y"] == "predicted makespan (s)"
     assert "t under loggps" in seen["title"] and "G" in seen["title"]
+
+
+def test_a_sweep_of_three_parameters_plots_a_line_per_combination(trace, tmp_path, monkeypatch):
+    """--vary L, G and o: a line per (G, o), each in L's order, labelled with both (the
+    plot drew G's lines only, each zig-zagging over the values of o), and the measured line."""
+    import matplotlib.figure
+
+    seen = {}
+
+    def savefig(fig, path, **kw):
+        ax = fig.axes[0]
+        seen["lines"] = [(ln.get_label(), list(ln.get_xdata()), list(ln.get_ydata()))
+                         for ln in ax.get_lines()]
+        path.write_bytes(b"png")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    r = invoke("sweep", trace, "--vary", "L=1us,2us", "--vary", "G=0.1ns,1ns", "--vary", "o=0,1us",
+               "--out", tmp_path / "s.csv", "--plot", tmp_path / "s.png")
+    assert r.exit_code == 0, r.output
+    lines = {label: (x, y) for label, x, y in seen["lines"]}
+    assert set(lines) == {"G=1e-10, o=0", "G=1e-10, o=1e-06", "G=1e-09, o=0",
+                          "G=1e-09, o=1e-06", "measured"}
+    df = pd.read_csv(tmp_path / "s.csv")
+    for label, (x, y) in lines.items():
+        if label != "measured":
+            g = df[(df.G == float(label.split(", ")[0][2:])) &
+                   (df.o == float(label.split(", ")[1][2:]))].sort_values("L")
+            assert x == g.L.tolist() and y == g.predicted_makespan_s.tolist()
 
 
 # ---------------------------------------------------------------------------------------------
