@@ -251,6 +251,39 @@ def test_an_otf2_round_trip_keeps_the_untraced_calls(tmp_path, monkeypatch):
             imp.untraced_calls(None, tmp_path / "o")
 
 
+def test_a_partial_export_stays_partial_through_otf2_and_perfetto(removed, tmp_path,
+                                                                   monkeypatch):
+    """``export --allow-partial``: the OTF2 archive says which ranks did not finish (property
+    HINDSIGHT::INCOMPLETE_RANKS), and its import is as incomplete as the source (it came back
+    as a complete trace, and with messages to the lost rank it was refused as unmatched); the
+    Perfetto file says so in its ``otherData``."""
+    r = hindsight("export", removed, "--format", "otf2", "--allow-partial", "--out",
+                  tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    r = hindsight("import", "otf2", tmp_path / "o", "--out", tmp_path / "back")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith(
+        "an incomplete trace, as its source was (rank 1 did not finish cleanly): `replay "
+        "--allow-partial` replays it up to its last consistent cut"), r.stdout
+    m = json.loads((tmp_path / "back" / "manifest.json").read_text())
+    assert m["complete"] is False and m["rank_status"] == ["complete", "missing"]
+    r = hindsight("replay", tmp_path / "back")
+    assert r.returncode == 1 and "incomplete trace (rank 1 did not finish cleanly)" in r.stderr
+    r = hindsight("export", removed, "--format", "perfetto", "--allow-partial", "--out",
+                  tmp_path / "p.json")
+    assert r.returncode == 0, r.stderr
+    other = json.loads((tmp_path / "p.json").read_text())["otherData"]
+    assert other["incomplete_ranks"] == {"1": "file removed"}
+    # a damaged property is named, not taken
+    import hindsight.interop.otf2_import as imp
+
+    for text in ("[1]", '{"7": "missing"}', '{"1": ""}', '{"x": "missing"}'):
+        monkeypatch.setattr(imp, "_property", lambda trace, name, text=text: text)
+        with pytest.raises(imp.OtfError, match="INCOMPLETE_RANKS is not a JSON object of ranks "
+                                               "below 2"):
+            imp.incomplete_ranks(None, tmp_path / "o", 2)
+
+
 def test_a_misspelled_vary_is_one_line_before_the_trace_is_read(tmp_path):
     """sweep checks --vary before reading the trace: no note about the trace precedes the
     error (an untraced-calls note did)."""

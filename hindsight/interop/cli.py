@@ -5,6 +5,7 @@ malformed input, bad parameters) are one line (``hindsight.cli`` prints the libr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
     if fmt == "otf2" and force:
         _check_otf2_archive(out)
     manifest = tf.read_manifest(trace)  # missing or foreign: one line before the readers load
-    partial = _incomplete(trace, fmt, replayed, allow_partial)
+    partial, unfinished = _incomplete(trace, fmt, replayed, allow_partial)
     too_large = export_too_large(manifest, fmt, replayed)
     if too_large:
         # (said at once, not after minutes of swapping and the out-of-memory killer's SIGKILL)
@@ -110,6 +111,7 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
         job = ExportJob(trace, table=res.to_arrow(), manifest=dict(tr.manifest),
                         nranks=tr.nranks, label=res.model,
                         measured=tr.table if with_measured else None)
+    job = dataclasses.replace(job, incomplete=unfinished)
     try:
         if fmt == "otf2":
             _remove_otf2_archive(out)          # --force: the archive checked above
@@ -124,15 +126,17 @@ def export_cmd(trace, fmt, out, model_name, sets, profile, compute_scale, algo, 
         note(text)
 
 
-def _incomplete(trace: Path, fmt: str, replayed: bool, allow_partial: bool) -> str | None:
-    """Why ``trace`` is incomplete (None when it is complete). An incomplete trace is refused
-    unless ``allow_partial``, which a measured timeline's export takes: what the files hold is
-    a timeline, but not a schedule to simulate nor a run to replay whole."""
+def _incomplete(trace: Path, fmt: str, replayed: bool, allow_partial: bool
+                ) -> tuple[str | None, dict[int, str]]:
+    """Why ``trace`` is incomplete (None when it is complete), and each rank that did not
+    finish cleanly with its status. An incomplete trace is refused unless ``allow_partial``,
+    which a measured timeline's export takes: what the files hold is a timeline, but not a
+    schedule to simulate nor a run to replay whole."""
     from hindsight import trace as tf
 
     _, sources = tf.open_trace(trace, allow_partial=True)
     if all(s.complete for s in sources):
-        return None
+        return None, {}
     why = tf.incomplete_text(sources)
     if replayed or fmt == "goal":
         what = "a replayed timeline" if replayed else "--format goal"
@@ -142,7 +146,7 @@ def _incomplete(trace: Path, fmt: str, replayed: bool, allow_partial: bool) -> s
     if not allow_partial:
         raise DataError(f"{trace}: incomplete trace ({why}); use --allow-partial to export what "
                         "was recorded")
-    return why
+    return why, {s.rank: s.status for s in sources if not s.complete}
 
 
 # What to do instead, by (replayed, GOAL), when an export would not fit in memory.
@@ -250,6 +254,10 @@ def import_cmd(fmt, source, out, sets, force):
         """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
         problems = import_checked(fmt, source, tmp, assignments)
         made = tf.read_manifest(tmp)
+        if made.get("complete") is False:
+            # a partial export's source (its archive says which ranks did not finish): the
+            # trace is as incomplete as the source, which the line below says
+            return
         if made.get("untraced_calls"):
             # calls the source's recorder counted but did not record: the source's own gap
             # (said below), not the conversion's
@@ -271,10 +279,15 @@ def import_cmd(fmt, source, out, sets, force):
     span = (f"makespan ({how}) {fmt_time(m.get('makespan_ns') or 0)}" if how
             else makespan_text(m.get("makespan_ns") or 0))
     untraced = m.get("untraced_calls")
+    if m.get("complete") is False:
+        _, sources = tf.open_trace(out, allow_partial=True)
+        checked = (f"an incomplete trace, as its source was ({tf.incomplete_text(sources)}): "
+                   "`replay --allow-partial` replays it up to its last consistent cut")
+    else:
+        checked = "trace check: ok" + (f" but for the traffic of {untraced_text(untraced)} the "
+                                       "source did not trace" if untraced else "")
     click.echo(f"imported {source} -> {out}: {m['ranks']} ranks, {sum(m.get('events') or [])} "
-               f"events, {span}; trace check: ok"
-               + (f" but for the traffic of {untraced_text(untraced)} the source did not trace"
-                  if untraced else ""))
+               f"events, {span}; {checked}")
     line = skipped_line((m.get("import") or {}).get("skipped") or {})
     if line:
         click.echo(line)
@@ -289,11 +302,14 @@ def import_checked(fmt: str, source: Path, out: Path,
     from hindsight.check import check_and_prepare
     from hindsight.system import release_freed_memory
 
+    from hindsight import trace as tf
+
     importer = IMPORTERS[fmt]
     importer.read(source, out, params)
     # the check reads the trace back through pyarrow's allocator: the import's freed arrays,
     # kept by glibc for reuse, would otherwise add to its peak
     release_freed_memory()
-    unmatched = importer.unmatched
+    # (a partial source's trace: its messages to the ranks it lost match nothing)
+    unmatched = importer.unmatched if tf.read_manifest(out).get("complete", True) else None
     return check_and_prepare(out, None if unmatched is None else
                              lambda found: unmatched(source, out, found))

@@ -39,6 +39,9 @@ class ExportJob:
     nranks: int = 0
     label: str | None = None
     measured: pa.Table | None = None
+    #: a partial export (``--allow-partial``): each rank that did not finish cleanly, and its
+    #: status (``tf.RankSource.status``); the formats that can say so keep it
+    incomplete: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def _otf2(job: ExportJob, out: Path) -> str:
     from hindsight.interop.otf2_export import write_otf2
 
     anchor, rows = write_otf2(job.trace, out, table=job.table, manifest=job.manifest or None,
-                              timeline=f"replayed under {job.label}" if job.label else None)
+                              timeline=f"replayed under {job.label}" if job.label else None,
+                              incomplete=job.incomplete)
     return f"wrote {anchor}: OTF2 archive, {job.nranks} locations, {rows} trace rows"
 
 
@@ -85,7 +89,9 @@ def _perfetto(job: ExportJob, out: Path) -> str:
     timelines = [(job.label, job.table)]
     if job.measured is not None:
         timelines = [("measured", job.measured), (job.label, job.table)]
-    meta = {"trace": str(job.trace), "ranks": job.nranks, "timeline": job.label or "measured"}
+    meta = {"trace": str(job.trace), "ranks": job.nranks, "timeline": job.label or "measured",
+            **({"incomplete_ranks": {str(r): s for r, s in sorted(job.incomplete.items())}}
+               if job.incomplete else {})}
     nx, nflow = write_atomic(out, lambda tmp: export_perfetto(timelines, tmp, meta))
     return (f"wrote {out}: {job.nranks} ranks, {nx} slices, {nflow} message arrows "
             "(open in https://ui.perfetto.dev)")

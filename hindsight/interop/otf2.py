@@ -44,6 +44,10 @@ PROP_APP = "HINDSIGHT::APP"
 #: The archive property holding the manifest's ``untraced_calls`` (JSON: calls the recorder
 #: counted but did not record), which the import keeps: the traffic stays known incomplete.
 PROP_UNTRACED = "HINDSIGHT::UNTRACED_CALLS"
+#: The archive property of a partial export (``export --allow-partial``): JSON, each rank that
+#: did not finish cleanly in the source trace and its status, which the import keeps (the
+#: imported trace is as incomplete as its source)
+PROP_INCOMPLETE = "HINDSIGHT::INCOMPLETE_RANKS"
 UNDEFINED_ROOT = 0xFFFFFFFF    # OTF2_UNDEFINED_UINT32: a collective without a root, a wildcard
 UNDEFINED_UINT64 = 0xFFFFFFFFFFFFFFFF   # OTF2_UNDEFINED_UINT64: a probe's message id
 # The columns of one row in ATTR_ROWS: the rows of a call that no OTF2 record can carry (a send

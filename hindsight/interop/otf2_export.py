@@ -45,6 +45,7 @@ from hindsight.interop.otf2 import (
     ATTR_TAG,
     COLLECTIVE_OPS_OTF2,
     PROP_APP,
+    PROP_INCOMPLETE,
     PROP_TIMELINE,
     PROP_UNTRACED,
     ROW_FIELDS,
@@ -83,10 +84,13 @@ def export_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | No
 
 
 def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | None = None,
-               manifest: dict | None = None, timeline: str | None = None) -> tuple[Path, int]:
+               manifest: dict | None = None, timeline: str | None = None,
+               incomplete: dict[int, str] | None = None) -> tuple[Path, int]:
     """``export_otf2``, and the number of rows written. ``timeline``: how the timeline was
     made when no run measured it (``replayed under loggps``), kept in the archive's property
-    ``PROP_TIMELINE``; by default the manifest's (``hindsight.trace.timeline_made``)."""
+    ``PROP_TIMELINE``; by default the manifest's (``hindsight.trace.timeline_made``).
+    ``incomplete``: a partial trace's ranks that did not finish cleanly, with their status,
+    kept in ``PROP_INCOMPLETE``."""
     from hindsight.interop.otf2 import quiet_library
     quiet_library()
 
@@ -113,7 +117,8 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
 
     timeline = timeline or tf.timeline_made(manifest)
     try:
-        _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir, timeline)
+        _write_archive(out_dir, manifest, timelines, nranks, t0, trace_dir, timeline,
+                       incomplete or {})
     except BaseException as exc:
         # (a rank file found damaged while the archive is written, a bad communicator, ...):
         # no half-written archive is left, as none would be by an export that read first
@@ -126,7 +131,7 @@ def write_otf2(trace_dir: Path | str, out_dir: Path | str, table: pa.Table | Non
 
 
 def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nranks: int,
-                   t0: int, trace_dir, timeline: str | None) -> None:
+                   t0: int, trace_dir, timeline: str | None, incomplete: dict[int, str]) -> None:
     """The archive's definitions and events (``write_otf2``)."""
     import _otf2
     import otf2
@@ -142,6 +147,9 @@ def _write_archive(out_dir: Path, manifest: dict, timelines: RankTimelines, nran
             _otf2.Archive_SetProperty(w._handle, PROP_TIMELINE, timeline, False)
         if manifest.get("app"):
             _otf2.Archive_SetProperty(w._handle, PROP_APP, str(manifest["app"]), False)
+        if incomplete:
+            _otf2.Archive_SetProperty(w._handle, PROP_INCOMPLETE, json.dumps(
+                {str(r): st for r, st in sorted(incomplete.items())}), False)
         if any((manifest.get("untraced_calls") or {}).values()):
             _otf2.Archive_SetProperty(w._handle, PROP_UNTRACED,
                                       json.dumps(manifest["untraced_calls"], sort_keys=True),

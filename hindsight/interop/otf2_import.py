@@ -44,6 +44,7 @@ from hindsight.interop.otf2 import (
     ATTR_COMM,
     COLLECTIVE_OPS_OTF2,
     PROP_APP,
+    PROP_INCOMPLETE,
     PROP_TIMELINE,
     PROP_UNTRACED,
     TESTBED_NODE,
@@ -182,6 +183,7 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
             if value:
                 extra[key] = value
         extra["untraced_calls"] = untraced_calls(trace, anchor)
+        extra["incomplete"] = incomplete_ranks(trace, anchor, len(cols))
         return cols, extra, rows
     except OtfError:
         raise
@@ -541,6 +543,23 @@ def untraced_calls(trace, anchor: Path) -> dict[str, int]:
     return counts
 
 
+def incomplete_ranks(trace, anchor: Path, nranks: int) -> dict[int, str]:
+    """The ranks a partial export's source trace had not finished, with their status
+    (``PROP_INCOMPLETE``); empty for a complete source and for other archives."""
+    text = _property(trace, PROP_INCOMPLETE)
+    try:
+        got = json.loads(text) if text else {}
+    except ValueError:
+        got = None
+    if not isinstance(got, dict) or not all(
+            isinstance(k, str) and k.isdigit() and int(k) < nranks and isinstance(v, str) and v
+            for k, v in got.items()):
+        raise OtfError(f"{anchor}: property {PROP_INCOMPLETE} is not a JSON object of ranks "
+                       f"below {nranks} and their status")
+    # (a rank whose file went missing has, in the imported trace, a file of no rows)
+    return {int(k): "missing" if v == tf.REMOVED else v for k, v in got.items()}
+
+
 def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
     """Convert an OTF2 archive into a hindsight trace directory; checks that messages match
     (``match``; without it the caller does, as ``hindsight import`` does in its check of the
@@ -561,7 +580,8 @@ def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
         else:
             c["op"] = c["op"].astype(np.int8)
     comms = {int(k): v for k, v in extra["communicators"].items()}
-    write_trace(out, cols, communicators=comms, manifest={
+    unfinished = extra.get("incomplete") or {}
+    write_trace(out, cols, communicators=comms, incomplete_ranks=sorted(unfinished), manifest={
         "app": extra.get("app") or _app_name(path), "paradigm": None,
         # (a timeline no run measured keeps saying so: replay's noise report reads nothing
         # measured from it)
@@ -570,10 +590,13 @@ def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:
         "hosts": extra["hosts"], **({"network": extra["network"]} if "network" in extra else {}),
         "import": {"skipped": extra["skipped"]},
         **({"untraced_calls": extra["untraced_calls"]} if extra.get("untraced_calls") else {}),
+        # a partial export's source: as incomplete here, each rank with its status there
+        **({"rank_status": [unfinished.get(r, "complete") for r in range(len(cols))]}
+           if unfinished else {}),
         # the makespan from the epoch (time 0), as a traced run's (docs/trace-format.md)
         "makespan_ns": max((int(c["t_end"].max()) for c in cols if len(c["t_end"])),
                            default=0)})
-    if not match:
+    if not match or unfinished:     # (a partial source's messages to its lost ranks)
         return out
     _, problems = match_messages(_written_columns(cols, rows) or tf.read_trace(out).table)
     error = unmatched_error(path, problems, extra["skipped"])
