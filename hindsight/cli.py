@@ -357,12 +357,16 @@ def check(trace_dir, as_json, window):
     Problems found in a readable trace are printed on stdout, one a line (exit 1); a trace that
     cannot be read at all is one `Error:` line on stderr (exit 1)."""
     from hindsight.check import check_result, format_check
-    from replay.budget import CHECK_BYTES_PER_ROW, streamed_window
+    from replay.budget import CHECK_BYTES_PER_ROW, small_window_note, streamed_window
 
     if window is None:
         window, why = streamed_window(tf.read_manifest(trace_dir), CHECK_BYTES_PER_ROW)
         if window is not None:
             click.echo(f"note: {why} in windows of {window} rows per rank", err=True)
+    else:
+        small = small_window_note(tf.read_manifest(trace_dir), window)
+        if small:
+            click.echo(f"note: {small}", err=True)
     result = check_result(trace_dir, window)
     click.echo(format_check(result, as_json))
     if not result["ok"]:

@@ -60,6 +60,28 @@ def streamed_window(manifest: dict[str, Any], bytes_per_row: int = REPLAY_BYTES_
         f"{_gib(avail)} are available: it is streamed")
 
 
+#: segments past which a streamed command says its --window is small: each segment costs a
+#: replay's or a check's set-up (some ms; --window 16 on 600 k events, 20 k segments: 61 s,
+#: against 1.2 s in memory)
+MANY_SEGMENTS = 1000
+
+
+def small_window_note(manifest: dict[str, Any], window: int) -> str | None:
+    """A note when ``--window`` cuts the trace of ``manifest`` into more than about
+    ``MANY_SEGMENTS`` segments (the largest rank's events by ``window``), naming the window
+    this machine's memory would take (``window_for``); None otherwise."""
+    from hindsight.system import available_memory
+
+    most = max((int(x) for x in (manifest.get("events") or []) if isinstance(x, (int, float))),
+               default=0)
+    if most // max(window, 1) <= MANY_SEGMENTS:
+        return None
+    better = window_for(int(manifest.get("ranks") or 1), available_memory() or 1 << 30)
+    return (f"--window {window}: about {most // window} segments (its largest rank has {most} "
+            f"events), each with a set-up of its own, so this takes much longer than larger "
+            f"windows; this machine's memory takes --window {better}")
+
+
 #: the bytes per trace row an export holds at its peak, the whole timeline in memory, rounded
 #: up from what a 4 M-row 8-rank trace took: Perfetto 286, pipit 375, GOAL 363; the OTF2 export
 #: reads one rank at a time and is not listed

@@ -276,6 +276,11 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
             raise UsageError(f"{used[0]}: needs the whole trace in memory, and {stream[1]}")
         if window is None:
             note(f"{stream[1]} in windows of {stream[0]} rows per rank")
+        else:
+            from replay.budget import small_window_note
+            small = small_window_note(read_manifest(trace), window)
+            if small:
+                note(small)
         return _replay_streamed(trace, stream[0], model_name, sets, profile, compute_scale,
                                 region_scale, algorithms, as_json, quiet)
     mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
@@ -346,7 +351,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     if res.info.get("not_modelled"):
         note(res.info["not_modelled"])
     _untraced_note(prep.manifest)
-    _run_notes(prep, cpu_time)
+    _run_notes(prep.manifest, cpu_time, prep)
     if res.info.get("one_host"):
         note(f"M/M/1: {res.info['one_host']}")
     _ack_line(say, res.info.get("ack_cells"))
@@ -419,9 +424,10 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     if profile and not quiet:
         _note_mismatch(profile, manifest)
         _warn_noisy(profile)
+    _run_notes(manifest, False)
     st = res.info["streamed"]
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
-        f"{res.messages} messages)")
+        f"{_messages_text(res)})")
     say(f"streamed   {st['segments']} segments, windows of {st['window']} rows per rank "
         "(no per-event times, no critical path)")
     say(f"model      {res.model}  {fmt_params(res.params)}")
@@ -435,16 +441,18 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _breakdown(say, res.breakdown_columns())
 
 
-def _run_notes(prep, cpu_time: bool) -> None:
-    """What the traced run's conditions mean for this replay: an oversubscribed run's bursts
-    hold the time its ranks waited for a core; ``--cpu-time`` needs regions with CPU samples."""
+def _run_notes(manifest: dict, cpu_time: bool, prep=None) -> None:
+    """What the traced run's conditions (``manifest``) mean for this replay: an oversubscribed
+    run's bursts hold the time its ranks waited for a core; ``--cpu-time`` needs regions with
+    CPU samples, which only the prepared trace ``prep`` tells (a streamed replay, with none,
+    takes no --cpu-time)."""
     import numpy as np
 
-    oversubscribed = bool(prep.manifest.get("oversubscribed"))
-    disturbed = run_problems(prep.manifest)
+    oversubscribed = bool(manifest.get("oversubscribed"))
+    disturbed = run_problems(manifest)
     if not cpu_time and not oversubscribed and not disturbed:
         return          # (nothing to say: the rows' CPU shares, 4 bytes a row, are not read)
-    no_samples = bool(np.all(prep.rows.ratio == 1.0))
+    no_samples = prep is None or bool(np.all(prep.rows.ratio == 1.0))
     if disturbed and not oversubscribed:
         # (an oversubscribed run waits for cores by design: said below, once). --cpu-time is
         # offered only where it changes something: bursts inside regions with CPU samples.
@@ -473,9 +481,12 @@ def _untraced_note(manifest: dict) -> None:
 def _messages_text(res) -> str:
     """The trace's point-to-point messages, and those the model adds for its collective and
     one-sided patterns (``Result.messages`` counts both)."""
-    if res.prepared is None:
+    if res.prepared is not None:
+        p2p = len(res.prepared.msgs.bytes)
+    elif "p2p_messages" in res.info.get("streamed", {}):
+        p2p = res.info["streamed"]["p2p_messages"]
+    else:
         return f"{res.messages} messages"
-    p2p = len(res.prepared.msgs.bytes)
     more = res.messages - p2p
     return f"{p2p} point-to-point message{'s' * (p2p != 1)}" + (
         f", {more} more in the model's collective and one-sided patterns" if more > 0 else "")

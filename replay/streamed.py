@@ -68,7 +68,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
     sent_before: dict[tuple[int, int], float] = {}  # (rank, seq) of a send -> its post time
     comp = comm = wait = rank_end = measured_end = None
     ended = None
-    events = operations = messages = nseg = 0
+    events = operations = messages = p2p = nseg = 0
     info: dict[str, Any] = {}
     last: tuple | None = None         # the model's name, parameters and algorithms
     for seg in segments(trace_dir, window, _eager_limit(mod, values), max_window=max_window):
@@ -105,6 +105,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
         events += int(real.sum())
         operations += res.operations
         messages += res.messages - len(crossing)
+        p2p += len(prep.msgs.bytes) - len(crossing)
         nseg += 1
         _merge_info(info, res.info)
         if prep.notes:
@@ -125,7 +126,7 @@ def run_streamed(trace_dir: Path | str, model: str | M.NetworkModel = "loggps",
     if missing:
         raise ReplayError(f"region scale {missing[0]}: the trace has no region named "
                           f"'{missing[0]}'")
-    info["streamed"] = {"segments": nseg, "window": int(window)}
+    info["streamed"] = {"segments": nseg, "window": int(window), "p2p_messages": p2p}
     return Result(model=last[0], params=last[1], compute_scale=compute_scale,
                   makespan_ns=float(rank_end.max()) if len(rank_end) else 0.0,
                   measured_makespan_ns=float(measured_end.max()) if len(measured_end) else 0.0,

@@ -52,6 +52,7 @@ def test_streamed_replay_of_real_traces_equals_the_in_memory_one(trace: Path) ->
         for window in (7, 40):
             part = run_streamed(trace, model, params, resolved=resolved, window=window)
             _same(whole, part)
+            assert part.info["streamed"]["p2p_messages"] == len(prep.msgs.bytes)
     assert run_streamed(trace, "loggps", window=7).info["streamed"]["segments"] > 1
 
 
@@ -174,6 +175,23 @@ def test_replay_cli_streams_with_window_and_refuses_what_needs_memory(tmp_path: 
         assert bad.returncode == 2, (extra, bad.stderr)
         assert bad.stderr.startswith("Error: ") and flag in bad.stderr
         assert bad.stderr.count("\n") == 1 and not bad.stdout
+
+
+@pytest.mark.parametrize("name", ["requests-n2", "stencil-n4"])
+def test_a_streamed_replay_says_what_the_in_memory_one_says_of_the_run(name) -> None:
+    """Its trace line (point-to-point messages apart from the model's patterns' ones) and the
+    run's warnings and notes (disturbed, oversubscribed) are the in-memory replay's; a window
+    that makes over a thousand segments is noted."""
+    trace = next(p for p in CORPUS if p.name == name)
+    mem, part = hindsight("replay", trace), hindsight("replay", trace, "--window", "16")
+    assert mem.returncode == part.returncode == 0, part.stderr
+    assert part.stdout.splitlines()[0] == mem.stdout.splitlines()[0]
+    assert "point-to-point messages" in mem.stdout.splitlines()[0]
+    assert part.stderr.splitlines() == mem.stderr.splitlines() and mem.stderr
+    from replay.budget import small_window_note
+    assert small_window_note({"ranks": 2, "events": [40_000, 10]}, 16).startswith(
+        "--window 16: about 2500 segments (its largest rank has 40000 events)")
+    assert small_window_note({"ranks": 2, "events": [40_000, 10]}, 40) is None
 
 
 def test_a_trace_too_big_for_memory_streams_on_its_own() -> None:
