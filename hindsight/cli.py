@@ -295,6 +295,10 @@ def info(trace_dir, as_json, noise, profile, model_name):
 
     from hindsight.info import format_info, format_untraced, trace_info
 
+    if profile is None and click.get_current_context().get_parameter_source(
+            "model_name") == click.core.ParameterSource.COMMANDLINE:
+        raise UsageError(f"--model {model_name}: the model of --profile's network (it explains "
+                         "in-MPI time with that profile); give --profile too")
     manifest = tf.read_manifest(trace_dir)
     if manifest.get("traced") is False:
         # an untraced run's manifest is all there is, and what it measured (the wall time)

@@ -69,6 +69,7 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         axes = [parse_vary(v, mod) for v in vary]
     except M.ParamError as exc:
         raise UsageError(f"--vary: {exc}") from None
+    _set_and_varied(mod, sets, [a[0] for a in axes])
     mod, values, prof, assignments, prep, rules = _load(trace, model_name, sets, profile,
                                                         allow_partial, quiet)
     _untraced_note(prep.manifest)
@@ -106,6 +107,22 @@ def sweep_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cpu
         click.echo(json.dumps(df.to_dict("records"), indent=2, default=float))
     elif out is None:
         say(df.to_string(index=False))
+
+
+def _set_and_varied(mod, sets, varied: list[str]) -> None:
+    """A parameter both ``--set`` and ``--vary`` give is a usage error: the sweep would take
+    the varied values and drop the set one without a word."""
+    from replay import models as M
+
+    try:
+        given = {t: name for name, _ in M.parse_assignments(list(sets))
+                 for t in M._expand(mod, name)}
+    except M.ParamError:
+        return                          # (--set's own error comes when it is parsed)
+    for name in varied:
+        both = [given[t] for t in M._expand(mod, name) if t in given]
+        if both:
+            raise UsageError(f"--vary {name}: --set {both[0]} gives it too; keep one")
 
 
 #: the unit of a swept parameter in the CSV and on the plot's axis (engine._display: SI units)

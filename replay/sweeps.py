@@ -41,10 +41,14 @@ def parse_vary(spec: str, mod: NetworkModel) -> tuple[str, list[float], list[str
             count = int(count)
         except ValueError:
             raise M.ParamError(f"{spec}: expected NAME=LO..HI:log:N or NAME=LO..HI:lin:N")
-        if count < 1:
-            raise M.ParamError(f"{spec}: N must be at least 1")
+        if count < 2:
+            # (a range of one value sweeps nothing between its ends: a list says that value)
+            raise M.ParamError(f"{spec}: N must be at least 2 (for one value: NAME=VALUE)")
         lo = M._parse_one(mod, targets[0], lo_s)
         hi = M._parse_one(mod, targets[0], hi_s)
+        if lo == hi:
+            raise M.ParamError(f"{spec}: LO and HI are the same value (for one value: "
+                               "NAME=VALUE)")
         if how == "log":
             if lo <= 0 or hi <= 0:
                 raise M.ParamError(f"{spec}: a log range needs positive ends")

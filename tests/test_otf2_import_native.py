@@ -123,6 +123,17 @@ def test_cut_event_files_are_refused(tmp_path):
         assert str(copy) in outcome[1] and "\n" not in outcome[1]
 
 
+def test_a_missing_event_file_is_named(tmp_path):
+    """An archive whose event file of one location is gone: the error names that file (the C
+    library said only INVALID_ARGUMENT)."""
+    export_otf2(CORPUS / "p2p-all-n3", tmp_path / "otf2")
+    gone = sorted((tmp_path / "otf2" / "traces").glob("*.evt"))[1]
+    gone.unlink()
+    outcome = _outcome(read_otf2, tmp_path / "otf2")
+    assert outcome[0] == "error" and f"{gone}, the event file of location" in outcome[1]
+    assert outcome[1].endswith("is missing")
+
+
 def test_request_tables_that_start_tiny_grow_and_import_alike(tmp_path, monkeypatch):
     """The conversion's request tables (``pairtable``, in ``otf2_rows.Conversion``) start at 2
     slots: each of the four grows again and again through ``convert``'s NEED_TABLE stop, which

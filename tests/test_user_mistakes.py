@@ -199,7 +199,18 @@ def test_flag_errors_name_the_flag_once(tmp_path):
     assert r.returncode == 2 and _errors(r) == ["Error: --set: L: expected NAME=VALUE"]
     r = hindsight("sweep", t, "--vary", "L=1us..2us:lin:0", "--json")
     assert r.returncode == 2 and _errors(r) == [
-        "Error: --vary: L=1us..2us:lin:0: N must be at least 1"]
+        "Error: --vary: L=1us..2us:lin:0: N must be at least 2 (for one value: NAME=VALUE)"]
+    # a range of one value, or with equal ends, sweeps nothing; a parameter set and varied
+    for vary, words in (("L=1us..1us:log:3", "LO and HI are the same value"),
+                        ("L=1us..10us:lin:1", "N must be at least 2")):
+        r = hindsight("sweep", t, "--vary", vary, "--json")
+        assert r.returncode == 2 and len(_errors(r)) == 1 and words in _errors(r)[0], r.stderr
+    r = hindsight("sweep", t, "--set", "o=1us", "--vary", "o_send=1us,2us", "--json")
+    assert r.returncode == 2 and _errors(r) == ["Error: --vary o_send: --set o gives it too; "
+                                                "keep one"]
+    # trace info's --model is --profile's: alone, it was ignored without a word
+    r = hindsight("trace", "info", t, "--model", "mm1")
+    assert r.returncode == 2 and len(_errors(r)) == 1 and "give --profile too" in _errors(r)[0]
     goal = tmp_path / "t.goal"
     assert hindsight("export", t, "--format", "goal", "--out", goal).returncode == 0
     for bad, words in (("L=abc", "--set: L: 'abc' is not a number"),

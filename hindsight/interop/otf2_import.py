@@ -230,6 +230,17 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
     if nranks == 0:
         raise OtfError(f"{anchor}: missing definitions: the MPI COMM_LOCATIONS group is empty")
 
+    # each location that announces events has its event file (the C library's error for a
+    # missing one names no file: INVALID_ARGUMENT), where they are files of their own (the
+    # POSIX substrate, not SIONlib's containers)
+    events = anchor.with_suffix("")
+    posix = events.is_dir() and any(events.glob("*.evt"))
+    for loc in defs.locations if posix else ():
+        evt = events / f"{loc._ref}.evt"
+        if (loc.number_of_events or 0) and not evt.is_file():
+            raise OtfError(f"{anchor}: damaged OTF2 archive: {evt}, the event file of location "
+                           f"'{loc.name}' ({loc.number_of_events} events), is missing")
+
     skipped: Counter[str] = Counter()       # what the trace cannot hold, by kind
 
     # Communicators: world ranks of each MPI comm, and hindsight ids. Those of other paradigms
