@@ -268,3 +268,29 @@ def test_every_evaluator_runs_on_its_defaults():
     for name, fn in registry().items():
         out = fn()
         assert out and all(v == v for v in out.values() if isinstance(v, float)), name
+
+
+@pytest.mark.parametrize("section,line,model,words", [
+    ("loggps", "o_sned = 1e-6", "loggps",
+     "[loggps] unknown parameter 'o_sned' for model loggps (did you mean 'o_send'?)"),
+    ("loggps", "a = 1", "loggp", "[loggps] unknown parameter 'a' for model loggps (known: "),
+    ("mm1", "CC = 3", "mm1", "[mm1] unknown parameter 'CC' for model mm1 (did you mean 'C'?)"),
+    ("hockney", "gg = 1e-9", "hockney",
+     "[hockney] unknown parameter 'gg' for model hockney (did you mean 'g'?)"),
+])
+def test_a_calibrated_profiles_misspelt_key_is_refused(tmp_path, section, line, model, words):
+    """A key of a calibrated (TOML) profile's model section that the model does not know is an
+    error naming the file, the section and the key: it was dropped without a word, and the
+    prediction made without the what-if it was meant to be."""
+    from replay import models as M
+    from tests.conftest import ROOT
+    text = (ROOT / "docs/calibration/shm.toml").read_text()
+    path = tmp_path / "typo.toml"
+    path.write_text(text.replace(f"[{section}]\n", f"[{section}]\n{line}\n", 1))
+    with pytest.raises(M.ParamError) as exc:
+        M.load_profile(path, M.get_model(model))
+    assert str(exc.value).startswith(f"profile {path}: ") and words in str(exc.value)
+    from hindsight.cli import main
+    r = CliRunner().invoke(main, ["replay", str(ROOT / "tests/corpus/requests-n2"),
+                                  "--model", model, "--profile", str(path)])
+    assert r.exit_code == 1 and r.output.strip() == f"Error: --profile: {exc.value}"

@@ -131,10 +131,23 @@ def register(cls: type[NetworkModel]) -> type[NetworkModel]:
 
 def profile_section(data: dict[str, Any], path: Path, name: str,
                     keys: tuple[str, ...]) -> dict[str, Any]:
-    """Section ``name`` of a calibration profile, with ``keys`` present and numeric."""
+    """Section ``name`` of a calibration profile, with ``keys`` present and numeric, and every
+    key a parameter of the model the section is named after (a misspelt one, ``o_sned``, would
+    be dropped without a word, the prediction made without it)."""
     sec = data.get(name)
     if not isinstance(sec, dict):
         raise ParamError(f"profile {path}: has no [{name}] section")
+    owner = REGISTRY.get(name)
+    if owner is not None:
+        known = sorted(set(owner.PARAMS) | set(owner.ALIASES) | set(owner.RETIRED))
+        for k in sec:
+            if k not in known:
+                import difflib
+
+                near = difflib.get_close_matches(str(k), known, n=1)
+                hint = f"did you mean '{near[0]}'?" if near else f"known: {', '.join(known)}"
+                raise ParamError(f"profile {path}: [{name}] unknown parameter '{k}' for model "
+                                 f"{name} ({hint})")
     missing = [k for k in keys if k not in sec]
     if missing:
         raise ParamError(f"profile {path}: [{name}] lacks {', '.join(missing)}")
