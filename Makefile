@@ -38,4 +38,5 @@ bench: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python benchmarks/instrument_overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info traces/demo hindsight/__pycache__/aot-*
+	rm -rf $(VENV) build *.egg-info traces/demo hindsight/__pycache__/aot-* hindsight/interop/build \
+	    instrument/pmpi/build

@@ -242,7 +242,9 @@ def fresh_array(shape: int | tuple[int, ...], dtype: Any) -> Any:
     heap: its pages are mapped only when written, and unmapped when the array is freed. An
     array allocated at an upper bound of what it will hold costs only the memory written:
     glibc hands out its kept freed memory (above) already mapped, so such an array taken from
-    the heap would be resident whole. Raises OSError where the system refuses the mapping."""
+    the heap would be resident whole. Private and not reserved (``MAP_NORESERVE``): the bound
+    is not charged against the system's commit limit. Raises OSError where the system refuses
+    the mapping, OverflowError for a size past what a mapping can be."""
     import mmap
 
     import numpy as np
@@ -252,7 +254,9 @@ def fresh_array(shape: int | tuple[int, ...], dtype: Any) -> Any:
     n = 1
     for k in shape:
         n *= k
-    return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize), dtype)[:n].reshape(shape)
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0)
+    return np.frombuffer(mmap.mmap(-1, max(n, 1) * dtype.itemsize, flags=flags),
+                         dtype)[:n].reshape(shape)
 
 
 def usable_cores() -> int:

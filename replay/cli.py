@@ -14,8 +14,10 @@ from hindsight.outputs import (check_output, check_trace_folder, replace_dir, sa
                                write_failed)
 from hindsight.trace import read_manifest, run_problems, simulated_timeline
 from replay.recorder_rules import trace_rules
+from replay.replay_lines import (ack_line, breakdown, flags_line, injected_line,
+                                  measured_lines, messages_text, unexpected_line)
 from replay.run_time import run_time
-from replay.units import fmt_params, fmt_time
+from replay.units import fmt_params
 
 #: the names ``replay.models.names()`` gives, in its order, for ``--model``'s help: the registry
 #: imports every model, and numpy and numba with them (tests/test_cli_startup.py compares both)
@@ -342,9 +344,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         return
     say = _say(quiet)
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
-        f"{_messages_text(res)})")
+        f"{messages_text(res)})")
     say(f"model      {res.model}  {fmt_params(res.params)}")
-    _measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None,
+    measured_lines(say, res, res.prepared.manifest.get("makespan_ns") if res.prepared else None,
                     simulated, None if simulated else run_time(res, prep.manifest))
     if res.info.get("not_a_prediction"):
         say(f"saturation {res.info['not_a_prediction']}")
@@ -354,9 +356,9 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     _run_notes(prep.manifest, cpu_time, prep)
     if res.info.get("one_host"):
         note(f"M/M/1: {res.info['one_host']}")
-    _ack_line(say, res.info.get("ack_cells"))
-    _unexpected_line(say, res.info.get("unexpected_copy"))
-    _flag_line(say, res.info)
+    ack_line(say, res.info.get("ack_cells"))
+    unexpected_line(say, res.info.get("unexpected_copy"))
+    flags_line(say, res.info)
     for line in rules.lines(mod, res.info):
         say(line)
     if noise is not None:
@@ -364,13 +366,13 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     elif simulated:
         say(f"noise: not analysed (the trace's timeline was {simulated}, not measured)")
     if injected:
-        say(_injected_line(injected))
+        say(injected_line(injected))
     if "transport_burst_cost_s" in res.info:
         say(f"transport  bursts {res.info['transport_burst_cost']} (rule transport_burst_cost): "
             f"{res.info['transport_burst_cost_s'] * 1e3:+.3g} ms of compute over all ranks")
     elif cost_note:
         note(cost_note)
-    _breakdown(say, shown_res.breakdown_columns())
+    breakdown(say, shown_res.breakdown_columns())
     if out:
         click.echo(str(out) if quiet else f"replayed timeline written to {out}")
 
@@ -427,18 +429,18 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _run_notes(manifest, False)
     st = res.info["streamed"]
     say(f"trace      {trace}  ({res.events} events, {len(res.rank_end_ns)} ranks, "
-        f"{_messages_text(res)})")
+        f"{messages_text(res)})")
     say(f"streamed   {st['segments']} segments, windows of {st['window']} rows per rank "
         "(no per-event times, no critical path)")
     say(f"model      {res.model}  {fmt_params(res.params)}")
-    _measured_lines(say, res, manifest.get("makespan_ns"))
+    measured_lines(say, res, manifest.get("makespan_ns"))
     _untraced_note(manifest)
-    _ack_line(say, res.info.get("ack_cells"))
-    _unexpected_line(say, res.info.get("unexpected_copy"))
-    _flag_line(say, res.info)
+    ack_line(say, res.info.get("ack_cells"))
+    unexpected_line(say, res.info.get("unexpected_copy"))
+    flags_line(say, res.info)
     for line in rules.lines(mod, res.info):
         say(line)
-    _breakdown(say, res.breakdown_columns())
+    breakdown(say, res.breakdown_columns())
 
 
 def _run_notes(manifest: dict, cpu_time: bool, prep=None) -> None:
@@ -478,86 +480,6 @@ def _untraced_note(manifest: dict) -> None:
         note(text)
 
 
-def _messages_text(res) -> str:
-    """The trace's point-to-point messages, and those the model adds for its collective and
-    one-sided patterns (``Result.messages`` counts both)."""
-    if res.prepared is not None:
-        p2p = len(res.prepared.msgs.bytes)
-    elif "p2p_messages" in res.info.get("streamed", {}):
-        p2p = res.info["streamed"]["p2p_messages"]
-    else:
-        return f"{res.messages} messages"
-    more = res.messages - p2p
-    return f"{p2p} point-to-point message{'s' * (p2p != 1)}" + (
-        f", {more} more in the model's collective and one-sided patterns" if more > 0 else "")
-
-
-def _measured_lines(say, res, epoch_ns: float | None, simulated: str | None = None,
-                    run_time: dict | None = None) -> None:
-    """The measured and predicted makespans. The models replay from the first traced event; the
-    trace's makespan counts from the run's epoch (docs/trace-format.md, "Makespan"): both are
-    printed, labelled, when they differ. A timeline no run measured (``simulated``) is named so.
-    ``run_time`` (``replay.run_time``): the whole program's, when it differs."""
-    if simulated:
-        say(f"timeline   {fmt_time(res.measured_makespan_ns)}  ({simulated}, not measured)")
-        say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the trace's "
-            "timeline)")
-        return
-    say(f"measured   {fmt_time(res.measured_makespan_ns)}  (first traced event to the last)")
-    if epoch_ns and abs(epoch_ns - res.measured_makespan_ns) > 0.0005 * epoch_ns:
-        from hindsight.info import makespan_text
-        say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
-    # the traced run is what a replay has; against the untraced one: hindsight validate
-    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the measured "
-        f"{fmt_time(res.measured_makespan_ns)})")
-    if run_time:
-        r = run_time
-        say(f"run time   {fmt_time(r['predicted_s'] * 1e9)} predicted, start barrier to the "
-            f"program's end: the replay plus the {fmt_time(r['lead_in_s'] * 1e9)} before the "
-            f"first traced event and {fmt_time(r['tail_s'] * 1e9)} after the last, as traced "
-            f"(the traced run: {fmt_time(r['traced_wall_s'] * 1e9)})")
-
-
-def _ack_line(say, ack: dict | None) -> None:
-    if ack and ack["held"]:
-        say(f"ack_cells  {ack['held']} rendezvous send{'' if ack['held'] == 1 else 's'} held "
-            f"until the receiver's next waiting call (all {ack['cells']} acknowledgement "
-            f"cells taken; {ack['passes']} more replay{'' if ack['passes'] == 1 else 's'}"
-            + ("" if ack["settled"] else ", not settled: the last one is shown") + ")")
-
-
-def _unexpected_line(say, unexp: dict | None) -> None:
-    if unexp is not None:
-        n = unexp["receives"]
-        say(f"unexpected {n} eager receive{'' if n == 1 else 's'} found the message queued "
-            "and paid o_unexpected + O_unexpected·k (rule unexpected_copy)")
-
-
-def _flag_line(say, info: dict) -> None:
-    from replay.flags import flag_line
-    line = flag_line(info)
-    if line:
-        say(line)
-
-
-def _breakdown(say, cols: dict) -> None:
-    """The per-rank table (``Result.breakdown_columns``): every rank, or the 16 that end last."""
-    import numpy as np
-
-    say("rank   end        compute    comm       wait       critical")
-    n = len(cols["rank"])
-    shown = np.arange(n) if n <= 16 else np.sort(np.argsort(-cols["end_s"], kind="stable")[:16])
-    crit = cols.get("critical_s")
-    for i in shown.tolist():
-        say(f"{cols['rank'][i]:<6} {fmt_time(cols['end_s'][i] * 1e9):<10} "
-            f"{fmt_time(cols['compute_s'][i] * 1e9):<10} {fmt_time(cols['comm_s'][i] * 1e9):<10} "
-            f"{fmt_time(cols['wait_s'][i] * 1e9):<10} "
-            # no critical path under loggopsim: "-" rather than 0
-            + (fmt_time(crit[i] * 1e9) if crit is not None else "-"))
-    if n > 16:
-        say(f"... {n - 16} more ranks (use --json)")
-
-
 def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: dict):
     """The noise report of ``res`` (None under the measured model, which explains everything
     by construction) and, with ``--noise trace|sample``, the replays with noise put back."""
@@ -595,12 +517,3 @@ def _noise(prep, mod, res, mode: str, runs: int | None, seed: int | None, kw: di
     return report, None
 
 
-def _injected_line(inj: dict) -> str:
-    if inj["mode"] == "trace":
-        return (f"with noise {fmt_time(inj['predicted_makespan_s'] * 1e9)}  "
-                f"({inj['rel_error_pct']:+.2f} %; each call's unexplained time put back)")
-    p, e = inj["predicted_makespan_s"], inj["rel_error_pct"]
-    return (f"with noise {fmt_time(p['min'] * 1e9)} / {fmt_time(p['median'] * 1e9)} / "
-            f"{fmt_time(p['max'] * 1e9)}  ({e['min']:+.2f} % / {e['median']:+.2f} % / "
-            f"{e['max']:+.2f} %; min / median / max of {inj['runs']} runs with stalls drawn "
-            f"from the trace, seed {inj['seed']})")

@@ -59,6 +59,8 @@ class Result:
     row_end_ns: np.ndarray | None = None
     critical_rows: np.ndarray | None = None     # bool per row
     critical_rank_ns: np.ndarray | None = None  # time on the critical path spent on each rank
+    #: per rank, the noise delays put back (``delay_ns``), apart from its compute; None: none
+    rank_noise_ns: np.ndarray | None = None
     prepared: Prepared | None = field(default=None, repr=False)
     #: per rank at its end: time, send and receive free, its last burst's end (the kernel's
     #: carry)
@@ -75,7 +77,8 @@ class Result:
         return 100.0 * (self.makespan_ns - self.measured_makespan_ns) / self.measured_makespan_ns
 
     def breakdown(self) -> pd.DataFrame:
-        """Per rank: replayed end, compute, communication, waiting (seconds)."""
+        """Per rank: replayed end, compute, communication, waiting, the noise put back (when
+        it was) and the critical path's share (seconds)."""
         import pandas as pd
 
         return pd.DataFrame(self.breakdown_columns())
@@ -90,6 +93,8 @@ class Result:
             "comm_s": self.rank_comm_ns / 1e9,
             "wait_s": self.rank_wait_ns / 1e9,
         }
+        if self.rank_noise_ns is not None:
+            cols["noise_s"] = self.rank_noise_ns / 1e9
         if self.critical_rank_ns is not None:
             cols["critical_s"] = self.critical_rank_ns / 1e9
         return cols
@@ -132,6 +137,8 @@ class Result:
             },
             "algorithms": self.algorithms,
         }
+        if self.rank_noise_ns is not None:
+            out["breakdown"]["noise_s"] = (self.rank_noise_ns / 1e9).tolist()
         if self.critical_rank_ns is not None:
             cr = self.critical_rank_ns
             top = np.argsort(-cr)[:8]
@@ -397,6 +404,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
     if injected is not None:
         # the kernel counted the delays as bursts; they are the machine's, not the program's
         res.rank_compute_ns = out.rank_comp - injected
+        res.rank_noise_ns = injected
         res.info["noise_injected_s"] = float(injected.sum()) / 1e9
     if record:
         if row_times:

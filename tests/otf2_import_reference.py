@@ -153,9 +153,9 @@ def read_otf2(path: Path | str) -> tuple[list[dict[str, list]], dict[str, Any]]:
         # hindsight's own archive properties, read as the importer reads them (metadata, not
         # the events this reference checks)
         from hindsight.interop.otf2 import PROP_APP, PROP_TIMELINE
-        from hindsight.interop.otf2_import import _property, untraced_calls
+        from hindsight.interop.otf2_archive import archive_property, untraced_calls
         for key, name in (("timeline", PROP_TIMELINE), ("app", PROP_APP)):
-            value = _property(trace, name)
+            value = archive_property(trace, name)
             if value:
                 extra[key] = value
         extra["untraced_calls"] = untraced_calls(trace, anchor)

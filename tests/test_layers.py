@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("validation", ("validation",)),
     ("prediction", ("predict",)),
     ("command line", ("hindsight.cli", "hindsight.check", "hindsight.info", "replay.cli",
+                      "replay.replay_lines",
                       "replay.sweep_cli", "replay.calibration.cli", "hindsight.interop.cli",
                       "validation.cli", "predict.cli", "hindsight.aot_build")),
 ]

@@ -160,6 +160,16 @@ def test_cli_line_and_json(traces):
     assert abs(float(m.group(1)) - 5.0) < 0.02 and float(m.group(2)) > 12
     assert m.group(3).endswith("ns")           # well below a microsecond on several ranks
     assert re.search(r"^with noise 15(\.\d+)? ms  \(\+0\.\d\d %", r.output, re.M), r.output
+    # the table of the replay with noise has its noise column: each rank's columns add up to
+    # its end (the delays put back were in none of them)
+    lines = r.output.splitlines()
+    head = lines.index("rank   end        compute    comm       wait       noise      critical")
+    noisy = replay.run(*_analyse(traces["one"])[:1], "loggps", NET,
+                       delay_ns=N.trace_delays(_analyse(traces["one"])[2]))
+    cols = noisy.breakdown_columns()
+    assert len(lines) > head + 2 and cols["noise_s"].sum() > 4.9e-3
+    np.testing.assert_allclose(cols["compute_s"] + cols["comm_s"] + cols["wait_s"]
+                               + cols["noise_s"], cols["end_s"], rtol=1e-9)
     r = CliRunner().invoke(hindsight_main, ["replay", str(traces["all"]), *SETS, "--json", "--noise", "trace"])
     doc = json.loads(r.output)
     assert abs(doc["noise"]["machine_wide_s"] - 8e-3) < 2 * TOL / 1e9

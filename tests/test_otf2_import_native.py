@@ -132,6 +132,14 @@ def test_a_missing_event_file_is_named(tmp_path):
     outcome = _outcome(read_otf2, tmp_path / "otf2")
     assert outcome[0] == "error" and f"{gone}, the event file of location" in outcome[1]
     assert outcome[1].endswith("is missing")
+    # the anchor and definitions copied without the event folder, or with an empty one
+    shutil.rmtree(tmp_path / "otf2" / "traces")
+    outcome = _outcome(read_otf2, tmp_path / "otf2")
+    assert outcome[0] == "error" and f"its event folder {tmp_path / 'otf2' / 'traces'} is " \
+        "missing" in outcome[1]
+    (tmp_path / "otf2" / "traces").mkdir()
+    outcome = _outcome(read_otf2, tmp_path / "otf2")
+    assert outcome[0] == "error" and outcome[1].endswith("is empty")
 
 
 def test_request_tables_that_start_tiny_grow_and_import_alike(tmp_path, monkeypatch):
@@ -274,3 +282,12 @@ def test_c_callbacks_read_what_numbas_read(tmp_path, monkeypatch):
         assert _assert_same_import(tmp_path / "corpus", out) == "ok"
     finally:
         EV.callback_addresses.cache_clear()
+
+
+def test_a_bound_no_mapping_can_hold_falls_back_to_a_growing_buffer():
+    """The rows' buffer is mapped at the events the definitions announce; a count no mapping
+    can hold (a damaged archive's, 2**62 or more) gives the buffer that grows as it fills."""
+    from hindsight.interop.otf2_rows import Conversion
+
+    for events in (2**62, 2**64):
+        assert Conversion(2, events).rows.shape[1] == 1 << 22

@@ -254,12 +254,12 @@ def test_an_otf2_round_trip_keeps_the_untraced_calls(tmp_path, monkeypatch):
     check = hindsight("trace", "check", tmp_path / "back")
     assert check.returncode == 1 and "traffic incomplete: 2 calls (Win.Rput 2)" in check.stdout
     # a damaged property is named, not taken
-    import hindsight.interop.otf2_import as imp
+    import hindsight.interop.otf2_archive as arch
 
     for text in ("[1, 2]", '{"Request.Cancel": true}', '{"X": -1}'):
-        monkeypatch.setattr(imp, "_property", lambda trace, name, text=text: text)
-        with pytest.raises(imp.OtfError, match="UNTRACED_CALLS is not a JSON object"):
-            imp.untraced_calls(None, tmp_path / "o")
+        monkeypatch.setattr(arch, "archive_property", lambda trace, name, text=text: text)
+        with pytest.raises(arch.OtfError, match="UNTRACED_CALLS is not a JSON object"):
+            arch.untraced_calls(None, tmp_path / "o")
 
 
 def test_a_partial_export_stays_partial_through_otf2_and_perfetto(removed, tmp_path,
@@ -286,13 +286,13 @@ def test_a_partial_export_stays_partial_through_otf2_and_perfetto(removed, tmp_p
     other = json.loads((tmp_path / "p.json").read_text())["otherData"]
     assert other["incomplete_ranks"] == {"1": "file removed"}
     # a damaged property is named, not taken
-    import hindsight.interop.otf2_import as imp
+    import hindsight.interop.otf2_archive as arch
 
     for text in ("[1]", '{"7": "missing"}', '{"1": ""}', '{"x": "missing"}'):
-        monkeypatch.setattr(imp, "_property", lambda trace, name, text=text: text)
-        with pytest.raises(imp.OtfError, match="INCOMPLETE_RANKS is not a JSON object of ranks "
+        monkeypatch.setattr(arch, "archive_property", lambda trace, name, text=text: text)
+        with pytest.raises(arch.OtfError, match="INCOMPLETE_RANKS is not a JSON object of ranks "
                                                "below 2"):
-            imp.incomplete_ranks(None, tmp_path / "o", 2)
+            arch.incomplete_ranks(None, tmp_path / "o", 2)
 
 
 def test_a_misspelled_vary_is_one_line_before_the_trace_is_read(tmp_path):

@@ -14,7 +14,7 @@ from llvmlite import ir
 from numba import cfunc, njit, types
 from numba.extending import intrinsic
 
-from hindsight.interop.otf2_events import (
+from hindsight.interop.otf2_layout import (
     A0, ATTRS, COLL_BEGIN, COLL_END, ENTER, F0, F1, F2, F3, F4, F5, IRECV, IRECV_REQUEST, ISEND,
     ISEND_COMPLETE, KIND, LEAVE, LOC, MASK, NBC_COMPLETE, NBC_REQUEST, PROBE, RECV, REQUEST_TEST,
     SEND, TIME, WIDTH, _S_BUF, _S_CAP, _S_GETATTR, _S_N, _S_NATTR, _S_REFS, _S_SCRATCH,

@@ -30,6 +30,8 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -38,42 +40,17 @@ from typing import Iterator
 
 import numpy as np
 
-from hindsight.interop.otf2 import (
-    ATTR_COMM,
-    ATTR_CPU,
-    ATTR_IRECV_BYTES,
-    ATTR_NBYTES,
-    ATTR_NEW_COMM,
-    ATTR_ROWS,
-    ATTR_SIZE,
-    ATTR_SOURCE,
-    ATTR_TAG,
+# (the record layout, which importers of this module read as its own names)
+from hindsight.interop.otf2_layout import (  # noqa: F401
+    ENTER, LEAVE, SEND, ISEND, ISEND_COMPLETE, IRECV_REQUEST, RECV, IRECV, REQUEST_TEST,
+    COLL_BEGIN, COLL_END, NBC_REQUEST, NBC_COMPLETE, PROBE, KIND_NAMES, KIND, LOC, TIME, F0, F1,
+    F2, F3, F4, F5, MASK, A0, ATTRS, WIDTH, _S_BUF, _S_CAP, _S_N, _S_NATTR, _S_GETATTR, _S_REFS,
+    _S_SCRATCH, _S_LEN, _TYPE_STRING,
 )
 from hindsight.interop.otf2_native import pointer
 from hindsight.system import wait_through_interrupts
 
 CHUNK = 1 << 16         # events per OTF2_GlobalEvtReader_ReadEvents call
-# record kinds
-(ENTER, LEAVE, SEND, ISEND, ISEND_COMPLETE, IRECV_REQUEST, RECV, IRECV, REQUEST_TEST,
- COLL_BEGIN, COLL_END, NBC_REQUEST, NBC_COMPLETE, PROBE) = range(14)
-# the OTF2 record type names of the kinds, as the ``otf2`` package names its event classes
-KIND_NAMES = ("Enter", "Leave", "MpiSend", "MpiIsend", "MpiIsendComplete", "MpiIrecvRequest",
-              "MpiRecv", "MpiIrecv", "MpiRequestTest", "MpiCollectiveBegin",
-              "MpiCollectiveEnd", "NonBlockingCollectiveRequest",
-              "NonBlockingCollectiveComplete", "MpiProbe")
-# fields per kind: Enter/Leave F0 region; messages F0 peer, F1 comm, F2 tag, F3 length
-# (unsigned), F4 request (unsigned); request records F4; collective ends F0 op, F1 comm, F2
-# root, F3 sizeSent, F5 sizeReceived, F4 request; MpiProbe F0 sender, F1 comm, F2 tag
-KIND, LOC, TIME, F0, F1, F2, F3, F4, F5, MASK, A0 = range(11)
-# the attributes the importer reads, by name (their refs come from the definitions)
-ATTRS = (ATTR_SIZE, ATTR_CPU, ATTR_NEW_COMM, ATTR_COMM, ATTR_ROWS, ATTR_SOURCE, ATTR_TAG,
-         ATTR_IRECV_BYTES, ATTR_NBYTES)
-WIDTH = A0 + len(ATTRS)
-# the state array
-_S_BUF, _S_CAP, _S_N, _S_NATTR, _S_GETATTR, _S_REFS = 0, 1, 2, 3, 4, 5
-_S_SCRATCH = _S_REFS + len(ATTRS)       # ref, type, value of the attribute being read
-_S_LEN = _S_SCRATCH + 3
-_TYPE_STRING = 11
 
 #: the C callbacks, in ``KIND_NAMES``' order
 RECORD_SOURCE = Path(__file__).resolve().with_name("otf2_records.c")
@@ -95,21 +72,28 @@ _CFLAGS = ("-O2", "-shared", "-fPIC")
 
 def records_library() -> Path | None:
     """``otf2_records.c`` built (once per source, layout and compiler) into ``build/`` beside
-    it; None where there is no C compiler or the build fails (the numba callbacks serve)."""
+    it; None where there is no C compiler, no source (an install without it) or the build
+    fails (the numba callbacks serve)."""
     cc = shlex.split(os.environ.get("CC") or "cc")
     if not cc or shutil.which(cc[0]) is None:
         return None
     args = [*_CFLAGS, *RECORD_DEFINES]
-    key = hashlib.sha256(RECORD_SOURCE.read_bytes() + " ".join(cc + args).encode()
-                         ).hexdigest()[:12]
+    try:
+        key = hashlib.sha256(RECORD_SOURCE.read_bytes() + " ".join(cc + args).encode()
+                             ).hexdigest()[:12]
+    except OSError:
+        return None
     build = RECORD_SOURCE.parent / "build"
     lib = build / f"otf2_records-{key}.so"
     if lib.is_file():
         return lib
-    tmp = build / f".{lib.name}.{os.getpid()}.tmp"
+    tmp = None
     try:
         build.mkdir(exist_ok=True)
-        done = subprocess.run([*cc, *args, "-o", str(tmp), str(RECORD_SOURCE)],
+        # a name of its own for each build (two threads or processes may build at once)
+        fd, tmp = tempfile.mkstemp(prefix=f".{lib.name}.", suffix=".tmp", dir=build)
+        os.close(fd)
+        done = subprocess.run([*cc, *args, "-o", tmp, str(RECORD_SOURCE)],
                               capture_output=True, timeout=120, check=False)
         if done.returncode != 0:
             return None
@@ -117,24 +101,29 @@ def records_library() -> Path | None:
     except (OSError, subprocess.SubprocessError):
         return None
     finally:
-        tmp.unlink(missing_ok=True)
-    for old in build.glob("otf2_records-*.so"):
-        if old != lib:
-            old.unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
     return lib
+
+
+_loading = threading.Lock()
 
 
 @functools.cache
 def callback_addresses(compiled: bool = True) -> tuple[int, ...]:
     """The callbacks' addresses, in ``KIND_NAMES``' order: ``otf2_records.c``'s, else (or
-    unless ``compiled``) numba's (``otf2_cfuncs``)."""
-    lib = records_library() if compiled else None
-    if lib is not None:
-        dll = ctypes.CDLL(str(lib))     # (never unloaded: CPython does not close a CDLL)
-        return tuple(ctypes.cast(getattr(dll, name), ctypes.c_void_p).value
-                     for name in _C_CALLBACKS)
-    from hindsight.interop.otf2_cfuncs import CFUNCS
-    return tuple(c.address for c in CFUNCS)
+    unless ``compiled``, or where its library does not load) numba's (``otf2_cfuncs``)."""
+    with _loading:          # (one build and one load for the threads that ask at once)
+        lib = records_library() if compiled else None
+        if lib is not None:
+            try:
+                dll = ctypes.CDLL(str(lib))     # (never unloaded: CPython keeps a CDLL)
+                return tuple(ctypes.cast(getattr(dll, name), ctypes.c_void_p).value
+                             for name in _C_CALLBACKS)
+            except (OSError, AttributeError):   # (a damaged file, a noexec mount)
+                pass
+        from hindsight.interop.otf2_cfuncs import CFUNCS
+        return tuple(c.address for c in CFUNCS)
 
 
 _RARE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,

@@ -27,7 +27,6 @@ what is skipped and writes the trace.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections import Counter
@@ -44,15 +43,15 @@ from hindsight.interop.otf2 import (
     ATTR_COMM,
     COLLECTIVE_OPS_OTF2,
     PROP_APP,
-    PROP_INCOMPLETE,
     PROP_TIMELINE,
-    PROP_UNTRACED,
     TESTBED_NODE,
     UNDEFINED_ROOT,
     OtfError,
     parse_rows,
     quiet_library,
 )
+from hindsight.interop.otf2_archive import (archive_property, check_event_files,
+                                            incomplete_ranks, untraced_calls)
 from hindsight.interop.otf2_calls import (E_NBC_KEY, E_NEVER_POSTED, R_RECV, T_DONE, T_POST,
                                           W_CPU, W_COMM, W_NBYTES, W_OP, W_PEER, W_RANK,
                                           W_REGION, W_REQ, W_ROOT, W_T0, W_T1, W_TAG)
@@ -179,11 +178,13 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
     try:
         cols, extra, rows = _convert(trace, anchor, otf2)
         for key, name in (("timeline", PROP_TIMELINE), ("app", PROP_APP)):
-            value = _property(trace, name)
+            value = archive_property(trace, name)
             if value:
                 extra[key] = value
         extra["untraced_calls"] = untraced_calls(trace, anchor)
-        extra["incomplete"] = incomplete_ranks(trace, anchor, len(cols))
+        incomplete = incomplete_ranks(trace, anchor, len(cols))
+        if incomplete:
+            extra["incomplete"] = incomplete
         return cols, extra, rows
     except OtfError:
         raise
@@ -197,15 +198,6 @@ def _read_columns(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any
             reader_cm.__exit__(None, None, None)
         except Exception:
             pass
-
-
-def _property(trace, name: str) -> str | None:
-    """The archive's property ``name`` (``PROP_TIMELINE``, ``PROP_APP``: what hindsight's export
-    wrote), or None."""
-    import _otf2
-
-    names = {str(n).upper() for n in _otf2.Reader_GetPropertyNames(trace._handle)}
-    return _otf2.Reader_GetProperty(trace._handle, name) if name in names else None
 
 
 def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str, Any],
@@ -230,16 +222,7 @@ def _convert(trace, anchor: Path, otf2) -> tuple[list[dict[str, Any]], dict[str,
     if nranks == 0:
         raise OtfError(f"{anchor}: missing definitions: the MPI COMM_LOCATIONS group is empty")
 
-    # each location that announces events has its event file (the C library's error for a
-    # missing one names no file: INVALID_ARGUMENT), where they are files of their own (the
-    # POSIX substrate, not SIONlib's containers)
-    events = anchor.with_suffix("")
-    posix = events.is_dir() and any(events.glob("*.evt"))
-    for loc in defs.locations if posix else ():
-        evt = events / f"{loc._ref}.evt"
-        if (loc.number_of_events or 0) and not evt.is_file():
-            raise OtfError(f"{anchor}: damaged OTF2 archive: {evt}, the event file of location "
-                           f"'{loc.name}' ({loc.number_of_events} events), is missing")
+    check_event_files(defs, anchor)
 
     skipped: Counter[str] = Counter()       # what the trace cannot hold, by kind
 
@@ -536,39 +519,6 @@ def _placement(world: list) -> dict[str, Any]:
     if len(nodes) == len(world):
         out["network"] = {"node_of_rank": nodes}
     return out
-
-
-def untraced_calls(trace, anchor: Path) -> dict[str, int]:
-    """The calls hindsight's recorder counted but did not record (``PROP_UNTRACED``), as the
-    exported manifest had them; empty for other archives."""
-    text = _property(trace, PROP_UNTRACED)
-    try:
-        counts = json.loads(text) if text else {}
-    except ValueError:
-        counts = None
-    if not isinstance(counts, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in counts.items()):
-        raise OtfError(f"{anchor}: property {PROP_UNTRACED} is not a JSON object of call "
-                       "counts")
-    return counts
-
-
-def incomplete_ranks(trace, anchor: Path, nranks: int) -> dict[int, str]:
-    """The ranks a partial export's source trace had not finished, with their status
-    (``PROP_INCOMPLETE``); empty for a complete source and for other archives."""
-    text = _property(trace, PROP_INCOMPLETE)
-    try:
-        got = json.loads(text) if text else {}
-    except ValueError:
-        got = None
-    if not isinstance(got, dict) or not all(
-            isinstance(k, str) and k.isdigit() and int(k) < nranks and isinstance(v, str) and v
-            for k, v in got.items()):
-        raise OtfError(f"{anchor}: property {PROP_INCOMPLETE} is not a JSON object of ranks "
-                       f"below {nranks} and their status")
-    # (a rank whose file went missing has, in the imported trace, a file of no rows)
-    return {int(k): "missing" if v == tf.REMOVED else v for k, v in got.items()}
 
 
 def import_otf2(path: Path | str, out: Path | str, match: bool = True) -> Path:

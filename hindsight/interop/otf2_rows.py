@@ -76,7 +76,8 @@ class Conversion:
         # buffer copied it and held both copies (0.5 s and 800 MB at 8 M rows).
         try:
             self.rows = fresh_array((NCOL, max(rows, 1)), np.int64)
-        except OSError:          # (a bound past what the system maps: grown as it fills)
+        except (OSError, OverflowError, ValueError):
+            # (a bound past what the system maps, a damaged event count: grown as it fills)
             self.rows = np.empty((NCOL, min(max(rows, 1), 1 << 22)), np.int64)
         self.counters = np.zeros(2, np.int64)
         self.skipped = np.zeros(2, np.int64)
