@@ -140,7 +140,7 @@ def _column_problems(trace_dir: Path, trace: tf.Columns,
         found = (_capped(_check_order(cols, ops, files))
                  + _capped(_check_send_requests(cols, ops, files, complete))
                  + _capped(_check_collectives(cols, ops, trace.manifest, files))
-                 + _check_members(cols, trace.manifest))
+                 + _capped(_check_members(cols, trace.manifest)))
         # this thread's freed temporaries, which glibc keeps in the thread's own arena where
         # the matching's allocations cannot reuse them, are handed back before its peak
         release_freed_memory()
@@ -234,6 +234,7 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     found: dict[str, list[str]] = defaultdict(list)
     state = _OrderState()
     coll_seen: dict[int, int] = defaultdict(int)
+    members_said: set[int] = set()
     try:
         for seg in segments(trace_dir, window, crossing="all", max_window=max_window(manifest)):
             cols, real = seg.cols.arrays, ~seg.stand_in
@@ -243,14 +244,14 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
             found["order"] += _check_order(own, ops, files, state)
             found["requests"] += _check_send_requests(own, ops, files, complete)
             found["collectives"] += _check_collectives(own, ops, manifest, files, coll_seen)
-            found["members"] += _check_members(own, manifest)
+            found["members"] += _check_members(own, manifest, members_said)
             found["matching"] += _check_matching(cols, files, seg.later)
     except NotStreamable as exc:
         raise tf.TraceError(str(exc)) from None
     except ReplayError as exc:
         text = str(exc) if str(exc).startswith(str(trace_dir)) else f"{trace_dir}: {exc}"
         found["stopped"].append(f"{text}; the rows after it were not checked")
-    for kind in ("order", "requests", "members", "collectives", "matching", "stopped"):
+    for kind in ("order", "requests", "collectives", "members", "matching", "stopped"):
         # (a problem every segment sees, such as a communicator without members, once)
         problems += _capped(list(dict.fromkeys(found[kind])))
     return problems
@@ -465,12 +466,15 @@ def _check_collectives(cols, ops, manifest, files,
     return out
 
 
-def _check_members(cols, manifest) -> list[str]:
+def _check_members(cols, manifest, said: set[int] | None = None) -> list[str]:
     """Every rank whose rows name a communicator is among the members the manifest records for
-    it (one line per communicator, naming the first rank outside). Communicators without
-    recorded members are the collective check's, COMM_WORLD the manifest's own check's."""
+    it (one line per communicator, naming the first rank outside; ``said``, a streamed
+    check's: the communicators said in the segments before, which are not said again).
+    Communicators without recorded members are the collective check's, COMM_WORLD the
+    manifest's own check's."""
+    said = set() if said is None else said
     comms = {int(k): v for k, v in (manifest.get("communicators") or {}).items()
-             if v and int(k) not in (tf.COMM_WORLD_ID, tf.COMM_SELF_ID)}
+             if v and int(k) not in (tf.COMM_WORLD_ID, tf.COMM_SELF_ID, *said)}
     if not comms:
         return []
     comm, rank = np.asarray(cols["comm"]), np.asarray(cols["rank"])
@@ -486,8 +490,9 @@ def _check_members(cols, manifest) -> list[str]:
     out = []
     for j in sortedsets.unique(at[bad]).tolist():
         first = int(rank[sel][bad & (at == j)].min())
-        out.append(f"{tf.MANIFEST_NAME}: communicator {ids[j]} has members {comms[ids[j]]}, "
-                   f"but rank {first} has rows on it")
+        said.add(int(ids[j]))
+        out.append(f"{tf.MANIFEST_NAME}: communicator {ids[j]} has members "
+                   f"{tf.rank_ranges(sorted(comms[ids[j]]))}, but rank {first} has rows on it")
     return out
 
 

@@ -204,6 +204,8 @@ def testbed_state(testbed: str) -> dict:
 
     try:
         return tb.require_up(testbed)
+    except tb.TestbedFlagError as exc:          # (a name no testbed can have: usage)
+        raise CollectUsageError(str(exc).replace("--name", "--testbed", 1)) from None
     except tb.TestbedError as exc:
         raise CollectError(str(exc)) from None
 
@@ -450,9 +452,9 @@ def collect(nprocs: int, out: Path, app: str | None = None, paradigm: str | None
     if cpu_sampling not in ("regions", "all"):
         raise CollectUsageError(f"--cpu-sampling must be 'regions' or 'all', not {cpu_sampling!r}")
     out = Path(out)
+    recorder = checked_recorder(program, recorder)
     if testbed:     # one that is down is said before anything is written at ``out``
         testbed_state(testbed)
-    recorder = checked_recorder(program, recorder)
     plain = untraced and plain_untraced(program)
     cmd = build_command(nprocs, out, app, paradigm, program, list(args), recorder, plain)
     env = launch_env(nprocs, "tcp" if testbed else transport, cpu_sampling)

@@ -78,8 +78,9 @@ def small_window_note(manifest: dict[str, Any], window: int) -> str | None:
         return None
     better = window_for(int(manifest.get("ranks") or 1), available_memory() or 1 << 30)
     return (f"--window {window}: about {most // window} segments (its largest rank has {most} "
-            f"events), each with a set-up of its own, so this takes much longer than larger "
-            f"windows; this machine's memory takes --window {better}")
+            "events), each with a set-up of its own, so this takes much longer than larger "
+            "windows" + (f"; this machine's memory takes --window {better}" if better > window
+                         else ""))
 
 
 #: the bytes per trace row an export holds at its peak, the whole timeline in memory, rounded

@@ -76,8 +76,8 @@ def breakdown(say, cols: dict) -> None:
 
     # (with noise put back, its own column: end = compute + comm + wait + noise)
     noise = cols.get("noise_s")
-    say("rank   end        compute    comm       wait       " + ("noise      " * (noise is not None))
-        + "critical")
+    say("rank   end        compute    comm       wait       "
+        + ("noise      " * (noise is not None)) + "critical")
     n = len(cols["rank"])
     shown = np.arange(n) if n <= 16 else np.sort(np.argsort(-cols["end_s"], kind="stable")[:16])
     crit = cols.get("critical_s")

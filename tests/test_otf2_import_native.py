@@ -266,7 +266,8 @@ def test_c_callbacks_read_what_numbas_read(tmp_path, monkeypatch):
     assert EV.records_library() is not None, "the test machine has a C compiler"
     export_otf2(CORPUS / "p2p-all-n3", tmp_path / "corpus")
     export_otf2(CORPUS / "requests-n2", tmp_path / "requests")
-    archives = [tmp_path / "corpus", tmp_path / "requests", _scorep_nbc_archive(tmp_path / "nbc", barrier_done=(0,)),
+    archives = [tmp_path / "corpus", tmp_path / "requests",
+                _scorep_nbc_archive(tmp_path / "nbc", barrier_done=(0,)),
                 _scorep_collectives_archive(tmp_path / "sizes"), _foreign_archive(tmp_path / "f"),
                 openmp_archive(tmp_path / "omp", 3, True), cuda_pthread_archive(tmp_path / "c")]
     for anchor in archives:

@@ -468,8 +468,9 @@ def test_report_keeps_its_default_folder_fresh_and_a_named_one_only_with_force(v
     mine.mkdir()
     (mine / "notes.txt").write_text("keep")
     r = run("--out", mine)
-    assert r.exit_code == 2 and r.output.strip() == (f"Error: --out {mine}: exists; use --force "
-                                                     "to replace it")
+    assert r.exit_code == 2 and r.output.strip() == (f"Error: --out {mine}: holds files; --force "
+                                                     "writes the report into it (its other "
+                                                     "files stay)")
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     assert run("--out", mine, "--force").exit_code == 0
     assert (mine / "report.md").is_file() and (mine / "notes.txt").read_text() == "keep"

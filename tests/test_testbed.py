@@ -199,6 +199,14 @@ def test_collect_testbed_not_up_is_one_line(tmp_path):
     assert r.exit_code == 1 and "is not up" in r.output and not (tmp_path / "c").exists()
 
 
+def test_collect_testbed_with_a_name_no_testbed_has_is_usage(tmp_path):
+    r = CliRunner().invoke(main, ["collect", "-n", "2", "--testbed", "Bad_Name", "--out",
+                                  str(tmp_path / "t"), "sorting"])
+    assert r.exit_code == 2 and r.output.startswith("Error: --testbed 'Bad_Name': 1-12 "
+                                                    "characters")
+    assert not (tmp_path / "t").exists()
+
+
 # -- cross-network bookkeeping in validation (no MPI, no root) -----------------------------------
 
 XSPEC = """

@@ -164,8 +164,10 @@ def report_cmd(vdir, out, force):
     # with --out that holds anything is the user's, written into only with --force
     named = out is not None
     out = out or Path(vdir) / "report"
-    check_output(out, "--out", directory=True, force=force,
-                 exists_ok=not named or (out.is_dir() and not any(out.iterdir())))
+    if named and not force and out.is_dir() and any(out.iterdir()):
+        raise UsageError(f"--out {out}: holds files; --force writes the report into it (its "
+                         "other files stay)")
+    check_output(out, "--out", directory=True, exists_ok=True)
     try:
         paths = report(vdir, out, results)
     except OSError as exc:

@@ -9,15 +9,13 @@ an import loads no numba: importing numba and loading its cached callbacks took 
 every import. Where it cannot be built, the same callbacks compiled by numba
 (``otf2_cfuncs``) are used.
 
-Record layout (int64 columns): ``KIND``, ``LOC`` (the location ref), ``TIME`` (OTF2 ticks),
-the event's fields ``F0``..``F5`` (per kind, at ``KIND``), ``MASK`` (bit j: attribute
-``ATTRS[j]`` is present) and the attributes' values ``A0``.. (in ``ATTRS``' order). The other event types (RMA,
-I/O, threading, metrics, ...) have no row: ctypes callbacks count them by (type name, location,
-metric ref), which is all the importer needs of them.
-
-The callbacks reach their buffer through the ``userData`` pointer: an int64 state array
-(``_S_*``) holding the buffer's address, its length and the addresses of the two
-``OTF2_AttributeList`` functions they call.
+Record layout (``otf2_layout``; int64 columns): ``KIND``, ``LOC`` (the location ref), ``TIME``
+(OTF2 ticks), the event's fields ``F0``..``F5`` (per kind, at ``KIND``), ``MASK`` (bit j: attribute
+``ATTRS[j]`` is present) and the attributes' values ``A0``.. (in ``ATTRS``' order). The other event
+types (RMA, I/O, threading, metrics, ...) have no row: ctypes callbacks count them by (type name,
+location, metric ref), which is all the importer needs of them. The callbacks reach their buffer
+through the ``userData`` pointer: an int64 state array (``_S_*``) holding the buffer's address, its
+length and the addresses of the two ``OTF2_AttributeList`` functions they call.
 """
 
 from __future__ import annotations
