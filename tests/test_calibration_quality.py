@@ -143,6 +143,17 @@ def test_a_transient_miss_is_measured_again(fake_bench, tmp_path):
     assert len(chk["failed_attempts"]) == 1 and "8 MiB" in chk["failed_attempts"][0]
 
 
+def test_the_summary_names_the_attempt_the_profile_is(fake_bench, tmp_path):
+    """--accept-noisy keeps the best attempt, here the first of two: its summary line says
+    "attempt 1 of 2" (it said the number of attempts taken as if it were the one kept)."""
+    fake_bench[0][:] = [_bench(wait=0.2), _bench(wait=0.3)]
+    r, out = _calibrate(tmp_path, "--accept-noisy", "--attempts", "2")
+    assert r.exit_code == 0, r.output
+    chk = tomllib.loads(out.read_text())["fit"]["check"]
+    assert (chk["attempts"], chk["kept_attempt"]) == (2, 1)
+    assert "(judged sizes, attempt 1 of 2)" in r.output, r.output
+
+
 def test_a_preempted_measurement_is_refused(fake_bench, tmp_path):
     fake_bench[0].append(_bench(wait=0.4))
     r, out = _calibrate(tmp_path)

@@ -199,6 +199,18 @@ def test_collect_testbed_not_up_is_one_line(tmp_path):
     assert r.exit_code == 1 and "is not up" in r.output and not (tmp_path / "c").exists()
 
 
+def test_calibrate_says_a_testbed_is_down_before_it_measures(tmp_path):
+    """Before its first progress line: a testbed that is down (exit 1), a name no testbed has
+    (exit 2); nothing is written."""
+    if os.geteuid() != 0 or not HAVE_TOOLS:
+        pytest.skip("needs root and iproute2 to ask whether the testbed is up")
+    for name, code, words in ((_name(), 1, "is not up"), ("Bad_Name", 2, "--testbed 'Bad_Name'")):
+        r = CliRunner().invoke(main, ["calibrate", "-n", "2", "--testbed", name, "--out",
+                                      str(tmp_path / "p.toml")])
+        assert r.exit_code == code and r.output.startswith("Error: ") and words in r.output
+        assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "p.toml").exists()
+
+
 def test_collect_testbed_with_a_name_no_testbed_has_is_usage(tmp_path):
     r = CliRunner().invoke(main, ["collect", "-n", "2", "--testbed", "Bad_Name", "--out",
                                   str(tmp_path / "t"), "sorting"])

@@ -160,7 +160,8 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                               for r in prof["conditions"].get("ranks", [])]
     click.echo(f"  quality {prof['quality']}: residual worst "
                f"{100 * chk['residual_worst']:+.0f}% at {chk['residual_worst_size']}B, median "
-               f"{100 * chk['residual_median']:.0f}% (judged sizes, attempt {chk['attempts']}); "
+               f"{100 * chk['residual_median']:.0f}% (judged sizes, attempt "
+               f"{chk.get('kept_attempt', chk['attempts'])} of {chk['attempts']}); "
                "ranks waited for a core "
                + "/".join("?" if w is None else f"{100 * w:.1f}%" for w in waits))
     for note in f["notes"]:

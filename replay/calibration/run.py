@@ -108,10 +108,7 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
     if testbed:
         from hindsight import testbed as tb
 
-        try:
-            state = tb.require_up(testbed)
-        except tb.TestbedError as exc:
-            raise CalibrationError(str(exc)) from None
+        state = _testbed_up(testbed)
         env.update(tb.TESTBED_ENV)
         env["HINDSIGHT_TRANSPORT"] = f"testbed:{testbed}"
         env["HINDSIGHT_PROBE_IFACE"] = tb.NODE_DEV
@@ -319,6 +316,19 @@ def verify_transport(transport: str, run: dict, stdout: str) -> dict:
             "netmod": netmods[0] if netmods else None, "loopback_probe": probe}
 
 
+def _testbed_up(testbed: str) -> dict:
+    """The state of testbed ``testbed``, which must be up; a name no testbed can have is a
+    usage error."""
+    from hindsight import testbed as tb
+
+    try:
+        return tb.require_up(testbed)
+    except tb.TestbedFlagError as exc:
+        raise CalibrationUsageError(str(exc).replace("--name", "--testbed", 1)) from None
+    except tb.TestbedError as exc:
+        raise CalibrationError(str(exc)) from None
+
+
 def _network(transport: str, nprocs: int, testbed: str | None) -> dict:
     """The network record of the profile (as the manifest's ``network``)."""
     if not testbed:
@@ -405,6 +415,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     if attempts < 1:
         raise CalibrationUsageError(f"--attempts must be at least 1, not {attempts}")
     ks = parse_sizes(sizes)
+    if testbed:
+        _testbed_up(testbed)        # (said before the first progress line, not after it)
     if overhead_ranks is None:
         overhead_ranks = [nprocs, 3 if nprocs == 2 else 2]
         cores = usable_cores()
@@ -445,7 +457,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         problems = Q.attempt_problems(check, cond)
         score = (len(problems), Q.miss_factor(check["residual_worst"]))
         if best is None or score < best[0]:
-            best = (score, run, verified, s, probe, lg, check, cond)
+            best = (score, run, verified, s, probe, lg, check, cond, attempt)
         if not problems:
             break
         failed.append(f"attempt {attempt}: " + Q.attempt_text(check, cond))
@@ -457,8 +469,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             progress(failed[-1])
     if len(failed) == attempt and not accept_noisy:
         raise NoQuietMeasurement(failed)
-    _, run, verified, s, probe, lg, check, cond = best
+    _, run, verified, s, probe, lg, check, cond, kept = best
     check["attempts"] = attempt
+    check["kept_attempt"] = kept
     check["failed_attempts"] = failed
     pg = progress_fit(run)
     if pg is not None:
