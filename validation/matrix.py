@@ -175,7 +175,7 @@ def collect_rounds(cells: list[Cell], spec: Spec, out: Path,
 
     failed: dict[str, str] = {}
     with tqdm(total=len(cells) * spec.repetitions, desc="runs", unit="rep",
-              disable=not progress, file=sys.stderr) as bar:
+              disable=None if progress else True, file=sys.stderr) as bar:   # (terminal only)
         for k in range(spec.repetitions):
             for cell in cells:
                 bar.set_postfix_str(f"{cell.key} rep{k}")

@@ -297,7 +297,9 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
         todo.append((cell, inputs))
     if spec.order == "rounds" and len(todo) > 1:
         failures.update(collect_rounds([c for c, _ in todo], spec, out, progress))
-    bar = tqdm(todo, desc="validate", unit="cell", disable=not progress, file=sys.stderr)
+    # (a bar only on a terminal: disable=None lets tqdm look)
+    bar = tqdm(todo, desc="validate", unit="cell", disable=None if progress else True,
+               file=sys.stderr)
     for cell, inputs in bar:
         bar.set_postfix_str(cell.key)
         dest = out / "cells" / f"{cell.key}.json"
