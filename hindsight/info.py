@@ -253,7 +253,8 @@ def format_noise(noise: dict[str, Any]) -> str:
              + ", ".join(f"{x * 1e3:.3f}" for x in w["per_rank_in_mpi_s"][:8])
              + (" ..." if len(w["per_rank_in_mpi_s"]) > 8 else "") + " ms)",
              f"all in MPI  {ms(w['all_ranks_in_mpi_s'])} in {w['all_ranks_in_mpi_intervals']} "
-             f"stretches with every rank inside an MPI call (of {ms(w['makespan_s'])})"]
+             f"stretches with every rank inside an MPI call (of the {ms(w['makespan_s'])} "
+             "from the first traced event to the last; the times below count from the first)"]
     for st in w["longest_all_in_mpi"][:5]:
         lines.append(f"  at {ms(st['start_s'])}: {ms(st['duration_s'])}")
     m = noise.get("with_model")

@@ -216,6 +216,10 @@ def test_trace_info_noise(traces):
     r = CliRunner().invoke(hindsight_main, ["trace", "info", t, "--noise"])
     assert r.exit_code == 0, r.output
     assert re.search(r"^all in MPI  4\.\d+ ms in \d+ stretches", r.output, re.M), r.output
+    # its span is labelled: from the first traced event (the trace's makespan is from the
+    # start barrier)
+    assert re.search(r"\(of the [\d.]+ ms from the first traced event to the last; the times "
+                     r"below count from the first\)$", r.output, re.M), r.output
     assert "not explained" not in r.output
     r = CliRunner().invoke(hindsight_main, ["trace", "info", t, "--profile", str(PROFILE),
                                             "--json"])
