@@ -588,7 +588,8 @@ def test_check_output_probe_refuses_a_folder_that_takes_no_entry(tmp_path):
 
 @pytest.mark.parametrize("args", [
     ["calibrate", "--out", "/proc/c.toml", "--sizes", "1B..1KiB", "--repeat", "10"],
-    ["import", "goal", "{goal}", "--out", "/proc/imp"]])
+    ["import", "goal", "{goal}", "--out", "/proc/imp"],
+    ["collect", "-n", "2", "--program", "{goal}", "--out", "/proc/run"]])
 def test_every_command_probes_its_out_folder(tmp_path, args):
     """The probe is every command's (check_output's default): calibrate refuses before it
     measures, import before it writes a temporary folder next to --out."""
