@@ -428,7 +428,7 @@ def demo(nprocs, out, validation):
 
     HDDI feature extraction on the parallel pipeline (paper 000) over the built-in corpus of
     standard-library docstrings, then replays under the measured transfer times (self-check),
-    LogGPS and Hockney defaults, and a what-if network ten times slower.
+    LogGPS and Hockney defaults, and a what-if slower network (L=50us, G=1ns).
     """
     from hindsight.check import check_trace
     from hindsight.collect import collect as run_collect
@@ -450,7 +450,9 @@ def demo(nprocs, out, validation):
     if problems:
         raise UserError("demo trace failed its check")
     click.echo(f"{out}: ok")
-    click.echo(f"\n== 4. hindsight replay {out} --model ...")
+    # (one line per replay, each what `hindsight replay TRACE --model NAME --set ...` predicts)
+    click.echo(f"\n== 4. replays of {out}, a line each (hindsight replay {out} --model NAME "
+               "[--set ...])")
     import replay
 
     prep = replay.prepare(out)

@@ -354,6 +354,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         note(res.info["not_modelled"])
     _untraced_note(prep.manifest)
     _run_notes(prep.manifest, cpu_time, prep)
+    _imported_params_note(prep.manifest, mod, values)
     if res.info.get("one_host"):
         note(f"M/M/1: {res.info['one_host']}")
     ack_line(say, res.info.get("ack_cells"))
@@ -470,6 +471,26 @@ def _run_notes(manifest: dict, cpu_time: bool, prep=None) -> None:
         note("the traced run was oversubscribed (more ranks than cores): its bursts hold the "
              "time ranks waited for a core"
              + ("" if no_samples else "; --cpu-time scales them by their regions' CPU share"))
+
+
+def _imported_params_note(manifest: dict, mod, values: dict) -> None:
+    """A GOAL import's timeline was simulated with LogGOPSim's rules and the import's parameters
+    (``origin.params_ns``); a ``--model loggopsim`` replay with others predicts another timeline
+    by design, which the line's error against the trace's timeline does not say."""
+    import math
+
+    origin = manifest.get("origin") if isinstance(manifest.get("origin"), dict) else {}
+    used = origin.get("params_ns")
+    if not mod.OWN_SIMULATOR or origin.get("format") != "goal" or not isinstance(used, dict):
+        return
+    differ = [k for k, v in used.items() if k in values and isinstance(v, (int, float))
+              and not math.isclose(float(values[k]), float(v), rel_tol=1e-9, abs_tol=1e-9)]
+    if differ:
+        note("the trace's timeline was simulated at its import with "
+             + " ".join(f"{k}={used[k]:g}ns" if k != "S" else f"S={used[k]:g}B" for k in differ)
+             + f"; this replay takes {mod.NAME}'s " + " ".join(
+                 f"{k}={values[k]:g}ns" if k != "S" else f"S={values[k]:g}B" for k in differ)
+             + " (--set them to replay it as imported)")
 
 
 def _untraced_note(manifest: dict) -> None:

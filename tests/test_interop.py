@@ -707,6 +707,15 @@ def test_cli_import_goal_then_replay(tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["breakdown"]["end_s"] == [2500e-9, 13638e-9]
+    # the import simulated with LogGOPSim's defaults: a replay with other values says which
+    p = hindsight("replay", tmp_path / "t", "--model", "loggopsim")
+    assert p.returncode == 0 and "note: the trace's timeline was simulated at its import with " \
+        "G=6ns L=2500ns" in p.stderr and "--set them to replay it as imported" in p.stderr
+    from hindsight.interop.goal import LOGGOPSIM_DEFAULTS
+    p = hindsight("replay", tmp_path / "t", "--model", "loggopsim",
+                  *[a for k, v in LOGGOPSIM_DEFAULTS.items() for a in ("--set", f"{k}={v}")])
+    assert p.returncode == 0 and "simulated at its import" not in p.stderr
+    assert "(+0.00 % vs the trace's timeline)" in p.stdout
 
 
 def test_cli_import_caches_the_prepared_trace_the_first_replay_reads(tmp_path, monkeypatch):
