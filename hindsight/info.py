@@ -229,7 +229,9 @@ def format_untraced(path: Path | str, m: dict[str, Any]) -> str:
     status = m.get("rank_status") or []
     lines = [f"untraced    {path}: an untraced run (collect --untraced), no events",
              f"run         {m.get('run_id')}  app={m.get('app')}  paradigm={m.get('paradigm')}",
-             f"ranks       {m.get('ranks')}  hosts={m.get('hosts')}  "
+             # (ranks per host, as a trace's description gives them)
+             f"ranks       {m.get('ranks')}  "
+             f"hosts={m.get('ranks_per_host') or _ranks_per_host(m.get('hosts'))}  "
              f"oversubscribed={m.get('oversubscribed')}",
              f"complete    {'yes' if m.get('complete') else 'NO'}"
              + ("" if m.get("complete") else f"  (ranks: {status}, mpiexec exit code "
@@ -241,6 +243,13 @@ def format_untraced(path: Path | str, m: dict[str, Any]) -> str:
         lines.append("disturbed   " + "; ".join(problems) + ": the wall time includes other "
                      "work's")
     return "\n".join(lines)
+
+
+def _ranks_per_host(hosts: Any) -> Any:
+    """``{host: rank count}`` of a manifest's ``hosts`` (host -> ranks), as is otherwise."""
+    if isinstance(hosts, dict):
+        return {h: len(rs) if isinstance(rs, list) else rs for h, rs in hosts.items()}
+    return hosts
 
 
 def format_noise(noise: dict[str, Any]) -> str:

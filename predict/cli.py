@@ -255,7 +255,10 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         f"{'analytic s':>11}")
     for r in df.itertuples():
         say(f"{r.N:>10} {r.P:>6} {r.makespan_s:>11.5g} {r.speedup:>8.3f} "
-            f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} {r.analytic_s:>11.5g}"
+            f"{r.efficiency:>6.3f} {r.overhead_s:>11.4g} "
+            # (the papers have no model of this paradigm: n/a, not a NaN that reads as the
+            # model's own failure, which stays NaN)
+            + (f"{'n/a':>11}" if not r.analytic_model else f"{r.analytic_s:>11.5g}")
             + (f"  no prediction: {r.failed}" if isinstance(getattr(r, "failed", None), str)
                else ""))
     say("")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -275,6 +276,7 @@ RUNS = {
                       ["--vertices", "2048", "--edges", "8192", "--edges-per-task", "1024"]),
     "sorting-block-sort": ("sorting", "master-worker",
                            ["--arrays", "4", "--array-size", "8192", "--block-size", "2048"]),
+    "sorting-tree": ("sorting", "tree", ["--arrays", "4", "--array-size", "8192"]),
 }
 
 
@@ -410,6 +412,17 @@ def test_predict_cli_block_sort(measured, tmp_path: Path) -> None:
     assert sorted(df["P"]) == [1, 2, 4, 8]
     assert (df["analytic_model"] == "paper003 eq. 17").all()
     assert (df["makespan_s"] > 0).all() and df["analytic_s"].notna().all()
+
+
+def test_predict_says_n_a_where_the_papers_have_no_analytic_model(measured) -> None:
+    """The tree has no closed form in the papers: its analytic column says n/a (it said nan,
+    which reads as the model's own failure)."""
+    r = CliRunner().invoke(cli, ["predict", str(measured["sorting-tree"]), "--ranks", "1..2",
+                                 "--profile", str(PROFILE), "--accept-bad-fit"])
+    assert r.exit_code == 0, r.output
+    rows = [line.split() for line in r.output.splitlines()
+            if re.match(r"^\s+\d+\s+[12]\s", line)]
+    assert len(rows) == 2 and all(row[-1] == "n/a" for row in rows), r.output
 
 
 def test_predict_cli_json_and_quiet(measured, tmp_path: Path) -> None:
