@@ -20,14 +20,20 @@ def archive_property(trace, name: str) -> str | None:
     return _otf2.Reader_GetProperty(trace._handle, name) if name in names else None
 
 
+def _json_property(trace, name: str):
+    """Property ``name`` read as JSON: {} when the archive has none, None when it is not
+    JSON (the caller names the property)."""
+    text = archive_property(trace, name)
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return None
+
+
 def untraced_calls(trace, anchor: Path) -> dict[str, int]:
     """The calls hindsight's recorder counted but did not record (``PROP_UNTRACED``), as the
     exported manifest had them; empty for other archives."""
-    text = archive_property(trace, PROP_UNTRACED)
-    try:
-        counts = json.loads(text) if text else {}
-    except ValueError:
-        counts = None
+    counts = _json_property(trace, PROP_UNTRACED)
     if not isinstance(counts, dict) or not all(
             isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
             for k, v in counts.items()):
@@ -39,11 +45,7 @@ def untraced_calls(trace, anchor: Path) -> dict[str, int]:
 def incomplete_ranks(trace, anchor: Path, nranks: int) -> dict[int, str]:
     """The ranks a partial export's source trace had not finished, with their status
     (``PROP_INCOMPLETE``); empty for a complete source and for other archives."""
-    text = archive_property(trace, PROP_INCOMPLETE)
-    try:
-        got = json.loads(text) if text else {}
-    except ValueError:
-        got = None
+    got = _json_property(trace, PROP_INCOMPLETE)
     if not isinstance(got, dict) or not all(
             isinstance(k, str) and k.isdigit() and int(k) < nranks and isinstance(v, str) and v
             for k, v in got.items()):
