@@ -491,8 +491,10 @@ def _check_members(cols, manifest, said: set[int] | None = None) -> list[str]:
     for j in sortedsets.unique(at[bad]).tolist():
         first = int(rank[sel][bad & (at == j)].min())
         said.add(int(ids[j]))
+        # (a rank outside, not the lowest: a streamed check sees one segment at a time)
         out.append(f"{tf.MANIFEST_NAME}: communicator {ids[j]} has members "
-                   f"{tf.rank_ranges(sorted(comms[ids[j]]))}, but rank {first} has rows on it")
+                   f"{tf.rank_ranges(sorted(comms[ids[j]]))}, but ranks outside them have rows "
+                   f"on it (rank {first} among them)")
     return out
 
 

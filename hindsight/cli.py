@@ -209,8 +209,8 @@ def collect(nprocs, paradigm, out, program, transport, cpu_sampling, timeout, te
         raise UsageError(f"{flag}{out}: holds a stopped run's records (`hindsight trace seal "
                          f"{out}` makes them a trace); --force replaces them")
     from hindsight.outputs import check_output
-    # (said as every command says it, naming --out, before anything runs)
-    check_output(out, "--out", directory=True, exists_ok=True)
+    # (said as every command says it, before anything runs)
+    check_output(out, "--out" if flag else "--out (default)", directory=True, exists_ok=True)
     rc, manifest = run_collect(nprocs, out, app=app, paradigm=paradigm, program=program,
                                args=list(app_args), transport=transport,
                                cpu_sampling=cpu_sampling, timeout=timeout, testbed=testbed,

@@ -477,19 +477,24 @@ def _imported_params_note(manifest: dict, mod, values: dict) -> None:
     """A GOAL import's timeline was simulated with LogGOPSim's rules and the import's parameters
     (``origin.params_ns``); a ``--model loggopsim`` replay with others predicts another timeline
     by design, which the line's error against the trace's timeline does not say."""
-    import math
-
     origin = manifest.get("origin") if isinstance(manifest.get("origin"), dict) else {}
     used = origin.get("params_ns")
     if not mod.OWN_SIMULATOR or origin.get("format") != "goal" or not isinstance(used, dict):
         return
-    differ = [k for k, v in used.items() if k in values and isinstance(v, (int, float))
-              and not math.isclose(float(values[k]), float(v), rel_tol=1e-9, abs_tol=1e-9)]
+    differ = []
+    for k, v in used.items():
+        try:                    # (a non-finite value is the string "inf" in the manifest)
+            was, now = float(v), float(values[k])
+        except (KeyError, TypeError, ValueError, OverflowError):
+            continue
+        if not math.isclose(was, now, rel_tol=1e-9, abs_tol=1e-9):
+            differ.append((k, was, now))
     if differ:
+        def text(k: str, x: float) -> str:
+            return f"{k}={x:.10g}{'B' if k == 'S' else 'ns'}"
         note("the trace's timeline was simulated at its import with "
-             + " ".join(f"{k}={used[k]:g}ns" if k != "S" else f"S={used[k]:g}B" for k in differ)
-             + f"; this replay takes {mod.NAME}'s " + " ".join(
-                 f"{k}={values[k]:g}ns" if k != "S" else f"S={values[k]:g}B" for k in differ)
+             + " ".join(text(k, was) for k, was, _ in differ) + "; this replay's are "
+             + " ".join(text(k, now) for k, _, now in differ)
              + " (--set them to replay it as imported)")
 
 

@@ -710,7 +710,8 @@ def test_cli_import_goal_then_replay(tmp_path):
     # the import simulated with LogGOPSim's defaults: a replay with other values says which
     p = hindsight("replay", tmp_path / "t", "--model", "loggopsim")
     assert p.returncode == 0 and "note: the trace's timeline was simulated at its import with " \
-        "G=6ns L=2500ns" in p.stderr and "--set them to replay it as imported" in p.stderr
+        "G=6ns L=2500ns" in p.stderr and "; this replay's are G=0.1ns L=1000ns" in p.stderr
+    assert "--set them to replay it as imported" in p.stderr
     from hindsight.interop.goal import LOGGOPSIM_DEFAULTS
     p = hindsight("replay", tmp_path / "t", "--model", "loggopsim",
                   *[a for k, v in LOGGOPSIM_DEFAULTS.items() for a in ("--set", f"{k}={v}")])

@@ -272,11 +272,16 @@ def test_every_evaluator_runs_on_its_defaults():
 
 @pytest.mark.parametrize("section,line,model,words", [
     ("loggps", "o_sned = 1e-6", "loggps",
-     "[loggps] unknown parameter 'o_sned' for model loggps (did you mean 'o_send'?)"),
-    ("loggps", "a = 1", "loggp", "[loggps] unknown parameter 'a' for model loggps (known: "),
-    ("mm1", "CC = 3", "mm1", "[mm1] unknown parameter 'CC' for model mm1 (did you mean 'C'?)"),
+     "[loggps] o_sned: not a key of a calibrated profile (did you mean 'o_send'?)"),
+    ("loggps", "zz = 1", "loggp", "[loggps] zz: not a key of a calibrated profile (its keys: "),
+    # a parameter of the model that no profile sets (the model would not read it)
+    ("loggps", "o = 9e-6", "loggps", "[loggps] o: not a key of a calibrated profile (a "
+     "parameter no profile sets: --set o=VALUE sets it for a replay)"),
+    ("mm1", "rho = 'measured'", "mm1", "[mm1] rho: not a key of a calibrated profile (a "
+     "parameter no profile sets"),
+    ("mm1", "CC = 3", "mm1", "[mm1] CC: not a key of a calibrated profile (did you mean 'C'?)"),
     ("hockney", "gg = 1e-9", "hockney",
-     "[hockney] unknown parameter 'gg' for model hockney (did you mean 'g'?)"),
+     "[hockney] gg: not a key of a calibrated profile (did you mean 'g'?)"),
 ])
 def test_a_calibrated_profiles_misspelt_key_is_refused(tmp_path, section, line, model, words):
     """A key of a calibrated (TOML) profile's model section that the model does not know is an

@@ -512,11 +512,12 @@ def test_a_communicator_whose_members_leave_out_a_rank_that_uses_it(tmp_path):
     res = hindsight("trace", "check", bad)
     _no_traceback(res)
     assert res.returncode == 1
-    assert ("manifest.json: communicator 268180903 has members 0-2, but rank 3 has rows "
-            "on it") in res.stdout
+    assert ("manifest.json: communicator 268180903 has members 0-2, but ranks outside them "
+            "have rows on it (rank 3 among them)") in res.stdout
     res = hindsight("trace", "check", bad, "--window", "16")         # streamed: the same line
-    assert res.returncode == 1 and ("communicator 268180903 has members 0-2, but rank 3 "
-                                    "has rows on it") in res.stdout
+    assert res.returncode == 1 and ("communicator 268180903 has members 0-2, but ranks "
+                                    "outside them have rows on it (rank 3 among them)") \
+        in res.stdout
 
 
 # ------------------------------------------------------------------------------------------------

@@ -275,10 +275,10 @@ def test_a_partial_export_stays_partial_through_otf2_and_perfetto(removed, tmp_p
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith(
         "an incomplete trace, as its source was (rank 1 did not finish cleanly; `hindsight "
-        "trace check` lists its 3 problems): `replay --allow-partial` replays it up to its last "
+        "trace check` lists its problems): `replay --allow-partial` replays it up to its last "
         "consistent cut"), r.stdout
     check = hindsight("trace", "check", tmp_path / "back")
-    assert check.returncode == 1 and len(check.stdout.splitlines()) == 3, check.stdout
+    assert check.returncode == 1 and "rank 1 did not finish" in check.stdout, check.stdout
     m = json.loads((tmp_path / "back" / "manifest.json").read_text())
     assert m["complete"] is False and m["rank_status"] == ["complete", "missing"]
     r = hindsight("replay", tmp_path / "back")

@@ -250,8 +250,6 @@ def import_cmd(fmt, source, out, sets, force):
         check_trace_folder(out, "--out")
     check_output(out, "--out", directory=True, exists_ok=True)
 
-    partial_problems: list[int] = []
-
     def convert(tmp: Path) -> None:
         """Import into ``tmp``; an older trace at ``out`` is replaced only by a checked one."""
         problems = import_checked(fmt, source, tmp, assignments)
@@ -260,8 +258,7 @@ def import_cmd(fmt, source, out, sets, force):
             # a partial export's source (its archive says which ranks did not finish): the
             # trace is as incomplete as the source, and its check finds what a check of the
             # source finds (messages to the lost ranks, their collectives): the line below
-            # says so, with their number, rather than leaving nothing
-            partial_problems.append(len(problems))
+            # says so, rather than leaving nothing
             return
         if made.get("untraced_calls"):
             # calls the source's recorder counted but did not record: the source's own gap
@@ -286,10 +283,9 @@ def import_cmd(fmt, source, out, sets, force):
     untraced = m.get("untraced_calls")
     if m.get("complete") is False:
         _, sources = tf.open_trace(out, allow_partial=True)
-        n = partial_problems[0] if partial_problems else 0
         checked = (f"an incomplete trace, as its source was ({tf.incomplete_text(sources)}; "
-                   f"`hindsight trace check` lists its {n} problem{'s' * (n != 1)}): `replay "
-                   "--allow-partial` replays it up to its last consistent cut")
+                   "`hindsight trace check` lists its problems): `replay --allow-partial` "
+                   "replays it up to its last consistent cut")
     else:
         checked = "trace check: ok" + (f" but for the traffic of {untraced_text(untraced)} the "
                                        "source did not trace" if untraced else "")

@@ -387,8 +387,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     replay.calibration.quality (its fit follows its own medians, the ranks had their cores); the
     profile is the first that passes, else the best (fewest problems) with ``quality = "noisy"``.
     The caller decides whether a noisy profile is written (`profile_problems` says why); without
-    ``accept_noisy`` a calibration whose every attempt failed stops there (NoQuietMeasurement),
-    before the probes that follow the main measurement.
+    ``accept_noisy`` a calibration whose every attempt failed stops there (NoQuietMeasurement):
+    each attempt's job ran its probes with its ping-pong; the runs at other rank counts and the
+    tracer probe, which come after the attempts, are not run.
 
     ``api`` is the mpi4py path timed: ``buffer`` (Send/Recv of numpy buffers) or ``pickle`` (what
     a traced application's send/recv of Python objects costs inside its calls; bench.py).

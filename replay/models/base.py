@@ -129,25 +129,29 @@ def register(cls: type[NetworkModel]) -> type[NetworkModel]:
     return cls
 
 
-def profile_section(data: dict[str, Any], path: Path, name: str,
-                    keys: tuple[str, ...]) -> dict[str, Any]:
-    """Section ``name`` of a calibration profile, with ``keys`` present and numeric, and every
-    key a parameter of the model the section is named after (a misspelt one, ``o_sned``, would
-    be dropped without a word, the prediction made without it)."""
+def profile_section(data: dict[str, Any], path: Path, name: str, keys: tuple[str, ...],
+                    allowed: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Section ``name`` of a calibration profile, with ``keys`` present and numeric, and no key
+    but ``keys`` and ``allowed`` (what `calibrate` writes there and the models read: a key
+    added by hand, misspelt, ``o_sned``, or one no model reads from a profile, ``o``, would be
+    dropped without a word, the prediction made without the what-if it was meant to be)."""
     sec = data.get(name)
     if not isinstance(sec, dict):
         raise ParamError(f"profile {path}: has no [{name}] section")
-    owner = REGISTRY.get(name)
-    if owner is not None:
-        known = sorted(set(owner.PARAMS) | set(owner.ALIASES) | set(owner.RETIRED))
-        for k in sec:
-            if k not in known:
-                import difflib
+    known = sorted({*keys, *allowed})
+    for k in sec:
+        if k not in known:
+            import difflib
 
+            owner = REGISTRY.get(name)
+            if owner is not None and k in set(owner.PARAMS) | set(owner.ALIASES):
+                hint = f"a parameter no profile sets: --set {k}=VALUE sets it for a replay"
+            else:
                 near = difflib.get_close_matches(str(k), known, n=1)
-                hint = f"did you mean '{near[0]}'?" if near else f"known: {', '.join(known)}"
-                raise ParamError(f"profile {path}: [{name}] unknown parameter '{k}' for model "
-                                 f"{name} ({hint})")
+                hint = (f"did you mean '{near[0]}'?" if near
+                        else f"its keys: {', '.join(known)}")
+            raise ParamError(f"profile {path}: [{name}] {k}: not a key of a calibrated "
+                             f"profile ({hint})")
     missing = [k for k in keys if k not in sec]
     if missing:
         raise ParamError(f"profile {path}: [{name}] lacks {', '.join(missing)}")

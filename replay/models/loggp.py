@@ -43,6 +43,11 @@ from replay.models.base import NetworkModel, Param, ParamError, profile_section,
 CALL_OVERHEADS = ("o_irecv", "o_wait", "o_probe", "o_call")
 #: rule ``unexpected_copy`` (loggps): u(k) = o_unexpected + O_unexpected·k
 UNEXPECTED = ("o_unexpected", "O_unexpected")
+#: the other keys of a calibrated profile's [loggps] section (``from_profile`` reads them where
+#: present; o_a, the overhead's constant part, is there for the record: o_send and o_recv
+#: hold it)
+SECTION_KEYS = ("O_send", "O_recv", "o_a", "progress", "o_hop", "ack_cells", *CALL_OVERHEADS,
+                *UNEXPECTED)
 
 
 @register
@@ -94,7 +99,7 @@ class LogGP(NetworkModel):
         ``measured_on.ranks`` ranks; the model adds o_b·P itself (paper 004: o = o'_a + o'_b·P +
         O·k), so o_b·ranks is taken off here."""
         sec = profile_section(data, path, "loggps",
-                              ("L", "o_send", "o_recv", "g", "G", "O", "o_b", "S"))
+                              ("L", "o_send", "o_recv", "g", "G", "O", "o_b", "S"), SECTION_KEYS)
         ranks = (data.get("measured_on") or {}).get("ranks")
         p_cal = float(ranks) if isinstance(ranks, (int, float)) and ranks > 0 else 2.0
         o_b = float(sec["o_b"])
