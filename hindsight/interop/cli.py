@@ -302,10 +302,9 @@ def import_checked(fmt: str, source: Path, out: Path,
     (``IMPORTERS[fmt]``), then check the written trace, caching its prepared form for the first
     replay (``hindsight.check.check_and_prepare``). Returns the check's problems; raises the
     format's own error where the importer words unmatched messages (``Importer.unmatched``)."""
+    from hindsight import trace as tf
     from hindsight.check import check_and_prepare
     from hindsight.system import release_freed_memory
-
-    from hindsight import trace as tf
 
     importer = IMPORTERS[fmt]
     importer.read(source, out, params)
