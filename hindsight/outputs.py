@@ -51,21 +51,30 @@ def check_output(path: Path | str, flag: str, *, force: bool = False, directory:
             raise DataError(f"{flag} {path}: cannot create folder {target} "
                             f"({exc.strerror or exc})") from None
     if not os.access(target, os.W_OK | os.X_OK):
-        raise DataError(f"{flag} {path}: folder {target} is not writable")
+        why = _probe_error(target)          # (the system's reason: a read-only file system)
+        raise DataError(f"{flag} {path}: folder {target} is not writable"
+                        + (f" ({why})" if why else ""))
     if probe:
         _probe(target, path, flag)
     return path
 
 
-def _probe(target: Path, path: Path, flag: str) -> None:
-    """Create and remove a folder in ``target``; DataError naming ``flag`` if either fails."""
+def _probe_error(target: Path) -> str | None:
+    """Why a folder cannot be created in ``target`` (its ``strerror``), or None if it can."""
     import tempfile
 
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".hindsight-probe-", dir=target))
     except OSError as exc:
-        raise DataError(f"{flag} {path}: cannot create anything in folder {target} "
-                        f"({exc.strerror or exc})") from None
+        return exc.strerror or str(exc)
+    return None
+
+
+def _probe(target: Path, path: Path, flag: str) -> None:
+    """Create and remove a folder in ``target``; DataError naming ``flag`` if either fails."""
+    why = _probe_error(target)
+    if why:
+        raise DataError(f"{flag} {path}: cannot create anything in folder {target} ({why})")
 
 
 def check_trace_folder(out: Path, flag: str) -> None:

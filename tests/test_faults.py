@@ -168,7 +168,7 @@ def test_unwritable_trace_dir_is_a_clear_error(tmp_path):
                     "--out", blocker / "sub")
     assert res.returncode != 0
     _no_traceback(res)
-    assert "cannot create trace directory" in res.stderr
+    assert f"Error: --out {blocker / 'sub'}: {blocker} is not a folder" in res.stderr
 
 
 def test_exception_on_one_rank_ends_the_job_instead_of_hanging(tmp_path):

@@ -76,8 +76,10 @@ def reference_events(table: pa.Table, label: str | None = None, pid_base: int = 
         common = {"cat": "message", "name": "msg", "id": flow_base + k + 1}
         events.append({"ph": "s", **common, "pid": pid_base + int(rank[s_row]), "tid": 0,
                        "ts": us(ts[call_of_row[s_row]]), "args": {"bytes": int(match.nbytes[k])}})
+        # rule flow forward: the send's start where it falls within the receiving call
+        sent, got = ts[call_of_row[s_row]], ts[call_of_row[d_row]]
         events.append({"ph": "f", "bp": "e", **common, "pid": pid_base + int(rank[d_row]),
-                       "tid": 0, "ts": us(ts[call_of_row[d_row]])})
+                       "tid": 0, "ts": us(sent if got < sent <= te[d_row] else got)})
     return events
 
 
