@@ -199,13 +199,14 @@ def _check_app(app: str, paradigm: str | None) -> None:
 
 
 def testbed_state(testbed: str) -> dict:
-    """The state of testbed ``testbed``, which must be up (else a CollectError)."""
+    """The state of testbed ``testbed`` (``--testbed``), which must be up: else a CollectError,
+    a CollectUsageError for a name no testbed can have (collect's and calibrate's)."""
     from hindsight import testbed as tb
 
     try:
         return tb.require_up(testbed)
-    except tb.TestbedFlagError as exc:          # (a name no testbed can have: usage)
-        raise CollectUsageError(str(exc).replace("--name", "--testbed", 1)) from None
+    except tb.TestbedFlagError as exc:
+        raise CollectUsageError(str(exc)) from None
     except tb.TestbedError as exc:
         raise CollectError(str(exc)) from None
 

@@ -68,9 +68,10 @@ def parse_rate(text: str) -> int:
     return int(bps)
 
 
-def check_name(name: str) -> str:
+def check_name(name: str, flag: str = "--name") -> str:
+    """``name`` if a testbed can have it; else the error of ``flag``, the flag that gave it."""
     if not NAME_RE.match(name or ""):
-        raise TestbedFlagError(f"--name {name!r}: 1-12 characters, lower-case letters and "
+        raise TestbedFlagError(f"{flag} {name!r}: 1-12 characters, lower-case letters and "
                                "digits, starting with a letter")
     return name
 
@@ -331,8 +332,9 @@ def status(name: str = DEFAULT_NAME) -> dict[str, Any]:
 
 
 def require_up(name: str) -> dict[str, Any]:
-    """The state of a testbed that is up, for `collect`/`calibrate --testbed`."""
-    check_name(name)
+    """The state of a testbed that is up, for `collect`/`calibrate --testbed` (the flag a bad
+    name is said as)."""
+    check_name(name, "--testbed")
     require_tools()
     st = status(name)
     if st["status"] != "up":

@@ -21,7 +21,8 @@ import numpy as np
 
 from hindsight import conditions
 from hindsight.collect import (TRANSPORTS, CollectError, find_mpiexec, ignore_signals,
-                               launch_env, restore_signals, sigterm_interrupts, stop_job)
+                               launch_env, restore_signals, sigterm_interrupts, stop_job,
+                               testbed_state)
 from hindsight.system import dying_with_us, git_revision, usable_cores
 from replay import units
 from replay.calibration import fit as F
@@ -108,7 +109,7 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
     if testbed:
         from hindsight import testbed as tb
 
-        state = _testbed_up(testbed)
+        state = testbed_state(testbed)
         env.update(tb.TESTBED_ENV)
         env["HINDSIGHT_TRANSPORT"] = f"testbed:{testbed}"
         env["HINDSIGHT_PROBE_IFACE"] = tb.NODE_DEV
@@ -316,19 +317,6 @@ def verify_transport(transport: str, run: dict, stdout: str) -> dict:
             "netmod": netmods[0] if netmods else None, "loopback_probe": probe}
 
 
-def _testbed_up(testbed: str) -> dict:
-    """The state of testbed ``testbed``, which must be up; a name no testbed can have is a
-    usage error."""
-    from hindsight import testbed as tb
-
-    try:
-        return tb.require_up(testbed)
-    except tb.TestbedFlagError as exc:
-        raise CalibrationUsageError(str(exc).replace("--name", "--testbed", 1)) from None
-    except tb.TestbedError as exc:
-        raise CalibrationError(str(exc)) from None
-
-
 def _network(transport: str, nprocs: int, testbed: str | None) -> dict:
     """The network record of the profile (as the manifest's ``network``)."""
     if not testbed:
@@ -417,7 +405,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         raise CalibrationUsageError(f"--attempts must be at least 1, not {attempts}")
     ks = parse_sizes(sizes)
     if testbed:
-        _testbed_up(testbed)        # (said before the first progress line, not after it)
+        testbed_state(testbed)      # (said before the first progress line, not after it)
     if overhead_ranks is None:
         overhead_ranks = [nprocs, 3 if nprocs == 2 else 2]
         cores = usable_cores()
