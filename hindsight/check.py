@@ -137,7 +137,10 @@ def _column_problems(trace_dir: Path, trace: tf.Columns,
     complete = {s.rank for s in trace.sources if s.complete}
 
     def row_checks() -> list[str]:
-        found = (_capped(_check_order(cols, ops, files))
+        found = (_check_counts(trace.manifest, files, complete,
+                               dict(enumerate(np.bincount(cols["rank"],
+                                                          minlength=len(files)).tolist())))
+                 + _capped(_check_order(cols, ops, files))
                  + _capped(_check_send_requests(cols, ops, files, complete))
                  + _capped(_check_collectives(cols, ops, trace.manifest, files))
                  + _capped(_check_members(cols, trace.manifest)))
@@ -235,11 +238,13 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     state = _OrderState()
     coll_seen: dict[int, int] = defaultdict(int)
     members_said: set[int] = set()
+    rows = np.zeros(len(files), np.int64)
     try:
         for seg in segments(trace_dir, window, crossing="all", max_window=max_window(manifest)):
             cols, real = seg.cols.arrays, ~seg.stand_in
             # (a segment without stand-ins, most of them, is checked as it is: no copy)
             own = cols if real.all() else {k: v[real] for k, v in cols.items()}
+            rows += np.bincount(own["rank"], minlength=len(files))[:len(files)]
             ops = own["op"]
             found["order"] += _check_order(own, ops, files, state)
             found["requests"] += _check_send_requests(own, ops, files, complete)
@@ -251,10 +256,30 @@ def stream_problems(trace_dir: Path | str, window: int) -> list[str]:
     except ReplayError as exc:
         text = str(exc) if str(exc).startswith(str(trace_dir)) else f"{trace_dir}: {exc}"
         found["stopped"].append(f"{text}; the rows after it were not checked")
+    if not found["stopped"]:    # (the counts of a check that stopped are not the files')
+        problems += _check_counts(manifest, files, complete, dict(enumerate(rows.tolist())))
     for kind in ("order", "requests", "collectives", "members", "matching", "stopped"):
         # (a problem every segment sees, such as a communicator without members, once)
         problems += _capped(list(dict.fromkeys(found[kind])))
     return problems
+
+
+def _check_counts(manifest: dict, files: dict, complete: set[int],
+                  rows: dict[int, int]) -> list[str]:
+    """Each complete rank's file holds the events the manifest counted for it (``rows``: the
+    rows read per rank; a rank missing from it is not judged): rows lost or added after the
+    run are named, whatever else they shift."""
+    counts = manifest.get("events")
+    if not isinstance(counts, list):
+        return []
+    out = []
+    for r in sorted(complete):
+        said = counts[r] if r < len(counts) else None
+        n = rows.get(r)
+        if isinstance(said, int) and r in files and n is not None and n != said:
+            out.append(f"{files[r]}: holds {n} events, the manifest counted {said} for rank {r} "
+                       "(rows were lost or added after the run)")
+    return out
 
 
 def _name(code: int) -> str:
@@ -555,15 +580,16 @@ def _check_causality(cols, match, files, later: np.ndarray | None = None) -> lis
     send, done = match.send_row[ok], done[ok]
     gap = t0[send] - t1[done]               # > 0: the receive ended before the send began
     bad = np.flatnonzero(gap > 0)
-    worst: dict[tuple[int, int], int] = {}
-    for k in bad.tolist():
-        key = (int(match.src[ok][k]), int(match.dst[ok][k]))
-        if key not in worst or gap[k] > gap[worst[key]]:
-            worst[key] = k
+    # per (sender, receiver) pair: how many, and the worst (the first of the largest gap)
+    src, dst = match.src[ok][bad].astype(np.int64), match.dst[ok][bad].astype(np.int64)
+    pair = src * (int(dst.max(initial=0)) + 1) + dst
+    order = np.lexsort((bad, -gap[bad], pair))
+    _, first, count = np.unique(pair[order], return_index=True, return_counts=True)
     out = []
-    for (src, dst), k in sorted(worst.items()):
-        n = int(np.count_nonzero((match.src[ok][bad] == src) & (match.dst[ok][bad] == dst)))
-        out.append(f"{files[dst]}: clock skew: {n} receive(s) from rank {src} end before their "
-                   f"send started (worst: seq {seq[done[k]]} ends {gap[k]} ns before rank {src} "
-                   f"seq {seq[send[k]]} starts)")
+    for i, n in zip(first.tolist(), count.tolist()):
+        k = int(bad[order[i]])
+        s_rank, d_rank = int(src[order[i]]), int(dst[order[i]])
+        out.append(f"{files[d_rank]}: clock skew: {n} receive(s) from rank {s_rank} end before "
+                   f"their send started (worst: seq {seq[done[k]]} ends {gap[k]} ns before rank "
+                   f"{s_rank} seq {seq[send[k]]} starts)")
     return out

@@ -790,3 +790,62 @@ def test_write_trace_makes_ranks_on_threads_and_keeps_their_order(tmp_path):
     assert np.array_equal(cols["rank"], np.repeat(np.arange(9), m["events"]))
     with pytest.raises(ValueError, match="rank 4 cannot be made"):
         write_trace(tmp_path / "u", Slow(bad=4))
+
+
+def test_clock_skew_lines_count_each_pair_and_name_its_worst():
+    """One line per (sender, receiver) pair: how many receives ended before their send began,
+    and the first of the largest gaps (grouped in one pass: a row missing from a rank file
+    shifts every later match, and a line per message looked up pair by pair took minutes)."""
+    from types import SimpleNamespace
+
+    from hindsight.check import _check_causality
+
+    # rows 0-5 are sends, rows 6-11 the receives that complete them
+    t_start = np.array([10, 20, 30, 40, 50, 60, 0, 0, 0, 0, 0, 0], np.int64)
+    t_end = np.array([0, 0, 0, 0, 0, 0, 5, 25, 1, 35, 2, 100], np.int64)
+    seq = np.arange(12, dtype=np.int64)
+    match = _Match(SimpleNamespace(
+        src=np.array([0, 0, 2, 0, 2, 1]), dst=np.array([1, 1, 1, 1, 0, 0]),
+        send_row=np.arange(6), recv_done_row=np.arange(6, 12)))
+    files = {0: "rank-0", 1: "rank-1", 2: "rank-2"}
+    lines = _check_causality({"t_start": t_start, "t_end": t_end, "seq": seq}, match, files)
+    # 0 -> 1: gaps 5 (seq 6), -5, 5 (seq 9): two, the first of the largest; 2 -> 1: 29;
+    # 2 -> 0: 48; 1 -> 0: -40 (fine)
+    assert lines == [
+        "rank-1: clock skew: 2 receive(s) from rank 0 end before their send started (worst: seq "
+        "6 ends 5 ns before rank 0 seq 0 starts)",
+        "rank-0: clock skew: 1 receive(s) from rank 2 end before their send started (worst: seq "
+        "10 ends 48 ns before rank 2 seq 4 starts)",
+        "rank-1: clock skew: 1 receive(s) from rank 2 end before their send started (worst: seq "
+        "8 ends 29 ns before rank 2 seq 2 starts)"]
+
+
+class _Match:
+    """A MessageMatch stand-in with only what the causality check reads."""
+
+    def __init__(self, ns):
+        self.src, self.dst = ns.src, ns.dst
+        self.send_row, self.recv_done_row = ns.send_row, ns.recv_done_row
+
+    def __len__(self) -> int:
+        return len(self.send_row)
+
+
+def test_a_file_with_rows_lost_after_the_run_is_named(ring2, tmp_path):
+    """A rank file rewritten without its last rows keeps a consistent seq: only the manifest's
+    count of its events tells; trace check names the file and both counts, in memory and
+    streamed."""
+    def drop_last(d: Path) -> None:
+        path = d / tf.rank_file_name(1)
+        t = pq.read_table(path)
+        pq.write_table(t.slice(0, t.num_rows - 2).replace_schema_metadata(t.schema.metadata),
+                       path, **tf.WRITE_OPTIONS)
+
+    bad = _damaged(ring2, tmp_path, drop_last)
+    said = tf.read_manifest(bad)["events"][1]
+    want = (f"{bad / tf.rank_file_name(1)}: holds {said - 2} events, the manifest counted "
+            f"{said} for rank 1 (rows were lost or added after the run)")
+    for extra in ([], ["--window", "16"]):
+        chk = hindsight("trace", "check", bad, *extra)
+        assert chk.returncode == 1 and want in chk.stdout.splitlines(), chk.stdout
+    assert hindsight("trace", "check", ring2).returncode == 0
