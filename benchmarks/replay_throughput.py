@@ -107,7 +107,7 @@ def workloads(full: bool):
         it = max(1, int(target // (4 * P)))
         yield f"ring P={P}", stream_from_messages(P, r, (r + 1) % P, 4096, it)
         yield f"pairwise P={P}", stream_from_messages(P, r, r ^ 1, 4096, it)
-        s, d, _, _, _, _, _ = C.pattern("Allreduce", "reduce_bcast", P, 0)
+        s, d = C.pattern("Allreduce", "reduce_bcast", P, 0)[:2]
         it = max(1, int(target // (4 * len(s))))
         yield f"tree-allreduce P={P}", stream_from_messages(P, s, d, 8192, it)
         yield f"incast P={P}", incast(P, max(1, int(target // (2 * (P - 1)))), 1024)

@@ -11,7 +11,9 @@ parameter), not the machine's mood.
     python benchmarks/rule_effect.py RUNS --a shm=docs/calibration/shm.toml \\
         --a tcp=docs/calibration/tcp.toml --b shm=new-shm.toml --b tcp=new-tcp.toml
 
-Only the LogGPS replay is re-predicted (``--model`` to choose another).
+Only the LogGPS replay is re-predicted (``--model`` to choose another). A spec with
+``replay_rep = "all"`` is re-predicted as validate predicts it: every run from its own trace, the
+median prediction (the mean where the spec's ``actual`` is the mean).
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ def _predict(runs: Path, trace: str, network: str, trace_network: str,
     return add_tail(preds, m, to_end)[0]["predicted_s"]
 
 
+def _aggregate(cell: dict):
+    """How validate combines the predictions of several runs of a cell: as its spec's
+    ``actual`` combines the runs (median or mean)."""
+    actual = (cell.get("spec_inputs") or {}).get("actual", "median")
+    return (lambda xs: statistics.fmean(list(xs))) if actual == "mean" else \
+        (lambda xs: statistics.median(list(xs)))
+
+
 def _err(pred: float, actual: float) -> float:
     return (pred - actual) / actual * 100 if actual > 0 and not math.isnan(pred) else math.nan
 
@@ -73,10 +83,14 @@ def main(argv: list[str] | None = None) -> None:
         c = json.loads(path.read_text())
         if c.get("baseline") or c["network"] not in A or c["network"] not in B:
             continue
-        trace = c["traces"][c["replayed_rep"]]
+        # replay_rep "all": every run predicted from its own trace, the median prediction
+        traces = c["traces"] if (c.get("spec_inputs") or {}).get("replay_rep") == "all" \
+            else [c["traces"][c["replayed_rep"]]]
         to_end = c.get("ground_truth", "traced") == "untraced"
-        errs = [_err(_predict(args.runs, trace, c["network"], c["network"], P, args.model,
-                              None, to_end), c["actual_s"]) for P in (A, B)]
+        agg = _aggregate(c)
+        errs = [_err(agg(
+            _predict(args.runs, t, c["network"], c["network"], P, args.model, None, to_end)
+            for t in traces), c["actual_s"]) for P in (A, B)]
         rows.append(("same", path.stem, c["actual_s"], *errs))
     for path in sorted((args.runs / "cross").glob("*.json")):
         c = json.loads(path.read_text())
@@ -86,8 +100,10 @@ def main(argv: list[str] | None = None) -> None:
         other = json.loads((args.runs / c["actual_cell"]).read_text())
         target = tf.read_manifest(args.runs / other["traces"][other["replayed_rep"]])
         to_end = c.get("ground_truth", "traced") == "untraced"
-        errs = [_err(_predict(args.runs, c["trace"], net, src, P, args.model, target, to_end),
-                     c["actual_s"]) for P in (A, B)]
+        traces = c["trace"] if isinstance(c["trace"], list) else [c["trace"]]
+        agg = _aggregate(other)
+        errs = [_err(agg(_predict(args.runs, t, net, src, P, args.model, target, to_end)
+                         for t in traces), c["actual_s"]) for P in (A, B)]
         rows.append(("cross", path.stem, c["actual_s"], *errs))
     print(f"{'kind':6s} {'cell':44s} {'actual s':>9s} {'A %':>8s} {'B %':>8s}")
     for kind, name, act, ea, eb in rows:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:   # (imported where a cache is written: a replay from the cach
     from concurrent.futures import Future, ThreadPoolExecutor
 
 CACHE_DIR = tf.REPLAY_CACHE_DIR
-CACHE_VERSION = 17
+CACHE_VERSION = 18
 #: the kernel streams kept per cached trace (the oldest go first)
 MAX_STREAMS = 3
 #: seconds after which a temporary cache directory of a process no longer running is removed

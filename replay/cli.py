@@ -14,8 +14,9 @@ from hindsight.outputs import (check_output, check_trace_folder, replace_dir, sa
                                write_failed)
 from hindsight.trace import read_manifest, run_problems, simulated_timeline
 from replay.recorder_rules import trace_rules
-from replay.replay_lines import (ack_line, breakdown, flags_line, injected_line,
-                                  measured_lines, messages_text, unexpected_line)
+from replay.replay_lines import (ack_line, breakdown, combine_line, flags_line,
+                                  injected_line, measured_lines, messages_text,
+                                  unexpected_line)
 from replay.run_time import run_time
 from replay.units import fmt_params
 
@@ -132,6 +133,7 @@ def model_from_flags(model_name: str, sets, profile, below_binding: bool = False
         mod = M.get_model(model_name)
     except M.ParamError as exc:
         raise UsageError(f"--model: {exc}") from None
+    assignments: list = []
     try:
         assignments = M.parse_assignments(list(sets))
         prof = M.load_profile(profile, mod, below_binding, assignments) if profile else None
@@ -139,8 +141,21 @@ def model_from_flags(model_name: str, sets, profile, below_binding: bool = False
     except M.ProfileParamError as exc:
         raise DataError(f"--profile: {exc}") from None       # the file's content: exit 1
     except M.ParamError as exc:
-        raise UsageError(f"--set: {exc}") from None
+        raise UsageError(f"{_conflict(mod, assignments, profile)}: {exc}") from None
     return mod, values, prof, assignments
+
+
+def _conflict(mod, assignments, profile) -> str:
+    """Who a bad value comes from: --set alone, or --set against the profile's values (a rule
+    between parameters that --set's values keep on their own, such as L >= -o_send)."""
+    from replay import models as M
+    if profile and assignments:
+        try:
+            M.resolve(mod, assignments, None)
+        except M.ParamError:
+            return "--set"
+        return f"--set with --profile {profile}"
+    return "--set"
 
 
 _UNIT_OF = {"time": "s", "time_per_byte": "s/B"}
@@ -359,6 +374,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
         note(f"M/M/1: {res.info['one_host']}")
     ack_line(say, res.info.get("ack_cells"))
     unexpected_line(say, res.info.get("unexpected_copy"))
+    combine_line(say, res.info.get("reduction_combine"))
     flags_line(say, res.info)
     for line in rules.lines(mod, res.info):
         say(line)
@@ -438,6 +454,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     _untraced_note(manifest)
     ack_line(say, res.info.get("ack_cells"))
     unexpected_line(say, res.info.get("unexpected_copy"))
+    combine_line(say, res.info.get("reduction_combine"))
     flags_line(say, res.info)
     for line in rules.lines(mod, res.info):
         say(line)

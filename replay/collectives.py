@@ -1,11 +1,15 @@
 """Collectives as point-to-point patterns of named algorithms; by default the one MPICH's own
 selection runs for the instance's size (``replay.selection``).
 
-A pattern is a list of messages (step, src, dst, owner, mult) over communicator-local ranks: in
-step ``step`` local rank ``src`` sends ``mult`` times the block size of local rank ``owner`` to
-``dst`` (the block size is the ``nbytes`` that rank recorded, see docs/trace-format.md). Each member
-executes the steps in order; within a step it posts its sends and receives, then waits for the
-receives and the sends (so exchanges in both directions cannot deadlock).
+A pattern is a list of messages (step, src, dst, owner, mult[, combine]) over
+communicator-local ranks: in step ``step`` local rank ``src`` sends ``mult`` times the block size
+of local rank ``owner`` to ``dst`` (the block size is the ``nbytes`` that rank recorded, see
+docs/trace-format.md). Each member executes the steps in order; within a step it posts its sends
+and receives, then waits for the receives and the sends (so exchanges in both directions cannot
+deadlock). ``combine`` (1; absent: 0) marks a message of a reduction whose receiver combines its
+data with its own (rule ``reduction_combine``: the receiver computes for γ·k once the step's waits
+are done, ``replay.stream``); the algorithms of the reductions mark their reducing phases, not the
+phases that only pass reduced data on.
 """
 
 from __future__ import annotations
@@ -20,8 +24,14 @@ from hindsight.trace.core import OP_CODE
 from replay import kernel as K
 from replay.selection import RULES, SELECTION, choose
 
-#: A message of a pattern: (step, src, dst, owner, mult), ranks local to the communicator.
+#: A message of a pattern: (step, src, dst, owner, mult[, combine]), ranks local to the
+#: communicator.
 Message = tuple
+
+
+def _combined(msgs: list[Message]) -> list[Message]:
+    """``msgs`` marked as combined by their receivers (the reducing phase of a reduction)."""
+    return [tuple(m[:5]) + (1,) for m in msgs]
 
 #: (collective, algorithm) -> the function that lists its messages: ``fn(op, p, root)``
 _BUILDERS: dict[tuple[str, str], Callable[[str, int, int], list[Message]]] = {}
@@ -83,10 +93,10 @@ def _binomial_up(p: int, root: int, sub: bool):
 
 def _recursive_doubling_allreduce(p: int):
     p2 = 1 << (p.bit_length() - 1)
-    out = [(0, r, r - p2, r, 1) for r in range(p2, p)]
+    out = [(0, r, r - p2, r, 1, 1) for r in range(p2, p)]
     nsteps = p2.bit_length() - 1
     for i in range(nsteps):
-        out += [(1 + i, r, r ^ (1 << i), r, 1) for r in range(p2)]
+        out += [(1 + i, r, r ^ (1 << i), r, 1, 1) for r in range(p2)]
     out += [(1 + nsteps, r - p2, r, r, 1) for r in range(p2, p)]
     return out
 
@@ -134,8 +144,9 @@ def _linear_from_root(op: str, p: int, root: int) -> list[Message]:
 
 @algorithm("binomial", "Reduce")
 def _binomial_reduce(op: str, p: int, root: int) -> list[Message]:
-    """Bcast's tree in reverse, leaves first; every message one block."""
-    return _binomial_up(p, root, False)
+    """Bcast's tree in reverse, leaves first; every message one block, combined by its
+    receiver."""
+    return _combined(_binomial_up(p, root, False))
 
 
 @algorithm("binomial", "Gather")
@@ -146,27 +157,31 @@ def _binomial_gather(op: str, p: int, root: int) -> list[Message]:
 
 @algorithm("linear", "Reduce", "Gather", "Gatherv")
 def _linear_to_root(op: str, p: int, root: int) -> list[Message]:
-    """Every other rank sends its block to the root in one step."""
-    return [(0, r, root, r, 1) for r in range(p) if r != root]
+    """Every other rank sends its block to the root in one step (Reduce: the root combines
+    each)."""
+    msgs = [(0, r, root, r, 1) for r in range(p) if r != root]
+    return _combined(msgs) if op == "Reduce" else msgs
 
 
 @algorithm("recursive_doubling", "Allreduce")
 def _recursive_doubling(op: str, p: int, root: int) -> list[Message]:
     """Ranks beyond the largest power of two p2 fold into r - p2, then log2(p2) exchanges with
-    r xor 2^i, then the result goes back out."""
+    r xor 2^i (each combined by its receiver), then the result goes back out."""
     return _recursive_doubling_allreduce(p)
 
 
 @algorithm("ring", "Allreduce")
 def _ring_allreduce(op: str, p: int, root: int) -> list[Message]:
-    """Reduce-scatter then allgather round a ring: 2(p-1) steps of 1/p of the block each."""
-    return [(s, r, (r + 1) % p, r, 1.0 / p) for s in range(2 * (p - 1)) for r in range(p)]
+    """Reduce-scatter then allgather round a ring: 2(p-1) steps of 1/p of the block each (the
+    first p - 1 combined by their receivers)."""
+    return [(s, r, (r + 1) % p, r, 1.0 / p, int(s < p - 1)) for s in range(2 * (p - 1))
+            for r in range(p)]
 
 
 @algorithm("reduce_bcast", "Allreduce")
 def _reduce_bcast(op: str, p: int, root: int) -> list[Message]:
-    """A binomial Reduce to rank 0, then a binomial Bcast from it."""
-    up = _binomial_up(p, 0, False)
+    """A binomial Reduce to rank 0 (combined), then a binomial Bcast from it."""
+    up = _combined(_binomial_up(p, 0, False))
     off = max((m[0] for m in up), default=-1) + 1
     return up + [(s + off, a, b, o, m) for s, a, b, o, m in _binomial_down(p, 0, False)]
 
@@ -189,9 +204,11 @@ def _recursive_doubling_allgather(op: str, p: int, root: int) -> list[Message]:
 
 def _all_to_all(op: str, p: int, step: Callable[[int], int]) -> list[Message]:
     # Alltoallv records the total a rank sends: split evenly over its peers. Reduce_scatter
-    # records its whole send buffer (every member's share): a peer gets its share, 1/p of it.
+    # records its whole send buffer (every member's share): a peer gets its share, 1/p of it,
+    # and combines it with its own.
     mult = 1.0 / (p - 1) if op == "Alltoallv" else 1.0 / p if op == "Reduce_scatter" else 1
-    return [(step(s), r, (r + s) % p, r, mult) for s in range(1, p) for r in range(p)]
+    msgs = [(step(s), r, (r + s) % p, r, mult) for s in range(1, p) for r in range(p)]
+    return _combined(msgs) if op.startswith("Reduce_scatter") else msgs
 
 
 @algorithm("pairwise", *_ALL_TO_ALL_OPS)
@@ -208,19 +225,20 @@ def _linear_all_to_all(op: str, p: int, root: int) -> list[Message]:
 
 @algorithm("recursive_doubling", "Scan", "Exscan")
 def _recursive_doubling_scan(op: str, p: int, root: int) -> list[Message]:
-    """Step i: rank r sends its partial result to r + 2^i (when that rank exists)."""
-    return [(i, r, r + (1 << i), r, 1) for i in range(_log2ceil(p)) for r in range(p)
+    """Step i: rank r sends its partial result to r + 2^i (when that rank exists), which
+    combines it."""
+    return [(i, r, r + (1 << i), r, 1, 1) for i in range(_log2ceil(p)) for r in range(p)
             if r + (1 << i) < p]
 
 
 @algorithm("linear", "Scan", "Exscan")
 def _linear_scan(op: str, p: int, root: int) -> list[Message]:
-    """A chain: step s, rank s passes its prefix to s + 1."""
-    return [(s, s, s + 1, s, 1) for s in range(p - 1)]
+    """A chain: step s, rank s passes its prefix to s + 1, which combines it."""
+    return [(s, s, s + 1, s, 1, 1) for s in range(p - 1)]
 
 
 def _offset(msgs: list[Message], off: int) -> list[Message]:
-    return [(s + off, a, b, o, m) for s, a, b, o, m in msgs]
+    return [(m[0] + off,) + tuple(m[1:]) for m in msgs]
 
 
 def _next_step(msgs: list[Message]) -> int:
@@ -267,12 +285,13 @@ def _rabenseifner_allreduce(op: str, p: int, root: int) -> list[Message]:
     sends its block to the odd one above); reduce-scatter by recursive halving, masks 1, 2, ...
     pof2/2, sending 1/2, 1/4, ... 1/pof2 of the block; allgather by recursive doubling, masks
     pof2/2 ... 1, sending 1/pof2 ... 1/2; the odd ranks hand the result back. On a power of two,
-    2(p-1)/p of the block sent per rank."""
+    2(p-1)/p of the block sent per rank. The fold and the halving are combined by their
+    receivers."""
     into, back, real = _fold(p)
     n = len(real)
     masks = [1 << k for k in range(n.bit_length() - 1)]
-    out = list(into)
-    out += _offset(_halving(real, 1, masks), _next_step(out))
+    out = _combined(into)
+    out += _offset(_combined(_halving(real, 1, masks)), _next_step(out))
     out += _offset(_doubling_gather_all(real, 1, masks[::-1]), _next_step(out))
     return out + _offset(back, _next_step(out))
 
@@ -282,14 +301,15 @@ def _rabenseifner_reduce(op: str, p: int, root: int) -> list[Message]:
     """MPICH reduce_scatter_gather. Fold and reduce-scatter as Allreduce's Rabenseifner, then a
     binomial gather of the pieces to the root's stand-in among the pof2 ranks: at mask m (1, 2,
     ...) a rank whose distance (xor) to it has lowest set bit m sends its m/pof2 of the block to
-    its partner; an even root below 2(p - pof2) then gets the result from the odd rank above."""
+    its partner; an even root below 2(p - pof2) then gets the result from the odd rank above.
+    The fold and the halving are combined by their receivers."""
     into, _, real = _fold(p)
     n = len(real)
     rem = p - n
     new_root = root // 2 if root < 2 * rem else root - rem
     masks = [1 << k for k in range(n.bit_length() - 1)]
-    out = list(into)
-    out += _offset(_halving(real, 1, masks), _next_step(out))
+    out = _combined(into)
+    out += _offset(_combined(_halving(real, 1, masks)), _next_step(out))
     gather = [(k, real[v], real[v ^ m], real[v], m / n) for k, m in enumerate(masks)
               for v in range(n) if (v ^ new_root) & (2 * m - 1) == m]
     out += _offset(gather, _next_step(out))
@@ -376,12 +396,14 @@ def _recursive_halving(op: str, p: int, root: int) -> list[Message]:
     above), then recursive halving, masks pof2/2 ... 1: exchange half of what is still held;
     the odd ranks then send the even ones their share. The data is p blocks for
     Reduce_scatter_block (its block is one rank's share), the recorded buffer for
-    Reduce_scatter (it holds all shares)."""
+    Reduce_scatter (it holds all shares). The fold and the halving are combined by their
+    receivers."""
     total = p if op == "Reduce_scatter_block" else 1
     into, back, real = _fold(p)
     n = len(real)
-    out = [(s, a, b, o, total) for s, a, b, o, _ in into]
-    out += _offset(_halving(real, total, [1 << k for k in range(n.bit_length() - 2, -1, -1)]),
+    out = [(s, a, b, o, total, 1) for s, a, b, o, _ in into]
+    out += _offset(_combined(_halving(real, total,
+                                      [1 << k for k in range(n.bit_length() - 2, -1, -1)])),
                    _next_step(out))
     return out + _offset([(s, a, b, o, total / p) for s, a, b, o, _ in back], _next_step(out))
 
@@ -428,6 +450,7 @@ class Pattern(NamedTuple):
     op_off: np.ndarray   # local rank q's operations are op_off[q]:op_off[q+1]
     op_kind: np.ndarray  # per operation: ISEND, IRECV, WRECV or WSEND (int8)
     op_msg: np.ndarray   # ... the message it posts or completes
+    combine: np.ndarray  # per message: True where its receiver combines it (a reduction's)
 
 
 @lru_cache(maxsize=256)
@@ -442,13 +465,15 @@ def pattern_of(msgs: list[Message], p: int) -> Pattern:
     carries ``mult`` bytes (a transfer of known size, not a multiple of a recorded block)."""
     if not msgs:
         e = np.zeros(0, np.int64)
-        return Pattern(e, e, e, np.zeros(0), np.zeros(p + 1, np.int64), np.zeros(0, np.int8), e)
-    arr = np.array(msgs, dtype=float)
+        return Pattern(e, e, e, np.zeros(0), np.zeros(p + 1, np.int64), np.zeros(0, np.int8), e,
+                       np.zeros(0, bool))
+    arr = np.array([tuple(m) + (0,) * (6 - len(m)) for m in msgs], dtype=float)
     step = arr[:, 0].astype(np.int64)
     src = arr[:, 1].astype(np.int64)
     dst = arr[:, 2].astype(np.int64)
     owner = arr[:, 3].astype(np.int64)
     mult = arr[:, 4]
+    combine = arr[:, 5] != 0
     M = len(msgs)
     j = np.arange(M)
     who = np.concatenate([src, dst, dst, src])
@@ -460,4 +485,4 @@ def pattern_of(msgs: list[Message], p: int) -> Pattern:
     who, kinds, mid = who[srt], kinds[srt], mid[srt]
     off = np.zeros(p + 1, np.int64)
     off[1:] = np.cumsum(np.bincount(who, minlength=p))
-    return Pattern(src, dst, owner, mult, off, kinds, mid)
+    return Pattern(src, dst, owner, mult, off, kinds, mid, combine)

@@ -235,7 +235,7 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
         out.m_sp[carry.sent[0]] = carry.sent[1]
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost,
-                np.zeros(0) if resume is None else resume)
+                np.zeros(0) if resume is None else resume, combine_after(st, prm, mode))
     sync = st.m_sync if st.m_sync is not None else np.zeros(st.nmsg, np.bool_)
     msgs = K.Messages(st.m_bytes, st.m_src, st.m_dst, m_delay, sync,
                       np.zeros(0) if floor is None else floor,
@@ -243,6 +243,17 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
                       np.zeros(0, np.bool_) if no_queue is None else no_queue)
     status = K.replay_kernel(ops, msgs, out, scale, trail, prm, mode, record)
     return status, out._replace(unexpected=int(msgs.unexp.sum()) if len(msgs.unexp) else -1)
+
+
+def combine_after(st: Stream, prm: np.ndarray, mode: int) -> np.ndarray:
+    """Rule ``reduction_combine`` (network mode): per operation, the time its rank then spends
+    combining what a reduction's step received, γ·k ns (``Stream.combine_op``); empty where
+    γ is 0 or nothing combines."""
+    gamma = prm[K.P_GAMMA]
+    if mode == K.MODE_MEASURED or gamma <= 0.0 or st.combine_op is None:
+        return np.zeros(0)
+    return np.bincount(st.combine_op, weights=gamma * np.maximum(st.combine_bytes, 0.0),
+                       minlength=st.nops)
 
 
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
@@ -380,6 +391,11 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         info=info, prepared=prep, carry=out.carry, sent_ns=out.m_sp)
     if out.unexpected >= 0:
         res.info["unexpected_copy"] = {"receives": out.unexpected}   # rule unexpected_copy
+    if prm[K.P_GAMMA] > 0 and not measured and st.combine_op is not None \
+            and len(st.combine_op):             # rule reduction_combine
+        combined = float(np.maximum(st.combine_bytes, 0.0).sum())
+        res.info["reduction_combine"] = {"steps": int(len(st.combine_op)), "bytes": combined,
+                                         "seconds": prm[K.P_GAMMA] * combined / 1e9}
     if st.selected:
         # what MPICH's selection ("mpich") ran, per collective: algorithm -> instances
         res.info["collective_algorithms_run"] = st.selected

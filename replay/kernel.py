@@ -63,8 +63,8 @@ NOP, SEND, RECV, ISEND, IRECV, WSEND, WRECV, COLL, PROBE, CPOST, CWAIT, PSEND, P
 
 # Parameter vector layout (ns, bytes).
 P_OS0, P_OSP, P_OS, P_OR0, P_ORP, P_OR, P_L, P_G, P_GAP, P_S, P_KSHIFT, P_NPROC, P_PROGRESS, \
-    P_OU, P_OUK, P_HOP = range(16)
-NPARAMS = 16
+    P_OU, P_OUK, P_HOP, P_GAMMA = range(17)
+NPARAMS = 17
 # P_PROGRESS: how a rendezvous handshake progresses (``handshake_time``)
 PROGRESS_ASYNC, PROGRESS_IN_CALL = 0.0, 1.0
 MODE_NETWORK, MODE_MEASURED = 0, 1
@@ -81,13 +81,14 @@ def start_carry(P: int) -> np.ndarray:
 
 def make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=0.0, G=0.0, gap=0.0,
                 S=math.inf, kshift=1.0, P=1.0, progress=PROGRESS_ASYNC, ou=0.0,
-                Ou=0.0, o_hop=0.0) -> np.ndarray:
+                Ou=0.0, o_hop=0.0, gamma=0.0) -> np.ndarray:
     """ou, Ou: rule ``unexpected_copy``'s o_u (ns) and O_u (ns/byte); both 0: off. o_hop: the
     library's own work per protocol hop (ns); the vector holds the hop's time
-    ``protocol_hop(L, o_hop)``."""
+    ``protocol_hop(L, o_hop)``. gamma: rule ``reduction_combine``'s γ (ns/byte; 0: off), which
+    the engine turns into ``Ops.after`` (the kernel does not read it)."""
     p = np.zeros(NPARAMS)
     p[:] = (os0, osP, Os, or0, orP, Or, L, G, gap, S, kshift, P, progress, ou, Ou,
-            protocol_hop(L, o_hop))
+            protocol_hop(L, o_hop), gamma)
     return p
 
 
@@ -107,6 +108,8 @@ class Ops(NamedTuple):
                            # its rules apply (empty: none; ``NetworkModel.call_costs``)
     resume: np.ndarray     # network mode: rule resume_after_wait's table (``rules.resume_extra``;
                            # empty: off)
+    after: np.ndarray      # network mode: time the rank computes once the operation is done,
+                           # ns (rule reduction_combine; empty: none)
 
 
 class Messages(NamedTuple):
@@ -181,9 +184,12 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     ``replay.streamed``); it is written at each rank's end (before its trail) with the same.
     ``ops.resume`` (network mode): each burst after the rank's first takes rule
     ``resume_after_wait``'s w(b, d) more, d the time since the rank's previous burst ended.
+    ``ops.after`` (network mode): an operation, once done, takes that much longer (rule
+    ``reduction_combine``: a reduction's member combining what the step received).
     """
     rank_off, kind, msg, burst, reg = ops.rank_off, ops.kind, ops.msg, ops.burst, ops.reg
     loc, dep_lat, coll_n, cost, resume = ops.loc, ops.dep_lat, ops.coll_n, ops.cost, ops.resume
+    after = ops.after
     m_bytes, m_src, m_dst, m_delay, m_sync = msgs.nbytes, msgs.src, msgs.dst, msgs.delay, \
         msgs.sync
     m_floor, m_unexp, m_noq = msgs.floor, msgs.unexp, msgs.no_queue
@@ -210,6 +216,7 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
     has_floor = len(m_floor) > 0 and not measured
     has_cost = len(cost) > 0 and not measured
     has_resume = len(resume) > 0 and not measured
+    has_after = len(after) > 0 and not measured
     last_burst = np.empty(P)                 # per rank: when its last burst ended (-1: none)
     # Progress in-call: a rendezvous handshake needs the receiver inside an MPI call, so the
     # replayed interval of every operation is kept (``first_in_mpi`` searches them), and a
@@ -524,6 +531,8 @@ def replay_kernel(ops, msgs, out, scale, trail, prm, mode, record):
                 pc[r] = i
                 t_of[r] = start
                 break
+            if has_after:
+                t += after[i]       # rule reduction_combine: inside the call, after its waits
             if record:
                 pred[i] = pk
             if record or keep:

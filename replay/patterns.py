@@ -148,3 +148,50 @@ def _in_order_tails(done, group_start, tail):
             run = 0
         off[k] = run
     return at, off
+
+
+def combine_steps(pat: C.Pattern) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rule ``reduction_combine``: where a reduction's pattern combines. A member combines the
+    data of a message it receives (``pat.combine``) once the waits of that step are done, so
+    the cost belongs to the step's last wait (a pattern lists each step's posts, then its waits:
+    the run of WRECV/WSEND operations that holds the message's WRECV). Returns, one entry per
+    (member, operation) that combines, sorted: the member, the operation's index among the
+    member's operations, and the messages it combines as ``msgs[start[e]:start[e + 1]]``
+    (``start`` has one more entry)."""
+    kind = np.asarray(pat.op_kind)
+    if not np.any(pat.combine):
+        e = np.zeros(0, np.int64)
+        return e, e, e, np.zeros(1, np.int64)
+    member = np.repeat(np.arange(len(pat.op_off) - 1), np.diff(pat.op_off))
+    waits = (kind == K.WRECV) | (kind == K.WSEND)
+    # a run of waits ends where the next operation is not a wait or is another member's
+    ends = np.flatnonzero(waits & np.r_[~waits[1:] | (member[1:] != member[:-1]), True])
+    msg = np.asarray(pat.op_msg)
+    sel = np.flatnonzero((kind == K.WRECV) & np.asarray(pat.combine, bool)[msg])
+    at = ends[np.searchsorted(ends, sel)]
+    order = np.argsort(at, kind="stable")
+    at, msgs = at[order], msg[sel][order]
+    first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+    ops = at[first]
+    local = ops - np.asarray(pat.op_off)[member[ops]]
+    return member[ops], local, msgs, np.r_[first, len(at)].astype(np.int64)
+
+
+def combine_ops(pat: C.Pattern, first: np.ndarray, by_local: np.ndarray,
+                tail_local: np.ndarray, head: np.ndarray, inst_bytes: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Rule ``reduction_combine`` for each instance of a pattern: the stream operations that
+    combine (placed as ``stream._step_position`` places a member's operations: the ``head``
+    first ones at its post row, the rest from ``tail_local`` on) and the bytes each combines
+    (``inst_bytes``: instances x messages). Members a partial trace lacks combine nothing."""
+    member, local, msgs, start = combine_steps(pat)
+    if not len(member):
+        return np.zeros(0, np.int64), np.zeros(0)
+    nbytes = np.add.reduceat(inst_bytes[:, msgs], start[:-1], axis=1)
+    post = by_local[:, member]
+    tail = tail_local[:, member]
+    h = head[member]
+    at = np.where(local < h, np.where(post >= 0, first[np.maximum(post, 0)] + local, -1),
+                  np.where(tail >= 0, tail + local - h, -1))
+    keep = at >= 0
+    return at[keep].astype(np.int64), nbytes[keep]

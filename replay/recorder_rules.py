@@ -105,6 +105,9 @@ class TraceRules:
         if self.profile and "resume" in self.profile and mod.OWN_SIMULATOR:
             out.append(f"resume     rule resume_after_wait not applied: --model {mod.NAME} "
                        "replays the bursts as recorded")
+        if self.profile and "reduction" in self.profile and mod.OWN_SIMULATOR:
+            out.append(f"reduce     rule reduction_combine not applied: --model {mod.NAME} "
+                       "has no combining time (LogGOPSim's rules)")
         if self.tracer and mod.OWN_SIMULATOR:
             out.append(f"tracer     recorded by the Python tracer: not taken off the bursts, "
                        f"--model {mod.NAME} replays them as recorded")

@@ -63,6 +63,13 @@ def unexpected_line(say, unexp: dict | None) -> None:
             "and paid o_unexpected + O_unexpected·k (rule unexpected_copy)")
 
 
+def combine_line(say, comb: dict | None) -> None:
+    if comb is not None:
+        say(f"reduce     {comb['steps']} reduction steps combined {comb['bytes'] / 1e6:.3g} MB "
+            f"in {comb['seconds'] * 1e3:.3g} ms over all ranks (gamma per byte, rule "
+            "reduction_combine)")
+
+
 def flags_line(say, info: dict) -> None:
     from replay.flags import flag_line
     line = flag_line(info)

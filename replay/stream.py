@@ -102,6 +102,11 @@ class Stream:
     m_shared_flag: np.ndarray | None = None
     #: expanded form: the operations rule shared_flag_meeting put in place of patterns
     meetings: F.Meetings | None = None
+    #: expanded form: the operations after which a reduction's member combines what it
+    #: received (rule reduction_combine, ``patterns.combine_steps``) and the bytes each
+    #: combines; None = none
+    combine_op: np.ndarray | None = None
+    combine_bytes: np.ndarray | None = None
 
     @property
     def nops(self) -> int:
@@ -241,6 +246,8 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
                        rows.op, _SYNC_OF)
     coll_n = np.zeros(0, np.int64)
     m_shared_flag = None
+    combine_op: list[np.ndarray] = []
+    combine_bytes: list[np.ndarray] = []
     if ninst and not expand:
         # a blocking collective is one COLL; a non-blocking one enters at its post (CPOST) and
         # meets the others where its request completes (CWAIT)
@@ -274,6 +281,11 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
             # (contiguous whatever the pattern holds: one argument type for the kernel)
             _pattern_bytes(m_bytes, base, by_local, np.ascontiguousarray(pat.owner, np.int64),
                            np.ascontiguousarray(pat.mult, np.float64), rows.nbytes)
+            if np.any(pat.combine):
+                at, nb = P.combine_ops(pat, first, by_local, tail_local, heads[g],
+                                       m_bytes[block].reshape(ni, Mp))
+                combine_op.append(at)
+                combine_bytes.append(nb)
             m_src[block].reshape(ni, Mp)[:] = mem_arr[pat.src][None, :]
             m_dst[block].reshape(ni, Mp)[:] = mem_arr[pat.dst][None, :]
             poff = np.asarray(pat.op_off, np.int64)
@@ -305,7 +317,9 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     return Stream(rank_off, kind, msg, burst, burst_cpu, reg, op_row, m_bytes, m_src, m_dst,
                   m_send_op, m_recv_op, loc, dep_lat, coll_n, dict(algos) if expand else {},
                   selected, m_sync, sortedsets.unique(coll.done[completed_apart]).astype(np.int64),
-                  m_shared_flag, meetings)
+                  m_shared_flag, meetings,
+                  np.concatenate(combine_op) if combine_op else None,
+                  np.concatenate(combine_bytes) if combine_bytes else None)
 
 
 def _instance_algorithms(coll: Instances, nbytes: np.ndarray,

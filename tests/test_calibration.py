@@ -539,7 +539,7 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     assert [x.split(":", 1)[1].split(",")[0].strip() for x in probes] == \
         ["eager probe", "progress probe", "call probe", "queue probe", "unexpected probe",
          "burst probe", "resume probe", "collective probe", "binding probe",
-         "gap and loopback probes"]
+         "reduction probe", "gap and loopback probes"]
     # shared memory: the collective probe's costs are in the profile, and summarised
     from replay.flags import flag_costs
     from replay.profile import read_profile
@@ -551,6 +551,18 @@ def test_calibrate_tells_its_progress_per_size(monkeypatch, tmp_path):
     b = binding_costs(read_profile(tmp_path / "p.toml"))
     assert set(b) == set(CALLS) and all(0 <= v < 20e-6 for v in b.values()), b
     assert "  binding Send=" in r.output
+    # and the time per byte MPI_Reduce_local takes (rule reduction_combine): here about 0.1
+    # ns/B (doubles summed at memory speed), every model reads it from [reduction]
+    from replay import models as M
+    prof = read_profile(tmp_path / "p.toml")
+    assert 1e-12 < prof["reduction"]["gamma"] < 1e-8, prof["reduction"]
+    ev = prof["fit"]["reduction_probe"]
+    assert ev["median_s"][-1] > ev["median_s"][0] and ev["sizes"][-1] == 4 << 20
+    for name in ("loggps", "loggp", "hockney", "mm1"):
+        mod = M.get_model(name)
+        vals = M.resolve(mod, {}, M.load_profile(tmp_path / "p.toml", mod))
+        assert vals["gamma"] == pytest.approx(prof["reduction"]["gamma"] * 1e9), name
+    assert "  reduce  gamma=" in r.output
     # and the Python tracer's own time per call (its probe, a traced job of its own): every
     # key, a few microseconds at most, the smallest as `other`
     from replay.tracer_cost import KEYS, tracer_costs

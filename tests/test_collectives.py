@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from synthetic import simulate_to_dir
 
@@ -12,14 +13,15 @@ from replay import selection as S
 
 
 def _msgs(op, algo, p, root=0):
-    return sorted(C._messages(op, algo, p, root))
+    """The messages as (step, src, dst, owner, mult), without rule reduction_combine's mark."""
+    return sorted(tuple(m[:5]) for m in C._messages(op, algo, p, root))
 
 
 def _sent(msgs, p):
     """Blocks each rank sends in all."""
     out = [0.0] * p
-    for _, src, _, _, mult in msgs:
-        out[src] += mult
+    for m in msgs:
+        out[m[1]] += m[4]
     return out
 
 
@@ -267,3 +269,61 @@ def test_reduce_scatter_algorithms_move_the_same_shares(p):
             continue
         sent = _sent(C._messages("Reduce_scatter", algo, p, 0), p)
         assert sent == pytest.approx([(p - 1) / p] * p), algo
+
+
+# --- rule reduction_combine: which messages a reduction's receiver combines -----------------
+
+def _combined_steps(op, algo, p):
+    """(step, combined) of every message, as the algorithm marks them."""
+    return sorted({(m[0], len(m) > 5 and m[5] == 1) for m in C._messages(op, algo, p, 0)})
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 8])
+def test_reductions_mark_their_reducing_phases_only(p):
+    # ring: reduce-scatter (p - 1 steps) combined, allgather not
+    assert _combined_steps("Allreduce", "ring", p) == \
+        [(s, s < p - 1) for s in range(2 * (p - 1))]
+    # every receive of a binomial or linear Reduce, a scan, a pairwise Reduce_scatter combines
+    for op, algo in (("Reduce", "binomial"), ("Reduce", "linear"), ("Scan", "linear"),
+                     ("Exscan", "recursive_doubling"), ("Reduce_scatter", "pairwise"),
+                     ("Reduce_scatter_block", "pairwise")):
+        assert all(c for _, c in _combined_steps(op, algo, p)), (op, algo)
+    # nothing of a collective that reduces nothing is combined
+    for op, algo in (("Gather", "linear"), ("Bcast", "binomial"), ("Alltoall", "pairwise"),
+                     ("Allgather", "ring")):
+        assert not any(c for _, c in _combined_steps(op, algo, p)), (op, algo)
+    # Rabenseifner: each rank of a power of two combines 1/2 + 1/4 + ... + 1/p of its block,
+    # (p - 1)/p in all, and passes the rest on uncombined
+    if p & (p - 1) == 0:
+        got = [0.0] * p
+        for m in C._messages("Allreduce", "rabenseifner", p, 0):
+            if len(m) > 5 and m[5]:
+                got[m[2]] += m[4]
+        assert got == pytest.approx([(p - 1) / p] * p)
+    # reduce_bcast: the Reduce's steps combined, the Bcast's not
+    marks = _combined_steps("Allreduce", "reduce_bcast", p)
+    first_bcast = min(s for s, c in marks if not c)
+    assert all(c == (s < first_bcast) for s, c in marks)
+
+
+def test_combine_steps_charge_each_step_after_its_last_wait():
+    from replay import kernel as K
+    from replay.patterns import combine_steps
+
+    pat = C.pattern("Allreduce", "recursive_doubling", 4, 0)
+    member, local, msgs, start = combine_steps(pat)
+    # two exchange steps, each combined by every member: one entry per member and step, at the
+    # last wait of the step, combining the one message it received there
+    assert len(member) == 8 and list(np.diff(start)) == [1] * 8
+    for q, j, e in zip(member, local, range(len(member))):
+        ops = range(pat.op_off[q], pat.op_off[q + 1])
+        at = pat.op_off[q] + j
+        assert pat.op_kind[at] in (K.WRECV, K.WSEND)
+        # the next operation (if any) of the member posts the next step
+        if at + 1 < pat.op_off[q + 1]:
+            assert pat.op_kind[at + 1] in (K.ISEND, K.IRECV)
+        m = msgs[start[e]]
+        assert pat.dst[m] == q and pat.combine[m]
+        assert any(pat.op_kind[i] == K.WRECV and pat.op_msg[i] == m for i in ops)
+    # a pattern with nothing to combine has no entries
+    assert len(combine_steps(C.pattern("Bcast", "binomial", 4, 0))[0]) == 0

@@ -77,6 +77,8 @@ def test_a_file_is_not_a_trace_folder(tmp_path):
 def test_collect_names_what_it_cannot_run(tmp_path):
     cases = {"halo.c": ("int main(void) { return 0; }\n", "a source file, not a program: "
                         "compile it first (mpicc {p} -o {stem}) and give the executable"),
+             "solver.cpp": ("int main() { return 0; }\n", "a source file, not a program: "
+                            "compile it first (mpicxx {p} -o {stem}) and give the executable"),
              "run.sh": ("#!/bin/sh\necho hi\n", "a script for another interpreter"),
              "bad.py": ("def f(:\n", "a Python syntax error (line 1: "),
              "notes.txt": ("some notes\n", "neither a compiled (ELF) program nor Python (line 1: ")}
@@ -305,5 +307,40 @@ def test_a_misspelled_vary_is_one_line_before_the_trace_is_read(tmp_path):
     r = hindsight("sweep", t, "--vary", "Q=1,2", "--json")
     assert r.returncode == 2 and r.stderr.splitlines() == [
         "Error: --vary: unknown parameter 'Q' for model loggps (known: G, L, O, O_recv, O_send, "
-        "O_unexpected, S, ack_cells, g, o, o_a, o_b, o_b_recv, o_b_send, o_call, o_hop, "
+        "O_unexpected, S, ack_cells, g, gamma, o, o_a, o_b, o_b_recv, o_b_send, o_call, o_hop, "
         "o_irecv, o_probe, o_recv, o_send, o_unexpected, o_wait, progress)"], r.stderr
+
+
+def test_what_a_command_line_gets_wrong_is_named(tmp_path):
+    """A compiled program without execute permission is refused before mpiexec (it failed on
+    every rank as `execvp error`); a parameter varied twice is named; a --set value that breaks
+    a rule only with the profile's values says so."""
+    exe = tmp_path / "solver"
+    shutil.copy("/bin/true", exe)
+    exe.chmod(0o644)
+    r = hindsight("collect", "-n", 1, "--program", exe, "--out", tmp_path / "t")
+    assert r.returncode == 2 and _errors(r) == [
+        f"Error: --program {exe}: a compiled program without permission to run it "
+        f"(chmod +x {exe})"], r.stderr
+    assert not (tmp_path / "t").exists()
+    trace = simulate_to_dir(tmp_path / "s", [[("send", 1, 64)], [("recv", 0)]])
+    r = hindsight("sweep", trace, "--vary", "L=1us,2us", "--vary", "L=3us,4us", "--json")
+    assert r.returncode == 2 and _errors(r)[0].endswith(
+        "L: varied twice (give each parameter one --vary with all its values)"), r.stderr
+    prof = tmp_path / "p.toml"
+    from pathlib import Path
+    prof.write_text((Path(__file__).resolve().parents[1] / "docs" / "calibration" /
+                     "shm.toml").read_text())
+    import tomllib
+    L = tomllib.loads(prof.read_text())["loggps"]["L"]
+    assert L < -0.3e-6         # the profile's L needs its own o_send
+    r = hindsight("replay", trace, "--profile", prof, "--set", "o_send=0.3us")
+    assert r.returncode == 2 and _errors(r)[0].startswith(
+        f"Error: --set with --profile {prof}: L="), r.stderr
+    r = hindsight("replay", trace, "--set", "L=-5us")
+    assert r.returncode == 2 and _errors(r)[0].startswith("Error: --set: L="), r.stderr
+    # a --set without a value is one line too (with or without a profile)
+    for extra in ([], ["--profile", prof]):
+        r = hindsight("replay", trace, "--set", "foo", *extra)
+        assert r.returncode == 2 and _errors(r) == [
+            "Error: --set: foo: expected NAME=VALUE"] and "Traceback" not in r.stderr, r.stderr

@@ -30,11 +30,12 @@ TINY = {
     "transpose": ["--size", "24", "--iters", "20"],
     "irregular": ["--size", "200", "--iters", "40"],
     "overlap": ["--size", "200", "--iters", "40"],
+    "gradient": ["--size", "4096", "--iters", "40"],
 }
 #: The workloads whose traces the replay is run on (their communication the others lack: halo
 #: exchanges with dot-product allreduces, Alltoall transposes, an irregular graph of peers, an
-#: Iallreduce completed an iteration later).
-REPLAYED = ("cg", "transpose", "irregular", "overlap")
+#: Iallreduce completed an iteration later, Allreduces of 32 KiB blocks).
+REPLAYED = ("cg", "transpose", "irregular", "overlap", "gradient")
 # The size at which the issue measured the 4x effect (a band of 268 KB per rank on 2 ranks).
 STENCIL_TIMED = ["--fine", "--iters", "1500"]
 SLOWDOWN_BOUNDS = (0.5, 2.0)

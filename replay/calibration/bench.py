@@ -72,6 +72,7 @@ from mpi4py import MPI
 from hindsight import conditions
 from replay.calibration import progress as _progress
 from replay.calibration.binding import binding_probe
+from replay.calibration.reduction import reduction_probe
 from replay.calibration.bursts import burst_probe
 from replay.calibration.resume import resume_probe
 from replay.calibration.calls import call_probe
@@ -498,6 +499,9 @@ def main(argv: list[str] | None = None) -> None:
             if rank == 0:
                 _progress.report(phase="binding probe")
             result["binding_probe"] = binding_probe(rank, pickled, payload(8))
+            if rank == 0:
+                _progress.report(phase="reduction probe")
+            result["reduction_probe"] = reduction_probe(rank)
             if rank == 0:
                 _progress.report(phase="gap and loopback probes")
             n1, n2 = 8, 64

@@ -150,6 +150,14 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         from replay.binding import CALLS
         click.echo("  binding " + " ".join(f"{c}={bd[c] * us:.2g}us" for c in CALLS if c in bd)
                    + " (mpi4py's own time per call; taken off a trace recorded below it)")
+    rd = prof.get("reduction") or {}
+    if rd:
+        ev = f.get("reduction_probe") or {}
+        click.echo(f"  reduce  gamma={rd['gamma'] * 1e9:.3g}ns/B (MPI_Reduce_local, "
+                   f"{ev.get('op', 'SUM')} of {ev.get('type', 'double')}s, "
+                   + ", ".join(f"{k >> 10}KiB {t * us:.3g}us" for k, t in
+                               zip(ev.get("sizes", []), ev.get("median_s", [])))
+                   + "; a reduction step combines what it received in gamma per byte)")
     pt = prof.get("python_tracer") or {}
     if pt:
         click.echo("  tracer  " + " ".join(f"{k}={v * us:.2g}us" for k, v in pt.items())

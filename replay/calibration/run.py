@@ -28,6 +28,7 @@ from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
 from replay.calibration.binding import fit_binding
+from replay.calibration.reduction import fit_reduction
 from replay.calibration.flags import fit_flags
 from replay.calibration.progress import PREFIX as PROGRESS_PREFIX, SizeProgress
 from replay.profile import FORMAT
@@ -483,6 +484,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     bn = fit_binding(run["binding_probe"]) if run.get("binding_probe") else None
     if bn is not None:
         lg.notes.extend(bn[2])
+    rd = fit_reduction(run["reduction_probe"]) if run.get("reduction_probe") else None
+    if rd is not None:
+        lg.notes.extend(rd[2])
     tr = tracer_probe(transport, progress, lg.notes)
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
@@ -547,6 +551,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         # mpi4py's own time per call, which a trace recorded below mpi4py has in its bursts
         # (rule binding_in_bursts)
         **({"binding": bn[0]} if bn is not None else {}),
+        # a reduction's member combines what a step received in gamma per byte (rule
+        # reduction_combine)
+        **({"reduction": rd[0]} if rd is not None else {}),
         # the Python tracer's own time per call, which its traces have in their bursts (rule
         # python_tracer_in_bursts)
         **({"python_tracer": tr[0]} if tr is not None else {}),
@@ -567,6 +574,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "resume_probe": rf.evidence if rf is not None else {},
             "flag_probe": ff[1] if ff is not None else {},
             "binding_probe": bn[1] if bn is not None else {},
+            "reduction_probe": rd[1] if rd is not None else {},
             "python_tracer_probe": tr[1] if tr is not None else {},
             "queue_probe": qf.evidence if qf is not None else {},
             "unexpected_probe": uf.evidence if uf is not None else {},

@@ -159,3 +159,21 @@ def profile_section(data: dict[str, Any], path: Path, name: str, keys: tuple[str
         if isinstance(sec[k], bool) or not isinstance(sec[k], (int, float)):
             raise ParamError(f"profile {path}: [{name}] {k} = {sec[k]!r} is not a number")
     return sec
+
+
+#: Rule ``reduction_combine``'s γ, a parameter of every network model the kernel runs
+#: (``measured`` keeps each call's measured time, combining included): a member of a
+#: reduction (Reduce, Allreduce, Reduce_scatter, Scan, their non-blocking forms) that receives
+#: k bytes to combine with its own computes γ·k once that step's waits are done (Thakur,
+#: Rabenseifner and Gropp 2005: a reduction step of n bytes costs α + nβ + nγ). ``calibrate``
+#: measures it (the profile's ``[reduction]``); 0 without a profile.
+GAMMA = Param("time_per_byte", 0.0, "rule reduction_combine: a reduction's member combines the "
+              "k bytes a step received in γ·k (calibrate: the profile's [reduction])")
+
+
+def profile_gamma(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``{"gamma": γ}`` from a calibration profile's ``[reduction]`` section (calibrate's
+    reduction probe), ``{}`` from a profile without one."""
+    if "reduction" not in data:
+        return {}
+    return {"gamma": float(profile_section(data, path, "reduction", ("gamma",))["gamma"])}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.models.base import NetworkModel, Param, profile_section, register
+from replay.models.base import (GAMMA, NetworkModel, Param, profile_gamma,
+                                profile_section, register)
 
 
 @register
@@ -21,13 +22,15 @@ class Hockney(NetworkModel):
     PARAMS: dict[str, Param] = {
         "l": Param("time", "1us", "latency (start-up cost) per message"),
         "g": Param("time_per_byte", "0.1ns", "time per byte (inverse bandwidth)"),
+        "gamma": GAMMA,
     }
 
     def kernel_params(self, v: dict, ctx) -> np.ndarray:
         from replay.kernel import make_params
         return make_params(os0=0.0, osP=0.0, Os=0.0, or0=0.0, orP=0.0, Or=0.0, L=v["l"],
-                           G=v["g"], gap=0.0, S=float("inf"), kshift=0.0, P=float(ctx.nranks))
+                           G=v["g"], gap=0.0, S=float("inf"), kshift=0.0, P=float(ctx.nranks),
+                           gamma=v["gamma"])
 
     def from_profile(self, data: dict, path: Path) -> dict:
         sec = profile_section(data, path, "hockney", ("l", "g"))
-        return {"l": sec["l"], "g": sec["g"]}
+        return {"l": sec["l"], "g": sec["g"], **profile_gamma(data, path)}

@@ -68,10 +68,10 @@ def params_from_values(values: Mapping[str, float], nranks: int) -> np.ndarray:
         O_recv=values["O_recv"], g=values["g"], G=values["G"], S=values["S"])
 
 
-#: LogGPS's parameters LogGOPSim has no rule for (progress, ack_cells, per-call overheads):
-#: accepting them would show them in a result they took no part in
+#: LogGPS's parameters LogGOPSim has no rule for (progress, ack_cells, per-call overheads, a
+#: reduction's combining time): accepting them would show them in a result they took no part in
 NOT_SIMULATED = ("progress", "ack_cells", "o_irecv", "o_wait", "o_probe", "o_call",
-                 "o_unexpected", "O_unexpected", "o_hop")
+                 "o_unexpected", "O_unexpected", "o_hop", "gamma")
 
 
 @register

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.models.base import NetworkModel, Param, ParamError, profile_section, register
+from replay.models.base import (GAMMA, NetworkModel, Param, ParamError, profile_gamma,
+                                profile_section, register)
 
 
 #: the per-call overheads a profile's [loggps] section may carry (seconds)
@@ -68,6 +69,7 @@ class LogGP(NetworkModel):
         "o_wait": Param("time", 0.0, "overhead of a Wait/Test per send request it completes"),
         "o_probe": Param("time", 0.0, "overhead of a Probe, the message being there"),
         "o_call": Param("time", 0.0, "overhead of any other traced call (Iprobe, an empty Test)"),
+        "gamma": GAMMA,
     }
     ALIASES = {"o": ("o_send", "o_recv"), "o_b": ("o_b_send", "o_b_recv"),
                "O": ("O_send", "O_recv"), "o_a": ("o_send", "o_recv")}
@@ -80,7 +82,7 @@ class LogGP(NetworkModel):
                              progress=K.PROGRESS_IN_CALL if v.get("progress") == "in-call"
                              else K.PROGRESS_ASYNC,
                              ou=v.get("o_unexpected", 0.0), Ou=v.get("O_unexpected", 0.0),
-                             o_hop=v.get("o_hop", 0.0))
+                             o_hop=v.get("o_hop", 0.0), gamma=v["gamma"])
 
     def check(self, v: dict) -> None:
         # o_s at the fewest ranks that send messages (P = 2); o_b >= 0 only makes it larger
@@ -127,4 +129,4 @@ class LogGP(NetworkModel):
         for name in UNEXPECTED:                     # measured by calibrate's unexpected probe
             if name in self.PARAMS and name in sec:
                 out[name] = sec[name]
-        return out
+        return {**out, **profile_gamma(data, path)}

@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 
 from replay.errors import NoPredictionError
-from replay.models.base import NetworkModel, Param, ParamError, profile_section, register
+from replay.models.base import (GAMMA, NetworkModel, Param, ParamError, profile_gamma,
+                                profile_section, register)
 
 #: the measured window lasts at least this many service times of the message it is for
 WINDOW_SERVICE_TIMES = 4.0
@@ -98,6 +99,7 @@ class MM1(NetworkModel):
         "L_host": Param("time", 0.0, "latency between ranks on one host"),
         "C_host": Param("bandwidth", "inf", "bandwidth between ranks on one host", strict=True,
                         allow_inf=True),
+        "gamma": GAMMA,
     }
 
     def check(self, v: dict) -> None:
@@ -106,7 +108,7 @@ class MM1(NetworkModel):
 
     def kernel_params(self, v: dict, ctx) -> np.ndarray:
         from replay.kernel import make_params
-        return make_params(P=float(ctx.nranks))
+        return make_params(P=float(ctx.nranks), gamma=v["gamma"])
 
     def passes(self, v: dict) -> int:
         return int(v["passes"]) if v["rho"] == "measured" else 1
@@ -177,7 +179,7 @@ class MM1(NetworkModel):
             # Measured between ranks of one host: that path is the model's host-internal one
             # (L_host + k/C_host); without this a one-host trace would get free messages.
             out.update({"L_host": sec["tau"], "C_host": sec["C"]})
-        return out
+        return {**out, **profile_gamma(data, path)}
 
 
 def _how(v: dict) -> str:
