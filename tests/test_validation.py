@@ -629,6 +629,11 @@ def test_program_paths_relative_to_the_spec_and_compiled_programs(tmp_path):
     # a compiled program is measured like a script: against its untraced runs, or its traced
     (tmp_path / "a.out").write_bytes(b"\x7fELF" + b"\0" * 60)
     p = _program_spec(tmp_path, "a.out")
+    # (one this user may not run is the spec's error, as collect --program says it)
+    with pytest.raises(SpecError, match=r"a\.out: a compiled program without permission to run "
+                                        r"it \(chmod \+x "):
+        load_spec(p)
+    (tmp_path / "a.out").chmod(0o755)
     assert load_spec(p).cells[0].program == str((tmp_path / "a.out").resolve())
     p.write_text('ground_truth = "traced"\n' + p.read_text())
     assert load_spec(p).cells[0].key == "a-n2-tiny-shm"
@@ -887,3 +892,23 @@ def test_calls_not_traced_are_said_in_the_cell_and_the_report(tmp_path):
     row = next(line for line in (out / "report" / "report.md").read_text().splitlines()
                if line.startswith("| program | 2 |"))
     assert note in row
+
+
+def test_a_spec_profile_no_model_can_read_stops_before_any_run(tmp_path):
+    """A misspelt key in the spec's own calibrated profile is the spec's error before the first
+    cell runs (it was found only at the predictions, after every run), naming the user's file,
+    not the run's copy of it."""
+    root = Path(__file__).resolve().parents[1]
+    bad = tmp_path / "badprof.toml"
+    bad.write_text((root / "docs" / "calibration" / "shm.toml").read_text()
+                   .replace("\no_send = ", "\no_sned = ", 1))
+    assert "o_sned" in bad.read_text()
+    p = tmp_path / "spec.toml"
+    p.write_text(SPEC.replace('profile = "prof.toml"', 'profile = "badprof.toml"'))
+    out = tmp_path / "v"
+    r = CliRunner().invoke(cli, ["validate", str(p), "--out", str(out)])
+    assert r.exit_code == 1 and r.output.count("Error:") == 1, r.output
+    assert f"Error: network shm: profile {bad}: [loggps] o_sned: not a key of a calibrated " \
+           "profile (did you mean 'o_send'?)" in r.output, r.output
+    assert not (out / "traces").exists() and not (out / "untraced").exists()
+    assert not list((out / "cells").glob("*.json"))

@@ -104,6 +104,23 @@ def ensure_profile(out: Path, net_name: str, net: dict[str, Any], log: Callable[
                     f"{_ACCEPT_HINT}")
 
 
+def check_profile(path: Path, net_name: str, net: dict[str, Any], models: list[str]) -> None:
+    """Every replay model of the spec reads its parameters from the network's profile at
+    ``path`` now, before any cell runs: a key no calibration writes (a misspelling) or a value
+    no model takes would otherwise stop the run only once every cell had run. The error names
+    the spec's own profile file where the network gives one (``path`` is the run's copy)."""
+    from replay import models as M
+
+    shown = net.get("profile") or path
+    try:
+        data = read_profile(path)
+        for model in models:
+            replay_params(model, data, path)
+    except (M.ParamError, ValueError) as exc:
+        raise SpecError(f"network {net_name}: " + str(exc).replace(str(path), str(shown))) \
+            from None
+
+
 def _noisy(path: Path, net_name: str, problems: list[str], when: str = "") -> str:
     return f"profile {path} of network {net_name} is noisy{when}: {'; '.join(problems)}"
 

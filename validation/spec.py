@@ -20,7 +20,7 @@ from apps import APPS
 from apps.skeletons import skeleton
 from hindsight import testbed as tb
 from hindsight.collect import RECORDERS, resolve_recorder
-from hindsight.programs import imports_instrument, not_python
+from hindsight.programs import imports_instrument, not_executable, not_python
 from hindsight.errors import UserError
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "specs" / "default.toml"
@@ -386,7 +386,7 @@ def _program(path: Path, where: str, e: dict[str, Any]) -> str:
         raise SpecError(f"{where}: program not found: {p}")
     from instrument.native import is_native
 
-    why = None if is_native(p) else not_python(p)
+    why = not_executable(p) if is_native(p) else not_python(p)
     if why:                 # (said here, before any run, as collect --program would say it)
         raise SpecError(f"{where}: program {p}: {why}")
     return str(p)

@@ -38,7 +38,7 @@ from hindsight.system import write_text_atomic
 from replay.cache import remove_tree
 from validation.errors_table import write_errors
 from validation.matrix import collect_rounds, cross_key, load_summary, run_cell, run_cross
-from validation.profiles import ensure_profile
+from validation.profiles import check_profile, ensure_profile
 from validation.spec import Cell, Spec, SpecError
 
 
@@ -280,6 +280,7 @@ def _validate(spec: Spec, out: Path, force: bool, progress: bool,
     for name, net in spec.networks.items():
         if any(c.network == name for c in spec.cells):
             profiles[name] = ensure_profile(out, name, net, log, force=force)
+            check_profile(profiles[name], name, net, spec.replay)
             write_text_atomic(out / "profiles" / f"{name}.inputs.json",
                               json.dumps(network_inputs(net), indent=1))
     done = skipped = failed = 0
