@@ -14,7 +14,7 @@ from typing import Any
 from hindsight import trace as tf
 from hindsight.system import dying_with_us, git_revision, usable_cores
 from hindsight.errors import UsageError, UserError
-from hindsight.programs import imports_instrument, not_python
+from hindsight.programs import imports_instrument, not_executable, not_python
 
 #: Environment that selects a network in MPICH (see ../shared/NOTES.md and docs/cli.md).
 TRANSPORTS: dict[str, dict[str, str]] = {
@@ -143,6 +143,9 @@ def checked_recorder(program: str | None, recorder: str) -> str:
             if recorder == "python":
                 raise CollectUsageError(f"--recorder python: {program} is a compiled program, "
                                         "which the PMPI library records (leave --recorder out)")
+            problem = not_executable(Path(program))
+            if problem:
+                raise CollectUsageError(f"--program {program}: {problem}")
         else:
             problem = not_python(Path(program))
             if problem:

@@ -32,6 +32,16 @@ def imports_instrument(program: str) -> bool:
 _COMPILED_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C", ".f", ".f90", ".F90", ".for")
 
 
+def not_executable(program: Path) -> str | None:
+    """Why the compiled (ELF) ``program`` cannot be started (mpiexec's ``execvp`` would fail on
+    every rank); None when it can."""
+    import os
+
+    if os.access(program, os.X_OK):
+        return None
+    return f"a compiled program without permission to run it (chmod +x {program})"
+
+
 def not_python(program: Path) -> str | None:
     """Why ``program``, not a compiled (ELF) program, cannot be run as the Python program
     `collect` runs it as (``runpy.run_path``: source, a compiled ``.pyc`` or a zip application);
@@ -54,7 +64,9 @@ def not_python(program: Path) -> str | None:
                else str(exc))
     first = data.split(b"\n", 1)[0]
     if program.suffix in _COMPILED_SOURCES:
-        return (f"a source file, not a program: compile it first (mpicc {program} -o "
+        cc = "mpicc" if program.suffix == ".c" else \
+            "mpif90" if program.suffix.lower().startswith(".f") else "mpicxx"
+        return (f"a source file, not a program: compile it first ({cc} {program} -o "
                 f"{program.with_suffix('')}) and give the executable")
     if program.suffix == ".py" or (first.startswith(b"#!") and b"python" in first):
         return f"a Python syntax error ({why})"

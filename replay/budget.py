@@ -127,4 +127,9 @@ def _rows(manifest: dict[str, Any]) -> int:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
+    """Bytes in the largest of GiB, MiB, KiB of which there are a tenth or more (a small
+    HINDSIGHT_MEMORY would read as 0.0 GiB)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size / 10:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"

@@ -56,8 +56,8 @@ class Cut:
         """One line for stderr: the user must know the replay is of a cut, not of the run."""
         front = (f"t = {self.frontier_ns / 1e9:.6f} s" if self.frontier_ns is not None
                  else "no time frontier")
-        return (f"note: {trace_dir} is incomplete (ranks "
-                f"{_rank_ranges(self.incomplete_ranks)} did not finish); replaying its last "
+        return (f"note: {trace_dir} is incomplete (the records of ranks "
+                f"{_rank_ranges(self.incomplete_ranks)} are not whole); replaying its last "
                 f"consistent cut ({front}): "
                 f"{sum(self.rows_kept)} of {sum(self.rows_before)} events kept, "
                 f"{self.dropped} dropped")
@@ -214,9 +214,9 @@ def prepare_partial(trace_dir: str | Path) -> tuple[Prepared, Cut | None]:
     if not sum(cut.rows_kept):
         # a replay of no events would predict 0 ns, which reads as a result
         raise ReplayError(f"{trace_dir}: the consistent cut is empty (nothing to replay): "
-                          f"ranks {_rank_ranges(cut.incomplete_ranks)} did not finish, and all "
-                          f"{sum(cut.rows_before)} recorded events depend on what they did not "
-                          "record")
+                          f"the records of ranks {_rank_ranges(cut.incomplete_ranks)} are not "
+                          f"whole, and all {sum(cut.rows_before)} recorded events depend on what "
+                          "they did not record")
     manifest = dict(trace.manifest, partial_cut=cut.summary())
     cut_trace = tf.Trace(trace.path, manifest, table, trace.sources)
     return prepare(cut_trace, allow_partial=True, use_cache=False), cut

@@ -145,8 +145,10 @@ def sweep(prep: Prepared, model: str, base: Mapping[str, Any] | Sequence = (),
     if not axes:
         raise M.ParamError("give at least one parameter to vary")
     names = [a[0] for a in axes]
-    if len(set(names)) != len(names):
-        raise M.ParamError("a parameter is varied twice")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise M.ParamError(f"{', '.join(twice)}: varied twice (give each parameter one --vary "
+                           "with all its values)")
     grid = np.array(np.meshgrid(*[np.arange(len(a[1])) for a in axes], indexing="ij"))
     combos = grid.reshape(len(axes), -1).T
     measured = mod.MODE == "measured"

@@ -658,7 +658,7 @@ def test_an_export_that_cannot_fit_in_memory_is_refused_at_once(trace, tmp_path,
     out = tmp_path / "x"
     r = invoke("export", trace, *args, "--out", out)
     assert r.exit_code == 1
-    one_error_line(r, str(trace), "holds its 6 events in memory", "0.0 GiB are available",
+    one_error_line(r, str(trace), "holds its 6 events in memory", "1.0 KiB are available",
                    advice)
     assert not out.exists()
     r = invoke("export", trace, "--format", "otf2", "--out", tmp_path / "o")

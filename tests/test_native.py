@@ -389,8 +389,9 @@ def test_thread_multiple_is_refused_in_one_line(exe, tmp_path):
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines()[-1] == (
         "Error: the program asks for MPI_THREAD_MULTIPLE (thread-multiple): the tracer records "
-        "the MPI calls of one thread at a time; ask for MPI_THREAD_SERIALIZED or "
-        "MPI_THREAD_FUNNELED (mpi4py: mpi4py.rc.thread_level = 'serialized') to trace it, or "
+        "the MPI calls of one thread at a time; ask MPI_Init_thread for MPI_THREAD_SERIALIZED "
+        "or MPI_THREAD_FUNNELED (mpi4py: MPI.Init_thread(MPI.THREAD_SERIALIZED), or "
+        "mpi4py.rc.thread_level = 'serialized' where mpi4py initialises MPI) to trace it, or "
         "run it untraced")
     assert "started" not in res.stdout
     # which it can be: the untraced run records nothing, so any thread level will do

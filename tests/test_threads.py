@@ -178,3 +178,13 @@ def test_an_mpi4py_futures_pool_runs_and_is_not_taken_for_two_threads(tmp_path, 
     ops = [op for op, _, _ in _rows(out, 0)]
     if recorder == "pmpi":      # (the Python tracer does not trace the pool's intercommunicator)
         assert ops.count("Request_free") == 6
+
+
+def test_several_ranks_with_two_threads_are_each_named():
+    from hindsight.trace.core import concurrent_text
+
+    assert concurrent_text({"concurrent_mpi": {"1": ["Recv", "Barrier"],
+                                               "0": ["Send", "Allreduce"]}}) == (
+        "ranks 0, 1 each called MPI from two threads at once (rank 0: Send began while Allreduce "
+        "was in progress in another thread; rank 1: Recv began while Barrier was in progress in "
+        "another thread)")

@@ -186,10 +186,14 @@ def concurrent_text(manifest: dict[str, Any]) -> str | None:
     if not found:
         return None
     ranks = sorted(found, key=lambda r: int(r) if str(r).isdigit() else 0)
-    first, during = concurrent_calls(found[ranks[0]])
-    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(ranks)}"
-    return (f"{who} called MPI from two threads at once ({first} began while {during} was in "
-            f"progress in another thread{'' if len(ranks) == 1 else ' on rank ' + ranks[0]})")
+    if len(ranks) == 1:
+        first, during = concurrent_calls(found[ranks[0]])
+        return (f"rank {ranks[0]} called MPI from two threads at once ({first} began while "
+                f"{during} was in progress in another thread)")
+    # (each rank's recording stopped at its own overlap: "each ... its recording")
+    each = "; ".join("rank {}: {} began while {} was in progress in another thread".format(
+        r, *concurrent_calls(found[r])) for r in ranks)
+    return f"ranks {', '.join(ranks)} each called MPI from two threads at once ({each})"
 
 
 def epoch_of(manifest: dict[str, Any], rank: int) -> int | None:

@@ -1146,10 +1146,11 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
         if (r == 0) {
             /* as the Python tracer words it; collect prints refused.txt after "Error: " */
             const char *msg = "the program asks for MPI_THREAD_MULTIPLE (thread-multiple): the "
-                              "tracer records the MPI calls of one thread at a time; ask for "
-                              "MPI_THREAD_SERIALIZED or MPI_THREAD_FUNNELED (mpi4py: "
-                              "mpi4py.rc.thread_level = 'serialized') to trace it, or run it "
-                              "untraced";
+                              "tracer records the MPI calls of one thread at a time; ask "
+                              "MPI_Init_thread for MPI_THREAD_SERIALIZED or MPI_THREAD_FUNNELED "
+                              "(mpi4py: MPI.Init_thread(MPI.THREAD_SERIALIZED), or "
+                              "mpi4py.rc.thread_level = 'serialized' where mpi4py initialises "
+                              "MPI) to trace it, or run it untraced";
             char path[4200];
             snprintf(path, sizeof path, "%s/.staging/refused.txt", dir);
             FILE *f = fopen(path, "w");
