@@ -8,7 +8,7 @@ docs/trace-format.md). Each member executes the steps in order; within a step it
 and receives, then waits for the receives and the sends (so exchanges in both directions cannot
 deadlock). ``combine`` (1; absent: 0) marks a message of a reduction whose receiver combines its
 data with its own (rule ``reduction_combine``: the receiver computes for γ·k once the step's waits
-are done, ``replay.stream``); the algorithms of the reductions mark their reducing phases, not the
+are done, ``replay.patterns.combine_steps``); the reductions mark their reducing phases, not the
 phases that only pass reduced data on.
 """
 
