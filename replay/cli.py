@@ -14,9 +14,8 @@ from hindsight.outputs import (check_output, check_trace_folder, replace_dir, sa
                                write_failed)
 from hindsight.trace import read_manifest, run_problems, simulated_timeline
 from replay.recorder_rules import trace_rules
-from replay.replay_lines import (ack_line, breakdown, combine_line, flags_line,
-                                  injected_line, measured_lines, messages_text,
-                                  unexpected_line)
+from replay.replay_lines import (breakdown, injected_line, measured_lines, messages_text,
+                                  rule_lines)
 from replay.run_time import run_time
 from replay.units import fmt_params
 
@@ -372,12 +371,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     _imported_params_note(prep.manifest, mod, values)
     if res.info.get("one_host"):
         note(f"M/M/1: {res.info['one_host']}")
-    ack_line(say, res.info.get("ack_cells"))
-    unexpected_line(say, res.info.get("unexpected_copy"))
-    combine_line(say, res.info.get("reduction_combine"))
-    flags_line(say, res.info)
-    for line in rules.lines(mod, res.info):
-        say(line)
+    rule_lines(say, res.info, rules.lines(mod, res.info))
     if noise is not None:
         say(noise.line())
     elif simulated:
@@ -452,12 +446,7 @@ def _replay_streamed(trace: Path, window: int, model_name: str, sets, profile, c
     say(f"model      {res.model}  {fmt_params(res.params)}")
     measured_lines(say, res, manifest.get("makespan_ns"))
     _untraced_note(manifest)
-    ack_line(say, res.info.get("ack_cells"))
-    unexpected_line(say, res.info.get("unexpected_copy"))
-    combine_line(say, res.info.get("reduction_combine"))
-    flags_line(say, res.info)
-    for line in rules.lines(mod, res.info):
-        say(line)
+    rule_lines(say, res.info, rules.lines(mod, res.info))
     breakdown(say, res.breakdown_columns())
 
 

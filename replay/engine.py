@@ -249,11 +249,17 @@ def combine_after(st: Stream, prm: np.ndarray, mode: int) -> np.ndarray:
     """Rule ``reduction_combine`` (network mode): per operation, the time its rank then spends
     combining what a reduction's step received, γ·k ns (``Stream.combine_op``); empty where
     γ is 0 or nothing combines."""
-    gamma = prm[K.P_GAMMA]
-    if mode == K.MODE_MEASURED or gamma <= 0.0 or st.combine_op is None:
+    if not _combines(st, prm, mode):
         return np.zeros(0)
-    return np.bincount(st.combine_op, weights=gamma * np.maximum(st.combine_bytes, 0.0),
+    return np.bincount(st.combine_op, weights=prm[K.P_GAMMA] * np.maximum(st.combine_bytes, 0.0),
                        minlength=st.nops)
+
+
+def _combines(st: Stream, prm: np.ndarray, mode: int) -> bool:
+    """Whether rule ``reduction_combine`` changes this replay: γ > 0 in network mode and a
+    reduction step in the stream that combines."""
+    return (mode != K.MODE_MEASURED and prm[K.P_GAMMA] > 0.0 and st.combine_op is not None
+            and len(st.combine_op) > 0)
 
 
 _DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
@@ -391,8 +397,7 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         info=info, prepared=prep, carry=out.carry, sent_ns=out.m_sp)
     if out.unexpected >= 0:
         res.info["unexpected_copy"] = {"receives": out.unexpected}   # rule unexpected_copy
-    if prm[K.P_GAMMA] > 0 and not measured and st.combine_op is not None \
-            and len(st.combine_op):             # rule reduction_combine
+    if _combines(st, prm, mode):                # rule reduction_combine
         combined = float(np.maximum(st.combine_bytes, 0.0).sum())
         res.info["reduction_combine"] = {"steps": int(len(st.combine_op)), "bytes": combined,
                                          "seconds": prm[K.P_GAMMA] * combined / 1e9}

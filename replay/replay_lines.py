@@ -70,6 +70,17 @@ def combine_line(say, comb: dict | None) -> None:
             "reduction_combine)")
 
 
+def rule_lines(say, info: dict, more: list[str]) -> None:
+    """The lines of the rules that changed this replay (``Result.info``), then ``more`` (the
+    recorder's rules, ``TraceRules.lines``): in memory and streamed alike."""
+    ack_line(say, info.get("ack_cells"))
+    unexpected_line(say, info.get("unexpected_copy"))
+    combine_line(say, info.get("reduction_combine"))
+    flags_line(say, info)
+    for line in more:
+        say(line)
+
+
 def flags_line(say, info: dict) -> None:
     from replay.flags import flag_line
     line = flag_line(info)

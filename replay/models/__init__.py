@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from hindsight.errors import DataError
 from replay import profile, units
 from replay.models.base import (REGISTRY, NetworkModel, Param, ParamError,  # noqa: F401
-                                ProfileParamError, register)
+                                ProfileParamError, profile_gamma, register)
 
 
 #: The order ``--model`` lists the models in; models registered by other modules come after.
@@ -120,6 +120,8 @@ def _load_profile(path: Path, model: NetworkModel, below_binding: bool,
         if not isinstance(data.get("measured_on") or {}, dict):
             raise ParamError(f"profile {path}: [measured_on] must be a table")
         out = model.from_profile(data, path)
+        if "gamma" in model.PARAMS:         # rule reduction_combine: one section for every model
+            out.update(profile_gamma(data, path))
         if below_binding:
             from replay.binding import binding_costs, less_binding
             try:

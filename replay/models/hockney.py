@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.models.base import (GAMMA, NetworkModel, Param, profile_gamma,
-                                profile_section, register)
+from replay.models.base import GAMMA, NetworkModel, Param, profile_section, register
 
 
 @register
@@ -33,4 +32,4 @@ class Hockney(NetworkModel):
 
     def from_profile(self, data: dict, path: Path) -> dict:
         sec = profile_section(data, path, "hockney", ("l", "g"))
-        return {"l": sec["l"], "g": sec["g"], **profile_gamma(data, path)}
+        return {"l": sec["l"], "g": sec["g"]}

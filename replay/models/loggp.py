@@ -36,8 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.models.base import (GAMMA, NetworkModel, Param, ParamError, profile_gamma,
-                                profile_section, register)
+from replay.models.base import GAMMA, NetworkModel, Param, ParamError, profile_section, register
 
 
 #: the per-call overheads a profile's [loggps] section may carry (seconds)
@@ -129,4 +128,4 @@ class LogGP(NetworkModel):
         for name in UNEXPECTED:                     # measured by calibrate's unexpected probe
             if name in self.PARAMS and name in sec:
                 out[name] = sec[name]
-        return {**out, **profile_gamma(data, path)}
+        return out

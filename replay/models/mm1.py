@@ -58,8 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.errors import NoPredictionError
-from replay.models.base import (GAMMA, NetworkModel, Param, ParamError, profile_gamma,
-                                profile_section, register)
+from replay.models.base import GAMMA, NetworkModel, Param, ParamError, profile_section, register
 
 #: the measured window lasts at least this many service times of the message it is for
 WINDOW_SERVICE_TIMES = 4.0
@@ -179,7 +178,7 @@ class MM1(NetworkModel):
             # Measured between ranks of one host: that path is the model's host-internal one
             # (L_host + k/C_host); without this a one-host trace would get free messages.
             out.update({"L_host": sec["tau"], "C_host": sec["C"]})
-        return {**out, **profile_gamma(data, path)}
+        return out
 
 
 def _how(v: dict) -> str:
