@@ -67,7 +67,7 @@ class Result:
     carry: np.ndarray | None = field(default=None, repr=False)
     #: per rank, the trace time its last burst ended (rule resume_after_wait; None: not applied)
     resume_from: np.ndarray | None = field(default=None, repr=False)
-    #: per message of the replayed stream: its send's post time, ns
+    #: per trace message (``Prepared.msgs``), its send's post time, ns (with ``carry`` only)
     sent_ns: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -232,7 +232,7 @@ def _kernel(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray, trail: np
         coll_last=np.full(len(st.coll_n) if record else 0, -1, np.int64),
         carry=K.start_carry(P) if carry is None else np.array(carry.ranks, np.float64))
     if carry is not None and carry.sent is not None:
-        out.m_sp[carry.sent[0]] = carry.sent[1]
+        out.m_sp[st.trace_ids(carry.sent[0])] = carry.sent[1]
     ops = K.Ops(st.rank_off, st.kind, st.msg, st.burst_cpu if cpu else st.burst, st.reg,
                 st.loc, st.dep_lat, st.coll_n, np.zeros(0) if cost is None else cost,
                 np.zeros(0) if resume is None else resume, combine_after(st, prm, mode))
@@ -394,7 +394,8 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
         rank_end_ns=out.rank_end, rank_compute_ns=out.rank_comp, rank_comm_ns=out.rank_comm,
         rank_wait_ns=out.rank_wait, measured_rank_end_ns=prep.measured_rank_end_ns,
         events=prep.nrows, operations=st.nops, messages=st.nmsg, algorithms=st.algorithms,
-        info=info, prepared=prep, carry=out.carry, sent_ns=out.m_sp)
+        info=info, prepared=prep, carry=out.carry,
+        sent_ns=None if carry is None else out.m_sp[st.trace_ids(np.arange(len(prep.msgs.bytes)))])
     if out.unexpected >= 0:
         res.info["unexpected_copy"] = {"receives": out.unexpected}   # rule unexpected_copy
     if _combines(st, prm, mode):                # rule reduction_combine

@@ -30,7 +30,7 @@ from replay.models.base import ParamError
 from replay.rma import fence_transfers
 from replay.rma_epochs import EpochOps, epoch_ops
 from replay.rows import Messages, Rows, trace_rows
-from replay.stream import Stream, build_stream
+from replay.stream import Stream, build_stream, epoch_messages, number_by_send_time
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -149,6 +149,10 @@ class Prepared:
         # stay resident beside the stream (about 25 bytes a row), unused by the replay
         page_out(*(getattr(t, f.name) for t in (self.rows, self.msgs, self.coll)
                    for f in fields(t)))
+        # (once the build's pages are out: the rows' start times are 8 bytes a row more)
+        number_by_send_time(st, self.rows.t_start, len(self.msgs.bytes),
+                            epoch_messages(expand, self.rma))
+        page_out(self.rows.t_start)
         return st
 
     def default_tcomp(self) -> float:

@@ -260,7 +260,7 @@ def _message_tags(prep, st) -> np.ndarray:
             raise ValueError("trace rows changed since it was prepared")
         sr = prep.msgs["send_row"]
         user = (comm_col[sr] == 0) & (tag_col[sr] >= 0)
-        tags[:M0] = np.where(user, tag_col[sr], -1)
+        tags[st.trace_ids(np.arange(M0))] = np.where(user, tag_col[sr], -1)
     base = int(tags.max()) + 1 if len(tags) else 0
     synth = np.flatnonzero(tags < 0)
     if len(synth):
