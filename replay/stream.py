@@ -249,7 +249,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     m_send_op = np.full(nmsg, -1, op_proto.dtype)
     m_recv_op = np.full(nmsg, -1, op_proto.dtype)
     m_sync = np.zeros(nmsg, bool)
-    _trace_message_ops(m_send_op, m_recv_op, m_sync, first, msgs.send_row, msgs.recv_row,
+    _trace_message_ops(m_send_op, m_recv_op, m_sync, off, msgs.send_row, msgs.recv_row,
                        rows.op, _SYNC_OF)
     coll_n = np.zeros(0, np.int64)
     m_shared_flag = None
@@ -529,15 +529,17 @@ def _measured_costs(rows: Rows, msgs: Messages, kind: np.ndarray, msg: np.ndarra
 
 
 @njit(cache=True)
-def _trace_message_ops(send_op, recv_op, sync, first, send_row, recv_row, op, sync_of):
+def _trace_message_ops(send_op, recv_op, sync, off, send_row, recv_row, op, sync_of):
     """For the trace's messages (the first ``len(send_row)``): the operations that post the
-    send and the receive, their rows' first operations, and whether the send is
+    send and the receive, their rows' first operations (``off``: each row's, and the total;
+    -1 for a row without operations, a streamed segment's stand-in), and whether the send is
     synchronous-mode (``sync_of`` by op code; one pass, where NumPy's gathers first widened
     the int32 row numbers)."""
     for m in range(len(send_row)):
         s = send_row[m]
-        send_op[m] = first[s]
-        recv_op[m] = first[recv_row[m]]
+        send_op[m] = off[s] if off[s + 1] > off[s] else -1
+        r = recv_row[m]
+        recv_op[m] = off[r] if off[r + 1] > off[r] else -1
         o = op[s]
         sync[m] = sync_of[o if o >= 0 else len(sync_of) - 1]
 

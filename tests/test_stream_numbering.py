@@ -3,6 +3,7 @@ memory locality only, so every replay must give what it gives with the matching'
 
 from __future__ import annotations
 
+import importlib
 import tempfile
 from pathlib import Path
 
@@ -40,18 +41,22 @@ def _replays(progs, monkeypatch, models=("loggps", "measured", "mm1")) -> tuple[
     """Each model's outputs with the stream's numbering (in exact send-time order: one message
     a bucket, so that small traces are renumbered too) and with the matching's."""
     got = []
+    renumbered = []
     for renumber in (True, False):
         with monkeypatch.context() as m:
             m.setattr(S, "PER_BUCKET", 1)
-            if not renumber:
-                m.setattr(S, "number_by_send_time", lambda *a: None)
+            if not renumber:    # (where the stream's builder calls it)
+                m.setattr(importlib.import_module("replay.prepare"), "number_by_send_time",
+                          lambda *a: None)
             with tempfile.TemporaryDirectory(prefix="hs-num-") as d:
                 prep = replay.prepare(simulate_to_dir(Path(d) / "t", progs), use_cache=False)
+                renumbered.append(prep.stream(expand=True).m_trace is not None)
                 # (rendezvous above 1 KiB: the sizes below are either side of it)
                 params = {"S": "1KiB", "L": "1us", "o": "300ns", "G": "0.2ns"}
                 per = {"loggps": params, "mm1": {"saturation": "cap"}}
                 got.append([_outputs(replay.run(prep, name, per.get(name, {})))
                             for name in models])
+    assert not renumbered[1]
     return got[0], got[1]
 
 
@@ -91,6 +96,10 @@ def test_messages_are_numbered_by_send_time_and_the_operations_follow(tmp_path):
 
 
 def test_numbering_changes_no_replay_of_a_pairwise_exchange(monkeypatch):
+    with tempfile.TemporaryDirectory(prefix="hs-num-") as d:
+        monkeypatch.setattr(S, "PER_BUCKET", 1)
+        prep = replay.prepare(simulate_to_dir(Path(d) / "t", _pairwise(8, 12)), use_cache=False)
+        assert prep.stream(expand=True).m_trace is not None
     new, old = _replays(_pairwise(8, 12), monkeypatch)
     _same(new, old)
 
