@@ -6,6 +6,12 @@ before) has a message, since that send completes there, and ``per_row[i]`` for a
 collective. Each carries the row's region; the first one also its burst, kind and message
 (unless it is a collective's), the others are NOPs.
 
+Rule *sendrecv_posts_receive_first*: where both halves of a ``Sendrecv`` have a message, the
+send half's row is two operations too, IRECV of the receive's message then ISEND, and the
+receive half's WRECV then WSEND: MPICH's ``MPI_Sendrecv`` posts its receive (``MPID_Irecv``)
+before its send (``MPID_Isend``) and waits for both, so a partner's message that arrives while
+the send is being handed over finds its receive posted (not queued as unexpected).
+
 Two passes: ``_offsets`` counts the operations of each row, ``_fill`` writes them. The second
 runs ``PART_ROWS`` rows at a time, and the pages of the rows' arrays that part read go back
 (``page_out_part``) before the next: for a trace mapped from its cache, the rows' pages would
@@ -48,8 +54,9 @@ def lay_out(rows: Rows, per_row: np.ndarray, nranks: int, cpu_shared: bool,
     read = (rows.kind, rows.msg, rows.burst, rows.ratio, rows.region)
     for lo in range(0, n, PART_ROWS):
         hi = min(lo + PART_ROWS, n)
-        _fill(lo, hi, off, rows.kind, rows.msg, rows.burst, rows.ratio, rows.region, cpu_shared,
-              kind, msg, op_row, reg, burst, burst_cpu)
+        _fill(lo, hi, off, rows.op, rows.kind, rows.msg, rows.burst, rows.ratio, rows.region,
+              cpu_shared, KIND_TABLES.sendrecv_send, KIND_TABLES.sendrecv_recv, kind, msg,
+              op_row, reg, burst, burst_cpu)
         page_out_part(lo, hi, *read)
     page_out(*read)                     # (the parts' edges)
     return off, kind, msg, op_row, burst, burst_cpu, reg, rank_off
@@ -76,6 +83,10 @@ def _offsets(op, msg_row, per_row, rank, nranks, sr_send, sr_recv):
             if op[i] == sr_recv and i > 0 and op[i - 1] == sr_send and rank[i - 1] == rank[i] \
                     and msg_row[i - 1] >= 0:
                 c = 2
+            # rule sendrecv_posts_receive_first: the send half posts the receive as well
+            if op[i] == sr_send and i + 1 < n and op[i + 1] == sr_recv and \
+                    rank[i + 1] == rank[i] and msg_row[i] >= 0 and msg_row[i + 1] >= 0:
+                c = 2
             if expanded and per_row[i] > 0:
                 c = per_row[i]
         if rank[i] != r:
@@ -94,8 +105,8 @@ def _offsets(op, msg_row, per_row, rank, nranks, sr_send, sr_recv):
 
 
 @njit(cache=True)
-def _fill(lo, hi, off, kind_row, msg_row, burst_row, ratio, region, cpu_shared, kind, msg,
-          op_row, reg, burst, burst_cpu):
+def _fill(lo, hi, off, op, kind_row, msg_row, burst_row, ratio, region, cpu_shared, sr_send,
+          sr_recv, kind, msg, op_row, reg, burst, burst_cpu):
     """The operations of rows lo..hi into their places (``off``)."""
     for i in range(lo, hi):
         a = off[i]
@@ -122,6 +133,15 @@ def _fill(lo, hi, off, kind_row, msg_row, burst_row, ratio, region, cpu_shared, 
             msg[p] = -1
             burst[p] = 0.0
             burst_cpu[p] = 0.0
-        if b - a == 2 and kind_row[i] != K.COLL:  # a Sendrecv_recv: its send half completes
+        if b - a == 2 and op[i] == sr_send:
+            # rule sendrecv_posts_receive_first: its receive (the next row's message), then
+            # its send
+            kind[a] = K.IRECV
+            msg[a] = msg_row[i + 1]
+            kind[a + 1] = K.ISEND
+            msg[a + 1] = m
+        elif b - a == 2 and op[i] == sr_recv:   # its send half completes here
+            if off[i] - off[i - 1] == 2:        # (its receive was posted with the send)
+                kind[a] = K.WRECV
             kind[a + 1] = K.WSEND
             msg[a + 1] = msg_row[i - 1]

@@ -53,6 +53,7 @@ _SYNC_OF = tf.op_lut(SYNC_SEND_OPS)  # per op code: a synchronous-mode send
 CALL_NONE, CALL_IRECV, CALL_WAIT, CALL_PROBE, CALL_OTHER = range(5)
 _COMPLETION_ROW = tf.op_lut(tuple(tf.COMPLETION_OPS))
 _COLLECTIVE_ROW = tf.op_lut(tuple(tf.COLLECTIVE_OPS | tf.COMM_OPS))
+_SENDRECV_SEND = tf.OP_CODE["Sendrecv_send"]
 
 
 def call_classes(st: Stream, row_op: np.ndarray) -> np.ndarray:
@@ -64,7 +65,7 @@ def call_classes(st: Stream, row_op: np.ndarray) -> np.ndarray:
     own = has_row & ~_COLLECTIVE_ROW[op]
     if len(st.coll_done_rows):  # a non-blocking collective's steps, not the program's calls
         own &= ~np.isin(st.op_row, st.coll_done_rows)
-    cls[own & (st.kind == K.IRECV)] = CALL_IRECV
+    cls[own & (st.kind == K.IRECV) & (op != _SENDRECV_SEND)] = CALL_IRECV   # (not a Sendrecv's)
     cls[own & (st.kind == K.WSEND) & _COMPLETION_ROW[op]] = CALL_WAIT
     cls[own & (st.kind == K.PROBE)] = CALL_PROBE
     cls[own & (st.kind == K.NOP) & (op != POLL_CODE)] = CALL_OTHER   # a poll run: many calls
@@ -250,7 +251,7 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     m_recv_op = np.full(nmsg, -1, op_proto.dtype)
     m_sync = np.zeros(nmsg, bool)
     _trace_message_ops(m_send_op, m_recv_op, m_sync, off, msgs.send_row, msgs.recv_row,
-                       rows.op, _SYNC_OF)
+                       rows.op, _SYNC_OF, kind)
     coll_n = np.zeros(0, np.int64)
     m_shared_flag = None
     combine_op: list[np.ndarray] = []
@@ -529,17 +530,20 @@ def _measured_costs(rows: Rows, msgs: Messages, kind: np.ndarray, msg: np.ndarra
 
 
 @njit(cache=True)
-def _trace_message_ops(send_op, recv_op, sync, off, send_row, recv_row, op, sync_of):
+def _trace_message_ops(send_op, recv_op, sync, off, send_row, recv_row, op, sync_of, kind):
     """For the trace's messages (the first ``len(send_row)``): the operations that post the
     send and the receive, their rows' first operations (``off``: each row's, and the total;
-    -1 for a row without operations, a streamed segment's stand-in), and whether the send is
-    synchronous-mode (``sync_of`` by op code; one pass, where NumPy's gathers first widened
-    the int32 row numbers)."""
+    -1 for a row without operations, a streamed segment's stand-in; a Sendrecv laid out by
+    rule sendrecv_posts_receive_first posts its send with its send row's second operation and
+    its receive with that row's first), and whether the send is synchronous-mode (``sync_of``
+    by op code; one pass, where NumPy's gathers first widened the int32 row numbers)."""
     for m in range(len(send_row)):
         s = send_row[m]
-        send_op[m] = off[s] if off[s + 1] > off[s] else -1
+        so = off[s] if off[s + 1] > off[s] else -1
+        send_op[m] = so + 1 if so >= 0 and kind[so] == K.IRECV else so
         r = recv_row[m]
-        recv_op[m] = off[r] if off[r + 1] > off[r] else -1
+        ro = off[r] if off[r + 1] > off[r] else -1
+        recv_op[m] = off[r - 1] if ro >= 0 and kind[ro] == K.WRECV else ro
         o = op[s]
         sync[m] = sync_of[o if o >= 0 else len(sync_of) - 1]
 

@@ -57,6 +57,31 @@ def test_irecv_wait_probe_and_sendrecv_of_an_unexpected_message(tmp_path):
     assert d == pytest.approx(U)
 
 
+def test_a_sendrecv_posts_its_receive_before_its_send(tmp_path):
+    """Rule sendrecv_posts_receive_first (MPICH's MPIR_Sendrecv_impl: MPID_Irecv, then
+    MPID_Isend, then wait for both). Two ranks exchange 100 bytes with Sendrecv, 20 times, with
+    L = -250 ns (a profile's L is negative where the calls' overheads overlap the transfer): a
+    partner's data arrives at t + o_s + L = t + 50, after the receive was posted at t, so no
+    receive is unexpected and each exchange costs o_s + o_r = 600 ns. Posted after the send,
+    at t + o_s, every receive found its data queued and paid u."""
+    n = 20
+    progs = [[("sendrecv", 1, 100, 1)] * n, [("sendrecv", 0, 100, 0)] * n]
+    res = _run(tmp_path, progs, "sr", **dict(RULE, L="-250ns", G="0"))
+    assert res.info["unexpected_copy"] == {"receives": 0}
+    assert res.rank_end_ns == pytest.approx([n * 600.0] * 2)
+    st = res.prepared.stream(expand=True)
+    from replay import kernel as K
+    first_rank = st.kind[st.rank_off[0]:st.rank_off[1]].tolist()
+    assert first_rank == [K.IRECV, K.ISEND, K.WRECV, K.WSEND] * n
+    # the operations that post each message: rank 0's send its ISEND, its receive its IRECV
+    ops = range(st.rank_off[0], st.rank_off[1])
+    for i in ops:
+        if st.kind[i] == K.ISEND:
+            assert st.m_send_op[st.msg[i]] == i
+        elif st.kind[i] == K.IRECV:
+            assert st.m_recv_op[st.msg[i]] == i
+
+
 def test_preposted_receive_costs_nothing_extra(tmp_path):
     # Irecv posted at 0, the data arrives at 2,349.5, the Wait comes at 10,000: the message was
     # expected (its receive existed when it arrived), although the Wait came later: 10,300.
