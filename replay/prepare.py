@@ -30,7 +30,8 @@ from replay.models.base import ParamError
 from replay.rma import fence_transfers
 from replay.rma_epochs import EpochOps, epoch_ops
 from replay.rows import Messages, Rows, trace_rows
-from replay.stream import Stream, build_stream, epoch_messages, number_by_send_time
+from replay.numbering import number_by_send_time
+from replay.stream import Stream, build_stream, epoch_messages
 
 if TYPE_CHECKING:
     import pyarrow as pa

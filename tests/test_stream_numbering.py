@@ -1,4 +1,4 @@
-"""The stream numbers messages by send time (``replay.stream.number_by_send_time``): a matter of
+"""The stream numbers messages by send time (``replay.numbering.number_by_send_time``): a matter of
 memory locality only, so every replay must give what it gives with the matching's numbers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import given
 
 import replay
 from replay import kernel as K
-from replay import stream as S
+from replay import numbering as S
 from synthetic import simulate_to_dir
 from test_replay_properties import SETTINGS, programs
 
