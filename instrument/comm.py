@@ -35,6 +35,7 @@ _dumps = MPI.pickle.dumps
 _loads = MPI.pickle.loads
 _BYTE = MPI.BYTE
 _ANY_SOURCE = MPI.ANY_SOURCE
+_PROC_NULL = MPI.PROC_NULL
 _ANY_TAG = MPI.ANY_TAG
 _IN_PLACE = MPI.IN_PLACE
 
@@ -184,7 +185,8 @@ class TracedComm(_C):
         m.Recv([data, _BYTE])
         t3 = _now()
         self._rec(_RECV, t2, t3, _cpu() - c0 if cpu else -1, src, tg, n)
-        return _loads(data)
+        # (MPI_PROC_NULL's message is empty: mpi4py's recv returns None, not a pickle)
+        return None if src == _PROC_NULL else _loads(data)
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,

@@ -57,7 +57,8 @@ class TracedMessage(_M, metaclass=SameAs):
     def recv(self, status: MPI.Status | None = None):
         data = bytearray(self._n)
         self.Recv([data, _BYTE], status)
-        return MPI.pickle.loads(data)
+        # (a probe of MPI_PROC_NULL's empty message: mpi4py's recv returns None)
+        return None if self._src == MPI.PROC_NULL else MPI.pickle.loads(data)
 
     def Irecv(self, buf) -> MPI.Request:
         return recv_post(_IRECV, lambda comm, b, src, tag: _M.Irecv(self, b))(

@@ -298,3 +298,13 @@ def test_an_intercommunicators_merge_is_traced(tmp_path):
         # the pickle-API sendrecv is mpi4py's Isend, matched probe, receive and Wait
         assert ops == {"Comm_create": 1, "Allreduce": 1, "Isend": 1, "Probe": 1, "Recv": 1,
                        "Wait": 1}
+
+
+def test_pickle_receives_from_proc_null_give_none(tmp_path):
+    """proc_null.py: a non-periodic halo of pickle-API sendrecv/send/recv, and a matched probe
+    and an irecv of MPI_PROC_NULL: traced, every such receive gives None as mpi4py's does (the
+    tracer unpickled the empty message and raised EOFError), and the trace checks and replays
+    (``_traced``); the sends and receives with a rank are the only messages."""
+    df, _ = _traced(tmp_path, "proc_null.py", 2)
+    sends = df[df["op"].astype(str).isin(["Send", "Isend"]) & (df["peer"] >= 0)]
+    assert len(sends) == 6          # per rank 3 rounds, one real neighbour
