@@ -369,6 +369,7 @@ def replay_cmd(trace, model_name, sets, profile, compute_scale, region_scale, cp
     _untraced_note(prep.manifest)
     _run_notes(prep.manifest, cpu_time, prep)
     _imported_params_note(prep.manifest, mod, values)
+    _latency_note(mod, values, rules.profile)
     if res.info.get("one_host"):
         note(f"M/M/1: {res.info['one_host']}")
     rule_lines(say, res.info, rules.lines(mod, res.info))
@@ -477,6 +478,15 @@ def _run_notes(manifest: dict, cpu_time: bool, prep=None) -> None:
         note("the traced run was oversubscribed (more ranks than cores): its bursts hold the "
              "time ranks waited for a core"
              + ("" if no_samples else "; --cpu-time scales them by their regions' CPU share"))
+
+
+def _latency_note(mod, values: dict, profile: dict | None) -> None:
+    """``--model loggopsim`` takes a profile's negative L (calibrate's fit where the calls'
+    overheads overlap the transfer) as 0: said, as the model line shows only the 0."""
+    lat = ((profile or {}).get("loggps") or {}).get("L")
+    if mod.OWN_SIMULATOR and isinstance(lat, (int, float)) and lat < 0 and values.get("L") == 0:
+        note(f"the profile's L = {lat * 1e6:.3g} us is replayed as L = 0: LogGOPSim's rules "
+             "take a latency >= 0 (--set L to replay another)")
 
 
 def _imported_params_note(manifest: dict, mod, values: dict) -> None:

@@ -204,3 +204,19 @@ def test_the_api_takes_a_profiles_path(tmp_path):
     by_dict = replay.run(prep, "loggps", {},
                          profile=M.load_profile(path, M.get_model("loggps"))).makespan_ns
     assert by_path == by_dict != replay.run(prep, "loggps", {}).makespan_ns
+
+
+def test_loggopsim_says_it_replays_a_profiles_negative_latency_as_zero(trace):
+    """A calibrated profile's L is negative where the calls' overheads overlap the transfer;
+    LogGOPSim's rules take L >= 0, so --model loggopsim replays L = 0 and says so (the model
+    line alone showed L=0), but not when L is set."""
+    from pathlib import Path
+    shm = Path(__file__).resolve().parents[1] / "docs" / "calibration" / "shm.toml"
+    r = CliRunner().invoke(main, ["replay", str(trace), "--model", "loggopsim", "--profile",
+                                  str(shm)])
+    assert r.exit_code == 0, r.output
+    assert "note: the profile's L = -1.71 us is replayed as L = 0" in r.output
+    r = CliRunner().invoke(main, ["replay", str(trace), "--model", "loggopsim", "--profile",
+                                  str(shm), "--set", "L=1us"])
+    assert r.exit_code == 0, r.output
+    assert "replayed as L = 0" not in r.output
