@@ -56,8 +56,8 @@ class Cut:
         """One line for stderr: the user must know the replay is of a cut, not of the run."""
         front = (f"t = {self.frontier_ns / 1e9:.6f} s" if self.frontier_ns is not None
                  else "no time frontier")
-        return (f"note: {trace_dir} is incomplete (the records of ranks "
-                f"{_rank_ranges(self.incomplete_ranks)} are not whole); replaying its last "
+        return (f"note: {trace_dir} is incomplete ({_whose(self.incomplete_ranks)} not "
+                f"whole); replaying its last "
                 f"consistent cut ({front}): "
                 f"{sum(self.rows_kept)} of {sum(self.rows_before)} events kept, "
                 f"{self.dropped} dropped")
@@ -70,6 +70,13 @@ class Cut:
 
 def _rank_ranges(ranks: list[int]) -> str:
     return tf.rank_ranges(ranks) if ranks else "none"
+
+
+def _whose(ranks: list[int]) -> str:
+    """"rank 1's records are", "the records of ranks 1-3 are"."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}'s records are"
+    return f"the records of ranks {_rank_ranges(ranks)} are"
 
 
 def consistent_cut(cols: dict[str, np.ndarray], nranks: int, incomplete: list[int],
@@ -214,7 +221,7 @@ def prepare_partial(trace_dir: str | Path) -> tuple[Prepared, Cut | None]:
     if not sum(cut.rows_kept):
         # a replay of no events would predict 0 ns, which reads as a result
         raise ReplayError(f"{trace_dir}: the consistent cut is empty (nothing to replay): "
-                          f"the records of ranks {_rank_ranges(cut.incomplete_ranks)} are not "
+                          f"{_whose(cut.incomplete_ranks)} not "
                           f"whole, and all {sum(cut.rows_before)} recorded events depend on what "
                           "they did not record")
     manifest = dict(trace.manifest, partial_cut=cut.summary())

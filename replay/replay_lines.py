@@ -30,7 +30,7 @@ def measured_lines(say, res, epoch_ns: float | None, simulated: str | None = Non
     ``run_time`` (``replay.run_time``): the whole program's, when it differs."""
     if simulated:
         say(f"timeline   {fmt_time(res.measured_makespan_ns)}  ({simulated}, not measured)")
-        say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the trace's "
+        say(f"predicted  {fmt_time(res.makespan_ns)}  ({_pct(res.rel_error_pct)} % vs the trace's "
             "timeline)")
         return
     say(f"measured   {fmt_time(res.measured_makespan_ns)}  (first traced event to the last)")
@@ -38,7 +38,7 @@ def measured_lines(say, res, epoch_ns: float | None, simulated: str | None = Non
         from hindsight.info import makespan_text
         say(makespan_text(epoch_ns) + "  (from the run's start barrier)")
     # the traced run is what a replay has; against the untraced one: hindsight validate
-    say(f"predicted  {fmt_time(res.makespan_ns)}  ({res.rel_error_pct:+.2f} % vs the measured "
+    say(f"predicted  {fmt_time(res.makespan_ns)}  ({_pct(res.rel_error_pct)} % vs the measured "
         f"{fmt_time(res.measured_makespan_ns)})")
     if run_time:
         r = run_time
@@ -119,3 +119,8 @@ def injected_line(inj: dict) -> str:
             f"{fmt_time(p['max'] * 1e9)}  ({e['min']:+.2f} % / {e['median']:+.2f} % / "
             f"{e['max']:+.2f} %; min / median / max of {inj['runs']} runs with stalls drawn "
             f"from the trace, seed {inj['seed']})")
+
+
+def _pct(x: float) -> str:
+    """A signed percentage to 0.01, never "-0.00" (a difference that rounds to nothing)."""
+    return f"{round(x, 2) + 0.0:+.2f}"

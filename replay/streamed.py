@@ -40,7 +40,10 @@ DEFAULT_WINDOW = 1 << 17
 
 def refuse(model: M.NetworkModel, values: dict[str, Any]) -> None:
     """Raise ``ReplayError`` when ``model`` cannot be streamed."""
-    if model.OWN_SIMULATOR or model.WHOLE_TRACE or model.passes(values) > 1:
+    if model.OWN_SIMULATOR:
+        raise ReplayError(f"--model {model.NAME} runs a simulator of its own on the whole "
+                          "trace's schedule: not available in a streamed replay")
+    if model.WHOLE_TRACE or model.passes(values) > 1:
         raise ReplayError(f"--model {model.NAME} needs the whole trace in memory (it looks at "
                           "every message before replaying): not available in a streamed replay")
 

@@ -220,3 +220,16 @@ def test_loggopsim_says_it_replays_a_profiles_negative_latency_as_zero(trace):
                                   str(shm), "--set", "L=1us"])
     assert r.exit_code == 0, r.output
     assert "replayed as L = 0" not in r.output
+
+
+def test_a_difference_that_rounds_to_nothing_prints_as_plus_zero():
+    from replay.replay_lines import _pct
+    assert (_pct(-1e-7), _pct(-0.006), _pct(3.14159)) == ("+0.00", "-0.01", "+3.14")
+
+
+def test_a_streamed_replay_refuses_loggopsim_for_its_own_reason(trace):
+    r = CliRunner().invoke(main, ["replay", str(trace), "--window", "16", "--model",
+                                  "loggopsim"])
+    assert r.exit_code != 0
+    assert "--model loggopsim runs a simulator of its own on the whole trace's schedule: not " \
+        "available in a streamed replay" in r.output, r.output

@@ -24,6 +24,6 @@ def test_allow_partial_refuses_an_empty_consistent_cut(tmp_path):
         r = CliRunner().invoke(main, cmd)
         assert r.exit_code == 1, r.output
         lines = r.output.strip().splitlines()
-        assert lines == [f"Error: {d}: the consistent cut is empty (nothing to replay): the "
-                         "records of ranks 1 are not whole, and all 3 recorded events depend on "
+        assert lines == [f"Error: {d}: the consistent cut is empty (nothing to replay): "
+                         "rank 1's records are not whole, and all 3 recorded events depend on "
                          "what they did not record"], r.output
