@@ -233,3 +233,27 @@ def test_a_streamed_replay_refuses_loggopsim_for_its_own_reason(trace):
     assert r.exit_code != 0
     assert "--model loggopsim runs a simulator of its own on the whole trace's schedule: not " \
         "available in a streamed replay" in r.output, r.output
+
+
+def test_a_loggopsim_timeline_posts_irecvs_as_instants_and_checks(tmp_path):
+    """Rule irecv_posts (replay/loggopsim/rows.py): LogGOPSim's receive operation ends when its
+    message has been received, but the Irecv row is the post, an instant no earlier than the
+    rank's previous row; the Wait's row takes the waiting. The timeline --out writes then has
+    no overlapping calls (trace check), and the measured model replays it to itself."""
+    import numpy as np
+    from hindsight import trace as tf
+
+    progs = [[op for i in range(4) for op in
+              [("irecv", (r - 1) % 3, 0), ("isend", (r + 1) % 3, 64, 0), ("compute", 500),
+               ("wait", [2 * i, 2 * i + 1])]] for r in range(3)]
+    d = simulate_to_dir(tmp_path / "t", progs)
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, ["replay", str(d), "--model", "loggopsim", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    chk = CliRunner().invoke(main, ["trace", "check", str(out)])
+    assert chk.exit_code == 0, chk.output
+    rows = tf.read_trace(out).to_pandas()
+    irecv = rows[rows["op"].astype(str) == "Irecv"]
+    assert len(irecv) == 12 and np.all(irecv["t_end"] == irecv["t_start"])
+    again = CliRunner().invoke(main, ["replay", str(out), "--model", "measured"])
+    assert "(+0.00 % vs the trace's timeline)" in again.output, again.output

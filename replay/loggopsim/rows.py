@@ -51,14 +51,18 @@ def _row_times_from_trace(prep: Prepared, traced: TraceSchedule, sim: SimResult)
     g_recv[st.msg[rcv]] = g_of_op[rcv]
     _rows_kernel(st.rank_off, st.kind.astype(np.int64), st.msg, st.op_row, g_of_op, g_send,
                  g_recv, sim.op_start, sim.op_end, np.asarray(sched.rank, np.int64),
-                 np.asarray(stream_op, np.int64), rs, re, K.WSEND, K.WRECV, K.PROBE)
+                 np.asarray(stream_op, np.int64), rs, re, K.WSEND, K.WRECV, K.PROBE, K.IRECV)
     return rs, re
 
 
 @njit(cache=True)
 def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, g_end, g_rank,
-                 g_sop, rs, re, K_WSEND, K_WRECV, K_PROBE):
-    """The rows' times of ``_row_times_from_trace``. Rule *probe_waits*: a blocking probe has
+                 g_sop, rs, re, K_WSEND, K_WRECV, K_PROBE, K_IRECV):
+    """The rows' times of ``_row_times_from_trace``. Rule *irecv_posts*: a non-blocking
+    receive's operation ends in LogGOPSim when its message has been received (its o is charged
+    then), but the call that posts it takes no time: its row is an instant, no earlier than the
+    rank's previous row's end (LogGOPSim may start it beside a send's o), and what its operation
+    waits for is its Wait's row's. Rule *probe_waits*: a blocking probe has
     no GOAL operation; the receive of its message (the next operation with the message) waits
     for it in the schedule, after the computation between the two calls. The probe's row
     takes that wait, as in the trace: it starts at the end of the rank's previous operations
@@ -75,12 +79,16 @@ def _rows_kernel(rank_off, kind, msg, op_row, g_of_op, g_send, g_recv, g_start, 
         for i in range(rank_off[r], rank_off[r + 1]):
             # the schedule ops standing for this stream op: its burst's calc, then its own op
             while gi < ng and (g_sop[gi] == -2 - i or g_sop[gi] == i):
-                if g_end[gi] > last_end:
+                if g_end[gi] > last_end and not (g_sop[gi] == i and kind[i] == K_IRECV):
                     last_end = g_end[gi]
                 gi += 1
             w = op_row[i]
             g = g_of_op[i]
-            if g >= 0:
+            if g >= 0 and kind[i] == K_IRECV:
+                s0 = max(g_start[g], last_end)
+                e0 = s0
+                last_end = s0
+            elif g >= 0:
                 s0, e0 = g_start[g], g_end[g]
                 if msg[i] == probed and probed >= 0:
                     s0 = e0
