@@ -35,7 +35,6 @@ _dumps = MPI.pickle.dumps
 _loads = MPI.pickle.loads
 _BYTE = MPI.BYTE
 _ANY_SOURCE = MPI.ANY_SOURCE
-_PROC_NULL = MPI.PROC_NULL
 _ANY_TAG = MPI.ANY_TAG
 _IN_PLACE = MPI.IN_PLACE
 
@@ -171,10 +170,10 @@ class TracedComm(_C):
                       st.Get_count(_BYTE))
             return obj
         # What mpi4py's recv does, as its MPI calls: a matched probe (waits for the message),
-        # a buffer of the probed size, the receive (the transfer); then unpickling. The probe and
-        # the receive are rows; allocating the buffer (page faults on fresh memory) and
-        # unpickling are the receiver's own work and fall into its bursts, as pickling falls
-        # into the sender's. Replay models the two rows and keeps the work as measured.
+        # a buffer of the probed size, the receive (the transfer); then unpickling (None for
+        # MPI_PROC_NULL's empty message). The probe and the receive are rows; allocating the
+        # buffer (page faults on fresh memory) and unpickling are the receiver's own work, in
+        # its bursts as pickling is in the sender's. Replay models the rows, keeps the work.
         m = _C.Mprobe(self, source, tag, st)
         t1 = _now()
         src, tg, n = st.Get_source(), st.Get_tag(), st.Get_count(_BYTE)
@@ -185,8 +184,7 @@ class TracedComm(_C):
         m.Recv([data, _BYTE])
         t3 = _now()
         self._rec(_RECV, t2, t3, _cpu() - c0 if cpu else -1, src, tg, n)
-        # (MPI_PROC_NULL's message is empty: mpi4py's recv returns None, not a pickle)
-        return None if src == _PROC_NULL else _loads(data)
+        return None if src == MPI.PROC_NULL else _loads(data)
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
