@@ -213,25 +213,12 @@ class TracedComm(_C):
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
                  status: MPI.Status | None = None) -> Any:
-        if recvbuf is None:
-            # mpi4py's own calls as rows: an Isend of the pickle (posted first), its recv (see
-            # recv: allocation and unpickling are the rank's compute) and the Wait.
-            req = TracedComm.Isend(self, [_dumps(sendobj), _BYTE], dest, sendtag)
-            obj = TracedComm.recv(self, None, source, recvtag, status)
-            req.Wait()
-            return obj
-        # into the caller's buffer: mpi4py unpickles inside its receive, one call of two rows
-        st = status if status is not None else MPI.Status()
-        data = _dumps(sendobj)
-        cpu = _T.cpu_all
-        c0 = _cpu() if cpu else 0
-        t0 = _now()
-        req = _C.Isend(self, [data, _BYTE], dest, sendtag)
-        obj = _C.recv(self, recvbuf, source, recvtag, st)
+        # mpi4py's own calls as rows: an Isend of the pickle (posted first), its receive (see
+        # recv: with no ``recvbuf``, allocation and unpickling are the rank's compute; into
+        # ``recvbuf`` mpi4py unpickles inside it, one row) and the Wait
+        req = TracedComm.Isend(self, [_dumps(sendobj), _BYTE], dest, sendtag)
+        obj = TracedComm.recv(self, recvbuf, source, recvtag, status)
         req.Wait()
-        t1 = _now()
-        self._rec(_SR_SEND, t0, t1, _cpu() - c0 if cpu else -1, dest, sendtag, len(data))
-        self._rec(_SR_RECV, t0, t1, -1, st.Get_source(), st.Get_tag(), st.Get_count(_BYTE))
         return obj
 
     def _traced_probe(self, fn, op, source, tag, status):

@@ -2,9 +2,10 @@
 collectives' patterns and the messages afterwards).
 
 Per row its operations: one per MPI row, two for a ``Sendrecv_recv`` whose send half (the row
-before) has a message, since that send completes there, and ``per_row[i]`` for an expanded
-collective. Each carries the row's region; the first one also its burst, kind and message
-(unless it is a collective's), the others are NOPs.
+before) has a message, since that send completes there (NOP, then WSEND, where the receive half
+has none), and ``per_row[i]`` for an expanded collective. Each carries the row's region; the
+first one also its burst, kind and message (unless it is a collective's), the others are NOPs
+but for a Sendrecv's (below).
 
 Rule *sendrecv_posts_receive_first*: where both halves of a ``Sendrecv`` have a message, the
 send half's row is two operations too, IRECV of the receive's message then ISEND, and the

@@ -14,9 +14,9 @@ the same communicator, if that comes first (rule ``nonblocking_in_order``,
 ``nonblocking_tails``).
 Window fences and neighbourhood collectives have patterns of their own (``replay.patterns``).
 
-Per row its operations (one per MPI row; two for a Sendrecv's receive half, whose send half
-completes there; a collective's pattern steps when expanded), each carrying the row's region,
-the first one its burst; then per message its size, endpoints and the operations that post it.
+Per row its operations (one per MPI row; two for a Sendrecv's halves, ``replay.layout``; a
+collective's pattern steps when expanded), each carrying the row's region, the first one its
+burst; then per message its size, endpoints and the operations that post it.
 """
 
 from __future__ import annotations
@@ -243,9 +243,10 @@ def build_stream(rows: Rows, msgs: Messages, coll: Instances, comm_members: dict
     m_src[:M0] = msgs.src
     m_dst[:M0] = msgs.dst
     # per message, the operations that post its send and its receive, and whether the send
-    # is synchronous-mode: a trace message's are its rows' first operations (its send row's
-    # is the SEND or ISEND, its receive row's the RECV or IRECV); a collective's are filled
-    # with its pattern (never synchronous); -1 for a member a partial trace lacks
+    # is synchronous-mode: a trace message's are its rows' (``_trace_message_ops``: the SEND or
+    # ISEND, the RECV or IRECV, a Sendrecv's by rule sendrecv_posts_receive_first); a
+    # collective's are filled with its pattern (never synchronous); -1 for a member a partial
+    # trace lacks
     op_proto = index_proto(len(kind))
     m_send_op = np.full(nmsg, -1, op_proto.dtype)
     m_recv_op = np.full(nmsg, -1, op_proto.dtype)
