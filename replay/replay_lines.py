@@ -113,11 +113,11 @@ def breakdown(say, cols: dict) -> None:
 def injected_line(inj: dict) -> str:
     if inj["mode"] == "trace":
         return (f"with noise {fmt_time(inj['predicted_makespan_s'] * 1e9)}  "
-                f"({inj['rel_error_pct']:+.2f} %; each call's unexplained time put back)")
+                f"({_pct(inj['rel_error_pct'])} %; each call's unexplained time put back)")
     p, e = inj["predicted_makespan_s"], inj["rel_error_pct"]
     return (f"with noise {fmt_time(p['min'] * 1e9)} / {fmt_time(p['median'] * 1e9)} / "
-            f"{fmt_time(p['max'] * 1e9)}  ({e['min']:+.2f} % / {e['median']:+.2f} % / "
-            f"{e['max']:+.2f} %; min / median / max of {inj['runs']} runs with stalls drawn "
+            f"{fmt_time(p['max'] * 1e9)}  ({_pct(e['min'])} % / {_pct(e['median'])} % / "
+            f"{_pct(e['max'])} %; min / median / max of {inj['runs']} runs with stalls drawn "
             f"from the trace, seed {inj['seed']})")
 
 
