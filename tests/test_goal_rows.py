@@ -114,3 +114,55 @@ def test_the_rows_end_where_the_simulation_did(tmp_path, text, calcs):
         return
     res = replay.run(replay.prepare(tmp_path / "t"), "loggps")
     assert np.round(np.asarray(res.breakdown_columns()["compute_s"]) * 1e9).tolist() == calcs
+
+
+# rank 0's 100 kB send goes by rendezvous (above S): it completes once rank 1 has posted its
+# receive, 50 us later, while rank 0 computes 20 us meanwhile (``irequires``: the calc starts
+# when the send has). Rule send_row_until_next: the Isend row ends when the calc starts, and
+# its completion is the Wait's. Were the row to span the send until it completed, the calc
+# would move 48.5 us later than simulated, and the rows after it with it, until a Wait absorbed
+# the difference; where a send came first, it started after its receiver had received it, and
+# the import's check refused the trace ("clock skew": a new user's program, exported and
+# imported back)
+RENDEZVOUS_BESIDE_A_CALC = """num_ranks 2
+rank 0 {
+l0: send 100000b to 1 tag 1
+l1: calc 20000
+l1 irequires l0
+l2: recv 8b from 1 tag 2
+l2 requires l1
+l3: calc 1000
+l3 requires l2
+l4: send 8b to 1 tag 3
+l4 requires l3
+l4 requires l0
+}
+rank 1 {
+l0: calc 50000
+l1: recv 100000b from 0 tag 1
+l1 requires l0
+l2: send 8b to 0 tag 2
+l2 requires l1
+l3: recv 8b from 0 tag 3
+l3 requires l2
+}
+"""
+
+
+def test_a_rendezvous_send_row_ends_when_the_rank_moves_on(tmp_path):
+    src = tmp_path / "s.goal"
+    src.write_text(RENDEZVOUS_BESIDE_A_CALC)
+    G.import_goal(src, tmp_path / "t")
+    table = tf.read_trace(tmp_path / "t").table.to_pandas()
+    rows = table[table["rank"] == 0].sort_values("seq")
+    send = rows[(rows["op"] == "Isend") & (rows["tag"] == 1)].iloc[0]
+    calc = rows[rows["op"] == "region"].iloc[0]
+    # the call is its overhead (o = 1500 ns at LogGOPSim's defaults), the calc right after it
+    assert (int(send["t_start"]), int(send["t_end"])) == (0, 1500)
+    assert (int(calc["t_start"]), int(calc["t_end"])) == (1500, 21500)
+    sim = replay.run(replay.prepare(tmp_path / "t"), "loggopsim", dict(G.LOGGOPSIM_DEFAULTS))
+    ends = table.groupby("rank")["t_end"].max().to_numpy()
+    assert ends.tolist() == np.round(sim.rank_end_ns).astype(np.int64).tolist()
+    res = replay.run(replay.prepare(tmp_path / "t"), "loggps")
+    assert np.round(np.asarray(res.breakdown_columns()["compute_s"]) * 1e9).tolist() == [21000,
+                                                                                         50000]

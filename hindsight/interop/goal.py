@@ -156,13 +156,14 @@ class RankRows(Sequence[RankEvents]):
     """Each rank's simulated operations linearised into trace rows, made when the rank is asked
     for (a writer going through the ranks holds one rank's rows at a time).
 
-    Sends become Isend rows ending at their simulated end, receives zero-length Irecv rows; each
-    request gets a Wait row right before the first operation that requires it (or at the end),
-    ending when the operation completed; calcs become ``calc`` region rows of their simulated
-    duration. Rule ``rows_without_gaps`` (``_linearise``): the time outside calc rows is inside
-    MPI rows, so the compute a replay finds is the schedule's calcs. Request
-    ids are the operation's index on its rank: a replay of the trace under ``--model loggopsim``
-    maps rows back to the schedule's operations through them."""
+    Sends become Isend rows ending at their simulated end, or when the rank's next operation
+    started if that was earlier (rule ``send_row_until_next``), receives zero-length Irecv rows;
+    each request gets a Wait row right before the first operation that requires it (or at the
+    end), ending when the operation completed; calcs become ``calc`` region rows of their
+    simulated duration. Rule ``rows_without_gaps`` (``_linearise``): the time outside calc rows
+    is inside MPI rows, so the compute a replay finds is the schedule's calcs. Request ids are
+    the operation's index on its rank: a replay of the trace under ``--model loggopsim`` maps
+    rows back to the schedule's operations through them."""
 
     def __init__(self, s: Schedule, sim: SimResult,
                  waits: tuple[np.ndarray, np.ndarray] | None = None):
@@ -372,6 +373,13 @@ def _linearise(lo, hi, order, kind, size, peer, tag, rank, match, op_start, op_e
         r_tag[nr] = tag[i]
         r_peer[nr] = peer[i]
         if kind[i] == SEND:
+            # rule send_row_until_next: the call ends no later than the rank's next operation
+            # starts (its next MPI operation, with calcs on several CPUs), for the CPU has
+            # moved on by then; a rendezvous send completes much later, and that is its Wait's
+            for k in range(j + 1, n):
+                if one_cpu or kind[order[k]] != CALC:
+                    t1 = min(t1, op_start[order[k]])
+                    break
             t1 = max(t1, t0)
             op[nr] = codes[1]
         else:
