@@ -26,6 +26,7 @@ from hindsight import trace as tf
 from hindsight.trace.write import EventRows, write_trace  # noqa: F401  (re-exported)
 
 ANY = tf.ANY_SOURCE
+NULL = -1   # MPI_PROC_NULL as a peer (the trace's "none")
 
 # ------------------------------------------------------------------------------------------------
 # A tiny independent simulator for small hand-written programs
@@ -73,7 +74,8 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
       ("free", req)                               Request_free of a pending request: nothing
                                                   waits for it (a freed irecv takes its message,
                                                   in the stand-in once its sender posted it)
-      ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows
+      ("sendrecv", dst, nbytes, src[, tag])       Sendrecv_send + Sendrecv_recv rows; dst or
+                                                  src may be NULL (MPI_PROC_NULL)
       ("coll", name, nbytes[, root[, comm]])      any blocking collective
       ("icoll", name, nbytes[, root[, comm]])     a non-blocking collective's post (Iallreduce...):
                                                   a request completed by "wait" once every
@@ -217,6 +219,24 @@ def simulate(programs: Sequence[Sequence[tuple]], net: StandIn | None = None,
                     s.reqs.pop(q)
                     _row(s, "Request_free", s.t, s.t + net.overhead, request=q, comm=comm)
                     s.t += net.overhead
+                elif kind == "sendrecv" and NULL in (op[1], op[3]):
+                    # a half to or from MPI_PROC_NULL: returns at once, as the PMPI library
+                    # records it (peer -1; a null receive's status: tag -1, 0 bytes)
+                    dst, nb, src = op[1], op[2], op[3]
+                    tag = op[4] if len(op) > 4 else 0
+                    key = find(r, src, tag, 0) if src != NULL else None
+                    if src != NULL and key is None:
+                        break
+                    if dst != NULL:
+                        post_send(r, dst, nb, tag, 0, s.t)
+                    t1 = s.t + net.overhead
+                    if key is not None:
+                        avail, rb = inflight[key].popleft()
+                        t1 = max(t1, avail)
+                    _row(s, "Sendrecv_send", s.t, t1, dst, tag, 0, nb)
+                    _row(s, "Sendrecv_recv", s.t, t1, *((key[0], tag, 0, rb) if key else
+                                                          (NULL, -1, 0, 0)))
+                    s.t = t1
                 elif kind == "sendrecv":
                     dst, nb, src = op[1], op[2], op[3]
                     tag = op[4] if len(op) > 4 else 0

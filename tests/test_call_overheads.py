@@ -12,7 +12,7 @@ import pytest
 
 import replay
 from replay import stream as S
-from synthetic import simulate_to_dir
+from synthetic import NULL as S_NULL, simulate_to_dir
 
 L, O, G = 2000.0, 300.0, 0.5
 SETS = {"L": "2us", "o": "300ns", "G": "0.5ns", "g": "0"}
@@ -101,3 +101,18 @@ def test_hockney_has_no_call_overheads():
     table = replay.models.get_model("loggp").call_costs(
         {"o_irecv": 1.0, "o_wait": 2.0, "o_probe": 3.0, "o_call": 4.0})
     assert np.array_equal(table, [0, 1, 2, 3, 4])
+
+
+def test_a_sendrecv_is_one_call_whatever_its_null_halves(tmp_path):
+    """Rule sendrecv_one_call: a Sendrecv's half to or from MPI_PROC_NULL costs nothing of its
+    own where the other half moves a message (whose o is the call's), and a Sendrecv with both
+    halves null costs o_call once, not once per half."""
+    N = S_NULL
+    prep = _prep(tmp_path, [[("sendrecv", 1, 8, N), ("sendrecv", N, 8, N)],
+                            [("sendrecv", N, 8, 0)]])
+    # rank 0: its send's o, then one o_call; rank 1: receives the message as a Recv would
+    assert _ends(prep) == pytest.approx([O, ARRIVE + O])
+    assert _ends(prep, o_call="5us") == pytest.approx([O + 5_000, ARRIVE + O])
+    st = prep.stream(True)
+    cls = S.call_classes(st, prep.rows.op)
+    assert sorted(cls.tolist()) == sorted([S.CALL_OTHER] + [S.CALL_NONE] * (st.nops - 1))
