@@ -73,35 +73,45 @@ def _find_mpiexec() -> str:
 
 def library() -> Path:
     """The PMPI tracing library, built with mpicc if this source version has not been yet."""
+    return compiled(SOURCE, BUILD_DIR, "hindsight_pmpi", CFLAGS, ".so",
+                    "tracing a compiled program")
+
+
+def compiled(source: Path, build_dir: Path, stem: str, flags: tuple[str, ...], suffix: str,
+             purpose: str) -> Path:
+    """``source`` built with mpicc and ``flags`` into ``build_dir``, once per source version,
+    compiler and flags (the key is in the file's name, so an edited source is rebuilt and
+    concurrent builds do not collide); a NativeError naming the file when it cannot be.
+    ``purpose`` says what needs the compiler when there is none."""
     mpicc = find_mpicc()
     if mpicc is None:
-        raise NativeError("no mpicc found: tracing a compiled program needs the MPI compiler "
-                          "wrapper of the MPI it runs with (the venv's, or one on PATH)")
-    key = hashlib.sha256(SOURCE.read_bytes() + os.path.realpath(mpicc).encode()
-                         + " ".join(CFLAGS).encode()).hexdigest()[:12]
-    lib = BUILD_DIR / f"hindsight_pmpi-{key}.so"
-    if lib.is_file():
-        return lib
+        raise NativeError(f"no mpicc found: {purpose} needs the MPI compiler wrapper of the MPI "
+                          "it runs with (the venv's, or one on PATH)")
+    key = hashlib.sha256(source.read_bytes() + os.path.realpath(mpicc).encode()
+                         + " ".join(flags).encode()).hexdigest()[:12]
+    out = build_dir / f"{stem}-{key}{suffix}"
+    if out.is_file():
+        return out
     try:
-        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        build_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NativeError(f"cannot create {BUILD_DIR}: {exc.strerror or exc}") from None
-    tmp = BUILD_DIR / f".{lib.name}.{os.getpid()}.tmp"
+        raise NativeError(f"cannot create {build_dir}: {exc.strerror or exc}") from None
+    tmp = build_dir / f".{out.name}.{os.getpid()}.tmp"
     try:
-        done = subprocess.run([mpicc, *CFLAGS, "-o", str(tmp), str(SOURCE)],
+        done = subprocess.run([mpicc, *flags, "-o", str(tmp), str(source)],
                               capture_output=True, text=True, timeout=300, check=False)
         if done.returncode != 0:
             tail = " ".join(done.stderr.strip().splitlines()[-3:])
-            raise NativeError(f"{SOURCE}: {mpicc} failed (exit {done.returncode}): {tail}")
-        os.replace(tmp, lib)          # atomic: a concurrent build renames an identical file
-        for old in BUILD_DIR.glob("hindsight_pmpi-*.so"):
-            if old != lib:
+            raise NativeError(f"{source}: {mpicc} failed (exit {done.returncode}): {tail}")
+        os.replace(tmp, out)          # atomic: a concurrent build renames an identical file
+        for old in build_dir.glob(f"{stem}-*{suffix}"):
+            if old != out:
                 old.unlink(missing_ok=True)   # a running program keeps its mapped copy
     except OSError as exc:
-        raise NativeError(f"cannot build {lib}: {exc.strerror or exc}") from None
+        raise NativeError(f"cannot build {out}: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
-    return lib
+    return out
 
 
 def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],

@@ -39,6 +39,20 @@ plus what o_s + L fell short of b(Send). Values
 set with ``--set`` are the model's own and are never changed. Models without these parameters
 (hockney, mm1: one latency per message) are unchanged. Without a ``[binding]`` section (profiles
 made before the probe) nothing changes.
+
+Rule ``native_call_costs``: a profile with a ``[native]`` section (calibrate's native probe,
+``replay.calibration.native``: the same calls made from C, on 2 ranks) prices such a trace's
+calls by it instead, for the binding probe prices mpi4py's own work on calls where MPI does
+nothing, not all that a call through mpi4py costs more (an 8-byte one-way time of about 1 µs
+in C against 3-5 µs through mpi4py on this project's machines):
+
+    o_send' = max(0, o_send(C) − 2·o_b_send)     o_recv' = max(0, o_recv(C) − 2·o_b_recv)
+    L' = max(one_way(C) − o_send(C) − o_recv(C), −(o_send' + 2·o_b_send))
+    o_irecv' = o_irecv(C)   o_wait' = o_wait(C)   o_probe' = o_probe(C)   o_call' = o_call(C)
+
+(o_b·2: the model adds o_b·P to the overheads, and the probe ran on 2 ranks). The shared-flag
+collectives' costs still lose the binding's (the native probe makes no collective). Values set
+with ``--set`` are kept, as above.
 """
 
 from __future__ import annotations
@@ -57,6 +71,45 @@ COLLECTIVES = ("Barrier", "Bcast", "Reduce", "Allreduce")
 CALLS = tuple(PARAM_CALL.values()) + COLLECTIVES
 #: the manifest's ``origin.format`` of imported traces, none of which went through mpi4py
 _IMPORTED = ("otf2", "goal")
+
+
+#: the ``[native]`` section's keys (``replay.calibration.native.KEYS``), seconds
+NATIVE_KEYS = ("o_send", "o_recv", "one_way", "o_irecv", "o_wait", "o_probe", "o_call")
+NATIVE = "native_call_costs"
+
+
+def native_costs(profile: Mapping[str, Any] | None, where: str = "profile"
+                 ) -> dict[str, float] | None:
+    """The ``[native]`` section of a calibration profile (seconds), None where it has none. A
+    malformed section (a key missing, unknown or not a time) is a DataError naming ``where``."""
+    return time_section(profile, "native", NATIVE_KEYS, where)
+
+
+def with_native(params: Mapping[str, Any], native: Mapping[str, float]) -> dict[str, Any]:
+    """``params`` (a model's parameters from a profile, seconds) with the per-call costs of
+    rule native_call_costs (formula in the module docstring); parameters the model does not
+    have are left out."""
+    out = dict(params)
+    for name in ("o_irecv", "o_wait", "o_probe", "o_call"):
+        if name in out:
+            out[name] = native[name]
+    if not all(isinstance(out.get(k), (int, float)) for k in ("L", "o_send", "o_recv")):
+        return out
+    b_s, b_r = (float(out.get(k, 0.0)) for k in ("o_b_send", "o_b_recv"))
+    out["o_send"] = max(0.0, native["o_send"] - 2.0 * b_s)
+    out["o_recv"] = max(0.0, native["o_recv"] - 2.0 * b_r)
+    out["L"] = max(native["one_way"] - native["o_send"] - native["o_recv"],
+                   -(out["o_send"] + 2.0 * b_s))
+    return out
+
+
+def native_line(native: Mapping[str, float] | None) -> str | None:
+    """The replay report's line on rule native_call_costs (None where it did not apply)."""
+    if not native:
+        return None
+    parts = ", ".join(f"{k} {native[k] * 1e6:.2g}" for k in NATIVE_KEYS)
+    return (f"native     calls recorded at the MPI library (C or below mpi4py): the profile's "
+            f"costs of calls made from C, in us: {parts} (rule {NATIVE})")
 
 
 def binding_costs(profile: Mapping[str, Any] | None, where: str = "profile"

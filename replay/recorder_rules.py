@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from replay.binding import applies, below_binding, binding_costs, binding_line
+from replay.binding import (applies, below_binding, binding_costs, binding_line, native_costs,
+                            native_line)
 from replay.profile import toml_of
 from replay.tracer_cost import by_python_tracer, per_kind_ns, tracer_costs, tracer_line
 
@@ -50,13 +51,15 @@ class TraceRules:
 
     binding: dict[str, float] | None = None
     tracer: dict[str, float] | None = None
+    #: the ``[native]`` costs for a trace recorded below mpi4py (rule native_call_costs)
+    native: dict[str, float] | None = None
     profile: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     where: str = "profile"
 
     @property
     def below(self) -> bool:
         """The profile's per-call costs lose mpi4py's own (load_profile's ``below_binding``)."""
-        return bool(self.binding)
+        return bool(self.binding or self.native)
 
     def tracer_ns(self, mod: Any) -> np.ndarray | None:
         """``engine.run``'s ``tracer_cost`` for model ``mod``: per kernel kind, ns; None where
@@ -90,7 +93,9 @@ class TraceRules:
         """The fields `replay --json` and validate's cells add: the binding costs taken off,
         the bursts' change by the tracer's costs."""
         out: dict[str, Any] = {}
-        if self.binding and applies(mod):
+        if self.native and applies(mod):
+            out["native_call_costs_s"] = self.native
+        elif self.binding and applies(mod):
             out["binding_in_bursts_s"] = self.binding
         for key in ("python_tracer_in_bursts_s", "resume_after_wait_s"):
             if key in info:
@@ -99,7 +104,8 @@ class TraceRules:
 
     def lines(self, mod: Any, info: Mapping[str, Any]) -> list[str]:
         """The replay report's lines on both rules (none where neither applied)."""
-        out = [binding_line(self.binding) if applies(mod) else None,
+        out = [(native_line(self.native) or binding_line(self.binding)) if applies(mod)
+               else None,
                tracer_line(info.get("python_tracer_in_bursts_s"), self.tracer),
                resume_line(info.get("resume_after_wait_s"))]
         if self.profile and "resume" in self.profile and mod.OWN_SIMULATOR:
@@ -124,6 +130,8 @@ def trace_rules(path: Any, manifest: Mapping[str, Any], where: str = "--profile"
 def trace_rules_of(profile: Mapping[str, Any] | None, manifest: Mapping[str, Any],
                    where: str = "profile") -> TraceRules:
     """`trace_rules` from a profile already read (a dict, validate's; None: none)."""
-    return TraceRules((binding_costs(profile, where) or None) if below_binding(manifest) else None,
+    below = below_binding(manifest)
+    return TraceRules((binding_costs(profile, where) or None) if below else None,
                       tracer_costs(profile, where) if by_python_tracer(manifest) else None,
+                      (native_costs(profile, where) or None) if below else None,
                       profile, where)

@@ -170,6 +170,7 @@ def test_each_failed_attempt_is_said_and_nothing_more_is_measured(fake_bench, tm
     runs[:] = [_bench(wait=0.4), _bench(wait=0.2), _bench(wait=0.3)]
     probed = []
     monkeypatch.setattr(R, "tracer_probe", lambda *a, **kw: probed.append(1))
+    monkeypatch.setattr(R, "native_probe", lambda *a, **kw: probed.append(2))
     r, out = _calibrate(tmp_path)
     assert r.exit_code == 1 and not out.exists() and probed == []
     lines = r.output.strip().splitlines()

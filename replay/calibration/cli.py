@@ -150,6 +150,10 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
         from replay.binding import CALLS
         click.echo("  binding " + " ".join(f"{c}={bd[c] * us:.2g}us" for c in CALLS if c in bd)
                    + " (mpi4py's own time per call; taken off a trace recorded below it)")
+    nv = prof.get("native") or {}
+    if nv:
+        click.echo("  native  " + " ".join(f"{k}={v * us:.2g}us" for k, v in nv.items())
+                   + " (the calls made from C; a trace recorded below mpi4py pays these)")
     rd = prof.get("reduction") or {}
     if rd:
         ev = f.get("reduction_probe") or {}

@@ -28,6 +28,8 @@ from replay import units
 from replay.calibration import fit as F
 from replay.calibration import quality as Q
 from replay.calibration.binding import fit_binding
+from replay.calibration.native import native_probe
+from replay.calibration.tracer import tracer_probe
 from replay.calibration.reduction import fit_reduction
 from replay.calibration.flags import fit_flags
 from replay.calibration.progress import PREFIX as PROGRESS_PREFIX, SizeProgress
@@ -101,6 +103,31 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
     every ``every_s`` seconds (replay.calibration.progress); a run that takes no step forward
     (a size visited, a probe begun) for ``timeout`` seconds is stopped with an error that says
     where it was (``run_job``'s watchdog)."""
+    env, command = bench_job(nprocs, transport, testbed)
+    with tempfile.TemporaryDirectory(prefix="hindsight-calibrate-") as tmp:
+        out = Path(tmp) / "bench.json"
+        program = [sys.executable, "-m", "replay.calibration.bench",
+                   "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--api", api,
+                   "--out", str(out)]
+        if overhead_only:
+            program.append("--overhead-only")
+        stdout, stderr, rc = run_job(command(program), env, timeout,
+                                     f"the benchmark at -n {nprocs}",
+                                     SizeProgress(progress or (lambda m: None), every_s))
+        if rc != 0 or not out.is_file():
+            last = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise CalibrationError(f"the benchmark at -n {nprocs} failed (exit code "
+                                   f"{rc}): {last}")
+        data = json.loads(out.read_text())
+    if "error" in data:
+        raise CalibrationError(data["error"])
+    return data, stdout
+
+
+def bench_job(nprocs: int, transport: str, testbed: str | None
+              ) -> tuple[dict, Callable[[list[str]], list[str]]]:
+    """The environment of a calibration job on ``nprocs`` ranks and the launch command of a
+    program in it (its argv in, the mpiexec line out), on ``transport`` or the testbed's nodes."""
     try:
         env = launch_env(nprocs, transport)
         mpiexec = find_mpiexec()
@@ -117,28 +144,14 @@ def run_bench(nprocs: int, transport: str, sizes: list[int], repeat: int,
     env["HINDSIGHT_LAUNCHER"] = "hindsight calibrate"
     # MPICH prints the netmod/provider it chose at MPI_Init: part of the transport evidence.
     env["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
-    with tempfile.TemporaryDirectory(prefix="hindsight-calibrate-") as tmp:
-        out = Path(tmp) / "bench.json"
-        program = [sys.executable, "-m", "replay.calibration.bench",
-                   "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--api", api,
-                   "--out", str(out)]
-        if overhead_only:
-            program.append("--overhead-only")
+
+    def command(program: list[str]) -> list[str]:
         if state is not None:
             # Cyclic placement: ranks 0 and 1 (the ping-pong pair) always on different nodes.
-            cmd = tb.mpmd_command([mpiexec, "-bind-to", "core"], program, state, nprocs, "cyclic")
-        else:
-            cmd = bench_command(mpiexec, nprocs, program, bind=not oversubscribed(nprocs))
-        stdout, stderr, rc = run_job(cmd, env, timeout, f"the benchmark at -n {nprocs}",
-                                     SizeProgress(progress or (lambda m: None), every_s))
-        if rc != 0 or not out.is_file():
-            last = (stderr.strip().splitlines() or ["no output"])[-1]
-            raise CalibrationError(f"the benchmark at -n {nprocs} failed (exit code "
-                                   f"{rc}): {last}")
-        data = json.loads(out.read_text())
-    if "error" in data:
-        raise CalibrationError(data["error"])
-    return data, stdout
+            return tb.mpmd_command([mpiexec, "-bind-to", "core"], program, state, nprocs,
+                                   "cyclic")
+        return bench_command(mpiexec, nprocs, program, bind=not oversubscribed(nprocs))
+    return env, command
 
 
 def oversubscribed(nprocs: int) -> bool:
@@ -348,23 +361,6 @@ def progress_fit(run: dict) -> F.ProgressFit | None:
     return pg
 
 
-def tracer_probe(transport: str, progress: Callable[[str], None], notes: list[str]
-                 ) -> tuple[dict, dict, list[str]] | None:
-    """The Python tracer's probe (replay.calibration.tracer) on this host, 2 ranks on
-    ``transport`` (the tracer's cost is its CPU's, the network's only through the calls, which it
-    leaves out); its fit, or None with a note in ``notes`` when its job failed."""
-    from replay.calibration.tracer import fit_tracer, run_probe
-
-    progress("the Python tracer's own time per call (2 ranks, a few seconds)")
-    try:
-        fit = fit_tracer(run_probe(launch_env(2, transport), find_mpiexec(), run_job))
-    except (RuntimeError, OSError, CalibrationError, CollectError) as exc:
-        notes.append(f"Python tracer probe: {exc}; no [python_tracer] section")
-        return None
-    notes.extend(fit[2])
-    return fit
-
-
 def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
               repeat: int = 100, overhead_ranks: list[int] | None = None,
               progress=lambda msg: None, testbed: str | None = None,
@@ -487,7 +483,10 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     rd = fit_reduction(run["reduction_probe"]) if run.get("reduction_probe") else None
     if rd is not None:
         lg.notes.extend(rd[2])
-    tr = tracer_probe(transport, progress, lg.notes)
+    tr = tracer_probe(transport, run_job, progress, lg.notes)
+    env2, job2 = bench_job(2, transport, testbed)
+    nv = native_probe(job2, run_job, env2, [k for k in SMALL if k <= lg.params["S"]],
+                      max(repeat, 100) * 2, lg.params, progress, lg.notes)
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
         lg.notes.extend(qf.notes)
@@ -557,6 +556,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         # the Python tracer's own time per call, which its traces have in their bursts (rule
         # python_tracer_in_bursts)
         **({"python_tracer": tr[0]} if tr is not None else {}),
+        # the calls' costs made from C, which a trace recorded below mpi4py pays instead of
+        # the mpi4py costs (rule native_call_costs)
+        **({"native": nv[0]} if nv is not None else {}),
         "fit": {
             "r2_loggp": lg.r2, "r2_hockney": hk["r2"],
             "residuals": {"loggp": lg.residuals, "hockney": hk["residuals"]},
@@ -576,6 +578,7 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
             "binding_probe": bn[1] if bn is not None else {},
             "reduction_probe": rd[1] if rd is not None else {},
             "python_tracer_probe": tr[1] if tr is not None else {},
+            "native_probe": nv[1] if nv is not None else {},
             "queue_probe": qf.evidence if qf is not None else {},
             "unexpected_probe": uf.evidence if uf is not None else {},
             "notes": lg.notes,

@@ -162,3 +162,21 @@ def fit_tracer(probe: dict) -> tuple[dict, dict, list[str]]:
     evidence["barrier_s"] = params["barrier"]
     return {k: params[k] for k in KEYS}, evidence, notes
 
+
+def tracer_probe(transport: str, run_job: Callable[..., tuple[str, str, int]],
+                 progress: Callable[[str], None], notes: list[str]
+                 ) -> tuple[dict, dict, list[str]] | None:
+    """The probe on this host, 2 ranks on ``transport`` (the tracer's cost is its CPU's, the
+    network's only through the calls, which it leaves out; ``run_job``: as ``run_probe``'s); its
+    fit, or None with a note in ``notes`` when its job failed."""
+    from hindsight.collect import find_mpiexec, launch_env
+    from hindsight.errors import UserError
+
+    progress("the Python tracer's own time per call (2 ranks, a few seconds)")
+    try:
+        fit = fit_tracer(run_probe(launch_env(2, transport), find_mpiexec(), run_job))
+    except (RuntimeError, OSError, UserError) as exc:   # (a failed or stalled job)
+        notes.append(f"Python tracer probe: {exc}; no [python_tracer] section")
+        return None
+    notes.extend(fit[2])
+    return fit

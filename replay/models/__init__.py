@@ -88,8 +88,9 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
 def load_profile(path: Path | str, model: NetworkModel, below_binding: bool = False,
                  overrides: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
     """Parameters for ``model`` from a network profile file; for a trace recorded
-    ``below_binding`` (``replay.binding.below_binding``), a TOML profile's per-call costs less its
-    ``[binding]`` section's (rule binding_in_bursts). A profile whose values break a rule between
+    ``below_binding`` (``replay.binding.below_binding``), a TOML profile's per-call costs are its
+    ``[native]`` section's (rule native_call_costs), else less its ``[binding]`` section's (rule
+    binding_in_bursts). A profile whose values break a rule between
     parameters (L >= -o_send, ...) is an error unless ``overrides`` (the command's ``--set``
     assignments, which take precedence) mend it.
 
@@ -123,12 +124,15 @@ def _load_profile(path: Path, model: NetworkModel, below_binding: bool,
         if "gamma" in model.PARAMS:         # rule reduction_combine: one section for every model
             out.update(profile_gamma(data, path))
         if below_binding:
-            from replay.binding import binding_costs, less_binding
+            from replay.binding import binding_costs, less_binding, native_costs, with_native
             try:
+                native = native_costs(data, f"profile {path}")
                 costs = binding_costs(data, f"profile {path}")
             except DataError as exc:
                 raise ParamError(str(exc)) from None
-            if costs:
+            if native:                  # rule native_call_costs, else binding_in_bursts
+                out = with_native(out, native)
+            elif costs:
                 out = less_binding(out, costs)
         for name, raw in out.items():       # validate here so the error names the file
             for target in _expand(model, name):
