@@ -51,8 +51,9 @@ in C against 3-5 µs through mpi4py on this project's machines):
     o_irecv' = o_irecv(C)   o_wait' = o_wait(C)   o_probe' = o_probe(C)   o_call' = o_call(C)
 
 (o_b·2: the model adds o_b·P to the overheads, and the probe ran on 2 ranks). The shared-flag
-collectives' costs still lose the binding's (the native probe makes no collective). Values set
-with ``--set`` are kept, as above.
+collectives take the profile's ``[native_shared_flag]`` table where it has one
+(``replay.flags.flag_costs``), else ``[shared_flag]`` less the binding's. Values set with
+``--set`` are kept, as above.
 """
 
 from __future__ import annotations

@@ -100,12 +100,30 @@ class FlagCosts:
 def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
                below_binding: bool = False) -> FlagCosts | None:
     """The ``[shared_flag]`` table of a calibration profile (a TOML document), None where it has
-    none; for a trace recorded ``below_binding``, less the profile's ``[binding]`` costs (rule
-    binding_in_bursts). A malformed table is a DataError naming ``where``."""
-    if not profile or "shared_flag" not in profile:
+    none; for a trace recorded ``below_binding``, the ``[native_shared_flag]`` table where the
+    profile has one (the same collectives made from C: rule native_call_costs), else
+    ``[shared_flag]`` less the profile's ``[binding]`` costs (rule binding_in_bursts). A
+    malformed table is a DataError naming ``where``."""
+    if not profile:
         return None
-    sec = profile["shared_flag"]
-    bad = f"{where}: [shared_flag]"
+    if below_binding and "native_shared_flag" in profile:
+        return _flag_table(profile, "native_shared_flag", where)
+    costs = _flag_table(profile, "shared_flag", where)
+    if costs is not None and below_binding:
+        from replay.binding import binding_costs
+        binding = binding_costs(profile, where)
+        if binding:
+            costs = costs.less(binding)
+    return costs
+
+
+def _flag_table(profile: Mapping[str, Any], name: str, where: str) -> FlagCosts | None:
+    """Section ``[name]`` of a profile in the ``[shared_flag]`` layout, None where it has none
+    (or no collective)."""
+    if name not in profile:
+        return None
+    sec = profile[name]
+    bad = f"{where}: [{name}]"
     if not isinstance(sec, Mapping):
         raise DataError(f"{bad} must be a table")
     ranks = sec.get("ranks")
@@ -123,27 +141,21 @@ def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
             raise DataError(f"{bad}.{op} bytes must be increasing sizes >= 0")
         need = {f"{role}_own_s" for role in ROLES} | \
             {f"{role}_after_s" for role in ROLES if WAITS_FOR[(op, role)] != "none"}
-        for name in sorted(need):
-            v = costs.get(name)
+        for key in sorted(need):
+            v = costs.get(key)
             if not (isinstance(v, list) and len(v) == len(sizes)
                     and all(is_number(x) and x >= 0 for x in v)):
-                raise DataError(f"{bad}.{op} {name} must be {len(sizes)} times >= 0 (seconds), "
+                raise DataError(f"{bad}.{op} {key} must be {len(sizes)} times >= 0 (seconds), "
                                 "one per size")
         unknown = set(costs) - need - {"bytes"}
         if unknown:
             raise DataError(f"{bad}.{op}: unknown key {sorted(unknown)[0]!r} (known: "
                             f"{', '.join(sorted(need | {'bytes'}))})")
-        table[op] = {name: tuple(float(x) for x in costs[name]) for name in need | {"bytes"}}
+        table[op] = {key: tuple(float(x) for x in costs[key]) for key in need | {"bytes"}}
     if not table:
         return None
     transport = str((profile.get("measured_on") or {}).get("transport", "?"))
-    costs = FlagCosts(int(ranks), table, transport)
-    if below_binding:
-        from replay.binding import binding_costs
-        binding = binding_costs(profile, where)
-        if binding:
-            costs = costs.less(binding)
-    return costs
+    return FlagCosts(int(ranks), table, transport)
 
 
 def largest_blocks(coll, nbytes: np.ndarray) -> np.ndarray:

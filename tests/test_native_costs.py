@@ -15,7 +15,8 @@ import pytest
 
 from replay import models as M
 from replay.binding import NATIVE_KEYS, native_costs, with_native
-from replay.calibration.native import fit_native
+from replay.calibration.native import fit_native, fit_native_flags
+from replay.recorder_rules import trace_rules
 from conftest import hand_profile, rank_ends_ns, replay_json
 from synthetic import simulate_to_dir
 
@@ -124,6 +125,55 @@ def test_fit_takes_the_per_byte_terms_off_and_the_loop_off_the_calls():
     assert native_costs({"native": params}) == params
 
 
+def test_shared_flag_costs_below_mpi4py_are_the_native_table(tmp_path):
+    """A trace recorded below mpi4py takes [native_shared_flag] as it is, not [shared_flag]
+    less the binding's; the Python tracer's trace keeps [shared_flag]."""
+    table = {"ranks": 2, "Bcast": {"bytes": [8], "root_own_s": [1 * US],
+                                   "member_own_s": [3 * US], "member_after_s": [5 * US]}}
+    native = {"ranks": 2, "Bcast": {"bytes": [8, 512], "root_own_s": [0.2 * US, 0.3 * US],
+                                    "member_own_s": [0.4 * US, 0.5 * US],
+                                    "member_after_s": [0.6 * US, 0.7 * US]}}
+    prof = hand_profile(tmp_path / "p.toml", binding={**BINDING, "Bcast": 1 * US},
+                        native=NATIVE, shared_flag=table, native_shared_flag=native)
+    loggps = M.get_model("loggps")
+    python = trace_rules(prof, {}).flags_for(loggps)
+    pmpi = trace_rules(prof, {"tracer": "pmpi"}).flags_for(loggps)
+    assert python.table["Bcast"]["member_own_s"] == pytest.approx((3 * US,))
+    assert pmpi.table["Bcast"]["member_own_s"] == pytest.approx((0.4 * US, 0.5 * US))
+    assert pmpi.table["Bcast"]["bytes"] == (8, 512)
+    # without [native_shared_flag]: the binding rule's table, as before
+    plain = hand_profile(tmp_path / "q.toml", binding={**BINDING, "Bcast": 1 * US},
+                         native=NATIVE, shared_flag=table)
+    less = trace_rules(plain, {"tracer": "pmpi"}).flags_for(loggps)
+    assert less.table["Bcast"]["member_own_s"] == pytest.approx((2 * US,))
+    # a malformed native table is an error naming its section
+    bad = hand_profile(tmp_path / "b.toml", native=NATIVE,
+                       native_shared_flag={"ranks": 2, "Bcastt": {"bytes": [8]}})
+    with pytest.raises(Exception, match=r"\[native_shared_flag\]\.Bcastt: not one of"):
+        trace_rules(bad, {"tracer": "pmpi"}).flags_for(loggps)
+
+
+def test_the_native_collectives_are_fitted_as_the_collective_probe():
+    """Each case's entries and exits of both ranks are paired as flags.fit_flags reads them:
+    the late rank's own = its exit - its entry, the early rank's after = its exit - the late
+    rank's entry."""
+    def case(op, late, t_in, t_out):
+        return {"op": op, "bytes": 8, "late": late, "in": t_in, "out": t_out}
+    # rank 0 (root) and rank 1 of an Allreduce: rank 0 late, then rank 1 late (ns)
+    sender = [case("Allreduce", 0, [1000] * 60, [1400] * 60),
+              case("Allreduce", 1, [0] * 60, [1900] * 60)]
+    receiver = [case("Allreduce", 0, [0] * 60, [1700] * 60),
+                case("Allreduce", 1, [1500] * 60, [2100] * 60)]
+    params, _, _ = fit_native_flags({"sender": {"flag_cases": sender},
+                                     "receiver": {"flag_cases": receiver}})
+    a = params["Allreduce"]
+    assert a["bytes"] == [8]
+    assert a["root_own_s"] == pytest.approx([400e-9])       # 1400 - 1000
+    assert a["member_own_s"] == pytest.approx([600e-9])     # 2100 - 1500
+    assert a["member_after_s"] == pytest.approx([700e-9])   # 1700 - 1000
+    assert a["root_after_s"] == pytest.approx([400e-9])     # 1900 - 1500
+
+
 @pytest.mark.skipif(os.environ.get("HINDSIGHT_SKIP_MPI") == "1", reason="no MPI")
 def test_real_probe_on_two_ranks(tmp_path):
     """The probe built with the venv's mpicc and run under mpiexec -n 2 on shared memory: every
@@ -139,3 +189,8 @@ def test_real_probe_on_two_ranks(tmp_path):
         assert 0 < params[key] < 50e-6, (key, params[key])
     assert params["o_send"] + params["o_recv"] < params["one_way"], params
     assert len(probe["sender"]["rt_ns_0"]) == 200 and len(probe["receiver"]["or_ns_3"]) == 100
+    # the collectives: Barrier, and three collectives at four sizes, each rank late in turn
+    flags, _, _ = fit_native_flags(probe)
+    assert sorted(flags) == ["Allreduce", "Barrier", "Bcast", "Reduce"]
+    assert flags["Allreduce"]["bytes"] == [8, 512, 8192, 65536]
+    assert all(0 < x < 1e-3 for x in flags["Allreduce"]["member_own_s"])

@@ -136,15 +136,8 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
                    + " (a burst's CPU time after that long in other work: length + the extra)")
     sf = prof.get("shared_flag") or {}
     if sf:
-        # the smallest size: what a program's frequent small collectives cost each member
-        click.echo("  flags   " + " ".join(
-            f"{op} " + "/".join(f"{c[k][0] * us:.3g}" for k in
-                                ("root_own_s", "root_after_s", "member_own_s", "member_after_s")
-                                if k in c)
-            + "us" for op, c in ((o, sf[o]) for o in ("Barrier", "Bcast", "Reduce", "Allreduce")
-                                 if o in sf))
-            + " (shared-flag collectives at their smallest size, root own/after, member "
-            "own/after)")
+        click.echo("  flags   " + _flags(sf) + " (shared-flag collectives at their smallest "
+                   "size, root own/after, member own/after)")
     bd = prof.get("binding") or {}
     if bd:
         from replay.binding import CALLS
@@ -154,6 +147,9 @@ def calibrate_cmd(nprocs, transport, sizes, repeat, overhead_ranks, out, testbed
     if nv:
         click.echo("  native  " + " ".join(f"{k}={v * us:.2g}us" for k, v in nv.items())
                    + " (the calls made from C; a trace recorded below mpi4py pays these)")
+    nf = prof.get("native_shared_flag") or {}
+    if nf:
+        click.echo("  nflags  " + _flags(nf) + " (the same collectives made from C)")
     rd = prof.get("reduction") or {}
     if rd:
         ev = f.get("reduction_probe") or {}
@@ -186,3 +182,11 @@ def _curve(sec: dict, heads: list[str]) -> str:
     return "; ".join(head + " " + " ".join(f"{b * 1e6:.3g}us+{e * 1e6:.3g}us"
                                            for b, e in zip(sec["burst_s"], row))
                      for head, row in zip(heads, sec["extra_s"]))
+
+
+def _flags(sf: dict) -> str:
+    """The shared-flag collectives' costs at their smallest size (what a program's frequent
+    small collectives cost each member): root own/after, member own/after, in us."""
+    return " ".join(f"{op} " + "/".join(f"{c[k][0] * 1e6:.3g}" for k in (
+        "root_own_s", "root_after_s", "member_own_s", "member_after_s") if k in c) + "us"
+        for op, c in ((o, sf[o]) for o in ("Barrier", "Bcast", "Reduce", "Allreduce") if o in sf))

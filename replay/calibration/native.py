@@ -15,7 +15,9 @@ the calibrated transport, after the benchmark:
   ping-pong (``MPI_Send`` / ``MPI_Recv``); o_s(k), the median time rank 0 spends in ``MPI_Send``;
   o_r(k), the median time of an ``MPI_Recv`` whose message ``MPI_Iprobe`` has found there;
 * per call, batches of 100 timed as a whole: ``MPI_Irecv`` posts, ``MPI_Wait`` on a completed
-  send, ``MPI_Probe`` of a queued message, ``MPI_Iprobe`` finding nothing, less an empty loop.
+  send, ``MPI_Probe`` of a queued message, ``MPI_Iprobe`` finding nothing, less an empty loop;
+* the collective probe of ``flags.py`` (rule shared_flag_meeting): Barrier, Bcast, Reduce and
+  Allreduce on a communicator of the two, each call's entry and exit on both ranks.
 
 The fit, with O_send, O_recv and G of the main fit (per byte: the same wire and copies):
 
@@ -24,7 +26,10 @@ The fit, with O_send, O_recv and G of the main fit (per byte: the same wire and 
 
 and o_irecv, o_wait, o_probe, o_call the calls' medians per call, each at least 0. Written as the
 profile's ``[native]`` section (seconds); a replay of a trace recorded below mpi4py takes them
-instead of the mpi4py costs less the binding's, with L = one_way − o_send − o_recv.
+instead of the mpi4py costs less the binding's, with L = one_way − o_send − o_recv. The
+collectives are fitted as the collective probe's (``flags.fit_flags``) into
+``[native_shared_flag]`` (on shared memory only, as ``[shared_flag]``), which such a trace's
+shared-flag collectives take instead of ``[shared_flag]`` less the binding's.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ BUILD_DIR = SOURCE.parent / "build"
 CFLAGS = ("-O2",)
 #: the ``[native]`` section's keys (replay.binding.NATIVE_KEYS), seconds
 KEYS = ("o_send", "o_recv", "one_way", "o_irecv", "o_wait", "o_probe", "o_call")
+#: the collectives' probe, as native_probe.c makes it (flags.FLAG_REPEAT, FLAG_DELAY_NS)
+FLAG_REPEAT = 60
+FLAG_DELAY_S = 40e-6
 #: per-call quantity of the program's output -> the profile's key
 CALLS = {"irecv_ns": "o_irecv", "wait_ns": "o_wait", "probe_ns": "o_probe",
          "iprobe_ns": "o_call"}
@@ -104,12 +112,28 @@ def fit_native(probe: dict, main: dict) -> tuple[dict, dict, list[str]]:
     return {k: params[k] for k in KEYS}, evidence, notes
 
 
+def fit_native_flags(probe: dict) -> tuple[dict, dict, list[str]]:
+    """``flags.fit_flags`` of the probe's collectives (both ranks' entries and exits, case by
+    case): the ``[native_shared_flag]`` section's tables, their evidence and notes."""
+    from replay.calibration.flags import fit_flags
+
+    cases = []
+    for mine, theirs in zip(probe["sender"]["flag_cases"], probe["receiver"]["flag_cases"]):
+        cases.append({**mine, "in": [mine["in"], theirs["in"]],
+                      "out": [mine["out"], theirs["out"]]})
+    params, evidence, notes = fit_flags({"repeat": FLAG_REPEAT, "delay_s": FLAG_DELAY_S,
+                                         "cases": cases})
+    return params, evidence, [n.replace("flag probe:", "native flag probe:") for n in notes]
+
+
 def native_probe(job: Callable[[list[str]], list[str]], run_job: Callable[..., tuple],
-                 env: dict[str, str], sizes: list[int], reps: int, main: dict,
+                 env: dict[str, str], sizes: list[int], reps: int, main: dict, flags: bool,
                  progress: Callable[[str], None], notes: list[str]
-                 ) -> tuple[dict, dict, list[str]] | None:
-    """The probe run and fitted (``run_probe``, ``fit_native``); None with a note in ``notes``
-    when it could not be built or its job failed (the profile then has no ``[native]``)."""
+                 ) -> tuple[dict, dict] | None:
+    """The probe run and fitted: (the profile's sections, the evidence). ``[native]``
+    (``fit_native``), and with ``flags`` (shared memory on one node, where MPICH runs those
+    collectives on flags) ``[native_shared_flag]`` (``fit_native_flags``). None with a note in
+    ``notes`` when it could not be built or its job failed (the profile then has neither)."""
     from hindsight.errors import UserError
 
     if not sizes:
@@ -117,9 +141,16 @@ def native_probe(job: Callable[[list[str]], list[str]], run_job: Callable[..., t
         return None
     progress("the calls' costs made from C (2 ranks, about a second)")
     try:
-        fit = fit_native(run_probe(job, run_job, env, sizes, reps), main)
+        probe = run_probe(job, run_job, env, sizes, reps)
+        params, evidence, more = fit_native(probe, main)
+        sections = {"native": params}
+        if flags:
+            table, flag_evidence, flag_notes = fit_native_flags(probe)
+            sections["native_shared_flag"] = {"ranks": 2, **table}
+            evidence["flag_probe"] = flag_evidence
+            more += flag_notes
     except (RuntimeError, OSError, UserError) as exc:   # (no mpicc, a stalled job)
         notes.append(f"native probe: {exc}; no [native] section")
         return None
-    notes.extend(fit[2])
-    return fit
+    notes.extend(more)
+    return sections, evidence

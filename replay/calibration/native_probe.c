@@ -12,9 +12,15 @@
  *   calls      BATCHES batches of BATCH calls kept after one warm-up batch, each timed as a
  *              whole: MPI_Irecv posts nothing satisfies yet, MPI_Wait on sends known complete,
  *              MPI_Probe of a queued message, MPI_Iprobe of a tag nothing is sent with, and an
- *              empty loop of the same length.
+ *              empty loop of the same length;
+ *   flags      the collective probe of replay/calibration/flags.py made from C: Barrier, and
+ *              Bcast, Reduce, Allreduce of 8, 512, 8192, 65536 bytes of doubles (rank 0 the
+ *              root) on a communicator of ranks 0 and 1, per late rank 60 calls after 6
+ *              untimed ones, each after a 0-byte Sendrecv of the two, the late rank spinning
+ *              40 us first; both ranks keep each call's entry and exit.
  * Each rank writes OUT.<rank>, one JSON object of nanoseconds (rank 0: the round trips, the
- * time in each Send and the call batches; rank 1: the receives). Clock: CLOCK_MONOTONIC. */
+ * time in each Send and the call batches; rank 1: the receives; both: the collectives' entries
+ * and exits). Clock: CLOCK_MONOTONIC, one for every process of a node. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +28,12 @@
 #include <time.h>
 
 enum { TAG_PP = 71, TAG_RECV, TAG_ACK, TAG_GO, TAG_IRECV, TAG_WAIT, TAG_PROBE, TAG_MARK,
-       TAG_NONE };
+       TAG_NONE, TAG_SYNC };
 enum { BATCH = 100, BATCHES = 20, QUEUED = 20, PASSES = 5, WARM = 10, MAXSIZES = 16 };
+/* the collective probe's (replay/calibration/flags.py: FLAG_*) */
+enum { FLAG_REPEAT = 60, FLAG_WARMUP = 6, FLAG_DELAY_NS = 40000, FLAG_NSIZES = 4 };
+static const int FLAG_SIZES[FLAG_NSIZES] = {8, 512, 8192, 65536};
+static const char *FLAG_OPS[4] = {"Barrier", "Bcast", "Reduce", "Allreduce"};
 
 static long long now(void) {
     struct timespec t;
@@ -43,6 +53,49 @@ static void put_list(FILE *f, const char *name, const long long *v, int n, int l
     fprintf(f, "\"%s\": [", name);
     for (int i = 0; i < n; i++) fprintf(f, "%s%lld", i ? ", " : "", v[i]);
     fprintf(f, "]%s\n", last ? "" : ",");
+}
+
+/* one collective call of the probe on `pair` (rank 0 the root), n bytes of doubles */
+static void flag_call(MPI_Comm pair, int op, int n, double *sbuf, double *rbuf) {
+    int k = n / 8 > 0 ? n / 8 : 1;
+    if (op == 0) MPI_Barrier(pair);
+    else if (op == 1) MPI_Bcast(sbuf, k, MPI_DOUBLE, 0, pair);
+    else if (op == 2) MPI_Reduce(sbuf, rbuf, k, MPI_DOUBLE, MPI_SUM, 0, pair);
+    else MPI_Allreduce(sbuf, rbuf, k, MPI_DOUBLE, MPI_SUM, pair);
+}
+
+/* the collective probe: writes this rank's cases, as flags.flag_probe keeps them */
+static void flag_probe(FILE *f, MPI_Comm pair, int rank) {
+    double *sbuf = malloc(65536), *rbuf = malloc(65536);
+    long long tin[FLAG_REPEAT], tout[FLAG_REPEAT];
+    for (int i = 0; i < 65536 / 8; i++) sbuf[i] = 1.0;
+    for (int i = 0; i < FLAG_WARMUP; i++) MPI_Barrier(pair);
+    fprintf(f, "\"flag_cases\": [");
+    int first = 1;
+    for (int op = 0; op < 4; op++)
+        for (int s = 0; s < (op ? FLAG_NSIZES : 1); s++) {
+            int n = op ? FLAG_SIZES[s] : 0;
+            for (int late = 0; late < 2; late++) {
+                for (int i = 0; i < FLAG_WARMUP; i++) flag_call(pair, op, n, sbuf, rbuf);
+                for (int j = 0; j < FLAG_REPEAT; j++) {
+                    MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC, NULL, 0, MPI_BYTE,
+                                 1 - rank, TAG_SYNC, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    if (rank == late) spin(FLAG_DELAY_NS);
+                    tin[j] = now();
+                    flag_call(pair, op, n, sbuf, rbuf);
+                    tout[j] = now();
+                }
+                fprintf(f, "%s{\"op\": \"%s\", \"bytes\": %d, \"late\": %d,\n", first ? "" : ", ",
+                        FLAG_OPS[op], n, late);
+                first = 0;
+                put_list(f, "in", tin, FLAG_REPEAT, 0);
+                put_list(f, "out", tout, FLAG_REPEAT, 1);
+                fprintf(f, "}");
+            }
+        }
+    fprintf(f, "],\n");
+    free(sbuf);
+    free(rbuf);
 }
 
 static int cmp(const void *a, const void *b) {
@@ -75,6 +128,8 @@ int main(int argc, char **argv) {
     MPI_Request reqs[BATCH];
     int got[MAXSIZES] = {0};
     volatile int sink = 0;
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
     if (rank < 2) {
         /* ping-pong, sizes in interleaved passes */
         for (int p = 0; p < PASSES; p++)
@@ -228,6 +283,8 @@ int main(int argc, char **argv) {
         }
         if (rank == 0)
             for (int c = 0; c < 5; c++) put_list(f, names[c], calls[c], BATCHES, 0);
+        flag_probe(f, pair, rank);
+        MPI_Comm_free(&pair);
         fprintf(f, "\"ranks\": %d}\n", size);
         fclose(f);
     }

@@ -486,7 +486,8 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
     tr = tracer_probe(transport, run_job, progress, lg.notes)
     env2, job2 = bench_job(2, transport, testbed)
     nv = native_probe(job2, run_job, env2, [k for k in SMALL if k <= lg.params["S"]],
-                      max(repeat, 100) * 2, lg.params, progress, lg.notes)
+                      max(repeat, 100) * 2, lg.params, transport == "shm" and testbed is None,
+                      progress, lg.notes)
     qf = F.fit_queue(run["queue_probe"]) if run.get("queue_probe") else None
     if qf is not None:
         lg.notes.extend(qf.notes)
@@ -556,9 +557,9 @@ def calibrate(nprocs: int, transport: str = "shm", sizes: str = DEFAULT_SIZES,
         # the Python tracer's own time per call, which its traces have in their bursts (rule
         # python_tracer_in_bursts)
         **({"python_tracer": tr[0]} if tr is not None else {}),
-        # the calls' costs made from C, which a trace recorded below mpi4py pays instead of
-        # the mpi4py costs (rule native_call_costs)
-        **({"native": nv[0]} if nv is not None else {}),
+        # the calls' and shared-flag collectives' costs made from C, which a trace recorded
+        # below mpi4py pays instead of the mpi4py costs (rule native_call_costs)
+        **(nv[0] if nv is not None else {}),
         "fit": {
             "r2_loggp": lg.r2, "r2_hockney": hk["r2"],
             "residuals": {"loggp": lg.residuals, "hockney": hk["residuals"]},
