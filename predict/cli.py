@@ -166,6 +166,15 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
         mod = M.get_model(model_name)
     except M.ParamError as exc:
         raise UsageError(f"--model: {exc}") from None
+    if mod.MODE == "measured" or mod.OWN_SIMULATOR:
+        # the schedules predict synthesises have no measured transfers, and live in memory
+        raise UsageError(f"--model {mod.NAME}: predict replays schedules it synthesises, which "
+                         + ("have no measured transfers to replay" if mod.MODE == "measured"
+                            else "are no trace directory for LogGOPSim's simulator to read")
+                         + "; choose " + ", ".join(
+                             n for n in M.names() if n != mod.NAME and (
+                                 M.get_model(n).MODE != "measured"
+                                 and not M.get_model(n).OWN_SIMULATOR)))
     profile_doc = None
     try:
         assignments = M.parse_assignments(list(sets))
@@ -269,12 +278,28 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
                if "analytic_P_opt" in opt.columns and not math.isnan(o.analytic_P_opt)
                else ""))
     if sat is not None:
+        top = int(df["P"].max())
+
+        def first_p(p: float) -> str:     # (nan: no P of the grid saturates it)
+            return f"from P = {int(p)}" if not math.isnan(p) else f"not up to P = {top}"
         for s in sat.itertuples():
-            say(f"N={s.N}: master saturated from P = {s.saturation_P} (replay: master "
-                       f"waits < {scaling.SATURATED_WAIT:.0%}); paper 004: saturation P = "
-                       f"{s.paper004_saturation_P}, optimal P = {s.paper004_optimal_P}")
+            say(f"N={s.N}: master saturated {first_p(s.saturation_P)} (replay: master "
+                f"waits < {scaling.SATURATED_WAIT:.0%}); paper 004: saturated "
+                f"{first_p(s.paper004_saturation_P)}, optimal P = {s.paper004_optimal_P}")
     x = iso["exponent"]
-    if not math.isnan(x):
+    # T_o's growth with W is what the estimate rests on: one size cannot show it, and an
+    # exponent below 0 (W_iso falling as p grows) says T_o did not grow with p in these runs
+    if df["N"].nunique() < 2:
+        iso["not_estimable"] = "one size: T_o's growth with W needs two or more --size"
+    elif not math.isnan(x) and x < 0:
+        iso["not_estimable"] = (f"the fitted W_iso falls as p grows (p^{x:.2f}): T_o does not "
+                                "grow with p in these runs")
+    if iso.get("not_estimable"):
+        iso["exponent"] = math.nan
+        say(f"isoefficiency (E = {target_e:g}): not estimable from {iso['not_estimable']}"
+            if iso["not_estimable"].startswith("one size") else
+            f"isoefficiency (E = {target_e:g}): not estimable: {iso['not_estimable']}")
+    elif not math.isnan(x):
         used = [int(r["p"]) for r in iso["per_p"] if r["W_iso_s"] > 0]
         say(f"isoefficiency (E = {target_e:g}): W must grow as p^{x:.2f} to keep E "
             f"(fitted on the {len(used)} P where some W keeps it: "
@@ -338,6 +363,7 @@ def plot(df, opt, cm, unit: str, path: Path, bad_fit: bool = False) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
     name = " / ".join(dict.fromkeys(df.loc[df["analytic_s"].notna(), "analytic_model"]))
@@ -365,7 +391,10 @@ def plot(df, opt, cm, unit: str, path: Path, bad_fit: bool = False) -> None:
         gg = g[g["P"] > 1]
         axes[1, 1].plot(gg["P"], gg["overhead_s"].clip(lower=1e-9), "o-", color=col, label=lab)
     Pmax = df["P"].max()
-    axes[0, 1].plot([1, Pmax], [1, Pmax], ":", color="grey", label="linear")
+    # (drawn through many points: on a linear P axis against a log speedup axis, a straight
+    # segment between its ends is not speedup = P)
+    line = np.linspace(1, Pmax, 256)
+    axes[0, 1].plot(line, line, ":", color="grey", label="linear")
     titles = [("predicted time T_P (s); ★ = optimal P", True, True),
               ("speedup W / T_P", True, True), ("efficiency W / (p·T_P)", True, False),
               ("overhead T_o = p·T_P − W (s)", True, True)]

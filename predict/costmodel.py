@@ -367,6 +367,7 @@ class CostModel:
     traces: list[str]
     configs: list[tuple[int, int]]            # measured (P, N)
     queried: dict[str, tuple[float, float]] = field(default_factory=dict)  # max (u, P) asked
+    least_u: dict[str, float] = field(default_factory=dict)  # min u > 0 asked
     untraced: list[str] = field(default_factory=list)   # untraced runs found beside the traces
     disturbed: list[str] = field(default_factory=list)  # fitted traces whose runs were disturbed
     negative: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # (u, P, y)
@@ -377,6 +378,8 @@ class CostModel:
             return 0.0  # a block this configuration never ran (e.g. no merge at P = 1)
         qu, qP = self.queried.get(quantity, (0.0, 0.0))
         self.queried[quantity] = (max(qu, u), max(qP, P))
+        if u > 0:
+            self.least_u[quantity] = min(self.least_u.get(quantity, u), u)
         y = f(u, P)
         if y < 0 and quantity not in self.negative:
             self.negative[quantity] = (u, P, y)
@@ -397,6 +400,10 @@ class CostModel:
             if u > f.u_range[1] * 1.001 and u > 0:
                 far.append(f"u up to {u:.4g} ({u / max(f.u_range[1], 1e-300):.3g}x the "
                            f"largest fitted {f.u_range[1]:.4g})")
+            low = self.least_u.get(q, 0.0)
+            if 0 < low < f.u_range[0] * 0.999:
+                # below the measured sizes too (a --size smaller than a task): never silent
+                far.append(f"u down to {low:.4g} (the smallest fitted {f.u_range[0]:.4g})")
             if P > f.P_range[1]:
                 if any(t in P_TERMS for t in f.terms):
                     far.append(f"P up to {int(P)} (fitted up to {f.P_range[1]})")

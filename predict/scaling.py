@@ -67,12 +67,14 @@ def net_constants(model: NetworkModel, values: dict[str, Any],
         L, G = values["L"] * ns, values["G"] * ns
         o_s, o_r = values["o_send"] * ns, values["o_recv"] * ns
         return {"L": L, "o_send": o_s, "o_recv": o_r, "G": G, "o_b": values["o_b_send"] * ns,
-                "O": values["O_send"] * ns, "l": L + o_s + o_r, "g": G or 1e-10}
+                "O_send": values["O_send"] * ns, "O_recv": values["O_recv"] * ns,
+                "l": L + o_s + o_r, "g": G or 1e-10}
     if model.NAME == "hockney":
         l, g = values["l"] * ns, values["g"] * ns
-        return {"L": l, "o_send": 0.0, "o_recv": 0.0, "G": g, "o_b": 0.0, "O": 0.0, "l": l, "g": g}
-    return {"L": 0.0, "o_send": 0.0, "o_recv": 0.0, "G": 0.0, "o_b": 0.0, "O": 0.0, "l": 0.0,
-            "g": 1e-10}
+        return {"L": l, "o_send": 0.0, "o_recv": 0.0, "G": g, "o_b": 0.0, "O_send": 0.0,
+                "O_recv": 0.0, "l": l, "g": g}
+    return {"L": 0.0, "o_send": 0.0, "o_recv": 0.0, "G": 0.0, "o_b": 0.0, "O_send": 0.0,
+            "O_recv": 0.0, "l": 0.0, "g": 1e-10}
 
 
 def _pipeline_paper000(cm: CostModel, P: int, N: int, n: int, t_comp: float,
@@ -109,7 +111,8 @@ def _master_worker_paper004(cm: CostModel, P: int, N: int, n: int, t_comp: float
     if P == 1:
         return "paper004 T(P)", n * t_comp + merges
     r = paper004.t_ms(n, P, t_comp, c("bytes:control", 0, P), c("bytes:result", u, P),
-                      net["L"], net["G"], net["o_send"], net["o_b"], net["O"], net["O"])
+                      net["L"], net["G"], net["o_send"], net["o_b"], net["O_send"],
+                      net["O_recv"])
     return "paper004 T(P)", max(r["T_master_s"] + merges, r["T_worker_s"])
 
 
@@ -199,8 +202,8 @@ def saturation(df: pd.DataFrame, cm: CostModel, net: dict[str, float]) -> pd.Dat
         n = cm.spec(2, int(N)).n_tasks
         t_task = c("io", u, 2) + c("task", u, 2) + 2 * c("other", 0, 2)
         a = paper004.saturation(n, t_task, c("bytes:control", 0, 2), c("bytes:result", u, 2),
-                                net["L"], net["G"], net["o_send"], net["o_b"], net["O"],
-                                net["O"], P_max=int(max(g["P"].max(), 2)))
+                                net["L"], net["G"], net["o_send"], net["o_b"], net["O_send"],
+                                net["O_recv"], P_max=int(max(g["P"].max(), 2)))
         out.append({"N": int(N), "saturation_P": int(sat.min()) if len(sat) else math.nan,
                     "paper004_saturation_P": a["saturation_P"],
                     "paper004_optimal_P": a["optimal_P"]})

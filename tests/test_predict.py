@@ -366,6 +366,54 @@ def test_predict_cli_user_errors(measured, tmp_path: Path) -> None:
                                  "pipeline)") in r.output, r.output
 
 
+def test_predict_demand_driven_master_worker_with_a_profile(measured, tmp_path: Path) -> None:
+    """Paper 004's closed form beside the replay of a demand-driven master/worker, its network
+    constants from --profile (it raised KeyError 'O': the constants name O_send and O_recv);
+    a saturation point no P of the grid reaches reads so, not nan; one size gives no
+    isoefficiency estimate (T_o's growth with W needs two)."""
+    r = CliRunner().invoke(cli, ["predict", str(measured["components-mw"]), "--ranks", "1..4",
+                                 "--profile", str(PROFILE), "--accept-bad-fit", "--out",
+                                 str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(tmp_path / "o" / "predict.csv")
+    assert (df["analytic_model"] == "paper004 T(P)").all()
+    assert df["analytic_s"].notna().all() and (df["analytic_s"] > 0).all()
+    sat = [x for x in r.output.splitlines() if "master saturated" in x]
+    assert sat and all("nan" not in x for x in sat), r.output
+    assert all(re.search(r"saturated (from P = \d+|not up to P = 4)", x) for x in sat)
+    assert "isoefficiency (E = 0.5): not estimable from one size" in r.output
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["isoefficiency"]["not_estimable"].startswith("one size")
+    # and without --profile, the model's own constants: the same closed form
+    r = CliRunner().invoke(cli, ["predict", str(measured["components-mw"]), "--ranks", "1..2",
+                                 "--accept-bad-fit", "--json"])
+    assert r.exit_code == 0, r.output
+
+
+def test_a_size_below_the_measured_tasks_is_said_extrapolated(measured) -> None:
+    """A --size smaller than one measured task asks the task's fit below the sizes it was
+    fitted on (sorting's arrays were 8192 elements): never silent (it read as the full task's
+    time, with no warning)."""
+    r = CliRunner().invoke(cli, ["predict", str(measured["sorting-tree"]), "--ranks", "1..2",
+                                 "--size", "100,32768", "--accept-bad-fit", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    said = doc["warnings"] + doc["bad_fits"]
+    assert any("u down to 100 (the smallest fitted 8192)" in w for w in said), said
+
+
+@pytest.mark.parametrize("model", ["loggopsim", "measured"])
+def test_predict_refuses_models_that_cannot_replay_a_synthesised_schedule(measured,
+                                                                          model) -> None:
+    r = CliRunner().invoke(cli, ["predict", str(measured["sorting-tree"]), "--model", model,
+                                 "--ranks", "2"])
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: --model {model}: predict replays "
+                                                   "schedules it synthesises"), r.output
+    assert "loggps" in lines[0] and "Traceback" not in r.output
+
+
 def test_predict_sizes_take_suffixes() -> None:
     from predict.cli import parse_sizes
 
@@ -464,6 +512,7 @@ def test_predict_plot_circles_points_extrapolated_from_a_bad_fit(tmp_path: Path,
         ax = fig.axes[0]
         marked["lines"] = [ln for ln in ax.get_lines() if "bad fit" in str(ln.get_label())]
         marked["title"] = fig._suptitle.get_text()
+        marked["linear"] = [ln for ln in fig.axes[1].get_lines() if ln.get_label() == "linear"]
         Path(path).write_bytes(b"png")
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
@@ -471,6 +520,11 @@ def test_predict_plot_circles_points_extrapolated_from_a_bad_fit(tmp_path: Path,
     assert len(marked["lines"]) == 1
     assert list(marked["lines"][0].get_xdata()) == [4, 8]
     assert "--accept-bad-fit" in marked["title"]
+    # the speedup panel's "linear" reference is speedup = P wherever it is drawn (a straight
+    # segment from (1, 1) to (8, 8) on its log speedup axis read 1.35 at P = 2)
+    (lin,) = marked["linear"]
+    x, y = np.asarray(lin.get_xdata()), np.asarray(lin.get_ydata())
+    assert np.allclose(x, y) and len(x) > 100 and x.min() == 1 and x.max() == 8
     plot(df, opt, cm, "elements", tmp_path / "p.png", bad_fit=False)
     assert marked["lines"] == [] and "--accept-bad-fit" not in marked["title"]
 
