@@ -19,7 +19,7 @@ from hindsight.errors import UsageError
 from replay import kernel as K
 from replay import models as M
 from replay.models.base import NetworkModel
-from replay.errors import ReplayError
+from replay.errors import ReplayError, deadlock
 from replay.prepare import Prepared
 from replay.stream import Stream, call_classes
 from replay.ack_cells import ACK_PASSES, ack_floors, cells_of
@@ -262,21 +262,6 @@ def _combines(st: Stream, prm: np.ndarray, mode: int) -> bool:
             and len(st.combine_op) > 0)
 
 
-_DEADLOCK = ("replay deadlock: the dependencies are cyclic or a partner is missing "
-             "(some ranks wait for messages or collectives that can never happen)")
-
-#: Rules ``nonblocking_split`` and ``nonblocking_in_order`` (replay.patterns) run a non-blocking
-#: collective's later steps at its completion or at that of one posted after it on its
-#: communicator; a program whose other calls before that completion wait for a peer that first
-#: completes the collective cannot be replayed so (docs/replay.md).
-_NONBLOCKING_HINT = ("; the trace has non-blocking collectives, whose steps after the first "
-                     "are replayed at their Wait/Test: a rank that waits for a peer's message "
-                     "before completing its collective, while that peer completes the "
-                     "collective first, or ranks that complete collectives on different "
-                     "communicators in different orders, deadlock under that rule (use --model "
-                     "measured)")
-
-
 def run(prep: Prepared, model: str | NetworkModel = "loggps",
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, *,
         profile: Mapping[str, Any] | str | os.PathLike | None = None,
@@ -382,8 +367,9 @@ def run(prep: Prepared, model: str | NetworkModel = "loggps",
                              no_queue=no_queue, starts=row_times or record_all,
                              resume=resume_tab)
         if stuck:
-            hint = _NONBLOCKING_HINT if len(st.coll_done_rows) else ""
-            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck){hint}")
+            S = values.get("S", np.inf) if "S" in mod.PARAMS else np.inf
+            raise deadlock(stuck, bool(len(st.coll_done_rows)), S,
+                           int(np.count_nonzero(st.m_bytes > S)) if np.isfinite(S) else 0)
     if cells:
         out = _with_ack_cells(st, prm, mode, scale, trail, cpu_time, m_delay, cost, out, cells,
                               info, carry, no_queue, resume_tab)
@@ -535,7 +521,7 @@ def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
                              no_queue, resume=resume)
         passes += 1
         if stuck:
-            raise ReplayError(f"{_DEADLOCK} ({stuck} ranks stuck) under rule ack_cells")
+            raise deadlock(stuck, False, where=" under rule ack_cells")
         prev = floor
     info["ack_cells"] = {"cells": cells, "held": held, "passes": passes, "settled": settled}
     return out
