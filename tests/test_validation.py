@@ -62,6 +62,9 @@ def test_default_spec_parses():
     (('ranks = [2]', 'ranks = [1]'), "ranks must be"),
     (('paradigms = ["pipeline"]', 'paradigms = ["hypercube"]'), None),
     (('replay = ["loggps", "hockney"]', 'replay = ["warp"]'), "unknown replay model"),
+    # a model named twice would be counted twice in the report's summary
+    (('replay = ["loggps", "hockney"]', 'replay = ["loggps", "hockney", "loggps"]'),
+     r"\[predictors\]: replay names 'loggps' twice"),
     (('profile = "prof.toml"', 'profile = "missing.toml"'), "profile not found"),
     (('repetitions = 1', 'repetitions = = 1'), "not valid TOML"),
     (('repetitions = 1', 'repetitions = 1\nground_truth = "wall"'), "ground_truth must be"),

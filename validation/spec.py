@@ -325,10 +325,13 @@ def _parse_spec(path: Path, raw: dict) -> Spec:
     for model in sets:
         _get(sets, model, "strings", f"{where} set", [])
         _check_set(where, model, sets[model])
-    for m in replay:
+    for i, m in enumerate(replay):
         if m not in REPLAY_MODELS:
             raise SpecError(f"spec {path}: unknown replay model {m!r} "
                             f"(choose from {', '.join(REPLAY_MODELS)})")
+        if m in replay[:i]:
+            # each model is one predictor of the report: twice would count its cells twice
+            raise SpecError(f"{where}: replay names {m!r} twice")
     top = f"spec {path}: top level"
     reps = _get(raw, "repetitions", "int", top, 2)
     timeout = _get(raw, "timeout", "number", top, 300)
