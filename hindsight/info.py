@@ -172,10 +172,16 @@ def _made_label(made: str) -> str:
     return "replayed" if made.startswith("replayed") else "simulated"
 
 
+def _run_line(run_id: Any, app: Any, paradigm: Any) -> str:
+    """The run's line: its id, the application and its paradigm (a program has none)."""
+    return (f"run         {run_id}  app={app}"
+            + (f"  paradigm={paradigm}" if paradigm is not None else ""))
+
+
 def format_info(info: dict[str, Any]) -> str:
     lines = [
         f"trace       {info['path']}",
-        f"run         {info['run_id']}  app={info['app']}  paradigm={info['paradigm']}",
+        _run_line(info["run_id"], info["app"], info["paradigm"]),
         f"ranks       {info['ranks']}  hosts={info['hosts']}  oversubscribed={info['oversubscribed']}",
         _origin_line(info),
         f"complete    {'yes' if info['complete'] else 'NO'}"
@@ -187,8 +193,9 @@ def format_info(info: dict[str, Any]) -> str:
     if info.get("stopped_in"):
         from instrument.stopped import describe
         lines.append("where       " + "\n            ".join(describe(info["stopped_in"])))
-    lines += [
-        f"verified    {info['result_verified']}",
+    # (set by applications that check their result: a program's run has nothing to say)
+    lines += ([f"verified    {info['result_verified']}"]
+              if info["result_verified"] is not None else []) + [
         f"makespan (replayed) {fmt_time(info['makespan_s'] * 1e9)}" if info.get("replay") else
         f"makespan ({_made_label(info['simulated'])}) {fmt_time(info['makespan_s'] * 1e9)}"
         if info.get("simulated") else makespan_text(info["makespan_s"] * 1e9),
@@ -228,7 +235,7 @@ def format_untraced(path: Path | str, m: dict[str, Any]) -> str:
     """``trace info`` of an untraced run (``collect --untraced``): its manifest's facts."""
     status = m.get("rank_status") or []
     lines = [f"untraced    {path}: an untraced run (collect --untraced), no events",
-             f"run         {m.get('run_id')}  app={m.get('app')}  paradigm={m.get('paradigm')}",
+             _run_line(m.get("run_id"), m.get("app"), m.get("paradigm")),
              # (ranks per host, as a trace's description gives them)
              f"ranks       {m.get('ranks')}  "
              f"hosts={m.get('ranks_per_host') or _ranks_per_host(m.get('hosts'))}  "

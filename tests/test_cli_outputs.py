@@ -564,6 +564,18 @@ def test_trace_info_of_a_replayed_timeline_says_it_is_one(tmp_path):
     assert "makespan (replayed) " in text and "traced run" not in text and "mpi " not in text
 
 
+def test_trace_info_of_a_program_prints_no_empty_fields():
+    """A program's run (not one of the applications) has no paradigm and checks no result:
+    info leaves both out (it printed "paradigm=None" and "verified    None"); an application
+    that checked its result still says so."""
+    corpus = Path(__file__).resolve().parent / "corpus"
+    text = invoke("trace", "info", corpus / "requests-n2").output
+    assert "app=requests.py" in text and "paradigm=" not in text and "None" not in text, text
+    assert "verified" not in text
+    app = invoke("trace", "info", corpus / "sort-pipeline-n3").output
+    assert "paradigm=pipeline" in app and "verified    True" in app, app
+
+
 def test_predict_refuses_a_program_without_a_skeleton():
     """predict synthesises the applications' schedules; a program's trace (here a corpus trace
     of requests.py) is one line saying so and what to do, exit 1."""
