@@ -195,7 +195,8 @@ def _check_app(app: str, paradigm: str | None) -> None:
 
     if app not in APPS:
         raise CollectUsageError(f"unknown application {app!r}; choose from "
-                                f"{', '.join(sorted(APPS))}")
+                                f"{', '.join(sorted(APPS))}, or trace a program of your own "
+                                f"with --program (collect -n P --program {app} ...)")
     if paradigm and paradigm not in APPS[app]:
         raise CollectUsageError(f"application {app!r} does not run on paradigm {paradigm!r}; "
                            f"choose from {', '.join(APPS[app])}")

@@ -192,7 +192,7 @@ def test_a_failed_write_is_one_line_naming_the_flag(trace, tmp_path, monkeypatch
     (["replay", "{t}", "--region-scale", "nosuch=2"], "--region-scale"),
     (["replay", "{t}", "--set", "G=abc"], "--set"),
     (["collect", "-n", "2", "--program", "{o}"], "--program"),
-    (["collect", "-n", "2", "nosuchapp"], "unknown application"),
+    (["collect", "-n", "2", "nosuchapp"], "--program nosuchapp"),
     (["collect", "-n", "2", "sorting", "--paradigm", "nosuch"], "paradigm"),
     (["collect", "-n", "2"], "name an application"),
 ])
