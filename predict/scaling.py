@@ -211,7 +211,8 @@ def saturation(df: pd.DataFrame, cm: CostModel, net: dict[str, float]) -> pd.Dat
 
 
 def isoefficiency(df: pd.DataFrame, E: float) -> dict[str, Any]:
-    """paper 001's isoefficiency estimate from the predicted runs (needs two or more sizes for
-    the growth of T_o with W; with one size T_o is taken constant in W)."""
+    """paper 001's isoefficiency estimate from the predicted runs (``paper001.isoefficiency``,
+    which takes T_o constant in W with one size; the command says one size is not enough, as
+    T_o's growth with W is what the estimate rests on)."""
     runs = [(float(r.P), float(r.W_s), float(r.makespan_s)) for r in df.itertuples()]
     return paper001.isoefficiency(runs, E)

@@ -123,10 +123,11 @@ def _common(f):
     return f
 
 
-def model_from_flags(model_name: str, sets, profile, below_binding: bool = False):
+def model_from_flags(model_name: str, sets, profile, below_binding: bool | str = False):
     """(model, its resolved values, the profile's parameters, the --set assignments) from the
     command line; a bad value is one usage line naming --model, --profile or --set. For a trace
-    recorded ``below_binding``, the profile's per-call costs lose mpi4py's own (replay.binding)."""
+    recorded ``below_binding``, the profile's per-call costs are the native ones or lose
+    mpi4py's own (replay.binding; as ``replay.models.load_profile`` takes it)."""
     from replay import models as M
     try:
         mod = M.get_model(model_name)
@@ -191,7 +192,8 @@ def _load(trace: Path, model_name: str, sets, profile, allow_partial: bool, quie
     # the manifest alone tells a missing or foreign trace, before the readers (pandas) load
     rules = trace_rules(profile, read_manifest(trace))
     if rules.below:
-        mod, values, prof, assignments = model_from_flags(model_name, sets, profile, True)
+        mod, values, prof, assignments = model_from_flags(model_name, sets, profile,
+                                                          rules.below)
     from replay.prepare import ReplayError, prepare
     try:
         if allow_partial:

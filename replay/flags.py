@@ -98,15 +98,16 @@ class FlagCosts:
 
 
 def flag_costs(profile: Mapping[str, Any] | None, where: str = "profile",
-               below_binding: bool = False) -> FlagCosts | None:
+               below_binding: bool | str = False) -> FlagCosts | None:
     """The ``[shared_flag]`` table of a calibration profile (a TOML document), None where it has
-    none; for a trace recorded ``below_binding``, the ``[native_shared_flag]`` table where the
-    profile has one (the same collectives made from C: rule native_call_costs), else
-    ``[shared_flag]`` less the profile's ``[binding]`` costs (rule binding_in_bursts). A
-    malformed table is a DataError naming ``where``."""
+    none; for a trace recorded ``below_binding`` (as ``replay.models.load_profile`` takes it),
+    the ``[native_shared_flag]`` table where the profile has one and the calls were made from C
+    (the same collectives made from C: rule native_call_costs), else ``[shared_flag]`` less the
+    profile's ``[binding]`` costs (rule binding_in_bursts). A malformed table is a DataError
+    naming ``where``."""
     if not profile:
         return None
-    if below_binding and "native_shared_flag" in profile:
+    if below_binding and below_binding != "Python" and "native_shared_flag" in profile:
         return _flag_table(profile, "native_shared_flag", where)
     costs = _flag_table(profile, "shared_flag", where)
     if costs is not None and below_binding:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from replay.binding import (applies, below_binding, binding_costs, binding_line, native_costs,
-                            native_line)
+from replay.binding import (applies, below_binding, binding_costs, binding_line,
+                            made_from_python, native_costs, native_line)
 from replay.profile import toml_of
 from replay.tracer_cost import by_python_tracer, per_kind_ns, tracer_costs, tracer_line
 
@@ -51,15 +51,22 @@ class TraceRules:
 
     binding: dict[str, float] | None = None
     tracer: dict[str, float] | None = None
-    #: the ``[native]`` costs for a trace recorded below mpi4py (rule native_call_costs)
+    #: the ``[native]`` costs for a trace recorded below mpi4py whose calls were made from C
+    #: (rule native_call_costs)
     native: dict[str, float] | None = None
     profile: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     where: str = "profile"
+    #: recorded below mpi4py, but a Python program's: its calls were made through mpi4py
+    from_python: bool = False
 
     @property
-    def below(self) -> bool:
-        """The profile's per-call costs lose mpi4py's own (load_profile's ``below_binding``)."""
-        return bool(self.binding or self.native)
+    def below(self) -> bool | str:
+        """load_profile's ``below_binding``: False where the profile's per-call costs stand as
+        they are; "Python" where they lose mpi4py's own (rule binding_in_bursts); "C" where the
+        profile's ``[native]`` costs replace them, if it has them (rule native_call_costs)."""
+        if not (self.binding or self.native):
+            return False
+        return "Python" if self.from_python else "C"
 
     def tracer_ns(self, mod: Any) -> np.ndarray | None:
         """``engine.run``'s ``tracer_cost`` for model ``mod``: per kernel kind, ns; None where
@@ -131,7 +138,8 @@ def trace_rules_of(profile: Mapping[str, Any] | None, manifest: Mapping[str, Any
                    where: str = "profile") -> TraceRules:
     """`trace_rules` from a profile already read (a dict, validate's; None: none)."""
     below = below_binding(manifest)
+    python = below and made_from_python(manifest)
     return TraceRules((binding_costs(profile, where) or None) if below else None,
                       tracer_costs(profile, where) if by_python_tracer(manifest) else None,
-                      (native_costs(profile, where) or None) if below else None,
-                      profile, where)
+                      (native_costs(profile, where) or None) if below and not python else None,
+                      profile, where, python)

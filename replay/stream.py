@@ -70,12 +70,12 @@ def call_classes(st: Stream, row_op: np.ndarray) -> np.ndarray:
     cls[own & (st.kind == K.WSEND) & _COMPLETION_ROW[op]] = CALL_WAIT
     cls[own & (st.kind == K.PROBE)] = CALL_PROBE
     cls[own & (st.kind == K.NOP) & (op != POLL_CODE)] = CALL_OTHER   # a poll run: many calls
-    _sendrecv_one_call(cls, st, op, has_row, len(row_op))
+    _sendrecv_one_call(cls, st, op, has_row, row_op)
     return cls
 
 
 def _sendrecv_one_call(cls: np.ndarray, st: Stream, op: np.ndarray, has_row: np.ndarray,
-                       nrows: int) -> None:
+                       row_op: np.ndarray) -> None:
     """Rule sendrecv_one_call: a ``Sendrecv`` is one call, its halves two rows (send half, then
     receive half). A half with no message (``MPI_PROC_NULL``) costs nothing of its own where the
     other half has one, whose o_s or o_r is the call's; where neither has, the call costs o_call
@@ -83,12 +83,14 @@ def _sendrecv_one_call(cls: np.ndarray, st: Stream, op: np.ndarray, has_row: np.
     nop = (cls == CALL_OTHER) & ((op == _SENDRECV_SEND) | (op == _SENDRECV_RECV))
     if not nop.any():
         return
-    moves = np.zeros(nrows + 1, np.bool_)  # per row: one of its operations moves a message
+    moves = np.zeros(len(row_op) + 1, np.bool_)  # per row: one of its operations moves a message
     moves[st.op_row[has_row & (st.kind != K.NOP)]] = True
     row = st.op_row[nop]
     send_half = op[nop] == _SENDRECV_SEND
     other = np.where(send_half, row + 1, np.maximum(row - 1, 0))
-    keep = send_half & ~moves[other]    # the call's one o_call
+    # (a half whose other half is not beside it, in a trace cut between them, is its own call)
+    paired = np.append(row_op, -1)[other] == np.where(send_half, _SENDRECV_RECV, _SENDRECV_SEND)
+    keep = ~paired | (send_half & ~moves[other])    # the call's one o_call
     cls[np.flatnonzero(nop)[~keep]] = CALL_NONE
 
 

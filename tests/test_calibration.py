@@ -499,6 +499,7 @@ def test_calibrate_writes_the_call_overheads(monkeypatch, tmp_path):
     replay's loggps reads the four keys; a run without the probe writes none of them."""
     runs = []
     monkeypatch.setattr(R, "run_bench", lambda *a, **kw: (runs[-1], ""))
+    monkeypatch.setattr(R, "native_probe", lambda *a, **kw: None)    # (an MPI job of its own)
     monkeypatch.setattr(R.time, "sleep", lambda s: None)
     from hindsight.cli import main
 

@@ -65,6 +65,8 @@ def fake_bench(monkeypatch):
 
     monkeypatch.setattr(R, "run_bench", run_bench)
     monkeypatch.setattr(R.time, "sleep", lambda s: None)
+    # (the native probe is a real MPI job of its own: tests/test_native_costs.py runs it)
+    monkeypatch.setattr(R, "native_probe", lambda *a, **kw: None)
     return runs, calls
 
 

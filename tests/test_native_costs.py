@@ -49,6 +49,14 @@ def test_a_trace_below_mpi4py_pays_the_native_costs(tmp_path, run_hindsight):
     assert h.returncode == 0 and "native" not in h.stdout
     # the streamed replay applies it alike
     assert rank_ends_ns(replay_json(run_hindsight, pmpi, prof, "--window", "16")) == [500, 1250]
+    # a Python program recorded by the PMPI library made its calls through mpi4py: the
+    # profile's costs less the binding's (rule binding_in_bursts), not the native ones
+    py = simulate_to_dir(tmp_path / "py-lib", SEND_RECV,
+                         manifest={"tracer": "pmpi", "program": "/x/cg.py", "app": "cg.py"})
+    doc = replay_json(run_hindsight, py, prof)
+    assert rank_ends_ns(doc) == [2000, 4500] and "native_call_costs_s" not in doc
+    r = run_hindsight("replay", str(py), "--profile", str(prof))
+    assert "rule binding_in_bursts" in r.stdout and "native" not in r.stdout
 
 
 def test_the_formula_with_o_b_and_the_earliest_arrival():
@@ -63,17 +71,30 @@ def test_the_formula_with_o_b_and_the_earliest_arrival():
     # a one-way time below the calls' overheads: L no lower than -(o_send' + 2·o_b_send)
     low = with_native(base, {**NATIVE, "one_way": 0.2 * US})
     assert low["L"] == pytest.approx(-0.5 * US)
+    # o_b·2 above the probe's o_send: o_send' floors at 0, and L takes the model's own 2-rank
+    # overheads (2·0.4 send, 0.25 receive), so o_s + L + o_r is still the probe's 1.25 us
+    big = with_native({**base, "o_b_send": 0.4 * US, "o_b_recv": 0.0}, NATIVE)
+    assert big["o_send"] == 0.0
+    assert big["L"] == pytest.approx((1.25 - 0.8 - 0.25) * US)
     # a model without L and o (Hockney's): nothing but the per-call costs it has
     assert with_native({"l": 5 * US, "g": 0.0}, NATIVE) == {"l": 5 * US, "g": 0.0}
+    # the per-call overheads the model has, even where the profile's section had none
+    assert with_native({"g": 0.0}, NATIVE, ("o_wait",)) == {"g": 0.0, "o_wait": NATIVE["o_wait"]}
 
 
 def test_load_profile_takes_the_native_section_only_below_mpi4py(tmp_path):
     prof = hand_profile(tmp_path / "p.toml", binding=BINDING, native=NATIVE)
     mod = M.get_model("loggps")
     assert M.load_profile(prof, mod)["o_send"] == pytest.approx(3 * US)
-    below = M.load_profile(prof, mod, below_binding=True)
+    below = M.load_profile(prof, mod, below_binding="C")
     assert (below["o_send"], below["o_recv"], below["L"]) == pytest.approx((0.5 * US,
                                                                             0.25 * US, 0.5 * US))
+    # a Python program recorded below mpi4py: rule binding_in_bursts
+    assert M.load_profile(prof, mod, below_binding="Python")["o_send"] == pytest.approx(2 * US)
+    # LogGOPSim's rules take L >= 0: a native one-way time below the calls' overheads gives 0
+    fast = hand_profile(tmp_path / "f.toml", native={**NATIVE, "one_way": 0.5 * US})
+    assert M.load_profile(fast, M.get_model("loggps"), below_binding="C")["L"] < 0
+    assert M.load_profile(fast, M.get_model("loggopsim"), below_binding="C")["L"] == 0.0
 
 
 def test_a_bad_native_section_is_one_error_line(tmp_path, run_hindsight):
@@ -141,6 +162,9 @@ def test_shared_flag_costs_below_mpi4py_are_the_native_table(tmp_path):
     assert python.table["Bcast"]["member_own_s"] == pytest.approx((3 * US,))
     assert pmpi.table["Bcast"]["member_own_s"] == pytest.approx((0.4 * US, 0.5 * US))
     assert pmpi.table["Bcast"]["bytes"] == (8, 512)
+    # a Python program's, recorded by the library: the binding rule's table
+    py = trace_rules(prof, {"tracer": "pmpi", "app": "cg.py"}).flags_for(loggps)
+    assert py.table["Bcast"]["member_own_s"] == pytest.approx((2 * US,))
     # without [native_shared_flag]: the binding rule's table, as before
     plain = hand_profile(tmp_path / "q.toml", binding={**BINDING, "Bcast": 1 * US},
                          native=NATIVE, shared_flag=table)

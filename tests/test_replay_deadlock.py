@@ -43,3 +43,16 @@ def test_a_sweep_records_the_configurations_that_deadlock(tmp_path, run_hindsigh
                                    "--json").stdout)
     rows = doc["rows"] if isinstance(doc, dict) else doc
     assert sum(isinstance(x.get("failed"), str) for x in rows) == 1
+
+
+def test_only_a_deadlock_another_S_may_undo_is_a_failed_point():
+    """A deadlock with messages above S is that configuration's answer (a sweep records it and
+    goes on); one with none (a cycle, a partner missing) is the trace's, at every value, and
+    stops a sweep as an error."""
+    from replay.errors import NoPredictionError, ReplayError, deadlock
+
+    rendezvous = deadlock(2, False, 4096.0, 3)
+    assert isinstance(rendezvous, NoPredictionError) and "3 messages" in str(rendezvous)
+    cycle = deadlock(2, False)
+    assert isinstance(cycle, ReplayError) and not isinstance(cycle, NoPredictionError)
+    assert "larger than S" not in str(cycle)

@@ -153,7 +153,8 @@ def replay_kwargs(model: str, profile: dict[str, Any], path: Path | None,
 
 
 def replay_params(model: str, profile: dict[str, dict[str, Any]],
-                  path: Path | None = None, below_binding: bool = False) -> dict[str, Any]:
+                  path: Path | None = None, below_binding: bool | str = False
+                  ) -> dict[str, Any]:
     """A replay model's parameters from a profile. A `hindsight calibrate` profile
     (``format = "hindsight-profile/1"``) is mapped exactly as `hindsight replay --profile` maps it
     (replay.models.load_profile, with rule binding_in_bursts for a trace recorded

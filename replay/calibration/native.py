@@ -46,9 +46,6 @@ BUILD_DIR = SOURCE.parent / "build"
 CFLAGS = ("-O2",)
 #: the ``[native]`` section's keys (replay.binding.NATIVE_KEYS), seconds
 KEYS = ("o_send", "o_recv", "one_way", "o_irecv", "o_wait", "o_probe", "o_call")
-#: the collectives' probe, as native_probe.c makes it (flags.FLAG_REPEAT, FLAG_DELAY_NS)
-FLAG_REPEAT = 60
-FLAG_DELAY_S = 40e-6
 #: per-call quantity of the program's output -> the profile's key
 CALLS = {"irecv_ns": "o_irecv", "wait_ns": "o_wait", "probe_ns": "o_probe",
          "iprobe_ns": "o_call"}
@@ -115,13 +112,14 @@ def fit_native(probe: dict, main: dict) -> tuple[dict, dict, list[str]]:
 def fit_native_flags(probe: dict) -> tuple[dict, dict, list[str]]:
     """``flags.fit_flags`` of the probe's collectives (both ranks' entries and exits, case by
     case): the ``[native_shared_flag]`` section's tables, their evidence and notes."""
-    from replay.calibration.flags import fit_flags
+    # (native_probe.c makes them as flags.py's FLAG_REPEAT and FLAG_DELAY_NS say)
+    from replay.calibration.flags import FLAG_DELAY_NS, FLAG_REPEAT, fit_flags
 
     cases = []
     for mine, theirs in zip(probe["sender"]["flag_cases"], probe["receiver"]["flag_cases"]):
         cases.append({**mine, "in": [mine["in"], theirs["in"]],
                       "out": [mine["out"], theirs["out"]]})
-    params, evidence, notes = fit_flags({"repeat": FLAG_REPEAT, "delay_s": FLAG_DELAY_S,
+    params, evidence, notes = fit_flags({"repeat": FLAG_REPEAT, "delay_s": FLAG_DELAY_NS * 1e-9,
                                          "cases": cases})
     return params, evidence, [n.replace("flag probe:", "native flag probe:") for n in notes]
 

@@ -85,12 +85,13 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> list[tuple[str, str
     return out
 
 
-def load_profile(path: Path | str, model: NetworkModel, below_binding: bool = False,
+def load_profile(path: Path | str, model: NetworkModel, below_binding: bool | str = False,
                  overrides: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
     """Parameters for ``model`` from a network profile file; for a trace recorded
-    ``below_binding`` (``replay.binding.below_binding``), a TOML profile's per-call costs are its
-    ``[native]`` section's (rule native_call_costs), else less its ``[binding]`` section's (rule
-    binding_in_bursts). A profile whose values break a rule between
+    ``below_binding`` (``replay.binding.below_binding``; ``replay.recorder_rules.TraceRules.below``
+    says "C" or "Python"), a TOML profile's per-call costs are its ``[native]`` section's (rule
+    native_call_costs; not for "Python": calls made through mpi4py), else less its ``[binding]``
+    section's (rule binding_in_bursts). A profile whose values break a rule between
     parameters (L >= -o_send, ...) is an error unless ``overrides`` (the command's ``--set``
     assignments, which take precedence) mend it.
 
@@ -107,7 +108,7 @@ def load_profile(path: Path | str, model: NetworkModel, below_binding: bool = Fa
         raise ProfileParamError(str(exc)) from None
 
 
-def _load_profile(path: Path, model: NetworkModel, below_binding: bool,
+def _load_profile(path: Path, model: NetworkModel, below_binding: bool | str,
                   overrides: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
     try:
         kind, data = profile.read_any(path)
@@ -126,12 +127,13 @@ def _load_profile(path: Path, model: NetworkModel, below_binding: bool,
         if below_binding:
             from replay.binding import binding_costs, less_binding, native_costs, with_native
             try:
-                native = native_costs(data, f"profile {path}")
+                native = (native_costs(data, f"profile {path}") if below_binding != "Python"
+                          else None)
                 costs = binding_costs(data, f"profile {path}")
             except DataError as exc:
                 raise ParamError(str(exc)) from None
             if native:                  # rule native_call_costs, else binding_in_bursts
-                out = with_native(out, native)
+                out = model.within_own_bounds(with_native(out, native, model.PARAMS))
             elif costs:
                 out = less_binding(out, costs)
         for name, raw in out.items():       # validate here so the error names the file

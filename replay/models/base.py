@@ -106,6 +106,12 @@ class NetworkModel:
         raise ParamError(f"profile {path}: a calibration profile has no parameters for model "
                          f"{self.NAME}")
 
+    def within_own_bounds(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A profile's values (``from_profile``'s, after the rules that rewrite them for a
+        trace: ``replay.binding``) within what this model takes of a profile. Default: as
+        they are."""
+        return values
+
     def run_replay(self, prep: Any, values: dict[str, Any], *, scale: np.ndarray,
                    cpu_time: bool = False, algorithms: Any = None, record: bool = True,
                    delay_ns: np.ndarray | None = None) -> Any:

@@ -93,8 +93,11 @@ class LogGOPSim(NetworkModel):
         calls' overheads overlap the transfer) is LogGOPSim's L = 0."""
         out = {k: v for k, v in LogGPS.from_profile(self, data, path).items()
                if k not in NOT_SIMULATED}
-        out["L"] = max(float(out["L"]), 0.0)
-        return out
+        return self.within_own_bounds(out)
+
+    def within_own_bounds(self, values: dict) -> dict:
+        """LogGOPSim's L = 0 for a negative L (calibrate's fit, rule native_call_costs)."""
+        return {**values, "L": max(float(values["L"]), 0.0)}
 
     def run_replay(self, prep: Prepared, values: Mapping[str, float], *, scale: np.ndarray,
                    cpu_time: bool = False, algorithms: Mapping[str, str] | None = None,
