@@ -138,6 +138,11 @@ def read(stage: Path, program: str | None = None) -> dict[str, Any] | None:
     python = _read_python(lines, program)
     if found is not None and python is not None and python["where"]:
         found["where"] = python["where"]
+    elif found is not None and found["call"] == "Finalize" and (
+            python is not None or str(program or "").endswith(".py")):
+        # No frame of the program: the interpreter was finishing, and mpi4py finalizes MPI at
+        # its exit (the library's caller is a line of Python's own C sources, not the user's)
+        found["where"] = "the program's exit (it had returned or called sys.exit)"
     return found
 
 

@@ -590,6 +590,21 @@ def test_stopped_in_lines_group_ranks_at_one_place():
     assert len(lines) == 9 and lines[-1] == "... and 4 more places (manifest stopped_in)"
 
 
+def test_a_python_rank_finalizing_at_its_exit_is_said_so(tmp_path):
+    """A Python program's rank that returned or called sys.exit is in MPI_Finalize, which
+    mpi4py calls at the interpreter's exit: the library's caller is a line of Python's own C
+    sources (it read "stopped in Finalize at .../Python/pylifecycle.c:2930"), so the place is
+    the program's exit; a compiled program's keeps its caller's line."""
+    from hindsight.trace import core as fc
+    from instrument.stopped import read
+
+    (tmp_path / fc.STOP_FILE).write_text("pid 7\npmpi op -1 caller 0x1000\n")
+    at = read(tmp_path, "/x/prog.py")
+    assert at == {"call": "Finalize",
+                  "where": "the program's exit (it had returned or called sys.exit)"}
+    assert read(tmp_path, "/x/a.out")["where"] != at["where"]
+
+
 def test_trace_info_counts_no_bytes_sent_to_proc_null(tmp_path):
     """A send to MPI_PROC_NULL (peer -1; the Python tracer records its buffer's size) crosses
     no network: trace info's p2p bytes are those of the messages to a rank."""
