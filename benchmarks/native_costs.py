@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from instrument.native import compiled  # noqa: E402
+from instrument.native import NativeError, compiled  # noqa: E402
 
 SOURCE = ROOT / "tests" / "programs" / "jacobi1d.c"
 HINDSIGHT = [sys.executable, "-m", "hindsight.cli"]
@@ -55,7 +55,7 @@ def _makespan_s(run: Path) -> float:
 def _predicted_s(trace: Path, profile: Path) -> float:
     r = _hindsight("replay", str(trace), "--profile", str(profile), "--json")
     if r.returncode != 0:
-        raise SystemExit(f"replay of {trace} failed: {r.stderr.strip()}")
+        raise SystemExit(f"Error: replay of {trace} failed: {r.stderr.strip()}")
     return json.loads(r.stdout)["predicted_makespan_s"]
 
 
@@ -69,11 +69,14 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="hindsight-native-costs-") as tmp:
         tmp = Path(tmp)
-        exe = compiled(SOURCE, tmp, "jacobi1d", ("-O2",), "", "this benchmark")
+        try:
+            exe = compiled(SOURCE, tmp, "jacobi1d", ("-O2",), "", "this benchmark")
+        except NativeError as exc:
+            raise SystemExit(f"Error: {exc}") from None
         prof = tmp / "shm.toml"
         r = _hindsight("calibrate", "-n", "2", "--accept-noisy", "--out", str(prof))
         if r.returncode != 0:
-            raise SystemExit(f"calibrate failed: {r.stderr.strip().splitlines()[-1]}")
+            raise SystemExit(f"Error: calibrate failed: {r.stderr.strip() or r.returncode}")
         quality = "noisy" if "warning: profile" in r.stderr else "ok"
         plain = _without_native(prof, tmp / "shm-without-native.toml")
         print(f"profile: {quality}; " + "; ".join(
@@ -90,7 +93,7 @@ def main() -> None:
                     r = _hindsight("collect", "-n", "2", *flags, "--program", str(exe),
                                    "--out", str(out), "--", str(points), str(iters))
                     if r.returncode != 0:
-                        raise SystemExit(f"collect failed: {r.stderr.strip()}")
+                        raise SystemExit(f"Error: collect failed: {r.stderr.strip()}")
                     disturbed += "disturbed" in r.stderr
                     runs.append(out)
             truth = statistics.median(_makespan_s(u) for u in untraced)

@@ -33,6 +33,15 @@ _LIMIT = 1 << 30  # blocks up to 1 GiB come from (and return to) the heap
 WRITE_BLOCK = 1 << 17
 
 
+def is_elf(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an ELF file (a compiled program), not a script."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def keep_freed_memory() -> bool:
     """Ask glibc to keep freed memory for reuse (see the module docstring). Returns whether the
     setting took effect (False on other C libraries, or when opted out)."""

@@ -38,7 +38,6 @@ from instrument import stopped
 SOURCE = Path(__file__).resolve().parent / "pmpi" / "hindsight_pmpi.c"
 BUILD_DIR = SOURCE.parent / "build"
 CFLAGS = ("-O2", "-shared", "-fPIC")
-ELF_MAGIC = b"\x7fELF"
 #: Environment variables that change how MPI moves data (as instrument.session records them).
 TRANSPORT_PREFIXES = ("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "HYDRA_", "OMPI_MCA_", "I_MPI_")
 
@@ -49,11 +48,7 @@ class NativeError(DataError):
 
 def is_native(program: str | os.PathLike) -> bool:
     """Whether `program` is an ELF executable (traced through the PMPI library), not a script."""
-    try:
-        with open(program, "rb") as f:
-            return f.read(4) == ELF_MAGIC
-    except OSError:
-        return False
+    return system.is_elf(program)
 
 
 def find_mpicc() -> str | None:
@@ -129,6 +124,8 @@ def _base_manifest(run_id: str, nprocs: int, program: str, args: list[str],
         "paradigm": None,
         "args": {"argv": list(args)},
         "program": str(Path(program).resolve()),
+        # (what the replay's rule native_call_costs asks: were the calls made from C?)
+        "program_kind": "compiled" if is_native(program) else "python",
         "ranks": nprocs,
         "hosts": {},
         "ranks_per_host": {},

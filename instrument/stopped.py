@@ -37,6 +37,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from hindsight.system import is_elf
 from hindsight.trace import core as fc
 
 #: The signal that asks a rank where it is: a real-time signal, which programs rarely use
@@ -139,7 +140,7 @@ def read(stage: Path, program: str | None = None) -> dict[str, Any] | None:
     if found is not None and python is not None and python["where"]:
         found["where"] = python["where"]
     elif found is not None and found["call"] == "Finalize" and (
-            python is not None or str(program or "").endswith(".py")):
+            python is not None or (program is not None and not is_elf(program))):
         # No frame of the program: the interpreter was finishing, and mpi4py finalizes MPI at
         # its exit (the library's caller is a line of Python's own C sources, not the user's)
         found["where"] = "the program's exit (it had returned or called sys.exit)"

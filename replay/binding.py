@@ -133,10 +133,15 @@ def binding_costs(profile: Mapping[str, Any] | None, where: str = "profile"
 
 
 def made_from_python(manifest: Mapping[str, Any]) -> bool:
-    """Whether the trace's program is a Python one (its ``program`` or ``app`` a ``.py`` file):
-    recorded by the PMPI library, its calls were made through mpi4py, not from C (rule
-    native_call_costs does not apply)."""
-    return any(str(manifest.get(k) or "").endswith(".py") for k in ("program", "app"))
+    """Whether the trace's program is a Python one: recorded by the PMPI library, its calls
+    were made through mpi4py, not from C (rule native_call_costs does not apply). The
+    manifest's ``program_kind`` says so; a trace of the PMPI library written before it had
+    that key, by its program's name (a ``.py`` file). An import (OTF2, GOAL) is C's."""
+    kind = manifest.get("program_kind")
+    if kind is not None:
+        return kind == "python"
+    return manifest.get("tracer") == "pmpi" and any(
+        str(manifest.get(k) or "").endswith(".py") for k in ("program", "app"))
 
 
 def below_binding(manifest: Mapping[str, Any]) -> bool:

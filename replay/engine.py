@@ -521,7 +521,7 @@ def _with_ack_cells(st: Stream, prm: np.ndarray, mode: int, scale: np.ndarray,
                              no_queue, resume=resume)
         passes += 1
         if stuck:
-            raise deadlock(stuck, False, where=" under rule ack_cells")
+            raise deadlock(stuck, False, where=" under rule ack_cells", by_values=True)
         prev = floor
     info["ack_cells"] = {"cells": cells, "held": held, "passes": passes, "settled": settled}
     return out

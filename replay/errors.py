@@ -21,12 +21,13 @@ class ReplayDeadlock(NoPredictionError):
 
 
 def deadlock(stuck: int, nonblocking: bool, S: float = float("inf"), over_s: int = 0,
-             where: str = "") -> ReplayError:
+             where: str = "", by_values: bool = False) -> ReplayError:
     """The error of a replay whose ``stuck`` ranks never finished, with what may explain it: the
     trace's non-blocking collectives (rules nonblocking_split and nonblocking_in_order,
     replay.patterns), its ``over_s`` messages above the eager limit ``S`` (bytes). A
-    ReplayDeadlock where some messages go by rendezvous (another S may replay it: a sweep goes
-    on), else a plain ReplayError (no parameter value would: a sweep stops at it)."""
+    ReplayDeadlock where some messages go by rendezvous or a rule's parameter made it
+    (``by_values``: rule ack_cells' held acknowledgements): other values may replay it, and a
+    sweep goes on; else a plain ReplayError (no value would: a sweep stops at it)."""
     text = ("replay deadlock: the dependencies are cyclic or a partner is missing (some ranks "
             f"wait for messages or collectives that can never happen) ({stuck} ranks "
             f"stuck){where}")
@@ -41,4 +42,4 @@ def deadlock(stuck: int, nonblocking: bool, S: float = float("inf"), over_s: int
                  "completing its collective, while that peer completes the collective first, or "
                  "ranks that complete collectives on different communicators in different "
                  "orders, deadlock under that rule (use --model measured)")
-    return (ReplayDeadlock if over_s else ReplayError)(text)
+    return (ReplayDeadlock if over_s or by_values else ReplayError)(text)

@@ -91,6 +91,7 @@ def test_ring_rows_output_and_replay(exe, tmp_path):
     assert sorted(done.stdout.splitlines()) == sorted(_untraced_stdout(prog, 4, ["10"])
                                                       .splitlines())
     assert m["complete"] and m["rank_status"] == ["complete"] * 4 and m["tracer"] == "pmpi"
+    assert m["program_kind"] == "compiled"      # (its calls were made from C)
     assert m["events"] == [20] * 4 and m["wall_ns"] > 0
     df = _rows(tmp_path / "t")
     for r in range(4):

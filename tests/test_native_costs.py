@@ -82,6 +82,19 @@ def test_the_formula_with_o_b_and_the_earliest_arrival():
     assert with_native({"g": 0.0}, NATIVE, ("o_wait",)) == {"g": 0.0, "o_wait": NATIVE["o_wait"]}
 
 
+def test_which_programs_made_their_calls_from_python():
+    """The manifest's program_kind (the PMPI library writes it) decides; a library trace
+    written before it, its program's name; an import's calls are C's."""
+    from replay.binding import made_from_python
+
+    assert made_from_python({"tracer": "pmpi", "program_kind": "python", "program": "/x/run"})
+    assert not made_from_python({"tracer": "pmpi", "program_kind": "compiled",
+                                 "program": "/x/odd.py"})
+    assert made_from_python({"tracer": "pmpi", "program": "/x/cg.py"})
+    assert not made_from_python({"tracer": "pmpi", "program": "/x/a.out"})
+    assert not made_from_python({"origin": {"format": "goal"}, "app": "x.py"})
+
+
 def test_load_profile_takes_the_native_section_only_below_mpi4py(tmp_path):
     prof = hand_profile(tmp_path / "p.toml", binding=BINDING, native=NATIVE)
     mod = M.get_model("loggps")
@@ -206,6 +219,10 @@ def test_each_value_is_the_median_of_the_runs():
             {"o_send": 0.25, "Bcast": {"bytes": [8, 512], "root_own_s": [1.2, 1.8]}}]
     assert median_of_runs(runs) == {"o_send": 0.3, "Bcast": {"bytes": [8, 512],
                                                              "root_own_s": [1.2, 2.0]}}
+    # runs that measured different things are a fault (the probe's note), not a traceback
+    odd = [runs[0], {**runs[1], "Bcast": {"bytes": [8], "root_own_s": [5.0]}}, runs[2]]
+    with pytest.raises(RuntimeError, match="different things"):
+        median_of_runs(odd)
 
 
 @pytest.mark.skipif(os.environ.get("HINDSIGHT_SKIP_MPI") == "1", reason="no MPI")

@@ -52,6 +52,7 @@ def test_an_mpi4py_program_gives_the_python_tracers_rows(tmp_path):
     assert done.stdout == "ok\n"
     m = tf.read_manifest(out)
     assert m["complete"] and m["tracer"] == "pmpi" and m["untraced_calls"] == {}
+    assert m["program_kind"] == "python"        # (its calls were made through mpi4py)
     df = tf.read_trace(out).to_pandas()[COLUMNS]
     py = tmp_path / "py"
     res = hindsight("collect", "-n", 2, "--program", prog, "--out", py)

@@ -56,3 +56,6 @@ def test_only_a_deadlock_another_S_may_undo_is_a_failed_point():
     cycle = deadlock(2, False)
     assert isinstance(cycle, ReplayError) and not isinstance(cycle, NoPredictionError)
     assert "larger than S" not in str(cycle)
+    # rule ack_cells' held acknowledgements: another ack_cells (or S) may undo it
+    held = deadlock(2, False, where=" under rule ack_cells", by_values=True)
+    assert isinstance(held, NoPredictionError) and "under rule ack_cells" in str(held)

@@ -115,7 +115,9 @@ def check_profile(path: Path, net_name: str, net: dict[str, Any], models: list[s
     try:
         data = read_profile(path)
         for model in models:
-            replay_params(model, data, path)
+            # (as a trace of each recorder reads it: the native and binding sections too)
+            for below in (False, "C", "Python"):
+                replay_params(model, data, path, below)
     except (M.ParamError, ValueError) as exc:
         raise SpecError(f"network {net_name}: " + str(exc).replace(str(path), str(shown))) \
             from None
@@ -157,8 +159,8 @@ def replay_params(model: str, profile: dict[str, dict[str, Any]],
                   ) -> dict[str, Any]:
     """A replay model's parameters from a profile. A `hindsight calibrate` profile
     (``format = "hindsight-profile/1"``) is mapped exactly as `hindsight replay --profile` maps it
-    (replay.models.load_profile, with rule binding_in_bursts for a trace recorded
-    ``below_binding``); a flat profile (no format tag) gives its section (loggp reads the loggps
+    (replay.models.load_profile, with rule native_call_costs or binding_in_bursts for a trace
+    recorded ``below_binding``: "C" or "Python", ``replay.recorder_rules.TraceRules.below``); a flat profile (no format tag) gives its section (loggp reads the loggps
     section without S, loggopsim all of it; mm1 also uses C and tau between ranks of one host)."""
     if model == "measured":
         return {}

@@ -145,23 +145,25 @@ def native_probe(job: Callable[[list[str]], list[str]], run_job: Callable[..., t
     tables: list[dict] = []
     more: list[str] = []
     try:
-        for _ in range(NATIVE_RUNS):
+        for k in range(NATIVE_RUNS):
             probe = run_probe(job, run_job, env, sizes, reps)
             params, evidence, said = fit_native(probe, main)
             runs.append({"params": params, "evidence": evidence})
-            more += said
             if flags:
                 table, flag_evidence, flag_notes = fit_native_flags(probe)
                 tables.append(table)
                 evidence["flag_probe"] = flag_evidence
-                more += flag_notes
+                said += flag_notes
+            # (each run's own facts; the values written are the runs' medians)
+            more += [n.replace("probe:", f"probe (run {k + 1} of {NATIVE_RUNS}):", 1)
+                     for n in said]
+        sections = {"native": median_of_runs([r["params"] for r in runs])}
+        if flags:
+            sections["native_shared_flag"] = {"ranks": 2, **median_of_runs(tables)}
     except (RuntimeError, OSError, UserError) as exc:   # (no mpicc, a stalled job)
         notes.append(f"native probe: {exc}; no [native] section")
         return None
-    notes.extend(dict.fromkeys(more))       # (a note each run made once)
-    sections = {"native": median_of_runs([r["params"] for r in runs])}
-    if flags:
-        sections["native_shared_flag"] = {"ranks": 2, **median_of_runs(tables)}
+    notes.extend(more)
     return sections, {"runs": runs}
 
 
@@ -172,7 +174,11 @@ def median_of_runs(runs: list[dict]) -> dict:
     first = runs[0]
     out: dict = {}
     for key, v in first.items():
-        vals = [r[key] for r in runs]
+        vals = [r.get(key) for r in runs]
+        if any(type(x) is not type(v) or (isinstance(v, (list, dict)) and len(x) != len(v))
+               or (key == "bytes" and x != v) for x in vals):
+            # (the C program measures the same things every run: another shape is a fault)
+            raise RuntimeError(f"its runs measured different things ({key!r})")
         if isinstance(v, dict):
             out[key] = median_of_runs(vals)
         elif isinstance(v, list) and key == "bytes":
