@@ -289,16 +289,15 @@ def predict_cmd(traces, app, paradigm, ranks_spec, size_spec, model_name, sets, 
     x = iso["exponent"]
     # T_o's growth with W is what the estimate rests on: one size cannot show it, and an
     # exponent below 0 (W_iso falling as p grows) says T_o did not grow with p in these runs
+    why = None      # (the reason, and how the line puts it after "not estimable")
     if df["N"].nunique() < 2:
-        iso["not_estimable"] = "one size: T_o's growth with W needs two or more --size"
+        why = ("one size: T_o's growth with W needs two or more --size", " from ")
     elif not math.isnan(x) and x < 0:
-        iso["not_estimable"] = (f"the fitted W_iso falls as p grows (p^{x:.2f}): T_o does not "
-                                "grow with p in these runs")
-    if iso.get("not_estimable"):
-        iso["exponent"] = math.nan
-        say(f"isoefficiency (E = {target_e:g}): not estimable from {iso['not_estimable']}"
-            if iso["not_estimable"].startswith("one size") else
-            f"isoefficiency (E = {target_e:g}): not estimable: {iso['not_estimable']}")
+        why = (f"the fitted W_iso falls as p grows (p^{x:.2f}): T_o does not grow with p in "
+               "these runs", ": ")
+    if why is not None:
+        iso["not_estimable"], iso["exponent"] = why[0], math.nan
+        say(f"isoefficiency (E = {target_e:g}): not estimable{why[1]}{why[0]}")
     elif not math.isnan(x):
         used = [int(r["p"]) for r in iso["per_p"] if r["W_iso_s"] > 0]
         say(f"isoefficiency (E = {target_e:g}): W must grow as p^{x:.2f} to keep E "

@@ -81,7 +81,7 @@ CALLS = tuple(PARAM_CALL.values()) + COLLECTIVES
 _IMPORTED = ("otf2", "goal")
 
 
-#: the ``[native]`` section's keys (``replay.calibration.native.KEYS``), seconds
+#: the ``[native]`` section's keys (calibrate's native probe writes them), seconds
 NATIVE_KEYS = ("o_send", "o_recv", "one_way", "o_irecv", "o_wait", "o_probe", "o_call")
 NATIVE = "native_call_costs"
 

@@ -41,11 +41,13 @@ from typing import Callable
 
 import numpy as np
 
+from replay.binding import NATIVE_KEYS
+
 SOURCE = Path(__file__).resolve().parent / "native_probe.c"
 BUILD_DIR = SOURCE.parent / "build"
 CFLAGS = ("-O2",)
-#: the ``[native]`` section's keys (replay.binding.NATIVE_KEYS), seconds
-KEYS = ("o_send", "o_recv", "one_way", "o_irecv", "o_wait", "o_probe", "o_call")
+#: the ``[native]`` section's keys, seconds: what rule native_call_costs reads
+KEYS = NATIVE_KEYS
 #: runs of the probe, each value the median of theirs (``median_of_runs``)
 NATIVE_RUNS = 3
 #: per-call quantity of the program's output -> the profile's key
